@@ -1,0 +1,75 @@
+// main() for every benchmark binary: runs the benchmarks (5 repetitions by default), then
+// prints, for each benchmark named `<Case>/ours` and every baseline `<Case>/<name>` (the same work
+// written by hand with plain LibTorch, or a std/absl map, in the same run), the ratio of their
+// median real times. A ratio below 1 means ours is faster.
+#include <benchmark/benchmark.h>
+
+#include <cstdio>
+#include <map>
+#include <string>
+#include <vector>
+
+namespace {
+
+class RatioReporter : public benchmark::ConsoleReporter {
+ public:
+  void ReportRuns(const std::vector<Run>& runs) override {
+    ConsoleReporter::ReportRuns(runs);
+    for (const Run& run : runs) {
+      if (run.error_occurred) continue;
+      const bool median = run.run_type == Run::RT_Aggregate && run.aggregate_name == "median";
+      const bool single = run.run_type == Run::RT_Iteration && run.repetitions <= 1;
+      if (!median && !single) continue;
+      std::string name = run.run_name.str();
+      times_[name] = run.GetAdjustedRealTime();
+      unit_[name] = benchmark::GetTimeUnitString(run.time_unit);
+    }
+  }
+
+  void Finalize() override {
+    ConsoleReporter::Finalize();
+    std::printf("\n%-40s %-10s %14s %14s %8s\n", "case (median real time)", "vs", "ours",
+                "baseline", "ratio");
+    for (const auto& [name, t] : times_) {
+      const size_t slash = name.rfind('/');
+      if (slash == std::string::npos || name.compare(slash, std::string::npos, "/ours") != 0) {
+        continue;
+      }
+      const std::string base = name.substr(0, slash + 1);
+      for (auto it = times_.lower_bound(base); it != times_.end(); ++it) {
+        if (it->first.compare(0, base.size(), base) != 0) break;
+        if (it->first == name || it->first.find('/', base.size()) != std::string::npos) continue;
+        std::printf("%-40s %-10s %11.3f %-2s %11.3f %-2s %7.2fx\n",
+                    name.substr(0, slash).c_str(), it->first.substr(base.size()).c_str(), t,
+                    unit_[name].c_str(), it->second, unit_[it->first].c_str(), t / it->second);
+      }
+    }
+  }
+
+ private:
+  std::map<std::string, double> times_;
+  std::map<std::string, std::string> unit_;
+};
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  std::vector<char*> args(argv, argv + argc);
+  bool has_reps = false;
+  for (int i = 1; i < argc; ++i) {
+    if (std::string(argv[i]).rfind("--benchmark_repetitions", 0) == 0) has_reps = true;
+  }
+  static char reps[] = "--benchmark_repetitions=5";
+  static char only_aggregates[] = "--benchmark_report_aggregates_only=true";
+  if (!has_reps) {
+    args.push_back(reps);
+    args.push_back(only_aggregates);
+  }
+  int n = static_cast<int>(args.size());
+  benchmark::Initialize(&n, args.data());
+  if (benchmark::ReportUnrecognizedArguments(n, args.data())) return 1;
+  RatioReporter reporter;
+  benchmark::RunSpecifiedBenchmarks(&reporter);
+  benchmark::Shutdown();
+  return 0;
+}

@@ -1,0 +1,67 @@
+// Error types thrown by tensordict, and the one rule for where absl::Status meets exceptions.
+//
+// NOTE [ Errors: exceptions at the API, Status inside ]
+// Every public call of the library reports failure by throwing, as LibTorch does: the types below
+// derive from `c10::Error`, so code that already catches `c10::Error` keeps working. Internals
+// that touch files, shared memory or the backend registry may return `absl::Status` /
+// `absl::StatusOr<T>`; a public function that calls them converts with `td::ThrowIfError` (or
+// `td::ValueOrThrow`) at its own boundary and never lets a Status escape. Messages name the key,
+// the shapes and what was expected.
+#pragma once
+
+#include <c10/util/Exception.h>
+#include <c10/util/StringUtil.h>
+
+#include <string>
+#include <utility>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+
+namespace td {
+
+// A key that does not exist (or, for writes into a locked TensorDict, cannot be created).
+// The message names the key and the keys that exist at that level.
+class KeyError : public c10::Error {
+ public:
+  using c10::Error::Error;
+};
+
+// A value whose leading dimensions do not match the TensorDict's batch size, or a batch size
+// that does not fit the leaves. The message names the key, the value's shape and the batch size.
+class BatchSizeError : public c10::ValueError {
+ public:
+  using c10::ValueError::ValueError;
+};
+
+// A structural change (new key, removed key, renamed key) on a locked TensorDict.
+class LockedError : public c10::Error {
+ public:
+  using c10::Error::Error;
+};
+
+// An entry of the wrong kind (a sub-TensorDict where a tensor was asked for, ...), or a value of a
+// type the operation does not accept.
+using TypeError = c10::TypeError;
+using ValueError = c10::ValueError;
+using IndexError = c10::IndexError;
+
+// Throws `E` with the pieces streamed together (anything with an `operator<<`).
+// Example: `td::Fail<td::KeyError>("key ", key, " not found");`
+template <class E = c10::Error, class... Args>
+[[noreturn]] void Fail(const Args&... args) {
+  throw E(c10::str(args...), std::string());
+}
+
+// See NOTE [ Errors: exceptions at the API, Status inside ]. Throws c10::Error (or the type
+// matching the status code: kNotFound -> KeyError, kInvalidArgument -> ValueError,
+// kOutOfRange -> IndexError) carrying the status message.
+void ThrowIfError(const absl::Status& status);
+
+template <class T>
+T ValueOrThrow(absl::StatusOr<T> value) {
+  ThrowIfError(value.status());
+  return *std::move(value);
+}
+
+}  // namespace td

@@ -1,0 +1,86 @@
+#include "td/core/nested_key.h"
+
+#include <sstream>
+
+#include "absl/strings/str_join.h"
+#include "td/core/errors.h"
+
+namespace td {
+
+NestedKey::NestedKey(std::initializer_list<NestedKey> parts) {
+  for (const NestedKey& p : parts) parts_.insert(parts_.end(), p.parts_.begin(), p.parts_.end());
+  if (parts_.empty()) Fail<ValueError>("a NestedKey needs at least one component");
+}
+
+NestedKey::NestedKey(const std::vector<std::string>& parts) : parts_(parts.begin(), parts.end()) {
+  if (parts_.empty()) Fail<ValueError>("a NestedKey needs at least one component");
+}
+
+NestedKey::NestedKey(Parts parts) : parts_(std::move(parts)) {
+  if (parts_.empty()) Fail<ValueError>("a NestedKey needs at least one component");
+}
+
+NestedKey NestedKey::parent() const {
+  TORCH_CHECK(is_nested(), "NestedKey ", repr(), " has no parent");
+  return NestedKey(Parts(parts_.begin(), parts_.end() - 1));
+}
+
+NestedKey NestedKey::operator+(const NestedKey& other) const {
+  Parts p = parts_;
+  p.insert(p.end(), other.parts_.begin(), other.parts_.end());
+  return NestedKey(std::move(p));
+}
+
+std::string NestedKey::join(std::string_view sep) const {
+  return absl::StrJoin(parts_, absl::string_view(sep.data(), sep.size()));
+}
+
+namespace {
+void AppendQuoted(std::string* out, const std::string& s) {
+  // Python uses double quotes when the string holds a single quote and no double quote.
+  const bool dq = s.find('\'') != std::string::npos && s.find('"') == std::string::npos;
+  const char q = dq ? '"' : '\'';
+  out->push_back(q);
+  for (char c : s) {
+    if (c == '\\' || (c == q)) out->push_back('\\');
+    out->push_back(c);
+  }
+  out->push_back(q);
+}
+}  // namespace
+
+std::string NestedKey::repr() const {
+  std::string out;
+  if (!is_nested()) {
+    AppendQuoted(&out, parts_[0]);
+    return out;
+  }
+  out.push_back('(');
+  for (size_t i = 0; i < parts_.size(); ++i) {
+    if (i) out += ", ";
+    AppendQuoted(&out, parts_[i]);
+  }
+  out.push_back(')');
+  return out;
+}
+
+bool NestedKey::starts_with(const NestedKey& prefix) const {
+  if (prefix.size() > size()) return false;
+  return std::equal(prefix.parts_.begin(), prefix.parts_.end(), parts_.begin());
+}
+
+std::ostream& operator<<(std::ostream& os, const NestedKey& key) { return os << key.repr(); }
+
+std::string KeysRepr(const std::vector<NestedKey>& keys) {
+  return "[" + absl::StrJoin(keys, ", ", [](std::string* out, const NestedKey& k) {
+           out->append(k.repr());
+         }) + "]";
+}
+
+std::string KeysRepr(const std::vector<std::string>& keys) {
+  return "[" + absl::StrJoin(keys, ", ", [](std::string* out, const std::string& k) {
+           out->append(NestedKey(k).repr());
+         }) + "]";
+}
+
+}  // namespace td

@@ -1,0 +1,56 @@
+// The registry and the capability flags. The test that opens every registered backend lives in
+// //td/backends:all_backends_test, which links them all.
+#include "td/core/storage.h"
+
+#include <gtest/gtest.h>
+
+namespace td {
+namespace {
+
+TEST(StorageRegistryTest, DenseIsRegisteredAndOpens) {
+  std::vector<std::string> ids = RegisteredStorageBackends();
+  EXPECT_NE(std::find(ids.begin(), ids.end(), "dense"), ids.end());
+  TensorDict t = MakeTensorDict("dense", StorageSpec().batch_size({2}));
+  EXPECT_EQ(t.backend(), "dense");
+  EXPECT_EQ(t.batch_size(), at::IntArrayRef({2}));
+}
+
+TEST(StorageRegistryTest, UnknownIdNamesRegisteredOnes) {
+  try {
+    MakeTensorDict("nope", StorageSpec());
+    FAIL() << "expected KeyError";
+  } catch (const KeyError& e) {
+    std::string msg = e.what();
+    EXPECT_NE(msg.find("'nope'"), std::string::npos) << msg;
+    EXPECT_NE(msg.find("dense"), std::string::npos) << msg;
+  }
+}
+
+TEST(StorageRegistryTest, DuplicateRegistrationKeepsFirst) {
+  EXPECT_FALSE(RegisterStorageBackend("dense", [](const StorageSpec&) {
+    return absl::StatusOr<std::shared_ptr<Storage>>(absl::InternalError("not me"));
+  }));
+  EXPECT_TRUE(OpenStorage("dense", StorageSpec()).ok());
+}
+
+TEST(CapabilitiesTest, FlagsAndNames) {
+  Capabilities c = Capability::kInPlaceWrite | Capability::kLazy;
+  EXPECT_TRUE(c.has(Capability::kLazy));
+  EXPECT_FALSE(c.has(Capability::kPersistent));
+  EXPECT_EQ(c.ToString(), "in_place_write|lazy");
+  EXPECT_FALSE(c.without(Capability::kLazy).has(Capability::kLazy));
+  TensorDict t;
+  EXPECT_TRUE(t.storage().capabilities().has(Capability::kNewKeys));
+}
+
+TEST(ErrorsTest, StatusToException) {
+  EXPECT_NO_THROW(ThrowIfError(absl::OkStatus()));
+  EXPECT_THROW(ThrowIfError(absl::NotFoundError("x")), KeyError);
+  EXPECT_THROW(ThrowIfError(absl::InvalidArgumentError("x")), c10::ValueError);
+  EXPECT_THROW(ThrowIfError(absl::OutOfRangeError("x")), c10::IndexError);
+  EXPECT_THROW(ThrowIfError(absl::InternalError("x")), c10::Error);
+  EXPECT_EQ(ValueOrThrow(absl::StatusOr<int>(3)), 3);
+}
+
+}  // namespace
+}  // namespace td

@@ -1,0 +1,285 @@
+// TensorDict: a dictionary of tensors that behaves like one tensor.
+//
+// Every entry shares the leading batch dimensions (`batch_size()`), so one call indexes, reshapes,
+// stacks, moves or saves them all. Keys nest (`td::NestedKey`): an entry can be a tensor, a nested
+// TensorDict whose batch size starts with its parent's, or non-tensor data (a JSON value: strings,
+// numbers, bools, lists, objects).
+//
+//   td::TensorDict data({{"key 1", torch::ones({3, 4, 5})},
+//                        {"key 2", torch::zeros({3, 4, 5}, torch::kBool)}},
+//                       {3, 4});
+//   data.set({"nested", "key"}, torch::zeros({3, 4}));   // creates the sub-TensorDict "nested"
+//   at::Tensor k1 = data.get("key 1");
+//   std::cout << data;                                  // Python tensordict's layout
+//
+// TensorDict is a handle, like torch::Tensor: copying it shares the entries; `clone()` makes an
+// independent deep copy and `copy()` a shallow one. Reading from several threads at once is safe;
+// writing needs the caller's synchronisation, as with tensors. Storage is pluggable (see
+// td/core/storage.h); a TensorDict built by the constructors below lives on the "dense" backend.
+#pragma once
+
+#include <ATen/core/Tensor.h>
+#include <ATen/core/ivalue.h>
+#include <c10/core/Device.h>
+#include <torch/arg.h>
+#include <torch/ordered_dict.h>
+
+#include <functional>
+#include <initializer_list>
+#include <memory>
+#include <optional>
+#include <ostream>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <variant>
+#include <vector>
+
+#include "nlohmann/json.hpp"
+#include "td/core/errors.h"
+#include "td/core/nested_key.h"
+
+namespace td {
+
+class Storage;
+class Value;
+
+// A non-tensor entry: any JSON value (the memmap format stores these as JSON).
+struct NonTensorData {
+  explicit NonTensorData(nlohmann::json d) : data(std::move(d)) {}
+  nlohmann::json data;
+  friend bool operator==(const NonTensorData& a, const NonTensorData& b) { return a.data == b.data; }
+};
+
+// Which entries `keys()`, `values()` and `items()` list.
+struct KeysOptions {
+  // Also list the entries of nested TensorDicts, as full nested keys (depth first, in order).
+  TORCH_ARG(bool, include_nested) = false;
+  // Skip the sub-TensorDicts themselves (list tensors and non-tensor data only).
+  TORCH_ARG(bool, leaves_only) = false;
+};
+
+class TensorDict {
+ public:
+  using Item = std::pair<NestedKey, Value>;
+  // A function over leaves: returns the new leaf, or an undefined tensor to drop the entry.
+  using LeafFn = std::function<at::Tensor(const at::Tensor&)>;
+
+  // An empty TensorDict with batch size [] and no device.
+  TensorDict();
+  // Entries in order; a braced list of items as a value becomes a sub-TensorDict with this batch
+  // size and device. Throws BatchSizeError when a value's leading dims are not `batch_size`.
+  //   td::TensorDict td({{"a", torch::zeros({3, 4, 5})}, {"n", {{"x", torch::ones({3, 4})}}}},
+  //                     {3, 4});
+  TensorDict(std::initializer_list<Item> items, at::IntArrayRef batch_size,
+             std::optional<at::Device> device = std::nullopt);
+  TensorDict(const std::vector<Item>& items, at::IntArrayRef batch_size,
+             std::optional<at::Device> device = std::nullopt);
+  // From a hand-rolled map of tensors. Keys are taken in the map's iteration order.
+  template <class Map, class = decltype(std::declval<const Map&>().begin()->second.defined())>
+  static TensorDict from_map(const Map& map, at::IntArrayRef batch_size,
+                             std::optional<at::Device> device = std::nullopt) {
+    TensorDict out({}, batch_size, device);
+    for (const auto& [k, v] : map) out.set(NestedKey(k), v);
+    return out;
+  }
+  // Wraps a storage backend (see td/core/storage.h). Throws c10::Error on nullptr.
+  explicit TensorDict(std::shared_ptr<Storage> storage);
+
+  // ---- batch size, device, backend -------------------------------------------------------
+  at::IntArrayRef batch_size() const;
+  at::IntArrayRef shape() const { return batch_size(); }
+  int64_t batch_dims() const { return static_cast<int64_t>(batch_size().size()); }
+  int64_t ndim() const { return batch_dims(); }
+  // Product of the batch dims (1 for batch size []).
+  int64_t numel() const;
+  // The device every tensor written is moved to; nullopt when the TensorDict has none.
+  std::optional<at::Device> device() const;
+  // Replaces the batch size after checking every leaf (nested ones included) starts with it;
+  // nested TensorDicts get their batch size's leading dims replaced. Throws BatchSizeError naming
+  // the first leaf that does not fit.
+  TensorDict& set_batch_size(at::IntArrayRef batch_size);
+  // Sets the batch size to the longest run of leading dims shared by every leaf (at most
+  // `batch_dims` dims when given); recurses into nested TensorDicts first.
+  TensorDict& auto_batch_size_(std::optional<int64_t> batch_dims = std::nullopt);
+  // The storage backend id ("dense", "lazy_stack", "memmap", ...).
+  std::string_view backend() const;
+  Storage& storage() const { return *storage_; }
+  const std::shared_ptr<Storage>& storage_ptr() const { return storage_; }
+  // True when both handles share the same entries.
+  bool is_same(const TensorDict& other) const { return storage_ == other.storage_; }
+
+  // ---- reading ---------------------------------------------------------------------------
+  // The tensor under `key`. Throws KeyError naming the key and the keys that exist, or TypeError
+  // when the entry is a sub-TensorDict or non-tensor data.
+  at::Tensor get(const NestedKey& key) const;
+  // The tensor under `key`, or `default_value` when there is no such entry.
+  at::Tensor get(const NestedKey& key, const at::Tensor& default_value) const;
+  // The sub-TensorDict under `key` (a handle: writing to it writes to this TensorDict).
+  TensorDict get_tensordict(const NestedKey& key) const;
+  // The non-tensor data under `key`.
+  nlohmann::json get_non_tensor(const NestedKey& key) const;
+  // Whatever is under `key`.
+  Value get_value(const NestedKey& key) const;
+  // Whatever is under `key`, or nullopt.
+  std::optional<Value> find(const NestedKey& key) const;
+  bool contains(const NestedKey& key) const;
+  // Number of entries at the top level.
+  size_t size() const;
+  bool is_empty() const { return size() == 0; }
+
+  std::vector<NestedKey> keys(const KeysOptions& options = {}) const;
+  std::vector<Value> values(const KeysOptions& options = {}) const;
+  std::vector<Item> items(const KeysOptions& options = {}) const;
+
+  // ---- writing ---------------------------------------------------------------------------
+  // Inserts or replaces the entry; missing intermediate TensorDicts of a nested key are created.
+  // Tensors are moved to device() when set. Throws BatchSizeError when the value's leading dims
+  // are not the batch size (naming the key, the shape and the batch size), LockedError when the
+  // key is new and the TensorDict is locked.
+  TensorDict& set(const NestedKey& key, Value value);
+  TensorDict& set_non_tensor(const NestedKey& key, nlohmann::json data);
+  // Copies `value` into the existing tensor under `key` (broadcasting like Tensor::copy_).
+  // Throws KeyError when missing, ValueError when the shapes differ.
+  TensorDict& set_(const NestedKey& key, const at::Tensor& value);
+  // set() for each entry of `other` (nested TensorDicts are merged, not replaced).
+  TensorDict& update(const TensorDict& other);
+  TensorDict& update(std::initializer_list<Item> items);
+  // set_() for each leaf of `other`; every key must exist and every shape match, checked before
+  // anything is written.
+  TensorDict& update_(const TensorDict& other);
+  // Removes the entry. Throws KeyError when missing, LockedError when locked.
+  TensorDict& del_(const NestedKey& key);
+  TensorDict& erase(const NestedKey& key) { return del_(key); }
+  // Removes and returns the entry (KeyError when missing); the second form returns
+  // `default_value` instead.
+  Value pop(const NestedKey& key);
+  Value pop(const NestedKey& key, Value default_value);
+  // Moves the entry to `new_key` (which must not exist unless `safe` is false).
+  TensorDict& rename_key_(const NestedKey& old_key, const NestedKey& new_key, bool safe = true);
+
+  // ---- structure -------------------------------------------------------------------------
+  // A new TensorDict (same batch size and device) holding only `keys` (sharing the values).
+  // Throws KeyError for a missing key unless `strict` is false.
+  TensorDict select(const std::vector<NestedKey>& keys, bool strict = true) const;
+  // A new TensorDict without `keys` (missing keys are ignored).
+  TensorDict exclude(const std::vector<NestedKey>& keys) const;
+  // One TensorDict per key group, plus (last) one with every other key.
+  std::vector<TensorDict> split_keys(const std::vector<std::vector<NestedKey>>& groups) const;
+  // {"a": {"b": t}} -> {"a.b": t}. Throws ValueError when two keys collide.
+  TensorDict flatten_keys(std::string_view separator = ".") const;
+  // {"a.b": t} -> {"a": {"b": t}}. Throws ValueError when two keys collide.
+  TensorDict unflatten_keys(std::string_view separator = ".") const;
+  // Same batch size and device, no entries; with `recurse`, keeps the nested TensorDicts (empty).
+  TensorDict empty(bool recurse = false) const;
+  // Deep copy: new tensors, new nested TensorDicts.
+  TensorDict clone() const;
+  // Shallow copy: a new dict (and new nested dicts) sharing the tensors.
+  TensorDict copy() const;
+
+  // No keys may be added, removed or renamed while locked (nested TensorDicts included);
+  // in-place writes (set_, set of an existing key) still work.
+  TensorDict& lock_();
+  TensorDict& unlock_();
+  bool is_locked() const;
+
+  // ---- whole-TensorDict maps -------------------------------------------------------------
+  // A new dense TensorDict with fn(leaf) for every tensor, nested ones included; entries where
+  // fn returns an undefined tensor are dropped, non-tensor entries are carried as they are.
+  // `batch_size`, when given, is the result's batch size (nested ones get it as their leading
+  // dims). An exception from fn is rethrown with the key it happened on.
+  TensorDict apply(const LeafFn& fn,
+                   std::optional<std::vector<int64_t>> batch_size = std::nullopt) const;
+  // fn(leaf) for every tensor, in place: fn modifies the tensor (its return value, if defined,
+  // is copied into the leaf).
+  TensorDict& apply_(const LeafFn& fn);
+  // Moves every tensor (device() becomes `device`).
+  TensorDict to(at::Device device) const;
+
+  // ---- comparison ------------------------------------------------------------------------
+  // Entry-wise `==`: a TensorDict of bool tensors with the same keys. Throws KeyError when the
+  // key sets differ (naming the keys only on one side).
+  TensorDict operator==(const TensorDict& other) const;
+  TensorDict operator!=(const TensorDict& other) const;
+  // True when every (any) element of every leaf is true (nonzero); empty leaves count as all.
+  bool all() const;
+  bool any() const;
+
+  // ---- printing and interop --------------------------------------------------------------
+  // Python tensordict's layout: TensorDict(\n    fields={...},\n    batch_size=..., ...).
+  std::string repr() const;
+  // A nested c10::Dict<std::string, IValue> (tensors, sub-dicts, and non-tensor data as
+  // strings/numbers/bools): `torch::pickle_save(td.to_ivalue())` opens in Python with
+  // torch.load as a nested dict of tensors.
+  c10::IValue to_ivalue() const;
+  // Inverse of to_ivalue(): a (nested) dict of tensors / dicts / strings / numbers.
+  static TensorDict from_ivalue(const c10::IValue& value, at::IntArrayRef batch_size = {},
+                                std::optional<at::Device> device = std::nullopt);
+  // Flat "a.b.c" -> tensor entries, like Module::named_parameters(). Non-tensor data is skipped.
+  torch::OrderedDict<std::string, at::Tensor> state_dict(std::string_view separator = ".") const;
+  // Writes the entries of a state dict into this TensorDict in place (set_) — or, for keys that
+  // do not exist yet, with set() unless `strict`. With `strict`, missing and unexpected keys
+  // are an error listing them, checked before anything is written.
+  TensorDict& load_state_dict(const torch::OrderedDict<std::string, at::Tensor>& state,
+                              bool strict = true, std::string_view separator = ".");
+
+ private:
+  // The TensorDict holding the entry `key` (creating intermediate levels when `create`); the
+  // returned string_view points into `key`.
+  std::pair<TensorDict, std::string_view> parent_of(const NestedKey& key, bool create) const;
+  [[noreturn]] void fail_missing(const NestedKey& key, size_t depth) const;
+  void set_at_level(std::string_view key, Value value, const NestedKey& full_key);
+  Value validate(Value value, const NestedKey& full_key) const;
+
+  std::shared_ptr<Storage> storage_;
+};
+
+// One entry of a TensorDict: a tensor, a nested TensorDict, or non-tensor data. Implicitly
+// built from each of these (a string literal is non-tensor data; a braced list of items is a
+// nested dict that becomes a sub-TensorDict when set).
+class Value {
+ public:
+  using Items = std::vector<TensorDict::Item>;
+
+  Value(at::Tensor tensor) : v_(std::move(tensor)) {}                // NOLINT
+  Value(TensorDict tensordict) : v_(std::move(tensordict)) {}        // NOLINT
+  Value(NonTensorData data) : v_(std::move(data)) {}                 // NOLINT
+  Value(const char* s) : v_(NonTensorData(nlohmann::json(s))) {}     // NOLINT
+  Value(std::string s) : v_(NonTensorData(nlohmann::json(std::move(s)))) {}  // NOLINT
+  Value(std::initializer_list<TensorDict::Item> items);              // NOLINT
+
+  bool is_tensor() const { return v_.index() == 0; }
+  bool is_tensordict() const { return v_.index() == 1; }
+  bool is_non_tensor() const { return v_.index() == 2; }
+  // An unconverted braced list of items (only seen before it is set into a TensorDict).
+  bool is_plain_dict() const { return v_.index() == 3; }
+
+  // Throw TypeError naming what the entry is when it is of another kind.
+  const at::Tensor& tensor() const;
+  const TensorDict& tensordict() const;
+  const nlohmann::json& non_tensor() const;
+  at::Tensor& mutable_tensor();
+  const Items& plain_dict() const { return *std::get<3>(v_); }
+
+  // "Tensor", "TensorDict", "NonTensorData".
+  std::string_view kind() const;
+
+ private:
+  std::variant<at::Tensor, TensorDict, NonTensorData, std::shared_ptr<const Items>> v_;
+};
+
+std::ostream& operator<<(std::ostream& os, const TensorDict& td);
+
+struct AllCloseOptions {
+  TORCH_ARG(double, rtol) = 1e-5;
+  TORCH_ARG(double, atol) = 1e-8;
+  TORCH_ARG(bool, equal_nan) = false;
+};
+// True when both have the same keys and batch size and every pair of leaves is allclose (and
+// non-tensor entries equal).
+bool allclose(const TensorDict& a, const TensorDict& b, const AllCloseOptions& options = {});
+// Like allclose, but throws c10::Error describing the first difference (key, shapes, max error).
+void assert_allclose(const TensorDict& a, const TensorDict& b,
+                     const AllCloseOptions& options = {});
+
+}  // namespace td
