@@ -1,0 +1,565 @@
+#include "td/nn/functional.h"
+
+#include <ATen/ATen.h>
+#include <torch/nn.h>
+
+#include <iostream>
+#include <mutex>
+#include <shared_mutex>
+#include <unordered_map>
+
+#include "td/core/dtype.h"
+#include "td/core/storage.h"
+
+namespace td::nn {
+namespace {
+
+using torch::nn::Module;
+using TensorMap = torch::OrderedDict<std::string, at::Tensor>;
+using ChildMap = torch::OrderedDict<std::string, std::shared_ptr<Module>>;
+
+// ---- access to a module's registry -----------------------------------------------------------
+// torch::nn::Module keeps its registered parameters (protected), buffers and children (private)
+// in OrderedDicts and offers only copies of them. See NOTE [ Swapping tensors into LibTorch
+// modules ]: to_module must replace the registered slot itself. An explicit template
+// instantiation may name private members ([temp.spec]/6: access checking does not apply to
+// names in explicit instantiations); the friend function it defines hands out the
+// pointer-to-member. This is the only place that reaches into LibTorch's internals; the member
+// names are checked by the compiler, so a LibTorch version that renames them fails to build
+// instead of misbehaving.
+template <class Tag, typename Tag::type kMember>
+struct MemberThief {
+  friend typename Tag::type Steal(Tag) { return kMember; }
+};
+
+struct ParametersTag {
+  using type = TensorMap Module::*;
+  friend type Steal(ParametersTag);
+};
+struct BuffersTag {
+  using type = TensorMap Module::*;
+  friend type Steal(BuffersTag);
+};
+struct ChildrenTag {
+  using type = ChildMap Module::*;
+  friend type Steal(ChildrenTag);
+};
+template struct MemberThief<ParametersTag, &Module::parameters_>;
+template struct MemberThief<BuffersTag, &Module::buffers_>;
+template struct MemberThief<ChildrenTag, &Module::children_>;
+
+// RNN/LSTM/GRU read their weights from the protected `flat_weights_` vector (in the order of
+// `flat_weights_names_`), filled from the registry when the module is built.
+template <class Impl>
+struct FlatWeightsTag {
+  using type = std::vector<at::Tensor> torch::nn::detail::RNNImplBase<Impl>::*;
+  friend type Steal(FlatWeightsTag);
+};
+template <class Impl>
+struct FlatNamesTag {
+  using type = std::vector<std::string> torch::nn::detail::RNNImplBase<Impl>::*;
+  friend type Steal(FlatNamesTag);
+};
+#define TD_NN_STEAL_RNN(Impl)                                                                \
+  template struct MemberThief<FlatWeightsTag<Impl>,                                          \
+                              &torch::nn::detail::RNNImplBase<Impl>::flat_weights_>;         \
+  template struct MemberThief<FlatNamesTag<Impl>,                                            \
+                              &torch::nn::detail::RNNImplBase<Impl>::flat_weights_names_>
+TD_NN_STEAL_RNN(torch::nn::RNNImpl);
+TD_NN_STEAL_RNN(torch::nn::LSTMImpl);
+TD_NN_STEAL_RNN(torch::nn::GRUImpl);
+#undef TD_NN_STEAL_RNN
+
+TensorMap& ParamsOf(Module& m) { return m.*Steal(ParametersTag{}); }
+TensorMap& BuffersOf(Module& m) { return m.*Steal(BuffersTag{}); }
+ChildMap& ChildrenOf(Module& m) { return m.*Steal(ChildrenTag{}); }
+const TensorMap& ParamsOf(const Module& m) { return m.*Steal(ParametersTag{}); }
+const TensorMap& BuffersOf(const Module& m) { return m.*Steal(BuffersTag{}); }
+const ChildMap& ChildrenOf(const Module& m) { return m.*Steal(ChildrenTag{}); }
+
+// ---- the member table ------------------------------------------------------------------------
+
+struct Registry {
+  std::shared_mutex mu;
+  std::unordered_map<std::type_index, std::shared_ptr<const TensorMemberSetter>> setters;
+};
+
+template <class Impl>
+TensorMemberSetter Members(std::vector<std::pair<std::string, at::Tensor Impl::*>> members) {
+  return [members = std::move(members)](Module& module, const std::string& name,
+                                        const at::Tensor& value) {
+    for (const auto& [member_name, member] : members) {
+      if (member_name == name) {
+        dynamic_cast<Impl&>(module).*member = value;
+        return true;
+      }
+    }
+    return false;
+  };
+}
+
+template <class Impl>
+TensorMemberSetter RnnMembers() {
+  return [](Module& module, const std::string& name, const at::Tensor& value) {
+    auto& base = static_cast<torch::nn::detail::RNNImplBase<Impl>&>(dynamic_cast<Impl&>(module));
+    const std::vector<std::string>& names = base.*Steal(FlatNamesTag<Impl>{});
+    std::vector<at::Tensor>& weights = base.*Steal(FlatWeightsTag<Impl>{});
+    for (size_t i = 0; i < names.size() && i < weights.size(); ++i) {
+      if (names[i] == name) {
+        weights[i] = value;
+        return true;
+      }
+    }
+    return false;
+  };
+}
+
+template <class Impl>
+void Add(Registry& r, TensorMemberSetter setter) {
+  r.setters[std::type_index(typeid(Impl))] =
+      std::make_shared<const TensorMemberSetter>(std::move(setter));
+}
+
+template <class Impl>
+void AddWeightBias(Registry& r) {
+  Add<Impl>(r, Members<Impl>({{"weight", &Impl::weight}, {"bias", &Impl::bias}}));
+}
+
+template <class Impl>
+void AddNorm(Registry& r) {
+  Add<Impl>(r, Members<Impl>({{"weight", &Impl::weight},
+                              {"bias", &Impl::bias},
+                              {"running_mean", &Impl::running_mean},
+                              {"running_var", &Impl::running_var},
+                              {"num_batches_tracked", &Impl::num_batches_tracked}}));
+}
+
+template <class Impl>
+void AddCell(Registry& r) {
+  Add<Impl>(r, Members<Impl>({{"weight_ih", &Impl::weight_ih},
+                              {"weight_hh", &Impl::weight_hh},
+                              {"bias_ih", &Impl::bias_ih},
+                              {"bias_hh", &Impl::bias_hh}}));
+}
+
+TensorMemberSetter NoMembers() {
+  return [](Module&, const std::string&, const at::Tensor&) { return false; };
+}
+
+void AddBuiltins(Registry& r) {
+  namespace tnn = torch::nn;
+  AddWeightBias<tnn::LinearImpl>(r);
+  AddWeightBias<tnn::BilinearImpl>(r);
+  AddWeightBias<tnn::Conv1dImpl>(r);
+  AddWeightBias<tnn::Conv2dImpl>(r);
+  AddWeightBias<tnn::Conv3dImpl>(r);
+  AddWeightBias<tnn::ConvTranspose1dImpl>(r);
+  AddWeightBias<tnn::ConvTranspose2dImpl>(r);
+  AddWeightBias<tnn::ConvTranspose3dImpl>(r);
+  AddWeightBias<tnn::LayerNormImpl>(r);
+  AddWeightBias<tnn::GroupNormImpl>(r);
+  AddNorm<tnn::BatchNorm1dImpl>(r);
+  AddNorm<tnn::BatchNorm2dImpl>(r);
+  AddNorm<tnn::BatchNorm3dImpl>(r);
+  AddNorm<tnn::InstanceNorm1dImpl>(r);
+  AddNorm<tnn::InstanceNorm2dImpl>(r);
+  AddNorm<tnn::InstanceNorm3dImpl>(r);
+  Add<tnn::EmbeddingImpl>(r, Members<tnn::EmbeddingImpl>({{"weight", &tnn::EmbeddingImpl::weight}}));
+  Add<tnn::EmbeddingBagImpl>(
+      r, Members<tnn::EmbeddingBagImpl>({{"weight", &tnn::EmbeddingBagImpl::weight}}));
+  Add<tnn::PReLUImpl>(r, Members<tnn::PReLUImpl>({{"weight", &tnn::PReLUImpl::weight}}));
+  using Mha = tnn::MultiheadAttentionImpl;
+  Add<Mha>(r, Members<Mha>({{"in_proj_weight", &Mha::in_proj_weight},
+                            {"in_proj_bias", &Mha::in_proj_bias},
+                            {"bias_k", &Mha::bias_k},
+                            {"bias_v", &Mha::bias_v},
+                            {"q_proj_weight", &Mha::q_proj_weight},
+                            {"k_proj_weight", &Mha::k_proj_weight},
+                            {"v_proj_weight", &Mha::v_proj_weight}}));
+  AddCell<tnn::RNNCellImpl>(r);
+  AddCell<tnn::LSTMCellImpl>(r);
+  AddCell<tnn::GRUCellImpl>(r);
+  Add<tnn::RNNImpl>(r, RnnMembers<tnn::RNNImpl>());
+  Add<tnn::LSTMImpl>(r, RnnMembers<tnn::LSTMImpl>());
+  Add<tnn::GRUImpl>(r, RnnMembers<tnn::GRUImpl>());
+  Add<tnn::NLLLossImpl>(r, Members<tnn::NLLLossImpl>({{"weight", &tnn::NLLLossImpl::weight}}));
+  Add<tnn::CrossEntropyLossImpl>(
+      r, Members<tnn::CrossEntropyLossImpl>({{"weight", &tnn::CrossEntropyLossImpl::weight}}));
+  Add<tnn::BCEWithLogitsLossImpl>(
+      r, Members<tnn::BCEWithLogitsLossImpl>({{"weight", &tnn::BCEWithLogitsLossImpl::weight},
+                                              {"pos_weight",
+                                               &tnn::BCEWithLogitsLossImpl::pos_weight}}));
+  Add<tnn::FractionalMaxPool2dImpl>(
+      r, Members<tnn::FractionalMaxPool2dImpl>(
+             {{"_random_samples", &tnn::FractionalMaxPool2dImpl::_random_samples}}));
+  Add<tnn::FractionalMaxPool3dImpl>(
+      r, Members<tnn::FractionalMaxPool3dImpl>(
+             {{"_random_samples", &tnn::FractionalMaxPool3dImpl::_random_samples}}));
+  // These read their tensors by name, through the registry.
+  Add<tnn::ParameterDictImpl>(r, NoMembers());
+  Add<tnn::ParameterListImpl>(r, NoMembers());
+}
+
+Registry& GetRegistry() {
+  static Registry* registry = [] {
+    auto* r = new Registry;
+    AddBuiltins(*r);
+    return r;
+  }();
+  return *registry;
+}
+
+std::shared_ptr<const TensorMemberSetter> FindSetter(const Module& m) {
+  Registry& r = GetRegistry();
+  std::shared_lock<std::shared_mutex> lock(r.mu);
+  auto it = r.setters.find(std::type_index(typeid(m)));
+  return it == r.setters.end() ? nullptr : it->second;
+}
+
+std::string ListKeys(const TensorMap& map) {
+  std::vector<std::string> keys;
+  for (const auto& item : map) {
+    if (item.value().defined()) keys.push_back(item.key());
+  }
+  return KeysRepr(keys);
+}
+
+// ---- from_module ------------------------------------------------------------------------------
+
+TensorDict FromModuleImpl(const Module& m, const FromModuleOptions& options) {
+  TensorDict out;
+  for (const auto& item : ParamsOf(m)) {
+    if (item.value().defined()) out.set(item.key(), item.value());
+  }
+  if (options.include_buffers()) {
+    for (const auto& item : BuffersOf(m)) {
+      if (item.value().defined()) out.set(item.key(), item.value());
+    }
+  }
+  if (options.recurse()) {
+    for (const auto& item : ChildrenOf(m)) {
+      TensorDict sub = FromModuleImpl(*item.value(), options);
+      if (!sub.is_empty() || options.keep_empty()) out.set(item.key(), std::move(sub));
+    }
+  }
+  return out;
+}
+
+void StackInto(const std::vector<TensorDict>& tds, TensorDict& out, const NestedKey* prefix,
+               const char* what) {
+  const TensorDict& first = tds.front();
+  const std::vector<std::string> keys = first.storage().keys();
+  for (size_t i = 1; i < tds.size(); ++i) {
+    if (tds[i].storage().keys() != keys) {
+      Fail<ValueError>("cannot stack: ", what, " 0 and ", i, " have different keys",
+                       prefix ? " under " + prefix->repr() : std::string(), ": ", KeysRepr(keys),
+                       " vs ", KeysRepr(tds[i].storage().keys()));
+    }
+  }
+  std::vector<at::Tensor> leaves(tds.size());
+  std::vector<TensorDict> subs(tds.size());
+  for (const std::string& k : keys) {
+    const NestedKey full = prefix ? *prefix + NestedKey(k) : NestedKey(k);
+    const Value v0 = *first.storage().get(k);
+    if (v0.is_tensor()) {
+      for (size_t i = 0; i < tds.size(); ++i) {
+        Value v = *tds[i].storage().get(k);
+        if (!v.is_tensor()) {
+          Fail<ValueError>("cannot stack key ", full.repr(), ": it is a Tensor in ", what,
+                           " 0 but a ", v.kind(), " in ", what, " ", i);
+        }
+        if (v.tensor().sizes() != v0.tensor().sizes()) {
+          Fail<ValueError>("cannot stack key ", full.repr(), ": shape ",
+                           SizeRepr(v0.tensor().sizes()), " in ", what, " 0 but ",
+                           SizeRepr(v.tensor().sizes()), " in ", what, " ", i);
+        }
+        leaves[i] = v.tensor();
+      }
+      out.set(k, at::stack(leaves, 0));
+    } else if (v0.is_tensordict()) {
+      for (size_t i = 0; i < tds.size(); ++i) {
+        Value v = *tds[i].storage().get(k);
+        if (!v.is_tensordict()) {
+          Fail<ValueError>("cannot stack key ", full.repr(), ": it is a TensorDict in ", what,
+                           " 0 but a ", v.kind(), " in ", what, " ", i);
+        }
+        subs[i] = v.tensordict();
+      }
+      std::vector<int64_t> batch = {static_cast<int64_t>(tds.size())};
+      const auto inner = v0.tensordict().batch_size();
+      batch.insert(batch.end(), inner.begin(), inner.end());
+      TensorDict sub({}, batch, v0.tensordict().device());
+      StackInto(subs, sub, &full, what);
+      out.set(k, std::move(sub));
+    } else {
+      for (size_t i = 1; i < tds.size(); ++i) {
+        Value v = *tds[i].storage().get(k);
+        if (!v.is_non_tensor() || v.non_tensor() != v0.non_tensor()) {
+          Fail<ValueError>("cannot stack key ", full.repr(), ": non-tensor data differs between ",
+                           what, " 0 and ", what, " ", i);
+        }
+      }
+      out.set(k, v0);
+    }
+  }
+}
+
+}  // namespace
+
+// ---- ModuleParamsGuard --------------------------------------------------------------------------
+
+// Builds a ModuleParamsGuard: walks the TensorDict and the module tree side by side.
+class ModuleSwapper {
+ public:
+  static ModuleParamsGuard Swap(const TensorDict& params, Module& root,
+                                const ToModuleOptions& options) {
+    ModuleParamsGuard guard;
+    guard.inplace_ = options.inplace();
+    guard.nodes_.push_back({-1, std::string()});
+    std::shared_ptr<Module> keep = root.weak_from_this().lock();
+    try {
+      Level(params, root, keep, 0, guard);
+    } catch (...) {
+      guard.restore_slots();
+      throw;
+    }
+    return guard;
+  }
+
+  static NestedKey PathOf(const ModuleParamsGuard& g, int32_t node, const std::string& name) {
+    std::vector<std::string> parts{name};
+    for (int32_t n = node; n > 0; n = g.nodes_[n].parent) parts.push_back(g.nodes_[n].name);
+    std::reverse(parts.begin(), parts.end());
+    return NestedKey(parts);
+  }
+
+ private:
+  static std::string Where(const ModuleParamsGuard& g, int32_t node, const Module& m) {
+    std::string where = node == 0 ? std::string("the root module")
+                                  : "submodule " + PathOf(g, g.nodes_[node].parent,
+                                                          g.nodes_[node].name).repr();
+    return where + " (" + m.name() + ")";
+  }
+
+  [[noreturn]] static void FailUnknown(const ModuleParamsGuard& g, int32_t node, Module& m,
+                                       const std::string& k) {
+    Fail<KeyError>("to_module: key ", PathOf(g, node, k).repr(), " matches nothing in ",
+                   Where(g, node, m), ": its parameters are ", ListKeys(ParamsOf(m)),
+                   ", buffers ", ListKeys(BuffersOf(m)), ", submodules ",
+                   KeysRepr(ChildrenOf(m).keys()));
+  }
+
+  static void Level(const TensorDict& params, Module& m, const std::shared_ptr<Module>& keep,
+                    int32_t node, ModuleParamsGuard& g) {
+    TensorMap& own_params = ParamsOf(m);
+    TensorMap& own_buffers = BuffersOf(m);
+    ChildMap& children = ChildrenOf(m);
+    std::shared_ptr<const TensorMemberSetter> setter;
+    bool setter_looked_up = false;
+    const Storage& s = params.storage();
+    for (const std::string& k : s.keys()) {
+      std::optional<Value> v = s.get(k);
+      if (!v) continue;
+      if (v->is_tensordict()) {
+        std::shared_ptr<Module>* child = children.find(k);
+        if (child == nullptr) {
+          if (own_params.find(k) || own_buffers.find(k)) {
+            Fail<TypeError>("to_module: key ", PathOf(g, node, k).repr(),
+                            " holds a TensorDict, but in ", Where(g, node, m),
+                            " it names a tensor, not a submodule");
+          }
+          FailUnknown(g, node, m, k);
+        }
+        const int32_t child_node = static_cast<int32_t>(g.nodes_.size());
+        g.nodes_.push_back({node, k});
+        Level(v->tensordict(), **child, *child, child_node, g);
+        continue;
+      }
+      if (!v->is_tensor()) {
+        Fail<TypeError>("to_module: key ", PathOf(g, node, k).repr(),
+                        " holds non-tensor data; only tensors can go into a module");
+      }
+      bool buffer = false;
+      at::Tensor* slot = own_params.find(k);
+      if (slot == nullptr) {
+        slot = own_buffers.find(k);
+        buffer = true;
+      }
+      if (slot == nullptr) {
+        if (children.find(k)) {
+          Fail<TypeError>("to_module: key ", PathOf(g, node, k).repr(),
+                          " holds a Tensor, but in ", Where(g, node, m),
+                          " it names a submodule (expected a TensorDict)");
+        }
+        FailUnknown(g, node, m, k);
+      }
+      const at::Tensor& value = v->tensor();
+      if (slot->defined() && slot->sizes() != value.sizes()) {
+        Fail<ValueError>("to_module: key ", PathOf(g, node, k).repr(), " has shape ",
+                         SizeRepr(value.sizes()), " but the ", buffer ? "buffer" : "parameter",
+                         " it replaces in ", Where(g, node, m), " has shape ",
+                         SizeRepr(slot->sizes()));
+      }
+      if (g.inplace_) {
+        if (!slot->defined()) {
+          Fail<ValueError>("to_module(inplace): key ", PathOf(g, node, k).repr(),
+                           " names an undefined ", buffer ? "buffer" : "parameter", " of ",
+                           Where(g, node, m), "; there is no tensor to copy into");
+        }
+        at::NoGradGuard no_grad;
+        g.slots_.push_back({keep, &m, nullptr, node, buffer, k, slot->detach().clone()});
+        slot->copy_(value);
+        continue;
+      }
+      if (!setter_looked_up) {
+        setter = FindSetter(m);
+        setter_looked_up = true;
+        if (!setter) {
+          Fail<TypeError>(
+              "to_module: cannot swap key ", PathOf(g, node, k).repr(), " into ",
+              Where(g, node, m), ": to_module does not know which member handles the forward() "
+              "of ", c10::demangle(typeid(m).name()), " reads, and swapping only the registered "
+              "tensor would leave forward() reading the old one. Declare them once with "
+              "td::nn::register_tensor_members<", c10::demangle(typeid(m).name()),
+              ">({{\"", k, "\", &", c10::demangle(typeid(m).name()), "::", k,
+              "}, ...}) (an empty list if forward() reads its tensors by name), or use "
+              "ToModuleOptions().inplace(true)");
+        }
+      }
+      g.slots_.push_back({keep, &m, setter, node, buffer, k, *slot});
+      *slot = value;
+      (*setter)(m, k, value);
+    }
+  }
+};
+
+ModuleParamsGuard::ModuleParamsGuard(ModuleParamsGuard&& other) noexcept
+    : slots_(std::move(other.slots_)), nodes_(std::move(other.nodes_)), inplace_(other.inplace_) {
+  other.slots_.clear();
+}
+
+ModuleParamsGuard& ModuleParamsGuard::operator=(ModuleParamsGuard&& other) noexcept {
+  if (this != &other) {
+    try {
+      restore_slots();
+    } catch (const std::exception& e) {
+      std::cerr << "td::nn::ModuleParamsGuard: restoring failed: " << e.what() << "\n";
+    }
+    slots_ = std::move(other.slots_);
+    nodes_ = std::move(other.nodes_);
+    inplace_ = other.inplace_;
+    other.slots_.clear();
+  }
+  return *this;
+}
+
+ModuleParamsGuard::~ModuleParamsGuard() {
+  try {
+    restore_slots();
+  } catch (const std::exception& e) {
+    std::cerr << "td::nn::ModuleParamsGuard: restoring failed: " << e.what() << "\n";
+  }
+}
+
+void ModuleParamsGuard::restore() { restore_slots(); }
+
+void ModuleParamsGuard::restore_slots() {
+  // Take the slots first so that a failure part-way cannot restore twice.
+  std::vector<Slot> slots = std::move(slots_);
+  slots_.clear();
+  std::string failures;
+  for (auto it = slots.rbegin(); it != slots.rend(); ++it) {
+    Module& m = *it->module;
+    at::Tensor* slot = (it->buffer ? BuffersOf(m) : ParamsOf(m)).find(it->name);
+    if (slot == nullptr) {
+      failures += " '" + it->name + "' (no longer registered in " + m.name() + ")";
+      continue;
+    }
+    if (inplace_) {
+      at::NoGradGuard no_grad;
+      slot->copy_(it->previous);
+    } else {
+      *slot = it->previous;
+      (*it->setter)(m, it->name, it->previous);
+    }
+  }
+  if (!failures.empty()) Fail<c10::Error>("to_module: could not restore", failures);
+}
+
+TensorDict ModuleParamsGuard::swapped_out() const {
+  TensorDict out;
+  for (const Slot& s : slots_) {
+    out.set(ModuleSwapper::PathOf(*this, s.node, s.name), s.previous);
+  }
+  return out;
+}
+
+TensorDict ModuleParamsGuard::release() {
+  TensorDict out = swapped_out();
+  slots_.clear();
+  return out;
+}
+
+// ---- public functions -------------------------------------------------------------------------
+
+TensorDict from_module(const torch::nn::Module& module, const FromModuleOptions& options) {
+  TensorDict out = FromModuleImpl(module, options);
+  if (options.lock()) out.lock_();
+  return out;
+}
+
+ModuleParamsGuard to_module(const TensorDict& params, torch::nn::Module& module,
+                            const ToModuleOptions& options) {
+  return ModuleSwapper::Swap(params, module, options);
+}
+
+TensorDict swap_into_module(const TensorDict& params, torch::nn::Module& module,
+                            const ToModuleOptions& options) {
+  return ModuleSwapper::Swap(params, module, options).release();
+}
+
+void register_tensor_members(std::type_index type, TensorMemberSetter setter) {
+  if (!setter) Fail<ValueError>("register_tensor_members: empty setter");
+  Registry& r = GetRegistry();
+  std::unique_lock<std::shared_mutex> lock(r.mu);
+  r.setters[type] = std::make_shared<const TensorMemberSetter>(std::move(setter));
+}
+
+bool has_tensor_members(std::type_index type) {
+  Registry& r = GetRegistry();
+  std::shared_lock<std::shared_mutex> lock(r.mu);
+  return r.setters.count(type) > 0;
+}
+
+TensorDict stack_tensordicts(const std::vector<TensorDict>& tds) {
+  if (tds.empty()) Fail<ValueError>("cannot stack an empty list of TensorDicts");
+  std::vector<int64_t> batch = {static_cast<int64_t>(tds.size())};
+  const auto inner = tds.front().batch_size();
+  for (size_t i = 1; i < tds.size(); ++i) {
+    if (tds[i].batch_size() != inner) {
+      Fail<ValueError>("cannot stack: TensorDict 0 has batch size ", SizeRepr(inner),
+                       " but TensorDict ", i, " has ", SizeRepr(tds[i].batch_size()));
+    }
+  }
+  batch.insert(batch.end(), inner.begin(), inner.end());
+  TensorDict out({}, batch, tds.front().device());
+  StackInto(tds, out, nullptr, "TensorDict");
+  return out;
+}
+
+TensorDict from_modules(const std::vector<std::shared_ptr<torch::nn::Module>>& modules,
+                        const FromModuleOptions& options) {
+  if (modules.empty()) Fail<ValueError>("from_modules needs at least one module");
+  std::vector<TensorDict> tds;
+  tds.reserve(modules.size());
+  for (size_t i = 0; i < modules.size(); ++i) {
+    if (!modules[i]) Fail<ValueError>("from_modules: module ", i, " is null");
+    tds.push_back(FromModuleImpl(*modules[i], FromModuleOptions(options).lock(false)));
+  }
+  TensorDict out({}, {static_cast<int64_t>(modules.size())});
+  StackInto(tds, out, nullptr, "module");
+  if (options.lock()) out.lock_();
+  return out;
+}
+
+}  // namespace td::nn
