@@ -196,6 +196,124 @@ class TensorDict {
   // Moves every tensor (device() becomes `device`).
   TensorDict to(at::Device device) const;
 
+  // ---- batch indexing (td/core/indexing.cc) -----------------------------------------------
+  // See NOTE [ Batch indexing ] in td/core/indexing.cc. Indices address the batch dims only, with
+  // exactly torch's semantics for a tensor of shape batch_size(): integers (negative count from
+  // the end), Slice(start, stop, step), Ellipsis, None, bool masks over one or several leading
+  // dims, long index tensors, and mixes of these.
+
+  // A TensorDict holding every leaf indexed the same way; its batch size is what indexing a
+  // tensor of shape batch_size() gives. Integers, slices, None and Ellipsis give views (writing
+  // into a result's tensors writes into this TensorDict), as torch's basic indexing does.
+  // Non-tensor entries are carried. Throws IndexError for out-of-range integers or index tensors,
+  // masks whose shape differs from the batch dims they cover, too many indices or several
+  // Ellipsis, naming the index and the batch size.
+  //   using namespace at::indexing;
+  //   td::TensorDict row = td.index({0});                       // batch [3, 4] -> [4]
+  //   td::TensorDict head = td.index({Ellipsis, Slice(None, 2)});  // -> [3, 2]
+  //   td::TensorDict picked = td.index({mask});                  // mask: bool [3, 4] -> [n]
+  TensorDict index(at::ArrayRef<at::indexing::TensorIndex> indices) const;
+  TensorDict index(std::initializer_list<at::indexing::TensorIndex> indices) const;
+
+  // Writes `value` into every leaf at `indices` (same rules as index()). For each leaf of
+  // `value` (nested ones included) the leaf under the same key is written; keys this TensorDict
+  // lacks are created first as zero tensors of shape batch_size() + the value's feature shape
+  // (the value's shape after its own batch dims), with the value's dtype, on device() (or the
+  // value's device) -- lazy preallocation:
+  //   td::TensorDict data({}, {N});
+  //   for (int64_t i = 0; i < N; ++i) data.index_put_({i}, foo());   // any order of i
+  // Values are cast to the target's dtype and device and broadcast to the indexed shape.
+  // Everything is checked before anything is written or created: throws IndexError for bad
+  // indices, ValueError when a value cannot be broadcast to the indexed shape (naming the key and
+  // both shapes) or when non-tensor data differs, TypeError when an entry is a tensor on one side
+  // and a TensorDict on the other, LockedError when a key would be created in a locked
+  // TensorDict.
+  TensorDict& index_put_(at::ArrayRef<at::indexing::TensorIndex> indices, const TensorDict& value);
+  TensorDict& index_put_(std::initializer_list<at::indexing::TensorIndex> indices,
+                         const TensorDict& value);
+  // Writes `value` (broadcast) into every tensor leaf at `indices`.
+  //   td.index_put_({Slice(0, 2)}, at::zeros({}));
+  TensorDict& index_put_(at::ArrayRef<at::indexing::TensorIndex> indices, const at::Tensor& value);
+  TensorDict& index_put_(std::initializer_list<at::indexing::TensorIndex> indices,
+                         const at::Tensor& value);
+  // Fills every tensor leaf at `indices` with `value`.
+  //   td.index_put_({mask}, 0);
+  TensorDict& index_put_(at::ArrayRef<at::indexing::TensorIndex> indices, const at::Scalar& value);
+  TensorDict& index_put_(std::initializer_list<at::indexing::TensorIndex> indices,
+                         const at::Scalar& value);
+
+  // ---- shape operations on the batch dims (td/core/shape_ops.cc) --------------------------
+  // Each acts on the batch dims of every leaf at once (feature dims are untouched; nested
+  // TensorDicts keep their extra batch dims after the new ones) and carries non-tensor entries.
+  // Dims are batch dims: negative dims count from the end of batch_size(); an out-of-range dim
+  // throws IndexError naming the batch size and the valid range. The result shares memory with
+  // this TensorDict exactly when torch's op returns views.
+
+  // Batch dims viewed as `shape` (one dim may be -1). Throws ValueError when the number of
+  // elements differs; c10::Error (with the key) when a leaf cannot be viewed.
+  //   td.view({-1});   // [3, 4] -> [12]
+  TensorDict view(at::IntArrayRef shape) const;
+  // Like view(), copying leaves that cannot be viewed.
+  TensorDict reshape(at::IntArrayRef shape) const;
+  // Removes every batch dim of size 1, or only `dim` (a no-op when its size is not 1).
+  TensorDict squeeze(std::optional<int64_t> dim = std::nullopt) const;
+  // Inserts a batch dim of size 1 at `dim` (in [-batch_dims()-1, batch_dims()]).
+  TensorDict unsqueeze(int64_t dim) const;
+  // Reorders the batch dims; `dims` is a permutation of 0..batch_dims()-1 (negative allowed).
+  // Throws ValueError otherwise.
+  TensorDict permute(at::IntArrayRef dims) const;
+  TensorDict transpose(int64_t dim0, int64_t dim1) const;
+  // Broadcasts the batch dims to `shape` (new leading dims allowed, -1 keeps a dim), as
+  // Tensor::expand. Throws ValueError naming both sizes when a dim of size != 1 would change.
+  //   td::TensorDict big = td.expand({10, 3, 4});
+  TensorDict expand(at::IntArrayRef shape) const;
+  // Flattens batch dims start_dim..end_dim into one.
+  TensorDict flatten(int64_t start_dim = 0, int64_t end_dim = -1) const;
+  // Splits batch dim `dim` into `sizes` (one may be -1). Throws ValueError when the product
+  // differs from the dim's size.
+  TensorDict unflatten(int64_t dim, at::IntArrayRef sizes) const;
+  // Pieces of `split_size` along batch dim `dim` (the last may be smaller).
+  std::vector<TensorDict> split(int64_t split_size, int64_t dim = 0) const;
+  // Pieces of the given sizes, which must sum to the dim's size (ValueError otherwise).
+  std::vector<TensorDict> split(at::IntArrayRef split_sizes, int64_t dim = 0) const;
+  // `chunks` pieces (or fewer) as Tensor::chunk.
+  std::vector<TensorDict> chunk(int64_t chunks, int64_t dim = 0) const;
+  // The slices along batch dim `dim` (views).
+  //   for (const td::TensorDict& step : td.unbind(0)) ...
+  std::vector<TensorDict> unbind(int64_t dim = 0) const;
+  // Reverses the order along the given batch dims.
+  TensorDict flip(at::IntArrayRef dims) const;
+  // Rolls along the given batch dims (one shift per dim).
+  TensorDict roll(at::IntArrayRef shifts, at::IntArrayRef dims) const;
+  // Entries start..start+length-1 along batch dim `dim` (a view). Throws IndexError when out of
+  // range.
+  TensorDict narrow(int64_t dim, int64_t start, int64_t length) const;
+  // Tiles the batch dims (`repeats` has at least batch_dims() entries; extra ones add leading
+  // dims), as Tensor::repeat on the batch dims.
+  TensorDict repeat(at::IntArrayRef repeats) const;
+  // Repeats each element along batch dim `dim` (or along the flattened batch when nullopt).
+  TensorDict repeat_interleave(int64_t repeats, std::optional<int64_t> dim = std::nullopt) const;
+  TensorDict repeat_interleave(const at::Tensor& repeats,
+                               std::optional<int64_t> dim = std::nullopt) const;
+  // torch.gather along batch dim `dim`: `index` is a long tensor with batch_dims() dims (the
+  // result's batch size); each leaf is gathered with `index` expanded over its feature dims.
+  TensorDict gather(int64_t dim, const at::Tensor& index) const;
+  // Elements from this TensorDict where `condition` is true, from `other` elsewhere. The
+  // condition covers leading batch dims (broadcast like a bool mask over the batch: it is
+  // expanded over the remaining dims of each leaf). `other` must have the same keys.
+  TensorDict where(const at::Tensor& condition, const TensorDict& other) const;
+  TensorDict where(const at::Tensor& condition, const at::Scalar& other) const;
+  // Every leaf with `value` where `mask` (over leading batch dims, as for where()) is true.
+  TensorDict masked_fill(const at::Tensor& mask, const at::Scalar& value) const;
+  TensorDict& masked_fill_(const at::Tensor& mask, const at::Scalar& value);
+  // The elements where `mask` (bool, shaped like the leading batch dims) is true; the same as
+  // index({mask}): batch [number of true elements, remaining batch dims...].
+  TensorDict masked_select(const at::Tensor& mask) const;
+  // Pads the batch dims with `value`: `pad` holds (before, after) pairs starting from the FIRST
+  // batch dim (negative values crop), as tensordict.pad in Python.
+  //   td.pad({1, 2});   // [3, 4] -> [6, 4]
+  TensorDict pad(at::IntArrayRef pad, const at::Scalar& value = 0) const;
+
   // ---- comparison ------------------------------------------------------------------------
   // Entry-wise `==`: a TensorDict of bool tensors with the same keys. Throws KeyError when the
   // key sets differ (naming the keys only on one side).

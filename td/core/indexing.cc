@@ -1,0 +1,390 @@
+// Batch indexing: TensorDict::index and TensorDict::index_put_ (with lazy preallocation).
+//
+// NOTE [ Batch indexing ]
+// An index list addresses the batch dims only, with torch's semantics for a tensor of shape
+// batch_size(). Before any leaf is touched the list is normalised once (NormalizeIndex):
+//   - the Ellipsis is replaced by as many full slices as the batch dims it stands for (a leaf has
+//     more dims than the batch, so a leaf-level Ellipsis would cover feature dims too);
+//   - integers are checked against their batch dim, masks against the batch dims they cover,
+//     and too many indices are rejected, with errors naming the batch size;
+//   - each bool (or uint8) mask of k >= 1 dims becomes its k long index tensors (mask.nonzero()),
+//     which is what torch does internally for every tensor it indexes -- done here once instead
+//     of once per leaf.
+// The normalised list then applies to every leaf unchanged (it only covers leading dims). The
+// result's batch size is read from the first output leaf (its dims minus the leaf's unchanged
+// feature dims); a TensorDict without tensor leaves indexes a zero-stride probe tensor of shape
+// batch_size() instead, which also checks index tensors' bounds. Long index tensors' bounds are
+// otherwise checked by the leaves' own kernels (the error names the key).
+// index_put_ validates everything (index, broadcastable shapes, kinds, lock) before creating or
+// writing anything, so a failing call changes nothing.
+#include <ATen/ATen.h>
+
+#include <type_traits>
+
+#include "td/core/dtype.h"
+#include "td/core/leaves.h"
+#include "td/core/storage.h"
+#include "td/core/tensordict.h"
+
+namespace td {
+namespace {
+
+using at::indexing::TensorIndex;
+using internal::LeafTree;
+
+// TensorIndex stores int64_t in LibTorch 1.x and c10::SymInt in 2.x.
+template <class T>
+int64_t AsInt(const T& v) {
+  if constexpr (std::is_integral_v<T>) {
+    return static_cast<int64_t>(v);
+  } else {
+    return v.expect_int();
+  }
+}
+
+std::string IndexRepr(const TensorIndex& index) {
+  if (index.is_none()) return "None";
+  if (index.is_ellipsis()) return "Ellipsis";
+  if (index.is_integer()) return std::to_string(AsInt(index.integer()));
+  if (index.is_boolean()) return index.boolean() ? "True" : "False";
+  if (index.is_slice()) {
+    const auto& s = index.slice();
+    return c10::str("Slice(", AsInt(s.start()), ", ", AsInt(s.stop()), ", ", AsInt(s.step()), ")");
+  }
+  const at::Tensor& t = index.tensor();
+  return c10::str("a ", DtypeName(t.scalar_type()), " tensor of shape ", SizeRepr(t.sizes()));
+}
+
+bool IsMask(const at::Tensor& t) {
+  return t.scalar_type() == at::kBool || t.scalar_type() == at::kByte;
+}
+
+struct NormalizedIndex {
+  std::vector<TensorIndex> indices;
+  bool advanced = false;
+};
+
+// See NOTE [ Batch indexing ].
+NormalizedIndex NormalizeIndex(at::ArrayRef<TensorIndex> indices, at::IntArrayRef batch) {
+  const int64_t bd = static_cast<int64_t>(batch.size());
+  int64_t consumed = 0;
+  int ellipses = 0;
+  for (const TensorIndex& index : indices) {
+    if (index.is_integer() || index.is_slice()) {
+      ++consumed;
+    } else if (index.is_tensor()) {
+      const at::Tensor& t = index.tensor();
+      if (!t.defined()) Fail<IndexError>("index: an index tensor is undefined");
+      consumed += IsMask(t) ? t.dim() : 1;
+    } else if (index.is_ellipsis()) {
+      ++ellipses;
+    }
+  }
+  if (ellipses > 1) Fail<IndexError>("index: an index can only have a single Ellipsis");
+  if (consumed > bd) {
+    Fail<IndexError>("too many indices for a TensorDict with batch size ", SizeRepr(batch),
+                     ": the index covers ", consumed, " dims but there are only ", bd,
+                     " batch dims");
+  }
+  NormalizedIndex out;
+  out.indices.reserve(indices.size() + (ellipses ? bd - consumed : 0));
+  int64_t dim = 0;  // the batch dim the next index applies to
+  for (const TensorIndex& index : indices) {
+    if (index.is_ellipsis()) {
+      for (int64_t i = 0; i < bd - consumed; ++i) {
+        out.indices.emplace_back(at::indexing::Slice());
+        ++dim;
+      }
+    } else if (index.is_integer()) {
+      const int64_t v = AsInt(index.integer());
+      if (v < -batch[dim] || v >= batch[dim]) {
+        Fail<IndexError>("index ", v, " is out of range for batch dim ", dim, " of size ",
+                         batch[dim], " (TensorDict batch size ", SizeRepr(batch), ")");
+      }
+      out.indices.push_back(index);
+      ++dim;
+    } else if (index.is_slice()) {
+      out.indices.push_back(index);
+      ++dim;
+    } else if (index.is_tensor() && IsMask(index.tensor()) && index.tensor().dim() > 0) {
+      const at::Tensor& m = index.tensor();
+      const int64_t k = m.dim();
+      if (m.sizes() != batch.slice(dim, k)) {
+        Fail<IndexError>("the mask of shape ", SizeRepr(m.sizes()), " does not match batch dims ",
+                         dim, "..", dim + k - 1, " of the TensorDict's batch size ",
+                         SizeRepr(batch), " (expected a mask of shape ",
+                         SizeRepr(batch.slice(dim, k)), ")");
+      }
+      at::Tensor nz = at::nonzero(m);  // [n, k]
+      for (int64_t j = 0; j < k; ++j) out.indices.emplace_back(nz.select(1, j));
+      out.advanced = true;
+      dim += k;
+    } else if (index.is_tensor()) {
+      out.indices.push_back(index);
+      out.advanced = true;
+      if (!IsMask(index.tensor())) ++dim;
+    } else {  // None, bool
+      if (index.is_boolean()) out.advanced = true;
+      out.indices.push_back(index);
+    }
+  }
+  return out;
+}
+
+// The batch size `indices` give for batch `batch`, from a zero-stride probe (see NOTE [ Batch
+// indexing ]); also checks index tensors' bounds.
+std::vector<int64_t> ProbeBatch(const NormalizedIndex& norm, at::IntArrayRef batch) {
+  at::Tensor probe = at::empty({}, at::kBool).expand(batch);
+  try {
+    return probe.index(norm.indices).sizes().vec();
+  } catch (c10::Error& e) {
+    e.add_context(c10::str("while indexing a TensorDict with batch size ", SizeRepr(batch)));
+    throw;
+  }
+}
+
+// True when a tensor of shape `from` can be written into a slot of shape `to` (torch's rule for
+// index_put_: leading 1s of `from` are dropped, then `from` must broadcast to `to`).
+bool BroadcastsTo(at::IntArrayRef from, at::IntArrayRef to) {
+  while (from.size() > to.size() && from.front() == 1) from = from.slice(1);
+  if (from.size() > to.size()) return false;
+  const size_t off = to.size() - from.size();
+  for (size_t i = 0; i < from.size(); ++i) {
+    if (from[i] != 1 && from[i] != to[off + i]) return false;
+  }
+  return true;
+}
+
+std::vector<int64_t> Concat(at::IntArrayRef a, at::IntArrayRef b) {
+  std::vector<int64_t> out(a.begin(), a.end());
+  out.insert(out.end(), b.begin(), b.end());
+  return out;
+}
+
+void CheckInPlace(const TensorDict& td, const char* op) {
+  const Storage& s = td.storage();
+  if (!s.capabilities().has(Capability::kInPlaceWrite)) {
+    Fail<TypeError>(op, ": the '", s.backend_id(),
+                    "' backend does not support in-place writes into its tensors");
+  }
+}
+
+// The writes and creations index_put_ with a TensorDict value will do, all validated up front.
+struct PutPlan {
+  struct Create {  // a missing sub-TensorDict
+    NestedKey key;
+    std::vector<int64_t> batch;
+  };
+  struct NewLeaf {
+    NestedKey key;
+    std::vector<int64_t> shape;
+    at::Tensor value;
+  };
+  struct NewOther {
+    NestedKey key;
+    Value value;
+  };
+  std::vector<Create> levels;
+  std::vector<NewLeaf> new_leaves;
+  std::vector<NewOther> new_other;
+  std::vector<std::pair<at::Tensor, at::Tensor>> writes;  // (target leaf, value leaf)
+  std::vector<std::pair<NestedKey, at::Tensor>> created_writes;  // written after creation
+};
+
+void FailLockedCreate(const TensorDict& level, const NestedKey& key) {
+  if (level.is_locked()) {
+    Fail<LockedError>("index_put_ would create key ", key.repr(),
+                      ": the TensorDict is locked (call unlock_() first)");
+  }
+  Fail<KeyError>("index_put_ would create key ", key.repr(), ": the '", level.backend(),
+                 "' backend does not take new keys");
+}
+
+bool CanCreate(const TensorDict& level) {
+  return !level.is_locked() && level.storage().capabilities().has(Capability::kNewKeys);
+}
+
+// Plans writing `src` (a level of the value) into `dst` (the matching level of the target, or
+// nullptr when it will be created). `root_bd` / `value_bd`: the target's and the value's root
+// batch dims; `indexed`: the root batch size after indexing.
+void PlanLevel(const TensorDict* dst, const TensorDict& src, const NestedKey* prefix,
+               const TensorDict& root, int64_t value_bd, at::IntArrayRef indexed,
+               PutPlan* plan) {
+  if (dst != nullptr) CheckInPlace(*dst, "index_put_");
+  const Storage& ss = src.storage();
+  for (const std::string& k : ss.keys()) {
+    std::optional<Value> v = ss.get(k);
+    if (!v) continue;
+    NestedKey key = prefix ? *prefix + NestedKey(k) : NestedKey(k);
+    std::optional<Value> cur = dst ? dst->storage().get(k) : std::nullopt;
+    if (!cur && dst != nullptr && !CanCreate(*dst)) FailLockedCreate(*dst, key);
+    if (v->is_tensor()) {
+      const at::Tensor& t = v->tensor();
+      at::IntArrayRef feature = t.sizes().slice(std::min<int64_t>(value_bd, t.dim()));
+      if (cur) {
+        if (!cur->is_tensor()) {
+          Fail<TypeError>("index_put_: key ", key.repr(), " is a Tensor in the value but a ",
+                          cur->kind(), " in the TensorDict");
+        }
+        const at::Tensor& target = cur->tensor();
+        std::vector<int64_t> slot = Concat(indexed, target.sizes().slice(root.batch_dims()));
+        if (!BroadcastsTo(t.sizes(), slot)) {
+          Fail<ValueError>("index_put_: the value for key ", key.repr(), " has shape ",
+                           SizeRepr(t.sizes()), ", which cannot be broadcast to the indexed shape ",
+                           SizeRepr(slot), " (the tensor's shape is ", SizeRepr(target.sizes()),
+                           ")");
+        }
+        plan->writes.emplace_back(target, t);
+      } else {
+        std::vector<int64_t> shape = Concat(root.batch_size(), feature);
+        std::vector<int64_t> slot = Concat(indexed, feature);
+        if (t.dim() < value_bd || !BroadcastsTo(t.sizes(), slot)) {
+          Fail<ValueError>("index_put_: the value for new key ", key.repr(), " has shape ",
+                           SizeRepr(t.sizes()), ", which cannot be broadcast to the indexed shape ",
+                           SizeRepr(slot));
+        }
+        plan->new_leaves.push_back({key, std::move(shape), t});
+      }
+    } else if (v->is_tensordict()) {
+      const TensorDict& sub = v->tensordict();
+      if (cur) {
+        if (!cur->is_tensordict()) {
+          Fail<TypeError>("index_put_: key ", key.repr(), " is a TensorDict in the value but a ",
+                          cur->kind(), " in the TensorDict");
+        }
+        TensorDict sub_dst = cur->tensordict();
+        PlanLevel(&sub_dst, sub, &key, root, value_bd, indexed, plan);
+      } else {
+        at::IntArrayRef extra = sub.batch_size().slice(std::min<int64_t>(value_bd, sub.batch_dims()));
+        plan->levels.push_back({key, Concat(root.batch_size(), extra)});
+        PlanLevel(nullptr, sub, &key, root, value_bd, indexed, plan);
+      }
+    } else {
+      if (cur) {
+        if (!cur->is_non_tensor() || !(cur->non_tensor() == v->non_tensor())) {
+          Fail<ValueError>("index_put_: non-tensor entry ", key.repr(), " is ",
+                           v->non_tensor().dump(), " in the value but ",
+                           cur->is_non_tensor() ? cur->non_tensor().dump()
+                                                : std::string("a ") + std::string(cur->kind()),
+                           " in the TensorDict (non-tensor data has no batch dims to write into)");
+        }
+      } else {
+        plan->new_other.push_back({key, *v});
+      }
+    }
+  }
+}
+
+// Writes `value` into `target` at `indices`, cast to the target's dtype and device.
+void WriteLeaf(at::Tensor target, const at::Tensor& value, at::ArrayRef<TensorIndex> indices) {
+  at::Tensor v = value;
+  if (v.scalar_type() != target.scalar_type() || v.device() != target.device()) {
+    v = v.to(target.device(), target.scalar_type());
+  }
+  target.index_put_(indices, v);
+}
+
+}  // namespace
+
+TensorDict TensorDict::index(std::initializer_list<TensorIndex> indices) const {
+  return index(at::ArrayRef<TensorIndex>(indices.begin(), indices.size()));
+}
+
+TensorDict TensorDict::index(at::ArrayRef<TensorIndex> indices) const {
+  const NormalizedIndex norm = NormalizeIndex(indices, batch_size());
+  LeafTree tree(*this);
+  std::vector<at::Tensor> out = internal::MapEach(
+      tree, [&](size_t, const at::Tensor& leaf) { return leaf.index(norm.indices); }, "indexing");
+  std::vector<int64_t> batch;
+  if (out.empty()) {
+    batch = ProbeBatch(norm, batch_size());
+  } else {
+    const int64_t feature = tree.leaves()[0].dim() - batch_dims();
+    batch = out[0].sizes().slice(0, out[0].dim() - feature).vec();
+  }
+  return tree.Rebuild(std::move(out), batch, /*check=*/false);
+}
+
+TensorDict& TensorDict::index_put_(std::initializer_list<TensorIndex> indices,
+                                   const TensorDict& value) {
+  return index_put_(at::ArrayRef<TensorIndex>(indices.begin(), indices.size()), value);
+}
+
+TensorDict& TensorDict::index_put_(at::ArrayRef<TensorIndex> indices, const TensorDict& value) {
+  if (value.is_same(*this)) Fail<ValueError>("index_put_: the value is the TensorDict itself");
+  const NormalizedIndex norm = NormalizeIndex(indices, batch_size());
+  const std::vector<int64_t> indexed = ProbeBatch(norm, batch_size());
+  PutPlan plan;
+  PlanLevel(this, value, nullptr, *this, value.batch_dims(), indexed, &plan);
+  // Everything is valid: create, then write.
+  for (const PutPlan::Create& c : plan.levels) {
+    auto [parent, last] = parent_of(c.key, /*create=*/false);
+    parent.storage_->set(last, TensorDict(parent.storage_->make_empty(c.batch, parent.device())));
+  }
+  for (PutPlan::NewLeaf& n : plan.new_leaves) {
+    auto [parent, last] = parent_of(n.key, /*create=*/false);
+    at::TensorOptions options = n.value.options();
+    if (parent.device()) options = options.device(*parent.device());
+    at::Tensor fresh = at::zeros(n.shape, options);
+    parent.storage_->set(last, fresh);
+    plan.writes.emplace_back(fresh, n.value);
+  }
+  for (PutPlan::NewOther& n : plan.new_other) {
+    auto [parent, last] = parent_of(n.key, /*create=*/false);
+    parent.storage_->set(last, std::move(n.value));
+  }
+  for (const auto& [target, v] : plan.writes) WriteLeaf(target, v, norm.indices);
+  return *this;
+}
+
+TensorDict& TensorDict::index_put_(std::initializer_list<TensorIndex> indices,
+                                   const at::Tensor& value) {
+  return index_put_(at::ArrayRef<TensorIndex>(indices.begin(), indices.size()), value);
+}
+
+TensorDict& TensorDict::index_put_(at::ArrayRef<TensorIndex> indices, const at::Tensor& value) {
+  if (!value.defined()) Fail<ValueError>("index_put_: the value tensor is undefined");
+  const NormalizedIndex norm = NormalizeIndex(indices, batch_size());
+  const std::vector<int64_t> indexed = ProbeBatch(norm, batch_size());
+  LeafTree tree(*this);
+  for (size_t i = 0; i < tree.num_leaves(); ++i) {
+    std::vector<int64_t> slot = Concat(indexed, tree.leaves()[i].sizes().slice(batch_dims()));
+    if (!BroadcastsTo(value.sizes(), slot)) {
+      Fail<ValueError>("index_put_: the value of shape ", SizeRepr(value.sizes()),
+                       " cannot be broadcast to the indexed shape ", SizeRepr(slot), " of key ",
+                       tree.key(i).repr());
+    }
+  }
+  CheckInPlace(*this, "index_put_");
+  internal::MapEach(
+      tree,
+      [&](size_t, const at::Tensor& leaf) {
+        WriteLeaf(leaf, value, norm.indices);
+        return at::Tensor();
+      },
+      "writing into");
+  return *this;
+}
+
+TensorDict& TensorDict::index_put_(std::initializer_list<TensorIndex> indices,
+                                   const at::Scalar& value) {
+  return index_put_(at::ArrayRef<TensorIndex>(indices.begin(), indices.size()), value);
+}
+
+TensorDict& TensorDict::index_put_(at::ArrayRef<TensorIndex> indices, const at::Scalar& value) {
+  const NormalizedIndex norm = NormalizeIndex(indices, batch_size());
+  ProbeBatch(norm, batch_size());  // validates the index before anything is written
+  CheckInPlace(*this, "index_put_");
+  LeafTree tree(*this);
+  internal::MapEach(
+      tree,
+      [&](size_t, const at::Tensor& leaf) {
+        at::Tensor target = leaf;
+        target.index_put_(norm.indices, value);
+        return at::Tensor();
+      },
+      "writing into");
+  return *this;
+}
+
+}  // namespace td

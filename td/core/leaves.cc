@@ -1,0 +1,256 @@
+#include "td/core/leaves.h"
+
+#include <ATen/ATen.h>
+
+#include <algorithm>
+#include <exception>
+
+#include "absl/strings/str_cat.h"
+#include "td/core/dtype.h"
+#include "td/core/storage.h"
+
+namespace td {
+namespace internal {
+namespace {
+
+bool StartsWith(at::IntArrayRef shape, at::IntArrayRef prefix) {
+  return shape.size() >= prefix.size() && std::equal(prefix.begin(), prefix.end(), shape.begin());
+}
+
+}  // namespace
+
+LeafTree::LeafTree(const TensorDict& td) { AddLevel(td, -1, -1); }
+
+void LeafTree::AddLevel(const TensorDict& td, int64_t parent, int64_t parent_entry) {
+  const int64_t me = static_cast<int64_t>(levels_.size());
+  levels_.push_back(Level{td, parent, parent_entry, {}});
+  const Storage& s = td.storage();
+  std::vector<std::string> keys = s.keys();
+  levels_[me].entries.reserve(keys.size());
+  for (std::string& k : keys) {
+    std::optional<Value> v = s.get(k);
+    if (!v) continue;
+    const int64_t entry = static_cast<int64_t>(levels_[me].entries.size());
+    if (v->is_tensor()) {
+      levels_[me].entries.push_back(
+          Entry{std::move(k), Kind::kTensor, static_cast<int64_t>(leaves_.size()), std::nullopt});
+      leaves_.push_back(v->tensor());
+      leaf_pos_.emplace_back(me, entry);
+    } else if (v->is_tensordict()) {
+      levels_[me].entries.push_back(Entry{std::move(k), Kind::kTensorDict, 0, std::nullopt});
+      const int64_t child = static_cast<int64_t>(levels_.size());
+      levels_[me].entries.back().index = child;
+      AddLevel(v->tensordict(), me, entry);
+    } else {
+      levels_[me].entries.push_back(Entry{std::move(k), Kind::kOther, -1, std::move(v)});
+    }
+  }
+}
+
+NestedKey LeafTree::LevelKey(int64_t level, const std::string* last) const {
+  NestedKey::Parts parts;
+  if (last != nullptr) parts.push_back(*last);
+  for (int64_t l = level; levels_[l].parent >= 0; l = levels_[l].parent) {
+    parts.push_back(levels_[levels_[l].parent].entries[levels_[l].parent_entry].key);
+  }
+  std::reverse(parts.begin(), parts.end());
+  return NestedKey(std::move(parts));
+}
+
+NestedKey LeafTree::key(size_t i) const {
+  const auto [level, entry] = leaf_pos_[i];
+  return LevelKey(level, &levels_[level].entries[entry].key);
+}
+
+at::IntArrayRef LeafTree::leaf_batch_size(size_t i) const {
+  return levels_[leaf_pos_[i].first].td.batch_size();
+}
+
+void LeafTree::AlignLevel(int64_t level, const TensorDict& other, const AlignOptions& options,
+                          std::vector<at::Tensor>* out, std::vector<NestedKey>* missing,
+                          std::vector<NestedKey>* extra) const {
+  const Storage& so = other.storage();
+  const Level& lv = levels_[level];
+  for (const Entry& e : lv.entries) {
+    std::optional<Value> v = so.get(e.key);
+    if (!v) {
+      if (e.kind == Kind::kTensor && options.default_value()) {
+        (*out)[e.index] = *options.default_value();
+      } else if (e.kind == Kind::kTensorDict && options.default_value()) {
+        // Every leaf below gets the default.
+        std::vector<int64_t> stack = {e.index};
+        while (!stack.empty()) {
+          const int64_t l = stack.back();
+          stack.pop_back();
+          for (const Entry& sub : levels_[l].entries) {
+            if (sub.kind == Kind::kTensor) (*out)[sub.index] = *options.default_value();
+            if (sub.kind == Kind::kTensorDict) stack.push_back(sub.index);
+          }
+        }
+      } else if (e.kind != Kind::kOther || options.check_non_tensor()) {
+        missing->push_back(LevelKey(level, &e.key));
+      }
+      continue;
+    }
+    switch (e.kind) {
+      case Kind::kTensor:
+        if (!v->is_tensor()) {
+          Fail<TypeError>("key ", LevelKey(level, &e.key).repr(), " is a Tensor in the first ",
+                          "TensorDict but a ", v->kind(), " in ", options.name());
+        }
+        (*out)[e.index] = v->tensor();
+        break;
+      case Kind::kTensorDict:
+        if (!v->is_tensordict()) {
+          Fail<TypeError>("key ", LevelKey(level, &e.key).repr(),
+                          " is a TensorDict in the first TensorDict but a ", v->kind(), " in ",
+                          options.name());
+        }
+        AlignLevel(e.index, v->tensordict(), options, out, missing, extra);
+        break;
+      case Kind::kOther:
+        if (options.check_non_tensor()) {
+          if (!v->is_non_tensor()) {
+            Fail<TypeError>("key ", LevelKey(level, &e.key).repr(),
+                            " is non-tensor data in the first TensorDict but a ", v->kind(),
+                            " in ", options.name());
+          }
+          if (!(v->non_tensor() == e.other->non_tensor())) {
+            Fail<ValueError>("non-tensor entry ", LevelKey(level, &e.key).repr(), " differs: ",
+                             e.other->non_tensor().dump(), " in the first TensorDict, ",
+                             v->non_tensor().dump(), " in ", options.name(),
+                             " (non-tensor entries must be equal to be combined)");
+          }
+        }
+        break;
+    }
+  }
+  if (options.strict_keys() && so.size() != lv.entries.size()) {
+    for (const std::string& k : so.keys()) {
+      const bool known = std::any_of(lv.entries.begin(), lv.entries.end(),
+                                     [&](const Entry& e) { return e.key == k; });
+      if (!known) extra->push_back(LevelKey(level, &k));
+    }
+  }
+}
+
+std::vector<at::Tensor> LeafTree::Align(const TensorDict& other,
+                                        const AlignOptions& options) const {
+  std::vector<at::Tensor> out(leaves_.size());
+  std::vector<NestedKey> missing, extra;
+  AlignLevel(0, other, options, &out, &missing, &extra);
+  if (!missing.empty() || !extra.empty()) {
+    if (options.strict_keys()) {
+      Fail<KeyError>("the TensorDicts have different keys: ", KeysRepr(missing),
+                     " only in the first TensorDict, ", KeysRepr(extra), " only in ",
+                     options.name());
+    }
+    Fail<KeyError>("keys ", KeysRepr(missing), " of the first TensorDict are missing in ",
+                   options.name(), " (pass a default value to use for missing keys)");
+  }
+  return out;
+}
+
+TensorDict LeafTree::RebuildLevel(int64_t level, std::vector<at::Tensor>& outputs,
+                                  const std::vector<int64_t>& batch, int64_t root_old_dims,
+                                  bool check, const std::optional<at::Device>& device) const {
+  const Level& lv = levels_[level];
+  std::shared_ptr<Storage> storage = lv.td.storage().make_empty(batch, device);
+  for (const Entry& e : lv.entries) {
+    switch (e.kind) {
+      case Kind::kTensor: {
+        at::Tensor& t = outputs[e.index];
+        if (!t.defined()) break;
+        if (check) {
+          if (!StartsWith(t.sizes(), batch)) {
+            Fail<BatchSizeError>("the result for key ", LevelKey(level, &e.key).repr(),
+                                 " has shape ", SizeRepr(t.sizes()),
+                                 ", which does not start with the batch size ", SizeRepr(batch));
+          }
+          if (device && t.device() != *device) t = t.to(*device);
+        }
+        storage->set(e.key, std::move(t));
+        break;
+      }
+      case Kind::kTensorDict: {
+        at::IntArrayRef old = levels_[e.index].td.batch_size();
+        std::vector<int64_t> sub_batch = batch;
+        if (static_cast<int64_t>(old.size()) > root_old_dims) {
+          sub_batch.insert(sub_batch.end(), old.begin() + root_old_dims, old.end());
+        }
+        std::optional<at::Device> sub_device = levels_[e.index].td.device();
+        if (device != lv.td.device()) sub_device = device;
+        storage->set(e.key,
+                     RebuildLevel(e.index, outputs, sub_batch, root_old_dims, check, sub_device));
+        break;
+      }
+      case Kind::kOther:
+        storage->set(e.key, *e.other);
+        break;
+    }
+  }
+  return TensorDict(std::move(storage));
+}
+
+TensorDict LeafTree::Rebuild(std::vector<at::Tensor> outputs, at::IntArrayRef batch_size,
+                             bool check, std::optional<std::optional<at::Device>> device) const {
+  TORCH_INTERNAL_ASSERT(outputs.size() == leaves_.size(), "Rebuild: ", outputs.size(),
+                        " outputs for ", leaves_.size(), " leaves");
+  const std::optional<at::Device> dev = device ? *device : root().device();
+  return RebuildLevel(0, outputs, batch_size.vec(), root().batch_dims(), check, dev);
+}
+
+void RethrowWithKey(const NestedKey& key, const char* what) {
+  try {
+    throw;
+  } catch (c10::Error& e) {
+    e.add_context(absl::StrCat("while ", what, " key ", key.repr()));
+    throw;
+  } catch (const std::exception& e) {
+    Fail<c10::Error>(e.what(), "\n(while ", what, " key ", key.repr(), ")");
+  }
+}
+
+std::vector<at::Tensor> MapEach(const LeafTree& tree, const IndexedLeafFn& fn, const char* what) {
+  const std::vector<at::Tensor>& leaves = tree.leaves();
+  std::vector<at::Tensor> out;
+  out.reserve(leaves.size());
+  for (size_t i = 0; i < leaves.size(); ++i) {
+    try {
+      out.push_back(fn(i, leaves[i]));
+    } catch (...) {
+      RethrowWithKey(tree.key(i), what);
+    }
+  }
+  return out;
+}
+
+std::vector<std::vector<at::Tensor>> MapEachMulti(const LeafTree& tree, size_t num_outputs,
+                                                  const IndexedMultiLeafFn& fn,
+                                                  const char* what) {
+  const std::vector<at::Tensor>& leaves = tree.leaves();
+  std::vector<std::vector<at::Tensor>> out(num_outputs, std::vector<at::Tensor>(leaves.size()));
+  for (size_t i = 0; i < leaves.size(); ++i) {
+    std::vector<at::Tensor> pieces;
+    try {
+      pieces = fn(i, leaves[i]);
+    } catch (...) {
+      RethrowWithKey(tree.key(i), what);
+    }
+    TORCH_INTERNAL_ASSERT(pieces.size() == num_outputs, what, " key ", tree.key(i).repr(),
+                          " gave ", pieces.size(), " pieces, expected ", num_outputs);
+    for (size_t k = 0; k < num_outputs; ++k) out[k][i] = std::move(pieces[k]);
+  }
+  return out;
+}
+
+int64_t WrapBatchDim(int64_t dim, int64_t ndim, at::IntArrayRef batch_size, const char* op) {
+  if (dim < -ndim || dim >= ndim || ndim == 0) {
+    Fail<IndexError>(op, ": dimension ", dim, " is out of range for a TensorDict with batch size ",
+                     SizeRepr(batch_size), " (expected a dim in [", -ndim, ", ", ndim - 1, "])");
+  }
+  return dim < 0 ? dim + ndim : dim;
+}
+
+}  // namespace internal
+}  // namespace td

@@ -1,0 +1,125 @@
+// Internal to td/core: the machinery every whole-TensorDict operation (apply, indexing, shape ops,
+// stack/cat, device moves, math) is built on. Not part of the public API.
+//
+// NOTE [ Leaf maps ]
+// An operation that transforms the tensors of a TensorDict runs in three steps:
+//   1. Flatten: `LeafTree tree(td)` records the structure (levels, keys, non-tensor entries, batch
+//      sizes) and lists every tensor leaf, nested ones included, depth first in insertion order.
+//      Other TensorDicts taking part (apply's zipped inputs, stack/cat inputs, arithmetic operands)
+//      are aligned to the same leaf order with `tree.Align(other, ...)`.
+//   2. Map: one call computes every output leaf from the input leaves. Per-leaf work goes through
+//      `MapEach` (the single per-leaf loop: the place td::parallel can parallelise, and where an
+//      exception gets the key it happened on); work that LibTorch can do for all leaves at once
+//      (`at::_foreach_*`) gets the whole leaf list instead.
+//   3. Rebuild: `tree.Rebuild(outputs, batch)` builds a dense TensorDict of the same structure with
+//      output i in place of leaf i (an undefined output drops the entry), non-tensor entries
+//      carried as they are. Operations act on the root's batch dims only: a nested level whose
+//      batch size was `B_old + extra` gets `B_new + extra`.
+// Operations compute their result batch size from the root batch size with the tensor op's own
+// rules (or from the first output leaf, see indexing.cc), and normalise negative dims against the
+// batch dims before touching leaves (a leaf has more dims than the batch).
+// Storage backends that compute entries lazily may later intercept step 2 for the operations they
+// implement natively; the core's per-leaf default stays in these functions.
+#pragma once
+
+#include <ATen/core/Tensor.h>
+
+#include <functional>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "td/core/tensordict.h"
+
+namespace td {
+namespace internal {
+
+class LeafTree {
+ public:
+  // Flattens `td` (see NOTE [ Leaf maps ]).
+  explicit LeafTree(const TensorDict& td);
+
+  const TensorDict& root() const { return levels_[0].td; }
+  // Every tensor leaf, depth first.
+  const std::vector<at::Tensor>& leaves() const { return leaves_; }
+  size_t num_leaves() const { return leaves_.size(); }
+  // The full key of leaf `i` (built on demand: for errors and named_apply).
+  NestedKey key(size_t i) const;
+  // The batch size of the level holding leaf `i`.
+  at::IntArrayRef leaf_batch_size(size_t i) const;
+
+  // How Align treats entries of `other` that differ from this tree.
+  struct AlignOptions {
+    // Keys of `other` this tree lacks are an error (stack/cat); otherwise ignored (apply).
+    TORCH_ARG(bool, strict_keys) = false;
+    // Non-tensor entries must be equal (stack/cat).
+    TORCH_ARG(bool, check_non_tensor) = false;
+    // Used for leaves missing in `other`; without it a missing leaf is a KeyError.
+    TORCH_ARG(std::optional<at::Tensor>, default_value) = std::nullopt;
+    // How `other` is called in error messages ("TensorDict 3", "other").
+    TORCH_ARG(std::string, name) = "the other TensorDict";
+  };
+  // The leaves of `other` under the same keys as this tree's leaves, in the same order. Throws
+  // KeyError listing the keys missing in `other` (and, with strict_keys, the extra ones),
+  // TypeError when an entry is a tensor on one side and a TensorDict or non-tensor data on the
+  // other, ValueError when checked non-tensor entries differ.
+  std::vector<at::Tensor> Align(const TensorDict& other, const AlignOptions& options) const;
+
+  // A dense TensorDict of this structure holding `outputs[i]` in place of leaf i (undefined
+  // outputs drop the entry) with root batch size `batch_size` and device `device` (the root's
+  // device when nullopt). With `check`, throws BatchSizeError naming the key when an output does
+  // not start with its level's new batch size (and moves outputs to the device); without it the
+  // caller guarantees both.
+  TensorDict Rebuild(std::vector<at::Tensor> outputs, at::IntArrayRef batch_size,
+                     bool check = true,
+                     std::optional<std::optional<at::Device>> device = std::nullopt) const;
+
+ private:
+  enum class Kind : uint8_t { kTensor, kTensorDict, kOther };
+  struct Entry {
+    std::string key;
+    Kind kind;
+    int64_t index;       // leaf index (kTensor) or level index (kTensorDict)
+    std::optional<Value> other;  // kOther: the non-tensor value
+  };
+  struct Level {
+    TensorDict td;
+    int64_t parent;       // -1 for the root
+    int64_t parent_entry;
+    std::vector<Entry> entries;
+  };
+  void AddLevel(const TensorDict& td, int64_t parent, int64_t parent_entry);
+  NestedKey LevelKey(int64_t level, const std::string* last) const;
+  void AlignLevel(int64_t level, const TensorDict& other, const AlignOptions& options,
+                  std::vector<at::Tensor>* out, std::vector<NestedKey>* missing,
+                  std::vector<NestedKey>* extra) const;
+  TensorDict RebuildLevel(int64_t level, std::vector<at::Tensor>& outputs,
+                          const std::vector<int64_t>& batch, int64_t root_old_dims, bool check,
+                          const std::optional<at::Device>& device) const;
+
+  std::vector<Level> levels_;
+  std::vector<at::Tensor> leaves_;
+  std::vector<std::pair<int64_t, int64_t>> leaf_pos_;  // (level, entry) of each leaf
+};
+
+// A per-leaf function; `i` is the leaf's position in the tree.
+using IndexedLeafFn = std::function<at::Tensor(size_t i, const at::Tensor& leaf)>;
+using IndexedMultiLeafFn = std::function<std::vector<at::Tensor>(size_t i, const at::Tensor& leaf)>;
+
+// The per-leaf loop of NOTE [ Leaf maps ]: fn(i, leaf) for every leaf of `tree`. An exception
+// from fn is rethrown (same type for c10::Error subclasses) with "while <what> key K" added.
+std::vector<at::Tensor> MapEach(const LeafTree& tree, const IndexedLeafFn& fn, const char* what);
+// Like MapEach for functions returning several tensors per leaf (split, unbind): the result is
+// indexed [output][leaf]; every call must return `num_outputs` tensors.
+std::vector<std::vector<at::Tensor>> MapEachMulti(const LeafTree& tree, size_t num_outputs,
+                                                  const IndexedMultiLeafFn& fn, const char* what);
+
+// Rethrows the exception in flight with the key context added (used inside catch blocks).
+[[noreturn]] void RethrowWithKey(const NestedKey& key, const char* what);
+
+// Normalises `dim` against `ndim` dims (negative counts from the end). Throws IndexError naming
+// the operation, the batch size and the valid range.
+int64_t WrapBatchDim(int64_t dim, int64_t ndim, at::IntArrayRef batch_size, const char* op);
+
+}  // namespace internal
+}  // namespace td

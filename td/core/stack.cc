@@ -1,0 +1,81 @@
+#include "td/core/stack.h"
+
+#include <ATen/ATen.h>
+
+#include <string>
+
+#include "td/core/dtype.h"
+#include "td/core/leaves.h"
+
+namespace td {
+namespace {
+
+using internal::LeafTree;
+
+// Leaves of every input aligned to the first input's leaf order: result[leaf][input].
+std::vector<std::vector<at::Tensor>> AlignAll(const LeafTree& tree,
+                                              const std::vector<TensorDict>& tds) {
+  std::vector<std::vector<at::Tensor>> cols(tree.num_leaves());
+  for (auto& c : cols) {
+    c.reserve(tds.size());
+  }
+  for (size_t i = 0; i < tree.num_leaves(); ++i) cols[i].push_back(tree.leaves()[i]);
+  for (size_t j = 1; j < tds.size(); ++j) {
+    std::vector<at::Tensor> leaves = tree.Align(tds[j], LeafTree::AlignOptions()
+                                                            .strict_keys(true)
+                                                            .check_non_tensor(true)
+                                                            .name(c10::str("TensorDict ", j)));
+    for (size_t i = 0; i < leaves.size(); ++i) cols[i].push_back(std::move(leaves[i]));
+  }
+  return cols;
+}
+
+}  // namespace
+
+TensorDict stack(const std::vector<TensorDict>& tds, int64_t dim) {
+  if (tds.empty()) Fail<ValueError>("stack: expected a non-empty list of TensorDicts");
+  const TensorDict& first = tds[0];
+  const int64_t d = internal::WrapBatchDim(dim, first.batch_dims() + 1, first.batch_size(),
+                                           "stack");
+  for (size_t j = 1; j < tds.size(); ++j) {
+    if (tds[j].batch_size() != first.batch_size()) {
+      Fail<BatchSizeError>("stack: TensorDict ", j, " has batch size ",
+                           SizeRepr(tds[j].batch_size()), " but TensorDict 0 has ",
+                           SizeRepr(first.batch_size()), " (stack needs equal batch sizes)");
+    }
+  }
+  LeafTree tree(first);
+  std::vector<std::vector<at::Tensor>> cols = AlignAll(tree, tds);
+  std::vector<at::Tensor> out = internal::MapEach(
+      tree, [&](size_t i, const at::Tensor&) { return at::stack(cols[i], d); }, "stacking");
+  std::vector<int64_t> batch = first.batch_size().vec();
+  batch.insert(batch.begin() + d, static_cast<int64_t>(tds.size()));
+  return tree.Rebuild(std::move(out), batch, /*check=*/false);
+}
+
+TensorDict cat(const std::vector<TensorDict>& tds, int64_t dim) {
+  if (tds.empty()) Fail<ValueError>("cat: expected a non-empty list of TensorDicts");
+  const TensorDict& first = tds[0];
+  const int64_t d = internal::WrapBatchDim(dim, first.batch_dims(), first.batch_size(), "cat");
+  std::vector<int64_t> batch = first.batch_size().vec();
+  for (size_t j = 1; j < tds.size(); ++j) {
+    at::IntArrayRef b = tds[j].batch_size();
+    bool ok = b.size() == batch.size();
+    for (size_t k = 0; ok && k < b.size(); ++k) ok = static_cast<int64_t>(k) == d || b[k] == batch[k];
+    if (!ok) {
+      Fail<BatchSizeError>("cat: TensorDict ", j, " has batch size ", SizeRepr(b),
+                           " but TensorDict 0 has ", SizeRepr(first.batch_size()),
+                           " (cat along dim ", d, " needs the other batch dims equal)");
+    }
+    batch[d] += b[d];
+  }
+  LeafTree tree(first);
+  std::vector<std::vector<at::Tensor>> cols = AlignAll(tree, tds);
+  std::vector<at::Tensor> out = internal::MapEach(
+      tree, [&](size_t i, const at::Tensor&) { return at::cat(cols[i], d); }, "concatenating");
+  return tree.Rebuild(std::move(out), batch, /*check=*/false);
+}
+
+std::vector<TensorDict> unbind(const TensorDict& td, int64_t dim) { return td.unbind(dim); }
+
+}  // namespace td
