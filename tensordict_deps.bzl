@@ -1,0 +1,299 @@
+"""External dependencies of tensordict, taken from the local system.
+
+Usage from this repository's WORKSPACE or from any other Bazel workspace:
+
+    local_repository(name = "tensordict", path = "/path/to/tensordict")
+    load("@tensordict//:tensordict_deps.bzl", "tensordict_deps")
+    tensordict_deps()
+
+Declared repositories (all prefixed so they cannot collide with a consumer's
+own repositories):
+
+    @tensordict_libtorch//:libtorch   LibTorch (ATen, c10, torch C++ API)
+    @tensordict_libtorch//:c10d       + torch.distributed C++ headers, with
+                                      Gloo when gloo headers are installed
+    @tensordict_absl//:absl           Abseil (every libabsl_*.so found)
+    @tensordict_tbb//:tbb             oneTBB
+    @tensordict_gtest//:gtest, :gtest_main, :gmock, :gmock_main
+    @tensordict_benchmark//:benchmark, :benchmark_main
+    @tensordict_json//:json           nlohmann/json (header-only)
+
+plus offline stand-ins for @rules_cc, @rules_java, @rules_proto and
+@remote_coverage_tools, which Bazel 4's built-in @bazel_tools refers to and
+would otherwise download. Every repository is declared only if the calling
+WORKSPACE has not declared one of the same name already, so a consumer can
+bring its own (e.g. the real rules_cc).
+
+Each system repository symlinks only the header directories of its own
+library (e.g. /usr/include/absl) into `include/` of the repository, so the
+`includes = ["include"]` of its cc_library becomes `-isystem` for exactly
+those headers; warnings inside them are not reported. Libraries are linked
+with `-l` flags (plus `-L`/`-rpath` when the library directory is not a
+default linker directory); their files are not Bazel inputs, so after a
+system upgrade run `bazel clean` (or `bazel sync`) to relink.
+"""
+
+# Directories the linker and the dynamic loader search anyway on Debian/Ubuntu.
+_DEFAULT_LIB_DIRS = [
+    "/lib",
+    "/lib64",
+    "/usr/lib",
+    "/usr/lib64",
+    "/lib/x86_64-linux-gnu",
+    "/usr/lib/x86_64-linux-gnu",
+    "/lib/aarch64-linux-gnu",
+    "/usr/lib/aarch64-linux-gnu",
+]
+
+# Multiarch library directories tried (in order) when no lib dir is given.
+_LIB_DIR_CANDIDATES = [
+    "lib/x86_64-linux-gnu",
+    "lib/aarch64-linux-gnu",
+    "lib64",
+    "lib",
+]
+
+def _abs(root, path):
+    """Resolves `path` (absolute, or relative to `root`)."""
+    if path.startswith("/"):
+        return path
+    return root.rstrip("/") + "/" + path
+
+def _find_lib_dir(ctx, root, lib_dir, probe):
+    """Returns the absolute library directory of `root`.
+
+    `lib_dir` wins when given; otherwise the first of _LIB_DIR_CANDIDATES that
+    holds `probe` (e.g. "libtorch.so"), falling back to <root>/lib.
+    """
+    if lib_dir:
+        return _abs(root, lib_dir)
+    for candidate in _LIB_DIR_CANDIDATES:
+        if ctx.path(_abs(root, candidate) + "/" + probe).exists:
+            return _abs(root, candidate)
+    return _abs(root, "lib")
+
+def _search_flags(lib_dirs):
+    """-L/-rpath flags for library directories the linker would not search."""
+    flags = []
+    for d in lib_dirs:
+        d = d.rstrip("/")
+        if d in _DEFAULT_LIB_DIRS:
+            continue
+        flags += ["-L" + d, "-Wl,-rpath," + d]
+    return flags
+
+def _system_library_impl(ctx):
+    root = ctx.attr.path
+    include_dir = _abs(root, ctx.attr.include_dir)
+    lib_dir = _find_lib_dir(ctx, root, ctx.attr.lib_dir, ctx.attr.lib_probe)
+
+    found = []
+    for entry in ctx.attr.include_entries:
+        src = ctx.path(include_dir + "/" + entry)
+        if src.exists:
+            ctx.symlink(src, "include/" + entry)
+            found.append(entry)
+    missing_required = [
+        e
+        for e in ctx.attr.required_include_entries
+        if e not in found
+    ]
+    if missing_required:
+        fail("{}: {} not found in {} (is the library installed? try tools/install_deps.sh)".format(
+            ctx.name,
+            ", ".join(missing_required),
+            include_dir,
+        ))
+
+    if ctx.attr.lib_probe and not ctx.path(lib_dir + "/" + ctx.attr.lib_probe).exists:
+        fail("{}: {} not found in {} (is the library installed? try tools/install_deps.sh)".format(
+            ctx.name,
+            ctx.attr.lib_probe,
+            lib_dir,
+        ))
+
+    # Optional extra directories for -L/-rpath.
+    extra_dirs = [_abs(root, d) for d in ctx.attr.extra_lib_dirs]
+
+    # Every lib<prefix>*.so in lib_dir, as -l flags (used for Abseil, which is
+    # split into ~60 shared objects).
+    glob_libs = []
+    if ctx.attr.link_all_with_prefix:
+        prefix = "lib" + ctx.attr.link_all_with_prefix
+        for f in ctx.path(lib_dir).readdir():
+            name = f.basename
+            if name.startswith(prefix) and name.endswith(".so"):
+                glob_libs.append("-l" + name[len("lib"):-len(".so")])
+        glob_libs = sorted(glob_libs)
+
+    substitutions = {
+        "%{NAME}": ctx.name,
+        "%{ROOT}": root,
+        "%{LIB_DIR}": lib_dir,
+        "%{SEARCH_FLAGS}": repr(_search_flags([lib_dir] + extra_dirs)),
+        "%{GLOB_LIBS}": repr(glob_libs),
+        "%{INCLUDE_ENTRIES}": repr(found),
+    }
+    for key, value in ctx.attr.substitutions.items():
+        substitutions["%{" + key + "}"] = value
+
+    ctx.file("WORKSPACE", 'workspace(name = "{}")\n'.format(ctx.name))
+    ctx.template("BUILD.bazel", ctx.attr.build_file_template, substitutions, executable = False)
+
+tensordict_system_library = repository_rule(
+    doc = """Like new_local_repository, for a library installed outside Bazel.
+
+Symlinks <include_dir>/<entry> for each of `include_entries` into include/
+and instantiates `build_file_template` with %{SEARCH_FLAGS} (the -L/-rpath
+flags needed for the library directory, empty for default ones),
+%{GLOB_LIBS}, %{LIB_DIR}, %{ROOT}, %{INCLUDE_ENTRIES} and `substitutions`.
+""",
+    implementation = _system_library_impl,
+    local = True,
+    attrs = {
+        "path": attr.string(mandatory = True, doc = "Install prefix, e.g. /usr or /opt/libtorch."),
+        "include_dir": attr.string(default = "include", doc = "Absolute, or relative to path."),
+        "include_entries": attr.string_list(doc = "Entries of include_dir to expose."),
+        "required_include_entries": attr.string_list(doc = "Entries whose absence is an error."),
+        "lib_dir": attr.string(doc = "Absolute, or relative to path; autodetected if empty."),
+        "lib_probe": attr.string(doc = "A file that must exist in lib_dir (also used to autodetect it)."),
+        "extra_lib_dirs": attr.string_list(doc = "More directories for -L/-rpath."),
+        "link_all_with_prefix": attr.string(doc = "Link every lib<prefix>*.so of lib_dir."),
+        "build_file_template": attr.label(mandatory = True, allow_single_file = True),
+        "substitutions": attr.string_dict(),
+    },
+)
+
+def _source_dir_impl(ctx):
+    # ctx.path() of a label in this repository gives its location on disk
+    # whether tensordict is the main workspace or a local_repository of a
+    # consumer, so the stand-ins need no path relative to the consumer.
+    src = ctx.path(ctx.attr.anchor).dirname
+    for part in ctx.attr.subdir.split("/"):
+        src = src.get_child(part)
+    if not src.exists:
+        fail("{}: {} does not exist".format(ctx.name, src))
+    for child in src.readdir():
+        ctx.symlink(child, child.basename)
+
+_tensordict_source_dir = repository_rule(
+    doc = "local_repository for a directory of the tensordict source tree.",
+    implementation = _source_dir_impl,
+    local = True,
+    attrs = {
+        "anchor": attr.label(mandatory = True, allow_single_file = True),
+        "subdir": attr.string(mandatory = True),
+    },
+)
+
+def _maybe(rule, name, **kwargs):
+    if not native.existing_rule(name):
+        rule(name = name, **kwargs)
+
+# Repositories that @bazel_tools (Bazel 4.2.3) refers to and downloads by
+# default; see third_party/offline/*/WORKSPACE.
+OFFLINE_STANDINS = [
+    "rules_cc",
+    "rules_java",
+    "rules_proto",
+    "remote_coverage_tools",
+]
+
+def tensordict_offline_repositories():
+    """Declares the offline stand-ins not already declared by the caller."""
+    for name in OFFLINE_STANDINS:
+        _maybe(
+            _tensordict_source_dir,
+            name,
+            anchor = Label("//third_party:BUILD.bazel"),
+            subdir = "offline/" + name,
+        )
+
+def tensordict_deps(
+        libtorch_path = "/usr",
+        libtorch_include_dir = "include",
+        libtorch_lib_dir = "",
+        libtorch_cxx11_abi = True,
+        system_path = "/usr",
+        system_lib_dir = ""):
+    """Declares all external repositories tensordict needs.
+
+    Args:
+      libtorch_path: LibTorch install prefix. "/usr" for Debian's
+        libtorch-dev; the directory an official libtorch zip was unpacked to
+        (layout <root>/include, <root>/include/torch/csrc/api/include,
+        <root>/lib) otherwise.
+      libtorch_include_dir: headers, absolute or relative to libtorch_path.
+      libtorch_lib_dir: libraries, absolute or relative to libtorch_path;
+        autodetected ("lib/x86_64-linux-gnu" on Debian, "lib" for a zip).
+      libtorch_cxx11_abi: value of _GLIBCXX_USE_CXX11_ABI LibTorch was built
+        with (True for Debian and the "cxx11 ABI" zips, False for the
+        "Pre-cxx11 ABI" zips).
+      system_path: prefix of Abseil, oneTBB, GoogleTest, Google Benchmark and
+        nlohmann/json.
+      system_lib_dir: their library directory (autodetected).
+    """
+    tensordict_offline_repositories()
+
+    _maybe(
+        tensordict_system_library,
+        "tensordict_libtorch",
+        path = libtorch_path,
+        include_dir = libtorch_include_dir,
+        # gloo: headers of libgloo-dev on Debian, needed by ProcessGroupGloo.hpp.
+        include_entries = ["ATen", "c10", "caffe2", "torch", "gloo"],
+        required_include_entries = ["ATen", "c10", "torch"],
+        lib_dir = libtorch_lib_dir,
+        lib_probe = "libtorch.so",
+        build_file_template = Label("//third_party:libtorch/BUILD.tpl"),
+        substitutions = {"CXX11_ABI": "1" if libtorch_cxx11_abi else "0"},
+    )
+    _maybe(
+        tensordict_system_library,
+        "tensordict_absl",
+        path = system_path,
+        include_entries = ["absl"],
+        required_include_entries = ["absl"],
+        lib_dir = system_lib_dir,
+        lib_probe = "libabsl_base.so",
+        link_all_with_prefix = "absl_",
+        build_file_template = Label("//third_party:absl/BUILD.tpl"),
+    )
+    _maybe(
+        tensordict_system_library,
+        "tensordict_tbb",
+        path = system_path,
+        include_entries = ["tbb", "oneapi"],
+        required_include_entries = ["tbb"],
+        lib_dir = system_lib_dir,
+        lib_probe = "libtbb.so",
+        build_file_template = Label("//third_party:tbb/BUILD.tpl"),
+    )
+    _maybe(
+        tensordict_system_library,
+        "tensordict_gtest",
+        path = system_path,
+        include_entries = ["gtest", "gmock"],
+        required_include_entries = ["gtest", "gmock"],
+        lib_dir = system_lib_dir,
+        lib_probe = "libgtest.a",
+        build_file_template = Label("//third_party:gtest/BUILD.tpl"),
+    )
+    _maybe(
+        tensordict_system_library,
+        "tensordict_benchmark",
+        path = system_path,
+        include_entries = ["benchmark"],
+        required_include_entries = ["benchmark"],
+        lib_dir = system_lib_dir,
+        lib_probe = "libbenchmark.so",
+        build_file_template = Label("//third_party:benchmark/BUILD.tpl"),
+    )
+    _maybe(
+        tensordict_system_library,
+        "tensordict_json",
+        path = system_path,
+        include_entries = ["nlohmann"],
+        required_include_entries = ["nlohmann"],
+        build_file_template = Label("//third_party:json/BUILD.tpl"),
+    )

@@ -1,0 +1,3 @@
+#!/bin/sh
+# No-op coverage tool (offline stand-in, see WORKSPACE).
+exit 0
