@@ -1,0 +1,70 @@
+#!/usr/bin/env bash
+# Installs the Debian packages tensordict's build needs. Idempotent and silent
+# when everything is already installed (one dpkg-query call); otherwise runs
+# `apt-get update` and installs only the missing packages.
+#
+# Usage: tools/install_deps.sh [--check]
+#   --check   only report missing packages (exit 1 if any), install nothing.
+#
+# Targets Debian 12 (bookworm): Bazel 4.2.3 (bazel-bootstrap, pulls in
+# default-jdk-headless, which Bazel's server needs), LibTorch 1.13.1 (CPU),
+# Abseil 20220623, oneTBB 2021.8, GoogleTest 1.12, Google Benchmark 1.7.1,
+# nlohmann/json 3.11.
+set -euo pipefail
+
+PACKAGES=(
+  # Build tooling.
+  bazel-bootstrap
+  default-jdk-headless
+  g++
+  # Libraries (see tensordict_deps.bzl for the Bazel targets).
+  libtorch-dev
+  libgloo-dev          # gloo headers: ProcessGroupGloo.hpp (@tensordict_libtorch//:c10d)
+  libabsl-dev
+  libtbb-dev
+  libgtest-dev
+  libbenchmark-dev
+  nlohmann-json3-dev
+  # Reference values / fixtures from PyTorch itself.
+  python3-torch
+  # clang + its runtimes (libFuzzer, sanitizers) for fuzz targets.
+  clang
+  libclang-rt-14-dev
+)
+
+missing=()
+# dpkg-query prints one "<package> <status>" line per known package and
+# complains on stderr about unknown ones; anything not "installed" is missing.
+status="$(dpkg-query -W -f='${Package} ${db:Status-Status}\n' "${PACKAGES[@]}" 2>/dev/null || true)"
+for pkg in "${PACKAGES[@]}"; do
+  if ! grep -qxF "${pkg} installed" <<<"${status}"; then
+    missing+=("${pkg}")
+  fi
+done
+
+if [[ ${#missing[@]} -eq 0 ]]; then
+  exit 0
+fi
+
+if [[ "${1:-}" == "--check" ]]; then
+  echo "missing packages: ${missing[*]}" >&2
+  exit 1
+fi
+
+echo "install_deps: installing ${missing[*]}" >&2
+SUDO=()
+if [[ $(id -u) -ne 0 ]]; then
+  if command -v sudo >/dev/null 2>&1; then
+    SUDO=(sudo)
+  else
+    echo "install_deps: not root and no sudo; install these packages: ${missing[*]}" >&2
+    exit 1
+  fi
+fi
+
+# Wait for (rather than fail on) a concurrent apt/dpkg run, e.g. unattended
+# upgrades or another session's install.
+APT_OPTS=(-o DPkg::Lock::Timeout=900)
+"${SUDO[@]}" apt-get "${APT_OPTS[@]}" update -qq >&2
+"${SUDO[@]}" env DEBIAN_FRONTEND=noninteractive \
+  apt-get "${APT_OPTS[@]}" install -y -qq "${missing[@]}" >&2
