@@ -1,0 +1,364 @@
+// TensorDictModule: a LibTorch module (or any callable) that reads its inputs from a TensorDict
+// and writes its outputs back into it, and TensorDictModuleBase, the interface every TensorDict
+// module implements (TensorDictSequential, the probabilistic modules, ensembles).
+//
+//   td::nn::TensorDictModule linear(torch::nn::Linear(3, 10), {"a"}, {"a_out"});
+//   td::TensorDict data({{"a", torch::randn({5, 3})}}, {5});
+//   linear(data);                                   // data now holds "a_out", shape [5, 10]
+//   std::vector<at::Tensor> out = linear->forward_tensors({torch::randn({5, 3})});  // tensors in,
+//                                                                                  // tensors out
+//
+// The wrapped object may be a module holder (torch::nn::Linear, a TORCH_MODULE of yours), a
+// shared_ptr to a module, a torch::nn::AnyModule, a torch::nn::Sequential, or a callable
+// (lambda, function pointer, std::function). Its arguments are the `in_keys` entries, in order;
+// what it returns — one tensor, a tuple / pair / vector of tensors (nested tuples are flattened,
+// so LSTM's (out, (h, c)) fills three keys), or a TensorDict — fills the `out_keys`, in order.
+// The out key "_" discards that output. A TensorDictModule is a torch::nn::Module: it prints
+// the wrapped module and the keys, its parameters() are the wrapped module's (so optimizers see
+// them, and from_module() lists them under "module", as in Python), to(device) moves them, and
+// it works inside torch::nn::Sequential (its forward takes and returns a TensorDict).
+#pragma once
+
+#include <ATen/core/Tensor.h>
+#include <torch/nn/cloneable.h>
+#include <torch/nn/module.h>
+#include <torch/nn/modules/container/any.h>
+#include <torch/nn/modules/container/sequential.h>
+#include <torch/nn/pimpl.h>
+
+#include <functional>
+#include <memory>
+#include <optional>
+#include <ostream>
+#include <string>
+#include <tuple>
+#include <type_traits>
+#include <utility>
+#include <vector>
+
+#include "td/core/tensordict.h"
+
+namespace td::nn {
+
+// The interface of every module that reads and writes a TensorDict.
+class TensorDictModuleBase : public virtual torch::nn::Module {
+ public:
+  // Reads in_keys() from `td`, writes out_keys(), returns the TensorDict written to (the input
+  // itself unless the module was told otherwise).
+  virtual TensorDict forward(const TensorDict& td) = 0;
+
+  // The tensor calling convention: `inputs` are the in_keys() entries, in order; returns the
+  // out_keys() entries, in order (without "_"). The default builds a TensorDict with batch size
+  // [] from the inputs and calls forward(). Throws ValueError when the number of inputs is not
+  // the number of in_keys.
+  //   std::vector<at::Tensor> out = module->forward_tensors({x});
+  virtual std::vector<at::Tensor> forward_tensors(const std::vector<at::Tensor>& inputs);
+
+  // The keys read, in the order they are passed to the wrapped module.
+  const std::vector<NestedKey>& in_keys() const { return in_keys_; }
+  // The keys written (after select_out_keys()).
+  const std::vector<NestedKey>& out_keys() const { return out_keys_; }
+  // The keys the module was built with, before select_out_keys().
+  const std::vector<NestedKey>& out_keys_source() const { return out_keys_source_; }
+
+  // Keeps only `keys` among the outputs: the others are not written (TensorDictModule) or are
+  // removed after the run unless they were inputs (TensorDictSequential). Throws KeyError naming
+  // a key that is not in out_keys_source().
+  //   mod->select_out_keys({"d"});
+  virtual TensorDictModuleBase& select_out_keys(const std::vector<NestedKey>& keys);
+  // Undoes select_out_keys().
+  virtual TensorDictModuleBase& reset_out_keys();
+
+ protected:
+  // Checks `keys` against out_keys_source() (see select_out_keys).
+  void check_selection(const std::vector<NestedKey>& keys) const;
+
+  std::vector<NestedKey> in_keys_;
+  std::vector<NestedKey> out_keys_;
+  std::vector<NestedKey> out_keys_source_;
+};
+
+// Where TensorDictModule writes its outputs.
+enum class OutputMode {
+  kInput,  // into the input TensorDict (the default, as in Python)
+  kCopy,   // into a shallow copy of the input: the input is left unchanged
+  kEmpty,  // into a new, empty TensorDict with the input's batch size and device
+};
+
+namespace detail {
+
+// What the wrapped module returned: tensors in out_keys order, or a TensorDict.
+struct ModuleOutput {
+  std::vector<at::Tensor> tensors;
+  std::optional<TensorDict> tensordict;
+};
+using Invoker = std::function<ModuleOutput(std::vector<at::Tensor>& inputs)>;
+
+// An at::Tensor parameter taken by value, const reference or rvalue reference.
+template <class T>
+constexpr bool kTensorLike =
+    std::is_same_v<std::decay_t<T>, at::Tensor> &&
+    (!std::is_lvalue_reference_v<T> || std::is_const_v<std::remove_reference_t<T>>);
+
+inline void Flatten(at::Tensor t, std::vector<at::Tensor>& out) { out.push_back(std::move(t)); }
+inline void Flatten(std::vector<at::Tensor> v, std::vector<at::Tensor>& out) {
+  for (auto& t : v) out.push_back(std::move(t));
+}
+template <class... T>
+void Flatten(std::tuple<T...> t, std::vector<at::Tensor>& out);
+template <class A, class B>
+void Flatten(std::pair<A, B> p, std::vector<at::Tensor>& out) {
+  Flatten(std::move(p.first), out);
+  Flatten(std::move(p.second), out);
+}
+template <class... T>
+void Flatten(std::tuple<T...> t, std::vector<at::Tensor>& out) {
+  std::apply([&out](auto&... e) { (Flatten(std::move(e), out), ...); }, t);
+}
+
+template <class R>
+ModuleOutput ToOutput(R&& r) {
+  ModuleOutput o;
+  if constexpr (std::is_same_v<std::decay_t<R>, TensorDict>) {
+    o.tensordict = std::forward<R>(r);
+  } else {
+    static_assert(std::is_same_v<std::decay_t<R>, at::Tensor> ||
+                      !std::is_void_v<std::decay_t<R>>,
+                  "TensorDictModule: the wrapped module must return tensors or a TensorDict");
+    Flatten(std::forward<R>(r), o.tensors);
+  }
+  return o;
+}
+
+// Converts what an AnyModule / Sequential returned (a type known only at run time).
+ModuleOutput FromAnyValue(torch::nn::AnyValue&& value, const std::string& what);
+// Calls `module.any_forward(inputs...)` with a run-time number of inputs (at most 8).
+torch::nn::AnyValue AnyForward(torch::nn::AnyModule& module, std::vector<at::Tensor>& inputs);
+// Runs a torch::nn::Sequential on a run-time number of inputs.
+ModuleOutput SequentialForward(torch::nn::SequentialImpl& seq, std::vector<at::Tensor>& inputs);
+
+template <class T>
+struct FnTraits : FnTraits<decltype(&T::operator())> {};
+template <class R, class... A>
+struct FnTraits<R (*)(A...)> {
+  using Ret = R;
+  using Args = std::tuple<A...>;
+  static constexpr size_t kArity = sizeof...(A);
+  static constexpr bool kAllTensors = (kTensorLike<A> && ...);
+};
+template <class R, class... A>
+struct FnTraits<R(A...)> : FnTraits<R (*)(A...)> {};
+template <class C, class R, class... A>
+struct FnTraits<R (C::*)(A...)> : FnTraits<R (*)(A...)> {};
+template <class C, class R, class... A>
+struct FnTraits<R (C::*)(A...) const> : FnTraits<R (*)(A...)> {};
+template <class R, class... A>
+struct FnTraits<std::function<R(A...)>> : FnTraits<R (*)(A...)> {};
+
+template <class T, class = void>
+struct HasPlainForward : std::false_type {};
+template <class T>
+struct HasPlainForward<T, std::void_t<decltype(&T::forward)>> : std::true_type {};
+
+template <class F, class = void>
+struct HasCallTraits : std::false_type {};
+template <class F>
+struct HasCallTraits<F, std::void_t<decltype(&F::operator())>> : std::true_type {};
+
+template <class Fn, size_t... I>
+ModuleOutput CallWith(Fn& fn, std::vector<at::Tensor>& in, std::index_sequence<I...>) {
+  return ToOutput(fn(std::move(in[I])...));
+}
+
+// An Invoker calling impl->forward(in[0], ..., in[N-1]) directly (no AnyValue boxing).
+template <class Impl>
+Invoker DirectInvoker(std::shared_ptr<Impl> impl) {
+  using Traits = FnTraits<decltype(&Impl::forward)>;
+  return [impl = std::move(impl)](std::vector<at::Tensor>& in) {
+    auto call = [&impl](auto&&... args) {
+      return impl->forward(std::forward<decltype(args)>(args)...);
+    };
+    return CallWith(call, in, std::make_index_sequence<Traits::kArity>());
+  };
+}
+
+// The pieces TensorDictModuleImpl needs from whatever it wraps.
+struct Wrapped {
+  std::shared_ptr<torch::nn::Module> module;  // null for callables
+  Invoker invoker;
+  // A Wrapped around a deep copy of `module` (null for callables): used by clone().
+  std::function<Wrapped()> clone;
+  // The same module behind a torch::nn::AnyModule (which fills forward()'s default arguments);
+  // null when not available.
+  std::function<Wrapped()> as_any;
+  int64_t arity = -1;  // number of tensor arguments when known at compile time, else -1
+  std::string what;    // "torch::nn::Linear", "<callable>"
+};
+
+Wrapped WrapAny(torch::nn::AnyModule module);
+Wrapped WrapSequential(std::shared_ptr<torch::nn::SequentialImpl> seq);
+
+template <class Impl>
+Wrapped WrapModule(std::shared_ptr<Impl> impl) {
+  static_assert(std::is_base_of_v<torch::nn::Module, Impl>, "not a torch::nn::Module");
+  if constexpr (std::is_base_of_v<torch::nn::SequentialImpl, Impl>) {
+    return WrapSequential(std::move(impl));
+  } else {
+    static_assert(HasPlainForward<Impl>::value,
+                  "TensorDictModule: the module's forward() is overloaded or a template; wrap "
+                  "a lambda that calls it instead");
+    using Traits = FnTraits<decltype(&Impl::forward)>;
+    if constexpr (Traits::kAllTensors) {
+      Wrapped w;
+      w.what = impl->name();
+      w.arity = static_cast<int64_t>(Traits::kArity);
+      w.invoker = DirectInvoker(impl);
+      w.clone = [impl] { return WrapModule(std::dynamic_pointer_cast<Impl>(impl->clone())); };
+      w.as_any = [impl] { return WrapAny(torch::nn::AnyModule(impl)); };
+      w.module = std::move(impl);
+      return w;
+    } else {
+      // Non-tensor parameters (e.g. LSTM's optional state): AnyModule fills defaults.
+      return WrapAny(torch::nn::AnyModule(std::move(impl)));
+    }
+  }
+}
+
+template <class F>
+Wrapped WrapCallable(F fn) {
+  Wrapped w;
+  w.what = "<callable>";
+  if constexpr (std::is_invocable_v<F&, const std::vector<at::Tensor>&>) {
+    w.invoker = [fn = std::move(fn)](std::vector<at::Tensor>& in) mutable {
+      return ToOutput(fn(static_cast<const std::vector<at::Tensor>&>(in)));
+    };
+  } else {
+    static_assert(HasCallTraits<F>::value || std::is_pointer_v<F> || std::is_function_v<F>,
+                  "TensorDictModule: cannot see the callable's arguments (a generic lambda?); "
+                  "give its parameters the type at::Tensor, or take const "
+                  "std::vector<at::Tensor>&");
+    using Traits = FnTraits<std::conditional_t<std::is_function_v<F>, F*, F>>;
+    static_assert(Traits::kAllTensors,
+                  "TensorDictModule: every parameter of the callable must be an at::Tensor");
+    w.arity = static_cast<int64_t>(Traits::kArity);
+    w.invoker = [fn = std::move(fn)](std::vector<at::Tensor>& in) mutable {
+      return CallWith(fn, in, std::make_index_sequence<Traits::kArity>());
+    };
+  }
+  return w;
+}
+
+template <class M>
+Wrapped Wrap(M&& m) {
+  using D = std::decay_t<M>;
+  if constexpr (std::is_same_v<D, torch::nn::AnyModule>) {
+    return WrapAny(std::forward<M>(m));
+  } else if constexpr (std::is_base_of_v<torch::detail::ModuleHolderIndicator, D>) {
+    return WrapModule(m.ptr());
+  } else if constexpr (std::is_base_of_v<torch::nn::Module, D>) {
+    static_assert(!std::is_base_of_v<torch::nn::Module, D>,
+                  "TensorDictModule: pass the module as a holder or a shared_ptr, not by value");
+  } else {
+    return WrapCallable(std::forward<M>(m));
+  }
+}
+
+template <class T>
+struct IsSharedModule : std::false_type {};
+template <class T>
+struct IsSharedModule<std::shared_ptr<T>> : std::is_base_of<torch::nn::Module, T> {};
+
+template <class M>
+Wrapped WrapOrShared(M&& m) {
+  if constexpr (IsSharedModule<std::decay_t<M>>::value) {
+    return WrapModule(std::forward<M>(m));
+  } else {
+    return Wrap(std::forward<M>(m));
+  }
+}
+
+}  // namespace detail
+
+class TensorDictModuleImpl : public torch::nn::Cloneable<TensorDictModuleImpl>,
+                             public TensorDictModuleBase {
+ public:
+  // Wraps `module` (see the file comment for what it may be). Throws ValueError when the
+  // callable's or the module's number of tensor arguments is known and differs from the number
+  // of in_keys, or when out_keys repeats a key.
+  //   TensorDictModuleImpl(torch::nn::Linear(3, 4), {"x"}, {"y"});
+  //   TensorDictModuleImpl([](at::Tensor x) { return std::make_tuple(x - 1, x + 1); },
+  //                        {{"input", "x"}}, {{"output", "x-1"}, {"output", "x+1"}});
+  template <class M>
+  TensorDictModuleImpl(M&& module, std::vector<NestedKey> in_keys,
+                       std::vector<NestedKey> out_keys, OutputMode output = OutputMode::kInput)
+      : TensorDictModuleImpl(detail::WrapOrShared(std::forward<M>(module)), std::move(in_keys),
+                             std::move(out_keys), output) {}
+
+  // Reads in_keys from `td`, calls the wrapped module, writes out_keys into the TensorDict
+  // chosen by the output mode and returns it. Throws KeyError naming the missing key, the
+  // module and the keys that exist; ValueError naming out_keys and the number of outputs when
+  // they differ (never truncated); BatchSizeError from the write (nothing is written then:
+  // entries already written by this call are rolled back). Errors thrown by the wrapped module
+  // get the module and its keys added to their message.
+  TensorDict forward(const TensorDict& td) override;
+  // Like forward(), but writes into `out` (which may be `td` itself) and returns it.
+  TensorDict forward_into(const TensorDict& td, TensorDict out);
+  // Calls the wrapped module on `inputs` (in_keys order) and returns the out_keys entries
+  // (without "_" and the keys not selected). Throws ValueError on a count mismatch.
+  //   auto outs = module->forward_tensors({at::zeros({}), at::ones({})});
+  std::vector<at::Tensor> forward_tensors(const std::vector<at::Tensor>& inputs) override;
+
+  // The wrapped module (null for a callable).
+  const std::shared_ptr<torch::nn::Module>& module() const { return wrapped_.module; }
+  OutputMode output_mode() const { return output_; }
+  TensorDictModuleImpl& set_output_mode(OutputMode output) {
+    output_ = output;
+    return *this;
+  }
+
+  // Clones the wrapped module (used by clone(); a callable is copied).
+  void reset() override;
+  // td::nn::TensorDictModule(in_keys=['a'], out_keys=['b']) — the wrapped module is printed
+  // as the child "module" (a callable as module=<callable>).
+  void pretty_print(std::ostream& stream) const override;
+
+ private:
+  TensorDictModuleImpl(detail::Wrapped wrapped, std::vector<NestedKey> in_keys,
+                       std::vector<NestedKey> out_keys, OutputMode output);
+  detail::ModuleOutput invoke(std::vector<at::Tensor>& inputs);
+  void write(const detail::ModuleOutput& result, TensorDict& out) const;
+  std::string describe() const;
+
+  detail::Wrapped wrapped_;
+  OutputMode output_ = OutputMode::kInput;
+};
+
+// The module holder (like torch::nn::Linear for LinearImpl), with constructors that take braced
+// key lists:
+//   td::nn::TensorDictModule m(torch::nn::Linear(3, 4), {"x"}, {"y"});
+//   td::TensorDict out = m(data);
+class TensorDictModule : public torch::nn::ModuleHolder<TensorDictModuleImpl> {
+ public:
+  TensorDictModule(std::nullptr_t) : ModuleHolder(nullptr) {}  // NOLINT
+  TensorDictModule(std::shared_ptr<TensorDictModuleImpl> impl)  // NOLINT
+      : ModuleHolder(std::move(impl)) {}
+  template <class M>
+  TensorDictModule(M&& module, std::vector<NestedKey> in_keys, std::vector<NestedKey> out_keys,
+                   OutputMode output = OutputMode::kInput)
+      : ModuleHolder(std::make_shared<TensorDictModuleImpl>(
+            std::forward<M>(module), std::move(in_keys), std::move(out_keys), output)) {}
+};
+
+// Any TensorDict module as a shared_ptr<TensorDictModuleBase>: a holder (TensorDictModule,
+// TensorDictSequential, ...) or a shared_ptr to an implementation.
+template <class M>
+std::shared_ptr<TensorDictModuleBase> AsTensorDictModule(M&& m) {
+  using D = std::decay_t<M>;
+  if constexpr (std::is_base_of_v<torch::detail::ModuleHolderIndicator, D>) {
+    return m.ptr();
+  } else {
+    return std::forward<M>(m);
+  }
+}
+
+}  // namespace td::nn
