@@ -9,6 +9,7 @@
 #include <unordered_map>
 
 #include "td/core/dtype.h"
+#include "td/core/stack.h"
 #include "td/core/storage.h"
 
 namespace td::nn {
@@ -245,65 +246,6 @@ TensorDict FromModuleImpl(const Module& m, const FromModuleOptions& options) {
   return out;
 }
 
-void StackInto(const std::vector<TensorDict>& tds, TensorDict& out, const NestedKey* prefix,
-               const char* what) {
-  const TensorDict& first = tds.front();
-  const std::vector<std::string> keys = first.storage().keys();
-  for (size_t i = 1; i < tds.size(); ++i) {
-    if (tds[i].storage().keys() != keys) {
-      Fail<ValueError>("cannot stack: ", what, " 0 and ", i, " have different keys",
-                       prefix ? " under " + prefix->repr() : std::string(), ": ", KeysRepr(keys),
-                       " vs ", KeysRepr(tds[i].storage().keys()));
-    }
-  }
-  std::vector<at::Tensor> leaves(tds.size());
-  std::vector<TensorDict> subs(tds.size());
-  for (const std::string& k : keys) {
-    const NestedKey full = prefix ? *prefix + NestedKey(k) : NestedKey(k);
-    const Value v0 = *first.storage().get(k);
-    if (v0.is_tensor()) {
-      for (size_t i = 0; i < tds.size(); ++i) {
-        Value v = *tds[i].storage().get(k);
-        if (!v.is_tensor()) {
-          Fail<ValueError>("cannot stack key ", full.repr(), ": it is a Tensor in ", what,
-                           " 0 but a ", v.kind(), " in ", what, " ", i);
-        }
-        if (v.tensor().sizes() != v0.tensor().sizes()) {
-          Fail<ValueError>("cannot stack key ", full.repr(), ": shape ",
-                           SizeRepr(v0.tensor().sizes()), " in ", what, " 0 but ",
-                           SizeRepr(v.tensor().sizes()), " in ", what, " ", i);
-        }
-        leaves[i] = v.tensor();
-      }
-      out.set(k, at::stack(leaves, 0));
-    } else if (v0.is_tensordict()) {
-      for (size_t i = 0; i < tds.size(); ++i) {
-        Value v = *tds[i].storage().get(k);
-        if (!v.is_tensordict()) {
-          Fail<ValueError>("cannot stack key ", full.repr(), ": it is a TensorDict in ", what,
-                           " 0 but a ", v.kind(), " in ", what, " ", i);
-        }
-        subs[i] = v.tensordict();
-      }
-      std::vector<int64_t> batch = {static_cast<int64_t>(tds.size())};
-      const auto inner = v0.tensordict().batch_size();
-      batch.insert(batch.end(), inner.begin(), inner.end());
-      TensorDict sub({}, batch, v0.tensordict().device());
-      StackInto(subs, sub, &full, what);
-      out.set(k, std::move(sub));
-    } else {
-      for (size_t i = 1; i < tds.size(); ++i) {
-        Value v = *tds[i].storage().get(k);
-        if (!v.is_non_tensor() || v.non_tensor() != v0.non_tensor()) {
-          Fail<ValueError>("cannot stack key ", full.repr(), ": non-tensor data differs between ",
-                           what, " 0 and ", what, " ", i);
-        }
-      }
-      out.set(k, v0);
-    }
-  }
-}
-
 }  // namespace
 
 // ---- ModuleParamsGuard --------------------------------------------------------------------------
@@ -531,22 +473,6 @@ bool has_tensor_members(std::type_index type) {
   return r.setters.count(type) > 0;
 }
 
-TensorDict stack_tensordicts(const std::vector<TensorDict>& tds) {
-  if (tds.empty()) Fail<ValueError>("cannot stack an empty list of TensorDicts");
-  std::vector<int64_t> batch = {static_cast<int64_t>(tds.size())};
-  const auto inner = tds.front().batch_size();
-  for (size_t i = 1; i < tds.size(); ++i) {
-    if (tds[i].batch_size() != inner) {
-      Fail<ValueError>("cannot stack: TensorDict 0 has batch size ", SizeRepr(inner),
-                       " but TensorDict ", i, " has ", SizeRepr(tds[i].batch_size()));
-    }
-  }
-  batch.insert(batch.end(), inner.begin(), inner.end());
-  TensorDict out({}, batch, tds.front().device());
-  StackInto(tds, out, nullptr, "TensorDict");
-  return out;
-}
-
 TensorDict from_modules(const std::vector<std::shared_ptr<torch::nn::Module>>& modules,
                         const FromModuleOptions& options) {
   if (modules.empty()) Fail<ValueError>("from_modules needs at least one module");
@@ -556,8 +482,13 @@ TensorDict from_modules(const std::vector<std::shared_ptr<torch::nn::Module>>& m
     if (!modules[i]) Fail<ValueError>("from_modules: module ", i, " is null");
     tds.push_back(FromModuleImpl(*modules[i], FromModuleOptions(options).lock(false)));
   }
-  TensorDict out({}, {static_cast<int64_t>(modules.size())});
-  StackInto(tds, out, nullptr, "module");
+  TensorDict out;
+  try {
+    out = stack(tds, 0);
+  } catch (c10::Error& e) {
+    e.add_context("from_modules: the modules must have the same parameters, with the same shapes");
+    throw;
+  }
   if (options.lock()) out.lock_();
   return out;
 }

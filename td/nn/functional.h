@@ -188,10 +188,11 @@ void register_tensor_members(std::type_index type, TensorMemberSetter setter);
 bool has_tensor_members(std::type_index type);
 
 // The parameters (and buffers) of several modules with the same structure, stacked along a new
-// leading dim: batch size [N]. The leaves are new tensors; when the modules' parameters require
-// grad, the stacked tensors carry a StackBackward history back to them (call .detach() on the
-// result, or wrap it in TensorDictParams, for independent leaves). Throws ValueError naming the
-// module index, the key and both shapes when the modules differ.
+// leading dim: batch size [N] (td::stack of their from_module()). The leaves are new tensors;
+// when the modules' parameters require grad, the stacked tensors carry a StackBackward history
+// back to them (detach the result, or wrap it in TensorDictParams, for independent leaves).
+// Throws ValueError for an empty list or a null module, KeyError naming the keys when the
+// modules' parameter sets differ, c10::Error naming the key and the shapes when shapes differ.
 //   std::vector<std::shared_ptr<torch::nn::Module>> members = {a.ptr(), b.ptr(), c.ptr()};
 //   td::TensorDict stacked = td::nn::from_modules(members);    // batch [3]
 TensorDict from_modules(const std::vector<std::shared_ptr<torch::nn::Module>>& modules,
@@ -200,11 +201,6 @@ template <class... Holders>
 TensorDict from_modules(const Holders&... modules) {
   return from_modules(std::vector<std::shared_ptr<torch::nn::Module>>{modules.ptr()...});
 }
-
-// Stacks TensorDicts with identical keys and shapes along a new dim 0 (batch [N, *batch]).
-// Throws ValueError naming the index, the key and the shapes when they differ, and when
-// `tds` is empty.
-TensorDict stack_tensordicts(const std::vector<TensorDict>& tds);
 
 // ---- implementation of the template above --------------------------------------------------
 
