@@ -327,10 +327,10 @@ TEST(FromModules, StacksAndChecksStructure) {
   EXPECT_EQ(stacked.get_tensordict("1").batch_size(), at::IntArrayRef({2}));
   EXPECT_TRUE(at::equal(stacked.get({"0", "bias"})[1], b[0]->as<tnn::Linear>()->bias));
   tnn::Sequential c(tnn::Linear(3, 5), tnn::Linear(5, 4));
-  TD_EXPECT_THROW_MSG(td::nn::from_modules(a, c), td::ValueError,
-                      {"('0', 'weight')", "torch.Size([4, 3])", "torch.Size([5, 3])", "module 1"});
+  TD_EXPECT_THROW_MSG(td::nn::from_modules(a, c), c10::Error,
+                      {"('0', 'weight')", "[5, 3]", "from_modules"});
   tnn::Sequential d(tnn::Linear(3, 4));
-  TD_EXPECT_THROW_MSG(td::nn::from_modules(a, d), td::ValueError, {"different keys", "['0', '1']"});
+  TD_EXPECT_THROW_MSG(td::nn::from_modules(a, d), td::KeyError, {"'1'"});
 }
 
 }  // namespace

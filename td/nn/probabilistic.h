@@ -1,0 +1,170 @@
+// Probabilistic TensorDict modules: ProbabilisticTensorDictModule builds a distribution from
+// TensorDict entries and writes a draw (and optionally its log-probability);
+// ProbabilisticTensorDictSequential is a TensorDictSequential ending with one, which can also
+// return the distribution itself. How the draw is taken is the InteractionType: the module's
+// default, or the one set on this thread by the innermost live SetInteractionType.
+//
+//   td::nn::ProbabilisticTensorDictSequential policy(
+//       td::nn::TensorDictModule(torch::nn::Linear(4, 8), {"input"}, {"params"}),
+//       td::nn::TensorDictModule(td::nn::NormalParamExtractor(), {"params"}, {"loc", "scale"}),
+//       td::nn::ProbabilisticTensorDictModule(
+//           {"loc", "scale"}, {"hidden"}, td::nn::Normal::factory(),
+//           td::nn::ProbabilisticTensorDictModuleOptions().return_log_prob(true)));
+//   {
+//     td::nn::SetInteractionType random(td::nn::InteractionType::kRandom);
+//     policy(data);   // "hidden" is a draw, "sample_log_prob" its log-probability
+//   }
+#pragma once
+
+#include <memory>
+#include <optional>
+#include <ostream>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "td/nn/common.h"
+#include "td/nn/distributions.h"
+#include "td/nn/sequence.h"
+
+namespace td::nn {
+
+enum class InteractionType {
+  kMode,           // dist.mode()
+  kMean,           // dist.mean()
+  kRandom,         // dist.rsample() where it exists, else dist.sample()
+  kDeterministic,  // dist.deterministic_sample(): the mean, or the mode for discrete ones
+};
+
+// "MODE", "MEAN", "RANDOM", "DETERMINISTIC".
+std::string_view InteractionTypeName(InteractionType type);
+
+// The interaction type set on this thread by the innermost live SetInteractionType, or nullopt.
+std::optional<InteractionType> interaction_type();
+
+// Sets the interaction type of every probabilistic module run on this thread while it lives
+// (scopes nest; the previous setting comes back at the end of the scope).
+//   { td::nn::SetInteractionType mode(td::nn::InteractionType::kMode); policy(data); }
+class SetInteractionType {
+ public:
+  explicit SetInteractionType(InteractionType type);
+  ~SetInteractionType();
+  SetInteractionType(const SetInteractionType&) = delete;
+  SetInteractionType& operator=(const SetInteractionType&) = delete;
+
+ private:
+  std::optional<InteractionType> previous_;
+};
+
+struct ProbabilisticTensorDictModuleOptions {
+  // Also write the log-probability of the draw under log_prob_key.
+  TORCH_ARG(bool, return_log_prob) = false;
+  TORCH_ARG(NestedKey, log_prob_key) = NestedKey("sample_log_prob");
+  // Used when no SetInteractionType is live.
+  TORCH_ARG(InteractionType, default_interaction_type) = InteractionType::kDeterministic;
+  // The distribution parameter name of each in key (Python's in_keys={"loc": key} form).
+  // Empty: the last component of each in key.
+  TORCH_ARG(std::vector<std::string>, dist_param_names) = {};
+};
+
+class ProbabilisticTensorDictModuleImpl
+    : public torch::nn::Cloneable<ProbabilisticTensorDictModuleImpl>,
+      public TensorDictModuleBase {
+ public:
+  // `in_keys` hold the distribution's parameters, `out_keys` has exactly one key (the draw).
+  // out_keys() is that key plus the log-prob key when return_log_prob. Throws ValueError when
+  // out_keys does not have one key or dist_param_names has another length than in_keys.
+  ProbabilisticTensorDictModuleImpl(std::vector<NestedKey> in_keys,
+                                    std::vector<NestedKey> out_keys,
+                                    DistributionFactory distribution,
+                                    ProbabilisticTensorDictModuleOptions options = {});
+
+  // Builds the distribution, writes the draw (and its log-probability) into `td`, returns
+  // `td`. Throws KeyError naming a missing parameter key; a distribution's own errors (bad
+  // shapes, non-positive scale) get this module added to their message. On an error nothing is
+  // written.
+  TensorDict forward(const TensorDict& td) override;
+  // The distribution built from `td`'s parameter entries.
+  std::shared_ptr<Distribution> get_dist(const TensorDict& td) const;
+  // The log-probability of the entry under out_keys()[0] in `td`.
+  at::Tensor log_prob(const TensorDict& td) const;
+  // The interaction type forward() would use now.
+  InteractionType current_interaction_type() const;
+
+  const ProbabilisticTensorDictModuleOptions& options() const { return options_; }
+  const DistributionFactory& distribution() const { return distribution_; }
+  void reset() override {}
+  void pretty_print(std::ostream& stream) const override;
+
+ private:
+  DistributionFactory distribution_;
+  ProbabilisticTensorDictModuleOptions options_;
+  std::vector<std::string> param_names_;
+};
+
+// The holder:
+//   td::nn::ProbabilisticTensorDictModule m({"loc", "scale"}, {"action"},
+//                                           td::nn::Normal::factory());
+class ProbabilisticTensorDictModule
+    : public torch::nn::ModuleHolder<ProbabilisticTensorDictModuleImpl> {
+ public:
+  ProbabilisticTensorDictModule(std::nullptr_t) : ModuleHolder(nullptr) {}  // NOLINT
+  ProbabilisticTensorDictModule(std::shared_ptr<ProbabilisticTensorDictModuleImpl> impl)  // NOLINT
+      : ModuleHolder(std::move(impl)) {}
+  ProbabilisticTensorDictModule(std::vector<NestedKey> in_keys, std::vector<NestedKey> out_keys,
+                                DistributionFactory distribution,
+                                ProbabilisticTensorDictModuleOptions options = {})
+      : ModuleHolder(std::make_shared<ProbabilisticTensorDictModuleImpl>(
+            std::move(in_keys), std::move(out_keys), std::move(distribution),
+            std::move(options))) {}
+};
+
+// A TensorDictSequential whose last module is a ProbabilisticTensorDictModule.
+class ProbabilisticTensorDictSequentialImpl : public TensorDictSequentialImpl {
+ public:
+  // Throws TypeError when the last module is not a ProbabilisticTensorDictModule, ValueError
+  // when there is no module.
+  explicit ProbabilisticTensorDictSequentialImpl(
+      std::vector<std::shared_ptr<TensorDictModuleBase>> modules,
+      TensorDictSequentialOptions options = {});
+  // Runs every module but the last on `td` (writing their outputs into it) and returns the
+  // distribution of the last one.
+  std::shared_ptr<Distribution> get_dist(const TensorDict& td);
+  // get_dist(td)->log_prob(the draw already in td).
+  at::Tensor log_prob(const TensorDict& td);
+  ProbabilisticTensorDictModuleImpl& probabilistic_module() const;
+  void pretty_print(std::ostream& stream) const override;
+
+ protected:
+  std::shared_ptr<TensorDictSequentialImpl> make_like(
+      std::vector<std::shared_ptr<TensorDictModuleBase>> modules) const override;
+};
+
+class ProbabilisticTensorDictSequential
+    : public torch::nn::ModuleHolder<ProbabilisticTensorDictSequentialImpl> {
+ public:
+  ProbabilisticTensorDictSequential(std::nullptr_t) : ModuleHolder(nullptr) {}  // NOLINT
+  ProbabilisticTensorDictSequential(  // NOLINT
+      std::shared_ptr<ProbabilisticTensorDictSequentialImpl> impl)
+      : ModuleHolder(std::move(impl)) {}
+  ProbabilisticTensorDictSequential(std::vector<std::shared_ptr<TensorDictModuleBase>> modules,
+                                    TensorDictSequentialOptions options = {})
+      : ModuleHolder(std::make_shared<ProbabilisticTensorDictSequentialImpl>(
+            std::move(modules), std::move(options))) {}
+  template <class First, class... Rest,
+            class = std::enable_if_t<
+                !std::is_same_v<std::decay_t<First>, TensorDictSequentialOptions> &&
+                !std::is_same_v<std::decay_t<First>, std::nullptr_t> &&
+                !(sizeof...(Rest) == 0 &&
+                  std::is_same_v<std::decay_t<First>, ProbabilisticTensorDictSequential>) &&
+                !std::is_same_v<std::decay_t<First>,
+                                std::vector<std::shared_ptr<TensorDictModuleBase>>> &&
+                !std::is_same_v<std::decay_t<First>,
+                                std::shared_ptr<ProbabilisticTensorDictSequentialImpl>>>>
+  explicit ProbabilisticTensorDictSequential(First&& first, Rest&&... rest)
+      : ProbabilisticTensorDictSequential(std::vector<std::shared_ptr<TensorDictModuleBase>>{
+            AsTensorDictModule(std::forward<First>(first)),
+            AsTensorDictModule(std::forward<Rest>(rest))...}) {}
+};
+
+}  // namespace td::nn

@@ -1,0 +1,166 @@
+#include "td/nn/probabilistic.h"
+
+#include <gtest/gtest.h>
+#include <torch/nn.h>
+
+#include <sstream>
+
+#include "td/core/testing.h"
+#include "td/nn/functional.h"
+
+namespace {
+
+namespace tnn = torch::nn;
+using td::nn::InteractionType;
+using td::nn::ProbabilisticTensorDictModule;
+using td::nn::ProbabilisticTensorDictModuleOptions;
+using td::nn::ProbabilisticTensorDictSequential;
+using td::nn::TensorDictModule;
+using td::nn::TensorDictSequential;
+
+struct SeedPipeline {
+  tnn::Linear net1{4, 8};
+  tnn::Linear module2{4, 8};
+  ProbabilisticTensorDictSequential td_module1{
+      TensorDictModule(net1, {"input"}, {"params"}),
+      TensorDictModule(td::nn::NormalParamExtractor(), {"params"}, {"loc", "scale"}),
+      ProbabilisticTensorDictModule({"loc", "scale"}, {"hidden"}, td::nn::Normal::factory(),
+                                    ProbabilisticTensorDictModuleOptions().return_log_prob(true))};
+  TensorDictModule td_module2{module2, {"hidden"}, {"output"}};
+  TensorDictSequential td_module{td_module1, td_module2};
+};
+
+TEST(ProbabilisticTensorDictSequential, SeedExample) {
+  SeedPipeline p;
+  td::TensorDict data({{"input", at::randn({3, 4})}}, {3});
+  td::TensorDict params = td::nn::from_module(p.td_module);
+  {
+    auto guard = td::nn::to_module(params, p.td_module);
+    p.td_module(data);
+  }
+  EXPECT_EQ(data.repr(),
+            "TensorDict(\n"
+            "    fields={\n"
+            "        hidden: Tensor(shape=torch.Size([3, 4]), device=cpu, dtype=torch.float32, "
+            "is_shared=False),\n"
+            "        input: Tensor(shape=torch.Size([3, 4]), device=cpu, dtype=torch.float32, "
+            "is_shared=False),\n"
+            "        loc: Tensor(shape=torch.Size([3, 4]), device=cpu, dtype=torch.float32, "
+            "is_shared=False),\n"
+            "        output: Tensor(shape=torch.Size([3, 8]), device=cpu, dtype=torch.float32, "
+            "is_shared=False),\n"
+            "        params: Tensor(shape=torch.Size([3, 8]), device=cpu, dtype=torch.float32, "
+            "is_shared=False),\n"
+            "        sample_log_prob: Tensor(shape=torch.Size([3, 4]), device=cpu, "
+            "dtype=torch.float32, is_shared=False),\n"
+            "        scale: Tensor(shape=torch.Size([3, 4]), device=cpu, dtype=torch.float32, "
+            "is_shared=False)},\n"
+            "    batch_size=torch.Size([3]),\n"
+            "    device=None,\n"
+            "    is_shared=False)");
+  // The default interaction type (DETERMINISTIC) draws the mean.
+  EXPECT_TRUE(at::equal(data.get("hidden"), data.get("loc")));
+  const at::Tensor scale = data.get("scale");
+  EXPECT_TRUE(at::allclose(data.get("sample_log_prob"),
+                           -at::log(scale) - 0.5 * std::log(2 * 3.14159265358979323846)));
+  EXPECT_EQ(td::KeysRepr(p.td_module->in_keys()), "['input']");
+  EXPECT_EQ(td::KeysRepr(p.td_module->out_keys()),
+            "['params', 'loc', 'scale', 'hidden', 'sample_log_prob', 'output']");
+  // Parameters are laid out as in Python: module.<i>.module.<param>.
+  EXPECT_TRUE(params.get({"module", "0", "module", "0", "module", "weight"}).is_same(p.net1->weight));
+}
+
+TEST(ProbabilisticTensorDictModule, InteractionTypes) {
+  SeedPipeline p;
+  td::TensorDict data({{"input", at::randn({3, 4})}}, {3});
+  auto& prob = p.td_module1->probabilistic_module();
+  EXPECT_EQ(prob.current_interaction_type(), InteractionType::kDeterministic);
+  EXPECT_FALSE(td::nn::interaction_type().has_value());
+  {
+    td::nn::SetInteractionType random(InteractionType::kRandom);
+    EXPECT_EQ(prob.current_interaction_type(), InteractionType::kRandom);
+    p.td_module1(data);
+    EXPECT_FALSE(at::allclose(data.get("hidden"), data.get("loc")));
+    // rsample: the draw carries gradients back to the network.
+    data.get("hidden").sum().backward();
+    EXPECT_TRUE(p.net1->weight.grad().defined());
+    {
+      td::nn::SetInteractionType mode(InteractionType::kMode);
+      p.td_module1(data);
+      EXPECT_TRUE(at::equal(data.get("hidden"), data.get("loc")));
+    }
+    EXPECT_EQ(td::nn::interaction_type(), InteractionType::kRandom);
+  }
+  EXPECT_FALSE(td::nn::interaction_type().has_value());
+  {
+    td::nn::SetInteractionType mean(InteractionType::kMean);
+    p.td_module1(data);
+    EXPECT_TRUE(at::equal(data.get("hidden"), data.get("loc")));
+  }
+  // get_dist / log_prob of the sequence.
+  std::shared_ptr<td::nn::Distribution> dist = p.td_module1->get_dist(data);
+  EXPECT_EQ(dist->name(), "Normal");
+  EXPECT_TRUE(at::allclose(dist->mean(), data.get("loc")));
+  EXPECT_TRUE(at::allclose(p.td_module1->log_prob(data), dist->log_prob(data.get("hidden"))));
+}
+
+TEST(ProbabilisticTensorDictModule, CategoricalAndParamNames) {
+  ProbabilisticTensorDictModule actor(
+      {{"net", "out"}}, {"action"}, td::nn::Categorical::factory(),
+      ProbabilisticTensorDictModuleOptions().dist_param_names({"logits"}).return_log_prob(true)
+          .log_prob_key({"extra", "lp"}));
+  td::TensorDict data({}, {4});
+  data.set({"net", "out"}, torch::tensor({{0.f, 5.f, 0.f}, {9.f, 0.f, 0.f}, {0.f, 0.f, 1.f},
+                                       {0.f, 2.f, 0.f}}));
+  actor(data);
+  EXPECT_TRUE(at::equal(data.get("action"), at::tensor({1, 0, 2, 1}, at::kLong)));
+  EXPECT_EQ(data.get({"extra", "lp"}).sizes(), at::IntArrayRef({4}));
+  EXPECT_EQ(td::KeysRepr(actor->out_keys()), "['action', ('extra', 'lp')]");
+  td::nn::SetInteractionType random(InteractionType::kRandom);
+  actor(data);
+  EXPECT_EQ(data.get("action").scalar_type(), at::kLong);
+  // select_out_keys: only the draw.
+  actor->select_out_keys({"action"});
+  td::TensorDict fresh({}, {4});
+  fresh.set({"net", "out"}, at::zeros({4, 3}));
+  actor(fresh);
+  EXPECT_FALSE(fresh.contains("extra"));
+}
+
+TEST(ProbabilisticTensorDictModule, Errors) {
+  ProbabilisticTensorDictModule m({"loc", "scale"}, {"x"}, td::nn::Normal::factory());
+  TD_EXPECT_THROW_MSG(m(td::TensorDict({{"loc", at::zeros({2})}}, {2})), td::KeyError,
+                      {"'scale'", "['loc']"});
+  TD_EXPECT_THROW_MSG(m(td::TensorDict({{"loc", at::zeros({2})}, {"scale", at::zeros({2})}}, {2})),
+                      td::ValueError, {"scale must be positive", "ProbabilisticTensorDictModule"});
+  TD_EXPECT_THROW_MSG(ProbabilisticTensorDictModule({"loc"}, {"a", "b"}, td::nn::Normal::factory()),
+                      td::ValueError, {"exactly one key"});
+  TD_EXPECT_THROW_MSG(ProbabilisticTensorDictSequential(TensorDictModule(
+                          [](at::Tensor x) { return x; }, {"a"}, {"b"})),
+                      td::TypeError, {"last module must be a ProbabilisticTensorDictModule"});
+  // The log-prob does not fit the batch size: neither entry is written.
+  ProbabilisticTensorDictModule wide({"loc", "scale"}, {"x"}, td::nn::Normal::factory(),
+                                     ProbabilisticTensorDictModuleOptions().return_log_prob(true)
+                                         .log_prob_key({"loc", "lp"}));
+  td::TensorDict data({{"loc", at::zeros({2})}, {"scale", at::ones({2})}}, {2});
+  EXPECT_THROW(wide(data), c10::Error);
+  EXPECT_FALSE(data.contains("x"));
+}
+
+TEST(ProbabilisticTensorDictSequential, PrintsAndClones) {
+  SeedPipeline p;
+  std::ostringstream os;
+  os << *p.td_module1;
+  EXPECT_NE(os.str().find("td::nn::ProbabilisticTensorDictSequential(in_keys=['input']"),
+            std::string::npos)
+      << os.str();
+  EXPECT_NE(os.str().find("distribution=Normal"), std::string::npos) << os.str();
+  auto copy = std::dynamic_pointer_cast<td::nn::ProbabilisticTensorDictSequentialImpl>(
+      p.td_module1->clone());
+  ASSERT_TRUE(copy);
+  td::TensorDict data({{"input", at::randn({3, 4})}}, {3});
+  EXPECT_TRUE(at::allclose(copy->forward(data.copy()).get("hidden"),
+                           p.td_module1(data.copy()).get("hidden")));
+}
+
+}  // namespace
