@@ -85,6 +85,12 @@ class Storage {
   virtual void set_(std::string_view key, const at::Tensor& value);
   // Removes the entry; false when absent.
   virtual bool erase(std::string_view key) = 0;
+  // Backends that keep their entries as Values set `holds_values_` and return a pointer to the
+  // stored entry here (nullptr when absent), so the core reads without copying; the pointer is
+  // valid until the next write to this storage. Lazy backends keep the default and are read
+  // through get().
+  virtual const Value* peek(std::string_view key) const { return nullptr; }
+  bool holds_values() const { return holds_values_; }
   // A new, empty storage of a kind that accepts new keys, for results of operations. Dense by
   // default; backends that keep results on their own medium override it.
   virtual std::shared_ptr<Storage> make_empty(std::vector<int64_t> batch_size,
@@ -102,6 +108,7 @@ class Storage {
   std::vector<int64_t> batch_size_;
   std::optional<at::Device> device_;
   bool locked_ = false;
+  bool holds_values_ = false;
 };
 
 // The default in-memory backend (td/backends/dense).

@@ -25,6 +25,31 @@ std::vector<int64_t> CheckedBatch(at::IntArrayRef batch_size) {
   return batch_size.vec();
 }
 
+// The entry `key` of `s`, without copying it when the backend holds Values; a lazy backend's
+// results are kept alive in `*holder`. nullptr when absent.
+const Value* Lookup(const Storage& s, std::string_view key, std::optional<Value>* holder) {
+  if (s.holds_values()) return s.peek(key);
+  *holder = s.get(key);
+  return *holder ? &**holder : nullptr;
+}
+
+// Walks a nested key; nullptr when any level is missing or is not a TensorDict. The result is
+// valid while `holders` lives and the TensorDict is not written.
+const Value* LookupNested(const Storage& root, const NestedKey& key,
+                          std::optional<Value> (&holders)[2]) {
+  const Storage* s = &root;
+  const Value* v = nullptr;
+  for (size_t i = 0; i < key.size(); ++i) {
+    v = Lookup(*s, key[i], &holders[i % 2]);
+    if (v == nullptr) return nullptr;
+    if (i + 1 < key.size()) {
+      if (!v->is_tensordict()) return nullptr;
+      s = &v->tensordict().storage();
+    }
+  }
+  return v;
+}
+
 // Calls fn(full_key, value) for each entry of `td` as KeysOptions asks, depth first.
 template <class Fn>
 void ForEachEntry(const TensorDict& td, const KeysOptions& options, const NestedKey* prefix,
@@ -408,19 +433,10 @@ void TensorDict::fail_missing(const NestedKey& key, size_t depth) const {
 }
 
 std::optional<Value> TensorDict::find(const NestedKey& key) const {
-  if (!key.is_nested()) return storage_->get(key.front());
-  const Storage* s = storage_.get();
-  std::optional<Value> v;
-  for (size_t i = 0; i < key.size(); ++i) {
-    std::optional<Value> next = s->get(key[i]);
-    if (!next) return std::nullopt;
-    v = std::move(next);
-    if (i + 1 < key.size()) {
-      if (!v->is_tensordict()) return std::nullopt;
-      s = &v->tensordict().storage();
-    }
-  }
-  return v;
+  std::optional<Value> holders[2];
+  const Value* v = LookupNested(*storage_, key, holders);
+  if (v == nullptr) return std::nullopt;
+  return *v;
 }
 
 Value TensorDict::get_value(const NestedKey& key) const {
@@ -433,8 +449,9 @@ Value TensorDict::get_value(const NestedKey& key) const {
 }
 
 at::Tensor TensorDict::get(const NestedKey& key) const {
-  std::optional<Value> v = find(key);
-  if (!v) get_value(key);  // throws the KeyError
+  std::optional<Value> holders[2];
+  const Value* v = LookupNested(*storage_, key, holders);
+  if (v == nullptr) get_value(key);  // throws the KeyError
   if (!v->is_tensor()) {
     Fail<TypeError>("entry ", key.repr(), " is a ", v->kind(), ", not a Tensor",
                     v->is_tensordict() ? " (use get_tensordict())" : " (use get_non_tensor())");
@@ -443,8 +460,9 @@ at::Tensor TensorDict::get(const NestedKey& key) const {
 }
 
 at::Tensor TensorDict::get(const NestedKey& key, const at::Tensor& default_value) const {
-  std::optional<Value> v = find(key);
-  if (!v) return default_value;
+  std::optional<Value> holders[2];
+  const Value* v = LookupNested(*storage_, key, holders);
+  if (v == nullptr) return default_value;
   if (!v->is_tensor()) {
     Fail<TypeError>("entry ", key.repr(), " is a ", v->kind(), ", not a Tensor");
   }
@@ -469,7 +487,8 @@ nlohmann::json TensorDict::get_non_tensor(const NestedKey& key) const {
 
 bool TensorDict::contains(const NestedKey& key) const {
   if (!key.is_nested()) return storage_->contains(key.front());
-  return find(key).has_value();
+  std::optional<Value> holders[2];
+  return LookupNested(*storage_, key, holders) != nullptr;
 }
 
 size_t TensorDict::size() const { return storage_->size(); }
@@ -507,7 +526,7 @@ Value TensorDict::validate(Value value, const NestedKey& full_key) const {
     return sub;
   }
   if (value.is_tensor()) {
-    at::Tensor t = value.tensor();
+    const at::Tensor& t = value.tensor();
     if (!t.defined()) Fail<ValueError>("cannot set key ", full_key.repr(), " to an undefined tensor");
     if (!StartsWith(t.sizes(), bs)) {
       Fail<BatchSizeError>("batch size mismatch for key ", full_key.repr(), ": the value's shape ",

@@ -38,7 +38,7 @@ std::vector<std::string> DenseStorage::keys() const {
 }
 
 std::optional<Value> DenseStorage::get(std::string_view key) const {
-  const Value* v = find(key);
+  const Value* v = peek(key);
   if (v == nullptr) return std::nullopt;
   return *v;
 }

@@ -14,7 +14,11 @@ namespace td {
 
 class DenseStorage final : public Storage {
  public:
-  using Storage::Storage;
+  DenseStorage(std::vector<int64_t> batch_size, std::optional<at::Device> device)
+      : Storage(std::move(batch_size), device) {
+    holds_values_ = true;
+    entries_.reserve(kInitialCapacity);
+  }
 
   std::string_view backend_id() const override { return "dense"; }
   Capabilities capabilities() const override {
@@ -28,14 +32,15 @@ class DenseStorage final : public Storage {
   void set_(std::string_view key, const at::Tensor& value) override;
   bool erase(std::string_view key) override;
 
-  // Direct access for the core's hot paths (no Value copy). nullptr when absent.
-  const Value* find(std::string_view key) const {
+  const Value* peek(std::string_view key) const override {
     const int64_t i = position(key);
     return i < 0 ? nullptr : &entries_[i].second;
   }
   void reserve(size_t n) { entries_.reserve(n); }
 
  private:
+  // Most TensorDicts hold a handful of entries: one allocation covers them.
+  static constexpr size_t kInitialCapacity = 8;
   // Up to this many entries a linear scan beats hashing; past it an index is kept.
   static constexpr size_t kIndexThreshold = 12;
   int64_t position(std::string_view key) const;
