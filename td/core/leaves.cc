@@ -153,7 +153,8 @@ std::vector<at::Tensor> LeafTree::Align(const TensorDict& other,
 
 TensorDict LeafTree::RebuildLevel(int64_t level, std::vector<at::Tensor>& outputs,
                                   const std::vector<int64_t>& batch, int64_t root_old_dims,
-                                  bool check, const std::optional<at::Device>& device) const {
+                                  bool check, const std::optional<at::Device>& device,
+                                  bool extra_dims) const {
   const Level& lv = levels_[level];
   std::shared_ptr<Storage> storage = lv.td.storage().make_empty(batch, device);
   for (const Entry& e : lv.entries) {
@@ -175,13 +176,14 @@ TensorDict LeafTree::RebuildLevel(int64_t level, std::vector<at::Tensor>& output
       case Kind::kTensorDict: {
         at::IntArrayRef old = levels_[e.index].td.batch_size();
         std::vector<int64_t> sub_batch = batch;
-        if (static_cast<int64_t>(old.size()) > root_old_dims) {
+        if (extra_dims && static_cast<int64_t>(old.size()) > root_old_dims) {
           sub_batch.insert(sub_batch.end(), old.begin() + root_old_dims, old.end());
         }
         std::optional<at::Device> sub_device = levels_[e.index].td.device();
         if (device != lv.td.device()) sub_device = device;
         storage->set(e.key,
-                     RebuildLevel(e.index, outputs, sub_batch, root_old_dims, check, sub_device));
+                     RebuildLevel(e.index, outputs, sub_batch, root_old_dims, check, sub_device,
+                                  extra_dims));
         break;
       }
       case Kind::kOther:
@@ -193,11 +195,13 @@ TensorDict LeafTree::RebuildLevel(int64_t level, std::vector<at::Tensor>& output
 }
 
 TensorDict LeafTree::Rebuild(std::vector<at::Tensor> outputs, at::IntArrayRef batch_size,
-                             bool check, std::optional<std::optional<at::Device>> device) const {
+                             bool check, std::optional<std::optional<at::Device>> device,
+                             bool nested_extra_dims) const {
   TORCH_INTERNAL_ASSERT(outputs.size() == leaves_.size(), "Rebuild: ", outputs.size(),
                         " outputs for ", leaves_.size(), " leaves");
   const std::optional<at::Device> dev = device ? *device : root().device();
-  return RebuildLevel(0, outputs, batch_size.vec(), root().batch_dims(), check, dev);
+  return RebuildLevel(0, outputs, batch_size.vec(), root().batch_dims(), check, dev,
+                      nested_extra_dims);
 }
 
 void RethrowWithKey(const NestedKey& key, const char* what) {

@@ -69,10 +69,12 @@ class LeafTree {
   // outputs drop the entry) with root batch size `batch_size` and device `device` (the root's
   // device when nullopt). With `check`, throws BatchSizeError naming the key when an output does
   // not start with its level's new batch size (and moves outputs to the device); without it the
-  // caller guarantees both.
+  // caller guarantees both. Without `nested_extra_dims`, nested levels get exactly
+  // `batch_size` instead of `batch_size` + their extra dims (for full reductions).
   TensorDict Rebuild(std::vector<at::Tensor> outputs, at::IntArrayRef batch_size,
                      bool check = true,
-                     std::optional<std::optional<at::Device>> device = std::nullopt) const;
+                     std::optional<std::optional<at::Device>> device = std::nullopt,
+                     bool nested_extra_dims = true) const;
 
  private:
   enum class Kind : uint8_t { kTensor, kTensorDict, kOther };
@@ -95,7 +97,7 @@ class LeafTree {
                   std::vector<NestedKey>* extra) const;
   TensorDict RebuildLevel(int64_t level, std::vector<at::Tensor>& outputs,
                           const std::vector<int64_t>& batch, int64_t root_old_dims, bool check,
-                          const std::optional<at::Device>& device) const;
+                          const std::optional<at::Device>& device, bool extra_dims) const;
 
   std::vector<Level> levels_;
   std::vector<at::Tensor> leaves_;

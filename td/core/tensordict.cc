@@ -9,6 +9,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "td/core/dtype.h"
+#include "td/core/leaves.h"
 #include "td/core/storage.h"
 
 namespace td {
@@ -76,37 +77,6 @@ auto WithKeyContext(const NestedKey& key, const char* what, Body&& body) {
   } catch (const std::exception& e) {
     Fail<c10::Error>(e.what(), "\n(while ", what, " key ", key.repr(), ")");
   }
-}
-
-TensorDict ApplyImpl(const TensorDict& src, const TensorDict::LeafFn& fn,
-                     const std::optional<std::vector<int64_t>>& parent_new_batch,
-                     int64_t parent_old_dims, std::optional<at::Device> device,
-                     const NestedKey* prefix) {
-  std::vector<int64_t> batch = src.batch_size().vec();
-  if (parent_new_batch) {
-    std::vector<int64_t> nb = *parent_new_batch;
-    nb.insert(nb.end(), batch.begin() + std::min<int64_t>(parent_old_dims, batch.size()),
-              batch.end());
-    batch = std::move(nb);
-  }
-  TensorDict out(src.storage().make_empty(batch, device));
-  const Storage& s = src.storage();
-  for (const std::string& k : s.keys()) {
-    std::optional<Value> v = s.get(k);
-    if (!v) continue;
-    NestedKey full = prefix ? *prefix + NestedKey(k) : NestedKey(k);
-    if (v->is_tensor()) {
-      at::Tensor r = WithKeyContext(full, "applying a function to", [&] { return fn(v->tensor()); });
-      if (r.defined()) out.set(k, std::move(r));
-    } else if (v->is_tensordict()) {
-      const TensorDict& sub = v->tensordict();
-      out.set(k, ApplyImpl(sub, fn, parent_new_batch ? std::optional(batch) : std::nullopt,
-                           src.batch_dims(), device, &full));
-    } else {
-      out.set(k, *v);
-    }
-  }
-  return out;
 }
 
 // Entry-wise binary op over two TensorDicts with the same keys.
@@ -835,8 +805,10 @@ TensorDict TensorDict::empty(bool recurse) const {
 }
 
 TensorDict TensorDict::clone() const {
-  return ApplyImpl(*this, [](const at::Tensor& t) { return t.clone(); }, std::nullopt, 0,
-                   device(), nullptr);
+  internal::LeafTree tree(*this);
+  std::vector<at::Tensor> out = internal::MapEach(
+      tree, [](size_t, const at::Tensor& t) { return t.clone(); }, "cloning");
+  return tree.Rebuild(std::move(out), batch_size(), /*check=*/false);
 }
 
 TensorDict TensorDict::copy() const {
@@ -861,38 +833,153 @@ TensorDict& TensorDict::unlock_() {
 
 bool TensorDict::is_locked() const { return storage_->locked(); }
 
-// ---- maps ---------------------------------------------------------------------------------
+// ---- apply --------------------------------------------------------------------------------
+
+namespace {
+
+// The leaves of each of `others` aligned to `tree`: result[other][leaf].
+std::vector<std::vector<at::Tensor>> AlignOthers(const internal::LeafTree& tree,
+                                                 const std::vector<TensorDict>& others,
+                                                 const ApplyOptions& options) {
+  std::vector<std::vector<at::Tensor>> aligned;
+  aligned.reserve(others.size());
+  for (size_t j = 0; j < others.size(); ++j) {
+    aligned.push_back(tree.Align(
+        others[j], internal::LeafTree::AlignOptions()
+                       .default_value(options.default_value())
+                       .name(others.size() == 1 ? std::string("the other TensorDict")
+                                                : c10::str("other TensorDict ", j))));
+  }
+  return aligned;
+}
+
+std::vector<at::Tensor> Gather(const std::vector<std::vector<at::Tensor>>& aligned,
+                               const at::Tensor& leaf, size_t i) {
+  std::vector<at::Tensor> args;
+  args.reserve(aligned.size() + 1);
+  args.push_back(leaf);
+  for (const auto& a : aligned) args.push_back(a[i]);
+  return args;
+}
+
+TensorDict FinishApply(const TensorDict& self, const internal::LeafTree& tree,
+                       std::vector<at::Tensor> out, const ApplyOptions& options) {
+  if (options.batch_size()) {
+    return tree.Rebuild(std::move(out), CheckedBatch(*options.batch_size()), /*check=*/true);
+  }
+  return tree.Rebuild(std::move(out), self.batch_size(), /*check=*/true);
+}
+
+// True when a tensor of shape `from` can be copied into one of shape `to` (Tensor::copy_).
+bool ExpandableTo(at::IntArrayRef from, at::IntArrayRef to) {
+  if (from.size() > to.size()) return false;
+  const size_t off = to.size() - from.size();
+  for (size_t i = 0; i < from.size(); ++i) {
+    if (from[i] != 1 && from[i] != to[off + i]) return false;
+  }
+  return true;
+}
+
+// apply_: computes every result first, checks they fit, then copies (see the header).
+void ApplyInPlace(const internal::LeafTree& tree, const internal::IndexedLeafFn& fn) {
+  std::vector<at::Tensor> out;
+  try {
+    out = internal::MapEach(tree, fn, "applying a function in place to");
+  } catch (c10::Error& e) {
+    e.add_context(
+        "apply_ already ran on the keys before it but wrote nothing: results are copied only "
+        "after every leaf succeeded (changes fn made to its argument itself stay)");
+    throw;
+  }
+  const std::vector<at::Tensor>& leaves = tree.leaves();
+  for (size_t i = 0; i < out.size(); ++i) {
+    if (out[i].defined() && !ExpandableTo(out[i].sizes(), leaves[i].sizes())) {
+      Fail<ValueError>("apply_: the result for key ", tree.key(i).repr(), " has shape ",
+                       SizeRepr(out[i].sizes()), ", which cannot be copied into the leaf of shape ",
+                       SizeRepr(leaves[i].sizes()));
+    }
+  }
+  for (size_t i = 0; i < out.size(); ++i) {
+    if (out[i].defined() && !out[i].is_same(leaves[i])) {
+      at::Tensor target = leaves[i];
+      target.copy_(out[i]);
+    }
+  }
+}
+
+}  // namespace
 
 TensorDict TensorDict::apply(const LeafFn& fn, std::optional<std::vector<int64_t>> batch_size) const {
-  if (batch_size) CheckedBatch(*batch_size);
-  return ApplyImpl(*this, fn, batch_size, batch_dims(), device(), nullptr);
+  ApplyOptions options;
+  if (batch_size) options.batch_size(*std::move(batch_size));
+  return apply(fn, options);
+}
+
+TensorDict TensorDict::apply(const LeafFn& fn, const ApplyOptions& options) const {
+  internal::LeafTree tree(*this);
+  std::vector<at::Tensor> out = internal::MapEach(
+      tree, [&](size_t, const at::Tensor& x) { return fn(x); }, "applying a function to");
+  return FinishApply(*this, tree, std::move(out), options);
+}
+
+TensorDict TensorDict::apply(const BinaryLeafFn& fn, const TensorDict& other,
+                             const ApplyOptions& options) const {
+  internal::LeafTree tree(*this);
+  std::vector<std::vector<at::Tensor>> aligned = AlignOthers(tree, {other}, options);
+  std::vector<at::Tensor> out = internal::MapEach(
+      tree, [&](size_t i, const at::Tensor& x) { return fn(x, aligned[0][i]); },
+      "applying a function to");
+  return FinishApply(*this, tree, std::move(out), options);
+}
+
+TensorDict TensorDict::apply(const NaryLeafFn& fn, const std::vector<TensorDict>& others,
+                             const ApplyOptions& options) const {
+  internal::LeafTree tree(*this);
+  std::vector<std::vector<at::Tensor>> aligned = AlignOthers(tree, others, options);
+  std::vector<at::Tensor> out = internal::MapEach(
+      tree, [&](size_t i, const at::Tensor& x) { return fn(Gather(aligned, x, i)); },
+      "applying a function to");
+  return FinishApply(*this, tree, std::move(out), options);
+}
+
+TensorDict TensorDict::named_apply(const NamedLeafFn& fn, const ApplyOptions& options) const {
+  internal::LeafTree tree(*this);
+  std::vector<at::Tensor> out = internal::MapEach(
+      tree, [&](size_t i, const at::Tensor& x) { return fn(tree.key(i), x); },
+      "applying a function to");
+  return FinishApply(*this, tree, std::move(out), options);
+}
+
+TensorDict TensorDict::named_apply(const NamedNaryLeafFn& fn, const std::vector<TensorDict>& others,
+                                   const ApplyOptions& options) const {
+  internal::LeafTree tree(*this);
+  std::vector<std::vector<at::Tensor>> aligned = AlignOthers(tree, others, options);
+  std::vector<at::Tensor> out = internal::MapEach(
+      tree, [&](size_t i, const at::Tensor& x) { return fn(tree.key(i), Gather(aligned, x, i)); },
+      "applying a function to");
+  return FinishApply(*this, tree, std::move(out), options);
 }
 
 TensorDict& TensorDict::apply_(const LeafFn& fn) {
-  std::vector<Item> leaves = items(KeysOptions().include_nested(true).leaves_only(true));
-  std::vector<NestedKey> done;
-  for (const Item& item : leaves) {
-    if (!item.second.is_tensor()) continue;
-    const at::Tensor& t = item.second.tensor();
-    try {
-      at::Tensor r = fn(t);
-      if (r.defined() && !r.is_same(t)) t.copy_(r);
-    } catch (c10::Error& e) {
-      e.add_context(absl::StrCat("while applying a function in place to key ", item.first.repr(),
-                                 "; keys already written: ", KeysRepr(done)));
-      throw;
-    } catch (const std::exception& e) {
-      Fail<c10::Error>(e.what(), "\n(while applying a function in place to key ",
-                       item.first.repr(), "; keys already written: ", KeysRepr(done), ")");
-    }
-    done.push_back(item.first);
-  }
+  internal::LeafTree tree(*this);
+  ApplyInPlace(tree, [&](size_t, const at::Tensor& x) { return fn(x); });
   return *this;
 }
 
-TensorDict TensorDict::to(at::Device device) const {
-  return ApplyImpl(*this, [device](const at::Tensor& t) { return t.to(device); }, std::nullopt, 0,
-                   device, nullptr);
+TensorDict& TensorDict::apply_(const BinaryLeafFn& fn, const TensorDict& other,
+                               const ApplyOptions& options) {
+  internal::LeafTree tree(*this);
+  std::vector<std::vector<at::Tensor>> aligned = AlignOthers(tree, {other}, options);
+  ApplyInPlace(tree, [&](size_t i, const at::Tensor& x) { return fn(x, aligned[0][i]); });
+  return *this;
+}
+
+TensorDict& TensorDict::apply_(const NaryLeafFn& fn, const std::vector<TensorDict>& others,
+                               const ApplyOptions& options) {
+  internal::LeafTree tree(*this);
+  std::vector<std::vector<at::Tensor>> aligned = AlignOthers(tree, others, options);
+  ApplyInPlace(tree, [&](size_t i, const at::Tensor& x) { return fn(Gather(aligned, x, i)); });
+  return *this;
 }
 
 // ---- comparison ---------------------------------------------------------------------------

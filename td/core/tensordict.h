@@ -59,11 +59,51 @@ struct KeysOptions {
   TORCH_ARG(bool, leaves_only) = false;
 };
 
+// Options of TensorDict::apply / named_apply / apply_.
+//   td.apply(fn, td::ApplyOptions().batch_size({12}).default_value(at::zeros({})));
+struct ApplyOptions {
+  // The result's batch size (default: this TensorDict's).
+  ApplyOptions& batch_size(std::vector<int64_t> b) {
+    batch_size_ = std::move(b);
+    return *this;
+  }
+  const std::optional<std::vector<int64_t>>& batch_size() const { return batch_size_; }
+  // Used in place of a leaf missing in a zipped TensorDict (default: a missing leaf is an error).
+  TORCH_ARG(std::optional<at::Tensor>, default_value) = std::nullopt;
+
+ private:
+  std::optional<std::vector<int64_t>> batch_size_;
+};
+
+// Options of the reductions (sum, mean, std, var, min, max, norm).
+//   td.std(td::ReduceOptions().dim({0}).keepdim(true).unbiased(false));
+struct ReduceOptions {
+  // Batch dims to reduce; unset reduces every dim of every leaf.
+  ReduceOptions& dim(std::vector<int64_t> d) {
+    dim_ = std::move(d);
+    return *this;
+  }
+  const std::optional<std::vector<int64_t>>& dim() const { return dim_; }
+  // Keep reduced batch dims as size 1.
+  TORCH_ARG(bool, keepdim) = false;
+  // std / var: Bessel's correction (divide by N - 1).
+  TORCH_ARG(bool, unbiased) = true;
+
+ private:
+  std::optional<std::vector<int64_t>> dim_;
+};
+
 class TensorDict {
  public:
   using Item = std::pair<NestedKey, Value>;
-  // A function over leaves: returns the new leaf, or an undefined tensor to drop the entry.
+  // Functions over leaves: return the new leaf, or an undefined tensor to drop the entry.
   using LeafFn = std::function<at::Tensor(const at::Tensor&)>;
+  using BinaryLeafFn = std::function<at::Tensor(const at::Tensor&, const at::Tensor&)>;
+  // Called with {leaf, leaf of others[0], leaf of others[1], ...}.
+  using NaryLeafFn = std::function<at::Tensor(const std::vector<at::Tensor>&)>;
+  using NamedLeafFn = std::function<at::Tensor(const NestedKey&, const at::Tensor&)>;
+  using NamedNaryLeafFn =
+      std::function<at::Tensor(const NestedKey&, const std::vector<at::Tensor>&)>;
 
   // An empty TensorDict with batch size [] and no device.
   TensorDict();
@@ -183,18 +223,177 @@ class TensorDict {
   TensorDict& unlock_();
   bool is_locked() const;
 
-  // ---- whole-TensorDict maps -------------------------------------------------------------
-  // A new dense TensorDict with fn(leaf) for every tensor, nested ones included; entries where
-  // fn returns an undefined tensor are dropped, non-tensor entries are carried as they are.
-  // `batch_size`, when given, is the result's batch size (nested ones get it as their leading
-  // dims). An exception from fn is rethrown with the key it happened on.
+  // ---- apply (td/core/tensordict.cc) -----------------------------------------------------
+  // fn is called on every tensor leaf, nested ones included, in depth-first insertion order
+  // (see NOTE [ Leaf maps ] in td/core/leaves.h). The result is a new dense TensorDict with the
+  // same structure: an undefined tensor returned by fn drops that entry, non-tensor entries are
+  // carried as they are. An exception from fn is rethrown (same type for c10::Error subclasses)
+  // with the key it happened on. Zipped TensorDicts (`others`) are matched by key: a leaf
+  // missing in one of them is a KeyError listing the missing keys unless
+  // `ApplyOptions::default_value` is given; their extra keys are ignored. With
+  // `ApplyOptions::batch_size` the result gets that batch size (nested TensorDicts keep their
+  // extra dims after it); every result leaf must start with it (BatchSizeError naming the key).
+
+  //   td::TensorDict doubled = td.apply([](const at::Tensor& x) { return x * 2; });
+  //   td::TensorDict floats = td.apply([](const at::Tensor& x) {
+  //     return x.is_floating_point() ? x : at::Tensor();   // drops the other entries
+  //   });
   TensorDict apply(const LeafFn& fn,
                    std::optional<std::vector<int64_t>> batch_size = std::nullopt) const;
-  // fn(leaf) for every tensor, in place: fn modifies the tensor (its return value, if defined,
-  // is copied into the leaf).
+  TensorDict apply(const LeafFn& fn, const ApplyOptions& options) const;
+  // fn(leaf, other's leaf under the same key).
+  //   td::TensorDict sum = a.apply([](const at::Tensor& x, const at::Tensor& y) { return x + y; },
+  //                                b);
+  TensorDict apply(const BinaryLeafFn& fn, const TensorDict& other,
+                   const ApplyOptions& options = {}) const;
+  // fn({leaf, others[0]'s leaf, others[1]'s leaf, ...}).
+  TensorDict apply(const NaryLeafFn& fn, const std::vector<TensorDict>& others,
+                   const ApplyOptions& options = {}) const;
+  // fn(full key, leaf).
+  //   td.named_apply([](const td::NestedKey& k, const at::Tensor& x) {
+  //     return k.back() == "mask" ? at::Tensor() : x;
+  //   });
+  TensorDict named_apply(const NamedLeafFn& fn, const ApplyOptions& options = {}) const;
+  // fn(full key, {leaf, others' leaves...}).
+  TensorDict named_apply(const NamedNaryLeafFn& fn, const std::vector<TensorDict>& others,
+                         const ApplyOptions& options = {}) const;
+
+  // In place: fn(leaf) for every tensor leaf; a defined return value that is not the leaf
+  // itself is copied into the leaf (so fn may either modify its argument or return new values).
+  // Return values are all computed first and then copied, so an exception from fn (rethrown
+  // with its key) leaves this TensorDict unchanged unless fn itself modified a leaf.
+  //   td.apply_([](const at::Tensor& x) { return x.clamp_(0, 1); });
   TensorDict& apply_(const LeafFn& fn);
-  // Moves every tensor (device() becomes `device`).
-  TensorDict to(at::Device device) const;
+  TensorDict& apply_(const BinaryLeafFn& fn, const TensorDict& other,
+                     const ApplyOptions& options = {});
+  TensorDict& apply_(const NaryLeafFn& fn, const std::vector<TensorDict>& others,
+                     const ApplyOptions& options = {});
+
+  // ---- devices, dtypes, memory (td/core/math_ops.cc) --------------------------------------
+  // Moves every tensor; device() becomes `device`. With `non_blocking`, copies may be
+  // asynchronous (as Tensor::to).
+  //   td::TensorDict gpu = td.to(at::Device("cuda:0"));
+  TensorDict to(at::Device device, bool non_blocking = false) const;
+  // Casts the floating-point leaves to `dtype` (a floating dtype); other leaves are kept, as
+  // torch.nn.Module::to does. Throws TypeError for a non-floating dtype.
+  TensorDict to(at::ScalarType dtype) const;
+  // Both at once.
+  TensorDict to(at::Device device, at::ScalarType dtype, bool non_blocking = false) const;
+  // to(kCPU).
+  TensorDict cpu() const;
+  // Every leaf made contiguous (leaves that already are are shared).
+  TensorDict contiguous() const;
+  // Leaves detached from the autograd graph (sharing memory).
+  TensorDict detach() const;
+  TensorDict& detach_();
+  // Sets requires_grad on the floating-point and complex leaves (integer and bool tensors cannot
+  // require gradients and are left alone).
+  TensorDict& requires_grad_(bool requires_grad = true);
+  // Every leaf copied to pinned memory (needs an accelerator; otherwise LibTorch's error is
+  // rethrown with the key).
+  TensorDict pin_memory() const;
+  // Zeroes / fills every tensor leaf in place (at::_foreach_zero_ for zero_).
+  TensorDict& zero_();
+  TensorDict& fill_(const at::Scalar& value);
+
+  // ---- arithmetic and math (td/core/math_ops.cc) ------------------------------------------
+  // Leaf-wise over every tensor leaf (non-tensor entries carried). An operand TensorDict is
+  // matched by key: it must hold every leaf of this one (KeyError listing the missing keys);
+  // leaves broadcast as tensors do. Where LibTorch has a `_foreach_*` kernel the whole leaf list
+  // goes through one call. In-place variants check every leaf (dtype the result can be cast to,
+  // broadcast shape) before writing, so a failing call changes nothing; errors name the key.
+  //   td::TensorDict c = (a + b) * 2;
+  //   a.add_(b, /*alpha=*/0.5);
+  TensorDict add(const TensorDict& other, const at::Scalar& alpha = 1) const;
+  TensorDict add(const at::Scalar& other) const;
+  TensorDict sub(const TensorDict& other, const at::Scalar& alpha = 1) const;
+  TensorDict sub(const at::Scalar& other) const;
+  TensorDict mul(const TensorDict& other) const;
+  TensorDict mul(const at::Scalar& other) const;
+  TensorDict div(const TensorDict& other) const;
+  TensorDict div(const at::Scalar& other) const;
+  TensorDict pow(const TensorDict& exponent) const;
+  TensorDict pow(const at::Scalar& exponent) const;
+  TensorDict& add_(const TensorDict& other, const at::Scalar& alpha = 1);
+  TensorDict& add_(const at::Scalar& other);
+  TensorDict& sub_(const TensorDict& other, const at::Scalar& alpha = 1);
+  TensorDict& sub_(const at::Scalar& other);
+  TensorDict& mul_(const TensorDict& other);
+  TensorDict& mul_(const at::Scalar& other);
+  TensorDict& div_(const TensorDict& other);
+  TensorDict& div_(const at::Scalar& other);
+  TensorDict& pow_(const TensorDict& exponent);
+  TensorDict& pow_(const at::Scalar& exponent);
+  TensorDict operator-() const { return neg(); }
+
+  // Unary math, leaf-wise, out of place and in place.
+  TensorDict abs() const;
+  TensorDict neg() const;
+  TensorDict exp() const;
+  TensorDict log() const;
+  TensorDict sqrt() const;
+  TensorDict sigmoid() const;
+  TensorDict tanh() const;
+  TensorDict reciprocal() const;
+  TensorDict sign() const;
+  TensorDict floor() const;
+  TensorDict ceil() const;
+  TensorDict round() const;
+  TensorDict& abs_();
+  TensorDict& neg_();
+  TensorDict& exp_();
+  TensorDict& log_();
+  TensorDict& sqrt_();
+  TensorDict& sigmoid_();
+  TensorDict& tanh_();
+  TensorDict& reciprocal_();
+  TensorDict& floor_();
+  TensorDict& ceil_();
+  TensorDict& round_();
+  // Clamps every leaf to [min, max] (either bound may be absent; at least one is needed).
+  TensorDict clamp(const std::optional<at::Scalar>& min,
+                   const std::optional<at::Scalar>& max = std::nullopt) const;
+  TensorDict& clamp_(const std::optional<at::Scalar>& min,
+                     const std::optional<at::Scalar>& max = std::nullopt);
+
+  // Comparisons: a TensorDict of bool tensors (the operand is matched by key as above).
+  TensorDict eq(const at::Scalar& other) const;
+  TensorDict ne(const at::Scalar& other) const;
+  TensorDict lt(const TensorDict& other) const;
+  TensorDict lt(const at::Scalar& other) const;
+  TensorDict le(const TensorDict& other) const;
+  TensorDict le(const at::Scalar& other) const;
+  TensorDict gt(const TensorDict& other) const;
+  TensorDict gt(const at::Scalar& other) const;
+  TensorDict ge(const TensorDict& other) const;
+  TensorDict ge(const at::Scalar& other) const;
+
+  // Reductions. Without dims each leaf is reduced over all its elements (result batch size []);
+  // with dims (batch dims; negative count from the end) each leaf is reduced over those dims
+  // only (result batch size without them, or with 1s when keepdim). Dims out of range throw
+  // IndexError naming the batch size; LibTorch's own errors (e.g. mean of an integer leaf)
+  // come with the key.
+  //   td::TensorDict per_key_total = td.sum();
+  //   td::TensorDict over_time = td.mean({0});
+  TensorDict sum(const ReduceOptions& options = {}) const;
+  TensorDict sum(at::IntArrayRef dims, bool keepdim = false) const;
+  TensorDict mean(const ReduceOptions& options = {}) const;
+  TensorDict mean(at::IntArrayRef dims, bool keepdim = false) const;
+  TensorDict std(const ReduceOptions& options = {}) const;
+  TensorDict std(at::IntArrayRef dims, bool keepdim = false) const;
+  TensorDict var(const ReduceOptions& options = {}) const;
+  TensorDict var(at::IntArrayRef dims, bool keepdim = false) const;
+  // Values only (amin / amax over the dims).
+  TensorDict min(const ReduceOptions& options = {}) const;
+  TensorDict min(at::IntArrayRef dims, bool keepdim = false) const;
+  TensorDict max(const ReduceOptions& options = {}) const;
+  TensorDict max(at::IntArrayRef dims, bool keepdim = false) const;
+  // The p-norm of every leaf (at::_foreach_norm when reducing everything).
+  TensorDict norm(const at::Scalar& p = 2, const ReduceOptions& options = {}) const;
+  // Bool TensorDicts: any / all over the given batch dims (all() / any() without arguments,
+  // above, reduce everything to one bool).
+  TensorDict any(at::IntArrayRef dims, bool keepdim = false) const;
+  TensorDict all(at::IntArrayRef dims, bool keepdim = false) const;
 
   // ---- batch indexing (td/core/indexing.cc) -----------------------------------------------
   // See NOTE [ Batch indexing ] in td/core/indexing.cc. Indices address the batch dims only, with
@@ -387,6 +586,54 @@ class Value {
 };
 
 std::ostream& operator<<(std::ostream& os, const TensorDict& td);
+
+// ---- operators and *_like constructors (td/core/math_ops.cc) -------------------------------
+// Leaf-wise arithmetic and comparisons, as the member functions add/sub/mul/div/lt/... (a
+// TensorDict operand must hold every leaf of the left-hand one).
+//   td::TensorDict y = 2 * x + 1;
+//   bool all_positive = (y > 0).all();
+TensorDict operator+(const TensorDict& a, const TensorDict& b);
+TensorDict operator+(const TensorDict& a, const at::Scalar& b);
+TensorDict operator+(const at::Scalar& a, const TensorDict& b);
+TensorDict operator-(const TensorDict& a, const TensorDict& b);
+TensorDict operator-(const TensorDict& a, const at::Scalar& b);
+TensorDict operator-(const at::Scalar& a, const TensorDict& b);
+TensorDict operator*(const TensorDict& a, const TensorDict& b);
+TensorDict operator*(const TensorDict& a, const at::Scalar& b);
+TensorDict operator*(const at::Scalar& a, const TensorDict& b);
+TensorDict operator/(const TensorDict& a, const TensorDict& b);
+TensorDict operator/(const TensorDict& a, const at::Scalar& b);
+TensorDict operator/(const at::Scalar& a, const TensorDict& b);
+TensorDict& operator+=(TensorDict& a, const TensorDict& b);
+TensorDict& operator+=(TensorDict& a, const at::Scalar& b);
+TensorDict& operator-=(TensorDict& a, const TensorDict& b);
+TensorDict& operator-=(TensorDict& a, const at::Scalar& b);
+TensorDict& operator*=(TensorDict& a, const TensorDict& b);
+TensorDict& operator*=(TensorDict& a, const at::Scalar& b);
+TensorDict& operator/=(TensorDict& a, const TensorDict& b);
+TensorDict& operator/=(TensorDict& a, const at::Scalar& b);
+TensorDict operator==(const TensorDict& a, const at::Scalar& b);
+TensorDict operator!=(const TensorDict& a, const at::Scalar& b);
+TensorDict operator<(const TensorDict& a, const TensorDict& b);
+TensorDict operator<(const TensorDict& a, const at::Scalar& b);
+TensorDict operator<=(const TensorDict& a, const TensorDict& b);
+TensorDict operator<=(const TensorDict& a, const at::Scalar& b);
+TensorDict operator>(const TensorDict& a, const TensorDict& b);
+TensorDict operator>(const TensorDict& a, const at::Scalar& b);
+TensorDict operator>=(const TensorDict& a, const TensorDict& b);
+TensorDict operator>=(const TensorDict& a, const at::Scalar& b);
+
+// A new TensorDict with the structure, batch size and device of `td` (non-tensor entries
+// carried) and every leaf replaced by at::zeros_like / ones_like / empty_like / full_like /
+// rand_like / randn_like of it. LibTorch's errors (e.g. rand_like of an integer leaf) come with
+// the key.
+//   td::TensorDict buffer = td::zeros_like(batch);
+TensorDict zeros_like(const TensorDict& td);
+TensorDict ones_like(const TensorDict& td);
+TensorDict empty_like(const TensorDict& td);
+TensorDict full_like(const TensorDict& td, const at::Scalar& value);
+TensorDict rand_like(const TensorDict& td);
+TensorDict randn_like(const TensorDict& td);
 
 struct AllCloseOptions {
   TORCH_ARG(double, rtol) = 1e-5;
