@@ -20,7 +20,10 @@ class RatioReporter : public benchmark::ConsoleReporter {
       const bool median = run.run_type == Run::RT_Aggregate && run.aggregate_name == "median";
       const bool single = run.run_type == Run::RT_Iteration && run.repetitions <= 1;
       if (!median && !single) continue;
-      std::string name = run.run_name.str();
+      // The benchmark's own name (plus its args): without the "/real_time", "/iterations:N",
+      // ... suffixes that options such as UseRealTime() append to the run name.
+      std::string name = run.run_name.function_name;
+      if (!run.run_name.args.empty()) name += "/" + run.run_name.args;
       times_[name] = run.GetAdjustedRealTime();
       unit_[name] = benchmark::GetTimeUnitString(run.time_unit);
     }

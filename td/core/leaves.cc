@@ -215,17 +215,24 @@ void RethrowWithKey(const NestedKey& key, const char* what) {
   }
 }
 
-std::vector<at::Tensor> MapEach(const LeafTree& tree, const IndexedLeafFn& fn, const char* what) {
+std::vector<at::Tensor> MapEach(const LeafTree& tree, const IndexedLeafFn& fn, const char* what,
+                                const parallel::ParallelOptions& parallel) {
   const std::vector<at::Tensor>& leaves = tree.leaves();
-  std::vector<at::Tensor> out;
-  out.reserve(leaves.size());
-  for (size_t i = 0; i < leaves.size(); ++i) {
+  const int64_t n = static_cast<int64_t>(leaves.size());
+  int threads = 1;
+  if (n > 1 && !(parallel.parallel().has_value() && !*parallel.parallel())) {
+    int64_t numel = 0;
+    for (const at::Tensor& leaf : leaves) numel += leaf.numel();
+    threads = parallel::plan_threads(n, numel, parallel);
+  }
+  std::vector<at::Tensor> out(leaves.size());
+  parallel::parallel_for(n, threads, [&](int64_t i) {
     try {
-      out.push_back(fn(i, leaves[i]));
+      out[i] = fn(i, leaves[i]);
     } catch (...) {
       RethrowWithKey(tree.key(i), what);
     }
-  }
+  });
   return out;
 }
 

@@ -30,6 +30,7 @@
 #include <vector>
 
 #include "td/core/tensordict.h"
+#include "td/parallel/executor.h"
 
 namespace td {
 namespace internal {
@@ -110,7 +111,15 @@ using IndexedMultiLeafFn = std::function<std::vector<at::Tensor>(size_t i, const
 
 // The per-leaf loop of NOTE [ Leaf maps ]: fn(i, leaf) for every leaf of `tree`. An exception
 // from fn is rethrown (same type for c10::Error subclasses) with "while <what> key K" added.
-std::vector<at::Tensor> MapEach(const LeafTree& tree, const IndexedLeafFn& fn, const char* what);
+// `parallel` decides whether the leaves run on td::parallel's threads (NOTE [ Thread policy ] in
+// td/parallel/executor.h; the cost is the leaves' total numel): by default they run serially,
+// in order. Operations whose per-leaf work is real (apply, copies such as clone, to, stack, cat)
+// pass `parallel::ParallelOptions()` to go parallel above the threshold; view-only operations
+// keep the default. In parallel, fn runs concurrently for different i, and when several leaves
+// fail the first failing leaf's error (in leaf order) is rethrown.
+std::vector<at::Tensor> MapEach(
+    const LeafTree& tree, const IndexedLeafFn& fn, const char* what,
+    const parallel::ParallelOptions& parallel = parallel::ParallelOptions().parallel(false));
 // Like MapEach for functions returning several tensors per leaf (split, unbind): the result is
 // indexed [output][leaf]; every call must return `num_outputs` tensors.
 std::vector<std::vector<at::Tensor>> MapEachMulti(const LeafTree& tree, size_t num_outputs,

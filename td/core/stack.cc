@@ -47,7 +47,10 @@ TensorDict stack(const std::vector<TensorDict>& tds, int64_t dim) {
   LeafTree tree(first);
   std::vector<std::vector<at::Tensor>> cols = AlignAll(tree, tds);
   std::vector<at::Tensor> out = internal::MapEach(
-      tree, [&](size_t i, const at::Tensor&) { return at::stack(cols[i], d); }, "stacking");
+      tree, [&](size_t i, const at::Tensor&) { return at::stack(cols[i], d); }, "stacking",
+      // Each leaf copies tds.size() inputs.
+      parallel::ParallelOptions().min_cost(parallel::kDefaultMinParallelCost /
+                                           static_cast<int64_t>(tds.size())));
   std::vector<int64_t> batch = first.batch_size().vec();
   batch.insert(batch.begin() + d, static_cast<int64_t>(tds.size()));
   return tree.Rebuild(std::move(out), batch, /*check=*/false);
@@ -72,7 +75,9 @@ TensorDict cat(const std::vector<TensorDict>& tds, int64_t dim) {
   LeafTree tree(first);
   std::vector<std::vector<at::Tensor>> cols = AlignAll(tree, tds);
   std::vector<at::Tensor> out = internal::MapEach(
-      tree, [&](size_t i, const at::Tensor&) { return at::cat(cols[i], d); }, "concatenating");
+      tree, [&](size_t i, const at::Tensor&) { return at::cat(cols[i], d); }, "concatenating",
+      parallel::ParallelOptions().min_cost(parallel::kDefaultMinParallelCost /
+                                           static_cast<int64_t>(tds.size())));
   return tree.Rebuild(std::move(out), batch, /*check=*/false);
 }
 
