@@ -222,8 +222,14 @@ std::vector<at::Tensor> MapEach(const LeafTree& tree, const IndexedLeafFn& fn, c
   int threads = 1;
   if (n > 1 && !(parallel.parallel().has_value() && !*parallel.parallel())) {
     int64_t numel = 0;
-    for (const at::Tensor& leaf : leaves) numel += leaf.numel();
-    threads = parallel::plan_threads(n, numel, parallel);
+    bool cpu = true;
+    for (const at::Tensor& leaf : leaves) {
+      numel += leaf.numel();
+      cpu = cpu && leaf.device().is_cpu();
+    }
+    // Accelerator leaves stay serial unless asked: the current stream is per thread, and the
+    // work is queued on the device anyway (NOTE [ Thread policy ], point 4).
+    if (cpu || parallel.parallel().has_value()) threads = parallel::plan_threads(n, numel, parallel);
   }
   std::vector<at::Tensor> out(leaves.size());
   parallel::parallel_for(n, threads, [&](int64_t i) {

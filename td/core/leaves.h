@@ -115,8 +115,9 @@ using IndexedMultiLeafFn = std::function<std::vector<at::Tensor>(size_t i, const
 // td/parallel/executor.h; the cost is the leaves' total numel): by default they run serially,
 // in order. Operations whose per-leaf work is real (apply, copies such as clone, to, stack, cat)
 // pass `parallel::ParallelOptions()` to go parallel above the threshold; view-only operations
-// keep the default. In parallel, fn runs concurrently for different i, and when several leaves
-// fail the first failing leaf's error (in leaf order) is rethrown.
+// keep the default. Leaves on an accelerator run serially unless `parallel.parallel()` is true.
+// In parallel, fn runs concurrently for different i, and when several leaves fail the first
+// failing leaf's error (in leaf order) is rethrown.
 std::vector<at::Tensor> MapEach(
     const LeafTree& tree, const IndexedLeafFn& fn, const char* what,
     const parallel::ParallelOptions& parallel = parallel::ParallelOptions().parallel(false));

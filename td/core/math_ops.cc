@@ -28,10 +28,12 @@ using UnaryFn = std::function<at::Tensor(const at::Tensor&)>;
 using BinFn = std::function<at::Tensor(const at::Tensor&, const at::Tensor&)>;
 
 TensorDict MapLeaves(const TensorDict& td, const UnaryFn& fn, const char* what,
-                     bool check = false) {
+                     bool check = false,
+                     const parallel::ParallelOptions& parallel =
+                         parallel::ParallelOptions().parallel(false)) {
   LeafTree tree(td);
   std::vector<at::Tensor> out =
-      MapEach(tree, [&](size_t, const at::Tensor& x) { return fn(x); }, what);
+      MapEach(tree, [&](size_t, const at::Tensor& x) { return fn(x); }, what, parallel);
   return tree.Rebuild(std::move(out), td.batch_size(), check);
 }
 
@@ -240,7 +242,8 @@ ReduceOptions Dims(at::IntArrayRef dims, bool keepdim) {
 TensorDict TensorDict::to(at::Device device, bool non_blocking) const {
   LeafTree tree(*this);
   std::vector<at::Tensor> out = MapEach(
-      tree, [&](size_t, const at::Tensor& t) { return t.to(device, non_blocking); }, "moving");
+      tree, [&](size_t, const at::Tensor& t) { return t.to(device, non_blocking); }, "moving",
+      parallel::ParallelOptions());
   return tree.Rebuild(std::move(out), batch_size(), /*check=*/false,
                       std::optional<at::Device>(device));
 }
@@ -252,7 +255,7 @@ TensorDict TensorDict::to(at::ScalarType dtype) const {
   }
   return MapLeaves(
       *this, [dtype](const at::Tensor& t) { return t.is_floating_point() ? t.to(dtype) : t; },
-      "casting");
+      "casting", /*check=*/false, parallel::ParallelOptions());
 }
 
 TensorDict TensorDict::to(at::Device device, at::ScalarType dtype, bool non_blocking) const {
@@ -267,7 +270,7 @@ TensorDict TensorDict::to(at::Device device, at::ScalarType dtype, bool non_bloc
         return t.is_floating_point() ? t.to(device, dtype, non_blocking)
                                      : t.to(device, non_blocking);
       },
-      "moving");
+      "moving", parallel::ParallelOptions());
   return tree.Rebuild(std::move(out), batch_size(), /*check=*/false,
                       std::optional<at::Device>(device));
 }
@@ -275,7 +278,8 @@ TensorDict TensorDict::to(at::Device device, at::ScalarType dtype, bool non_bloc
 TensorDict TensorDict::cpu() const { return to(at::Device(at::kCPU)); }
 
 TensorDict TensorDict::contiguous() const {
-  return MapLeaves(*this, [](const at::Tensor& t) { return t.contiguous(); }, "making contiguous");
+  return MapLeaves(*this, [](const at::Tensor& t) { return t.contiguous(); }, "making contiguous",
+                   /*check=*/false, parallel::ParallelOptions());
 }
 
 TensorDict TensorDict::detach() const {

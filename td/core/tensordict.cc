@@ -807,7 +807,8 @@ TensorDict TensorDict::empty(bool recurse) const {
 TensorDict TensorDict::clone() const {
   internal::LeafTree tree(*this);
   std::vector<at::Tensor> out = internal::MapEach(
-      tree, [](size_t, const at::Tensor& t) { return t.clone(); }, "cloning");
+      tree, [](size_t, const at::Tensor& t) { return t.clone(); }, "cloning",
+      parallel::ParallelOptions());
   return tree.Rebuild(std::move(out), batch_size(), /*check=*/false);
 }
 
@@ -836,6 +837,21 @@ bool TensorDict::is_locked() const { return storage_->locked(); }
 // ---- apply --------------------------------------------------------------------------------
 
 namespace {
+
+// NOTE [ Parallel apply ]
+// apply / named_apply / apply_ hand ApplyOptions' parallel settings to internal::MapEach, the
+// per-leaf loop of NOTE [ Leaf maps ]: below min_parallel_numel elements in total the leaves
+// run serially in key order, above it on td::parallel's threads (NOTE [ Thread policy ] in
+// td/parallel/executor.h). Every result lands in its own slot and the tree is rebuilt in key
+// order, so the result does not depend on the schedule; when several leaves fail, the error of
+// the first in key order is rethrown, as the serial loop would have. clone, to, contiguous,
+// stack and cat pass default options: their per-leaf work is a copy, worth threads when large.
+parallel::ParallelOptions LeafParallelism(const ApplyOptions& options) {
+  return parallel::ParallelOptions()
+      .parallel(options.parallel())
+      .num_threads(options.num_threads())
+      .min_cost(options.min_parallel_numel());
+}
 
 // The leaves of each of `others` aligned to `tree`: result[other][leaf].
 std::vector<std::vector<at::Tensor>> AlignOthers(const internal::LeafTree& tree,
@@ -881,14 +897,16 @@ bool ExpandableTo(at::IntArrayRef from, at::IntArrayRef to) {
 }
 
 // apply_: computes every result first, checks they fit, then copies (see the header).
-void ApplyInPlace(const internal::LeafTree& tree, const internal::IndexedLeafFn& fn) {
+void ApplyInPlace(const internal::LeafTree& tree, const internal::IndexedLeafFn& fn,
+                  const ApplyOptions& options) {
   std::vector<at::Tensor> out;
   try {
-    out = internal::MapEach(tree, fn, "applying a function in place to");
+    out = internal::MapEach(tree, fn, "applying a function in place to", LeafParallelism(options));
   } catch (c10::Error& e) {
     e.add_context(
-        "apply_ already ran on the keys before it but wrote nothing: results are copied only "
-        "after every leaf succeeded (changes fn made to its argument itself stay)");
+        "apply_ already ran on the keys before it (and, when the leaves ran in parallel, maybe on "
+        "some after it) but wrote nothing: results are copied only after every leaf succeeded "
+        "(changes fn made to its argument itself stay)");
     throw;
   }
   const std::vector<at::Tensor>& leaves = tree.leaves();
@@ -899,12 +917,17 @@ void ApplyInPlace(const internal::LeafTree& tree, const internal::IndexedLeafFn&
                        SizeRepr(leaves[i].sizes()));
     }
   }
+  int64_t numel = 0;
   for (size_t i = 0; i < out.size(); ++i) {
-    if (out[i].defined() && !out[i].is_same(leaves[i])) {
-      at::Tensor target = leaves[i];
-      target.copy_(out[i]);
-    }
+    if (out[i].defined() && !out[i].is_same(leaves[i])) numel += leaves[i].numel();
   }
+  parallel::parallel_for(static_cast<int64_t>(out.size()), numel, LeafParallelism(options),
+                         [&](int64_t i) {
+                           if (out[i].defined() && !out[i].is_same(leaves[i])) {
+                             at::Tensor target = leaves[i];
+                             target.copy_(out[i]);
+                           }
+                         });
 }
 
 }  // namespace
@@ -918,7 +941,8 @@ TensorDict TensorDict::apply(const LeafFn& fn, std::optional<std::vector<int64_t
 TensorDict TensorDict::apply(const LeafFn& fn, const ApplyOptions& options) const {
   internal::LeafTree tree(*this);
   std::vector<at::Tensor> out = internal::MapEach(
-      tree, [&](size_t, const at::Tensor& x) { return fn(x); }, "applying a function to");
+      tree, [&](size_t, const at::Tensor& x) { return fn(x); }, "applying a function to",
+      LeafParallelism(options));
   return FinishApply(*this, tree, std::move(out), options);
 }
 
@@ -928,7 +952,7 @@ TensorDict TensorDict::apply(const BinaryLeafFn& fn, const TensorDict& other,
   std::vector<std::vector<at::Tensor>> aligned = AlignOthers(tree, {other}, options);
   std::vector<at::Tensor> out = internal::MapEach(
       tree, [&](size_t i, const at::Tensor& x) { return fn(x, aligned[0][i]); },
-      "applying a function to");
+      "applying a function to", LeafParallelism(options));
   return FinishApply(*this, tree, std::move(out), options);
 }
 
@@ -938,7 +962,7 @@ TensorDict TensorDict::apply(const NaryLeafFn& fn, const std::vector<TensorDict>
   std::vector<std::vector<at::Tensor>> aligned = AlignOthers(tree, others, options);
   std::vector<at::Tensor> out = internal::MapEach(
       tree, [&](size_t i, const at::Tensor& x) { return fn(Gather(aligned, x, i)); },
-      "applying a function to");
+      "applying a function to", LeafParallelism(options));
   return FinishApply(*this, tree, std::move(out), options);
 }
 
@@ -946,7 +970,7 @@ TensorDict TensorDict::named_apply(const NamedLeafFn& fn, const ApplyOptions& op
   internal::LeafTree tree(*this);
   std::vector<at::Tensor> out = internal::MapEach(
       tree, [&](size_t i, const at::Tensor& x) { return fn(tree.key(i), x); },
-      "applying a function to");
+      "applying a function to", LeafParallelism(options));
   return FinishApply(*this, tree, std::move(out), options);
 }
 
@@ -956,13 +980,15 @@ TensorDict TensorDict::named_apply(const NamedNaryLeafFn& fn, const std::vector<
   std::vector<std::vector<at::Tensor>> aligned = AlignOthers(tree, others, options);
   std::vector<at::Tensor> out = internal::MapEach(
       tree, [&](size_t i, const at::Tensor& x) { return fn(tree.key(i), Gather(aligned, x, i)); },
-      "applying a function to");
+      "applying a function to", LeafParallelism(options));
   return FinishApply(*this, tree, std::move(out), options);
 }
 
-TensorDict& TensorDict::apply_(const LeafFn& fn) {
+TensorDict& TensorDict::apply_(const LeafFn& fn) { return apply_(fn, ApplyOptions()); }
+
+TensorDict& TensorDict::apply_(const LeafFn& fn, const ApplyOptions& options) {
   internal::LeafTree tree(*this);
-  ApplyInPlace(tree, [&](size_t, const at::Tensor& x) { return fn(x); });
+  ApplyInPlace(tree, [&](size_t, const at::Tensor& x) { return fn(x); }, options);
   return *this;
 }
 
@@ -970,7 +996,8 @@ TensorDict& TensorDict::apply_(const BinaryLeafFn& fn, const TensorDict& other,
                                const ApplyOptions& options) {
   internal::LeafTree tree(*this);
   std::vector<std::vector<at::Tensor>> aligned = AlignOthers(tree, {other}, options);
-  ApplyInPlace(tree, [&](size_t i, const at::Tensor& x) { return fn(x, aligned[0][i]); });
+  ApplyInPlace(tree, [&](size_t i, const at::Tensor& x) { return fn(x, aligned[0][i]); },
+               options);
   return *this;
 }
 
@@ -978,7 +1005,8 @@ TensorDict& TensorDict::apply_(const NaryLeafFn& fn, const std::vector<TensorDic
                                const ApplyOptions& options) {
   internal::LeafTree tree(*this);
   std::vector<std::vector<at::Tensor>> aligned = AlignOthers(tree, others, options);
-  ApplyInPlace(tree, [&](size_t i, const at::Tensor& x) { return fn(Gather(aligned, x, i)); });
+  ApplyInPlace(tree, [&](size_t i, const at::Tensor& x) { return fn(Gather(aligned, x, i)); },
+               options);
   return *this;
 }
 

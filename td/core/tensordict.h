@@ -38,6 +38,7 @@
 #include "nlohmann/json.hpp"
 #include "td/core/errors.h"
 #include "td/core/nested_key.h"
+#include "td/parallel/executor.h"
 
 namespace td {
 
@@ -61,6 +62,7 @@ struct KeysOptions {
 
 // Options of TensorDict::apply / named_apply / apply_.
 //   td.apply(fn, td::ApplyOptions().batch_size({12}).default_value(at::zeros({})));
+//   td.apply(fn, td::ApplyOptions().parallel(false));   // fn is not thread-safe
 struct ApplyOptions {
   // The result's batch size (default: this TensorDict's).
   ApplyOptions& batch_size(std::vector<int64_t> b) {
@@ -70,6 +72,15 @@ struct ApplyOptions {
   const std::optional<std::vector<int64_t>>& batch_size() const { return batch_size_; }
   // Used in place of a leaf missing in a zipped TensorDict (default: a missing leaf is an error).
   TORCH_ARG(std::optional<at::Tensor>, default_value) = std::nullopt;
+  // Whether fn runs on several leaves at once, on td::parallel's threads (NOTE [ Thread policy ]
+  // in td/parallel/executor.h; NOTE [ Parallel apply ] in tensordict.cc). nullopt: when the
+  // leaves hold at least `min_parallel_numel` elements in total (and there are two leaves and
+  // two threads); true: whenever there are two leaves and two threads; false: never — fn is
+  // then called in key order on the calling thread. The result is the same either way.
+  TORCH_ARG(std::optional<bool>, parallel) = std::nullopt;
+  // Thread budget of the call; 0 means td::parallel::num_threads().
+  TORCH_ARG(int, num_threads) = 0;
+  TORCH_ARG(int64_t, min_parallel_numel) = parallel::kDefaultMinParallelCost;
 
  private:
   std::optional<std::vector<int64_t>> batch_size_;
@@ -233,6 +244,10 @@ class TensorDict {
   // `ApplyOptions::default_value` is given; their extra keys are ignored. With
   // `ApplyOptions::batch_size` the result gets that batch size (nested TensorDicts keep their
   // extra dims after it); every result leaf must start with it (BatchSizeError naming the key).
+  // Large TensorDicts (ApplyOptions::min_parallel_numel elements) run fn on several leaves at
+  // once, on td::parallel's threads, so fn must then be safe to call concurrently — as LibTorch
+  // ops are — or the call must pass ApplyOptions().parallel(false). When fn throws for several
+  // leaves, the error of the first in key order is rethrown, as in the serial loop.
 
   //   td::TensorDict doubled = td.apply([](const at::Tensor& x) { return x * 2; });
   //   td::TensorDict floats = td.apply([](const at::Tensor& x) {
@@ -264,6 +279,9 @@ class TensorDict {
   // with its key) leaves this TensorDict unchanged unless fn itself modified a leaf.
   //   td.apply_([](const at::Tensor& x) { return x.clamp_(0, 1); });
   TensorDict& apply_(const LeafFn& fn);
+  //   td.apply_([](const at::Tensor& x) { return x.clamp_(0, 1); },
+  //             td::ApplyOptions().parallel(false));
+  TensorDict& apply_(const LeafFn& fn, const ApplyOptions& options);
   TensorDict& apply_(const BinaryLeafFn& fn, const TensorDict& other,
                      const ApplyOptions& options = {});
   TensorDict& apply_(const NaryLeafFn& fn, const std::vector<TensorDict>& others,

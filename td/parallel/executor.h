@@ -33,7 +33,9 @@
 //     callers, so there is nothing to multiply and the cap is a no-op.
 //  4. Small work stays serial. Below a cost threshold (kDefaultMinParallelCost elements summed
 //     over the items) or with one item or one thread, the loop runs in order on the calling
-//     thread with no TBB involvement at all, so small TensorDicts never pay for threads.
+//     thread with no TBB involvement at all, so small TensorDicts never pay for threads. Leaf
+//     loops over tensors on an accelerator (CUDA, ...) also stay serial unless parallel(true) is
+//     asked: the current stream is per thread, and the device queues the work anyway.
 //  5. Results do not depend on the schedule. Each task runs under the caller's LibTorch
 //     thread-local state (grad mode, inference mode, dispatch keys: at::ThreadLocalState), and
 //     when items fail, the error rethrown is the one of the lowest failing index — the error a
