@@ -8,31 +8,39 @@
 namespace td {
 
 NestedKey::NestedKey(std::initializer_list<NestedKey> parts) {
-  for (const NestedKey& p : parts) parts_.insert(parts_.end(), p.parts_.begin(), p.parts_.end());
-  if (parts_.empty()) Fail<ValueError>("a NestedKey needs at least one component");
+  size_t n = 0;
+  for (const NestedKey& p : parts) n += p.size();
+  if (n == 0) Fail<ValueError>("a NestedKey needs at least one component");
+  if (n == 1) {
+    head_ = parts.begin()->front();
+    return;
+  }
+  nested_.reserve(n);
+  for (const NestedKey& p : parts) nested_.insert(nested_.end(), p.begin(), p.end());
 }
 
-NestedKey::NestedKey(const std::vector<std::string>& parts) : parts_(parts.begin(), parts.end()) {
-  if (parts_.empty()) Fail<ValueError>("a NestedKey needs at least one component");
-}
-
-NestedKey::NestedKey(Parts parts) : parts_(std::move(parts)) {
-  if (parts_.empty()) Fail<ValueError>("a NestedKey needs at least one component");
+NestedKey::NestedKey(Parts parts) {
+  if (parts.empty()) Fail<ValueError>("a NestedKey needs at least one component");
+  if (parts.size() == 1) {
+    head_ = std::move(parts.front());
+  } else {
+    nested_ = std::move(parts);
+  }
 }
 
 NestedKey NestedKey::parent() const {
   TORCH_CHECK(is_nested(), "NestedKey ", repr(), " has no parent");
-  return NestedKey(Parts(parts_.begin(), parts_.end() - 1));
+  return NestedKey(Parts(nested_.begin(), nested_.end() - 1));
 }
 
 NestedKey NestedKey::operator+(const NestedKey& other) const {
-  Parts p = parts_;
-  p.insert(p.end(), other.parts_.begin(), other.parts_.end());
+  Parts p(begin(), end());
+  p.insert(p.end(), other.begin(), other.end());
   return NestedKey(std::move(p));
 }
 
 std::string NestedKey::join(std::string_view sep) const {
-  return absl::StrJoin(parts_, absl::string_view(sep.data(), sep.size()));
+  return absl::StrJoin(parts(), absl::string_view(sep.data(), sep.size()));
 }
 
 namespace {
@@ -52,13 +60,13 @@ void AppendQuoted(std::string* out, const std::string& s) {
 std::string NestedKey::repr() const {
   std::string out;
   if (!is_nested()) {
-    AppendQuoted(&out, parts_[0]);
+    AppendQuoted(&out, head_);
     return out;
   }
   out.push_back('(');
-  for (size_t i = 0; i < parts_.size(); ++i) {
+  for (size_t i = 0; i < nested_.size(); ++i) {
     if (i) out += ", ";
-    AppendQuoted(&out, parts_[i]);
+    AppendQuoted(&out, nested_[i]);
   }
   out.push_back(')');
   return out;
@@ -66,7 +74,7 @@ std::string NestedKey::repr() const {
 
 bool NestedKey::starts_with(const NestedKey& prefix) const {
   if (prefix.size() > size()) return false;
-  return std::equal(prefix.parts_.begin(), prefix.parts_.end(), parts_.begin());
+  return std::equal(prefix.begin(), prefix.end(), begin());
 }
 
 std::ostream& operator<<(std::ostream& os, const NestedKey& key) { return os << key.repr(); }

@@ -7,8 +7,8 @@
 //   assert(k == td::NestedKey({"nested", "supernested", "key"}));
 //   std::cout << k;   // ('nested', 'supernested', 'key')
 //
-// One-component keys keep their single string inline (no heap use beyond std::string's own small
-// buffer), so building a key from a literal on every call is cheap.
+// One-component keys hold just their string (no heap use beyond std::string's own small buffer),
+// so building a key from a literal on every call is cheap.
 #pragma once
 
 #include <initializer_list>
@@ -17,34 +17,42 @@
 #include <string_view>
 #include <vector>
 
+#include <algorithm>
+
 #include "absl/container/inlined_vector.h"
+#include "absl/types/span.h"
 #include "absl/hash/hash.h"
 
 namespace td {
 
 class NestedKey {
  public:
-  using Parts = absl::InlinedVector<std::string, 1>;
+  // Components of a nested key; up to four are kept without a heap allocation.
+  using Parts = absl::InlinedVector<std::string, 4>;
 
   // Implicit on purpose: a string is a key, like in Python.
-  NestedKey(const char* key) : parts_{std::string(key)} {}      // NOLINT
-  NestedKey(std::string key) : parts_{std::move(key)} {}        // NOLINT
-  NestedKey(std::string_view key) : parts_{std::string(key)} {}  // NOLINT
+  NestedKey(const char* key) : head_(key) {}                  // NOLINT
+  NestedKey(std::string key) : head_(std::move(key)) {}       // NOLINT
+  NestedKey(std::string_view key) : head_(key) {}             // NOLINT
   // Concatenates the components of each element: {"a", {"b", "c"}} == ("a", "b", "c").
   // Throws c10::ValueError when the result is empty.
   NestedKey(std::initializer_list<NestedKey> parts);  // NOLINT
   // Throws c10::ValueError when `parts` is empty.
-  explicit NestedKey(const std::vector<std::string>& parts);
   explicit NestedKey(Parts parts);
+  explicit NestedKey(const std::vector<std::string>& parts)
+      : NestedKey(Parts(parts.begin(), parts.end())) {}
 
-  const Parts& parts() const { return parts_; }
-  size_t size() const { return parts_.size(); }
-  bool is_nested() const { return parts_.size() > 1; }
-  const std::string& front() const { return parts_.front(); }
-  const std::string& back() const { return parts_.back(); }
-  const std::string& operator[](size_t i) const { return parts_[i]; }
-  auto begin() const { return parts_.begin(); }
-  auto end() const { return parts_.end(); }
+  absl::Span<const std::string> parts() const {
+    return nested_.empty() ? absl::Span<const std::string>(&head_, 1)
+                           : absl::Span<const std::string>(nested_);
+  }
+  size_t size() const { return nested_.empty() ? 1 : nested_.size(); }
+  bool is_nested() const { return !nested_.empty(); }
+  const std::string& front() const { return parts().front(); }
+  const std::string& back() const { return parts().back(); }
+  const std::string& operator[](size_t i) const { return parts()[i]; }
+  auto begin() const { return parts().begin(); }
+  auto end() const { return parts().end(); }
 
   // The key without its last component (`("a","b","c")` -> `("a","b")`); requires is_nested().
   NestedKey parent() const;
@@ -57,19 +65,25 @@ class NestedKey {
   // True if this key starts with all the components of `prefix`.
   bool starts_with(const NestedKey& prefix) const;
 
-  friend bool operator==(const NestedKey& a, const NestedKey& b) { return a.parts_ == b.parts_; }
+  friend bool operator==(const NestedKey& a, const NestedKey& b) {
+    return a.parts() == b.parts();
+  }
   friend bool operator!=(const NestedKey& a, const NestedKey& b) { return !(a == b); }
   friend bool operator<(const NestedKey& a, const NestedKey& b) {
-    return std::lexicographical_compare(a.parts_.begin(), a.parts_.end(), b.parts_.begin(),
-                                        b.parts_.end());
+    auto pa = a.parts();
+    auto pb = b.parts();
+    return std::lexicographical_compare(pa.begin(), pa.end(), pb.begin(), pb.end());
   }
   template <typename H>
   friend H AbslHashValue(H h, const NestedKey& k) {
-    return H::combine(std::move(h), k.parts_);
+    return H::combine(std::move(h), k.parts());
   }
 
  private:
-  Parts parts_;
+  // A one-component key lives in `head_` alone (the common case: no allocation beyond the
+  // string's own); a nested key keeps every component in `nested_` (size >= 2).
+  std::string head_;
+  Parts nested_;
 };
 
 std::ostream& operator<<(std::ostream& os, const NestedKey& key);
