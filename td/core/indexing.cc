@@ -291,6 +291,8 @@ TensorDict TensorDict::index(std::initializer_list<TensorIndex> indices) const {
 }
 
 TensorDict TensorDict::index(at::ArrayRef<TensorIndex> indices) const {
+  // A backend may index natively (a lazy stack returns its member). See NOTE [ Storage interface ].
+  if (std::optional<TensorDict> native = storage_->index(indices)) return *std::move(native);
   const NormalizedIndex norm = NormalizeIndex(indices, batch_size());
   LeafTree tree(*this);
   std::vector<at::Tensor> out = internal::MapEach(
@@ -312,6 +314,18 @@ TensorDict& TensorDict::index_put_(std::initializer_list<TensorIndex> indices,
 
 TensorDict& TensorDict::index_put_(at::ArrayRef<TensorIndex> indices, const TensorDict& value) {
   if (value.is_same(*this)) Fail<ValueError>("index_put_: the value is the TensorDict itself");
+  // A backend may write natively (a lazy stack writes into its members); lazy backends otherwise
+  // get the write through a dense copy of the keys it touches. See NOTE [ Storage interface ].
+  if (storage_->index_put_(indices, value)) return *this;
+  if (HasLazyLevel(*this)) {
+    std::vector<NestedKey> touched;
+    for (NestedKey& k : value.keys(KeysOptions().include_nested(true).leaves_only(true))) {
+      if (contains(k)) touched.push_back(std::move(k));
+    }
+    WriteThroughDenseCopy(
+        *this, [&](TensorDict& dense) { dense.index_put_(indices, value); }, &touched);
+    return *this;
+  }
   const NormalizedIndex norm = NormalizeIndex(indices, batch_size());
   const std::vector<int64_t> indexed = ProbeBatch(norm, batch_size());
   PutPlan plan;
@@ -344,6 +358,10 @@ TensorDict& TensorDict::index_put_(std::initializer_list<TensorIndex> indices,
 
 TensorDict& TensorDict::index_put_(at::ArrayRef<TensorIndex> indices, const at::Tensor& value) {
   if (!value.defined()) Fail<ValueError>("index_put_: the value tensor is undefined");
+  if (HasLazyLevel(*this)) {  // NOTE [ Storage interface ]
+    WriteThroughDenseCopy(*this, [&](TensorDict& dense) { dense.index_put_(indices, value); });
+    return *this;
+  }
   const NormalizedIndex norm = NormalizeIndex(indices, batch_size());
   const std::vector<int64_t> indexed = ProbeBatch(norm, batch_size());
   LeafTree tree(*this);
@@ -372,6 +390,10 @@ TensorDict& TensorDict::index_put_(std::initializer_list<TensorIndex> indices,
 }
 
 TensorDict& TensorDict::index_put_(at::ArrayRef<TensorIndex> indices, const at::Scalar& value) {
+  if (HasLazyLevel(*this)) {  // NOTE [ Storage interface ]
+    WriteThroughDenseCopy(*this, [&](TensorDict& dense) { dense.index_put_(indices, value); });
+    return *this;
+  }
   const NormalizedIndex norm = NormalizeIndex(indices, batch_size());
   ProbeBatch(norm, batch_size());  // validates the index before anything is written
   CheckInPlace(*this, "index_put_");

@@ -16,6 +16,7 @@
 
 #include "td/core/dtype.h"
 #include "td/core/leaves.h"
+#include "td/core/storage.h"
 #include "td/core/tensordict.h"
 
 namespace td {
@@ -97,6 +98,10 @@ void CheckWritable(const LeafTree& tree, size_t i, const char* op) {
 // Validates then applies an in-place unary op; `dry(probe)` runs it on a one-element tensor.
 TensorDict& UnaryInPlace(TensorDict& td, const std::function<void(at::TensorList)>& foreach,
                          const std::function<void(at::Tensor&)>& each, const char* op) {
+  if (HasLazyLevel(td)) {  // NOTE [ Storage interface ]: write through set_()
+    WriteThroughDenseCopy(td, [&](TensorDict& dense) { UnaryInPlace(dense, foreach, each, op); });
+    return td;
+  }
   LeafTree tree(td);
   for (size_t i = 0; i < tree.num_leaves(); ++i) {
     CheckWritable(tree, i, op);
@@ -128,6 +133,11 @@ TensorDict& BinaryInPlace(TensorDict& td, const TensorDict& other,
                           const std::function<void(at::TensorList, at::TensorList)>& foreach,
                           const std::function<void(at::Tensor&, const at::Tensor&)>& each,
                           const char* op) {
+  if (HasLazyLevel(td)) {  // NOTE [ Storage interface ]: write through set_()
+    WriteThroughDenseCopy(
+        td, [&](TensorDict& dense) { BinaryInPlace(dense, other, foreach, each, op); });
+    return td;
+  }
   LeafTree tree(td);
   std::vector<at::Tensor> others = Operand(tree, other);
   for (size_t i = 0; i < tree.num_leaves(); ++i) {
@@ -278,7 +288,9 @@ TensorDict TensorDict::to(at::Device device, at::ScalarType dtype, bool non_bloc
 TensorDict TensorDict::cpu() const { return to(at::Device(at::kCPU)); }
 
 TensorDict TensorDict::contiguous() const {
-  return MapLeaves(*this, [](const at::Tensor& t) { return t.contiguous(); }, "making contiguous",
+  // to_dense() first: the result is dense at every level whatever the backend, and a lazy
+  // stack's exclusive keys are an error rather than dropped.
+  return MapLeaves(to_dense(), [](const at::Tensor& t) { return t.contiguous(); }, "making contiguous",
                    /*check=*/false, parallel::ParallelOptions());
 }
 
@@ -287,6 +299,11 @@ TensorDict TensorDict::detach() const {
 }
 
 TensorDict& TensorDict::detach_() {
+  if (HasLazyLevel(*this)) {  // NOTE [ Storage interface ]: get() may compute fresh tensors
+    Fail<TypeError>("detach_: this TensorDict has a lazy level (backend '", backend(),
+                    "'), whose tensors are computed on every read; call it on the TensorDicts "
+                    "the lazy one reads (a lazy stack's members, a view's source)");
+  }
   LeafTree tree(*this);
   MapEach(
       tree,
@@ -300,6 +317,11 @@ TensorDict& TensorDict::detach_() {
 }
 
 TensorDict& TensorDict::requires_grad_(bool requires_grad) {
+  if (HasLazyLevel(*this)) {  // NOTE [ Storage interface ]: get() may compute fresh tensors
+    Fail<TypeError>("requires_grad_: this TensorDict has a lazy level (backend '", backend(),
+                    "'), whose tensors are computed on every read; call it on the TensorDicts "
+                    "the lazy one reads (a lazy stack's members, a view's source)");
+  }
   LeafTree tree(*this);
   MapEach(
       tree,

@@ -10,6 +10,7 @@
 
 #include "td/core/dtype.h"
 #include "td/core/leaves.h"
+#include "td/core/storage.h"
 #include "td/core/tensordict.h"
 
 namespace td {
@@ -448,6 +449,10 @@ TensorDict TensorDict::masked_fill(const at::Tensor& mask, const at::Scalar& val
 
 TensorDict& TensorDict::masked_fill_(const at::Tensor& mask, const at::Scalar& value) {
   CheckLeadingMask(mask, batch_size(), "masked_fill_");
+  if (HasLazyLevel(*this)) {  // NOTE [ Storage interface ]
+    WriteThroughDenseCopy(*this, [&](TensorDict& dense) { dense.masked_fill_(mask, value); });
+    return *this;
+  }
   LeafTree tree(*this);
   MapEach(
       tree,

@@ -42,9 +42,80 @@ void Storage::set_(std::string_view key, const at::Tensor& value) {
   current->tensor().copy_(value);
 }
 
+bool EntryMeta::ragged() const {
+  return std::find(shape.begin(), shape.end(), -1) != shape.end();
+}
+
+std::optional<EntryMeta> Storage::meta(std::string_view key) const {
+  std::optional<Value> v = get(key);
+  if (!v) return std::nullopt;
+  EntryMeta m;
+  if (v->is_tensor()) {
+    const at::Tensor& t = v->tensor();
+    m.kind = EntryMeta::Kind::kTensor;
+    m.shape.assign(t.sizes().begin(), t.sizes().end());
+    m.dtype = t.scalar_type();
+    m.device = t.device();
+  } else if (v->is_tensordict()) {
+    m.kind = EntryMeta::Kind::kTensorDict;
+    m.shape.assign(v->tensordict().batch_size().begin(), v->tensordict().batch_size().end());
+  } else {
+    m.kind = EntryMeta::Kind::kNonTensor;
+  }
+  return m;
+}
+
+std::optional<TensorDict> Storage::index(at::ArrayRef<at::indexing::TensorIndex>) const {
+  return std::nullopt;
+}
+
+bool Storage::index_put_(at::ArrayRef<at::indexing::TensorIndex>, const TensorDict&) {
+  return false;
+}
+
 std::shared_ptr<Storage> Storage::make_empty(std::vector<int64_t> batch_size,
                                              std::optional<at::Device> device) const {
   return MakeDenseStorage(std::move(batch_size), device);
+}
+
+bool HasLazyLevel(const TensorDict& td) {
+  const Storage& s = td.storage();
+  if (s.capabilities().has(Capability::kLazy)) return true;
+  for (const std::string& k : s.keys()) {
+    std::optional<EntryMeta> m = s.meta(k);
+    if (m && m->kind == EntryMeta::Kind::kTensorDict && HasLazyLevel(s.get(k)->tensordict())) {
+      return true;
+    }
+  }
+  return false;
+}
+
+void WriteThroughDenseCopy(TensorDict& td, const std::function<void(TensorDict&)>& write,
+                           const std::vector<NestedKey>* only_keys) {
+  if (!HasLazyLevel(td)) {
+    write(td);
+    return;
+  }
+  TensorDict work = only_keys ? td.select(*only_keys, /*strict=*/false).to_dense() : td.to_dense();
+  write(work);
+  const std::vector<TensorDict::Item> leaves =
+      work.items(KeysOptions().include_nested(true).leaves_only(true));
+  std::vector<bool> exists(leaves.size());
+  for (size_t i = 0; i < leaves.size(); ++i) {
+    exists[i] = td.contains(leaves[i].first);
+    if (!exists[i] && td.is_locked()) {
+      Fail<LockedError>("cannot create key ", leaves[i].first.repr(),
+                        ": the TensorDict is locked (call unlock_() first)");
+    }
+  }
+  for (size_t i = 0; i < leaves.size(); ++i) {
+    const Value& v = leaves[i].second;
+    if (exists[i] && v.is_tensor()) {
+      td.set_(leaves[i].first, v.tensor());
+    } else if (!exists[i]) {
+      td.set(leaves[i].first, v);
+    }
+  }
 }
 
 bool RegisterStorageBackend(std::string id, StorageFactory factory) {

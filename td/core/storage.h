@@ -9,6 +9,23 @@
 // than casting to a concrete backend. A backend is a folder under td/backends/ with one
 // cc_library (alwayslink) whose .cc registers a factory under its id with
 // TD_REGISTER_STORAGE_BACKEND; //td/backends:all links every backend and a test opens each.
+//
+// Rules the core follows so that every backend behaves the same (the conformance suite in
+// tests/conformance checks them on every backend):
+//  * Reading metadata never materialises data: shape/dtype/device checks (set_, update_,
+//    set_batch_size, printing) go through `meta()`, which a lazy backend answers without
+//    computing the tensor (and with -1 for dims that differ between the parts of a ragged
+//    backend).
+//  * A backend with Capability::kLazy may return a freshly computed tensor from `get()`, so
+//    writing into that tensor changes nothing. Every in-place write of the core (set_, update_,
+//    apply_, in-place math, index_put_) therefore goes through `set_()` / `index_put_()` of the
+//    storage for such backends, never through the tensor `get()` returned.
+//  * Batch indexing first offers the work to `index()` / `index_put_()`; a backend returns
+//    nullopt / false to let the core do it leaf by leaf (the dense path: one call into the
+//    storage, no extra cost). A lazy backend uses the hooks to stay lazy (a lazy stack indexed
+//    along its stack dim returns the member itself) and to write through.
+//  * Structural flags that span levels (the lock) are set through the virtual `set_locked()`, so
+//    backends whose nested TensorDicts are built on the fly (lazy stacks, views) can forward it.
 #pragma once
 
 #include <cstdint>
@@ -19,6 +36,8 @@
 #include <string>
 #include <string_view>
 #include <vector>
+
+#include <c10/util/SmallVector.h>
 
 #include "absl/status/statusor.h"
 #include "td/core/tensordict.h"
@@ -33,6 +52,8 @@ enum class Capability : uint32_t {
   kLazy = 1u << 4,           // get() computes its result from other TensorDicts
   kCpuOnly = 1u << 5,        // tensors must stay on the CPU
   kRagged = 1u << 6,         // entries may disagree on feature shapes / key sets
+  kReplaceEntries = 1u << 7, // set() of an existing key may change its feature shape / dtype
+  kBatchResize = 1u << 8,    // set_batch_size() / auto_batch_size_() may change the batch size
 };
 
 // A set of Capability flags.
@@ -56,6 +77,19 @@ class Capabilities {
 constexpr Capabilities operator|(Capability a, Capability b) {
   return Capabilities(a) | Capabilities(b);
 }
+
+// What `Storage::meta()` reports about one entry without materialising it.
+struct EntryMeta {
+  enum class Kind { kTensor, kTensorDict, kNonTensor };
+  Kind kind = Kind::kTensor;
+  // Tensors only: the full shape (-1 for a dim whose size differs between the parts of a ragged
+  // backend), dtype and device. For a sub-TensorDict, `shape` is its batch size.
+  c10::SmallVector<int64_t, 8> shape;
+  at::ScalarType dtype = at::kFloat;
+  at::Device device = at::kCPU;
+  // True when some dim is -1.
+  bool ragged() const;
+};
 
 // One level of entries. See NOTE [ Storage interface ].
 class Storage {
@@ -91,6 +125,33 @@ class Storage {
   // through get().
   virtual const Value* peek(std::string_view key) const { return nullptr; }
   bool holds_values() const { return holds_values_; }
+  // Kind, shape, dtype and device of the entry, or nullopt when absent. The default reads get();
+  // lazy backends override it so that checks and printing do not compute the entry.
+  virtual std::optional<EntryMeta> meta(std::string_view key) const;
+  // Keys held by some parts of the storage but not by all of them (a lazy stack whose members
+  // have different key sets). They are not listed by keys(). Empty by default.
+  virtual std::vector<std::string> exclusive_keys() const { return {}; }
+
+  // Renames entry `old_key` to `new_key` of this level (replacing an existing `new_key`) and
+  // returns true, or returns false to let the core move the value (get, erase, set). Called after
+  // the core's checks (old_key exists, lock). Backends whose entries live elsewhere (views, lazy
+  // stacks) rename there, so that data outside the view is kept.
+  virtual bool rename_key(std::string_view old_key, std::string_view new_key) {
+    (void)old_key;
+    (void)new_key;
+    return false;
+  }
+
+  // Batch indexing hook, called by TensorDict::index before the generic leaf-by-leaf path:
+  // return the result, or nullopt to let the core index every leaf (the default). `indices` are
+  // exactly what the caller passed (Ellipsis, None, ints, slices, bool / integer tensors).
+  virtual std::optional<TensorDict> index(at::ArrayRef<at::indexing::TensorIndex> indices) const;
+  // In-place indexed write hook, called first by TensorDict::index_put_ with a TensorDict value:
+  // validate, write and return true (throwing before anything is written when the value does
+  // not fit), or return false to let the core validate and write: leaf by leaf through get()
+  // (dense), or through WriteThroughDenseCopy when a level is lazy.
+  virtual bool index_put_(at::ArrayRef<at::indexing::TensorIndex> indices,
+                          const TensorDict& value);
   // A new, empty storage of a kind that accepts new keys, for results of operations. Dense by
   // default; backends that keep results on their own medium override it.
   virtual std::shared_ptr<Storage> make_empty(std::vector<int64_t> batch_size,
@@ -102,7 +163,9 @@ class Storage {
   const std::optional<at::Device>& device() const { return device_; }
   void set_device(std::optional<at::Device> device) { device_ = device; }
   bool locked() const { return locked_; }
-  void set_locked(bool locked) { locked_ = locked; }
+  // Sets the lock flag of this level (the core calls it on every level). Backends whose parts are
+  // other TensorDicts forward it to them.
+  virtual void set_locked(bool locked) { locked_ = locked; }
 
  protected:
   std::vector<int64_t> batch_size_;
@@ -110,6 +173,19 @@ class Storage {
   bool locked_ = false;
   bool holds_values_ = false;
 };
+
+// True when `td` or a TensorDict nested in it is on a Capability::kLazy backend (reads metadata
+// only). See NOTE [ Storage interface ].
+bool HasLazyLevel(const TensorDict& td);
+
+// Runs the in-place operation `write` so that lazy backends see it (NOTE [ Storage interface ]):
+// on `td` itself when no level is lazy; otherwise on a dense copy of its entries (only the leaves
+// `only_keys` lists, when given), after which every leaf of the copy is written back into `td`:
+// set_() for the keys td has, set() for keys `write` created. Throws what `write` throws (then
+// nothing was written back), and LockedError naming the key, before writing anything back, when
+// `write` created a key and td is locked.
+void WriteThroughDenseCopy(TensorDict& td, const std::function<void(TensorDict&)>& write,
+                           const std::vector<NestedKey>* only_keys = nullptr);
 
 // The default in-memory backend (td/backends/dense).
 std::shared_ptr<Storage> MakeDenseStorage(std::vector<int64_t> batch_size,

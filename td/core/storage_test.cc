@@ -2,6 +2,7 @@
 // //td/backends:all_backends_test, which links them all.
 #include "td/core/storage.h"
 
+#include <ATen/ATen.h>
 #include <gtest/gtest.h>
 
 namespace td {
@@ -41,6 +42,26 @@ TEST(CapabilitiesTest, FlagsAndNames) {
   EXPECT_FALSE(c.without(Capability::kLazy).has(Capability::kLazy));
   TensorDict t;
   EXPECT_TRUE(t.storage().capabilities().has(Capability::kNewKeys));
+}
+
+TEST(StorageTest, MetaDescribesEntriesWithoutReadingThem) {
+  TensorDict t({{"a", at::zeros({2, 3}, at::kLong)}, {"n", {{"x", at::ones({2, 4})}}}}, {2});
+  t.set("s", "text");
+  const Storage& s = t.storage();
+  std::optional<EntryMeta> a = s.meta("a");
+  ASSERT_TRUE(a.has_value());
+  EXPECT_EQ(a->kind, EntryMeta::Kind::kTensor);
+  EXPECT_EQ(at::IntArrayRef(a->shape), at::IntArrayRef({2, 3}));
+  EXPECT_EQ(a->dtype, at::kLong);
+  EXPECT_FALSE(a->ragged());
+  EXPECT_EQ(s.meta("n")->kind, EntryMeta::Kind::kTensorDict);
+  EXPECT_EQ(at::IntArrayRef(s.meta("n")->shape), at::IntArrayRef({2}));
+  EXPECT_EQ(s.meta("s")->kind, EntryMeta::Kind::kNonTensor);
+  EXPECT_FALSE(s.meta("zz").has_value());
+  EntryMeta ragged;
+  ragged.shape = {2, -1};
+  EXPECT_TRUE(ragged.ragged());
+  EXPECT_TRUE(s.exclusive_keys().empty());
 }
 
 TEST(ErrorsTest, StatusToException) {

@@ -130,30 +130,32 @@ void SetLockedRecursive(const TensorDict& td, bool locked) {
 void CheckBatchFits(const TensorDict& td, at::IntArrayRef nb, const NestedKey* prefix) {
   const Storage& s = td.storage();
   for (const std::string& k : s.keys()) {
-    std::optional<Value> v = s.get(k);
-    if (!v) continue;
+    std::optional<EntryMeta> m = s.meta(k);  // never materialises a lazy entry
+    if (!m) continue;
     NestedKey full = prefix ? *prefix + NestedKey(k) : NestedKey(k);
-    if (v->is_tensor()) {
-      if (!StartsWith(v->tensor().sizes(), nb)) {
+    if (m->kind == EntryMeta::Kind::kTensor) {
+      if (!StartsWith(m->shape, nb)) {
         Fail<BatchSizeError>("batch size ", SizeRepr(nb), " does not fit key ", full.repr(),
-                             ": its shape ", SizeRepr(v->tensor().sizes()), " does not start with ",
+                             ": its shape ", SizeRepr(m->shape), " does not start with ",
                              SizeRepr(nb));
       }
-    } else if (v->is_tensordict() && !StartsWith(v->tensordict().batch_size(), nb)) {
-      CheckBatchFits(v->tensordict(), nb, &full);
+    } else if (m->kind == EntryMeta::Kind::kTensorDict && !StartsWith(m->shape, nb)) {
+      CheckBatchFits(s.get(k)->tensordict(), nb, &full);
     }
   }
 }
 
+// This level first: a backend that refuses the batch size (a lazy stack losing its stack dim)
+// throws before anything changed.
 void ApplyBatch(const TensorDict& td, const std::vector<int64_t>& nb) {
+  td.storage().set_batch_size(nb);
   const Storage& s = td.storage();
   for (const std::string& k : s.keys()) {
-    std::optional<Value> v = s.get(k);
-    if (v && v->is_tensordict() && !StartsWith(v->tensordict().batch_size(), nb)) {
-      ApplyBatch(v->tensordict(), nb);
+    std::optional<EntryMeta> m = s.meta(k);
+    if (m && m->kind == EntryMeta::Kind::kTensorDict && !StartsWith(m->shape, nb)) {
+      ApplyBatch(s.get(k)->tensordict(), nb);
     }
   }
-  td.storage().set_batch_size(nb);
 }
 
 std::string NonTensorRepr(const nlohmann::json& j) {
@@ -175,12 +177,14 @@ void ReprImpl(const TensorDict& td, int indent, std::string* out) {
     out->append(i ? ",\n" : "\n");
     Indent(out, indent + 8);
     out->append(keys[i]).append(": ");
+    std::optional<EntryMeta> m = s.meta(keys[i]);  // ragged dims print as -1
+    if (m->kind == EntryMeta::Kind::kTensor) {
+      absl::StrAppend(out, "Tensor(shape=", SizeRepr(m->shape), ", device=", m->device.str(),
+                      ", dtype=", DtypeName(m->dtype), ", is_shared=", shared_str, ")");
+      continue;
+    }
     std::optional<Value> v = s.get(keys[i]);
-    if (v->is_tensor()) {
-      const at::Tensor& t = v->tensor();
-      absl::StrAppend(out, "Tensor(shape=", SizeRepr(t.sizes()), ", device=", t.device().str(),
-                      ", dtype=", DtypeName(t.scalar_type()), ", is_shared=", shared_str, ")");
-    } else if (v->is_tensordict()) {
+    if (v->is_tensordict()) {
       ReprImpl(v->tensordict(), indent + 8, out);
     } else {
       absl::StrAppend(out, "NonTensorData(data=", NonTensorRepr(v->non_tensor()),
@@ -372,7 +376,9 @@ std::pair<TensorDict, std::string_view> TensorDict::parent_of(const NestedKey& k
       }
       TensorDict sub(cur.storage_->make_empty(cur.batch_size().vec(), cur.device()));
       cur.storage_->set(key[i], sub);
-      cur = std::move(sub);
+      // Read it back: a backend may store its own form of the value (a lazy stack splits it
+      // between its members).
+      cur = cur.storage_->get(key[i])->tensordict();
       continue;
     }
     if (!v->is_tensordict()) {
@@ -567,17 +573,17 @@ TensorDict& TensorDict::set_non_tensor(const NestedKey& key, nlohmann::json data
 
 TensorDict& TensorDict::set_(const NestedKey& key, const at::Tensor& value) {
   auto [parent, last] = parent_of(key, /*create=*/false);
-  std::optional<Value> current = parent.storage_->get(last);
+  std::optional<EntryMeta> current = parent.storage_->meta(last);
   if (!current) fail_missing(key, key.size() - 1);
-  if (!current->is_tensor()) {
+  if (current->kind != EntryMeta::Kind::kTensor) {
     Fail<TypeError>("set_ needs a Tensor under key ", key.repr(), ", but the entry is a ",
-                    current->kind());
+                    current->kind == EntryMeta::Kind::kTensorDict ? "TensorDict" : "NonTensorData");
   }
   if (!value.defined()) Fail<ValueError>("set_ of key ", key.repr(), " with an undefined tensor");
-  if (current->tensor().sizes() != value.sizes()) {
+  if (at::IntArrayRef(current->shape) != value.sizes()) {
     Fail<ValueError>("set_ of key ", key.repr(), ": the value's shape ", SizeRepr(value.sizes()),
-                     " differs from the existing tensor's shape ",
-                     SizeRepr(current->tensor().sizes()));
+                     " differs from the existing tensor's shape ", SizeRepr(current->shape),
+                     current->ragged() ? " (-1: the size differs between the stacked parts)" : "");
   }
   parent.storage_->set_(last, value);
   return *this;
@@ -676,7 +682,7 @@ Value TensorDict::pop(const NestedKey& key, Value default_value) {
 TensorDict& TensorDict::rename_key_(const NestedKey& old_key, const NestedKey& new_key,
                                     bool safe) {
   if (old_key == new_key) return *this;
-  Value v = get_value(old_key);
+  if (!contains(old_key)) get_value(old_key);  // throws the KeyError
   if (safe && contains(new_key)) {
     Fail<KeyError>("rename_key_: key ", new_key.repr(),
                    " already exists (pass safe=false to overwrite it)");
@@ -685,6 +691,13 @@ TensorDict& TensorDict::rename_key_(const NestedKey& old_key, const NestedKey& n
     Fail<LockedError>("cannot rename key ", old_key.repr(), " to ", new_key.repr(),
                       ": the TensorDict is locked (call unlock_() first)");
   }
+  // Within one level the backend may rename natively (a view renames in its source, a lazy
+  // stack in every member). See NOTE [ Storage interface ].
+  if (old_key.size() == new_key.size() && (!old_key.is_nested() || old_key.parent() == new_key.parent())) {
+    auto [parent, last] = parent_of(old_key, /*create=*/false);
+    if (parent.storage_->rename_key(last, new_key.back())) return *this;
+  }
+  Value v = get_value(old_key);
   // Validate against the destination level before anything changes.
   if (new_key.is_nested() && contains(new_key.parent())) {
     get_tensordict(new_key.parent()).validate(v, new_key);
@@ -932,6 +945,7 @@ void ApplyInPlace(const internal::LeafTree& tree, const internal::IndexedLeafFn&
 
 }  // namespace
 
+
 TensorDict TensorDict::apply(const LeafFn& fn, std::optional<std::vector<int64_t>> batch_size) const {
   ApplyOptions options;
   if (batch_size) options.batch_size(*std::move(batch_size));
@@ -987,6 +1001,10 @@ TensorDict TensorDict::named_apply(const NamedNaryLeafFn& fn, const std::vector<
 TensorDict& TensorDict::apply_(const LeafFn& fn) { return apply_(fn, ApplyOptions()); }
 
 TensorDict& TensorDict::apply_(const LeafFn& fn, const ApplyOptions& options) {
+  if (HasLazyLevel(*this)) {  // NOTE [ Storage interface ]: write through set_()
+    WriteThroughDenseCopy(*this, [&](TensorDict& dense) { dense.apply_(fn, options); });
+    return *this;
+  }
   internal::LeafTree tree(*this);
   ApplyInPlace(tree, [&](size_t, const at::Tensor& x) { return fn(x); }, options);
   return *this;
@@ -994,6 +1012,10 @@ TensorDict& TensorDict::apply_(const LeafFn& fn, const ApplyOptions& options) {
 
 TensorDict& TensorDict::apply_(const BinaryLeafFn& fn, const TensorDict& other,
                                const ApplyOptions& options) {
+  if (HasLazyLevel(*this)) {  // NOTE [ Storage interface ]: write through set_()
+    WriteThroughDenseCopy(*this, [&](TensorDict& dense) { dense.apply_(fn, other, options); });
+    return *this;
+  }
   internal::LeafTree tree(*this);
   std::vector<std::vector<at::Tensor>> aligned = AlignOthers(tree, {other}, options);
   ApplyInPlace(tree, [&](size_t i, const at::Tensor& x) { return fn(x, aligned[0][i]); },
@@ -1003,12 +1025,47 @@ TensorDict& TensorDict::apply_(const BinaryLeafFn& fn, const TensorDict& other,
 
 TensorDict& TensorDict::apply_(const NaryLeafFn& fn, const std::vector<TensorDict>& others,
                                const ApplyOptions& options) {
+  if (HasLazyLevel(*this)) {  // NOTE [ Storage interface ]: write through set_()
+    WriteThroughDenseCopy(*this, [&](TensorDict& dense) { dense.apply_(fn, others, options); });
+    return *this;
+  }
   internal::LeafTree tree(*this);
   std::vector<std::vector<at::Tensor>> aligned = AlignOthers(tree, others, options);
   ApplyInPlace(tree, [&](size_t i, const at::Tensor& x) { return fn(Gather(aligned, x, i)); },
                options);
   return *this;
 }
+
+namespace {
+TensorDict ToDenseImpl(const TensorDict& src, const NestedKey* prefix) {
+  const Storage& s = src.storage();
+  std::vector<std::string> exclusive = s.exclusive_keys();
+  if (!exclusive.empty()) {
+    Fail<KeyError>("cannot make a dense TensorDict", prefix ? " under " : "",
+                   prefix ? prefix->repr() : "", ": keys ", KeysRepr(exclusive),
+                   " are held by only some of the stacked TensorDicts (keys() lists the common "
+                   "ones); select(keys()) first to drop them, or set them on every member");
+  }
+  auto out_storage = MakeDenseStorage(src.batch_size().vec(), src.device());
+  TensorDict out(out_storage);
+  for (const std::string& k : s.keys()) {
+    NestedKey full = prefix ? *prefix + NestedKey(k) : NestedKey(k);
+    std::optional<Value> v = WithKeyContext(full, "reading", [&] { return s.get(k); });
+    if (!v) continue;
+    if (v->is_tensor()) {
+      out_storage->set(k, v->tensor());
+    } else if (v->is_tensordict()) {
+      out_storage->set(k, ToDenseImpl(v->tensordict(), &full));
+    } else {
+      out_storage->set(k, *std::move(v));
+    }
+  }
+  return out;
+}
+}  // namespace
+
+TensorDict TensorDict::to_dense() const { return ToDenseImpl(*this, nullptr); }
+
 
 // ---- comparison ---------------------------------------------------------------------------
 

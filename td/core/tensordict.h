@@ -299,7 +299,15 @@ class TensorDict {
   TensorDict to(at::Device device, at::ScalarType dtype, bool non_blocking = false) const;
   // to(kCPU).
   TensorDict cpu() const;
-  // Every leaf made contiguous (leaves that already are are shared).
+  // The same entries on the dense backend at every level: lazy entries are computed (a lazy
+  // stack stacks each key once), stored tensors are shared, not copied. Throws KeyError naming
+  // the keys that only some members of a lazy stack hold, and the lazy stack's ValueError for a
+  // key whose members disagree on a shape.
+  //   td::TensorDict s = td::lazy_stack({x, y}, 0);
+  //   td::TensorDict d = s.to_dense();        // d.backend() == "dense"
+  TensorDict to_dense() const;
+  // to_dense() with every leaf made contiguous (leaves that already are are shared). Same
+  // errors as to_dense().
   TensorDict contiguous() const;
   // Leaves detached from the autograd graph (sharing memory).
   TensorDict detach() const;

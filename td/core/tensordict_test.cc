@@ -478,5 +478,21 @@ TEST(TensorDictTest, StateDictRoundTrip) {
   EXPECT_TRUE(target.contains({"2", "weight"}));
 }
 
+TEST(TensorDictTest, ToDenseAndContiguous) {
+  at::Tensor strided = at::arange(12.0).view({3, 4}).t();  // [4, 3], not contiguous
+  TensorDict t({{"a", strided}, {"n", {{"x", at::ones({4, 2})}}}}, {4});
+  t.set("s", "text");
+  TensorDict d = t.to_dense();
+  EXPECT_EQ(d.backend(), "dense");
+  EXPECT_FALSE(d.is_same(t));
+  EXPECT_TRUE(d.get("a").is_same(strided));  // shared, not copied
+  EXPECT_FALSE(d.get_tensordict("n").is_same(t.get_tensordict("n")));
+  EXPECT_EQ(d.get_non_tensor("s"), "text");
+  TensorDict c = t.contiguous();
+  EXPECT_TRUE(c.get("a").is_contiguous());
+  EXPECT_TRUE(c.get("a").equal(strided));
+  EXPECT_TRUE(c.get({"n", "x"}).is_same(t.get({"n", "x"})));  // already contiguous: shared
+}
+
 }  // namespace
 }  // namespace td

@@ -22,7 +22,8 @@ class DenseStorage final : public Storage {
 
   std::string_view backend_id() const override { return "dense"; }
   Capabilities capabilities() const override {
-    return Capability::kInPlaceWrite | Capability::kNewKeys;
+    return Capability::kInPlaceWrite | Capability::kNewKeys | Capability::kReplaceEntries |
+           Capability::kBatchResize;
   }
   size_t size() const override { return entries_.size(); }
   std::vector<std::string> keys() const override;

@@ -1,0 +1,22 @@
+// The conformance suite on the dense (default, in-memory) backend.
+#include "td/backends/dense/dense_storage.h"
+#include "tests/conformance/conformance_suite.h"
+
+namespace td {
+namespace conformance {
+namespace {
+
+struct DenseTraits {
+  static constexpr const char* kBackendId = "dense";
+  static Capabilities capabilities() {
+    return Capability::kInPlaceWrite | Capability::kNewKeys | Capability::kReplaceEntries |
+           Capability::kBatchResize;
+  }
+  static TensorDict Make() { return ReferenceContent(); }
+};
+
+INSTANTIATE_TYPED_TEST_SUITE_P(Dense, Conformance, ::testing::Types<DenseTraits>);
+
+}  // namespace
+}  // namespace conformance
+}  // namespace td
