@@ -17,33 +17,52 @@ bool StartsWith(at::IntArrayRef shape, at::IntArrayRef prefix) {
   return shape.size() >= prefix.size() && std::equal(prefix.begin(), prefix.end(), shape.begin());
 }
 
+// The entry `key` of `s` without copying it when the backend holds Values (a lazy backend's
+// result is kept in `*holder`); nullptr when absent.
+const Value* Lookup(const Storage& s, std::string_view key, std::optional<Value>* holder) {
+  if (s.holds_values()) return s.peek(key);
+  *holder = s.get(key);
+  return *holder ? &**holder : nullptr;
+}
+
 }  // namespace
 
 LeafTree::LeafTree(const TensorDict& td) { AddLevel(td, -1, -1); }
 
 void LeafTree::AddLevel(const TensorDict& td, int64_t parent, int64_t parent_entry) {
+  const Storage& s = td.storage();
+  if (parent < 0) levels_.reserve(4);
   const int64_t me = static_cast<int64_t>(levels_.size());
   levels_.push_back(Level{td, parent, parent_entry, {}});
-  const Storage& s = td.storage();
-  std::vector<std::string> keys = s.keys();
-  levels_[me].entries.reserve(keys.size());
-  for (std::string& k : keys) {
-    std::optional<Value> v = s.get(k);
-    if (!v) continue;
+  const size_t n = s.size();
+  levels_[me].entries.reserve(n);
+  if (parent < 0) {  // most leaves usually sit at the root: one allocation each
+    leaves_.reserve(n);
+    leaf_pos_.reserve(n);
+  }
+  auto add = [&](std::string key, const Value& v) {
     const int64_t entry = static_cast<int64_t>(levels_[me].entries.size());
-    if (v->is_tensor()) {
+    if (v.is_tensor()) {
       levels_[me].entries.push_back(
-          Entry{std::move(k), Kind::kTensor, static_cast<int64_t>(leaves_.size()), std::nullopt});
-      leaves_.push_back(v->tensor());
+          Entry{std::move(key), Kind::kTensor, static_cast<int64_t>(leaves_.size()), std::nullopt});
+      leaves_.push_back(v.tensor());
       leaf_pos_.emplace_back(me, entry);
-    } else if (v->is_tensordict()) {
-      levels_[me].entries.push_back(Entry{std::move(k), Kind::kTensorDict, 0, std::nullopt});
+    } else if (v.is_tensordict()) {
       const int64_t child = static_cast<int64_t>(levels_.size());
-      levels_[me].entries.back().index = child;
-      AddLevel(v->tensordict(), me, entry);
+      levels_[me].entries.push_back(Entry{std::move(key), Kind::kTensorDict, child, std::nullopt});
+      AddLevel(v.tensordict(), me, entry);
     } else {
-      levels_[me].entries.push_back(Entry{std::move(k), Kind::kOther, -1, std::move(v)});
+      levels_[me].entries.push_back(Entry{std::move(key), Kind::kOther, -1, v});
     }
+  };
+  if (const auto* entries = s.peek_entries()) {
+    for (const auto& [key, v] : *entries) add(key, v);
+    return;
+  }
+  std::optional<Value> holder;
+  for (std::string& k : s.keys()) {
+    const Value* v = Lookup(s, k, &holder);
+    if (v != nullptr) add(std::move(k), *v);
   }
 }
 
@@ -71,9 +90,16 @@ void LeafTree::AlignLevel(int64_t level, const TensorDict& other, const AlignOpt
                           std::vector<NestedKey>* extra) const {
   const Storage& so = other.storage();
   const Level& lv = levels_[level];
-  for (const Entry& e : lv.entries) {
-    std::optional<Value> v = so.get(e.key);
-    if (!v) {
+  std::optional<Value> holder;
+  // Fast path: TensorDicts built the same way list their keys in the same order.
+  const std::vector<std::pair<std::string, Value>>* same_order = so.peek_entries();
+  for (size_t k = 0; k < lv.entries.size(); ++k) {
+    const Entry& e = lv.entries[k];
+    const Value* v = same_order != nullptr && k < same_order->size() &&
+                             (*same_order)[k].first == e.key
+                         ? &(*same_order)[k].second
+                         : Lookup(so, e.key, &holder);
+    if (v == nullptr) {
       if (e.kind == Kind::kTensor && options.default_value()) {
         (*out)[e.index] = *options.default_value();
       } else if (e.kind == Kind::kTensorDict && options.default_value()) {
@@ -96,7 +122,7 @@ void LeafTree::AlignLevel(int64_t level, const TensorDict& other, const AlignOpt
       case Kind::kTensor:
         if (!v->is_tensor()) {
           Fail<TypeError>("key ", LevelKey(level, &e.key).repr(), " is a Tensor in the first ",
-                          "TensorDict but a ", v->kind(), " in ", options.name());
+                          "TensorDict but a ", v->kind(), " in ", options.Describe());
         }
         (*out)[e.index] = v->tensor();
         break;
@@ -104,7 +130,7 @@ void LeafTree::AlignLevel(int64_t level, const TensorDict& other, const AlignOpt
         if (!v->is_tensordict()) {
           Fail<TypeError>("key ", LevelKey(level, &e.key).repr(),
                           " is a TensorDict in the first TensorDict but a ", v->kind(), " in ",
-                          options.name());
+                          options.Describe());
         }
         AlignLevel(e.index, v->tensordict(), options, out, missing, extra);
         break;
@@ -113,12 +139,12 @@ void LeafTree::AlignLevel(int64_t level, const TensorDict& other, const AlignOpt
           if (!v->is_non_tensor()) {
             Fail<TypeError>("key ", LevelKey(level, &e.key).repr(),
                             " is non-tensor data in the first TensorDict but a ", v->kind(),
-                            " in ", options.name());
+                            " in ", options.Describe());
           }
           if (!(v->non_tensor() == e.other->non_tensor())) {
             Fail<ValueError>("non-tensor entry ", LevelKey(level, &e.key).repr(), " differs: ",
                              e.other->non_tensor().dump(), " in the first TensorDict, ",
-                             v->non_tensor().dump(), " in ", options.name(),
+                             v->non_tensor().dump(), " in ", options.Describe(),
                              " (non-tensor entries must be equal to be combined)");
           }
         }
@@ -143,10 +169,10 @@ std::vector<at::Tensor> LeafTree::Align(const TensorDict& other,
     if (options.strict_keys()) {
       Fail<KeyError>("the TensorDicts have different keys: ", KeysRepr(missing),
                      " only in the first TensorDict, ", KeysRepr(extra), " only in ",
-                     options.name());
+                     options.Describe());
     }
     Fail<KeyError>("keys ", KeysRepr(missing), " of the first TensorDict are missing in ",
-                   options.name(), " (pass a default value to use for missing keys)");
+                   options.Describe(), " (pass a default value to use for missing keys)");
   }
   return out;
 }
@@ -157,6 +183,8 @@ TensorDict LeafTree::RebuildLevel(int64_t level, std::vector<at::Tensor>& output
                                   bool extra_dims) const {
   const Level& lv = levels_[level];
   std::shared_ptr<Storage> storage = lv.td.storage().make_empty(batch, device);
+  std::vector<std::pair<std::string, Value>> entries;
+  entries.reserve(lv.entries.size());
   for (const Entry& e : lv.entries) {
     switch (e.kind) {
       case Kind::kTensor: {
@@ -170,7 +198,7 @@ TensorDict LeafTree::RebuildLevel(int64_t level, std::vector<at::Tensor>& output
           }
           if (device && t.device() != *device) t = t.to(*device);
         }
-        storage->set(e.key, std::move(t));
+        entries.emplace_back(e.key, std::move(t));
         break;
       }
       case Kind::kTensorDict: {
@@ -181,16 +209,16 @@ TensorDict LeafTree::RebuildLevel(int64_t level, std::vector<at::Tensor>& output
         }
         std::optional<at::Device> sub_device = levels_[e.index].td.device();
         if (device != lv.td.device()) sub_device = device;
-        storage->set(e.key,
-                     RebuildLevel(e.index, outputs, sub_batch, root_old_dims, check, sub_device,
-                                  extra_dims));
+        entries.emplace_back(e.key, RebuildLevel(e.index, outputs, sub_batch, root_old_dims, check,
+                                                 sub_device, extra_dims));
         break;
       }
       case Kind::kOther:
-        storage->set(e.key, *e.other);
+        entries.emplace_back(e.key, *e.other);
         break;
     }
   }
+  storage->append_new(std::move(entries));
   return TensorDict(std::move(storage));
 }
 

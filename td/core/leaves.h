@@ -57,8 +57,15 @@ class LeafTree {
     TORCH_ARG(bool, check_non_tensor) = false;
     // Used for leaves missing in `other`; without it a missing leaf is a KeyError.
     TORCH_ARG(std::optional<at::Tensor>, default_value) = std::nullopt;
-    // How `other` is called in error messages ("TensorDict 3", "other").
-    TORCH_ARG(std::string, name) = "the other TensorDict";
+    // How `other` is called in error messages: `name`, followed by `position` when it is
+    // >= 0 ("TensorDict 3"). Formatted only when an error is thrown.
+    TORCH_ARG(std::string_view, name) = "the other TensorDict";
+    TORCH_ARG(int64_t, position) = -1;
+
+   public:
+    std::string Describe() const {
+      return position_ < 0 ? std::string(name_) : c10::str(name_, " ", position_);
+    }
   };
   // The leaves of `other` under the same keys as this tree's leaves, in the same order. Throws
   // KeyError listing the keys missing in `other` (and, with strict_keys, the extra ones),

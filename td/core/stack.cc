@@ -24,7 +24,8 @@ std::vector<std::vector<at::Tensor>> AlignAll(const LeafTree& tree,
     std::vector<at::Tensor> leaves = tree.Align(tds[j], LeafTree::AlignOptions()
                                                             .strict_keys(true)
                                                             .check_non_tensor(true)
-                                                            .name(c10::str("TensorDict ", j)));
+                                                            .name("TensorDict")
+                                                            .position(static_cast<int64_t>(j)));
     for (size_t i = 0; i < leaves.size(); ++i) cols[i].push_back(std::move(leaves[i]));
   }
   return cols;

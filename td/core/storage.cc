@@ -73,6 +73,10 @@ bool Storage::index_put_(at::ArrayRef<at::indexing::TensorIndex>, const TensorDi
   return false;
 }
 
+void Storage::append_new(std::vector<std::pair<std::string, Value>> entries) {
+  for (auto& [key, value] : entries) set(key, std::move(value));
+}
+
 std::shared_ptr<Storage> Storage::make_empty(std::vector<int64_t> batch_size,
                                              std::optional<at::Device> device) const {
   return MakeDenseStorage(std::move(batch_size), device);

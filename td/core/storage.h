@@ -152,6 +152,15 @@ class Storage {
   // (dense), or through WriteThroughDenseCopy when a level is lazy.
   virtual bool index_put_(at::ArrayRef<at::indexing::TensorIndex> indices,
                           const TensorDict& value);
+  // Backends holding Values may also expose all their (key, entry) pairs in insertion order, so
+  // whole-TensorDict operations (NOTE [ Leaf maps ] in td/core/leaves.h) walk them without a
+  // lookup per key; nullptr otherwise. Valid until the next write to this storage.
+  virtual const std::vector<std::pair<std::string, Value>>* peek_entries() const {
+    return nullptr;
+  }
+  // Adds entries whose keys are distinct and absent from this storage, already validated (the
+  // core filling the fresh result of an operation). The default calls set() for each.
+  virtual void append_new(std::vector<std::pair<std::string, Value>> entries);
   // A new, empty storage of a kind that accepts new keys, for results of operations. Dense by
   // default; backends that keep results on their own medium override it.
   virtual std::shared_ptr<Storage> make_empty(std::vector<int64_t> batch_size,

@@ -876,8 +876,8 @@ std::vector<std::vector<at::Tensor>> AlignOthers(const internal::LeafTree& tree,
     aligned.push_back(tree.Align(
         others[j], internal::LeafTree::AlignOptions()
                        .default_value(options.default_value())
-                       .name(others.size() == 1 ? std::string("the other TensorDict")
-                                                : c10::str("other TensorDict ", j))));
+                       .name(others.size() == 1 ? "the other TensorDict" : "other TensorDict")
+                       .position(others.size() == 1 ? -1 : static_cast<int64_t>(j))));
   }
   return aligned;
 }

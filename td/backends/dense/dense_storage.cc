@@ -57,6 +57,16 @@ void DenseStorage::set(std::string_view key, Value value) {
   }
 }
 
+void DenseStorage::append_new(std::vector<std::pair<std::string, Value>> entries) {
+  if (entries_.empty()) {
+    entries_ = std::move(entries);
+  } else {
+    entries_.reserve(entries_.size() + entries.size());
+    for (auto& e : entries) entries_.push_back(std::move(e));
+  }
+  rebuild_index();
+}
+
 void DenseStorage::set_(std::string_view key, const at::Tensor& value) {
   const int64_t i = position(key);
   TORCH_INTERNAL_ASSERT(i >= 0, "set_ on a missing key");

@@ -37,6 +37,10 @@ class DenseStorage final : public Storage {
     const int64_t i = position(key);
     return i < 0 ? nullptr : &entries_[i].second;
   }
+  const std::vector<std::pair<std::string, Value>>* peek_entries() const override {
+    return &entries_;
+  }
+  void append_new(std::vector<std::pair<std::string, Value>> entries) override;
   void reserve(size_t n) { entries_.reserve(n); }
 
  private:
