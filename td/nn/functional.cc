@@ -10,6 +10,7 @@
 
 #include "td/core/dtype.h"
 #include "td/core/stack.h"
+#include "td/nn/params.h"
 #include "td/core/storage.h"
 
 namespace td::nn {
@@ -199,6 +200,7 @@ void AddBuiltins(Registry& r) {
   // These read their tensors by name, through the registry.
   Add<tnn::ParameterDictImpl>(r, NoMembers());
   Add<tnn::ParameterListImpl>(r, NoMembers());
+  Add<TensorDictParamsImpl>(r, NoMembers());
 }
 
 Registry& GetRegistry() {
