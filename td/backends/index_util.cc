@@ -2,19 +2,11 @@
 
 #include <ATen/ATen.h>
 
+#include <algorithm>
+
 namespace td {
 namespace backends_internal {
 namespace {
-
-// Slice bounds are int64_t in LibTorch 1.13 and c10::SymInt in 2.x.
-template <class T>
-int64_t AsInt(const T& v) {
-  if constexpr (std::is_integral_v<T>) {
-    return v;
-  } else {
-    return v.expect_int();
-  }
-}
 
 int64_t ConsumedDims(const at::indexing::TensorIndex& index) {
   if (index.is_none() || index.is_ellipsis()) return 0;
@@ -71,8 +63,54 @@ bool IsFullSlice(const at::indexing::TensorIndex& index, int64_t size) {
   return AsInt(s.start()) == 0 && AsInt(s.step()) == 1 && AsInt(s.stop()) >= size;
 }
 
-at::Tensor Positions(const at::indexing::TensorIndex& index, int64_t size) {
-  return at::arange(size, at::kLong).index({index});
+std::vector<int64_t> Positions(const at::indexing::TensorIndex& index, int64_t size,
+                               bool* single) {
+  *single = false;
+  std::vector<int64_t> out;
+  if (index.is_integer()) {
+    const int64_t i = AsInt(index.integer());
+    const int64_t p = i < 0 ? i + size : i;
+    if (p < 0 || p >= size) {
+      TORCH_CHECK_INDEX(false, "index ", i, " is out of bounds for dimension 0 with size ", size);
+    }
+    *single = true;
+    out.push_back(p);
+    return out;
+  }
+  if (index.is_slice()) {
+    // Python's slice semantics (what Tensor::index does for a slice).
+    const auto& s = index.slice();
+    const int64_t step = AsInt(s.step());
+    TORCH_CHECK_VALUE(step > 0, "slice step must be positive, got ", step);
+    auto clamp = [size](int64_t v) {
+      if (v < 0) v += size;
+      return std::min(std::max<int64_t>(v, 0), size);
+    };
+    const int64_t start = clamp(AsInt(s.start()));
+    const int64_t stop = clamp(AsInt(s.stop()));
+    for (int64_t p = start; p < stop; p += step) out.push_back(p);
+    return out;
+  }
+  at::Tensor pos = at::arange(size, at::kLong).index({index}).reshape({-1}).contiguous();
+  out.assign(pos.data_ptr<int64_t>(), pos.data_ptr<int64_t>() + pos.numel());
+  return out;
+}
+
+std::vector<at::indexing::TensorIndex> WithoutTrailingFullSlices(const ExpandedIndex& ex,
+                                                                 at::IntArrayRef sizes) {
+  size_t n = ex.items.size();
+  while (n > 0) {
+    const auto& item = ex.items[n - 1];
+    if (item.dim < 0 || item.dim >= static_cast<int64_t>(sizes.size()) ||
+        !IsFullSlice(item.index, sizes[item.dim])) {
+      break;
+    }
+    --n;
+  }
+  std::vector<at::indexing::TensorIndex> out;
+  out.reserve(n);
+  for (size_t i = 0; i < n; ++i) out.push_back(ex.items[i].index);
+  return out;
 }
 
 std::vector<at::indexing::TensorIndex> Indices(const std::vector<ExpandedIndex::Item>& items) {

@@ -34,13 +34,29 @@ struct ExpandedIndex {
 std::optional<ExpandedIndex> ExpandIndices(at::ArrayRef<at::indexing::TensorIndex> indices,
                                            int64_t batch_dims);
 
+// Slice bounds and integer indices are int64_t in LibTorch 1.13 and c10::SymInt in 2.x.
+template <class T>
+int64_t AsInt(const T& v) {
+  if constexpr (std::is_integral_v<T>) {
+    return v;
+  } else {
+    return v.expect_int();
+  }
+}
+
+// `indices` without the full slices at its end (they select nothing and cost a slice call per
+// leaf). `sizes`: the sizes of the dims the items of `ex` consume.
+std::vector<at::indexing::TensorIndex> WithoutTrailingFullSlices(const ExpandedIndex& ex,
+                                                                 at::IntArrayRef sizes);
+
 // True for a slice that keeps every element of a dim of size `size`.
 bool IsFullSlice(const at::indexing::TensorIndex& index, int64_t size);
 
-// The positions (0..size-1) an index over one dim of size `size` selects: a 0-dim tensor for an
-// integer, a 1-D tensor for a slice or a 1-D index / mask tensor. Throws LibTorch's IndexError
-// for an out-of-range integer.
-at::Tensor Positions(const at::indexing::TensorIndex& index, int64_t size);
+// The positions (0..size-1) an index over one dim of size `size` selects, and whether it is a
+// single integer (which removes the dim). Integers and slices are computed without tensors; index
+// and mask tensors go through LibTorch. Throws IndexError for an out-of-range integer or index.
+std::vector<int64_t> Positions(const at::indexing::TensorIndex& index, int64_t size,
+                               bool* single);
 
 // The index list of the items, in order.
 std::vector<at::indexing::TensorIndex> Indices(const std::vector<ExpandedIndex::Item>& items);

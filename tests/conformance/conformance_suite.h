@@ -644,6 +644,68 @@ TYPED_TEST_P(Conformance, StackAndCat) {
   TD_EXPECT_THROW_MSG(cat({t, ref.index({0})}, 0), BatchSizeError, {"torch.Size([3, 2, 1])"});
 }
 
+// ---- math --------------------------------------------------------------------------------
+
+TYPED_TEST_P(Conformance, Math) {
+  TensorDict t = this->Make();
+  TensorDict ref = ReferenceContent();
+  const TensorDict other = ref.apply([](const at::Tensor& x) { return x.abs() + 1; });
+  using Op = std::function<TensorDict(const TensorDict&)>;
+  const std::vector<std::pair<std::string, Op>> ops = {
+      {"add(other)", [&](const TensorDict& x) { return x.add(other); }},
+      {"add(2)", [](const TensorDict& x) { return x.add(2); }},
+      {"sub(other, 2)", [&](const TensorDict& x) { return x.sub(other, 2); }},
+      {"mul(3)", [](const TensorDict& x) { return x.mul(3); }},
+      {"div(other)", [&](const TensorDict& x) { return x.div(other); }},
+      {"pow(2)", [](const TensorDict& x) { return x.pow(2); }},
+      {"(x + other) * 2", [&](const TensorDict& x) { return (x + other) * 2; }},
+      {"-x", [](const TensorDict& x) { return -x; }},
+      {"abs", [](const TensorDict& x) { return x.abs(); }},
+      {"sigmoid", [](const TensorDict& x) { return x.sigmoid(); }},
+      {"floor", [](const TensorDict& x) { return x.floor(); }},
+      {"sign", [](const TensorDict& x) { return x.sign(); }},
+      {"clamp(-1, 1)", [](const TensorDict& x) { return x.clamp(-1, 1); }},
+      {"gt(0)", [](const TensorDict& x) { return x.gt(0); }},
+      {"le(other)", [&](const TensorDict& x) { return x.le(other); }},
+      {"sum()", [](const TensorDict& x) { return x.sum(); }},
+      {"sum({0, 2})", [](const TensorDict& x) { return x.sum({0, 2}); }},
+      {"max({1}, true)", [](const TensorDict& x) { return x.max({1}, true); }},
+  };
+  for (const auto& [name, op] : ops) {
+    SCOPED_TRACE(name);
+    ExpectSame(op(t), op(ref));
+  }
+  TD_EXPECT_THROW_MSG(t.add(ref.exclude({"b"})), KeyError, {"'b'"});
+  ExpectSame(t, ReferenceContent());  // nothing above wrote into t
+}
+
+TYPED_TEST_P(Conformance, MathInPlace) {
+  TD_CONFORMANCE_REQUIRE(kInPlaceWrite);
+  TensorDict t = this->Make();
+  TensorDict want = ReferenceContent();
+  const TensorDict other = want.apply([](const at::Tensor& x) { return x.abs() + 1; });
+  using Op = std::function<void(TensorDict&)>;
+  const std::vector<std::pair<std::string, Op>> ops = {
+      {"add_(other)", [&](TensorDict& x) { x.add_(other); }},
+      {"mul_(2)", [](TensorDict& x) { x.mul_(2); }},
+      {"sub_(1)", [](TensorDict& x) { x.sub_(1); }},
+      {"neg_()", [](TensorDict& x) { x.neg_(); }},
+      {"clamp_(-50, 50)", [](TensorDict& x) { x.clamp_(-50, 50); }},
+      {"apply_ with other", [&](TensorDict& x) {
+         x.apply_([](const at::Tensor& a, const at::Tensor& b) { return a - b; }, other);
+       }},
+      {"fill_(3)", [](TensorDict& x) { x.fill_(3); }},
+      {"zero_()", [](TensorDict& x) { x.zero_(); }},
+  };
+  for (const auto& [name, op] : ops) {
+    SCOPED_TRACE(name);
+    op(t);
+    op(want);
+    ExpectSame(t, want);
+  }
+  TD_EXPECT_THROW_MSG(t.add_(want.exclude({"b"})), KeyError, {"'b'"});
+}
+
 REGISTER_TYPED_TEST_SUITE_P(Conformance, BackendIdAndCapabilities, ContentMatchesReference,
                             GetErrorsNameKeyAndExistingKeys, SetNewKeys, SetReplacesExisting,
                             SetChecksBatchSize, SetInPlace, NestedHandleWritesThrough,
@@ -652,7 +714,7 @@ REGISTER_TYPED_TEST_SUITE_P(Conformance, BackendIdAndCapabilities, ContentMatche
                             EmptyCloneCopyToDense, LockSemantics, BatchSizeChanges, Apply,
                             ApplyInPlace, Equality, PrintsLikeDense, StateDictAndIValue,
                             Indexing, IndexResultsWriteThrough, IndexPut, LazyPreallocation,
-                            ShapeOps, StackAndCat);
+                            ShapeOps, StackAndCat, Math, MathInPlace);
 
 }  // namespace conformance
 }  // namespace td

@@ -32,7 +32,15 @@ std::string MembersRepr(const std::vector<int64_t>& idx) {
   return absl::StrCat(idx.size() == 1 ? "member " : "members ", absl::StrJoin(idx, ", "));
 }
 
-// The entry `key` of a member, without copying it when the member's backend holds Values.
+// The entry `key` of a member, or nullptr; without copying it when the member's backend holds
+// Values (the pointer is valid until the member is written), else kept alive in `*holder`.
+const Value* PeekEntry(const TensorDict& m, std::string_view key, std::optional<Value>* holder) {
+  const Storage& s = m.storage();
+  if (s.holds_values()) return s.peek(key);
+  *holder = s.get(key);
+  return *holder ? &**holder : nullptr;
+}
+
 std::optional<Value> MemberEntry(const TensorDict& m, std::string_view key) {
   return m.storage().get(key);
 }
@@ -85,14 +93,16 @@ class LazyStackStorage final : public Storage {
     std::optional<Value> first = MemberEntry(members_[0], key);
     if (!first) return std::nullopt;
     if (first->is_tensor()) {
+      // The hot path: one pass collecting the tensors, then one at::stack.
       std::vector<at::Tensor> parts;
       parts.reserve(n);
       parts.push_back(first->tensor());
       const at::IntArrayRef shape = parts[0].sizes();
       bool ragged = false;
+      std::optional<Value> holder;
       for (size_t i = 1; i < n; ++i) {
-        std::optional<Value> v = MemberEntry(members_[i], key);
-        if (!v) return std::nullopt;
+        const Value* v = PeekEntry(members_[i], key, &holder);
+        if (v == nullptr) return std::nullopt;
         if (!v->is_tensor()) fail_kinds(key);
         parts.push_back(v->tensor());
         ragged = ragged || parts.back().sizes() != shape;
@@ -331,11 +341,8 @@ class LazyStackStorage final : public Storage {
         return std::nullopt;
       }
     }
-    at::Tensor pos = Positions(index, n);
-    sel.single = pos.dim() == 0;
+    sel.positions = Positions(index, n, &sel.single);
     sel.out_dim = at_stack->out_dim;
-    pos = pos.reshape({-1}).contiguous();
-    sel.positions.assign(pos.data_ptr<int64_t>(), pos.data_ptr<int64_t>() + pos.numel());
     return sel;
   }
 

@@ -69,17 +69,62 @@ class IndexOp final : public ViewOp {
  public:
   IndexOp(std::vector<int64_t> source_prefix, std::vector<int64_t> view_prefix,
           std::vector<TensorIndex> indices)
-      : ViewOp(std::move(source_prefix), std::move(view_prefix)), indices_(std::move(indices)) {}
+      : ViewOp(std::move(source_prefix), std::move(view_prefix)), indices_(std::move(indices)) {
+    // Integers, slices and None (basic indexing) become direct select/slice/unsqueeze calls,
+    // which skip Tensor::index's parsing of the index list on every read.
+    int64_t dim = 0;
+    for (const TensorIndex& index : indices_) {
+      if (index.is_integer()) {
+        steps_.push_back({Step::kSelect, dim, backends_internal::AsInt(index.integer()), 0, 0});
+      } else if (index.is_slice()) {
+        const auto& sl = index.slice();
+        steps_.push_back({Step::kSlice, dim, backends_internal::AsInt(sl.start()),
+                          backends_internal::AsInt(sl.stop()), backends_internal::AsInt(sl.step())});
+        ++dim;
+      } else if (index.is_none()) {
+        steps_.push_back({Step::kUnsqueeze, dim, 0, 0, 0});
+        ++dim;
+      } else {
+        basic_ = false;
+        steps_.clear();
+        break;
+      }
+    }
+  }
   std::string_view id() const override { return "index_view"; }
   bool bijective() const override { return false; }
-  at::Tensor forward(const at::Tensor& leaf) const override { return leaf.index(indices_); }
+  at::Tensor forward(const at::Tensor& leaf) const override {
+    if (!basic_) return leaf.index(indices_);
+    at::Tensor t = leaf;
+    for (const Step& s : steps_) {
+      switch (s.kind) {
+        case Step::kSelect:
+          t = t.select(s.dim, s.a);
+          break;
+        case Step::kSlice:
+          t = t.slice(s.dim, s.a, s.b, s.c);
+          break;
+        case Step::kUnsqueeze:
+          t = t.unsqueeze(s.dim);
+          break;
+      }
+    }
+    return t;
+  }
   at::Tensor inverse(const at::Tensor&) const override {
     TORCH_INTERNAL_ASSERT(false, "an index view has no inverse");
   }
   const std::vector<TensorIndex>& indices() const override { return indices_; }
 
  private:
+  struct Step {
+    enum Kind { kSelect, kSlice, kUnsqueeze } kind;
+    int64_t dim;
+    int64_t a, b, c;  // select: index; slice: start, stop, step
+  };
   std::vector<TensorIndex> indices_;  // Ellipsis expanded: applies to the leading dims only
+  bool basic_ = true;
+  std::vector<Step> steps_;
 };
 
 class PermuteOp final : public ViewOp {
@@ -102,7 +147,7 @@ class PermuteOp final : public ViewOp {
     return out;
   }
   static at::Tensor Apply(const at::Tensor& t, const std::vector<int64_t>& dims) {
-    std::vector<int64_t> all = dims;
+    c10::SmallVector<int64_t, 8> all(dims.begin(), dims.end());
     for (int64_t d = static_cast<int64_t>(dims.size()); d < t.dim(); ++d) all.push_back(d);
     return t.permute(all);
   }
@@ -178,11 +223,19 @@ class LazyViewStorage final : public Storage,
   bool contains(std::string_view key) const override { return source_.storage().contains(key); }
 
   std::optional<Value> get(std::string_view key) const override {
-    std::optional<Value> v = source_.storage().get(key);
-    if (!v) return std::nullopt;
+    const Storage& s = source_.storage();
+    std::optional<Value> holder;
+    const Value* v = nullptr;
+    if (s.holds_values()) {  // no copy of the source's entry
+      v = s.peek(key);
+    } else {
+      holder = s.get(key);
+      v = holder ? &*holder : nullptr;
+    }
+    if (v == nullptr) return std::nullopt;
     if (v->is_tensor()) return op_->forward(v->tensor());
     if (v->is_tensordict()) return TensorDict(sub_view(v->tensordict()));
-    return v;
+    return *v;
   }
 
   std::optional<EntryMeta> meta(std::string_view key) const override {
@@ -344,9 +397,9 @@ TensorDict index_view(const TensorDict& source, at::ArrayRef<TensorIndex> indice
     Fail<c10::IndexError>("index_view: the index cannot be applied to batch size ",
                           SizeRepr(source.batch_size()));
   }
-  return MakeView(source, std::make_shared<IndexOp>(source.batch_size().vec(),
-                                                     probe.batch_size().vec(),
-                                                     backends_internal::Indices(ex->items)));
+  return MakeView(source, std::make_shared<IndexOp>(
+                             source.batch_size().vec(), probe.batch_size().vec(),
+                             backends_internal::WithoutTrailingFullSlices(*ex, source.batch_size())));
 }
 
 TensorDict index_view(const TensorDict& source, std::initializer_list<TensorIndex> indices) {
