@@ -8,13 +8,13 @@
 #include <condition_variable>
 #include <exception>
 #include <mutex>
+#include <shared_mutex>
 #include <string>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "td/core/dtype.h"
 #include "td/core/stack.h"
-#include "td/core/storage.h"
 #include "td/parallel/executor.h"
 
 namespace td {
@@ -106,30 +106,20 @@ ChunkPlan PlanChunks(const TensorDict& data, const MapOptions& options, int work
   return plan;
 }
 
-// A dense TensorDict of views of `src`'s rows [start, start + length) along batch dim `dim`
-// (or of item `start`, dim removed, when `unbind`). Nested TensorDicts are sliced the same way;
-// non-tensor data is shared.
-TensorDict Slice(const TensorDict& src, int64_t dim, int64_t start, int64_t length, bool unbind) {
-  std::vector<int64_t> batch = src.batch_size().vec();
-  if (unbind) {
-    batch.erase(batch.begin() + dim);
+// The index of chunk i's rows: every earlier batch dim whole, then the rows [start, start +
+// length) along `dim` (or item `start`, which removes the dim, when unbind). Chunks are taken with
+// TensorDict::index and written with index_put_, so every backend gives views / writes through
+// (a lazy stack or view included; see NOTE [ Storage interface ]).
+std::vector<at::indexing::TensorIndex> ChunkIndex(const ChunkPlan& plan, int64_t i) {
+  using at::indexing::Slice;
+  auto [start, length] = plan.range(i);
+  std::vector<at::indexing::TensorIndex> index(static_cast<size_t>(plan.dim), Slice());
+  if (plan.unbind) {
+    index.emplace_back(start);
   } else {
-    batch[dim] = length;
+    index.emplace_back(Slice(start, start + length));
   }
-  std::shared_ptr<Storage> out = MakeDenseStorage(std::move(batch), src.device());
-  const Storage& s = src.storage();
-  for (const std::string& k : s.keys()) {
-    std::optional<Value> v = s.get(k);
-    if (!v) continue;
-    if (v->is_tensor()) {
-      out->set(k, unbind ? v->tensor().select(dim, start) : v->tensor().narrow(dim, start, length));
-    } else if (v->is_tensordict()) {
-      out->set(k, Slice(v->tensordict(), dim, start, length, unbind));
-    } else {
-      out->set(k, std::move(*v));
-    }
-  }
-  return TensorDict(std::move(out));
+  return index;
 }
 
 uint64_t BaseSeed(const MapOptions& options) {
@@ -156,7 +146,7 @@ struct ChunkResult {
 ChunkResult RunChunk(const TensorDict& data, const ChunkFn& fn, const ChunkPlan& plan, int64_t i,
                      uint64_t base_seed) {
   auto [start, length] = plan.range(i);
-  TensorDict chunk = Slice(data, plan.dim, start, length, plan.unbind);
+  TensorDict chunk = data.index(ChunkIndex(plan, i));
   const ChunkInfo info(i, start, length, base_seed + static_cast<uint64_t>(i));
   std::optional<TensorDict> r;
   try {
@@ -171,19 +161,45 @@ ChunkResult RunChunk(const TensorDict& data, const ChunkFn& fn, const ChunkPlan&
   return {std::move(*r), false};
 }
 
-// Writes chunk i's result into its rows of `out`.
-void WriteOut(const TensorDict& data, const TensorDict& out, const ChunkPlan& plan, int64_t i,
-              const ChunkResult& result) {
-  if (result.in_place && out.is_same(data)) return;  // already there
-  auto [start, length] = plan.range(i);
-  TensorDict rows = Slice(out, plan.dim, start, length, plan.unbind);
-  try {
-    rows.update_(result.td);
-  } catch (c10::Error& e) {
-    e.add_context(absl::StrCat("while writing the result of ", plan.describe(i), " into out"));
-    throw;
+// Writes chunk i's result into its rows of `out` with index_put_. Writes of different chunks touch
+// different rows and run concurrently; a write that has to create keys `out` lacks (index_put_'s
+// lazy preallocation) changes `out`'s structure, so it runs alone.
+class OutWriter {
+ public:
+  OutWriter(const TensorDict& data, const TensorDict& out, const ChunkPlan& plan)
+      : data_(data), out_(out), plan_(plan) {}
+
+  void Write(int64_t i, const ChunkResult& result) {
+    if (result.in_place && out_.is_same(data_)) return;  // already there
+    try {
+      {
+        std::shared_lock<std::shared_mutex> read(mu_);
+        if (HasEveryLeaf(result.td)) {
+          out_.index_put_(ChunkIndex(plan_, i), result.td);
+          return;
+        }
+      }
+      std::unique_lock<std::shared_mutex> write(mu_);
+      out_.index_put_(ChunkIndex(plan_, i), result.td);
+    } catch (c10::Error& e) {
+      e.add_context(absl::StrCat("while writing the result of ", plan_.describe(i), " into out"));
+      throw;
+    }
   }
-}
+
+ private:
+  bool HasEveryLeaf(const TensorDict& result) const {
+    for (const NestedKey& k : result.keys(KeysOptions().include_nested(true).leaves_only(true))) {
+      if (!out_.contains(k)) return false;
+    }
+    return true;
+  }
+
+  const TensorDict& data_;
+  TensorDict out_;  // a handle: writes go to the caller's TensorDict
+  const ChunkPlan& plan_;
+  std::shared_mutex mu_;
+};
 
 ProgressBarOptions BarOptions(const MapOptions& options) {
   ProgressBarOptions bar = options.pbar_options();
@@ -201,11 +217,13 @@ TensorDict Map(const TensorDict& data, ChunkFn fn, const MapOptions& options) {
   std::optional<ProgressBar> bar;
   if (options.pbar()) bar.emplace(plan.rows, BarOptions(options));
   std::vector<std::optional<TensorDict>> results(options.out() ? 0 : plan.count);
+  std::optional<OutWriter> writer;
+  if (options.out()) writer.emplace(data, *options.out(), plan);
   parallel_for(plan.count, static_cast<int>(std::min<int64_t>(workers, plan.count)),
                [&](int64_t i) {
                  ChunkResult r = RunChunk(data, fn, plan, i, base_seed);
-                 if (options.out()) {
-                   WriteOut(data, *options.out(), plan, i, r);
+                 if (writer) {
+                   writer->Write(i, r);
                  } else {
                    results[i] = std::move(r.td);
                  }

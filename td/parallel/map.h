@@ -19,9 +19,10 @@
 // Chunks: the batch dim `dim` (rows) is split into `chunksize` rows per chunk, or `num_chunks`
 // nearly equal chunks (sizes differ by at most one), by default one chunk per worker.
 // `chunksize(0)` means one item at a time: fn gets `data[i]` along `dim` (that dim removed) and
-// the results are stacked. A chunk is a dense TensorDict of views of the source leaves (nested
-// TensorDicts and non-tensor data included), so writing into it writes into the source —
-// a memmap source included.
+// the results are stacked. A chunk is `data.index({..., Slice(start, end)})`: views of the
+// source's leaves (nested TensorDicts and non-tensor data included; lazy backends give views
+// that write through), so writing into it with set_ writes into the source — a memmap source
+// included.
 //
 // fn takes `(TensorDict chunk)` or `(TensorDict chunk, const ChunkInfo& info)` and returns a
 // TensorDict (the chunk's result), std::optional<TensorDict> (nullopt: the chunk itself), or
@@ -62,10 +63,11 @@ struct MapOptions {
   TORCH_ARG(std::optional<int64_t>, chunksize) = std::nullopt;
   // Number of nearly equal chunks (capped at the number of rows).
   TORCH_ARG(std::optional<int64_t>, num_chunks) = std::nullopt;
-  // map only: write each chunk's result into this TensorDict's rows of the chunk (in place,
-  // with update_: the result's keys must exist in `out` with matching shapes) instead of
-  // concatenating; map then returns `out`. A result that is the chunk itself of a source that
-  // is `out` is not copied at all. `out`'s size along `dim` must be the source's.
+  // map only: write each chunk's result into the chunk's rows of this TensorDict (in place,
+  // with out.index_put_: keys `out` lacks are created as zeros first — lazy preallocation —
+  // and the other shapes must fit) instead of concatenating; map then returns `out`. A result
+  // that is the chunk itself of a source that is `out` is not copied at all. `out`'s size along
+  // `dim` must be the source's.
   TORCH_ARG(std::optional<TensorDict>, out) = std::nullopt;
   // Draw a progress bar on stderr (rows done, rate, time left); see progress.h.
   TORCH_ARG(bool, pbar) = false;

@@ -173,6 +173,20 @@ TEST(MapTest, OutReceivesEachResultInItsRows) {
   ExpectEqualTd(Process(data), out2);
 }
 
+TEST(MapTest, OutMayLackTheResultKeys) {
+  const TensorDict data = Data();
+  auto flat = [](const TensorDict& c) {
+    return TensorDict({{"x2", c.get("x") * 2}, {"cluster", at::floor_divide(c.get("label"), 10)}},
+                      c.batch_size());
+  };
+  for (std::optional<int64_t> chunksize : {std::optional<int64_t>(4), std::optional<int64_t>(0)}) {
+    TensorDict out({}, {kRows});  // keys are created by the first write, as index_put_ does
+    map(data, flat, MapOptions().num_workers(3).chunksize(chunksize).out(out));
+    EXPECT_TRUE(out.get("x2").equal(data.get("x") * 2));
+    EXPECT_TRUE(out.get("cluster").equal(at::floor_divide(data.get("label"), 10)));
+  }
+}
+
 TEST(MapTest, OrderDoesNotDependOnWhichChunkFinishesFirst) {
   TensorDict data({{"i", at::arange(8)}}, {8});
   TensorDict r = map(
@@ -248,9 +262,9 @@ TEST(MapTest, BadOptionsAndResultsAreReported) {
   TensorDict short_out({{"x2", at::zeros({5, 3})}}, {5});
   TD_EXPECT_THROW_MSG(map(data, Process, MapOptions().out(short_out)), BatchSizeError,
                       {"torch.Size([5])", "torch.Size([23])", "23 rows along dim 0"});
-  TensorDict missing_key_out({{"x2", at::zeros({kRows, 3})}}, {kRows});
-  TD_EXPECT_THROW_MSG(map(data, Process, MapOptions().out(missing_key_out).num_workers(2)),
-                      c10::Error, {"cluster", "into out"});
+  TensorDict narrow_out({{"x2", at::zeros({kRows, 5})}}, {kRows});
+  TD_EXPECT_THROW_MSG(map(data, Process, MapOptions().out(narrow_out).num_workers(2)),
+                      c10::ValueError, {"'x2'", "into out", "chunk 0"});
   TD_EXPECT_THROW_MSG(map(data,
                           [](const TensorDict& c, const ChunkInfo& info) {
                             TensorDict r({{"a", c.get("x")}}, c.batch_size());
