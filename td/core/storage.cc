@@ -47,8 +47,15 @@ bool EntryMeta::ragged() const {
 }
 
 std::optional<EntryMeta> Storage::meta(std::string_view key) const {
-  std::optional<Value> v = get(key);
-  if (!v) return std::nullopt;
+  std::optional<Value> holder;
+  const Value* v = nullptr;
+  if (holds_values_) {  // no copy of the entry
+    v = peek(key);
+  } else {
+    holder = get(key);
+    v = holder ? &*holder : nullptr;
+  }
+  if (v == nullptr) return std::nullopt;
   EntryMeta m;
   if (v->is_tensor()) {
     const at::Tensor& t = v->tensor();
