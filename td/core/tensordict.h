@@ -104,6 +104,35 @@ struct ReduceOptions {
   std::optional<std::vector<int64_t>> dim_;
 };
 
+// How load_memmap maps the files. kReadWrite: writes to the tensors go to the files (MAP_SHARED)
+// and structural changes (new keys, deletions) update the directory. kReadOnly: the files are
+// opened read-only and never modified; tensors are copy-on-write (writing to one changes only this
+// process's memory, never the file) and set/set_/del_ on the TensorDict throw ValueError.
+enum class MemmapMode { kReadWrite, kReadOnly };
+
+// Options of memmap / memmap_ / memmap_like / load_memmap (td/backends/memmap; see
+// docs/memmap.md). Example: `td.memmap("/data/ckpt", td::MemmapOptions().num_threads(8))`.
+struct MemmapOptions {
+  // Threads writing leaves in parallel (oneTBB, in an arena of this many threads); 0 or 1 writes
+  // from the calling thread. load_memmap uses them to open and map the files.
+  TORCH_ARG(int64_t, num_threads) = 0;
+  // A leaf that is already a memory-mapped file elsewhere is copied when true; when false
+  // (Python's default) writing it throws ValueError naming the key and both files.
+  TORCH_ARG(bool, copy_existing) = false;
+  // When false, writing to a prefix that already holds a memmap directory throws ValueError.
+  // When true it is replaced (atomically). A non-empty directory that is not a memmap directory
+  // is never replaced.
+  TORCH_ARG(bool, exists_ok) = true;
+  // load_memmap only: see MemmapMode.
+  TORCH_ARG(MemmapMode, mode) = MemmapMode::kReadWrite;
+  // load_memmap only: load the sub-TensorDict at this key instead of the whole directory (a slice
+  // of a checkpoint): `MemmapOptions().sub_path("0")` or `.sub_path(td::NestedKey{"a", "b"})`.
+  TORCH_ARG(std::optional<NestedKey>, sub_path) = std::nullopt;
+  // fsync every file and directory before the write is committed (durable across power loss,
+  // slower).
+  TORCH_ARG(bool, fsync) = false;
+};
+
 class TensorDict {
  public:
   using Item = std::pair<NestedKey, Value>;
@@ -538,6 +567,41 @@ class TensorDict {
   // batch dim (negative values crop), as tensordict.pad in Python.
   //   td.pad({1, 2});   // [3, 4] -> [6, 4]
   TensorDict pad(at::IntArrayRef pad, const at::Scalar& value = 0) const;
+
+  // ---- memory-mapped and shared-memory storage (td/backends/memmap, td/backends/shared_memory)
+  // These are defined by the backends: link //td/backends/memmap (memmap*, load_memmap) and
+  // //td/backends/shared_memory (share_memory_, is_shared). Format, guarantees and numbers:
+  // docs/memmap.md, NOTE [ Memmap directory format ] and NOTE [ Crash-safe memmap writes ].
+
+  // Writes every leaf to `prefix` in the directory format Python tensordict uses and returns a
+  // new, locked TensorDict on the "memmap" backend whose tensors map those files. The write is
+  // crash-safe: it goes to a temporary sibling directory that is renamed into place, so `prefix`
+  // holds either the previous content or the complete new one. Throws ValueError for a key that
+  // cannot be stored (reserved name, invalid UTF-8, two keys mapping to one file name), an
+  // existing prefix that may not be replaced (see MemmapOptions::exists_ok), or an already
+  // memory-mapped leaf without copy_existing; MemmapError when a file operation fails.
+  //   td::TensorDict saved = params.memmap("/ckpt", td::MemmapOptions().num_threads(8));
+  TensorDict memmap(const std::string& prefix, const MemmapOptions& options = {}) const;
+  // Like memmap(), then replaces this TensorDict's tensors by the memory-mapped ones (in place:
+  // every handle sees them), moves it to the CPU and locks it. Throws as memmap() does, and
+  // ValueError for a TensorDict already on the memmap backend at another prefix (use memmap()).
+  TensorDict& memmap_(const std::string& prefix, const MemmapOptions& options = {});
+  // The same structure, dtypes and shapes at `prefix`, with zero-filled files that are created
+  // sparse: nothing is allocated in RAM or written, so a dataset larger than memory can be
+  // preallocated (expanded leaves are fine). Non-tensor data is copied. Throws as memmap().
+  //   auto data = td::TensorDict({{"images", at::zeros({128, 128, 3}, at::kByte)}}, {})
+  //                   .expand({1000000}).memmap_like("/data/ds");
+  TensorDict memmap_like(const std::string& prefix, const MemmapOptions& options = {}) const;
+  // Opens a memmap directory (written by memmap() or by Python tensordict) as a locked
+  // TensorDict on the "memmap" backend; `options.sub_path` opens one sub-TensorDict only,
+  // `options.mode` read-write or read-only. Everything is validated before use: MemmapError
+  // names the file and the problem (missing or unexpected file, size that does not match
+  // shape x dtype, malformed JSON, unknown dtype, wrong JSON types, symlinks).
+  //   auto params = td::TensorDict::load_memmap("/ckpt", td::MemmapOptions().sub_path("0"));
+  static TensorDict load_memmap(const std::string& prefix, const MemmapOptions& options = {});
+  // True for a TensorDict on the "memmap" backend, or one whose every leaf (at least one) is a
+  // memory-mapped file (after memmap_()).
+  bool is_memmap() const;
 
   // ---- comparison ------------------------------------------------------------------------
   // Entry-wise `==`: a TensorDict of bool tensors with the same keys. Throws KeyError when the

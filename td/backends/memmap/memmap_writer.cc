@@ -1,0 +1,438 @@
+// Writing memmap directories, and the TensorDict members memmap / memmap_ / memmap_like /
+// load_memmap / is_memmap. See NOTE [ Crash-safe memmap writes ] (memmap_internal.h).
+#include <ATen/ATen.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdio.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <memory>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/strings/str_cat.h"
+#include "td/backends/memmap/format.h"
+#include "td/backends/memmap/fs.h"
+#include "td/backends/memmap/memmap_internal.h"
+#include "td/backends/memmap/memmap_storage.h"
+#include "td/backends/memmap/status.h"
+#include "td/core/dtype.h"
+#include "td/core/storage.h"
+
+namespace td {
+namespace memmap_internal {
+namespace {
+
+using memmap_format::EntryKind;
+
+EntryKind KindOf(const Value& v) {
+  if (v.is_tensor()) return EntryKind::kTensor;
+  if (v.is_tensordict()) return EntryKind::kTensorDict;
+  return EntryKind::kNonTensor;
+}
+
+constexpr size_t kNameMax = 255;
+
+void ValidateLevel(const TensorDict& td, const std::string& dir, const WriteOptions& o,
+                   const NestedKey* prefix, int depth) {
+  if (depth > 128) {
+    Fail<ValueError>("memmap: TensorDicts nested more than 128 levels deep cannot be written");
+  }
+  const Storage& s = td.storage();
+  absl::flat_hash_map<std::string, std::string> names;  // file name -> key
+  for (const std::string& k : s.keys()) {
+    std::optional<Value> v = s.get(k);
+    if (!v) continue;
+    const NestedKey full = prefix ? *prefix + NestedKey(k) : NestedKey(k);
+    const absl::Status key_ok = memmap_format::CheckWritableKey(k, "memmap");
+    if (!key_ok.ok()) {
+      Fail<ValueError>(std::string(key_ok.message()), " (full key ", full.repr(), ")");
+    }
+    const EntryKind kind = KindOf(*v);
+    const std::string name = memmap_format::EntryFileName(k, kind);
+    if (name.size() > kNameMax) {
+      Fail<ValueError>("memmap: key ", full.repr(), " gives the file name '", name, "' of ",
+                       name.size(), " bytes; file systems allow ", kNameMax);
+    }
+    if (name == memmap_format::kMetaFile ||
+        name.compare(0, memmap_format::kTempPrefix.size(), memmap_format::kTempPrefix) == 0) {
+      Fail<ValueError>("memmap: key ", full.repr(), " cannot be memory-mapped: its file name '",
+                       name, "' is reserved by the memmap format");
+    }
+    auto [it, fresh] = names.emplace(name, k);
+    if (!fresh) {
+      Fail<ValueError>("memmap: keys ", NestedKey(it->second).repr(), " and ", full.repr(),
+                       " would both be stored as '", JoinPath(dir, name), "'");
+    }
+    if (v->is_tensor()) {
+      const at::Tensor& t = v->tensor();
+      if (t.layout() != at::kStrided) {
+        Fail<ValueError>("memmap: key ", full.repr(), " holds a ", c10::str(t.layout()),
+                         " tensor; only strided (dense) tensors can be memory-mapped");
+      }
+      try {
+        DtypeName(t.scalar_type());
+      } catch (const c10::Error&) {
+        Fail<TypeError>("memmap: key ", full.repr(), " has dtype ", t.scalar_type(),
+                        ", which the memmap format cannot name");
+      }
+      if (!o.like && !o.copy_existing) {
+        std::optional<std::string> file = MemoryMappedTensor::filename_of(t);
+        const std::string dest = JoinPath(dir, name);
+        if (file && *file != dest) {
+          Fail<ValueError>("memmap: key ", full.repr(), " is already memory-mapped to ", *file,
+                           "; pass MemmapOptions().copy_existing(true) to copy it to ", dest);
+        }
+      }
+    } else if (v->is_tensordict()) {
+      ValidateLevel(v->tensordict(), JoinPath(dir, name), o, &full, depth + 1);
+    } else {
+      const absl::Status ok = memmap_format::CheckWritableJson(
+          v->non_tensor(), absl::StrCat("memmap: non-tensor data of key ", full.repr()));
+      if (!ok.ok()) Fail<ValueError>(std::string(ok.message()));
+    }
+  }
+}
+
+struct LeafJob {
+  std::shared_ptr<UniqueFd> dir;
+  std::string name;
+  std::string path;
+  at::Tensor tensor;
+  NestedKey key;
+};
+
+void Mkdir(int parent_fd, const std::string& name, const std::string& path) {
+  if (::mkdirat(parent_fd, name.c_str(), 0755) != 0) {
+    Check(ErrnoError(errno, "cannot create directory", path));
+  }
+}
+
+std::shared_ptr<UniqueFd> OpenNew(int parent_fd, const std::string& name, const std::string& path) {
+  return std::make_shared<UniqueFd>(ValueOrThrowMemmap(OpenDirAt(parent_fd, name, path)));
+}
+
+void WriteNonTensor(const nlohmann::json& data, const std::vector<int64_t>& batch, int dirfd,
+                    const std::string& path, const WriteOptions& o,
+                    std::vector<std::shared_ptr<UniqueFd>>* dirs) {
+  Check(CreateFileAt(dirfd, std::string(memmap_format::kMetaFile),
+                     memmap_format::NonTensorMetaJson(data), o.sync,
+                     JoinPath(path, memmap_format::kMetaFile)));
+  const std::string inner(memmap_format::kNonTensorInner);
+  const std::string inner_path = JoinPath(path, inner);
+  Mkdir(dirfd, inner, inner_path);
+  auto inner_fd = OpenNew(dirfd, inner, inner_path);
+  memmap_format::LevelMeta meta;
+  meta.batch_size = batch;
+  Check(CreateFileAt(inner_fd->get(), std::string(memmap_format::kMetaFile),
+                     memmap_format::LevelMetaJson(meta), o.sync,
+                     JoinPath(inner_path, memmap_format::kMetaFile)));
+  if (o.sync) dirs->push_back(std::move(inner_fd));
+}
+
+// Writes the level `td` into the (new, empty) directory `dir`; leaves become jobs.
+void BuildLevel(const TensorDict& td, const std::shared_ptr<UniqueFd>& dir, const std::string& path,
+                const WriteOptions& o, const NestedKey* prefix, std::vector<LeafJob>* jobs,
+                std::vector<std::shared_ptr<UniqueFd>>* dirs) {
+  const Storage& s = td.storage();
+  memmap_format::LevelMeta meta;
+  meta.batch_size = td.batch_size().vec();
+  for (const std::string& k : s.keys()) {
+    std::optional<Value> v = s.get(k);
+    if (!v) continue;
+    const NestedKey full = prefix ? *prefix + NestedKey(k) : NestedKey(k);
+    memmap_format::EntryMeta e;
+    e.key = k;
+    e.kind = KindOf(*v);
+    const std::string name = memmap_format::EntryFileName(k, e.kind);
+    const std::string entry_path = JoinPath(path, name);
+    if (v->is_tensor()) {
+      e.dtype = v->tensor().scalar_type();
+      e.shape = v->tensor().sizes().vec();
+      jobs->push_back(LeafJob{dir, name, entry_path, v->tensor(), full});
+    } else if (v->is_tensordict()) {
+      Mkdir(dir->get(), name, entry_path);
+      auto sub = OpenNew(dir->get(), name, entry_path);
+      BuildLevel(v->tensordict(), sub, entry_path, o, &full, jobs, dirs);
+    } else {
+      Mkdir(dir->get(), name, entry_path);
+      auto sub = OpenNew(dir->get(), name, entry_path);
+      WriteNonTensor(v->non_tensor(), meta.batch_size, sub->get(), entry_path, o, dirs);
+      if (o.sync) dirs->push_back(std::move(sub));
+    }
+    meta.entries.push_back(std::move(e));
+  }
+  Check(CreateFileAt(dir->get(), std::string(memmap_format::kMetaFile),
+                     memmap_format::LevelMetaJson(meta), o.sync,
+                     JoinPath(path, memmap_format::kMetaFile)));
+  if (o.sync) dirs->push_back(dir);
+}
+
+absl::Status WriteLeaf(const LeafJob& job, const WriteOptions& o) {
+  int raw = ::openat(job.dir->get(), job.name.c_str(),
+                     O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
+  if (raw < 0) return ErrnoError(errno, "cannot create", job.path);
+  UniqueFd fd(raw);
+  absl::Status s;
+  if (o.like) {
+    const int64_t nbytes = job.tensor.numel() * static_cast<int64_t>(job.tensor.element_size());
+    if (::ftruncate(fd.get(), static_cast<off_t>(nbytes)) != 0) {
+      s = ErrnoError(errno, "cannot resize", job.path);
+    }
+  } else {
+    s = WriteTensor(fd.get(), job.tensor, job.path);
+  }
+  if (s.ok() && o.sync && ::fsync(fd.get()) != 0) s = ErrnoError(errno, "cannot fsync", job.path);
+  if (!s.ok()) {
+    return absl::Status(s.code(), absl::StrCat(s.message(), " (writing key ", job.key.repr(), ")"));
+  }
+  return absl::OkStatus();
+}
+
+void RunJobs(const std::vector<LeafJob>& jobs, const std::vector<std::shared_ptr<UniqueFd>>& dirs,
+             const WriteOptions& o) {
+  Check(RunParallel(jobs.size(), o.num_threads,
+                    [&](size_t i) { return WriteLeaf(jobs[i], o); }));
+  if (o.sync) {
+    for (const auto& d : dirs) Check(SyncDir(d->get(), "a directory being written"));
+  }
+}
+
+struct Target {
+  std::string path;    // absolute, normalised
+  std::string parent;  // its directory
+  std::string base;    // its last component
+};
+
+Target ParseTarget(const std::string& prefix) {
+  if (prefix.empty()) Fail<ValueError>("memmap: the prefix (target directory) is empty");
+  Target t;
+  t.path = AbsolutePath(prefix);
+  if (t.path == "/") Fail<ValueError>("memmap: cannot write to the root directory '/'");
+  const size_t slash = t.path.rfind('/');
+  t.parent = slash == 0 ? "/" : t.path.substr(0, slash);
+  t.base = t.path.substr(slash + 1);
+  return t;
+}
+
+// Refuses a target that memmap() may not replace (see MemmapOptions::exists_ok).
+void CheckTarget(int parent_fd, const Target& t, bool exists_ok) {
+  struct stat st;
+  if (::fstatat(parent_fd, t.base.c_str(), &st, AT_SYMLINK_NOFOLLOW) != 0) {
+    if (errno == ENOENT) return;
+    Check(ErrnoError(errno, "cannot stat", t.path));
+  }
+  if (S_ISLNK(st.st_mode)) {
+    Fail<ValueError>("memmap: ", t.path, " is a symlink; refusing to write through it (pass the "
+                     "directory it points to)");
+  }
+  if (!S_ISDIR(st.st_mode)) {
+    Fail<ValueError>("memmap: ", t.path, " exists and is not a directory");
+  }
+  UniqueFd dir = ValueOrThrowMemmap(OpenDirAt(parent_fd, t.base, t.path));
+  std::vector<DirEntry> entries = ValueOrThrowMemmap(ListDir(dir.get(), t.path));
+  if (entries.empty()) return;
+  const bool is_memmap = std::any_of(entries.begin(), entries.end(), [](const DirEntry& e) {
+    return e.name == memmap_format::kMetaFile && e.type == EntryType::kFile;
+  });
+  if (!is_memmap) {
+    Fail<ValueError>("memmap: ", t.path, " is a non-empty directory without meta.json, not a "
+                     "memmap directory; refusing to replace it");
+  }
+  if (!exists_ok) {
+    Fail<ValueError>("memmap: ", t.path,
+                     " already holds a memmap directory (pass MemmapOptions().exists_ok(true) "
+                     "to replace it)");
+  }
+}
+
+// Removes temporaries left in `parent_fd` by killed writers of `base`.
+void RemoveStaleTemps(int parent_fd, const Target& t) {
+  absl::StatusOr<std::vector<DirEntry>> entries = ListDir(parent_fd, t.parent);
+  if (!entries.ok()) return;
+  for (const DirEntry& e : *entries) {
+    const int64_t pid = TempNamePid(e.name, t.base);
+    if (pid <= 0 || pid == ::getpid()) continue;
+    if (::kill(static_cast<pid_t>(pid), 0) != 0 && errno == ESRCH) {
+      RemoveAt(parent_fd, e.name, JoinPath(t.parent, e.name)).IgnoreError();
+    }
+  }
+}
+
+TensorDict WriteAndLoad(const TensorDict& td, const std::string& prefix,
+                        const MemmapOptions& options, bool like) {
+  const Target t = ParseTarget(prefix);
+  WriteOptions wo;
+  wo.like = like;
+  wo.copy_existing = options.copy_existing();
+  wo.sync = options.fsync();
+  wo.num_threads = options.num_threads();
+  ValidateTree(td, t.path, wo);
+  Check(MakeDirs(t.parent));
+  UniqueFd parent = ValueOrThrowMemmap(OpenDir(t.parent, /*follow_symlink=*/true));
+  CheckTarget(parent.get(), t, options.exists_ok());
+  RemoveStaleTemps(parent.get(), t);
+  const std::string tmp = TempName(t.base);
+  Mkdir(parent.get(), tmp, JoinPath(t.parent, tmp));
+  try {
+    WriteTree(td, parent.get(), tmp, t.path, wo);
+    Check(CommitDir(parent.get(), tmp, t.base, t.path, wo.sync));
+  } catch (...) {
+    RemoveAt(parent.get(), tmp, JoinPath(t.parent, tmp)).IgnoreError();
+    throw;
+  }
+  UniqueFd dir = ValueOrThrowMemmap(OpenDirAt(parent.get(), t.base, t.path));
+  TensorDict out(ValueOrThrowMemmap(
+      LoadLevel(dir.get(), t.path, MemmapMode::kReadWrite, true, nullptr, wo.num_threads)));
+  out.lock_();
+  return out;
+}
+
+// Puts the tensors of `mapped` (same structure) into `td`'s own storages.
+void ReplaceLeaves(const TensorDict& td, const TensorDict& mapped) {
+  Storage& s = td.storage();
+  for (const std::string& k : s.keys()) {
+    std::optional<Value> v = s.get(k);
+    if (!v) continue;
+    if (v->is_tensor()) {
+      s.set(k, mapped.storage().get(k)->tensor());
+    } else if (v->is_tensordict()) {
+      ReplaceLeaves(v->tensordict(), mapped.storage().get(k)->tensordict());
+    }
+  }
+  s.set_device(at::Device(at::kCPU));
+}
+
+}  // namespace
+
+void ValidateTree(const TensorDict& td, const std::string& dir, const WriteOptions& options) {
+  ValidateLevel(td, dir, options, nullptr, 0);
+}
+
+void WriteTree(const TensorDict& td, int parent_fd, const std::string& name,
+               const std::string& path, const WriteOptions& options) {
+  // `name` exists (created empty by the caller) for the top level.
+  auto dir = OpenNew(parent_fd, name, path);
+  std::vector<LeafJob> jobs;
+  std::vector<std::shared_ptr<UniqueFd>> dirs;
+  BuildLevel(td, dir, path, options, nullptr, &jobs, &dirs);
+  RunJobs(jobs, dirs, options);
+}
+
+void WriteEntryDir(const Value& value, const std::vector<int64_t>& parent_batch, int parent_fd,
+                   const std::string& name, const std::string& path, const WriteOptions& options) {
+  Mkdir(parent_fd, name, path);
+  if (value.is_tensordict()) {
+    WriteTree(value.tensordict(), parent_fd, name, path, options);
+    return;
+  }
+  auto dir = OpenNew(parent_fd, name, path);
+  std::vector<std::shared_ptr<UniqueFd>> dirs;
+  WriteNonTensor(value.non_tensor(), parent_batch, dir->get(), path, options, &dirs);
+  if (options.sync) {
+    for (const auto& d : dirs) Check(SyncDir(d->get(), path));
+    Check(SyncDir(dir->get(), path));
+  }
+}
+
+absl::Status CommitDir(int parent_fd, const std::string& tmp, const std::string& name,
+                       const std::string& path, bool sync) {
+  if (::renameat2(parent_fd, tmp.c_str(), parent_fd, name.c_str(), RENAME_NOREPLACE) != 0) {
+    if (errno == EEXIST || errno == ENOTEMPTY) {
+      if (::renameat2(parent_fd, tmp.c_str(), parent_fd, name.c_str(), RENAME_EXCHANGE) != 0) {
+        if (errno != EINVAL && errno != ENOSYS) {
+          return ErrnoError(errno, "cannot swap the new directory into", path);
+        }
+        // No RENAME_EXCHANGE here: move the old tree aside, then the new one in.
+        const std::string old = TempName(name);
+        if (::renameat(parent_fd, name.c_str(), parent_fd, old.c_str()) != 0) {
+          return ErrnoError(errno, "cannot move the previous directory away from", path);
+        }
+        if (::renameat(parent_fd, tmp.c_str(), parent_fd, name.c_str()) != 0) {
+          const int err = errno;
+          ::renameat(parent_fd, old.c_str(), parent_fd, name.c_str());
+          return ErrnoError(err, "cannot rename the new directory to", path);
+        }
+        RemoveAt(parent_fd, old, path + " (previous content)").IgnoreError();
+      } else {
+        // `tmp` now holds the previous content.
+        RemoveAt(parent_fd, tmp, path + " (previous content)").IgnoreError();
+      }
+    } else if (errno == EINVAL || errno == ENOSYS) {
+      if (::renameat(parent_fd, tmp.c_str(), parent_fd, name.c_str()) != 0) {
+        return ErrnoError(errno, "cannot rename the new directory to", path);
+      }
+    } else {
+      return ErrnoError(errno, "cannot rename the new directory to", path);
+    }
+  }
+  if (sync) return SyncDir(parent_fd, path + "/..");
+  return absl::OkStatus();
+}
+
+}  // namespace memmap_internal
+
+// ---- TensorDict members --------------------------------------------------------------------
+
+TensorDict TensorDict::memmap(const std::string& prefix, const MemmapOptions& options) const {
+  return memmap_internal::WriteAndLoad(*this, prefix, options, /*like=*/false);
+}
+
+TensorDict TensorDict::memmap_like(const std::string& prefix, const MemmapOptions& options) const {
+  return memmap_internal::WriteAndLoad(*this, prefix, options, /*like=*/true);
+}
+
+TensorDict& TensorDict::memmap_(const std::string& prefix, const MemmapOptions& options) {
+  if (backend() == "memmap") {
+    const auto& ms = static_cast<const MemmapStorage&>(storage());
+    if (memmap_internal::AbsolutePath(prefix) == ms.path()) return *this;
+    Fail<ValueError>("memmap_: this TensorDict is already memory-mapped at ", ms.path(),
+                     "; use memmap(\"", prefix, "\") to write a copy");
+  }
+  TensorDict mapped = memmap(prefix, options);
+  memmap_internal::ReplaceLeaves(*this, mapped);
+  lock_();
+  return *this;
+}
+
+TensorDict TensorDict::load_memmap(const std::string& prefix, const MemmapOptions& options) {
+  using namespace memmap_internal;  // NOLINT
+  if (prefix.empty()) Fail<ValueError>("load_memmap: the prefix (directory) is empty");
+  std::string path = AbsolutePath(prefix);
+  absl::StatusOr<UniqueFd> root = OpenDir(path, /*follow_symlink=*/true);
+  if (!root.ok()) {
+    Fail<MemmapError>("load_memmap: no memmap directory at ", path, ": ", root.status().message());
+  }
+  UniqueFd dir = *std::move(root);
+  if (options.sub_path()) {
+    for (const std::string& part : *options.sub_path()) {
+      const std::string name = memmap_format::EscapeKey(part);
+      const std::string sub_path = JoinPath(path, name);
+      absl::StatusOr<UniqueFd> sub = OpenDirAt(dir.get(), name, sub_path);
+      if (!sub.ok()) {
+        Fail<MemmapError>("load_memmap: no sub-TensorDict ", options.sub_path()->repr(), " under ",
+                          AbsolutePath(prefix), ": ", sub.status().message());
+      }
+      dir = *std::move(sub);
+      path = sub_path;
+    }
+  }
+  TensorDict out(ValueOrThrowMemmap(
+      LoadLevel(dir.get(), path, options.mode(), true, nullptr, options.num_threads())));
+  out.lock_();
+  return out;
+}
+
+bool TensorDict::is_memmap() const {
+  if (backend() == "memmap") return true;
+  bool any = false;
+  for (const Value& v : values(KeysOptions().include_nested(true).leaves_only(true))) {
+    if (!v.is_tensor()) continue;
+    if (!MemoryMappedTensor::is_memory_mapped(v.tensor())) return false;
+    any = true;
+  }
+  return any;
+}
+
+}  // namespace td
