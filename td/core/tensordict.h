@@ -602,6 +602,19 @@ class TensorDict {
   // True for a TensorDict on the "memmap" backend, or one whose every leaf (at least one) is a
   // memory-mapped file (after memmap_()).
   bool is_memmap() const;
+  // Moves every leaf into one block of shared memory (in place: every handle sees it) and locks
+  // the TensorDict, as Python's share_memory_ does. A child created by fork() shares the memory;
+  // another process attaches with td::AttachSharedMemory(td::SharedMemoryHandle(td))
+  // (td/backends/shared_memory/shared_memory.h). The memory has no name on any file system and
+  // is freed when the last process using it drops it. Leaves already in shared memory stay where
+  // they are. Throws ValueError for a memory-mapped TensorDict (the two are exclusive) or a leaf
+  // that is not a strided tensor.
+  //   td.share_memory_();
+  //   if (fork() == 0) { td.get("x").add_(1); _exit(0); }   // the parent sees the change
+  TensorDict& share_memory_();
+  // True for a TensorDict on the "shared_memory" backend, or one whose every leaf (at least
+  // one) lives in shared memory (after share_memory_()).
+  bool is_shared() const;
 
   // ---- comparison ------------------------------------------------------------------------
   // Entry-wise `==`: a TensorDict of bool tensors with the same keys. Throws KeyError when the

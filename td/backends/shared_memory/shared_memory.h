@@ -1,0 +1,88 @@
+// Shared-memory TensorDicts: TensorDict::share_memory_() (declared in td/core/tensordict.h,
+// defined here), the "shared_memory" storage backend, and attaching from another process.
+//
+// NOTE [ Shared-memory segments ]
+// Shared tensors live in segments made with memfd_create(2): anonymous memory with no name in any
+// file system (nothing in /dev/shm), mapped MAP_SHARED. The kernel frees a segment when the last
+// mapping and descriptor are gone, so nothing is left behind even when processes are killed.
+//   * A child created by fork() inherits the mappings: it reads and writes the same memory.
+//   * Any other process of the same user attaches with AttachSharedMemory(handle), where the
+//     handle (SharedMemoryHandle) is a JSON string naming, for each segment, the creating
+//     process and descriptor (opened through /proc/<pid>/fd/<fd>), its size and a random
+//     128-bit token stored in the segment's header; attaching checks the descriptor is one of
+//     our memfds, the size, the token, and that every tensor lies inside its segment. The
+//     creating process must still hold the segment when another process attaches (it does as
+//     long as any of its tensors uses it); processes that already attached keep it alive.
+//   * Only the memory is shared, not the structure: keys added later in one process are not seen
+//     by the others (share_memory_ locks the TensorDict, as in Python).
+// share_memory_() copies all leaves of a TensorDict into one segment (64-byte aligned slots);
+// the "shared_memory" backend gives each tensor it stores its own segment.
+#pragma once
+
+#include <ATen/core/Tensor.h>
+
+#include <memory>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "absl/container/flat_hash_map.h"
+#include "td/core/storage.h"
+#include "td/core/tensordict.h"
+
+namespace td {
+
+// True when `tensor`'s memory is a shared-memory segment made by this library.
+bool IsSharedMemoryTensor(const at::Tensor& tensor);
+
+// A copy of `tensor` (any device, any strides) in a new shared-memory segment of its own.
+// Throws ValueError for a non-strided tensor, c10::Error when the segment cannot be created.
+at::Tensor ToSharedMemory(const at::Tensor& tensor);
+
+// The handle another process passes to AttachSharedMemory to see `td`'s tensors (see
+// NOTE [ Shared-memory segments ]). Throws ValueError naming the first leaf that is not in
+// shared memory.
+//   td.share_memory_();
+//   std::string handle = td::SharedMemoryHandle(td);   // send it to the other process
+std::string SharedMemoryHandle(const TensorDict& td);
+
+// A TensorDict (on the "shared_memory" backend, locked) whose tensors are the memory `handle`
+// describes: writes are seen by every process using it. Throws ValueError for a malformed
+// handle, c10::Error naming the process and descriptor when a segment cannot be attached
+// (process gone, not our segment, token mismatch).
+//   td::TensorDict shared = td::AttachSharedMemory(handle);
+//   shared.get("x").add_(1);   // the creating process sees it
+TensorDict AttachSharedMemory(const std::string& handle);
+
+// The "shared_memory" storage backend: entries in memory, every tensor in shared memory (a
+// tensor set here is copied into a new segment unless it already is in one).
+// Capabilities: in_place_write | new_keys | cross_process | cpu_only.
+class SharedMemoryStorage final : public Storage {
+ public:
+  explicit SharedMemoryStorage(std::vector<int64_t> batch_size);
+
+  std::string_view backend_id() const override { return "shared_memory"; }
+  Capabilities capabilities() const override {
+    return Capability::kInPlaceWrite | Capability::kNewKeys | Capability::kCrossProcess |
+           Capability::kCpuOnly;
+  }
+  size_t size() const override { return entries_.size(); }
+  std::vector<std::string> keys() const override;
+  bool contains(std::string_view key) const override { return position(key) >= 0; }
+  std::optional<Value> get(std::string_view key) const override;
+  // Tensors are moved into shared memory, nested TensorDicts become shared_memory levels.
+  void set(std::string_view key, Value value) override;
+  bool erase(std::string_view key) override;
+
+  // Stores `value` as is (it is already shared / already a shared_memory level).
+  void set_unchecked(std::string key, Value value);
+
+ private:
+  int64_t position(std::string_view key) const;
+
+  std::vector<std::pair<std::string, Value>> entries_;
+  absl::flat_hash_map<std::string, size_t> index_;
+};
+
+}  // namespace td
