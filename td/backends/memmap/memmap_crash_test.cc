@@ -1,0 +1,120 @@
+// NOTE [ Crash-safe memmap writes ] (memmap_internal.h), tested by killing writers: a fork()ed
+// child rewrites a checkpoint in a loop and is SIGKILLed at varying moments; the checkpoint must
+// then load, complete, with every leaf from the same write.
+#include <ATen/ATen.h>
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <thread>
+
+#include "td/backends/memmap/memmap_storage.h"
+#include "td/backends/memmap/test_util.h"
+#include "td/core/tensordict.h"
+
+namespace td {
+namespace {
+
+constexpr int kLeaves = 48;
+
+// 48 leaves of 1 MiB (plus a nested level and non-tensor data), every element equal to `v`.
+TensorDict Version(float v) {
+  std::vector<TensorDict::Item> items;
+  for (int i = 0; i < kLeaves; ++i) {
+    items.emplace_back("leaf" + std::to_string(i), at::full({256, 1024}, v));
+  }
+  items.emplace_back("nested", Value({{"x", at::full({256, 8}, v)}}));
+  items.emplace_back("version", NonTensorData(nlohmann::json(v)));
+  return TensorDict(items, {256});
+}
+
+// The value every leaf of the checkpoint at `dir` holds; fails the test when the checkpoint does
+// not load, is incomplete, or mixes writes.
+float CheckUniform(const std::string& dir) {
+  TensorDict loaded;
+  try {
+    loaded = TensorDict::load_memmap(dir);
+  } catch (const c10::Error& e) {
+    ADD_FAILURE() << "checkpoint does not load: " << e.what_without_backtrace();
+    return -1;
+  }
+  EXPECT_EQ(loaded.size(), static_cast<size_t>(kLeaves + 2));
+  const float v = loaded.get_non_tensor("version").get<float>();
+  for (const Value& leaf : loaded.values(KeysOptions().include_nested(true).leaves_only(true))) {
+    if (!leaf.is_tensor()) continue;
+    EXPECT_TRUE(leaf.tensor().eq(v).all().item<bool>()) << "a leaf is not from write " << v;
+  }
+  return v;
+}
+
+int CountTemps(const std::string& root) {
+  int n = 0;
+  for (const std::string& name : testing_util::ListNames(root)) {
+    if (name.rfind(".td-tmp-", 0) == 0) ++n;
+  }
+  return n;
+}
+
+TEST(MemmapCrashTest, KilledWriterLeavesACompleteCheckpoint) {
+  const std::string root = testing_util::FreshDir("crash");
+  const std::string dir = root + "/ckpt";
+  // Built before fork(): the child only writes files (no ATen thread pools after fork).
+  const TensorDict first = Version(1);
+  const TensorDict versions[2] = {Version(2), Version(3)};
+  first.memmap(dir);
+  int killed_mid_write = 0;
+  const int kRounds = 12;
+  for (int round = 0; round < kRounds; ++round) {
+    const pid_t pid = ::fork();
+    ASSERT_GE(pid, 0);
+    if (pid == 0) {
+      for (int i = 0;; ++i) versions[i % 2].memmap(dir);
+    }
+    // Kill at moments spread over a few writes (each takes tens of milliseconds).
+    std::this_thread::sleep_for(std::chrono::milliseconds(7 + 23 * round));
+    ASSERT_EQ(::kill(pid, SIGKILL), 0);
+    int status = 0;
+    ASSERT_EQ(::waitpid(pid, &status, 0), pid);
+    ASSERT_TRUE(WIFSIGNALED(status));
+    if (CountTemps(root) > 0) ++killed_mid_write;
+    const float v = CheckUniform(dir);
+    EXPECT_TRUE(v == 1 || v == 2 || v == 3) << v;
+    // Only the checkpoint and the dead writer's temporaries are there.
+    for (const std::string& name : testing_util::ListNames(root)) {
+      EXPECT_TRUE(name == "ckpt" || name.rfind(".td-tmp-" + std::to_string(pid) + "-", 0) == 0)
+          << name;
+    }
+  }
+  EXPECT_GT(killed_mid_write, kRounds / 2) << "the writer was rarely killed mid-write";
+  // The next write removes what the dead writers left.
+  first.memmap(dir);
+  EXPECT_EQ(testing_util::ListNames(root), std::vector<std::string>{"ckpt"});
+  EXPECT_EQ(CheckUniform(dir), 1);
+}
+
+TEST(MemmapCrashTest, KilledFirstWriteLeavesNothingUnderTheName) {
+  const std::string root = testing_util::FreshDir("crash");
+  const std::string dir = root + "/fresh";
+  const TensorDict data = Version(5);
+  const pid_t pid = ::fork();
+  ASSERT_GE(pid, 0);
+  if (pid == 0) {
+    data.memmap(dir, MemmapOptions().fsync(true));
+    ::_exit(0);
+  }
+  std::this_thread::sleep_for(std::chrono::milliseconds(15));
+  ::kill(pid, SIGKILL);
+  int status = 0;
+  ASSERT_EQ(::waitpid(pid, &status, 0), pid);
+  // Either the write completed before the kill, or nothing exists under the final name.
+  if (testing_util::Exists(dir)) {
+    EXPECT_EQ(CheckUniform(dir), 5);
+  } else {
+    EXPECT_THROW(TensorDict::load_memmap(dir), MemmapError);
+  }
+}
+
+}  // namespace
+}  // namespace td
