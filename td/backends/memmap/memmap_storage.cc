@@ -45,7 +45,9 @@ MemmapStorage::MemmapStorage(std::string dir, std::vector<int64_t> batch_size, M
     : Storage(std::move(batch_size), at::Device(at::kCPU)),
       dir_(std::move(dir)),
       mode_(mode),
-      root_(root) {}
+      root_(root) {
+  holds_values_ = true;
+}
 
 Capabilities MemmapStorage::capabilities() const {
   if (mode_ == MemmapMode::kReadOnly) return Capability::kPersistent | Capability::kCpuOnly;

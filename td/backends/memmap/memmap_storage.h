@@ -39,6 +39,10 @@ class MemmapStorage final : public Storage {
   std::vector<std::string> keys() const override;
   bool contains(std::string_view key) const override { return position(key) >= 0; }
   std::optional<Value> get(std::string_view key) const override;
+  const Value* peek(std::string_view key) const override {
+    const int64_t i = position(key);
+    return i < 0 ? nullptr : &entries_[i].second;
+  }
   // Writes the value to the directory (see the file comment) and keeps the mapped result.
   // Throws ValueError when read-only or for a key that cannot be stored, MemmapError on I/O
   // failure (the entry is then unchanged).

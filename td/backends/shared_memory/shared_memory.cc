@@ -424,7 +424,9 @@ bool TensorDict::is_shared() const {
 // ---- SharedMemoryStorage -------------------------------------------------------------------
 
 SharedMemoryStorage::SharedMemoryStorage(std::vector<int64_t> batch_size)
-    : Storage(std::move(batch_size), at::Device(at::kCPU)) {}
+    : Storage(std::move(batch_size), at::Device(at::kCPU)) {
+  holds_values_ = true;
+}
 
 int64_t SharedMemoryStorage::position(std::string_view key) const {
   auto it = index_.find(absl::string_view(key.data(), key.size()));

@@ -71,6 +71,10 @@ class SharedMemoryStorage final : public Storage {
   std::vector<std::string> keys() const override;
   bool contains(std::string_view key) const override { return position(key) >= 0; }
   std::optional<Value> get(std::string_view key) const override;
+  const Value* peek(std::string_view key) const override {
+    const int64_t i = position(key);
+    return i < 0 ? nullptr : &entries_[i].second;
+  }
   // Tensors are moved into shared memory, nested TensorDicts become shared_memory levels.
   void set(std::string_view key, Value value) override;
   bool erase(std::string_view key) override;
