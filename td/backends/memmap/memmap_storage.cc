@@ -10,6 +10,7 @@
 #include <tbb/task_arena.h>
 #include <unistd.h>
 
+#include <cstdlib>
 #include <exception>
 #include <functional>
 
@@ -51,8 +52,9 @@ MemmapStorage::MemmapStorage(std::string dir, std::vector<int64_t> batch_size, M
 
 Capabilities MemmapStorage::capabilities() const {
   if (mode_ == MemmapMode::kReadOnly) return Capability::kPersistent | Capability::kCpuOnly;
-  return Capability::kInPlaceWrite | Capability::kNewKeys | Capability::kPersistent |
-         Capability::kCrossProcess | Capability::kCpuOnly;
+  return Capability::kInPlaceWrite | Capability::kNewKeys | Capability::kReplaceEntries |
+         Capability::kBatchResize | Capability::kPersistent | Capability::kCrossProcess |
+         Capability::kCpuOnly;
 }
 
 int64_t MemmapStorage::position(std::string_view key) const {
@@ -448,13 +450,19 @@ absl::StatusOr<std::shared_ptr<MemmapStorage>> LoadLevel(int dirfd, const std::s
 
 TD_REGISTER_STORAGE_BACKEND("memmap", [](const StorageSpec& spec)
                                           -> absl::StatusOr<std::shared_ptr<Storage>> {
-  if (spec.path().empty()) {
-    return absl::InvalidArgumentError(
-        "the memmap backend needs StorageSpec::path (the directory to create)");
+  std::string path = spec.path();
+  if (path.empty()) {
+    // No directory given: a new one under $TMPDIR (the caller owns it).
+    const char* tmp = std::getenv("TMPDIR");
+    std::string templ = std::string(tmp && *tmp ? tmp : "/tmp") + "/td-memmap-XXXXXX";
+    if (::mkdtemp(templ.data()) == nullptr) {
+      return memmap_internal::ErrnoError(errno, "cannot create a directory like", templ);
+    }
+    path = templ + "/td";
   }
   try {
     TensorDict empty({}, spec.batch_size());
-    TensorDict out = empty.memmap(spec.path(), MemmapOptions().exists_ok(false));
+    TensorDict out = empty.memmap(path, MemmapOptions().exists_ok(false));
     out.unlock_();
     return out.storage_ptr();
   } catch (const ValueError& e) {

@@ -5,8 +5,11 @@
 // memmap_like and load_memmap (declared in td/core/tensordict.h, defined here); see
 // docs/memmap.md.
 //
-// Capabilities: persistent | cross_process | cpu_only | in_place_write | new_keys when opened
-// read-write; persistent | cpu_only when read-only (every write throws ValueError then).
+// Capabilities: in_place_write | new_keys | replace_entries | batch_resize | persistent |
+// cross_process | cpu_only when opened read-write; persistent | cpu_only when read-only (every
+// write throws ValueError then). Opened by id ("memmap") with StorageSpec::path, it creates an
+// empty memmap directory there (refusing an existing one); without a path, in a new directory
+// under $TMPDIR that the caller owns.
 // Writes to existing tensors (set_, index_put_, in-place ops) go straight to the files. A new or
 // replaced key writes a new file under a temporary name and renames it into place, then rewrites
 // meta.json atomically (a tensor a caller still holds keeps the old file's data); a deleted key

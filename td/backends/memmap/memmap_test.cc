@@ -448,7 +448,11 @@ TEST(MemmapRegistryTest, OpensAnEmptyDirectory) {
   t.set("a", at::ones({2, 3}));
   EXPECT_TRUE(TensorDict::load_memmap(dir).get("a").equal(at::ones({2, 3})));
   EXPECT_THROW(MakeTensorDict("memmap", StorageSpec().batch_size({2}).path(dir)), c10::ValueError);
-  EXPECT_THROW(MakeTensorDict("memmap", StorageSpec().batch_size({2})), c10::ValueError);
+  // Without a path: a fresh directory under $TMPDIR.
+  TensorDict anywhere = MakeTensorDict("memmap", StorageSpec().batch_size({2}));
+  const std::string where = static_cast<const MemmapStorage&>(anywhere.storage()).path();
+  anywhere.set("b", at::ones({2}));
+  EXPECT_TRUE(TensorDict::load_memmap(where).get("b").equal(at::ones({2})));
 }
 
 }  // namespace

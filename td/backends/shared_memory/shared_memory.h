@@ -57,15 +57,16 @@ TensorDict AttachSharedMemory(const std::string& handle);
 
 // The "shared_memory" storage backend: entries in memory, every tensor in shared memory (a
 // tensor set here is copied into a new segment unless it already is in one).
-// Capabilities: in_place_write | new_keys | cross_process | cpu_only.
+// Capabilities: in_place_write | new_keys | replace_entries | batch_resize | cross_process |
+// cpu_only.
 class SharedMemoryStorage final : public Storage {
  public:
   explicit SharedMemoryStorage(std::vector<int64_t> batch_size);
 
   std::string_view backend_id() const override { return "shared_memory"; }
   Capabilities capabilities() const override {
-    return Capability::kInPlaceWrite | Capability::kNewKeys | Capability::kCrossProcess |
-           Capability::kCpuOnly;
+    return Capability::kInPlaceWrite | Capability::kNewKeys | Capability::kReplaceEntries |
+           Capability::kBatchResize | Capability::kCrossProcess | Capability::kCpuOnly;
   }
   size_t size() const override { return entries_.size(); }
   std::vector<std::string> keys() const override;
