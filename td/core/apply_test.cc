@@ -7,21 +7,11 @@
 namespace td {
 namespace {
 
-// Batch [3, 4]; "n" has an extra batch dim; "s" is non-tensor data.
-TensorDict Sample() {
-  at::manual_seed(0);
-  TensorDict n({{"x", at::randn({3, 4, 2, 6})}}, {3, 4, 2});
-  return TensorDict({{"a", at::randn({3, 4, 5})},
-                     {"b", at::arange(12).view({3, 4})},
-                     {"n", n},
-                     {"s", "a string!"}},
-                    {3, 4});
-}
-
-const KeysOptions kLeaves = KeysOptions().include_nested(true).leaves_only(true);
+using test::kLeaves;
+using test::SampleTensorDict;
 
 TEST(ApplyTest, ZipsOtherTensorDicts) {
-  TensorDict a = Sample();
+  TensorDict a = SampleTensorDict();
   TensorDict b = a.apply([](const at::Tensor& x) { return x * 3; });
   TensorDict c = a.apply([](const at::Tensor& x, const at::Tensor& y) { return x + y; }, b);
   TensorDict d = a.apply(
@@ -45,7 +35,7 @@ TEST(ApplyTest, ZipsOtherTensorDicts) {
 }
 
 TEST(ApplyTest, MissingKeysAndDefaults) {
-  TensorDict a = Sample();
+  TensorDict a = SampleTensorDict();
   TensorDict partial = a.exclude({"b", {"n", "x"}});
   auto add = [](const at::Tensor& x, const at::Tensor& y) { return x + y; };
   TD_EXPECT_THROW_MSG(a.apply(add, partial), KeyError,
@@ -64,7 +54,7 @@ TEST(ApplyTest, MissingKeysAndDefaults) {
 }
 
 TEST(ApplyTest, NamedApplyDropAndBatchSize) {
-  TensorDict a = Sample();
+  TensorDict a = SampleTensorDict();
   std::vector<NestedKey> seen;
   TensorDict r = a.named_apply([&](const NestedKey& k, const at::Tensor& x) {
     seen.push_back(k);
@@ -102,7 +92,7 @@ TEST(ApplyTest, NamedApplyDropAndBatchSize) {
 }
 
 TEST(ApplyTest, InPlaceWithOthers) {
-  TensorDict a = Sample();
+  TensorDict a = SampleTensorDict();
   TensorDict orig = a.clone();
   TensorDict b = a.apply([](const at::Tensor& x) { return at::ones_like(x); });
   at::Tensor a_leaf = a.get("a");

@@ -17,18 +17,12 @@ using at::indexing::None;
 using at::indexing::Slice;
 using at::indexing::TensorIndex;
 
-// Batch [3, 4]; a nested TensorDict with an extra batch dim; a non-tensor entry.
+// test::SampleTensorDict() plus a nested TensorDict "m" without an extra batch dim.
 TensorDict Sample() {
-  at::manual_seed(0);
-  TensorDict n({{"x", at::randn({3, 4, 2, 6})}}, {3, 4, 2});
-  return TensorDict({{"a", at::randn({3, 4, 5})},
-                     {"b", at::arange(12).view({3, 4})},
-                     {"n", n},
-                     {"m", {{"y", at::randn({3, 4, 1, 2})}}},
-                     {"s", "a string!"}},
-                    {3, 4});
+  TensorDict t = test::SampleTensorDict();
+  t.set("m", TensorDict({{"y", at::randn({3, 4, 1, 2})}}, {3, 4}));
+  return t;
 }
-
 at::Tensor Mask(std::vector<int64_t> v) { return at::tensor(v).to(at::kBool); }
 at::Tensor Long(std::vector<int64_t> v) { return at::tensor(v); }
 

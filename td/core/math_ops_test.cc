@@ -21,7 +21,7 @@ TensorDict Sample() {
                     {3, 4});
 }
 
-const KeysOptions kLeaves = KeysOptions().include_nested(true).leaves_only(true);
+using test::kLeaves;
 
 // Every tensor leaf of `r` equals fn(leaf of `src`) (allclose for floats), "s" is carried.
 void ExpectLeafwise(const TensorDict& src, const TensorDict& r,

@@ -11,18 +11,8 @@ namespace {
 
 using at::indexing::Slice;
 
-// Batch [3, 4]; "n" has an extra batch dim; "s" is non-tensor data.
-TensorDict Sample() {
-  at::manual_seed(0);
-  TensorDict n({{"x", at::randn({3, 4, 2, 6})}}, {3, 4, 2});
-  return TensorDict({{"a", at::randn({3, 4, 5})},
-                     {"b", at::arange(12).view({3, 4})},
-                     {"n", n},
-                     {"s", "a string!"}},
-                    {3, 4});
-}
-
-const KeysOptions kLeaves = KeysOptions().include_nested(true).leaves_only(true);
+using test::kLeaves;
+using test::SampleTensorDict;
 
 // `r` has batch size `batch`, "n" keeps its extra dim, "s" is carried, and every tensor leaf is
 // fn(the source leaf).
@@ -40,7 +30,7 @@ void ExpectLeafwise(const TensorDict& src, const TensorDict& r, at::IntArrayRef 
 }
 
 TEST(ShapeOpsTest, ViewReshapeFlattenUnflatten) {
-  TensorDict t = Sample();
+  TensorDict t = SampleTensorDict();
   ExpectLeafwise(t, t.view({-1}), {12}, [](const at::Tensor& x) {
     std::vector<int64_t> s = {12};
     s.insert(s.end(), x.sizes().begin() + 2, x.sizes().end());
@@ -54,7 +44,7 @@ TEST(ShapeOpsTest, ViewReshapeFlattenUnflatten) {
   // A view shares memory.
   t.view({12}).get("a").zero_();
   EXPECT_TRUE(t.get("a").eq(0).all().item<bool>());
-  TensorDict tt = Sample().transpose(0, 1);
+  TensorDict tt = SampleTensorDict().transpose(0, 1);
   ExpectLeafwise(tt, tt.reshape({-1}), {12}, [](const at::Tensor& x) {
     std::vector<int64_t> s = {12};
     s.insert(s.end(), x.sizes().begin() + 2, x.sizes().end());
@@ -76,7 +66,7 @@ TEST(ShapeOpsTest, ViewReshapeFlattenUnflatten) {
 }
 
 TEST(ShapeOpsTest, SqueezeUnsqueezePermuteTranspose) {
-  TensorDict t = Sample();
+  TensorDict t = SampleTensorDict();
   TensorDict u = t.unsqueeze(1);
   ExpectLeafwise(t, u, {3, 1, 4}, [](const at::Tensor& x) { return x.unsqueeze(1); });
   ExpectLeafwise(t, t.unsqueeze(-1), {3, 4, 1}, [](const at::Tensor& x) { return x.unsqueeze(2); });
@@ -102,7 +92,7 @@ TEST(ShapeOpsTest, SqueezeUnsqueezePermuteTranspose) {
 }
 
 TEST(ShapeOpsTest, ExpandRepeat) {
-  TensorDict t = Sample().index({Slice(0, 1)});  // [1, 4]
+  TensorDict t = SampleTensorDict().index({Slice(0, 1)});  // [1, 4]
   ExpectLeafwise(t, t.expand({5, 3, 4}), {5, 3, 4}, [](const at::Tensor& x) {
     std::vector<int64_t> s = {5, 3, 4};
     s.insert(s.end(), x.sizes().begin() + 2, x.sizes().end());
@@ -127,7 +117,7 @@ TEST(ShapeOpsTest, ExpandRepeat) {
     return x.repeat(r);
   });
   TD_EXPECT_THROW_MSG(t.repeat({2}), c10::ValueError, {"at least 2"});
-  TensorDict s = Sample();
+  TensorDict s = SampleTensorDict();
   ExpectLeafwise(s, s.repeat_interleave(2, 1), {3, 8},
                  [](const at::Tensor& x) { return x.repeat_interleave(2, 1); });
   ExpectLeafwise(s, s.repeat_interleave(at::tensor({1, 0, 2}), 0), {3, 4},
@@ -140,7 +130,7 @@ TEST(ShapeOpsTest, ExpandRepeat) {
 }
 
 TEST(ShapeOpsTest, SplitChunkUnbind) {
-  TensorDict t = Sample();
+  TensorDict t = SampleTensorDict();
   std::vector<TensorDict> parts = t.split(3, 1);
   ASSERT_EQ(parts.size(), 2u);
   ExpectLeafwise(t, parts[0], {3, 3}, [](const at::Tensor& x) { return x.split(3, 1)[0]; });
@@ -169,7 +159,7 @@ TEST(ShapeOpsTest, SplitChunkUnbind) {
 }
 
 TEST(ShapeOpsTest, FlipRollNarrow) {
-  TensorDict t = Sample();
+  TensorDict t = SampleTensorDict();
   ExpectLeafwise(t, t.flip({0, -1}), {3, 4}, [](const at::Tensor& x) { return x.flip({0, 1}); });
   ExpectLeafwise(t, t.roll({1, -1}, {0, 1}), {3, 4},
                  [](const at::Tensor& x) { return x.roll({1, -1}, {0, 1}); });
@@ -182,7 +172,7 @@ TEST(ShapeOpsTest, FlipRollNarrow) {
 }
 
 TEST(ShapeOpsTest, GatherWhereMasked) {
-  TensorDict t = Sample();
+  TensorDict t = SampleTensorDict();
   at::Tensor index = at::tensor({3, 0, 1, 2, 2, 2}, at::kLong).view({3, 2});
   ExpectLeafwise(t, t.gather(1, index), {3, 2}, [&](const at::Tensor& x) {
     std::vector<int64_t> s = {3, 2};
@@ -230,7 +220,7 @@ TEST(ShapeOpsTest, GatherWhereMasked) {
 }
 
 TEST(ShapeOpsTest, Pad) {
-  TensorDict t = Sample();
+  TensorDict t = SampleTensorDict();
   ExpectLeafwise(t, t.pad({1, 2}), {6, 4}, [](const at::Tensor& x) {
     std::vector<int64_t> p(2 * x.dim(), 0);
     p[2 * (x.dim() - 1)] = 1;

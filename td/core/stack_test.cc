@@ -17,7 +17,7 @@ TensorDict Make(double v) {
                     {3, 4});
 }
 
-const KeysOptions kLeaves = KeysOptions().include_nested(true).leaves_only(true);
+using test::kLeaves;
 
 TEST(StackTest, StackMatchesTorchOnEveryLeaf) {
   std::vector<TensorDict> tds = {Make(0), Make(1), Make(2)};
