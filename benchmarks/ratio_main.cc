@@ -20,10 +20,11 @@ class RatioReporter : public benchmark::ConsoleReporter {
       const bool median = run.run_type == Run::RT_Aggregate && run.aggregate_name == "median";
       const bool single = run.run_type == Run::RT_Iteration && run.repetitions <= 1;
       if (!median && !single) continue;
-      // The benchmark's own name (plus its args): without the "/real_time", "/iterations:N",
-      // ... suffixes that options such as UseRealTime() append to the run name.
-      std::string name = run.run_name.function_name;
-      if (!run.run_name.args.empty()) name += "/" + run.run_name.args;
+      // The benchmark's own name, without its args and the "/real_time", "/iterations:N", ...
+      // suffixes that options such as UseRealTime() append to the run name: each `<Case>/<who>`
+      // is registered once (with at most one argument), so `Write/ours` with Arg(2) pairs with
+      // `Write/hand`.
+      const std::string& name = run.run_name.function_name;
       times_[name] = run.GetAdjustedRealTime();
       unit_[name] = benchmark::GetTimeUnitString(run.time_unit);
     }

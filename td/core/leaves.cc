@@ -31,14 +31,12 @@ LeafTree::LeafTree(const TensorDict& td) { AddLevel(td, -1, -1); }
 
 void LeafTree::AddLevel(const TensorDict& td, int64_t parent, int64_t parent_entry) {
   const Storage& s = td.storage();
-  if (parent < 0) levels_.reserve(4);
   const int64_t me = static_cast<int64_t>(levels_.size());
   levels_.push_back(Level{td, parent, parent_entry, {}});
   const size_t n = s.size();
   levels_[me].entries.reserve(n);
   if (parent < 0) {  // most leaves usually sit at the root: one allocation each
     leaves_.reserve(n);
-    leaf_pos_.reserve(n);
   }
   auto add = [&](std::string key, const Value& v) {
     const int64_t entry = static_cast<int64_t>(levels_[me].entries.size());
@@ -46,7 +44,7 @@ void LeafTree::AddLevel(const TensorDict& td, int64_t parent, int64_t parent_ent
       levels_[me].entries.push_back(
           Entry{std::move(key), Kind::kTensor, static_cast<int64_t>(leaves_.size()), std::nullopt});
       leaves_.push_back(v.tensor());
-      leaf_pos_.emplace_back(me, entry);
+      leaf_pos_.emplace_back(static_cast<int32_t>(me), static_cast<int32_t>(entry));
     } else if (v.is_tensordict()) {
       const int64_t child = static_cast<int64_t>(levels_.size());
       levels_[me].entries.push_back(Entry{std::move(key), Kind::kTensorDict, child, std::nullopt});

@@ -29,6 +29,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/container/inlined_vector.h"
 #include "td/core/tensordict.h"
 #include "td/parallel/executor.h"
 
@@ -107,9 +108,11 @@ class LeafTree {
                           const std::vector<int64_t>& batch, int64_t root_old_dims, bool check,
                           const std::optional<at::Device>& device, bool extra_dims) const;
 
-  std::vector<Level> levels_;
+  // Inline room for the common shapes (a root with a nested level or two, a few dozen leaves):
+  // flattening a small TensorDict allocates only the root's entries and the leaf list.
+  absl::InlinedVector<Level, 3> levels_;
   std::vector<at::Tensor> leaves_;
-  std::vector<std::pair<int64_t, int64_t>> leaf_pos_;  // (level, entry) of each leaf
+  absl::InlinedVector<std::pair<int32_t, int32_t>, 32> leaf_pos_;  // (level, entry) of each leaf
 };
 
 // A per-leaf function; `i` is the leaf's position in the tree.

@@ -113,8 +113,10 @@ enum class MemmapMode { kReadWrite, kReadOnly };
 // Options of memmap / memmap_ / memmap_like / load_memmap (td/backends/memmap; see
 // docs/memmap.md). Example: `td.memmap("/data/ckpt", td::MemmapOptions().num_threads(8))`.
 struct MemmapOptions {
-  // Threads writing leaves in parallel (oneTBB, in an arena of this many threads); 0 or 1 writes
-  // from the calling thread. load_memmap uses them to open and map the files.
+  // Threads writing leaves in parallel (oneTBB, in an arena of this many threads, at most one
+  // per CPU); 1 writes from the calling thread. 0 (the default) chooses: every CPU when there
+  // are several leaves and at least 8 MiB of data to copy, else the calling thread. load_memmap
+  // uses them to open and map the files (0: the calling thread; mapping is cheap).
   TORCH_ARG(int64_t, num_threads) = 0;
   // A leaf that is already a memory-mapped file elsewhere is copied when true; when false
   // (Python's default) writing it throws ValueError naming the key and both files.

@@ -49,6 +49,7 @@ void DenseStorage::set(std::string_view key, Value value) {
     entries_[i].second = std::move(value);
     return;
   }
+  if (entries_.capacity() == 0) entries_.reserve(kInitialCapacity);
   entries_.emplace_back(std::string(key), std::move(value));
   if (!index_.empty()) {
     index_.emplace(entries_.back().first, entries_.size() - 1);

@@ -17,7 +17,6 @@ class DenseStorage final : public Storage {
   DenseStorage(std::vector<int64_t> batch_size, std::optional<at::Device> device)
       : Storage(std::move(batch_size), device) {
     holds_values_ = true;
-    entries_.reserve(kInitialCapacity);
   }
 
   std::string_view backend_id() const override { return "dense"; }
@@ -44,7 +43,8 @@ class DenseStorage final : public Storage {
   void reserve(size_t n) { entries_.reserve(n); }
 
  private:
-  // Most TensorDicts hold a handful of entries: one allocation covers them.
+  // Most TensorDicts hold a handful of entries: the first set() allocates room for this many (not
+  // the constructor: operations fill new storages with append_new, which brings its own vector).
   static constexpr size_t kInitialCapacity = 8;
   // Up to this many entries a linear scan beats hashing; past it an index is kept.
   static constexpr size_t kIndexThreshold = 12;

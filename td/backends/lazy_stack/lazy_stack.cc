@@ -34,12 +34,56 @@ std::string MembersRepr(const std::vector<int64_t>& idx) {
 
 // The entry `key` of a member, or nullptr; without copying it when the member's backend holds
 // Values (the pointer is valid until the member is written), else kept alive in `*holder`.
-const Value* PeekEntry(const TensorDict& m, std::string_view key, std::optional<Value>* holder) {
+// Members built alike hold their keys in the same order: `hint` is where the key was found in
+// the first member, tried before the backend's own lookup.
+const Value* PeekEntry(const TensorDict& m, std::string_view key, size_t hint,
+                       std::optional<Value>* holder) {
   const Storage& s = m.storage();
+  if (const auto* entries = s.peek_entries();
+      entries != nullptr && hint < entries->size() && (*entries)[hint].first == key) {
+    return &(*entries)[hint].second;
+  }
   if (s.holds_values()) return s.peek(key);
   *holder = s.get(key);
   return *holder ? &**holder : nullptr;
 }
+
+size_t PositionHint(const TensorDict& m, std::string_view key) {
+  const auto* entries = m.storage().peek_entries();
+  if (entries == nullptr) return 0;
+  for (size_t i = 0; i < entries->size(); ++i) {
+    if ((*entries)[i].first == key) return i;
+  }
+  return 0;
+}
+
+// The tensors to stack, borrowed from the members without touching their reference counts (as
+// ATen's c10::MaybeOwned does): a lazy stack's get() is one at::stack over tensors that stay
+// alive in the members for the whole call. Tensors a backend computes on the fly are kept in
+// `owned_` and borrowed from there. Borrows are released, never destroyed.
+class BorrowedTensors {
+ public:
+  explicit BorrowedTensors(size_t n) {
+    parts_.reserve(n);
+    owned_.reserve(n);
+  }
+  BorrowedTensors(const BorrowedTensors&) = delete;
+  BorrowedTensors& operator=(const BorrowedTensors&) = delete;
+  ~BorrowedTensors() {
+    for (at::Tensor& t : parts_) Traits::destroyBorrow(t);
+  }
+  void borrow(const at::Tensor& t) { parts_.push_back(Traits::createBorrow(t)); }
+  void own(at::Tensor t) {
+    owned_.push_back(std::move(t));
+    borrow(owned_.back());
+  }
+  const std::vector<at::Tensor>& parts() const { return parts_; }
+
+ private:
+  using Traits = c10::MaybeOwnedTraits<at::Tensor>;
+  std::vector<at::Tensor> parts_;
+  std::vector<at::Tensor> owned_;
+};
 
 std::optional<Value> MemberEntry(const TensorDict& m, std::string_view key) {
   return m.storage().get(key);
@@ -94,21 +138,26 @@ class LazyStackStorage final : public Storage {
     if (!first) return std::nullopt;
     if (first->is_tensor()) {
       // The hot path: one pass collecting the tensors, then one at::stack.
-      std::vector<at::Tensor> parts;
-      parts.reserve(n);
-      parts.push_back(first->tensor());
-      const at::IntArrayRef shape = parts[0].sizes();
+      BorrowedTensors parts(n);
+      parts.borrow(first->tensor());
+      const at::IntArrayRef shape = first->tensor().sizes();
+      const size_t hint = PositionHint(members_[0], key);
       bool ragged = false;
       std::optional<Value> holder;
       for (size_t i = 1; i < n; ++i) {
-        const Value* v = PeekEntry(members_[i], key, &holder);
+        const Value* v = PeekEntry(members_[i], key, hint, &holder);
         if (v == nullptr) return std::nullopt;
         if (!v->is_tensor()) fail_kinds(key);
-        parts.push_back(v->tensor());
-        ragged = ragged || parts.back().sizes() != shape;
+        ragged = ragged || v->tensor().sizes() != shape;
+        if (holder) {  // computed by the member's backend: keep it alive here
+          parts.own(v->tensor());
+          holder.reset();
+        } else {
+          parts.borrow(v->tensor());
+        }
       }
-      if (ragged) fail_ragged(key, parts);
-      return at::stack(parts, dim_);
+      if (ragged) fail_ragged(key, parts.parts());
+      return at::stack(parts.parts(), dim_);
     }
     if (first->is_tensordict()) {
       std::vector<TensorDict> subs;

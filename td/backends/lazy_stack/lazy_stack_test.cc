@@ -41,6 +41,34 @@ TEST(LazyStackTest, StacksWithoutCopyingAndGetStacksOneKey) {
   EXPECT_EQ(lazy_stack(m, -1).stack_dim(), 1);
 }
 
+TEST(LazyStackTest, GetOverMembersInAnyOrderAndOnOtherBackends) {
+  std::vector<TensorDict> m = Members(3);
+  // Keys in another order in one member, a member that is itself a lazy stack (its get()
+  // computes a fresh tensor), and a key missing from one member.
+  m[1] = TensorDict({{"n", {{"x", at::full({3}, 10.0)}}}, {"a", at::full({3, 2}, 1.0)}}, {3});
+  m.push_back(lazy_stack({TensorDict({{"a", at::full({2}, 7.0)}, {"n", {{"x", at::zeros({})}}}},
+                                     {}),
+                          TensorDict({{"a", at::full({2}, 8.0)}, {"n", {{"x", at::zeros({})}}}},
+                                     {}),
+                          TensorDict({{"a", at::full({2}, 9.0)}, {"n", {{"x", at::zeros({})}}}},
+                                     {})},
+                         0));
+  LazyStackedTensorDict s = lazy_stack(m, 0);
+  std::vector<at::Tensor> by_hand;
+  for (const TensorDict& t : m) by_hand.push_back(t.get("a"));
+  at::Tensor a = s.get("a");
+  EXPECT_TRUE(a.equal(at::stack(by_hand, 0)));
+  EXPECT_TRUE(a.select(0, 3).equal(at::tensor({7.0, 7.0, 8.0, 8.0, 9.0, 9.0}).view({3, 2})));
+  EXPECT_TRUE(s.get({"n", "x"}).select(0, 1).equal(at::full({3}, 10.0)));
+  // Reading neither keeps nor drops references to the members' tensors.
+  const auto before = m[0].get("a").use_count();
+  for (int i = 0; i < 3; ++i) s.get("a");
+  EXPECT_EQ(m[0].get("a").use_count(), before);
+  m[2].del_("a");
+  EXPECT_FALSE(s.contains("a"));
+  TD_EXPECT_THROW_MSG(s.get("a"), KeyError, {"'a'"});
+}
+
 TEST(LazyStackTest, ConstructionErrors) {
   TD_EXPECT_THROW_MSG(lazy_stack({}, 0), c10::ValueError, {"at least one"});
   std::vector<TensorDict> m = Members(2);

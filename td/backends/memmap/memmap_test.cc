@@ -334,6 +334,13 @@ TEST(MemmapTest, ThreadsGiveTheSameResult) {
   assert_allclose(one, src);
   assert_allclose(four, src);
   assert_allclose(TensorDict::load_memmap(root + "/four", MemmapOptions().num_threads(4)), src);
+  // The default (0) writes this much data (12 MiB in 3 leaves) on every CPU.
+  TensorDict big({{"a", at::randn({4, 1 << 18})}, {"b", at::randn({4, 1 << 18})},
+                  {"n", {{"c", at::randn({4, 1 << 18})}}}},
+                 {4});
+  TensorDict automatic = big.memmap(root + "/auto");
+  assert_allclose(automatic, big);
+  assert_allclose(TensorDict::load_memmap(root + "/auto"), big);
 }
 
 TEST(MemmapTest, StaleTemporariesOfDeadWritersAreRemoved) {

@@ -8,6 +8,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <limits>
 #include <memory>
 
 #include "absl/container/flat_hash_map.h"
@@ -94,6 +95,9 @@ void ValidateLevel(const TensorDict& td, const std::string& dir, const WriteOpti
     }
   }
 }
+
+// With MemmapOptions::num_threads 0, writes of at least this many bytes use every CPU.
+constexpr int64_t kAutoParallelBytes = int64_t{8} << 20;
 
 struct LeafJob {
   std::shared_ptr<UniqueFd> dir;
@@ -192,8 +196,15 @@ absl::Status WriteLeaf(const LeafJob& job, const WriteOptions& o) {
 
 void RunJobs(const std::vector<LeafJob>& jobs, const std::vector<std::shared_ptr<UniqueFd>>& dirs,
              const WriteOptions& o) {
-  Check(RunParallel(jobs.size(), o.num_threads,
-                    [&](size_t i) { return WriteLeaf(jobs[i], o); }));
+  int64_t threads = o.num_threads;
+  if (threads == 0) {  // automatic: threads only when there is enough data to copy
+    int64_t bytes = 0;
+    if (!o.like) {
+      for (const LeafJob& job : jobs) bytes += job.tensor.numel() * job.tensor.element_size();
+    }
+    threads = bytes >= kAutoParallelBytes ? std::numeric_limits<int64_t>::max() : 1;
+  }
+  Check(RunParallel(jobs.size(), threads, [&](size_t i) { return WriteLeaf(jobs[i], o); }));
   if (o.sync) {
     for (const auto& d : dirs) Check(SyncDir(d->get(), "a directory being written"));
   }
