@@ -2,6 +2,7 @@
 
 #include <ATen/ATen.h>
 #include <gtest/gtest.h>
+#include <stdlib.h>
 
 #include <algorithm>
 #include <atomic>
@@ -146,6 +147,30 @@ TEST(MapTest, InPlaceFnWithOutWritesIntoTheSourceWithoutCopies) {
   EXPECT_EQ(data.get("images").data_ptr(), images_ptr);
   EXPECT_TRUE(data.get("images").equal(before.get("images").flip(-2)));
   EXPECT_TRUE(data.get("labels").equal(at::floor_divide(before.get("labels"), 10)));
+}
+
+// Memory-mapped source and output: chunks are views of the source's files, and results are
+// written straight into the output's files (the seeds' memmap_like dataset, filled by map).
+TEST(MapTest, MemmapSourceAndOut) {
+  std::string dir = ::testing::TempDir() + "/map-memmap-XXXXXX";
+  ASSERT_NE(::mkdtemp(dir.data()), nullptr);
+  TensorDict src = Data().memmap(dir + "/src");
+  ASSERT_EQ(src.backend(), "memmap");
+  const TensorDict expected = Process(Data());
+  TensorDict out = expected.memmap_like(dir + "/out");
+  ASSERT_EQ(out.backend(), "memmap");
+  const void* ptr = out.get("x2").data_ptr();
+  TensorDict r = map(src, Process, MapOptions().num_workers(2).chunksize(5).out(out));
+  EXPECT_TRUE(r.is_same(out));
+  EXPECT_EQ(out.get("x2").data_ptr(), ptr);  // no copy: the same mapping
+  const TensorDict on_disk = TensorDict::load_memmap(dir + "/out");
+  for (const NestedKey& k : expected.keys(test::kLeaves)) {
+    EXPECT_TRUE(on_disk.get(k).equal(expected.get(k))) << k;
+  }
+  // In place, item by item, into the source's own files.
+  map(src, [](TensorDict c) { c.get("x").mul_(10); },
+      MapOptions().num_workers(2).chunksize(0).out(src));
+  EXPECT_TRUE(TensorDict::load_memmap(dir + "/src").get("x").equal(Data().get("x") * 10));
 }
 
 TEST(MapTest, InPlaceFnWithoutOutReturnsTheModifiedRows) {

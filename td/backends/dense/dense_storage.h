@@ -7,7 +7,7 @@
 #include <utility>
 #include <vector>
 
-#include "absl/container/flat_hash_map.h"
+#include "td/core/entry_list.h"
 #include "td/core/storage.h"
 
 namespace td {
@@ -25,34 +25,23 @@ class DenseStorage final : public Storage {
            Capability::kBatchResize;
   }
   size_t size() const override { return entries_.size(); }
-  std::vector<std::string> keys() const override;
-  bool contains(std::string_view key) const override { return position(key) >= 0; }
+  std::vector<std::string> keys() const override { return entries_.keys(); }
+  bool contains(std::string_view key) const override { return entries_.position(key) >= 0; }
   std::optional<Value> get(std::string_view key) const override;
-  void set(std::string_view key, Value value) override;
+  void set(std::string_view key, Value value) override { entries_.set(key, std::move(value)); }
   void set_(std::string_view key, const at::Tensor& value) override;
-  bool erase(std::string_view key) override;
+  bool erase(std::string_view key) override { return entries_.erase(key); }
 
-  const Value* peek(std::string_view key) const override {
-    const int64_t i = position(key);
-    return i < 0 ? nullptr : &entries_[i].second;
-  }
+  const Value* peek(std::string_view key) const override { return entries_.find(key); }
   const std::vector<std::pair<std::string, Value>>* peek_entries() const override {
-    return &entries_;
+    return &entries_.entries();
   }
-  void append_new(std::vector<std::pair<std::string, Value>> entries) override;
-  void reserve(size_t n) { entries_.reserve(n); }
+  void append_new(std::vector<std::pair<std::string, Value>> entries) override {
+    entries_.append_new(std::move(entries));
+  }
 
  private:
-  // Most TensorDicts hold a handful of entries: the first set() allocates room for this many (not
-  // the constructor: operations fill new storages with append_new, which brings its own vector).
-  static constexpr size_t kInitialCapacity = 8;
-  // Up to this many entries a linear scan beats hashing; past it an index is kept.
-  static constexpr size_t kIndexThreshold = 12;
-  int64_t position(std::string_view key) const;
-  void rebuild_index();
-
-  std::vector<std::pair<std::string, Value>> entries_;
-  absl::flat_hash_map<std::string, int64_t> index_;  // empty while size() <= kIndexThreshold
+  EntryList entries_;
 };
 
 }  // namespace td

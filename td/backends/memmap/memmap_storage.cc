@@ -57,32 +57,18 @@ Capabilities MemmapStorage::capabilities() const {
          Capability::kCpuOnly;
 }
 
-int64_t MemmapStorage::position(std::string_view key) const {
-  auto it = index_.find(absl::string_view(key.data(), key.size()));
-  return it == index_.end() ? -1 : static_cast<int64_t>(it->second);
-}
-
-std::vector<std::string> MemmapStorage::keys() const {
-  std::vector<std::string> out;
-  out.reserve(entries_.size());
-  for (const auto& e : entries_) out.push_back(e.first);
-  return out;
-}
-
 std::optional<Value> MemmapStorage::get(std::string_view key) const {
-  const int64_t i = position(key);
-  if (i < 0) return std::nullopt;
-  return entries_[i].second;
+  const Value* v = entries_.find(key);
+  if (v == nullptr) return std::nullopt;
+  return *v;
 }
 
 size_t MemmapStorage::AddLoaded(std::string key, Value value) {
-  index_.emplace(key, entries_.size());
-  entries_.emplace_back(std::move(key), std::move(value));
-  return entries_.size() - 1;
+  return entries_.set(key, std::move(value));
 }
 
 void MemmapStorage::SetLoadedTensor(size_t index, at::Tensor tensor) {
-  entries_[index].second = Value(std::move(tensor));
+  entries_.value(index) = Value(std::move(tensor));
 }
 
 void MemmapStorage::RequireWritable(std::string_view what, std::string_view key) const {
@@ -99,7 +85,7 @@ int MemmapStorage::OpenLevel() const {
 void MemmapStorage::WriteMeta(int dirfd) const {
   memmap_format::LevelMeta meta;
   meta.batch_size = batch_size_;
-  for (const auto& [key, v] : entries_) {
+  for (const auto& [key, v] : entries_.entries()) {
     memmap_format::EntryMeta e;
     e.key = key;
     e.kind = KindOf(v);
@@ -126,7 +112,7 @@ void MemmapStorage::set(std::string_view key_view, Value value) {
     Fail<ValueError>("key ", nk.repr(), " cannot be memory-mapped: its file name '", name,
                      "' is reserved by the memmap format");
   }
-  for (const auto& [other, v] : entries_) {
+  for (const auto& [other, v] : entries_.entries()) {
     if (other != key && memmap_format::EntryFileName(other, KindOf(v)) == name) {
       Fail<ValueError>("key ", nk.repr(), " cannot be memory-mapped next to key ",
                        NestedKey(other).repr(), ": both use the file name '", name, "'");
@@ -173,15 +159,11 @@ void MemmapStorage::set(std::string_view key_view, Value value) {
     memmap_internal::RemoveAt(dir.get(), tmp, JoinPath(dir_, tmp)).IgnoreError();
     throw;
   }
-  const int64_t i = position(key);
   std::optional<std::string> old_name;
-  if (i >= 0) {
-    old_name = memmap_format::EntryFileName(key, KindOf(entries_[i].second));
-    entries_[i].second = std::move(stored);
-  } else {
-    index_.emplace(key, entries_.size());
-    entries_.emplace_back(key, std::move(stored));
+  if (const Value* old = entries_.find(key)) {
+    old_name = memmap_format::EntryFileName(key, KindOf(*old));
   }
+  entries_.set(key, std::move(stored));
   WriteMeta(dir.get());
   if (old_name && *old_name != name) {
     Check(memmap_internal::RemoveAt(dir.get(), *old_name, JoinPath(dir_, *old_name)));
@@ -195,13 +177,11 @@ void MemmapStorage::set_(std::string_view key, const at::Tensor& value) {
 
 bool MemmapStorage::erase(std::string_view key) {
   RequireWritable("delete", key);
-  const int64_t i = position(key);
-  if (i < 0) return false;
-  const std::string name = memmap_format::EntryFileName(key, KindOf(entries_[i].second));
+  const Value* old = entries_.find(key);
+  if (old == nullptr) return false;
+  const std::string name = memmap_format::EntryFileName(key, KindOf(*old));
   UniqueFd dir(OpenLevel());
-  entries_.erase(entries_.begin() + i);
-  index_.clear();
-  for (size_t j = 0; j < entries_.size(); ++j) index_.emplace(entries_[j].first, j);
+  entries_.erase(key);
   WriteMeta(dir.get());
   Check(memmap_internal::RemoveAt(dir.get(), name, JoinPath(dir_, name)));
   return true;

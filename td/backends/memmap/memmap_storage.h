@@ -25,6 +25,7 @@
 
 #include "absl/container/flat_hash_map.h"
 #include "td/backends/memmap/memory_mapped_tensor.h"
+#include "td/core/entry_list.h"
 #include "td/core/storage.h"
 
 namespace td {
@@ -39,12 +40,12 @@ class MemmapStorage final : public Storage {
   std::string_view backend_id() const override { return "memmap"; }
   Capabilities capabilities() const override;
   size_t size() const override { return entries_.size(); }
-  std::vector<std::string> keys() const override;
-  bool contains(std::string_view key) const override { return position(key) >= 0; }
+  std::vector<std::string> keys() const override { return entries_.keys(); }
+  bool contains(std::string_view key) const override { return entries_.position(key) >= 0; }
   std::optional<Value> get(std::string_view key) const override;
-  const Value* peek(std::string_view key) const override {
-    const int64_t i = position(key);
-    return i < 0 ? nullptr : &entries_[i].second;
+  const Value* peek(std::string_view key) const override { return entries_.find(key); }
+  const std::vector<std::pair<std::string, Value>>* peek_entries() const override {
+    return &entries_.entries();
   }
   // Writes the value to the directory (see the file comment) and keeps the mapped result.
   // Throws ValueError when read-only or for a key that cannot be stored, MemmapError on I/O
@@ -65,7 +66,6 @@ class MemmapStorage final : public Storage {
   void SetLoadedTensor(size_t index, at::Tensor tensor);
 
  private:
-  int64_t position(std::string_view key) const;
   void RequireWritable(std::string_view what, std::string_view key) const;
   // meta.json of this level from the entries in memory, replaced atomically.
   void WriteMeta(int dirfd) const;
@@ -74,8 +74,7 @@ class MemmapStorage final : public Storage {
   std::string dir_;
   MemmapMode mode_;
   bool root_;
-  std::vector<std::pair<std::string, Value>> entries_;
-  absl::flat_hash_map<std::string, size_t> index_;
+  EntryList entries_;
 };
 
 }  // namespace td

@@ -428,32 +428,14 @@ SharedMemoryStorage::SharedMemoryStorage(std::vector<int64_t> batch_size)
   holds_values_ = true;
 }
 
-int64_t SharedMemoryStorage::position(std::string_view key) const {
-  auto it = index_.find(absl::string_view(key.data(), key.size()));
-  return it == index_.end() ? -1 : static_cast<int64_t>(it->second);
-}
-
-std::vector<std::string> SharedMemoryStorage::keys() const {
-  std::vector<std::string> out;
-  out.reserve(entries_.size());
-  for (const auto& e : entries_) out.push_back(e.first);
-  return out;
-}
-
 std::optional<Value> SharedMemoryStorage::get(std::string_view key) const {
-  const int64_t i = position(key);
-  if (i < 0) return std::nullopt;
-  return entries_[i].second;
+  const Value* v = entries_.find(key);
+  if (v == nullptr) return std::nullopt;
+  return *v;
 }
 
 void SharedMemoryStorage::set_unchecked(std::string key, Value value) {
-  const int64_t i = position(key);
-  if (i >= 0) {
-    entries_[i].second = std::move(value);
-    return;
-  }
-  index_.emplace(key, entries_.size());
-  entries_.emplace_back(std::move(key), std::move(value));
+  entries_.set(key, std::move(value));
 }
 
 void SharedMemoryStorage::set(std::string_view key, Value value) {
@@ -475,14 +457,7 @@ void SharedMemoryStorage::set(std::string_view key, Value value) {
   set_unchecked(std::string(key), std::move(value));
 }
 
-bool SharedMemoryStorage::erase(std::string_view key) {
-  const int64_t i = position(key);
-  if (i < 0) return false;
-  entries_.erase(entries_.begin() + i);
-  index_.clear();
-  for (size_t j = 0; j < entries_.size(); ++j) index_.emplace(entries_[j].first, j);
-  return true;
-}
+bool SharedMemoryStorage::erase(std::string_view key) { return entries_.erase(key); }
 
 TD_REGISTER_STORAGE_BACKEND("shared_memory", [](const StorageSpec& spec)
                                                  -> absl::StatusOr<std::shared_ptr<Storage>> {

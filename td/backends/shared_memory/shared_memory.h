@@ -28,6 +28,7 @@
 #include <vector>
 
 #include "absl/container/flat_hash_map.h"
+#include "td/core/entry_list.h"
 #include "td/core/storage.h"
 #include "td/core/tensordict.h"
 
@@ -69,12 +70,12 @@ class SharedMemoryStorage final : public Storage {
            Capability::kBatchResize | Capability::kCrossProcess | Capability::kCpuOnly;
   }
   size_t size() const override { return entries_.size(); }
-  std::vector<std::string> keys() const override;
-  bool contains(std::string_view key) const override { return position(key) >= 0; }
+  std::vector<std::string> keys() const override { return entries_.keys(); }
+  bool contains(std::string_view key) const override { return entries_.position(key) >= 0; }
   std::optional<Value> get(std::string_view key) const override;
-  const Value* peek(std::string_view key) const override {
-    const int64_t i = position(key);
-    return i < 0 ? nullptr : &entries_[i].second;
+  const Value* peek(std::string_view key) const override { return entries_.find(key); }
+  const std::vector<std::pair<std::string, Value>>* peek_entries() const override {
+    return &entries_.entries();
   }
   // Tensors are moved into shared memory, nested TensorDicts become shared_memory levels.
   void set(std::string_view key, Value value) override;
@@ -84,10 +85,8 @@ class SharedMemoryStorage final : public Storage {
   void set_unchecked(std::string key, Value value);
 
  private:
-  int64_t position(std::string_view key) const;
 
-  std::vector<std::pair<std::string, Value>> entries_;
-  absl::flat_hash_map<std::string, size_t> index_;
+  EntryList entries_;
 };
 
 }  // namespace td
