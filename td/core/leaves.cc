@@ -176,11 +176,10 @@ std::vector<at::Tensor> LeafTree::Align(const TensorDict& other,
 }
 
 TensorDict LeafTree::RebuildLevel(int64_t level, std::vector<at::Tensor>& outputs,
-                                  const std::vector<int64_t>& batch, int64_t root_old_dims,
-                                  bool check, const std::optional<at::Device>& device,
+                                  std::vector<int64_t> batch, int64_t root_old_dims, bool check,
+                                  const std::optional<at::Device>& device,
                                   bool extra_dims) const {
   const Level& lv = levels_[level];
-  std::shared_ptr<Storage> storage = lv.td.storage().make_empty(batch, device);
   std::vector<std::pair<std::string, Value>> entries;
   entries.reserve(lv.entries.size());
   for (const Entry& e : lv.entries) {
@@ -207,8 +206,8 @@ TensorDict LeafTree::RebuildLevel(int64_t level, std::vector<at::Tensor>& output
         }
         std::optional<at::Device> sub_device = levels_[e.index].td.device();
         if (device != lv.td.device()) sub_device = device;
-        entries.emplace_back(e.key, RebuildLevel(e.index, outputs, sub_batch, root_old_dims, check,
-                                                 sub_device, extra_dims));
+        entries.emplace_back(e.key, RebuildLevel(e.index, outputs, std::move(sub_batch),
+                                                 root_old_dims, check, sub_device, extra_dims));
         break;
       }
       case Kind::kOther:
@@ -216,6 +215,8 @@ TensorDict LeafTree::RebuildLevel(int64_t level, std::vector<at::Tensor>& output
         break;
     }
   }
+  // Made last, so that it can take `batch` over.
+  std::shared_ptr<Storage> storage = lv.td.storage().make_empty(std::move(batch), device);
   storage->append_new(std::move(entries));
   return TensorDict(std::move(storage));
 }

@@ -105,7 +105,7 @@ class LeafTree {
                   std::vector<at::Tensor>* out, std::vector<NestedKey>* missing,
                   std::vector<NestedKey>* extra) const;
   TensorDict RebuildLevel(int64_t level, std::vector<at::Tensor>& outputs,
-                          const std::vector<int64_t>& batch, int64_t root_old_dims, bool check,
+                          std::vector<int64_t> batch, int64_t root_old_dims, bool check,
                           const std::optional<at::Device>& device, bool extra_dims) const;
 
   // Inline room for the common shapes (a root with a nested level or two, a few dozen leaves):

@@ -88,16 +88,7 @@ struct Registry {
 
 template <class Impl>
 TensorMemberSetter Members(std::vector<std::pair<std::string, at::Tensor Impl::*>> members) {
-  return [members = std::move(members)](Module& module, const std::string& name,
-                                        const at::Tensor& value) {
-    for (const auto& [member_name, member] : members) {
-      if (member_name == name) {
-        dynamic_cast<Impl&>(module).*member = value;
-        return true;
-      }
-    }
-    return false;
-  };
+  return detail::MemberSetter<Impl>(std::move(members));
 }
 
 template <class Impl>

@@ -204,20 +204,29 @@ TensorDict from_modules(const Holders&... modules) {
 
 // ---- implementation of the template above --------------------------------------------------
 
+namespace detail {
+
+// The setter that assigns `Impl`'s tensor members by name (the built-in registrations use it too).
+template <class Impl>
+TensorMemberSetter MemberSetter(std::vector<std::pair<std::string, at::Tensor Impl::*>> members) {
+  return [members = std::move(members)](torch::nn::Module& module, const std::string& name,
+                                        const at::Tensor& value) {
+    for (const auto& [member_name, member] : members) {
+      if (member_name == name) {
+        dynamic_cast<Impl&>(module).*member = value;
+        return true;
+      }
+    }
+    return false;
+  };
+}
+
+}  // namespace detail
+
 template <class Impl>
 void register_tensor_members(std::vector<std::pair<std::string, at::Tensor Impl::*>> members) {
-  register_tensor_members(
-      std::type_index(typeid(Impl)),
-      [members = std::move(members)](torch::nn::Module& module, const std::string& name,
-                                     const at::Tensor& value) {
-        for (const auto& [member_name, member] : members) {
-          if (member_name == name) {
-            dynamic_cast<Impl&>(module).*member = value;
-            return true;
-          }
-        }
-        return false;
-      });
+  register_tensor_members(std::type_index(typeid(Impl)),
+                          detail::MemberSetter<Impl>(std::move(members)));
 }
 
 }  // namespace td::nn
