@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -50,6 +51,33 @@ class EntryList {
 
   std::vector<Entry> entries_;
   absl::flat_hash_map<std::string, int64_t> index_;  // empty while size() <= kIndexThreshold
+};
+
+// A storage whose entries are an EntryList: answers every read from it (no entry is ever
+// computed, so peek() and peek_entries() hand out the stored Values). Derived backends implement
+// the writes.
+class EntryStorage : public Storage {
+ public:
+  EntryStorage(std::vector<int64_t> batch_size, std::optional<at::Device> device)
+      : Storage(std::move(batch_size), device) {
+    holds_values_ = true;
+  }
+
+  size_t size() const override { return entries_.size(); }
+  std::vector<std::string> keys() const override { return entries_.keys(); }
+  bool contains(std::string_view key) const override { return entries_.position(key) >= 0; }
+  std::optional<Value> get(std::string_view key) const override {
+    const Value* v = entries_.find(key);
+    if (v == nullptr) return std::nullopt;
+    return *v;
+  }
+  const Value* peek(std::string_view key) const override { return entries_.find(key); }
+  const std::vector<std::pair<std::string, Value>>* peek_entries() const override {
+    return &entries_.entries();
+  }
+
+ protected:
+  EntryList entries_;
 };
 
 }  // namespace td

@@ -12,12 +12,6 @@ TD_REGISTER_STORAGE_BACKEND("dense", [](const StorageSpec& spec)
   return MakeDenseStorage(spec.batch_size(), spec.device());
 });
 
-std::optional<Value> DenseStorage::get(std::string_view key) const {
-  const Value* v = entries_.find(key);
-  if (v == nullptr) return std::nullopt;
-  return *v;
-}
-
 void DenseStorage::set_(std::string_view key, const at::Tensor& value) {
   const int64_t i = entries_.position(key);
   TORCH_INTERNAL_ASSERT(i >= 0, "set_ on a missing key");

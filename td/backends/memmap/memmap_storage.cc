@@ -43,24 +43,16 @@ EntryKind KindOf(const Value& v) {
 
 MemmapStorage::MemmapStorage(std::string dir, std::vector<int64_t> batch_size, MemmapMode mode,
                              bool root)
-    : Storage(std::move(batch_size), at::Device(at::kCPU)),
+    : EntryStorage(std::move(batch_size), at::Device(at::kCPU)),
       dir_(std::move(dir)),
       mode_(mode),
-      root_(root) {
-  holds_values_ = true;
-}
+      root_(root) {}
 
 Capabilities MemmapStorage::capabilities() const {
   if (mode_ == MemmapMode::kReadOnly) return Capability::kPersistent | Capability::kCpuOnly;
   return Capability::kInPlaceWrite | Capability::kNewKeys | Capability::kReplaceEntries |
          Capability::kBatchResize | Capability::kPersistent | Capability::kCrossProcess |
          Capability::kCpuOnly;
-}
-
-std::optional<Value> MemmapStorage::get(std::string_view key) const {
-  const Value* v = entries_.find(key);
-  if (v == nullptr) return std::nullopt;
-  return *v;
 }
 
 size_t MemmapStorage::AddLoaded(std::string key, Value value) {

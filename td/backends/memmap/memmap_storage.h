@@ -30,7 +30,7 @@
 
 namespace td {
 
-class MemmapStorage final : public Storage {
+class MemmapStorage final : public EntryStorage {
  public:
   // A level whose directory is `dir` (absolute). `root`: the level load_memmap / memmap opened,
   // whose path may go through a symlink; nested levels never follow one. Entries are added by
@@ -39,14 +39,6 @@ class MemmapStorage final : public Storage {
 
   std::string_view backend_id() const override { return "memmap"; }
   Capabilities capabilities() const override;
-  size_t size() const override { return entries_.size(); }
-  std::vector<std::string> keys() const override { return entries_.keys(); }
-  bool contains(std::string_view key) const override { return entries_.position(key) >= 0; }
-  std::optional<Value> get(std::string_view key) const override;
-  const Value* peek(std::string_view key) const override { return entries_.find(key); }
-  const std::vector<std::pair<std::string, Value>>* peek_entries() const override {
-    return &entries_.entries();
-  }
   // Writes the value to the directory (see the file comment) and keeps the mapped result.
   // Throws ValueError when read-only or for a key that cannot be stored, MemmapError on I/O
   // failure (the entry is then unchanged).
@@ -74,7 +66,6 @@ class MemmapStorage final : public Storage {
   std::string dir_;
   MemmapMode mode_;
   bool root_;
-  EntryList entries_;
 };
 
 }  // namespace td

@@ -97,6 +97,16 @@ absl::Status WriteTensor(int fd, const at::Tensor& tensor, const std::string& pa
   at::Tensor t = tensor.resolve_conj().resolve_neg();
   const int64_t total = t.numel() * static_cast<int64_t>(t.element_size());
   if (total == 0) return absl::OkStatus();
+  // Reserve the file's blocks in one call before copying: a full disk is reported before
+  // anything is copied, and the file system can allocate the extents at once. File systems
+  // without fallocate (EOPNOTSUPP) are written the plain way.
+  int rc;
+  do {
+    rc = ::fallocate(fd, 0, 0, static_cast<off_t>(total));
+  } while (rc != 0 && errno == EINTR);
+  if (rc != 0 && errno != EOPNOTSUPP && errno != ENOSYS) {
+    return ErrnoError(errno, absl::StrCat("cannot allocate ", total, " bytes for"), path);
+  }
   if (t.device().is_cpu() && t.is_contiguous()) {
     return WriteAll(fd, t.data_ptr(), static_cast<size_t>(total), path);
   }

@@ -424,15 +424,7 @@ bool TensorDict::is_shared() const {
 // ---- SharedMemoryStorage -------------------------------------------------------------------
 
 SharedMemoryStorage::SharedMemoryStorage(std::vector<int64_t> batch_size)
-    : Storage(std::move(batch_size), at::Device(at::kCPU)) {
-  holds_values_ = true;
-}
-
-std::optional<Value> SharedMemoryStorage::get(std::string_view key) const {
-  const Value* v = entries_.find(key);
-  if (v == nullptr) return std::nullopt;
-  return *v;
-}
+    : EntryStorage(std::move(batch_size), at::Device(at::kCPU)) {}
 
 void SharedMemoryStorage::set_unchecked(std::string key, Value value) {
   entries_.set(key, std::move(value));

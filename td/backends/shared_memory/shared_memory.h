@@ -60,7 +60,7 @@ TensorDict AttachSharedMemory(const std::string& handle);
 // tensor set here is copied into a new segment unless it already is in one).
 // Capabilities: in_place_write | new_keys | replace_entries | batch_resize | cross_process |
 // cpu_only.
-class SharedMemoryStorage final : public Storage {
+class SharedMemoryStorage final : public EntryStorage {
  public:
   explicit SharedMemoryStorage(std::vector<int64_t> batch_size);
 
@@ -69,14 +69,6 @@ class SharedMemoryStorage final : public Storage {
     return Capability::kInPlaceWrite | Capability::kNewKeys | Capability::kReplaceEntries |
            Capability::kBatchResize | Capability::kCrossProcess | Capability::kCpuOnly;
   }
-  size_t size() const override { return entries_.size(); }
-  std::vector<std::string> keys() const override { return entries_.keys(); }
-  bool contains(std::string_view key) const override { return entries_.position(key) >= 0; }
-  std::optional<Value> get(std::string_view key) const override;
-  const Value* peek(std::string_view key) const override { return entries_.find(key); }
-  const std::vector<std::pair<std::string, Value>>* peek_entries() const override {
-    return &entries_.entries();
-  }
   // Tensors are moved into shared memory, nested TensorDicts become shared_memory levels.
   void set(std::string_view key, Value value) override;
   bool erase(std::string_view key) override;
@@ -84,9 +76,6 @@ class SharedMemoryStorage final : public Storage {
   // Stores `value` as is (it is already shared / already a shared_memory level).
   void set_unchecked(std::string key, Value value);
 
- private:
-
-  EntryList entries_;
 };
 
 }  // namespace td
