@@ -7,8 +7,9 @@
 
 #include <cstdint>
 #include <optional>
-#include <type_traits>
 #include <vector>
+
+#include "td/core/leaves.h"
 
 namespace td {
 namespace backends_internal {
@@ -34,15 +35,7 @@ struct ExpandedIndex {
 std::optional<ExpandedIndex> ExpandIndices(at::ArrayRef<at::indexing::TensorIndex> indices,
                                            int64_t batch_dims);
 
-// Slice bounds and integer indices are int64_t in LibTorch 1.13 and c10::SymInt in 2.x.
-template <class T>
-int64_t AsInt(const T& v) {
-  if constexpr (std::is_integral_v<T>) {
-    return v;
-  } else {
-    return v.expect_int();
-  }
-}
+using internal::AsInt;  // int64_t in LibTorch 1.13, c10::SymInt in 2.x
 
 // `indices` without the full slices at its end (they select nothing and cost a slice call per
 // leaf). `sizes`: the sizes of the dims the items of `ex` consume.

@@ -30,17 +30,8 @@ namespace td {
 namespace {
 
 using at::indexing::TensorIndex;
+using internal::AsInt;
 using internal::LeafTree;
-
-// TensorIndex stores int64_t in LibTorch 1.x and c10::SymInt in 2.x.
-template <class T>
-int64_t AsInt(const T& v) {
-  if constexpr (std::is_integral_v<T>) {
-    return static_cast<int64_t>(v);
-  } else {
-    return v.expect_int();
-  }
-}
 
 std::string IndexRepr(const TensorIndex& index) {
   if (index.is_none()) return "None";
@@ -129,35 +120,6 @@ NormalizedIndex NormalizeIndex(at::ArrayRef<TensorIndex> indices, at::IntArrayRe
     }
   }
   return out;
-}
-
-// Integers and slices only (Ellipsis expanded, no None, bool or tensor): basic indexing.
-bool IsBasic(const NormalizedIndex& norm) {
-  if (norm.advanced) return false;
-  for (const TensorIndex& index : norm.indices) {
-    if (!index.is_integer() && !index.is_slice()) return false;
-  }
-  return true;
-}
-
-// `leaf.index(indices)` for a basic index, with direct select / slice calls: what at::indexing
-// does, without its per-call dispatch over the index kinds. Full slices are skipped, as there.
-at::Tensor IndexBasic(const at::Tensor& leaf, at::ArrayRef<TensorIndex> indices) {
-  at::Tensor r = leaf;
-  int64_t dim = 0;
-  for (const TensorIndex& index : indices) {
-    if (index.is_integer()) {
-      r = r.select(dim, AsInt(index.integer()));
-      continue;
-    }
-    const auto& s = index.slice();
-    const int64_t start = AsInt(s.start());
-    const int64_t stop = AsInt(s.stop());
-    const int64_t step = AsInt(s.step());
-    if (!(start == 0 && step == 1 && stop >= r.size(dim))) r = r.slice(dim, start, stop, step);
-    ++dim;
-  }
-  return r;
 }
 
 // The batch size `indices` give for batch `batch`, from a zero-stride probe (see NOTE [ Batch
@@ -325,9 +287,12 @@ TensorDict TensorDict::index(at::ArrayRef<TensorIndex> indices) const {
   const NormalizedIndex norm = NormalizeIndex(indices, batch_size());
   LeafTree tree(*this);
   std::vector<at::Tensor> out =
-      IsBasic(norm)
+      !norm.advanced && internal::IsBasicIndex(norm.indices)
           ? internal::MapEach(
-                tree, [&](size_t, const at::Tensor& leaf) { return IndexBasic(leaf, norm.indices); },
+                tree,
+                [&](size_t, const at::Tensor& leaf) {
+                  return internal::IndexBasic(leaf, norm.indices);
+                },
                 "indexing")
           : internal::MapEach(
                 tree, [&](size_t, const at::Tensor& leaf) { return leaf.index(norm.indices); },

@@ -288,6 +288,33 @@ std::vector<std::vector<at::Tensor>> MapEachMulti(const LeafTree& tree, size_t n
   return out;
 }
 
+bool IsBasicIndex(at::ArrayRef<at::indexing::TensorIndex> indices) {
+  for (const at::indexing::TensorIndex& index : indices) {
+    if (!index.is_integer() && !index.is_slice() && !index.is_none()) return false;
+  }
+  return true;
+}
+
+at::Tensor IndexBasic(const at::Tensor& leaf, at::ArrayRef<at::indexing::TensorIndex> indices) {
+  at::Tensor r = leaf;
+  int64_t dim = 0;
+  for (const at::indexing::TensorIndex& index : indices) {
+    if (index.is_integer()) {
+      r = r.select(dim, AsInt(index.integer()));
+    } else if (index.is_none()) {
+      r = r.unsqueeze(dim++);
+    } else {
+      const auto& s = index.slice();
+      const int64_t start = AsInt(s.start());
+      const int64_t stop = AsInt(s.stop());
+      const int64_t step = AsInt(s.step());
+      if (!(start == 0 && step == 1 && stop >= r.size(dim))) r = r.slice(dim, start, stop, step);
+      ++dim;
+    }
+  }
+  return r;
+}
+
 int64_t WrapBatchDim(int64_t dim, int64_t ndim, at::IntArrayRef batch_size, const char* op) {
   if (dim < -ndim || dim >= ndim || ndim == 0) {
     Fail<IndexError>(op, ": dimension ", dim, " is out of range for a TensorDict with batch size ",

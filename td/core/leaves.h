@@ -22,11 +22,13 @@
 // implement natively; the core's per-leaf default stays in these functions.
 #pragma once
 
+#include <ATen/TensorIndexing.h>
 #include <ATen/core/Tensor.h>
 
 #include <functional>
 #include <optional>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include "absl/container/inlined_vector.h"
@@ -142,6 +144,23 @@ std::vector<std::vector<at::Tensor>> MapEachMulti(const LeafTree& tree, size_t n
 // Normalises `dim` against `ndim` dims (negative counts from the end). Throws IndexError naming
 // the operation, the batch size and the valid range.
 int64_t WrapBatchDim(int64_t dim, int64_t ndim, at::IntArrayRef batch_size, const char* op);
+
+// Slice bounds and integer indices are int64_t in LibTorch 1.13 and c10::SymInt in 2.x.
+template <class T>
+int64_t AsInt(const T& v) {
+  if constexpr (std::is_integral_v<T>) {
+    return static_cast<int64_t>(v);
+  } else {
+    return v.expect_int();
+  }
+}
+
+// Integers, slices and None only (Ellipsis expanded): basic indexing.
+bool IsBasicIndex(at::ArrayRef<at::indexing::TensorIndex> indices);
+// `leaf.index(indices)` for a basic index, with direct select / slice / unsqueeze calls: what
+// at::indexing does, without parsing the index list on every call. Full slices are skipped, as
+// there.
+at::Tensor IndexBasic(const at::Tensor& leaf, at::ArrayRef<at::indexing::TensorIndex> indices);
 
 }  // namespace internal
 }  // namespace td

@@ -12,6 +12,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "td/backends/index_util.h"
+#include "td/core/leaves.h"
 #include "td/core/dtype.h"
 #include "td/core/storage.h"
 
@@ -69,47 +70,15 @@ class IndexOp final : public ViewOp {
  public:
   IndexOp(std::vector<int64_t> source_prefix, std::vector<int64_t> view_prefix,
           std::vector<TensorIndex> indices)
-      : ViewOp(std::move(source_prefix), std::move(view_prefix)), indices_(std::move(indices)) {
-    // Integers, slices and None (basic indexing) become direct select/slice/unsqueeze calls,
-    // which skip Tensor::index's parsing of the index list on every read.
-    int64_t dim = 0;
-    for (const TensorIndex& index : indices_) {
-      if (index.is_integer()) {
-        steps_.push_back({Step::kSelect, dim, backends_internal::AsInt(index.integer()), 0, 0});
-      } else if (index.is_slice()) {
-        const auto& sl = index.slice();
-        steps_.push_back({Step::kSlice, dim, backends_internal::AsInt(sl.start()),
-                          backends_internal::AsInt(sl.stop()), backends_internal::AsInt(sl.step())});
-        ++dim;
-      } else if (index.is_none()) {
-        steps_.push_back({Step::kUnsqueeze, dim, 0, 0, 0});
-        ++dim;
-      } else {
-        basic_ = false;
-        steps_.clear();
-        break;
-      }
-    }
-  }
+      : ViewOp(std::move(source_prefix), std::move(view_prefix)),
+        indices_(std::move(indices)),
+        // Integers, slices and None (basic indexing) become direct select/slice/unsqueeze calls,
+        // which skip Tensor::index's parsing of the index list on every read.
+        basic_(internal::IsBasicIndex(indices_)) {}
   std::string_view id() const override { return "index_view"; }
   bool bijective() const override { return false; }
   at::Tensor forward(const at::Tensor& leaf) const override {
-    if (!basic_) return leaf.index(indices_);
-    at::Tensor t = leaf;
-    for (const Step& s : steps_) {
-      switch (s.kind) {
-        case Step::kSelect:
-          t = t.select(s.dim, s.a);
-          break;
-        case Step::kSlice:
-          t = t.slice(s.dim, s.a, s.b, s.c);
-          break;
-        case Step::kUnsqueeze:
-          t = t.unsqueeze(s.dim);
-          break;
-      }
-    }
-    return t;
+    return basic_ ? internal::IndexBasic(leaf, indices_) : leaf.index(indices_);
   }
   at::Tensor inverse(const at::Tensor&) const override {
     TORCH_INTERNAL_ASSERT(false, "an index view has no inverse");
@@ -117,14 +86,8 @@ class IndexOp final : public ViewOp {
   const std::vector<TensorIndex>& indices() const override { return indices_; }
 
  private:
-  struct Step {
-    enum Kind { kSelect, kSlice, kUnsqueeze } kind;
-    int64_t dim;
-    int64_t a, b, c;  // select: index; slice: start, stop, step
-  };
   std::vector<TensorIndex> indices_;  // Ellipsis expanded: applies to the leading dims only
-  bool basic_ = true;
-  std::vector<Step> steps_;
+  bool basic_;
 };
 
 class PermuteOp final : public ViewOp {
