@@ -20,7 +20,7 @@
 
 #include "td/core/storage.h"
 #include "td/core/tensordict.h"
-#include "td/parallel/executor.h"
+#include "td/executor/executor.h"
 #include "td/parallel/map.h"
 
 namespace {

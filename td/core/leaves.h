@@ -33,7 +33,7 @@
 
 #include "absl/container/inlined_vector.h"
 #include "td/core/tensordict.h"
-#include "td/parallel/executor.h"
+#include "td/executor/executor.h"
 
 namespace td {
 namespace internal {
@@ -124,7 +124,7 @@ using IndexedMultiLeafFn = std::function<std::vector<at::Tensor>(size_t i, const
 // The per-leaf loop of NOTE [ Leaf maps ]: fn(i, leaf) for every leaf of `tree`. An exception
 // from fn is rethrown (same type for c10::Error subclasses) with "while <what> key K" added.
 // `parallel` decides whether the leaves run on td::parallel's threads (NOTE [ Thread policy ] in
-// td/parallel/executor.h; the cost is the leaves' total numel): by default they run serially,
+// td/executor/executor.h; the cost is the leaves' total numel): by default they run serially,
 // in order. Operations whose per-leaf work is real (apply, copies such as clone, to, stack, cat)
 // pass `parallel::ParallelOptions()` to go parallel above the threshold; view-only operations
 // keep the default. Leaves on an accelerator run serially unless `parallel.parallel()` is true.

@@ -37,8 +37,10 @@
 
 #include "nlohmann/json.hpp"
 #include "td/core/errors.h"
+#include "td/core/memmap_options.h"
 #include "td/core/nested_key.h"
-#include "td/parallel/executor.h"
+#include "td/core/options.h"
+#include "td/executor/executor.h"
 
 namespace td {
 
@@ -50,89 +52,6 @@ struct NonTensorData {
   explicit NonTensorData(nlohmann::json d) : data(std::move(d)) {}
   nlohmann::json data;
   friend bool operator==(const NonTensorData& a, const NonTensorData& b) { return a.data == b.data; }
-};
-
-// Which entries `keys()`, `values()` and `items()` list.
-struct KeysOptions {
-  // Also list the entries of nested TensorDicts, as full nested keys (depth first, in order).
-  TORCH_ARG(bool, include_nested) = false;
-  // Skip the sub-TensorDicts themselves (list tensors and non-tensor data only).
-  TORCH_ARG(bool, leaves_only) = false;
-};
-
-// Options of TensorDict::apply / named_apply / apply_.
-//   td.apply(fn, td::ApplyOptions().batch_size({12}).default_value(at::zeros({})));
-//   td.apply(fn, td::ApplyOptions().parallel(false));   // fn is not thread-safe
-struct ApplyOptions {
-  // The result's batch size (default: this TensorDict's).
-  ApplyOptions& batch_size(std::vector<int64_t> b) {
-    batch_size_ = std::move(b);
-    return *this;
-  }
-  const std::optional<std::vector<int64_t>>& batch_size() const { return batch_size_; }
-  // Used in place of a leaf missing in a zipped TensorDict (default: a missing leaf is an error).
-  TORCH_ARG(std::optional<at::Tensor>, default_value) = std::nullopt;
-  // Whether fn runs on several leaves at once, on td::parallel's threads (NOTE [ Thread policy ]
-  // in td/parallel/executor.h; NOTE [ Parallel apply ] in tensordict.cc). nullopt: when the
-  // leaves hold at least `min_parallel_numel` elements in total (and there are two leaves and
-  // two threads); true: whenever there are two leaves and two threads; false: never — fn is
-  // then called in key order on the calling thread. The result is the same either way.
-  TORCH_ARG(std::optional<bool>, parallel) = std::nullopt;
-  // Thread budget of the call; 0 means td::parallel::num_threads().
-  TORCH_ARG(int, num_threads) = 0;
-  TORCH_ARG(int64_t, min_parallel_numel) = parallel::kDefaultMinParallelCost;
-
- private:
-  std::optional<std::vector<int64_t>> batch_size_;
-};
-
-// Options of the reductions (sum, mean, std, var, min, max, norm).
-//   td.std(td::ReduceOptions().dim({0}).keepdim(true).unbiased(false));
-struct ReduceOptions {
-  // Batch dims to reduce; unset reduces every dim of every leaf.
-  ReduceOptions& dim(std::vector<int64_t> d) {
-    dim_ = std::move(d);
-    return *this;
-  }
-  const std::optional<std::vector<int64_t>>& dim() const { return dim_; }
-  // Keep reduced batch dims as size 1.
-  TORCH_ARG(bool, keepdim) = false;
-  // std / var: Bessel's correction (divide by N - 1).
-  TORCH_ARG(bool, unbiased) = true;
-
- private:
-  std::optional<std::vector<int64_t>> dim_;
-};
-
-// How load_memmap maps the files. kReadWrite: writes to the tensors go to the files (MAP_SHARED)
-// and structural changes (new keys, deletions) update the directory. kReadOnly: the files are
-// opened read-only and never modified; tensors are copy-on-write (writing to one changes only this
-// process's memory, never the file) and set/set_/del_ on the TensorDict throw ValueError.
-enum class MemmapMode { kReadWrite, kReadOnly };
-
-// Options of memmap / memmap_ / memmap_like / load_memmap (td/backends/memmap; see
-// docs/memmap.md). Example: `td.memmap("/data/ckpt", td::MemmapOptions().num_threads(8))`.
-struct MemmapOptions {
-  // Threads writing leaves in parallel (oneTBB, in an arena of this many threads, at most one
-  // per CPU); 1 writes from the calling thread. 0 (the default) chooses: every CPU when there
-  // are several leaves and at least 8 MiB of data to copy, else the calling thread. load_memmap
-  // uses them to open and map the files (0: the calling thread; mapping is cheap).
-  TORCH_ARG(int64_t, num_threads) = 0;
-  // A leaf that is already a memory-mapped file elsewhere is copied when true; when false
-  // (Python's default) writing it throws ValueError naming the key and both files.
-  TORCH_ARG(bool, copy_existing) = false;
-  // When false, writing to a prefix that already holds a memmap directory throws ValueError.
-  // When true it is replaced (atomically). A non-empty directory that is not a memmap directory
-  // is never replaced.
-  TORCH_ARG(bool, exists_ok) = true;
-  // load_memmap only: see MemmapMode.
-  TORCH_ARG(MemmapMode, mode) = MemmapMode::kReadWrite;
-  // load_memmap only: load the sub-TensorDict at this key instead of the whole directory (a slice
-  // of a checkpoint): `MemmapOptions().sub_path("0")` or `.sub_path(td::NestedKey{"a", "b"})`.
-  TORCH_ARG(std::optional<NestedKey>, sub_path) = std::nullopt;
-  // fsync every file and directory before the write is committed (durable across power loss,
-  // slower).
-  TORCH_ARG(bool, fsync) = false;
 };
 
 class TensorDict {
@@ -692,64 +611,9 @@ class Value {
 
 std::ostream& operator<<(std::ostream& os, const TensorDict& td);
 
-// ---- operators and *_like constructors (td/core/math_ops.cc) -------------------------------
-// Leaf-wise arithmetic and comparisons, as the member functions add/sub/mul/div/lt/... (a
-// TensorDict operand must hold every leaf of the left-hand one).
-//   td::TensorDict y = 2 * x + 1;
-//   bool all_positive = (y > 0).all();
-TensorDict operator+(const TensorDict& a, const TensorDict& b);
-TensorDict operator+(const TensorDict& a, const at::Scalar& b);
-TensorDict operator+(const at::Scalar& a, const TensorDict& b);
-TensorDict operator-(const TensorDict& a, const TensorDict& b);
-TensorDict operator-(const TensorDict& a, const at::Scalar& b);
-TensorDict operator-(const at::Scalar& a, const TensorDict& b);
-TensorDict operator*(const TensorDict& a, const TensorDict& b);
-TensorDict operator*(const TensorDict& a, const at::Scalar& b);
-TensorDict operator*(const at::Scalar& a, const TensorDict& b);
-TensorDict operator/(const TensorDict& a, const TensorDict& b);
-TensorDict operator/(const TensorDict& a, const at::Scalar& b);
-TensorDict operator/(const at::Scalar& a, const TensorDict& b);
-TensorDict& operator+=(TensorDict& a, const TensorDict& b);
-TensorDict& operator+=(TensorDict& a, const at::Scalar& b);
-TensorDict& operator-=(TensorDict& a, const TensorDict& b);
-TensorDict& operator-=(TensorDict& a, const at::Scalar& b);
-TensorDict& operator*=(TensorDict& a, const TensorDict& b);
-TensorDict& operator*=(TensorDict& a, const at::Scalar& b);
-TensorDict& operator/=(TensorDict& a, const TensorDict& b);
-TensorDict& operator/=(TensorDict& a, const at::Scalar& b);
-TensorDict operator==(const TensorDict& a, const at::Scalar& b);
-TensorDict operator!=(const TensorDict& a, const at::Scalar& b);
-TensorDict operator<(const TensorDict& a, const TensorDict& b);
-TensorDict operator<(const TensorDict& a, const at::Scalar& b);
-TensorDict operator<=(const TensorDict& a, const TensorDict& b);
-TensorDict operator<=(const TensorDict& a, const at::Scalar& b);
-TensorDict operator>(const TensorDict& a, const TensorDict& b);
-TensorDict operator>(const TensorDict& a, const at::Scalar& b);
-TensorDict operator>=(const TensorDict& a, const TensorDict& b);
-TensorDict operator>=(const TensorDict& a, const at::Scalar& b);
-
-// A new TensorDict with the structure, batch size and device of `td` (non-tensor entries
-// carried) and every leaf replaced by at::zeros_like / ones_like / empty_like / full_like /
-// rand_like / randn_like of it. LibTorch's errors (e.g. rand_like of an integer leaf) come with
-// the key.
-//   td::TensorDict buffer = td::zeros_like(batch);
-TensorDict zeros_like(const TensorDict& td);
-TensorDict ones_like(const TensorDict& td);
-TensorDict empty_like(const TensorDict& td);
-TensorDict full_like(const TensorDict& td, const at::Scalar& value);
-TensorDict rand_like(const TensorDict& td);
-TensorDict randn_like(const TensorDict& td);
-
-struct AllCloseOptions {
-  TORCH_ARG(double, rtol) = 1e-5;
-  TORCH_ARG(double, atol) = 1e-8;
-  TORCH_ARG(bool, equal_nan) = false;
-};
-// True when both have the same keys and batch size and every pair of leaves is allclose (and
-// non-tensor entries equal).
-bool allclose(const TensorDict& a, const TensorDict& b, const AllCloseOptions& options = {});
-// Like allclose, but throws c10::Error describing the first difference (key, shapes, max error).
-void assert_allclose(const TensorDict& a, const TensorDict& b,
-                     const AllCloseOptions& options = {});
-
 }  // namespace td
+
+// The free functions over TensorDicts, declared once TensorDict is complete (so that overload
+// resolution elsewhere in this header never meets them with an incomplete TensorDict).
+#include "td/core/comparison.h"  // IWYU pragma: export
+#include "td/core/operators.h"   // IWYU pragma: export

@@ -15,7 +15,7 @@
 #include "absl/strings/str_cat.h"
 #include "td/core/dtype.h"
 #include "td/core/stack.h"
-#include "td/parallel/executor.h"
+#include "td/executor/executor.h"
 
 namespace td {
 namespace parallel {

@@ -31,7 +31,7 @@
 // `info.generator()`: seeded per chunk from MapOptions::seed, it does not depend on which worker
 // runs which chunk.
 //
-// Threads follow NOTE [ Thread policy ] (td/parallel/executor.h): `num_workers` TBB workers in a
+// Threads follow NOTE [ Thread policy ] (td/executor/executor.h): `num_workers` TBB workers in a
 // task_arena, LibTorch intra-op threads capped inside each chunk.
 #pragma once
 

@@ -15,7 +15,7 @@
 #include <vector>
 
 #include "td/core/testing.h"
-#include "td/parallel/executor.h"
+#include "td/executor/executor.h"
 
 namespace td {
 namespace parallel {

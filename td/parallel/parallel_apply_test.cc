@@ -15,7 +15,7 @@
 #include "td/core/stack.h"
 #include "td/core/tensordict.h"
 #include "td/core/testing.h"
-#include "td/parallel/executor.h"
+#include "td/executor/executor.h"
 
 namespace td {
 namespace {

@@ -1,4 +1,4 @@
-#include "td/parallel/executor.h"
+#include "td/executor/executor.h"
 
 #include <ATen/Config.h>
 #include <ATen/Parallel.h>

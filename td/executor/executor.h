@@ -1,7 +1,9 @@
-// The low-level executor of td/parallel: how many threads td's parallel algorithms use, a
-// parallel-for over N items on a oneTBB task_arena with a cost threshold, and the guard that keeps
-// LibTorch's own intra-op threads from multiplying inside those tasks. It knows nothing about
-// TensorDict, so td/core (apply, clone, to) and the backends (memmap IO) can use it.
+// td/executor: the one place tbb work goes through. How many threads td's parallel algorithms
+// use, a parallel-for over N items on a oneTBB task_arena with a cost threshold, and the guard that
+// keeps LibTorch's own intra-op threads from multiplying inside those tasks. It sits below
+// td/core and knows nothing about TensorDict, so td/core (apply, clone, to), the backends (memmap
+// IO) and td/parallel (map, map_iter) all use it. Namespace td::parallel (the user-facing knobs
+// are td::parallel::set_num_threads / num_threads).
 //
 //   td::parallel::set_num_threads(4);                       // the budget for everything below
 //   std::vector<at::Tensor> out(leaves.size());

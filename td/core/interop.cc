@@ -1,0 +1,223 @@
+// TensorDict printing (repr, operator<<) and torch interop (IValue, state dicts).
+#include "td/core/tensordict.h"
+
+#include <ATen/ATen.h>
+
+#include <algorithm>
+
+#include "absl/container/flat_hash_set.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "td/core/dtype.h"
+#include "td/core/internal/tensordict_util.h"
+#include "td/core/storage.h"
+
+namespace td {
+namespace {
+
+using internal::StartsWith;
+
+std::string NonTensorRepr(const nlohmann::json& j) {
+  return j.is_string() ? j.get<std::string>() : j.dump();
+}
+
+void Indent(std::string* out, int n) { out->append(static_cast<size_t>(n), ' '); }
+
+void ReprImpl(const TensorDict& td, int indent, std::string* out) {
+  const Storage& s = td.storage();
+  const bool shared = s.capabilities().has(Capability::kCrossProcess);
+  const char* shared_str = shared ? "True" : "False";
+  std::vector<std::string> keys = s.keys();
+  std::sort(keys.begin(), keys.end());
+  out->append("TensorDict(\n");
+  Indent(out, indent + 4);
+  out->append("fields={");
+  for (size_t i = 0; i < keys.size(); ++i) {
+    out->append(i ? ",\n" : "\n");
+    Indent(out, indent + 8);
+    out->append(keys[i]).append(": ");
+    std::optional<EntryMeta> m = s.meta(keys[i]);  // ragged dims print as -1
+    if (m->kind == EntryMeta::Kind::kTensor) {
+      absl::StrAppend(out, "Tensor(shape=", SizeRepr(m->shape), ", device=", m->device.str(),
+                      ", dtype=", DtypeName(m->dtype), ", is_shared=", shared_str, ")");
+      continue;
+    }
+    std::optional<Value> v = s.get(keys[i]);
+    if (v->is_tensordict()) {
+      ReprImpl(v->tensordict(), indent + 8, out);
+    } else {
+      absl::StrAppend(out, "NonTensorData(data=", NonTensorRepr(v->non_tensor()),
+                      ", batch_size=", SizeRepr(td.batch_size()), ", device=",
+                      td.device() ? td.device()->str() : "None", ")");
+    }
+  }
+  if (keys.empty()) {
+    out->append("\n");
+    Indent(out, indent + 4);
+  }
+  out->append("},\n");
+  Indent(out, indent + 4);
+  absl::StrAppend(out, "batch_size=", SizeRepr(td.batch_size()), ",\n");
+  Indent(out, indent + 4);
+  absl::StrAppend(out, "device=", td.device() ? td.device()->str() : "None", ",\n");
+  Indent(out, indent + 4);
+  absl::StrAppend(out, "is_shared=", shared_str, ")");
+}
+
+c10::IValue JsonToIValue(const nlohmann::json& j) {
+  switch (j.type()) {
+    case nlohmann::json::value_t::null:
+      return c10::IValue();
+    case nlohmann::json::value_t::boolean:
+      return c10::IValue(j.get<bool>());
+    case nlohmann::json::value_t::number_integer:
+    case nlohmann::json::value_t::number_unsigned:
+      return c10::IValue(j.get<int64_t>());
+    case nlohmann::json::value_t::number_float:
+      return c10::IValue(j.get<double>());
+    case nlohmann::json::value_t::string:
+      return c10::IValue(j.get<std::string>());
+    case nlohmann::json::value_t::array: {
+      c10::impl::GenericList list(c10::AnyType::get());
+      for (const auto& e : j) list.push_back(JsonToIValue(e));
+      return c10::IValue(list);
+    }
+    case nlohmann::json::value_t::object: {
+      c10::impl::GenericDict dict(c10::StringType::get(), c10::AnyType::get());
+      for (const auto& [k, e] : j.items()) dict.insert(k, JsonToIValue(e));
+      return c10::IValue(dict);
+    }
+    default:
+      Fail<TypeError>("non-tensor data ", j.dump(), " cannot be converted to an IValue");
+  }
+}
+
+std::optional<nlohmann::json> IValueToJson(const c10::IValue& v) {
+  if (v.isNone()) return nlohmann::json(nullptr);
+  if (v.isBool()) return nlohmann::json(v.toBool());
+  if (v.isInt()) return nlohmann::json(v.toInt());
+  if (v.isDouble()) return nlohmann::json(v.toDouble());
+  if (v.isString()) return nlohmann::json(v.toStringRef());
+  if (v.isList()) {
+    nlohmann::json arr = nlohmann::json::array();
+    for (const c10::IValue& e : v.toListRef()) {
+      std::optional<nlohmann::json> je = IValueToJson(e);
+      if (!je) return std::nullopt;
+      arr.push_back(*std::move(je));
+    }
+    return arr;
+  }
+  return std::nullopt;
+}
+
+}  // namespace
+
+// ---- printing and interop -----------------------------------------------------------------
+
+std::string TensorDict::repr() const {
+  std::string out;
+  ReprImpl(*this, 0, &out);
+  return out;
+}
+
+std::ostream& operator<<(std::ostream& os, const TensorDict& td) { return os << td.repr(); }
+
+c10::IValue TensorDict::to_ivalue() const {
+  c10::impl::GenericDict dict(c10::StringType::get(), c10::AnyType::get());
+  const Storage& s = *storage_;
+  for (const std::string& k : s.keys()) {
+    Value v = *s.get(k);
+    if (v.is_tensor()) {
+      dict.insert(k, v.tensor());
+    } else if (v.is_tensordict()) {
+      dict.insert(k, v.tensordict().to_ivalue());
+    } else {
+      dict.insert(k, JsonToIValue(v.non_tensor()));
+    }
+  }
+  return c10::IValue(dict);
+}
+
+TensorDict TensorDict::from_ivalue(const c10::IValue& value, at::IntArrayRef batch_size,
+                                   std::optional<at::Device> device) {
+  if (!value.isGenericDict()) {
+    Fail<TypeError>("from_ivalue needs a dict, got ", value.tagKind());
+  }
+  TensorDict out({}, batch_size, device);
+  for (const auto& entry : value.toGenericDict()) {
+    if (!entry.key().isString()) {
+      Fail<TypeError>("from_ivalue needs string keys, got a ", entry.key().tagKind(), " key");
+    }
+    const std::string& k = entry.key().toStringRef();
+    const c10::IValue& v = entry.value();
+    if (v.isTensor()) {
+      out.set(NestedKey(k), v.toTensor());
+    } else if (v.isGenericDict()) {
+      out.set(NestedKey(k), from_ivalue(v, batch_size, device));
+    } else if (std::optional<nlohmann::json> j = IValueToJson(v)) {
+      out.set(NestedKey(k), NonTensorData(*std::move(j)));
+    } else {
+      Fail<TypeError>("from_ivalue: key '", k, "' holds a ", v.tagKind(),
+                      ", which is not a tensor, dict or JSON-like value");
+    }
+  }
+  return out;
+}
+
+torch::OrderedDict<std::string, at::Tensor> TensorDict::state_dict(
+    std::string_view separator) const {
+  torch::OrderedDict<std::string, at::Tensor> out;
+  for (const Item& item : items(KeysOptions().include_nested(true).leaves_only(true))) {
+    if (item.second.is_tensor()) out.insert(item.first.join(separator), item.second.tensor());
+  }
+  return out;
+}
+
+TensorDict& TensorDict::load_state_dict(const torch::OrderedDict<std::string, at::Tensor>& state,
+                                        bool strict, std::string_view separator) {
+  std::vector<std::pair<NestedKey, at::Tensor>> existing, fresh;
+  absl::flat_hash_set<NestedKey> seen;
+  std::vector<std::string> unexpected;
+  for (const auto& entry : state) {
+    std::vector<std::string> parts = absl::StrSplit(entry.key(), absl::string_view(separator.data(), separator.size()));
+    NestedKey key(parts);
+    seen.insert(key);
+    std::optional<Value> mine = find(key);
+    if (mine && mine->is_tensor()) {
+      if (mine->tensor().sizes() != entry.value().sizes()) {
+        Fail<ValueError>("load_state_dict: key '", entry.key(), "' has shape ",
+                         SizeRepr(entry.value().sizes()), " but the TensorDict holds ",
+                         SizeRepr(mine->tensor().sizes()));
+      }
+      existing.emplace_back(key, entry.value());
+    } else if (mine) {
+      Fail<TypeError>("load_state_dict: key '", entry.key(), "' is a ", mine->kind(),
+                      " in the TensorDict, not a Tensor");
+    } else if (strict) {
+      unexpected.push_back(entry.key());
+    } else {
+      if (!StartsWith(entry.value().sizes(), batch_size())) {
+        Fail<BatchSizeError>("load_state_dict: key '", entry.key(), "' has shape ",
+                             SizeRepr(entry.value().sizes()),
+                             ", which does not start with the batch size ",
+                             SizeRepr(batch_size()));
+      }
+      fresh.emplace_back(key, entry.value());
+    }
+  }
+  if (strict) {
+    std::vector<NestedKey> missing;
+    for (const NestedKey& k : keys(KeysOptions().include_nested(true).leaves_only(true))) {
+      if (!seen.contains(k) && get_value(k).is_tensor()) missing.push_back(k);
+    }
+    if (!missing.empty() || !unexpected.empty()) {
+      Fail<KeyError>("load_state_dict: missing keys ", KeysRepr(missing), ", unexpected keys ",
+                     KeysRepr(unexpected));
+    }
+  }
+  for (auto& [k, t] : existing) set_(k, t);
+  for (auto& [k, t] : fresh) set(k, t);
+  return *this;
+}
+
+}  // namespace td

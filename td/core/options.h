@@ -1,0 +1,69 @@
+// Options structs of TensorDict's keys()/values()/items(), apply and the reductions (part of
+// //td/core:api; tensordict.h includes this file).
+#pragma once
+
+#include <torch/arg.h>
+
+#include <cstdint>
+#include <optional>
+#include <vector>
+
+#include <ATen/core/Tensor.h>
+
+#include "td/executor/executor.h"
+
+namespace td {
+
+// Which entries `keys()`, `values()` and `items()` list.
+struct KeysOptions {
+  // Also list the entries of nested TensorDicts, as full nested keys (depth first, in order).
+  TORCH_ARG(bool, include_nested) = false;
+  // Skip the sub-TensorDicts themselves (list tensors and non-tensor data only).
+  TORCH_ARG(bool, leaves_only) = false;
+};
+
+// Options of TensorDict::apply / named_apply / apply_.
+//   td.apply(fn, td::ApplyOptions().batch_size({12}).default_value(at::zeros({})));
+//   td.apply(fn, td::ApplyOptions().parallel(false));   // fn is not thread-safe
+struct ApplyOptions {
+  // The result's batch size (default: this TensorDict's).
+  ApplyOptions& batch_size(std::vector<int64_t> b) {
+    batch_size_ = std::move(b);
+    return *this;
+  }
+  const std::optional<std::vector<int64_t>>& batch_size() const { return batch_size_; }
+  // Used in place of a leaf missing in a zipped TensorDict (default: a missing leaf is an error).
+  TORCH_ARG(std::optional<at::Tensor>, default_value) = std::nullopt;
+  // Whether fn runs on several leaves at once, on td::parallel's threads (NOTE [ Thread policy ]
+  // in td/executor/executor.h; NOTE [ Parallel apply ] in tensordict.cc). nullopt: when the
+  // leaves hold at least `min_parallel_numel` elements in total (and there are two leaves and
+  // two threads); true: whenever there are two leaves and two threads; false: never — fn is
+  // then called in key order on the calling thread. The result is the same either way.
+  TORCH_ARG(std::optional<bool>, parallel) = std::nullopt;
+  // Thread budget of the call; 0 means td::parallel::num_threads().
+  TORCH_ARG(int, num_threads) = 0;
+  TORCH_ARG(int64_t, min_parallel_numel) = parallel::kDefaultMinParallelCost;
+
+ private:
+  std::optional<std::vector<int64_t>> batch_size_;
+};
+
+// Options of the reductions (sum, mean, std, var, min, max, norm).
+//   td.std(td::ReduceOptions().dim({0}).keepdim(true).unbiased(false));
+struct ReduceOptions {
+  // Batch dims to reduce; unset reduces every dim of every leaf.
+  ReduceOptions& dim(std::vector<int64_t> d) {
+    dim_ = std::move(d);
+    return *this;
+  }
+  const std::optional<std::vector<int64_t>>& dim() const { return dim_; }
+  // Keep reduced batch dims as size 1.
+  TORCH_ARG(bool, keepdim) = false;
+  // std / var: Bessel's correction (divide by N - 1).
+  TORCH_ARG(bool, unbiased) = true;
+
+ private:
+  std::optional<std::vector<int64_t>> dim_;
+};
+
+}  // namespace td

@@ -1,0 +1,166 @@
+// TensorDict structure: select, exclude, split_keys, (un)flatten_keys, empty, clone, copy,
+// locking.
+#include "td/core/tensordict.h"
+
+#include <ATen/ATen.h>
+
+#include "absl/container/flat_hash_set.h"
+#include "absl/strings/str_split.h"
+#include "td/core/dtype.h"
+#include "td/core/internal/tensordict_util.h"
+#include "td/core/leaves.h"
+#include "td/core/storage.h"
+
+namespace td {
+namespace {
+
+void SetLockedRecursive(const TensorDict& td, bool locked) {
+  td.storage().set_locked(locked);
+  const Storage& s = td.storage();
+  for (const std::string& k : s.keys()) {
+    std::optional<Value> v = s.get(k);
+    if (v && v->is_tensordict()) SetLockedRecursive(v->tensordict(), locked);
+  }
+}
+
+}  // namespace
+
+// ---- structure ----------------------------------------------------------------------------
+
+TensorDict TensorDict::select(const std::vector<NestedKey>& keys, bool strict) const {
+  TensorDict out(MakeDenseStorage(batch_size().vec(), device()));
+  for (const NestedKey& key : keys) {
+    std::optional<Value> v = find(key);
+    if (!v) {
+      if (strict) get_value(key);  // throws KeyError
+      continue;
+    }
+    // Mirror the intermediate levels with their own batch sizes.
+    TensorDict src = *this;
+    TensorDict dst = out;
+    for (size_t i = 0; i + 1 < key.size(); ++i) {
+      TensorDict sub_src = src.storage_->get(key[i])->tensordict();
+      std::optional<Value> existing = dst.storage_->get(key[i]);
+      TensorDict sub_dst = existing ? existing->tensordict()
+                                    : TensorDict(MakeDenseStorage(sub_src.batch_size().vec(),
+                                                                  sub_src.device()));
+      if (!existing) dst.storage_->set(key[i], sub_dst);
+      src = std::move(sub_src);
+      dst = std::move(sub_dst);
+    }
+    dst.storage_->set(key.back(), v->is_tensordict() ? Value(v->tensordict().copy()) : *v);
+  }
+  return out;
+}
+
+TensorDict TensorDict::exclude(const std::vector<NestedKey>& keys) const {
+  TensorDict out = copy();
+  for (const NestedKey& key : keys) {
+    if (!out.contains(key)) continue;
+    auto [parent, last] = out.parent_of(key, false);
+    parent.storage_->erase(last);
+  }
+  return out;
+}
+
+std::vector<TensorDict> TensorDict::split_keys(
+    const std::vector<std::vector<NestedKey>>& groups) const {
+  std::vector<TensorDict> out;
+  std::vector<NestedKey> all;
+  for (const auto& g : groups) {
+    out.push_back(select(g, /*strict=*/false));
+    all.insert(all.end(), g.begin(), g.end());
+  }
+  out.push_back(exclude(all));
+  return out;
+}
+
+TensorDict TensorDict::flatten_keys(std::string_view separator) const {
+  TensorDict out(MakeDenseStorage(batch_size().vec(), device()));
+  std::function<void(const TensorDict&, const std::string&)> visit =
+      [&](const TensorDict& level, const std::string& prefix) {
+        const Storage& s = *level.storage_;
+        for (const std::string& k : s.keys()) {
+          Value v = *s.get(k);
+          std::string name = prefix.empty() ? k : absl::StrCat(prefix, std::string(separator), k);
+          if (v.is_tensordict() && !v.tensordict().is_empty()) {
+            visit(v.tensordict(), name);
+            continue;
+          }
+          if (out.storage_->contains(name)) {
+            Fail<ValueError>("flatten_keys: two entries flatten to the same key '", name,
+                             "' with separator '", separator, "'");
+          }
+          out.storage_->set(name, std::move(v));
+        }
+      };
+  visit(*this, "");
+  return out;
+}
+
+TensorDict TensorDict::unflatten_keys(std::string_view separator) const {
+  TORCH_CHECK(!separator.empty(), "unflatten_keys needs a non-empty separator");
+  TensorDict out(MakeDenseStorage(batch_size().vec(), device()));
+  const Storage& s = *storage_;
+  for (const std::string& k : s.keys()) {
+    Value v = *s.get(k);
+    std::vector<std::string> parts = absl::StrSplit(k, absl::string_view(separator.data(), separator.size()));
+    NestedKey key(parts);
+    // Collision: the key (or one of its prefixes) is already a leaf, or the key is a level.
+    for (size_t i = 1; i <= key.size(); ++i) {
+      NestedKey::Parts p(key.parts().begin(), key.parts().begin() + i);
+      std::optional<Value> existing = out.find(NestedKey(std::move(p)));
+      if (existing && (i == key.size() || !existing->is_tensordict())) {
+        Fail<ValueError>("unflatten_keys: key '", k, "' collides with another entry at ",
+                         NestedKey(NestedKey::Parts(key.parts().begin(), key.parts().begin() + i))
+                             .repr());
+      }
+    }
+    out.set(key, std::move(v));
+  }
+  return out;
+}
+
+TensorDict TensorDict::empty(bool recurse) const {
+  TensorDict out(storage_->make_empty(batch_size().vec(), device()));
+  if (recurse) {
+    const Storage& s = *storage_;
+    for (const std::string& k : s.keys()) {
+      std::optional<Value> v = s.get(k);
+      if (v && v->is_tensordict()) out.storage_->set(k, v->tensordict().empty(true));
+    }
+  }
+  return out;
+}
+
+TensorDict TensorDict::clone() const {
+  internal::LeafTree tree(*this);
+  std::vector<at::Tensor> out = internal::MapEach(
+      tree, [](size_t, const at::Tensor& t) { return t.clone(); }, "cloning",
+      parallel::ParallelOptions());
+  return tree.Rebuild(std::move(out), batch_size(), /*check=*/false);
+}
+
+TensorDict TensorDict::copy() const {
+  TensorDict out(MakeDenseStorage(batch_size().vec(), device()));
+  const Storage& s = *storage_;
+  for (const std::string& k : s.keys()) {
+    Value v = *s.get(k);
+    out.storage_->set(k, v.is_tensordict() ? Value(v.tensordict().copy()) : std::move(v));
+  }
+  return out;
+}
+
+TensorDict& TensorDict::lock_() {
+  SetLockedRecursive(*this, true);
+  return *this;
+}
+
+TensorDict& TensorDict::unlock_() {
+  SetLockedRecursive(*this, false);
+  return *this;
+}
+
+bool TensorDict::is_locked() const { return storage_->locked(); }
+
+}  // namespace td
