@@ -2,6 +2,7 @@
 #include "td/core/tensordict.h"
 
 #include <ATen/ATen.h>
+#include <ATen/MemoryOverlap.h>
 
 #include "td/core/dtype.h"
 #include "td/core/internal/tensordict_util.h"
@@ -64,14 +65,31 @@ TensorDict FinishApply(const TensorDict& self, const internal::LeafTree& tree,
   return tree.Rebuild(std::move(out), self.batch_size(), /*check=*/true);
 }
 
-// True when a tensor of shape `from` can be copied into one of shape `to` (Tensor::copy_).
-bool ExpandableTo(at::IntArrayRef from, at::IntArrayRef to) {
-  if (from.size() > to.size()) return false;
-  const size_t off = to.size() - from.size();
-  for (size_t i = 0; i < from.size(); ++i) {
-    if (from[i] != 1 && from[i] != to[off + i]) return false;
+// Checks that `value` can be copied into `leaf` under apply_'s rule (the set_ rule: exactly the
+// leaf's shape, no partial overlap, a leaf that holds data); throws ValueError naming the key.
+void CheckInPlaceValue(const NestedKey& key, const at::Tensor& leaf, const at::Tensor& value,
+                       const char* op, const char* what) {
+  if (value.sizes() != leaf.sizes()) {
+    Fail<ValueError>(op, ": ", what, " for key ", key.repr(), " has shape ",
+                     SizeRepr(value.sizes()), " but the leaf has shape ", SizeRepr(leaf.sizes()),
+                     ": in-place results must have exactly the leaf's shape (no broadcasting, as "
+                     "for set_: expand the result to the leaf's shape on purpose, or use apply() "
+                     "for a new TensorDict)");
   }
-  return true;
+  if (leaf.is_meta() && !value.is_meta()) {
+    Fail<ValueError>(op, ": the leaf under key ", key.repr(), " (shape ", SizeRepr(leaf.sizes()),
+                     ") is a meta tensor and holds no data to copy ", what, " into");
+  }
+  try {
+    at::assert_no_internal_overlap(leaf);
+    at::assert_no_partial_overlap(leaf, value);
+  } catch (const c10::Error& e) {
+    Fail<ValueError>(op, ": cannot copy ", what, " for key ", key.repr(), " (shape ",
+                     SizeRepr(value.sizes()), ") into the leaf (shape ", SizeRepr(leaf.sizes()),
+                     "): ", e.what_without_backtrace(),
+                     " (expected a result that is the leaf itself or does not share its memory; "
+                     "return a .clone())");
+  }
 }
 
 // apply_: computes every result first, checks they fit, then copies (see the header).
@@ -89,10 +107,9 @@ void ApplyInPlace(const internal::LeafTree& tree, const internal::IndexedLeafFn&
   }
   const std::vector<at::Tensor>& leaves = tree.leaves();
   for (size_t i = 0; i < out.size(); ++i) {
-    if (out[i].defined() && !ExpandableTo(out[i].sizes(), leaves[i].sizes())) {
-      Fail<ValueError>("apply_: the result for key ", tree.key(i).repr(), " has shape ",
-                       SizeRepr(out[i].sizes()), ", which cannot be copied into the leaf of shape ",
-                       SizeRepr(leaves[i].sizes()));
+    if (out[i].defined() && !out[i].is_same(leaves[i])) {
+      CheckInPlaceValue(tree.key(i), leaves[i], out[i], "apply_",
+                                  "the function's result");
     }
   }
   int64_t numel = 0;
@@ -204,7 +221,8 @@ TensorDict& TensorDict::apply_(const NaryLeafFn& fn, const std::vector<TensorDic
 namespace {
 TensorDict ToDenseImpl(const TensorDict& src, const NestedKey* prefix) {
   const Storage& s = src.storage();
-  std::vector<std::string> exclusive = s.exclusive_keys();
+  std::vector<std::string> exclusive =
+      s.lazy() != nullptr ? s.lazy()->exclusive_keys() : std::vector<std::string>();
   if (!exclusive.empty()) {
     Fail<KeyError>("cannot make a dense TensorDict", prefix ? " under " : "",
                    prefix ? prefix->repr() : "", ": keys ", KeysRepr(exclusive),

@@ -116,5 +116,44 @@ TEST(ApplyTest, InPlaceWithOthers) {
   EXPECT_TRUE(a.get("a").eq(0).all().item<bool>());
 }
 
+// apply_ follows set_'s rule: a result must have exactly the leaf's shape. Scalars and smaller
+// broadcastable results are errors naming the key and both shapes, checked before any write.
+TEST(ApplyTest, InPlaceResultsMustHaveTheLeafShape) {
+  TensorDict a = SampleTensorDict();
+  TensorDict before = a.clone();
+  TD_EXPECT_THROW_MSG(a.apply_([](const at::Tensor& x) { return x.sum(); }), c10::ValueError,
+                      {"apply_", "'a'", "torch.Size([])", "torch.Size([3, 4, 5])",
+                       "exactly the leaf's shape"});
+  assert_allclose(a, before);
+  // apply (not in place) with the same function names the key, the shape and the batch size.
+  TD_EXPECT_THROW_MSG(a.apply([](const at::Tensor& x) { return x.sum(); }), BatchSizeError,
+                      {"'a'", "torch.Size([])", "torch.Size([3, 4])"});
+  // Broadcastable to the leaf, but smaller: still an error.
+  TD_EXPECT_THROW_MSG(
+      a.apply_([](const at::Tensor& x) { return x.select(0, 0) * 0; }), c10::ValueError,
+      {"'a'", "torch.Size([4, 5])", "torch.Size([3, 4, 5])"});
+  assert_allclose(a, before);
+  // A result overlapping the leaf (a transposed view of a square leaf) is named, nothing written.
+  TensorDict sq({{"q", at::arange(9.).view({3, 3})}, {"r", at::zeros({3})}}, {3});
+  TensorDict sq_before = sq.clone();
+  TD_EXPECT_THROW_MSG(sq.apply_([](const at::Tensor& x) { return x.dim() == 2 ? x.t() : x + 1; }),
+                      c10::ValueError, {"'q'", "share its memory"});
+  assert_allclose(sq, sq_before);
+  // An expanded leaf cannot be written into: named before anything is written.
+  TensorDict ex = sq.expand({2, 3});
+  TD_EXPECT_THROW_MSG(ex.apply_([](const at::Tensor& x) { return x + 1; }), c10::ValueError,
+                      {"'q'", "torch.Size([2, 3, 3])"});
+  assert_allclose(sq, sq_before);
+  // A meta leaf holds nothing to write into.
+  TensorDict meta({{"m", at::empty({3, 2}, at::TensorOptions().device(at::kMeta))}}, {3});
+  TD_EXPECT_THROW_MSG(meta.apply_([](const at::Tensor& x) { return at::ones(x.sizes()); }),
+                      c10::ValueError, {"'m'", "meta"});
+  // The leaf itself, or a same-shaped new tensor, is fine.
+  a.apply_([](const at::Tensor& x) { return x.mul_(2); });
+  EXPECT_TRUE(a.get("a").allclose(before.get("a") * 2));
+  a.apply_([](const at::Tensor& x) { return at::zeros_like(x); });
+  EXPECT_TRUE(a.get({"n", "x"}).eq(0).all().item<bool>());
+}
+
 }  // namespace
 }  // namespace td

@@ -34,10 +34,16 @@ class EntryList {
   }
   std::vector<std::string> keys() const;
 
-  // Replaces the value of `key`, or appends it as a new entry; returns its position.
+  // Replaces the value of `key`, or appends it as a new entry; returns its position. A
+  // sub-TensorDict value is placed one level below this one (NOTE [ Nesting depth ] in
+  // entry_list.cc): throws NestingError, before changing anything, when that would nest a level
+  // deeper than kMaxNestingDepth or make the value contain this level.
   size_t set(std::string_view key, Value value);
-  // Appends entries whose keys the list does not hold yet.
+  // Appends entries whose keys the list does not hold yet (placed as by set()).
   void append_new(std::vector<Entry> entries);
+  // The depth of this level: 0 for a root, else the deepest depth it was ever set at
+  // (NOTE [ Nesting depth ]).
+  int depth() const { return depth_; }
   // Removes `key`; false when it was not there.
   bool erase(std::string_view key);
 
@@ -49,19 +55,41 @@ class EntryList {
   static constexpr size_t kIndexThreshold = 12;
   void rebuild_index();
 
+  friend void PlaceNested(const EntryList* into, int into_depth, const TensorDict& sub,
+                          std::string_view key, bool record);
+
   std::vector<Entry> entries_;
   absl::flat_hash_map<std::string, int64_t> index_;  // empty while size() <= kIndexThreshold
+  // Raised through const pointers when a level is placed deeper (a property of the level's
+  // position, not of its entries); written only by writes, which the caller serialises.
+  mutable int depth_ = 0;
 };
 
+// Checks that `sub` can be set under `key` into a level at depth `into_depth` whose entries are
+// `into` (nullptr when that level computes its entries): no level of `sub` may end deeper than
+// kMaxNestingDepth, and `sub` may not contain `into`. Throws NestingError naming `key` and the
+// depth. With `record`, also raises the recorded depth of every level of `sub` that is held in
+// an EntryList. See NOTE [ Nesting depth ] in entry_list.cc.
+void PlaceNested(const EntryList* into, int into_depth, const TensorDict& sub,
+                 std::string_view key, bool record);
+
+// The entry `key` of `s`: the held Value without a copy when `s` holds its entries
+// (Storage::held_entries()), else get()'s result kept alive in `*holder`. nullptr when absent.
+// Valid until the next write to `s` (or while `*holder` lives).
+inline const Value* FindEntry(const Storage& s, std::string_view key,
+                              std::optional<Value>* holder) {
+  if (const EntryList* held = s.held_entries()) return held->find(key);
+  *holder = s.get(key);
+  return *holder ? &**holder : nullptr;
+}
+
 // A storage whose entries are an EntryList: answers every read from it (no entry is ever
-// computed, so peek() and peek_entries() hand out the stored Values). Derived backends implement
-// the writes.
+// computed, so held_entries() hands out the stored Values). Derived backends implement the
+// writes through entries().
 class EntryStorage : public Storage {
  public:
   EntryStorage(std::vector<int64_t> batch_size, std::optional<at::Device> device)
-      : Storage(std::move(batch_size), device) {
-    holds_values_ = true;
-  }
+      : Storage(std::move(batch_size), device) {}
 
   size_t size() const override { return entries_.size(); }
   std::vector<std::string> keys() const override { return entries_.keys(); }
@@ -71,12 +99,13 @@ class EntryStorage : public Storage {
     if (v == nullptr) return std::nullopt;
     return *v;
   }
-  const Value* peek(std::string_view key) const override { return entries_.find(key); }
-  const std::vector<std::pair<std::string, Value>>* peek_entries() const override {
-    return &entries_.entries();
-  }
+  const EntryList* held_entries() const override { return &entries_; }
 
  protected:
+  EntryList& entries() { return entries_; }
+  const EntryList& entries() const { return entries_; }
+
+ private:
   EntryList entries_;
 };
 

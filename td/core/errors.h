@@ -40,6 +40,30 @@ class LockedError : public c10::Error {
   using c10::Error::Error;
 };
 
+// How many levels TensorDicts may nest: a root is at depth 0, its sub-TensorDicts at depth 1, and
+// no level may sit deeper than this. Every walk of the library (destruction, clone, keys,
+// printing, to, apply, memmap) recurses once per level, so the limit is what keeps them far
+// from the stack's end (ASan builds and 4 MB worker-thread stacks included). The memmap writer
+// and loader and the shared-memory handle parser use the same limit, so every TensorDict that can
+// be built can be written, loaded and attached. See NOTE [ Nesting depth ] in
+// td/core/entry_list.cc.
+inline constexpr int kMaxNestingDepth = 128;
+
+// A write that would nest a TensorDict deeper than kMaxNestingDepth levels, or make a TensorDict
+// contain itself. Thrown before anything is written; the message names the key and the depth.
+class NestingError : public c10::ValueError {
+ public:
+  using c10::ValueError::ValueError;
+};
+
+// A memmap directory or file that cannot be read or written (TensorDict::memmap / load_memmap,
+// td::MemoryMappedTensor): the message names the file and the problem (missing, unexpected,
+// wrong size, malformed metadata, symlink, I/O error).
+class MemmapError : public c10::Error {
+ public:
+  using c10::Error::Error;
+};
+
 // An entry of the wrong kind (a sub-TensorDict where a tensor was asked for, ...), or a value of a
 // type the operation does not accept.
 using TypeError = c10::TypeError;

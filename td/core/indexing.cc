@@ -33,21 +33,35 @@ using at::indexing::TensorIndex;
 using internal::AsInt;
 using internal::LeafTree;
 
-std::string IndexRepr(const TensorIndex& index) {
-  if (index.is_none()) return "None";
-  if (index.is_ellipsis()) return "Ellipsis";
-  if (index.is_integer()) return std::to_string(AsInt(index.integer()));
-  if (index.is_boolean()) return index.boolean() ? "True" : "False";
-  if (index.is_slice()) {
-    const auto& s = index.slice();
-    return c10::str("Slice(", AsInt(s.start()), ", ", AsInt(s.stop()), ", ", AsInt(s.step()), ")");
-  }
-  const at::Tensor& t = index.tensor();
-  return c10::str("a ", DtypeName(t.scalar_type()), " tensor of shape ", SizeRepr(t.sizes()));
-}
-
 bool IsMask(const at::Tensor& t) {
   return t.scalar_type() == at::kBool || t.scalar_type() == at::kByte;
+}
+
+// Slices with a negative step are refused, as torch refuses them for tensors; ValueError names
+// the index, the batch dim it applies to and the batch size. Runs before a backend's own
+// indexing hook so that every backend answers the same.
+void CheckSliceSteps(at::ArrayRef<TensorIndex> indices, at::IntArrayRef batch, const char* op) {
+  const int64_t bd = static_cast<int64_t>(batch.size());
+  auto width = [](const TensorIndex& index) -> int64_t {
+    if (index.is_integer() || index.is_slice()) return 1;
+    if (index.is_tensor() && index.tensor().defined()) {
+      return IsMask(index.tensor()) ? index.tensor().dim() : 1;
+    }
+    return 0;
+  };
+  int64_t consumed = 0;
+  for (const TensorIndex& index : indices) consumed += width(index);
+  int64_t dim = 0;
+  for (size_t p = 0; p < indices.size(); ++p) {
+    const TensorIndex& index = indices[p];
+    if (index.is_slice() && AsInt(index.slice().step()) < 0) {
+      Fail<ValueError>(op, ": negative slice steps are not supported (as for torch tensors): the slice with ",
+                       "step ", AsInt(index.slice().step()), " at position ", p, " applies to batch dim ", dim,
+                       " of batch size ", SizeRepr(batch), " (use flip(", dim,
+                       ") to reverse it)");
+    }
+    dim += index.is_ellipsis() ? std::max<int64_t>(bd - consumed, 0) : width(index);
+  }
 }
 
 struct NormalizedIndex {
@@ -282,8 +296,11 @@ TensorDict TensorDict::index(std::initializer_list<TensorIndex> indices) const {
 }
 
 TensorDict TensorDict::index(at::ArrayRef<TensorIndex> indices) const {
+  CheckSliceSteps(indices, batch_size(), "index");
   // A backend may index natively (a lazy stack returns its member). See NOTE [ Storage interface ].
-  if (std::optional<TensorDict> native = storage_->index(indices)) return *std::move(native);
+  if (const LazyStorage* lazy = storage_->lazy()) {
+    if (std::optional<TensorDict> native = lazy->index(indices)) return *std::move(native);
+  }
   const NormalizedIndex norm = NormalizeIndex(indices, batch_size());
   LeafTree tree(*this);
   std::vector<at::Tensor> out =
@@ -314,9 +331,12 @@ TensorDict& TensorDict::index_put_(std::initializer_list<TensorIndex> indices,
 
 TensorDict& TensorDict::index_put_(at::ArrayRef<TensorIndex> indices, const TensorDict& value) {
   if (value.is_same(*this)) Fail<ValueError>("index_put_: the value is the TensorDict itself");
+  CheckSliceSteps(indices, batch_size(), "index_put_");
   // A backend may write natively (a lazy stack writes into its members); lazy backends otherwise
   // get the write through a dense copy of the keys it touches. See NOTE [ Storage interface ].
-  if (storage_->index_put_(indices, value)) return *this;
+  if (LazyStorage* lazy = storage_->lazy(); lazy != nullptr && lazy->index_put_(indices, value)) {
+    return *this;
+  }
   if (HasLazyLevel(*this)) {
     std::vector<NestedKey> touched;
     for (NestedKey& k : value.keys(KeysOptions().include_nested(true).leaves_only(true))) {
@@ -333,7 +353,7 @@ TensorDict& TensorDict::index_put_(at::ArrayRef<TensorIndex> indices, const Tens
   // Everything is valid: create, then write.
   for (const PutPlan::Create& c : plan.levels) {
     auto [parent, last] = parent_of(c.key, /*create=*/false);
-    parent.storage_->set(last, TensorDict(parent.storage_->make_empty(c.batch, parent.device())));
+    parent.storage_->set(last, TensorDict(MakeDenseStorage(c.batch, parent.device())));
   }
   for (PutPlan::NewLeaf& n : plan.new_leaves) {
     auto [parent, last] = parent_of(n.key, /*create=*/false);
@@ -358,6 +378,7 @@ TensorDict& TensorDict::index_put_(std::initializer_list<TensorIndex> indices,
 
 TensorDict& TensorDict::index_put_(at::ArrayRef<TensorIndex> indices, const at::Tensor& value) {
   if (!value.defined()) Fail<ValueError>("index_put_: the value tensor is undefined");
+  CheckSliceSteps(indices, batch_size(), "index_put_");
   if (HasLazyLevel(*this)) {  // NOTE [ Storage interface ]
     WriteThroughDenseCopy(*this, [&](TensorDict& dense) { dense.index_put_(indices, value); });
     return *this;
@@ -390,6 +411,7 @@ TensorDict& TensorDict::index_put_(std::initializer_list<TensorIndex> indices,
 }
 
 TensorDict& TensorDict::index_put_(at::ArrayRef<TensorIndex> indices, const at::Scalar& value) {
+  CheckSliceSteps(indices, batch_size(), "index_put_");
   if (HasLazyLevel(*this)) {  // NOTE [ Storage interface ]
     WriteThroughDenseCopy(*this, [&](TensorDict& dense) { dense.index_put_(indices, value); });
     return *this;

@@ -291,5 +291,23 @@ TEST(IndexPutTest, FailuresChangeNothing) {
   TD_EXPECT_THROW_MSG(t.index_put_({0}, at::Tensor()), c10::ValueError, {"undefined"});
 }
 
+// Negative slice steps are refused as torch refuses them for tensors, naming the batch dim.
+TEST(IndexingTest, NegativeStepIsANamedError) {
+  TensorDict t = Sample();
+  TD_EXPECT_THROW_MSG(t.index({Slice(None, None, -1)}), c10::ValueError,
+                      {"negative slice steps are not supported", "step -1", "batch dim 0",
+                       "torch.Size([3, 4])"});
+  TD_EXPECT_THROW_MSG(t.index({Ellipsis, Slice(None, None, -2)}), c10::ValueError,
+                      {"batch dim 1"});
+  TD_EXPECT_THROW_MSG(t.index({0, Slice(None, None, -1)}), c10::ValueError, {"batch dim 1"});
+  TD_EXPECT_THROW_MSG(t.index_put_({Slice(None, None, -1)}, 0), c10::ValueError,
+                      {"index_put_", "batch dim 0"});
+  TD_EXPECT_THROW_MSG(t.index_put_({Slice(None, None, -1)}, at::zeros({})), c10::ValueError,
+                      {"index_put_", "batch dim 0"});
+  TD_EXPECT_THROW_MSG(t.index_put_({Slice(None, None, -1)}, t.clone()), c10::ValueError,
+                      {"index_put_", "batch dim 0"});
+  EXPECT_EQ(t.index({Slice(None, None, 2)}).batch_size(), at::IntArrayRef({2, 4}));
+}
+
 }  // namespace
 }  // namespace td

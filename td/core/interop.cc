@@ -124,6 +124,11 @@ std::ostream& operator<<(std::ostream& os, const TensorDict& td) { return os << 
 
 c10::IValue TensorDict::to_ivalue() const {
   c10::impl::GenericDict dict(c10::StringType::get(), c10::AnyType::get());
+  // Batch size and device of this level, read back by from_ivalue (the "__batch_size" /
+  // "__device" entries of upstream's legacy state dicts).
+  dict.insert(std::string(kIValueBatchSizeKey), c10::IValue(batch_size().vec()));
+  dict.insert(std::string(kIValueDeviceKey),
+              device() ? c10::IValue(device()->str()) : c10::IValue());
   const Storage& s = *storage_;
   for (const std::string& k : s.keys()) {
     Value v = *s.get(k);
@@ -143,17 +148,34 @@ TensorDict TensorDict::from_ivalue(const c10::IValue& value, at::IntArrayRef bat
   if (!value.isGenericDict()) {
     Fail<TypeError>("from_ivalue needs a dict, got ", value.tagKind());
   }
-  TensorDict out({}, batch_size, device);
-  for (const auto& entry : value.toGenericDict()) {
+  const c10::impl::GenericDict dict = value.toGenericDict();
+  // Without a batch size, the one to_ivalue recorded (NOTE in tensordict.h at from_ivalue).
+  const bool recorded = batch_size.empty() && dict.contains(std::string(kIValueBatchSizeKey));
+  std::vector<int64_t> batch = batch_size.vec();
+  if (recorded) {
+    const c10::IValue& b = dict.at(std::string(kIValueBatchSizeKey));
+    if (!b.isIntList()) {
+      Fail<TypeError>("from_ivalue: '", kIValueBatchSizeKey, "' must be a list of ints, got ",
+                      b.tagKind());
+    }
+    batch = b.toIntVector();
+    const c10::IValue& d = dict.contains(std::string(kIValueDeviceKey))
+                               ? dict.at(std::string(kIValueDeviceKey))
+                               : c10::IValue();
+    if (!device && d.isString()) device = at::Device(d.toStringRef());
+  }
+  TensorDict out({}, batch, device);
+  for (const auto& entry : dict) {
     if (!entry.key().isString()) {
       Fail<TypeError>("from_ivalue needs string keys, got a ", entry.key().tagKind(), " key");
     }
     const std::string& k = entry.key().toStringRef();
+    if (k == kIValueBatchSizeKey || k == kIValueDeviceKey) continue;
     const c10::IValue& v = entry.value();
     if (v.isTensor()) {
       out.set(NestedKey(k), v.toTensor());
     } else if (v.isGenericDict()) {
-      out.set(NestedKey(k), from_ivalue(v, batch_size, device));
+      out.set(NestedKey(k), from_ivalue(v, recorded ? at::IntArrayRef() : batch_size, device));
     } else if (std::optional<nlohmann::json> j = IValueToJson(v)) {
       out.set(NestedKey(k), NonTensorData(*std::move(j)));
     } else {

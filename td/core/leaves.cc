@@ -7,6 +7,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "td/core/dtype.h"
+#include "td/core/entry_list.h"
 #include "td/core/storage.h"
 
 namespace td {
@@ -15,14 +16,6 @@ namespace {
 
 bool StartsWith(at::IntArrayRef shape, at::IntArrayRef prefix) {
   return shape.size() >= prefix.size() && std::equal(prefix.begin(), prefix.end(), shape.begin());
-}
-
-// The entry `key` of `s` without copying it when the backend holds Values (a lazy backend's
-// result is kept in `*holder`); nullptr when absent.
-const Value* Lookup(const Storage& s, std::string_view key, std::optional<Value>* holder) {
-  if (s.holds_values()) return s.peek(key);
-  *holder = s.get(key);
-  return *holder ? &**holder : nullptr;
 }
 
 }  // namespace
@@ -53,13 +46,13 @@ void LeafTree::AddLevel(const TensorDict& td, int64_t parent, int64_t parent_ent
       levels_[me].entries.push_back(Entry{std::move(key), Kind::kOther, -1, v});
     }
   };
-  if (const auto* entries = s.peek_entries()) {
-    for (const auto& [key, v] : *entries) add(key, v);
+  if (const EntryList* held = s.held_entries()) {
+    for (const auto& [key, v] : held->entries()) add(key, v);
     return;
   }
   std::optional<Value> holder;
   for (std::string& k : s.keys()) {
-    const Value* v = Lookup(s, k, &holder);
+    const Value* v = FindEntry(s, k, &holder);
     if (v != nullptr) add(std::move(k), *v);
   }
 }
@@ -90,13 +83,15 @@ void LeafTree::AlignLevel(int64_t level, const TensorDict& other, const AlignOpt
   const Level& lv = levels_[level];
   std::optional<Value> holder;
   // Fast path: TensorDicts built the same way list their keys in the same order.
-  const std::vector<std::pair<std::string, Value>>* same_order = so.peek_entries();
+  const EntryList* held = so.held_entries();
+  const std::vector<std::pair<std::string, Value>>* same_order =
+      held != nullptr ? &held->entries() : nullptr;
   for (size_t k = 0; k < lv.entries.size(); ++k) {
     const Entry& e = lv.entries[k];
     const Value* v = same_order != nullptr && k < same_order->size() &&
                              (*same_order)[k].first == e.key
                          ? &(*same_order)[k].second
-                         : Lookup(so, e.key, &holder);
+                         : FindEntry(so, e.key, &holder);
     if (v == nullptr) {
       if (e.kind == Kind::kTensor && options.default_value()) {
         (*out)[e.index] = *options.default_value();
@@ -216,7 +211,7 @@ TensorDict LeafTree::RebuildLevel(int64_t level, std::vector<at::Tensor>& output
     }
   }
   // Made last, so that it can take `batch` over.
-  std::shared_ptr<Storage> storage = lv.td.storage().make_empty(std::move(batch), device);
+  std::shared_ptr<Storage> storage = MakeDenseStorage(std::move(batch), device);
   storage->append_new(std::move(entries));
   return TensorDict(std::move(storage));
 }

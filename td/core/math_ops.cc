@@ -259,12 +259,12 @@ TensorDict TensorDict::to(at::Device device, bool non_blocking) const {
 }
 
 TensorDict TensorDict::to(at::ScalarType dtype) const {
-  if (!at::isFloatingType(dtype)) {
-    Fail<TypeError>("to(dtype) casts the floating-point leaves and needs a floating dtype, got ",
-                    DtypeName(dtype));
-  }
+  // A floating dtype casts the floating leaves (nn::Module::to); any other dtype casts every
+  // leaf, as Python tensordict does.
+  const bool all = !at::isFloatingType(dtype);
   return MapLeaves(
-      *this, [dtype](const at::Tensor& t) { return t.is_floating_point() ? t.to(dtype) : t; },
+      *this,
+      [dtype, all](const at::Tensor& t) { return all || t.is_floating_point() ? t.to(dtype) : t; },
       "casting", /*check=*/false, parallel::ParallelOptions());
 }
 

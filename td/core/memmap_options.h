@@ -1,5 +1,6 @@
-// Options of TensorDict::memmap / memmap_ / memmap_like / load_memmap (the memmap backend,
-// //td/backends/memmap, implements them; tensordict.h includes this file).
+// Options of TensorDict::memmap / memmap_ / memmap_like (MemmapOptions, writing) and
+// TensorDict::load_memmap (LoadMemmapOptions, reading). The memmap backend, //td/backends/memmap,
+// implements them; tensordict.h includes this file.
 #pragma once
 
 #include <torch/arg.h>
@@ -17,13 +18,13 @@ namespace td {
 // process's memory, never the file) and set/set_/del_ on the TensorDict throw ValueError.
 enum class MemmapMode { kReadWrite, kReadOnly };
 
-// Options of memmap / memmap_ / memmap_like / load_memmap (td/backends/memmap; see
-// docs/memmap.md). Example: `td.memmap("/data/ckpt", td::MemmapOptions().num_threads(8))`.
+// Options of memmap / memmap_ / memmap_like (td/backends/memmap; see docs/memmap.md).
+// Example: `td.memmap("/data/ckpt", td::MemmapOptions().num_threads(8))`.
 struct MemmapOptions {
   // Threads writing leaves in parallel (oneTBB, in an arena of this many threads, at most one
   // per CPU); 1 writes from the calling thread. 0 (the default) chooses: every CPU when there
-  // are several leaves and at least 8 MiB of data to copy, else the calling thread. load_memmap
-  // uses them to open and map the files (0: the calling thread; mapping is cheap).
+  // are several leaves and at least 8 MiB of data to copy, else the calling thread. The threads
+  // come from td::parallel's executor: td::parallel::set_num_threads(1) makes every write serial.
   TORCH_ARG(int64_t, num_threads) = 0;
   // A leaf that is already a memory-mapped file elsewhere is copied when true; when false
   // (Python's default) writing it throws ValueError naming the key and both files.
@@ -32,14 +33,22 @@ struct MemmapOptions {
   // When true it is replaced (atomically). A non-empty directory that is not a memmap directory
   // is never replaced.
   TORCH_ARG(bool, exists_ok) = true;
-  // load_memmap only: see MemmapMode.
-  TORCH_ARG(MemmapMode, mode) = MemmapMode::kReadWrite;
-  // load_memmap only: load the sub-TensorDict at this key instead of the whole directory (a slice
-  // of a checkpoint): `MemmapOptions().sub_path("0")` or `.sub_path(td::NestedKey{"a", "b"})`.
-  TORCH_ARG(std::optional<NestedKey>, sub_path) = std::nullopt;
   // fsync every file and directory before the write is committed (durable across power loss,
   // slower).
   TORCH_ARG(bool, fsync) = false;
+};
+
+// Options of load_memmap (td/backends/memmap; see docs/memmap.md).
+// Example: `td::TensorDict::load_memmap("/ckpt", td::LoadMemmapOptions().sub_path("0"))`.
+struct LoadMemmapOptions {
+  // Read-write or read-only mapping: see MemmapMode.
+  TORCH_ARG(MemmapMode, mode) = MemmapMode::kReadWrite;
+  // Load the sub-TensorDict at this key instead of the whole directory (a slice of a
+  // checkpoint): `.sub_path("0")` or `.sub_path(td::NestedKey{"a", "b"})`.
+  TORCH_ARG(std::optional<NestedKey>, sub_path) = std::nullopt;
+  // Threads opening and mapping the files (0: the calling thread; mapping is cheap). They come
+  // from td::parallel's executor, so td::parallel::set_num_threads(1) makes loading serial.
+  TORCH_ARG(int64_t, num_threads) = 0;
 };
 
 }  // namespace td

@@ -5,6 +5,7 @@
 #include <torch/arg.h>
 
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <vector>
 
@@ -14,12 +15,21 @@
 
 namespace td {
 
+class Value;
+
 // Which entries `keys()`, `values()` and `items()` list.
 struct KeysOptions {
   // Also list the entries of nested TensorDicts, as full nested keys (depth first, in order).
   TORCH_ARG(bool, include_nested) = false;
   // Skip the sub-TensorDicts themselves (list tensors and non-tensor data only).
   TORCH_ARG(bool, leaves_only) = false;
+  // Sort the result by key (nested keys compared as their "."-joined string, as upstream).
+  TORCH_ARG(bool, sort) = false;
+  // Which entries count as leaves (upstream's `is_leaf`): an entry for which it returns true is
+  // listed as a leaf and not recursed into; unset: tensors and non-tensor data are the leaves.
+  //   td.keys(td::KeysOptions().include_nested(true).leaves_only(true)
+  //               .is_leaf([](const td::Value& v) { return !v.is_non_tensor(); }));
+  TORCH_ARG(std::function<bool(const Value&)>, is_leaf) = nullptr;
 };
 
 // Options of TensorDict::apply / named_apply / apply_.
@@ -46,6 +56,15 @@ struct ApplyOptions {
 
  private:
   std::optional<std::vector<int64_t>> batch_size_;
+};
+
+// Options of TensorDict::new_zeros / new_ones / new_empty / new_full / new_tensor: each unset
+// field keeps the leaf's own (dtype, device).
+//   td.new_zeros({8}, td::NewOptions().dtype(at::kFloat).requires_grad(true));
+struct NewOptions {
+  TORCH_ARG(std::optional<at::ScalarType>, dtype) = std::nullopt;
+  TORCH_ARG(std::optional<at::Device>, device) = std::nullopt;
+  TORCH_ARG(bool, requires_grad) = false;
 };
 
 // Options of the reductions (sum, mean, std, var, min, max, norm).

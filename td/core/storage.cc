@@ -6,6 +6,7 @@
 #include "absl/container/flat_hash_map.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "td/core/entry_list.h"
 
 namespace td {
 namespace {
@@ -22,19 +23,28 @@ Registry& GetRegistry() {
 
 }  // namespace
 
-std::string Capabilities::ToString() const {
-  static constexpr std::pair<Capability, const char*> kNames[] = {
-      {Capability::kInPlaceWrite, "in_place_write"}, {Capability::kNewKeys, "new_keys"},
-      {Capability::kPersistent, "persistent"},       {Capability::kCrossProcess, "cross_process"},
-      {Capability::kLazy, "lazy"},                   {Capability::kCpuOnly, "cpu_only"},
-      {Capability::kRagged, "ragged"},
-  };
-  std::vector<std::string> names;
-  for (const auto& [c, name] : kNames) {
-    if (has(c)) names.emplace_back(name);
+std::string_view CapabilityName(Capability c) {
+  for (const auto& [flag, name] : kCapabilityNames) {
+    if (flag == c) return name;
   }
-  return absl::StrJoin(names, "|");
+  return "unknown";
 }
+
+std::string Capabilities::ToString() const {
+  std::vector<std::string> names;
+  uint32_t named = 0;
+  for (const auto& [flag, name] : kCapabilityNames) {
+    named |= static_cast<uint32_t>(flag);
+    if (has(flag)) names.emplace_back(name);
+  }
+  std::string out = absl::StrJoin(names, "|");
+  if (const uint32_t rest = bits_ & ~named; rest != 0) {  // a flag without a name: say so
+    absl::StrAppend(&out, out.empty() ? "" : "|", "unknown(0x", absl::Hex(rest), ")");
+  }
+  return out.empty() ? "none" : out;
+}
+
+std::ostream& operator<<(std::ostream& os, Capabilities c) { return os << c.ToString(); }
 
 void Storage::set_(std::string_view key, const at::Tensor& value) {
   std::optional<Value> current = get(key);
@@ -49,8 +59,8 @@ bool EntryMeta::ragged() const {
 std::optional<EntryMeta> Storage::meta(std::string_view key) const {
   std::optional<Value> holder;
   const Value* v = nullptr;
-  if (holds_values_) {  // no copy of the entry
-    v = peek(key);
+  if (const EntryList* held = held_entries()) {  // no copy of the entry
+    v = held->find(key);
   } else {
     holder = get(key);
     v = holder ? &*holder : nullptr;
@@ -72,21 +82,31 @@ std::optional<EntryMeta> Storage::meta(std::string_view key) const {
   return m;
 }
 
-std::optional<TensorDict> Storage::index(at::ArrayRef<at::indexing::TensorIndex>) const {
+std::optional<TensorDict> LazyStorage::index(at::ArrayRef<at::indexing::TensorIndex>) const {
   return std::nullopt;
 }
 
-bool Storage::index_put_(at::ArrayRef<at::indexing::TensorIndex>, const TensorDict&) {
+bool LazyStorage::index_put_(at::ArrayRef<at::indexing::TensorIndex>, const TensorDict&) {
   return false;
+}
+
+bool Storage::rename_key(std::string_view, std::string_view) { return false; }
+
+void LazyStorage::add_lazy_source(const TensorDict& source, std::string_view what) {
+  const LazyStorage* lazy = source.storage().lazy();
+  const int depth = lazy == nullptr ? 1 : lazy->lazy_depth_ + 1;
+  if (depth > kMaxNestingDepth) {
+    Fail<NestingError>(what, ": the result would be computed through ", depth,
+                       " lazy levels (views of views, lazy stacks of lazy stacks), and lazy "
+                       "levels chain at most ", kMaxNestingDepth,
+                       " deep (td::kMaxNestingDepth); call to_dense() on the source, or build "
+                       "the view on view_source()");
+  }
+  lazy_depth_ = std::max(lazy_depth_, depth);
 }
 
 void Storage::append_new(std::vector<std::pair<std::string, Value>> entries) {
   for (auto& [key, value] : entries) set(key, std::move(value));
-}
-
-std::shared_ptr<Storage> Storage::make_empty(std::vector<int64_t> batch_size,
-                                             std::optional<at::Device> device) const {
-  return MakeDenseStorage(std::move(batch_size), device);
 }
 
 bool HasLazyLevel(const TensorDict& td) {

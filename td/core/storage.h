@@ -7,8 +7,16 @@
 // so a backend only stores. Nested keys are resolved by the core one level at a time through
 // nested TensorDicts, so backends see plain string keys. Algorithms ask `capabilities()` rather
 // than casting to a concrete backend. A backend is a folder under td/backends/ with one
-// cc_library (alwayslink) whose .cc registers a factory under its id with
-// TD_REGISTER_STORAGE_BACKEND; //td/backends:all links every backend and a test opens each.
+// cc_library (alwayslink). A backend that can open an empty storage from a StorageSpec alone
+// (dense, memmap, shared_memory) registers a factory under its id with
+// TD_REGISTER_STORAGE_BACKEND; //td/backends:all links every backend and a test opens each
+// registered id. Lazy backends (lazy stacks, views) are made from other TensorDicts by their own
+// functions (td::lazy_stack, td::index_view, ...) and register no factory.
+//
+// The interface is the verbs every backend means (read, write, erase, metadata, batch size,
+// lock) plus two optional parts: `held_entries()`, the one fast-path accessor for backends that
+// hold their entries as Values, and `lazy()`, the hooks only Capability::kLazy backends have
+// (class LazyStorage). Capability names come from one table (kCapabilityNames).
 //
 // Rules the core follows so that every backend behaves the same (the conformance suite in
 // tests/conformance checks them on every backend):
@@ -17,13 +25,13 @@
 //    computing the tensor (and with -1 for dims that differ between the parts of a ragged
 //    backend).
 //  * A backend with Capability::kLazy may return a freshly computed tensor from `get()`, so
-//    writing into that tensor changes nothing. Every in-place write of the core (set_, update_,
-//    apply_, in-place math, index_put_) therefore goes through `set_()` / `index_put_()` of the
-//    storage for such backends, never through the tensor `get()` returned.
-//  * Batch indexing first offers the work to `index()` / `index_put_()`; a backend returns
-//    nullopt / false to let the core do it leaf by leaf (the dense path: one call into the
-//    storage, no extra cost). A lazy backend uses the hooks to stay lazy (a lazy stack indexed
-//    along its stack dim returns the member itself) and to write through.
+//    writing into that tensor changes nothing. Every in-place write of the core therefore hands
+//    the result of a lazy level back to the storage's `set_()`: see NOTE [ In-place writes ] in
+//    td/core/leaves.h, the one place that does it.
+//  * Batch indexing first offers the work to LazyStorage::index() / index_put_(); a backend
+//    returns nullopt / false to let the core do it leaf by leaf. A lazy backend uses the hooks
+//    to stay lazy (a lazy stack indexed along its stack dim returns the member itself) and to
+//    write through.
 //  * Structural flags that span levels (the lock) are set through the virtual `set_locked()`, so
 //    backends whose nested TensorDicts are built on the fly (lazy stacks, views) can forward it.
 #pragma once
@@ -31,6 +39,7 @@
 #include <cstdint>
 #include <functional>
 #include <map>
+#include <ostream>
 #include <memory>
 #include <optional>
 #include <string>
@@ -44,17 +53,44 @@
 
 namespace td {
 
+// What a backend can do. Every flag has a row in kCapabilityNames below; add a new flag at the
+// end with the next bit, a row there, and bump kNumCapabilities (static_asserts check the rest).
 enum class Capability : uint32_t {
   kInPlaceWrite = 1u << 0,   // set_ / index_put_ write into the memory the entries live in
   kNewKeys = 1u << 1,        // set() of a new key is supported
   kPersistent = 1u << 2,     // the entries outlive the process (files)
   kCrossProcess = 1u << 3,   // other processes can see and write the same memory
-  kLazy = 1u << 4,           // get() computes its result from other TensorDicts
+  kLazy = 1u << 4,           // get() computes its result from other TensorDicts (LazyStorage)
   kCpuOnly = 1u << 5,        // tensors must stay on the CPU
   kRagged = 1u << 6,         // entries may disagree on feature shapes / key sets
   kReplaceEntries = 1u << 7, // set() of an existing key may change its feature shape / dtype
   kBatchResize = 1u << 8,    // set_batch_size() / auto_batch_size_() may change the batch size
 };
+inline constexpr size_t kNumCapabilities = 9;
+
+// The name of every Capability, in bit order: what Capabilities::ToString prints.
+inline constexpr std::pair<Capability, std::string_view> kCapabilityNames[] = {
+    {Capability::kInPlaceWrite, "in_place_write"}, {Capability::kNewKeys, "new_keys"},
+    {Capability::kPersistent, "persistent"},       {Capability::kCrossProcess, "cross_process"},
+    {Capability::kLazy, "lazy"},                   {Capability::kCpuOnly, "cpu_only"},
+    {Capability::kRagged, "ragged"},               {Capability::kReplaceEntries, "replace_entries"},
+    {Capability::kBatchResize, "batch_resize"},
+};
+static_assert(sizeof(kCapabilityNames) / sizeof(kCapabilityNames[0]) == kNumCapabilities,
+              "every Capability needs a row in kCapabilityNames");
+namespace internal {
+constexpr bool CapabilityNamesInBitOrder() {
+  for (size_t i = 0; i < kNumCapabilities; ++i) {
+    if (static_cast<uint32_t>(kCapabilityNames[i].first) != (1u << i)) return false;
+  }
+  return true;
+}
+}  // namespace internal
+static_assert(internal::CapabilityNamesInBitOrder(),
+              "kCapabilityNames must list the Capability flags in bit order, one per bit");
+
+// The name of one flag ("in_place_write", ...).
+std::string_view CapabilityName(Capability c);
 
 // A set of Capability flags.
 class Capabilities {
@@ -67,7 +103,9 @@ class Capabilities {
     return Capabilities(bits_ & ~static_cast<uint32_t>(c));
   }
   constexpr uint32_t bits() const { return bits_; }
-  // "in_place_write|new_keys|..."
+  constexpr bool operator==(Capabilities o) const { return bits_ == o.bits_; }
+  constexpr bool operator!=(Capabilities o) const { return bits_ != o.bits_; }
+  // "in_place_write|new_keys|...", in bit order; "none" for the empty set.
   std::string ToString() const;
 
  private:
@@ -77,6 +115,8 @@ class Capabilities {
 constexpr Capabilities operator|(Capability a, Capability b) {
   return Capabilities(a) | Capabilities(b);
 }
+// Prints ToString() (gtest and error messages).
+std::ostream& operator<<(std::ostream& os, Capabilities c);
 
 // What `Storage::meta()` reports about one entry without materialising it.
 struct EntryMeta {
@@ -90,6 +130,9 @@ struct EntryMeta {
   // True when some dim is -1.
   bool ragged() const;
 };
+
+class EntryList;    // td/core/entry_list.h
+class LazyStorage;  // below
 
 // One level of entries. See NOTE [ Storage interface ].
 class Storage {
@@ -119,27 +162,76 @@ class Storage {
   virtual void set_(std::string_view key, const at::Tensor& value);
   // Removes the entry; false when absent.
   virtual bool erase(std::string_view key) = 0;
-  // Backends that keep their entries as Values set `holds_values_` and return a pointer to the
-  // stored entry here (nullptr when absent), so the core reads without copying; the pointer is
-  // valid until the next write to this storage. Lazy backends keep the default and are read
-  // through get().
-  virtual const Value* peek(std::string_view key) const { return nullptr; }
-  bool holds_values() const { return holds_values_; }
-  // Kind, shape, dtype and device of the entry, or nullopt when absent. The default reads get();
-  // lazy backends override it so that checks and printing do not compute the entry.
+  // Kind, shape, dtype and device of the entry, or nullopt when absent. The default reads the
+  // entry (without copying it when held_entries() is set); lazy backends override it so that
+  // checks and printing do not compute the entry.
   virtual std::optional<EntryMeta> meta(std::string_view key) const;
-  // Keys held by some parts of the storage but not by all of them (a lazy stack whose members
-  // have different key sets). They are not listed by keys(). Empty by default.
-  virtual std::vector<std::string> exclusive_keys() const { return {}; }
-
+  // The fast path to the entries: backends that keep their entries as Values in an EntryList
+  // (EntryStorage: dense, memmap, shared_memory) return it, so that the core reads an entry or
+  // walks a level without copying; nullptr (the default) for backends whose entries are computed
+  // (read through get()). Valid until the next write to this storage. The one accessor of its
+  // kind: lookups by key, in-order walks and "does it hold Values" all come from it.
+  virtual const EntryList* held_entries() const { return nullptr; }
+  // Adds entries whose keys are distinct and absent from this storage, already validated (the
+  // core filling the fresh result of an operation). The default calls set() for each.
+  virtual void append_new(std::vector<std::pair<std::string, Value>> entries);
+  // Replaces the batch size (already validated against every leaf by the core).
+  virtual void set_batch_size(std::vector<int64_t> batch_size) {
+    batch_size_ = std::move(batch_size);
+  }
   // Renames entry `old_key` to `new_key` of this level (replacing an existing `new_key`) and
-  // returns true, or returns false to let the core move the value (get, erase, set). Called after
-  // the core's checks (old_key exists, lock). Backends whose entries live elsewhere (views, lazy
-  // stacks) rename there, so that data outside the view is kept.
-  virtual bool rename_key(std::string_view old_key, std::string_view new_key) {
-    (void)old_key;
-    (void)new_key;
-    return false;
+  // returns true, or returns false (the default) to let the core move the value (get, erase,
+  // set). Called after the core's checks (old_key exists, lock). Renaming where the entries live
+  // keeps data outside a view (a view renames in its source, a lazy stack in every member) and
+  // lets an on-disk level rename as one crash-safe step (memmap).
+  virtual bool rename_key(std::string_view old_key, std::string_view new_key);
+  // Sets the lock flag of this level (the core calls it on every level). Backends whose parts are
+  // other TensorDicts forward it to them.
+  virtual void set_locked(bool locked) { locked_ = locked; }
+
+  // The hooks of a Capability::kLazy backend (index, index_put_, exclusive_keys),
+  // or nullptr for every other backend.
+  LazyStorage* lazy() { return lazy_; }
+  const LazyStorage* lazy() const { return lazy_; }
+
+  // The TensorDicts whose lock_() locked this level, each with the key this level has there:
+  // while one of them is alive and locked, unlock_() on this level alone is a LockedError. Kept
+  // by the core only (NOTE [ Locks span levels ] in td/core/structure.cc).
+  struct LockParent {
+    std::weak_ptr<const Storage> parent;
+    NestedKey key;
+  };
+  std::vector<LockParent>& lock_parents() { return lock_parents_; }
+
+  const std::vector<int64_t>& batch_size() const { return batch_size_; }
+  const std::optional<at::Device>& device() const { return device_; }
+  void set_device(std::optional<at::Device> device) { device_ = device; }
+  bool locked() const { return locked_; }
+
+ protected:
+  // For backends that keep the batch size or lock flag of other TensorDicts in step (without
+  // the side effects of their own set_batch_size / set_locked overrides).
+  void assign_batch_size(std::vector<int64_t> batch_size) { batch_size_ = std::move(batch_size); }
+  void assign_locked(bool locked) { locked_ = locked; }
+
+ private:
+  friend class LazyStorage;
+  std::vector<int64_t> batch_size_;
+  std::optional<at::Device> device_;
+  bool locked_ = false;
+  std::vector<LockParent> lock_parents_;
+  LazyStorage* lazy_ = nullptr;  // set by LazyStorage's constructor
+};
+
+// The base of every Capability::kLazy backend (lazy stacks, views): entries are computed from
+// other TensorDicts, and these hooks let the backend keep operations lazy and write through.
+// Storage::lazy() returns it; the conformance suite checks that a backend declares kLazy
+// exactly when it derives from this class.
+class LazyStorage : public Storage {
+ public:
+  LazyStorage(std::vector<int64_t> batch_size, std::optional<at::Device> device)
+      : Storage(std::move(batch_size), device) {
+    lazy_ = this;
   }
 
   // Batch indexing hook, called by TensorDict::index before the generic leaf-by-leaf path:
@@ -148,39 +240,29 @@ class Storage {
   virtual std::optional<TensorDict> index(at::ArrayRef<at::indexing::TensorIndex> indices) const;
   // In-place indexed write hook, called first by TensorDict::index_put_ with a TensorDict value:
   // validate, write and return true (throwing before anything is written when the value does
-  // not fit), or return false to let the core validate and write: leaf by leaf through get()
-  // (dense), or through WriteThroughDenseCopy when a level is lazy.
+  // not fit), or return false to let the core validate and write leaf by leaf (NOTE [ In-place
+  // writes ] in td/core/leaves.h).
   virtual bool index_put_(at::ArrayRef<at::indexing::TensorIndex> indices,
                           const TensorDict& value);
-  // Backends holding Values may also expose all their (key, entry) pairs in insertion order, so
-  // whole-TensorDict operations (NOTE [ Leaf maps ] in td/core/leaves.h) walk them without a
-  // lookup per key; nullptr otherwise. Valid until the next write to this storage.
-  virtual const std::vector<std::pair<std::string, Value>>* peek_entries() const {
-    return nullptr;
-  }
-  // Adds entries whose keys are distinct and absent from this storage, already validated (the
-  // core filling the fresh result of an operation). The default calls set() for each.
-  virtual void append_new(std::vector<std::pair<std::string, Value>> entries);
-  // A new, empty storage of a kind that accepts new keys, for results of operations. Dense by
-  // default; backends that keep results on their own medium override it.
-  virtual std::shared_ptr<Storage> make_empty(std::vector<int64_t> batch_size,
-                                              std::optional<at::Device> device) const;
-  // Replaces the batch size (already validated against every leaf by the core).
-  virtual void set_batch_size(std::vector<int64_t> batch_size) { batch_size_ = std::move(batch_size); }
+  // Keys held by some parts of the storage but not by all of them (a lazy stack whose members
+  // have different key sets). They are not listed by keys(). Empty by default.
+  virtual std::vector<std::string> exclusive_keys() const { return {}; }
 
-  const std::vector<int64_t>& batch_size() const { return batch_size_; }
-  const std::optional<at::Device>& device() const { return device_; }
-  void set_device(std::optional<at::Device> device) { device_ = device; }
-  bool locked() const { return locked_; }
-  // Sets the lock flag of this level (the core calls it on every level). Backends whose parts are
-  // other TensorDicts forward it to them.
-  virtual void set_locked(bool locked) { locked_ = locked; }
+  // How many lazy levels this storage's entries are computed through: 1 + the deepest of its
+  // sources (a source on a non-lazy backend counts 0). A view of a view of ... or a stack of
+  // stacks of ... forms a chain that every read walks and destruction unwinds, so chains are
+  // bounded by kMaxNestingDepth like nesting (NOTE [ Nesting depth ] in td/core/entry_list.cc).
+  int lazy_depth() const { return lazy_depth_; }
 
  protected:
-  std::vector<int64_t> batch_size_;
-  std::optional<at::Device> device_;
-  bool locked_ = false;
-  bool holds_values_ = false;
+  // Records that this storage computes its entries from `source` (backends call it for every
+  // source before keeping it). Throws NestingError naming `what` and the depth, changing
+  // nothing, when that would make the chain of lazy levels longer than kMaxNestingDepth.
+  //   LazyViewStorage(TensorDict source, ...) { add_lazy_source(source, "index_view"); ... }
+  void add_lazy_source(const TensorDict& source, std::string_view what);
+
+ private:
+  int lazy_depth_ = 1;
 };
 
 // True when `td` or a TensorDict nested in it is on a Capability::kLazy backend (reads metadata
@@ -196,7 +278,8 @@ bool HasLazyLevel(const TensorDict& td);
 void WriteThroughDenseCopy(TensorDict& td, const std::function<void(TensorDict&)>& write,
                            const std::vector<NestedKey>* only_keys = nullptr);
 
-// The default in-memory backend (td/backends/dense).
+// The default in-memory backend (td/core/dense_storage.h); also the storage of every
+// operation's result.
 std::shared_ptr<Storage> MakeDenseStorage(std::vector<int64_t> batch_size,
                                           std::optional<at::Device> device);
 

@@ -5,6 +5,10 @@
 #include <ATen/ATen.h>
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <string>
+#include <vector>
+
 namespace td {
 namespace {
 
@@ -42,6 +46,31 @@ TEST(CapabilitiesTest, FlagsAndNames) {
   EXPECT_FALSE(c.without(Capability::kLazy).has(Capability::kLazy));
   TensorDict t;
   EXPECT_TRUE(t.storage().capabilities().has(Capability::kNewKeys));
+  EXPECT_EQ(Capabilities().ToString(), "none");
+  EXPECT_NE(c, c.without(Capability::kLazy));
+}
+
+// Every flag has its own name (the table covers every bit; a missing row fails to compile).
+TEST(CapabilitiesTest, EveryFlagIsNamed) {
+  Capabilities all;
+  std::vector<std::string> names;
+  for (size_t i = 0; i < kNumCapabilities; ++i) {
+    const Capability c = static_cast<Capability>(1u << i);
+    const std::string name(CapabilityName(c));
+    EXPECT_NE(name, "unknown") << "bit " << i;
+    EXPECT_EQ(Capabilities(c).ToString(), name);
+    EXPECT_EQ(std::count(names.begin(), names.end(), name), 0) << name;
+    names.push_back(name);
+    all = all | c;
+  }
+  EXPECT_EQ(all.ToString(),
+            "in_place_write|new_keys|persistent|cross_process|lazy|cpu_only|ragged|"
+            "replace_entries|batch_resize");
+  EXPECT_EQ(Capabilities(Capability::kReplaceEntries).ToString(), "replace_entries");
+  EXPECT_EQ(Capabilities(Capability::kBatchResize).ToString(), "batch_resize");
+  // A bit without a row is printed, not dropped.
+  const Capability unnamed = static_cast<Capability>(1u << kNumCapabilities);
+  EXPECT_EQ(Capabilities(unnamed).ToString().rfind("unknown(0x", 0), 0u);
 }
 
 TEST(StorageTest, MetaDescribesEntriesWithoutReadingThem) {
@@ -61,7 +90,8 @@ TEST(StorageTest, MetaDescribesEntriesWithoutReadingThem) {
   EntryMeta ragged;
   ragged.shape = {2, -1};
   EXPECT_TRUE(ragged.ragged());
-  EXPECT_TRUE(s.exclusive_keys().empty());
+  EXPECT_EQ(s.lazy(), nullptr);  // dense: no lazy hooks
+  EXPECT_NE(s.held_entries(), nullptr);
 }
 
 TEST(ErrorsTest, StatusToException) {

@@ -4,6 +4,9 @@
 
 #include <ATen/ATen.h>
 
+#include <algorithm>
+#include <mutex>
+
 #include "absl/container/flat_hash_set.h"
 #include "absl/strings/str_split.h"
 #include "td/core/dtype.h"
@@ -14,16 +17,106 @@
 namespace td {
 namespace {
 
-void SetLockedRecursive(const TensorDict& td, bool locked) {
-  td.storage().set_locked(locked);
-  const Storage& s = td.storage();
-  for (const std::string& k : s.keys()) {
-    std::optional<Value> v = s.get(k);
-    if (v && v->is_tensordict()) SetLockedRecursive(v->tensordict(), locked);
+// NOTE [ Locks span levels ]
+// lock_() locks every level below the TensorDict it is called on, and each sub-TensorDict
+// records the parent level that locked it and its key there (Storage::lock_parents(), weak
+// references). unlock_() on a level that a still-alive, still-locked parent locked is a
+// LockedError naming the locked TensorDict's key path to it, as in Python tensordict ("a
+// TensorDict that belongs to a locked parent cannot be unlocked on its own"); unlock_() on the
+// TensorDict lock_() was called on unlocks every level below and clears their records.
+// Sub-TensorDicts that lazy backends compute on each read (stacks, views) are fresh objects that
+// lock_() never reached: the core records the locked parent on them when it hands them out
+// (NoteLockParent, called by find()), so they refuse unlock_() the same way. The records and the
+// walks here are iterative, guarded by one (recursive: a lazy stack locks its members) mutex, as reads
+// on several threads may record at once.
+std::recursive_mutex& LockRecordsMutex() {
+  static std::recursive_mutex mu;
+  return mu;
+}
+
+bool IsLockedParent(const Storage::LockParent& r, std::shared_ptr<const Storage>* out) {
+  std::shared_ptr<const Storage> p = r.parent.lock();
+  if (p == nullptr || !p->locked()) return false;
+  if (out) *out = std::move(p);
+  return true;
+}
+
+// The key path from the outermost locked TensorDict to `s` through lock records, or nullopt
+// when no alive, locked parent holds `s`.
+std::optional<NestedKey> LockedPath(Storage& s) {
+  std::optional<NestedKey> path;
+  Storage* cur = &s;
+  for (int steps = 0; steps <= kMaxNestingDepth; ++steps) {
+    std::shared_ptr<const Storage> parent;
+    const NestedKey* key = nullptr;
+    for (const Storage::LockParent& r : cur->lock_parents()) {
+      if (IsLockedParent(r, &parent)) {
+        key = &r.key;
+        break;
+      }
+    }
+    if (key == nullptr) break;
+    path = path ? *key + *path : *key;
+    cur = const_cast<Storage*>(parent.get());
+  }
+  return path;
+}
+
+void LockTree(const TensorDict& root) {
+  std::lock_guard<std::recursive_mutex> guard(LockRecordsMutex());
+  std::vector<TensorDict> todo{root};
+  while (!todo.empty()) {
+    TensorDict td = std::move(todo.back());
+    todo.pop_back();
+    td.storage().set_locked(true);
+    const Storage& s = td.storage();
+    for (const std::string& k : s.keys()) {
+      std::optional<Value> v = s.get(k);
+      if (!v || !v->is_tensordict()) continue;
+      TensorDict child = v->tensordict();
+      std::vector<Storage::LockParent>& records = child.storage().lock_parents();
+      const bool known = std::any_of(records.begin(), records.end(), [&](const auto& r) {
+        return r.parent.lock() == td.storage_ptr();
+      });
+      if (!known) records.push_back({td.storage_ptr(), NestedKey(k)});
+      todo.push_back(std::move(child));
+    }
+  }
+}
+
+void UnlockTree(const TensorDict& root) {
+  std::lock_guard<std::recursive_mutex> guard(LockRecordsMutex());
+  if (std::optional<NestedKey> path = LockedPath(root.storage())) {
+    Fail<LockedError>("cannot unlock the TensorDict at key ", path->repr(),
+                      " on its own: it belongs to a locked TensorDict (unlock_() that one, which "
+                      "unlocks every level below it)");
+  }
+  root.storage().lock_parents().clear();
+  std::vector<TensorDict> todo{root};
+  while (!todo.empty()) {
+    TensorDict td = std::move(todo.back());
+    todo.pop_back();
+    td.storage().set_locked(false);
+    const Storage& s = td.storage();
+    for (const std::string& k : s.keys()) {
+      std::optional<Value> v = s.get(k);
+      if (!v || !v->is_tensordict()) continue;
+      TensorDict child = v->tensordict();
+      child.storage().lock_parents().clear();
+      todo.push_back(std::move(child));
+    }
   }
 }
 
 }  // namespace
+
+void internal::NoteLockParent(const TensorDict& parent, const NestedKey& key,
+                              const TensorDict& child) {
+  if (!parent.is_locked()) return;
+  std::lock_guard<std::recursive_mutex> guard(LockRecordsMutex());
+  std::vector<Storage::LockParent>& records = child.storage().lock_parents();
+  if (records.empty()) records.push_back({parent.storage_ptr(), key});
+}
 
 // ---- structure ----------------------------------------------------------------------------
 
@@ -122,7 +215,7 @@ TensorDict TensorDict::unflatten_keys(std::string_view separator) const {
 }
 
 TensorDict TensorDict::empty(bool recurse) const {
-  TensorDict out(storage_->make_empty(batch_size().vec(), device()));
+  TensorDict out(MakeDenseStorage(batch_size().vec(), device()));
   if (recurse) {
     const Storage& s = *storage_;
     for (const std::string& k : s.keys()) {
@@ -152,12 +245,12 @@ TensorDict TensorDict::copy() const {
 }
 
 TensorDict& TensorDict::lock_() {
-  SetLockedRecursive(*this, true);
+  LockTree(*this);
   return *this;
 }
 
 TensorDict& TensorDict::unlock_() {
-  SetLockedRecursive(*this, false);
+  UnlockTree(*this);
   return *this;
 }
 

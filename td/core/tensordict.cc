@@ -10,7 +10,9 @@
 #include "absl/container/flat_hash_set.h"
 #include "absl/strings/str_cat.h"
 #include "td/core/dtype.h"
+#include "td/core/internal/dict_util.h"
 #include "td/core/internal/tensordict_util.h"
+#include "td/core/entry_list.h"
 #include "td/core/storage.h"
 
 namespace td {
@@ -20,14 +22,6 @@ using internal::CheckedBatch;
 using internal::StartsWith;
 using internal::WithKeyContext;
 
-// The entry `key` of `s`, without copying it when the backend holds Values; a lazy backend's
-// results are kept alive in `*holder`. nullptr when absent.
-const Value* Lookup(const Storage& s, std::string_view key, std::optional<Value>* holder) {
-  if (s.holds_values()) return s.peek(key);
-  *holder = s.get(key);
-  return *holder ? &**holder : nullptr;
-}
-
 // Walks a nested key; nullptr when any level is missing or is not a TensorDict. The result is
 // valid while `holders` lives and the TensorDict is not written.
 const Value* LookupNested(const Storage& root, const NestedKey& key,
@@ -35,7 +29,7 @@ const Value* LookupNested(const Storage& root, const NestedKey& key,
   const Storage* s = &root;
   const Value* v = nullptr;
   for (size_t i = 0; i < key.size(); ++i) {
-    v = Lookup(*s, key[i], &holders[i % 2]);
+    v = FindEntry(*s, key[i], &holders[i % 2]);
     if (v == nullptr) return nullptr;
     if (i + 1 < key.size()) {
       if (!v->is_tensordict()) return nullptr;
@@ -216,7 +210,7 @@ std::pair<TensorDict, std::string_view> TensorDict::parent_of(const NestedKey& k
         Fail<LockedError>("cannot create ", NestedKey(key[i]).repr(), " for key ", key.repr(),
                           ": the TensorDict is locked (call unlock_() first)");
       }
-      TensorDict sub(cur.storage_->make_empty(cur.batch_size().vec(), cur.device()));
+      TensorDict sub(MakeDenseStorage(cur.batch_size().vec(), cur.device()));
       cur.storage_->set(key[i], sub);
       // Read it back: a backend may store its own form of the value (a lazy stack splits it
       // between its members).
@@ -254,6 +248,9 @@ std::optional<Value> TensorDict::find(const NestedKey& key) const {
   std::optional<Value> holders[2];
   const Value* v = LookupNested(*storage_, key, holders);
   if (v == nullptr) return std::nullopt;
+  if (v->is_tensordict() && storage_->locked()) {  // NOTE [ Locks span levels ]
+    internal::NoteLockParent(*this, key, v->tensordict());
+  }
   return *v;
 }
 
@@ -313,6 +310,10 @@ size_t TensorDict::size() const { return storage_->size(); }
 
 std::vector<NestedKey> TensorDict::keys(const KeysOptions& options) const {
   std::vector<NestedKey> out;
+  if (options.sort() || options.is_leaf()) {  // td/core/dict_ops.cc
+    for (Item& item : internal::ListEntries(*this, options)) out.push_back(std::move(item.first));
+    return out;
+  }
   ForEachEntry(*this, options, nullptr,
                [&](const NestedKey& k, const Value&) { out.push_back(k); });
   return out;
@@ -320,11 +321,16 @@ std::vector<NestedKey> TensorDict::keys(const KeysOptions& options) const {
 
 std::vector<Value> TensorDict::values(const KeysOptions& options) const {
   std::vector<Value> out;
+  if (options.sort() || options.is_leaf()) {  // td/core/dict_ops.cc
+    for (Item& item : internal::ListEntries(*this, options)) out.push_back(std::move(item.second));
+    return out;
+  }
   ForEachEntry(*this, options, nullptr, [&](const NestedKey&, const Value& v) { out.push_back(v); });
   return out;
 }
 
 std::vector<TensorDict::Item> TensorDict::items(const KeysOptions& options) const {
+  if (options.sort() || options.is_leaf()) return internal::ListEntries(*this, options);
   std::vector<Item> out;
   ForEachEntry(*this, options, nullptr,
                [&](const NestedKey& k, const Value& v) { out.emplace_back(k, v); });
@@ -337,7 +343,7 @@ Value TensorDict::validate(Value value, const NestedKey& full_key) const {
   const std::vector<int64_t>& bs = storage_->batch_size();
   const std::optional<at::Device>& device = storage_->device();
   if (value.is_plain_dict()) {
-    TensorDict sub(storage_->make_empty(bs, device));
+    TensorDict sub(MakeDenseStorage(bs, device));
     for (const Item& item : value.plain_dict()) {
       WithKeyContext(full_key, "setting", [&] { sub.set(item.first, item.second); });
     }
@@ -364,6 +370,8 @@ Value TensorDict::validate(Value value, const NestedKey& full_key) const {
                            ": the nested TensorDict's batch size ", SizeRepr(sub.batch_size()),
                            " does not start with the batch size ", SizeRepr(bs));
     }
+    const EntryList* held = storage_->held_entries();  // NOTE [ Nesting depth ]
+    PlaceNested(held, held ? held->depth() : 0, sub, full_key.repr(), /*record=*/false);
     if (device && sub.device() != device) return sub.to(*device);
     return value;
   }
@@ -404,6 +412,20 @@ TensorDict& TensorDict::set(const NestedKey& key, Value value) {
     set_at_level(key.front(), validate(std::move(value), key), key);
     return *this;
   }
+  // Levels a nested key would create beyond the depth limit are refused before any is created
+  // (NOTE [ Nesting depth ] in td/core/entry_list.cc).
+  const EntryList* held = storage_->held_entries();
+  const int depth = held ? held->depth() : 0;
+  if (depth + static_cast<int64_t>(key.size()) - 1 > kMaxNestingDepth) {
+    Fail<NestingError>("cannot set key ", key.repr(), ": its ", key.size(),
+                       " parts would nest TensorDicts ", depth + key.size() - 1,
+                       " levels deep, and TensorDicts nest at most ", kMaxNestingDepth,
+                       " levels (td::kMaxNestingDepth)");
+  }
+  if (value.is_tensordict()) {
+    PlaceNested(nullptr, depth + static_cast<int>(key.size()) - 1, value.tensordict(), key.repr(),
+                /*record=*/false);
+  }
   auto [parent, last] = parent_of(key, /*create=*/true);
   parent.set_at_level(last, parent.validate(std::move(value), key), key);
   return *this;
@@ -425,9 +447,16 @@ TensorDict& TensorDict::set_(const NestedKey& key, const at::Tensor& value) {
   if (at::IntArrayRef(current->shape) != value.sizes()) {
     Fail<ValueError>("set_ of key ", key.repr(), ": the value's shape ", SizeRepr(value.sizes()),
                      " differs from the existing tensor's shape ", SizeRepr(current->shape),
-                     current->ragged() ? " (-1: the size differs between the stacked parts)" : "");
+                     current->ragged() ? " (-1: the size differs between the stacked parts)"
+                                       : " (set_ does not broadcast: expand the value first)");
   }
-  parent.storage_->set_(last, value);
+  if (current->device.is_meta() && !value.is_meta()) {
+    Fail<ValueError>("set_ of key ", key.repr(), ": the existing tensor of shape ",
+                     SizeRepr(current->shape),
+                     " is on the meta device and holds no data to copy into (use set() to "
+                     "replace it)");
+  }
+  internal::WithKeyContext(key, "copying (set_) into", [&] { parent.storage_->set_(last, value); });
   return *this;
 }
 
@@ -534,8 +563,9 @@ TensorDict& TensorDict::rename_key_(const NestedKey& old_key, const NestedKey& n
                       ": the TensorDict is locked (call unlock_() first)");
   }
   // Within one level the backend may rename natively (a view renames in its source, a lazy
-  // stack in every member). See NOTE [ Storage interface ].
-  if (old_key.size() == new_key.size() && (!old_key.is_nested() || old_key.parent() == new_key.parent())) {
+  // stack in every member, memmap as one crash-safe step). See NOTE [ Storage interface ].
+  if (old_key.size() == new_key.size() &&
+      (!old_key.is_nested() || old_key.parent() == new_key.parent())) {
     auto [parent, last] = parent_of(old_key, /*create=*/false);
     if (parent.storage_->rename_key(last, new_key.back())) return *this;
   }

@@ -36,16 +36,24 @@
 #include <vector>
 
 #include "nlohmann/json.hpp"
+#include "td/core/dict_options.h"
 #include "td/core/errors.h"
 #include "td/core/memmap_options.h"
 #include "td/core/nested_key.h"
 #include "td/core/options.h"
+#include "td/core/unary_ops_list.h"
 #include "td/executor/executor.h"
 
 namespace td {
 
 class Storage;
 class Value;
+
+// The per-level metadata entries of to_ivalue() / from_ivalue().
+inline constexpr std::string_view kIValueBatchSizeKey = "__batch_size";
+inline constexpr std::string_view kIValueDeviceKey = "__device";
+class Operand;
+struct ValuesIndices;
 
 // A non-tensor entry: any JSON value (the memmap format stores these as JSON).
 struct NonTensorData {
@@ -125,9 +133,9 @@ class TensorDict {
   // Whatever is under `key`, or nullopt.
   std::optional<Value> find(const NestedKey& key) const;
   bool contains(const NestedKey& key) const;
-  // Number of entries at the top level.
+  // Number of entries at the top level (len(td) in Python). PORTING TRAP: Python's td.size()
+  // is the batch size; in C++ that is batch_size() (or shape()).
   size_t size() const;
-  bool is_empty() const { return size() == 0; }
 
   std::vector<NestedKey> keys(const KeysOptions& options = {}) const;
   std::vector<Value> values(const KeysOptions& options = {}) const;
@@ -140,8 +148,15 @@ class TensorDict {
   // key is new and the TensorDict is locked.
   TensorDict& set(const NestedKey& key, Value value);
   TensorDict& set_non_tensor(const NestedKey& key, nlohmann::json data);
-  // Copies `value` into the existing tensor under `key` (broadcasting like Tensor::copy_).
-  // Throws KeyError when missing, ValueError when the shapes differ.
+  // Copies `value` into the existing tensor under `key`. The value must have exactly the
+  // tensor's shape: set_ does not broadcast (ones({5}) into a [3, 4, 5] tensor is an error; pass
+  // `value.expand(shape)` to broadcast on purpose); dtype and device are converted as by
+  // Tensor::copy_. The same rule holds for apply_ results. Throws KeyError when missing,
+  // TypeError when the entry is not a tensor, ValueError naming the key and both shapes when they
+  // differ or when the tensor cannot be written (a meta tensor; a value overlapping it); other
+  // copy failures are rethrown with the key.
+  //   td.set_("a", at::ones({3, 4, 5}));                          // td["a"] is [3, 4, 5]
+  //   td.set_("a", at::ones({5}).expand({3, 4, 5}));              // explicit broadcast
   TensorDict& set_(const NestedKey& key, const at::Tensor& value);
   // set() for each entry of `other` (nested TensorDicts are merged, not replaced).
   TensorDict& update(const TensorDict& other);
@@ -225,6 +240,10 @@ class TensorDict {
 
   // In place: fn(leaf) for every tensor leaf; a defined return value that is not the leaf
   // itself is copied into the leaf (so fn may either modify its argument or return new values).
+  // Like set_, a result must have exactly the leaf's shape (no broadcasting: a scalar such as
+  // x.sum() is an error), must not overlap the leaf's memory unless it is the leaf itself, and
+  // the leaf must be writable (not a meta tensor); ValueError names the key, both shapes and what
+  // was expected, checked for every leaf before anything is written.
   // Return values are all computed first and then copied, so an exception from fn (rethrown
   // with its key) leaves this TensorDict unchanged unless fn itself modified a leaf.
   //   td.apply_([](const at::Tensor& x) { return x.clamp_(0, 1); });
@@ -242,8 +261,10 @@ class TensorDict {
   // asynchronous (as Tensor::to).
   //   td::TensorDict gpu = td.to(at::Device("cuda:0"));
   TensorDict to(at::Device device, bool non_blocking = false) const;
-  // Casts the floating-point leaves to `dtype` (a floating dtype); other leaves are kept, as
-  // torch.nn.Module::to does. Throws TypeError for a non-floating dtype.
+  // A floating `dtype` casts the floating-point leaves (other leaves are kept, as
+  // torch.nn.Module::to does); an integer, bool or complex `dtype` casts every leaf, as Python's
+  // td.to(dtype) does. Casting errors come with the key.
+  //   td::TensorDict masks = td.to(at::kBool);
   TensorDict to(at::ScalarType dtype) const;
   // Both at once.
   TensorDict to(at::Device device, at::ScalarType dtype, bool non_blocking = false) const;
@@ -268,7 +289,8 @@ class TensorDict {
   // Every leaf copied to pinned memory (needs an accelerator; otherwise LibTorch's error is
   // rethrown with the key).
   TensorDict pin_memory() const;
-  // Zeroes / fills every tensor leaf in place (at::_foreach_zero_ for zero_).
+  // Zeroes / fills every tensor leaf in place (at::_foreach_zero_ for zero_). Python's
+  // td.fill_(key, value) fills one key: fill_(key, value) in td/core/dict_members.inc.
   TensorDict& zero_();
   TensorDict& fill_(const at::Scalar& value);
 
@@ -490,9 +512,12 @@ class TensorDict {
   TensorDict pad(at::IntArrayRef pad, const at::Scalar& value = 0) const;
 
   // ---- memory-mapped and shared-memory storage (td/backends/memmap, td/backends/shared_memory)
-  // These are defined by the backends: link //td/backends/memmap (memmap*, load_memmap) and
-  // //td/backends/shared_memory (share_memory_, is_shared). Format, guarantees and numbers:
-  // docs/memmap.md, NOTE [ Memmap directory format ] and NOTE [ Crash-safe memmap writes ].
+  // The work is done by the backends: link //td/backends/memmap (memmap*, load_memmap) and
+  // //td/backends/shared_memory (share_memory_, is_shared). Without them these members still
+  // link; memmap*, load_memmap and share_memory_ then throw c10::Error naming the target to add,
+  // and is_memmap / is_shared answer false (NOTE [ Backend entry points ] in
+  // td/core/backend_hooks.h). Format, guarantees and numbers: docs/memmap.md, NOTE [ Memmap
+  // directory format ] and NOTE [ Crash-safe memmap writes ].
 
   // Writes every leaf to `prefix` in the directory format Python tensordict uses and returns a
   // new, locked TensorDict on the "memmap" backend whose tensors map those files. The write is
@@ -518,8 +543,8 @@ class TensorDict {
   // `options.mode` read-write or read-only. Everything is validated before use: MemmapError
   // names the file and the problem (missing or unexpected file, size that does not match
   // shape x dtype, malformed JSON, unknown dtype, wrong JSON types, symlinks).
-  //   auto params = td::TensorDict::load_memmap("/ckpt", td::MemmapOptions().sub_path("0"));
-  static TensorDict load_memmap(const std::string& prefix, const MemmapOptions& options = {});
+  //   auto params = td::TensorDict::load_memmap("/ckpt", td::LoadMemmapOptions().sub_path("0"));
+  static TensorDict load_memmap(const std::string& prefix, const LoadMemmapOptions& options = {});
   // True for a TensorDict on the "memmap" backend, or one whose every leaf (at least one) is a
   // memory-mapped file (after memmap_()).
   bool is_memmap() const;
@@ -551,9 +576,13 @@ class TensorDict {
   std::string repr() const;
   // A nested c10::Dict<std::string, IValue> (tensors, sub-dicts, and non-tensor data as
   // strings/numbers/bools): `torch::pickle_save(td.to_ivalue())` opens in Python with
-  // torch.load as a nested dict of tensors.
+  // torch.load as a nested dict of tensors. Each level also holds "__batch_size" (list of ints)
+  // and "__device" (string or None), as upstream's legacy state dicts do.
   c10::IValue to_ivalue() const;
-  // Inverse of to_ivalue(): a (nested) dict of tensors / dicts / strings / numbers.
+  // Inverse of to_ivalue(): a (nested) dict of tensors / dicts / strings / numbers. With an
+  // empty `batch_size`, each level takes the "__batch_size" / "__device" to_ivalue recorded
+  // (batch [] without them); a given `batch_size` is used for every level, as before.
+  //   td::TensorDict back = td::TensorDict::from_ivalue(td.to_ivalue());   // same batch size
   static TensorDict from_ivalue(const c10::IValue& value, at::IntArrayRef batch_size = {},
                                 std::optional<at::Device> device = std::nullopt);
   // Flat "a.b.c" -> tensor entries, like Module::named_parameters(). Non-tensor data is skipped.
@@ -563,6 +592,11 @@ class TensorDict {
   // are an error listing them, checked before anything is written.
   TensorDict& load_state_dict(const torch::OrderedDict<std::string, at::Tensor>& state,
                               bool strict = true, std::string_view separator = ".");
+
+  // ---- more leaf-wise math, gradients, new_*, shape helpers: td/core/pointwise_members.inc --
+#include "td/core/pointwise_members.inc"  // IWYU pragma: export
+  // ---- dict verbs: set/update options, *_at_, popitem, setdefault, ...: td/core/dict_members.inc
+#include "td/core/dict_members.inc"  // IWYU pragma: export
 
  private:
   // The TensorDict holding the entry `key` (creating intermediate levels when `create`); the
@@ -617,3 +651,5 @@ std::ostream& operator<<(std::ostream& os, const TensorDict& td);
 // resolution elsewhere in this header never meets them with an incomplete TensorDict).
 #include "td/core/comparison.h"  // IWYU pragma: export
 #include "td/core/operators.h"   // IWYU pragma: export
+#include "td/core/stack.h"       // IWYU pragma: export  (td::stack, td::cat, td::unbind)
+#include "td/core/pointwise_ops.h"  // IWYU pragma: export  (td::Operand, %, &, |, ^, ~)

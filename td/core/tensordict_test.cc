@@ -154,6 +154,22 @@ TEST(TensorDictTest, SetInPlace) {
   TD_EXPECT_THROW_MSG(t.set_("n", at::ones({3, 4})), c10::TypeError, {"'n'", "TensorDict"});
 }
 
+// set_ does not broadcast (the header says so): ones({5}) into [3, 4, 5] is an error naming the
+// key and both shapes; an explicit expand is the way to broadcast. Writes into a meta tensor
+// and copies LibTorch refuses name the key.
+TEST(TensorDictTest, SetInPlaceDoesNotBroadcast) {
+  TensorDict t = Sample();
+  TD_EXPECT_THROW_MSG(t.set_("a", at::ones({5})), c10::ValueError,
+                      {"'a'", "torch.Size([5])", "torch.Size([3, 4, 5])", "does not broadcast"});
+  t.set_("a", at::ones({5}).expand({3, 4, 5}));
+  EXPECT_TRUE(t.get("a").equal(at::ones({3, 4, 5})));
+  t.set("m", at::empty({3, 4, 2}, at::TensorOptions().device(at::kMeta)));
+  TD_EXPECT_THROW_MSG(t.set_("m", at::ones({3, 4, 2})), c10::ValueError, {"'m'", "meta"});
+  // The destination overlaps itself (an expanded tensor): LibTorch's refusal gets the key.
+  t.set("e", at::zeros({4, 1}).expand({3, 4, 1}));
+  TD_EXPECT_THROW_MSG(t.set_("e", at::ones({3, 4, 1})), c10::Error, {"'e'"});
+}
+
 TEST(TensorDictTest, UpdateMergesNested) {
   TensorDict t = Sample();
   t.update({{"a", at::ones({3, 4, 5})}, {"d", at::ones({3, 4, 2})}});

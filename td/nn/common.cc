@@ -188,8 +188,9 @@ TensorDictModuleImpl::TensorDictModuleImpl(detail::Wrapped wrapped,
     }
   }
   if (wrapped_.arity >= 0 && wrapped_.arity != static_cast<int64_t>(in_keys_.size())) {
-    if (wrapped_.as_any) {
-      // Maybe forward() has default arguments: let AnyModule check at call time.
+    if (wrapped_.as_any && wrapped_.arity > static_cast<int64_t>(in_keys_.size())) {
+      // Fewer inputs than forward() has parameters: maybe the rest have default arguments, which
+      // only AnyModule knows; it checks at call time (invoke() names the in keys then).
       wrapped_ = wrapped_.as_any();
     } else {
       Fail<ValueError>("TensorDictModule: the ", wrapped_.what, " takes ", wrapped_.arity,
@@ -198,6 +199,18 @@ TensorDictModuleImpl::TensorDictModuleImpl(detail::Wrapped wrapped,
     }
   }
   if (wrapped_.module) register_module("module", wrapped_.module);
+  for (const auto& [name, module] : wrapped_.captured) register_module(name, module);
+}
+
+detail::Wrapped TensorDictModuleImpl::WithCaptured(detail::Wrapped wrapped,
+                                                   const std::vector<CapturedModule>& modules) {
+  for (const CapturedModule& m : modules) {
+    if (m.module == nullptr) {
+      Fail<ValueError>("TensorDictModule: captured module '", m.name, "' is null");
+    }
+    wrapped.captured.emplace_back(m.name, m.module);
+  }
+  return wrapped;
 }
 
 std::string TensorDictModuleImpl::describe() const {
@@ -209,6 +222,12 @@ detail::ModuleOutput TensorDictModuleImpl::invoke(std::vector<at::Tensor>& input
   try {
     return wrapped_.invoker(inputs);
   } catch (c10::Error& e) {
+    if (wrapped_.declared_arity >= 0) {
+      e.add_context(absl::StrCat("the ", wrapped_.what, "'s forward() takes ",
+                                 wrapped_.declared_arity, " tensor argument(s) (fewer only when "
+                                 "the rest have default arguments); in_keys lists ",
+                                 in_keys_.size(), ": ", KeysRepr(in_keys_)));
+    }
     e.add_context(absl::StrCat("in ", describe()));
     throw;
   }
@@ -346,6 +365,12 @@ std::vector<at::Tensor> TensorDictModuleImpl::forward_tensors(
 }
 
 void TensorDictModuleImpl::reset() {
+  if (!wrapped_.captured.empty()) {
+    Fail<ValueError>("TensorDictModule: cannot clone a module whose callable captured modules (",
+                     wrapped_.captured.front().first,
+                     ", ...): the copy's callable would still use the original modules; build a "
+                     "new TensorDictModule around copies instead");
+  }
   if (wrapped_.clone) {
     wrapped_ = wrapped_.clone();
     register_module("module", wrapped_.module);

@@ -192,7 +192,12 @@ struct Wrapped {
   // null when not available.
   std::function<Wrapped()> as_any;
   int64_t arity = -1;  // number of tensor arguments when known at compile time, else -1
+  // forward()'s number of parameters when it may have default arguments (the AnyModule path):
+  // the call-time error of a count mismatch names it. -1 when unknown.
+  int64_t declared_arity = -1;
   std::string what;    // "torch::nn::Linear", "<callable>"
+  // Modules a callable captured, registered as children under these names.
+  std::vector<std::pair<std::string, std::shared_ptr<torch::nn::Module>>> captured;
 };
 
 Wrapped WrapAny(torch::nn::AnyModule module);
@@ -214,7 +219,11 @@ Wrapped WrapModule(std::shared_ptr<Impl> impl) {
       w.arity = static_cast<int64_t>(Traits::kArity);
       w.invoker = DirectInvoker(impl);
       w.clone = [impl] { return WrapModule(std::dynamic_pointer_cast<Impl>(impl->clone())); };
-      w.as_any = [impl] { return WrapAny(torch::nn::AnyModule(impl)); };
+      w.as_any = [impl] {
+        Wrapped any = WrapAny(torch::nn::AnyModule(impl));
+        any.declared_arity = static_cast<int64_t>(Traits::kArity);
+        return any;
+      };
       w.module = std::move(impl);
       return w;
     } else {
@@ -279,6 +288,24 @@ Wrapped WrapOrShared(M&& m) {
 
 }  // namespace detail
 
+// A module a callable uses, with the name it is registered under (see TensorDictModuleImpl's
+// constructor taking captured modules). Built from a module holder or a shared_ptr to a module.
+struct CapturedModule {
+  template <class M>
+  CapturedModule(std::string name, const M& module)  // NOLINT: braced {"name", module}
+      : name(std::move(name)) {
+    if constexpr (std::is_base_of_v<torch::detail::ModuleHolderIndicator, M>) {
+      this->module = module.ptr();
+    } else {
+      static_assert(detail::IsSharedModule<M>::value,
+                    "CapturedModule: pass a module holder or a shared_ptr to a module");
+      this->module = module;
+    }
+  }
+  std::string name;
+  std::shared_ptr<torch::nn::Module> module;
+};
+
 class TensorDictModuleImpl : public torch::nn::Cloneable<TensorDictModuleImpl>,
                              public TensorDictModuleBase {
  public:
@@ -293,6 +320,23 @@ class TensorDictModuleImpl : public torch::nn::Cloneable<TensorDictModuleImpl>,
                        std::vector<NestedKey> out_keys, OutputMode output = OutputMode::kInput)
       : TensorDictModuleImpl(detail::WrapOrShared(std::forward<M>(module)), std::move(in_keys),
                              std::move(out_keys), output) {}
+
+  // Wraps a callable that uses modules it captured, registering `modules` as children under
+  // their names: parameters() lists theirs (so an optimizer built from it trains them), to()
+  // moves them and from_module() sees them. Without this constructor a lambda's captured modules
+  // are invisible to the TensorDictModule. Throws ValueError as the constructor above, and
+  // c10::Error for a repeated or empty name. clone() of such a module throws ValueError: the
+  // callable would still use the original modules.
+  //   torch::nn::Linear lin(3, 4);
+  //   td::nn::TensorDictModule policy({{"lin", lin}},
+  //                                   [lin](at::Tensor x) mutable { return lin(x).tanh(); },
+  //                                   {"obs"}, {"action"});
+  //   torch::optim::SGD sgd(policy->parameters(), 0.1);   // trains lin
+  template <class F>
+  TensorDictModuleImpl(std::vector<CapturedModule> modules, F&& fn, std::vector<NestedKey> in_keys,
+                       std::vector<NestedKey> out_keys, OutputMode output = OutputMode::kInput)
+      : TensorDictModuleImpl(WithCaptured(detail::WrapCallable(std::forward<F>(fn)), modules),
+                             std::move(in_keys), std::move(out_keys), output) {}
 
   // Reads in_keys from `td`, calls the wrapped module, writes out_keys into the TensorDict
   // chosen by the output mode and returns it. Throws KeyError naming the missing key, the
@@ -325,6 +369,8 @@ class TensorDictModuleImpl : public torch::nn::Cloneable<TensorDictModuleImpl>,
  private:
   TensorDictModuleImpl(detail::Wrapped wrapped, std::vector<NestedKey> in_keys,
                        std::vector<NestedKey> out_keys, OutputMode output);
+  static detail::Wrapped WithCaptured(detail::Wrapped wrapped,
+                                      const std::vector<CapturedModule>& modules);
   detail::ModuleOutput invoke(std::vector<at::Tensor>& inputs);
   void write(const detail::ModuleOutput& result, TensorDict& out) const;
   std::string describe() const;
@@ -347,6 +393,17 @@ class TensorDictModule : public torch::nn::ModuleHolder<TensorDictModuleImpl> {
                    OutputMode output = OutputMode::kInput)
       : ModuleHolder(std::make_shared<TensorDictModuleImpl>(
             std::forward<M>(module), std::move(in_keys), std::move(out_keys), output)) {}
+  // A callable using modules it captured, registered under their names (see
+  // TensorDictModuleImpl).
+  //   td::nn::TensorDictModule m({{"lin", lin}}, [lin](at::Tensor x) mutable { return lin(x); },
+  //                              {"x"}, {"y"});
+  template <class F>
+  TensorDictModule(std::vector<CapturedModule> modules, F&& fn, std::vector<NestedKey> in_keys,
+                   std::vector<NestedKey> out_keys, OutputMode output = OutputMode::kInput)
+      : ModuleHolder(std::make_shared<TensorDictModuleImpl>(std::move(modules),
+                                                            std::forward<F>(fn),
+                                                            std::move(in_keys),
+                                                            std::move(out_keys), output)) {}
 };
 
 // Any TensorDict module as a shared_ptr<TensorDictModuleBase>: a holder (TensorDictModule,

@@ -52,6 +52,13 @@ template struct MemberThief<ChildrenTag, &Module::children_>;
 
 // RNN/LSTM/GRU read their weights from the protected `flat_weights_` vector (in the order of
 // `flat_weights_names_`), filled from the registry when the module is built.
+// Each instantiation of these tags befriends its own non-template Steal overload, defined by the
+// matching MemberThief instantiation below: the non-template friend is the point of the idiom, so
+// GCC's warning that it is not a template is silenced here and only here.
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wnon-template-friend"
+#endif
 template <class Impl>
 struct FlatWeightsTag {
   using type = std::vector<at::Tensor> torch::nn::detail::RNNImplBase<Impl>::*;
@@ -62,6 +69,9 @@ struct FlatNamesTag {
   using type = std::vector<std::string> torch::nn::detail::RNNImplBase<Impl>::*;
   friend type Steal(FlatNamesTag);
 };
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic pop
+#endif
 #define TD_NN_STEAL_RNN(Impl)                                                                \
   template struct MemberThief<FlatWeightsTag<Impl>,                                          \
                               &torch::nn::detail::RNNImplBase<Impl>::flat_weights_>;         \

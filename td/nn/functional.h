@@ -68,15 +68,18 @@ struct FromModuleOptions {
   TORCH_ARG(bool, recurse) = true;
   // Keep an empty sub-TensorDict for submodules without tensors (ReLU, Dropout, ...).
   TORCH_ARG(bool, keep_empty) = false;
-  // Lock the result (no keys added or removed).
-  TORCH_ARG(bool, lock) = false;
+  // Lock the result (no keys added or removed; in-place writes still work), as Python's
+  // from_module(module, lock=True) does by default. lock(false) for an editable copy of the
+  // key structure.
+  TORCH_ARG(bool, lock) = true;
 };
 
 // The module's parameters and buffers as a nested TensorDict with batch size []: a submodule's
 // tensors live under its name, so "0.weight" in named_parameters() is the key {"0", "weight"}.
 // The leaves are the module's own tensors (no copy): writing into them in place writes into the
 // module. Undefined registered tensors (e.g. Linear's bias with bias=false) are skipped.
-// Throws nothing beyond what the TensorDict calls throw.
+// The result is locked unless FromModuleOptions::lock is false (as upstream). Throws nothing
+// beyond what the TensorDict calls throw.
 //   auto params = td::nn::from_module(*model);
 //   params.get({"0", "weight"}).sizes();   // [4, 3]
 TensorDict from_module(const torch::nn::Module& module, const FromModuleOptions& options = {});

@@ -77,6 +77,8 @@ TEST(FromModule, NestedLayoutSharesTensors) {
   td::TensorDict with_empty = td::nn::from_module(*model, td::nn::FromModuleOptions().keep_empty(true));
   EXPECT_EQ(td::KeysRepr(with_empty.keys()), "['0', '1', '2']");
   EXPECT_TRUE(td::nn::from_module(*model, td::nn::FromModuleOptions().lock(true)).is_locked());
+  EXPECT_TRUE(td::nn::from_module(*model).is_locked());   // locked by default, as upstream
+  EXPECT_FALSE(td::nn::from_module(*model, td::nn::FromModuleOptions().lock(false)).is_locked());
 }
 
 TEST(FromModule, BuffersAndUndefined) {

@@ -35,6 +35,8 @@
 
 #include "absl/strings/str_replace.h"
 #include "td/backends/lazy_stack/lazy_stack.h"
+#include "td/consolidate/consolidate.h"
+#include "td/consolidate/consolidated_ops.h"
 #include "td/core/stack.h"
 #include "td/core/storage.h"
 #include "td/core/tensordict.h"
@@ -96,7 +98,7 @@ TYPED_TEST_SUITE_P(Conformance);
   do {                                                                                     \
     if (!TypeParam::capabilities().has(::td::Capability::cap)) {                           \
       GTEST_SKIP() << "the '" << TypeParam::kBackendId << "' backend lacks " #cap " ("     \
-                   << ::td::Capabilities(::td::Capability::cap).ToString() << ")";         \
+                   << ::td::CapabilityName(::td::Capability::cap) << ")";                  \
     }                                                                                      \
   } while (0)
 
@@ -105,7 +107,11 @@ TYPED_TEST_SUITE_P(Conformance);
 TYPED_TEST_P(Conformance, BackendIdAndCapabilities) {
   TensorDict t = this->Make();
   EXPECT_EQ(t.backend(), TypeParam::kBackendId);
-  EXPECT_EQ(t.storage().capabilities().ToString(), TypeParam::capabilities().ToString());
+  // Bits, not names: a wrong value of any flag fails here (names are printed on failure).
+  EXPECT_EQ(t.storage().capabilities().bits(), TypeParam::capabilities().bits())
+      << "declared " << t.storage().capabilities() << ", expected " << TypeParam::capabilities();
+  // A backend declares kLazy exactly when it has the lazy hooks (derives from LazyStorage).
+  EXPECT_EQ(t.storage().capabilities().has(Capability::kLazy), t.storage().lazy() != nullptr);
   EXPECT_EQ(std::string(t.to_dense().backend()), "dense");
 }
 
@@ -362,6 +368,31 @@ TYPED_TEST_P(Conformance, LockSemantics) {
   EXPECT_FALSE(t.get_tensordict("n").is_locked());
   TD_CONFORMANCE_REQUIRE(kNewKeys);
   t.set({"n", "new"}, at::ones(Batch()));
+  EXPECT_TRUE(t.contains({"n", "new"}));
+}
+
+// A TensorDict that belongs to a locked parent cannot be unlocked on its own (Python
+// tensordict's rule): the LockedError names the key path from the locked TensorDict, and the
+// parent keeps its keys. Unlocking the parent unlocks the child.
+TYPED_TEST_P(Conformance, LockHoldsThroughChildren) {
+  TensorDict t = this->Make();
+  t.lock_();
+  TensorDict c = t.get_tensordict("n");
+  EXPECT_TRUE(c.is_locked());
+  TD_EXPECT_THROW_MSG(c.unlock_(), LockedError, {"cannot unlock", "'n'", "locked"});
+  EXPECT_TRUE(c.is_locked());
+  TD_EXPECT_THROW_MSG(c.set("new", at::ones(Batch())), LockedError, {"'new'", "locked"});
+  EXPECT_FALSE(t.contains({"n", "new"}));
+  EXPECT_TRUE(t.is_locked());
+  ExpectSame(t, ReferenceContent());
+  t.unlock_();
+  EXPECT_FALSE(t.get_tensordict("n").is_locked());
+  TensorDict c2 = t.get_tensordict("n");
+  c2.lock_();  // a child locked on its own may unlock on its own
+  c2.unlock_();
+  EXPECT_FALSE(c2.is_locked());
+  TD_CONFORMANCE_REQUIRE(kNewKeys);
+  t.get_tensordict("n").set("new", at::ones(Batch()));
   EXPECT_TRUE(t.contains({"n", "new"}));
 }
 
@@ -710,15 +741,40 @@ TYPED_TEST_P(Conformance, MathInPlace) {
   TD_EXPECT_THROW_MSG(t.add_(want.exclude({"b"})), KeyError, {"'b'"});
 }
 
+// consolidate() applies to every backend (lazy entries are computed once; the result is dense):
+// the leaves land in one buffer and the buffer fast paths give the members' results. On the
+// backend's own TensorDict (not consolidated) the td::consolidated calls are the members.
+TYPED_TEST_P(Conformance, Consolidate) {
+  TensorDict t = this->Make();
+  TensorDict c = consolidate(t);
+  EXPECT_TRUE(is_consolidated(c));
+  EXPECT_EQ(c.backend(), "dense");
+  ExpectSame(c, ReferenceContent());
+  ExpectSame(consolidated::clone(c), ReferenceContent());
+  const TensorDict ref = ReferenceContent().exclude({"c"});  // one dtype: one kernel
+  TensorDict floats = consolidate(t.exclude({"c"}));
+  EXPECT_TRUE(is_consolidated(floats));
+  ExpectSame(consolidated::mul(floats, 2), ref * 2);
+  ExpectSame(consolidated::exp(floats), ref.exp());
+  ExpectSame(consolidated::to(floats, at::kDouble), ref.to(at::kDouble));
+  TensorDict acc = consolidated::clone(floats);
+  consolidated::add_(acc, floats);
+  EXPECT_TRUE(is_consolidated(acc));
+  ExpectSame(acc, ref * 2);
+  ExpectSame(consolidated::mul(t, 2), ReferenceContent() * 2);
+  ExpectSame(t, ReferenceContent());  // nothing above wrote into t
+}
+
 REGISTER_TYPED_TEST_SUITE_P(Conformance, BackendIdAndCapabilities, ContentMatchesReference,
                             GetErrorsNameKeyAndExistingKeys, SetNewKeys, SetReplacesExisting,
                             SetChecksBatchSize, SetInPlace, NestedHandleWritesThrough,
                             UpdateMergesNested, UpdateInPlaceIsAllOrNothing, DeletePopRename,
                             SelectExcludeSplitKeys, FlattenAndUnflattenKeys,
-                            EmptyCloneCopyToDense, LockSemantics, BatchSizeChanges, Apply,
+                            EmptyCloneCopyToDense, LockSemantics, LockHoldsThroughChildren,
+                            BatchSizeChanges, Apply,
                             ApplyInPlace, Equality, PrintsLikeDense, StateDictAndIValue,
                             Indexing, IndexResultsWriteThrough, IndexPut, LazyPreallocation,
-                            ShapeOps, StackAndCat, Math, MathInPlace);
+                            ShapeOps, StackAndCat, Math, MathInPlace, Consolidate);
 
 }  // namespace conformance
 }  // namespace td

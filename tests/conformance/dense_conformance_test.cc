@@ -1,5 +1,5 @@
 // The conformance suite on the dense (default, in-memory) backend.
-#include "td/backends/dense/dense_storage.h"
+#include "td/core/dense_storage.h"
 #include "tests/conformance/conformance_suite.h"
 
 namespace td {

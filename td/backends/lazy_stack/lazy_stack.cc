@@ -10,6 +10,7 @@
 #include "absl/strings/str_join.h"
 #include "td/backends/index_util.h"
 #include "td/core/dtype.h"
+#include "td/core/entry_list.h"
 
 namespace td {
 namespace {
@@ -39,22 +40,18 @@ std::string MembersRepr(const std::vector<int64_t>& idx) {
 const Value* PeekEntry(const TensorDict& m, std::string_view key, size_t hint,
                        std::optional<Value>* holder) {
   const Storage& s = m.storage();
-  if (const auto* entries = s.peek_entries();
-      entries != nullptr && hint < entries->size() && (*entries)[hint].first == key) {
-    return &(*entries)[hint].second;
+  if (const EntryList* held = s.held_entries();
+      held != nullptr && hint < held->size() && (*held)[hint].first == key) {
+    return &(*held)[hint].second;
   }
-  if (s.holds_values()) return s.peek(key);
-  *holder = s.get(key);
-  return *holder ? &**holder : nullptr;
+  return FindEntry(s, key, holder);
 }
 
 size_t PositionHint(const TensorDict& m, std::string_view key) {
-  const auto* entries = m.storage().peek_entries();
-  if (entries == nullptr) return 0;
-  for (size_t i = 0; i < entries->size(); ++i) {
-    if ((*entries)[i].first == key) return i;
-  }
-  return 0;
+  const EntryList* held = m.storage().held_entries();
+  if (held == nullptr) return 0;
+  const int64_t i = held->position(key);
+  return i < 0 ? 0 : static_cast<size_t>(i);
 }
 
 // The tensors to stack, borrowed from the members without touching their reference counts (as
@@ -92,14 +89,15 @@ std::optional<Value> MemberEntry(const TensorDict& m, std::string_view key) {
 // Splits a TensorDict value of the stack's batch size into one TensorDict per member.
 std::vector<TensorDict> Unstack(const TensorDict& value, int64_t dim, int64_t n);
 
-class LazyStackStorage final : public Storage {
+class LazyStackStorage final : public LazyStorage {
  public:
   LazyStackStorage(std::vector<TensorDict> members, int64_t dim)
-      : Storage({}, std::nullopt), members_(std::move(members)), dim_(dim) {
+      : LazyStorage({}, std::nullopt), members_(std::move(members)), dim_(dim) {
     TORCH_INTERNAL_ASSERT(!members_.empty());
+    for (const TensorDict& m : members_) add_lazy_source(m, "lazy_stack");
     bool all_locked = true;
     for (const TensorDict& m : members_) all_locked = all_locked && m.is_locked();
-    locked_ = all_locked;
+    assign_locked(all_locked);
     refresh();
   }
 
@@ -176,7 +174,7 @@ class LazyStackStorage final : public Storage {
         subs.push_back(v->tensordict());
       }
       auto sub = std::make_shared<LazyStackStorage>(std::move(subs), dim_);
-      sub->locked_ = locked_;
+      sub->assign_locked(locked());
       return TensorDict(std::move(sub));
     }
     std::vector<nlohmann::json> data;
@@ -274,7 +272,7 @@ class LazyStackStorage final : public Storage {
     if (static_cast<int64_t>(batch_size.size()) <= dim_ || batch_size[dim_] != n) {
       Fail<BatchSizeError>("batch size ", SizeRepr(batch_size), " does not keep the stack dim ",
                            dim_, " of size ", n, " of this lazy stack (batch size ",
-                           SizeRepr(batch_size_),
+                           SizeRepr(Storage::batch_size()),
                            "); call to_dense() first to change it freely");
     }
     std::vector<int64_t> member_batch = batch_size;
@@ -284,7 +282,7 @@ class LazyStackStorage final : public Storage {
   }
 
   void set_locked(bool locked) override {
-    locked_ = locked;
+    assign_locked(locked);
     for (TensorDict& m : members_) {
       if (locked) {
         m.lock_();
@@ -337,7 +335,7 @@ class LazyStackStorage final : public Storage {
   int64_t dim() const { return dim_; }
 
   void check_new_member(const TensorDict& td) const {
-    if (locked_) {
+    if (locked()) {
       Fail<LockedError>("cannot add a TensorDict to a locked lazy stack (call unlock_() first)");
     }
     if (td.batch_size() != members_[0].batch_size()) {
@@ -348,6 +346,7 @@ class LazyStackStorage final : public Storage {
   }
 
   void insert_member(int64_t pos, TensorDict td) {
+    add_lazy_source(td, "lazy_stack");
     members_.insert(members_.begin() + pos, std::move(td));
     refresh();
   }
@@ -367,7 +366,7 @@ class LazyStackStorage final : public Storage {
   std::optional<Selection> select(at::ArrayRef<TensorIndex> indices) const {
     const int64_t n = static_cast<int64_t>(members_.size());
     std::optional<ExpandedIndex> ex =
-        ExpandIndices(indices, static_cast<int64_t>(batch_size_.size()));
+        ExpandIndices(indices, static_cast<int64_t>(batch_size().size()));
     if (!ex) return std::nullopt;
     const ExpandedIndex::Item* at_stack = nullptr;
     Selection sel;
@@ -377,7 +376,7 @@ class LazyStackStorage final : public Storage {
         continue;
       }
       if (item.index.is_tensor()) return std::nullopt;
-      if (item.index.is_none() || !IsFullSlice(item.index, batch_size_[item.dim])) {
+      if (item.index.is_none() || !IsFullSlice(item.index, batch_size()[item.dim])) {
         sel.rest_whole = false;
       }
       sel.rest.push_back(item.index);
@@ -446,12 +445,13 @@ class LazyStackStorage final : public Storage {
   }
 
   void refresh() {
-    batch_size_ = InsertDim(members_[0].batch_size(), dim_, static_cast<int64_t>(members_.size()));
+    assign_batch_size(
+        InsertDim(members_[0].batch_size(), dim_, static_cast<int64_t>(members_.size())));
     std::optional<at::Device> device = members_[0].device();
     for (const TensorDict& m : members_) {
       if (m.device() != device) device = std::nullopt;
     }
-    device_ = device;
+    set_device(device);
   }
 
   // Refuses a write that a locked member would reject, before any member is written.
@@ -536,22 +536,6 @@ LazyStackStorage& StackStorage(const TensorDict& td) {
   }
   return *s;
 }
-
-TD_REGISTER_STORAGE_BACKEND("lazy_stack", [](const StorageSpec& spec)
-                                              -> absl::StatusOr<std::shared_ptr<Storage>> {
-  if (spec.batch_size().empty() || spec.batch_size()[0] < 1) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "the lazy_stack backend opens a stack of batch_size[0] empty TensorDicts along dim 0, "
-        "so it needs a batch size whose first dim is at least 1; got ",
-        SizeRepr(spec.batch_size())));
-  }
-  std::vector<int64_t> member_batch(spec.batch_size().begin() + 1, spec.batch_size().end());
-  std::vector<TensorDict> members;
-  for (int64_t i = 0; i < spec.batch_size()[0]; ++i) {
-    members.emplace_back(MakeDenseStorage(member_batch, spec.device()));
-  }
-  return std::make_shared<LazyStackStorage>(std::move(members), 0);
-});
 
 }  // namespace
 

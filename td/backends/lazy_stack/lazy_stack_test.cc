@@ -227,7 +227,8 @@ TEST(LazyStackTest, DifferentKeySets) {
   LazyStackedTensorDict s = lazy_stack({x, y}, 0);
   EXPECT_EQ(s.keys(), std::vector<NestedKey>{"a"});
   EXPECT_FALSE(s.contains("only_x"));
-  EXPECT_EQ(s.storage().exclusive_keys(), (std::vector<std::string>{"only_x", "only_y"}));
+  ASSERT_NE(s.storage().lazy(), nullptr);
+  EXPECT_EQ(s.storage().lazy()->exclusive_keys(), (std::vector<std::string>{"only_x", "only_y"}));
   TD_EXPECT_THROW_MSG(s.get("only_x"), KeyError, {"'only_x'", "['a']"});
   TD_EXPECT_THROW_MSG(s.to_dense(), KeyError, {"['only_x', 'only_y']", "select"});
   TD_EXPECT_THROW_MSG(s.contiguous(), KeyError, {"'only_x'"});
@@ -299,14 +300,14 @@ TEST(LazyStackTest, BatchSizeOfMembers) {
   EXPECT_EQ(m[0].batch_size(), at::IntArrayRef({3, 4}));  // untouched
 }
 
-TEST(LazyStackTest, RegistryOpensAStackOfEmptyMembers) {
-  TensorDict t = MakeTensorDict("lazy_stack", StorageSpec().batch_size({3, 2}));
-  EXPECT_EQ(t.backend(), "lazy_stack");
-  EXPECT_EQ(LazyStackedTensorDict(t).tensordicts().size(), 3u);
-  t.set("x", at::arange(6.0).view({3, 2}));
-  EXPECT_TRUE(LazyStackedTensorDict(t).tensordicts()[1].get("x").equal(at::tensor({2.0, 3.0})));
-  TD_EXPECT_THROW_MSG(MakeTensorDict("lazy_stack", StorageSpec().batch_size({})),
-                      c10::ValueError, {"first dim"});
+// A lazy stack is made from its members by td::lazy_stack, never opened by id; it is a
+// LazyStorage (the lazy hooks), as its kLazy capability says.
+TEST(LazyStackTest, MadeFromMembersNotOpenedById) {
+  TD_EXPECT_THROW_MSG(MakeTensorDict("lazy_stack", StorageSpec().batch_size({3, 2})), KeyError,
+                      {"'lazy_stack'", "dense"});
+  LazyStackedTensorDict s = lazy_stack({TensorDict({}, {2}), TensorDict({}, {2})}, 0);
+  EXPECT_TRUE(s.storage().capabilities().has(Capability::kLazy));
+  EXPECT_NE(s.storage().lazy(), nullptr);
 }
 
 }  // namespace

@@ -14,6 +14,7 @@
 #include "td/backends/index_util.h"
 #include "td/core/leaves.h"
 #include "td/core/dtype.h"
+#include "td/core/entry_list.h"
 #include "td/core/storage.h"
 
 namespace td {
@@ -165,14 +166,15 @@ class ReshapeOp final : public ViewOp {
   }
 };
 
-class LazyViewStorage final : public Storage,
+class LazyViewStorage final : public LazyStorage,
                               public std::enable_shared_from_this<LazyViewStorage> {
  public:
   LazyViewStorage(TensorDict source, std::shared_ptr<const ViewOp> op)
-      : Storage(op->to_view(source.batch_size()), source.device()),
+      : LazyStorage(op->to_view(source.batch_size()), source.device()),
         source_(std::move(source)),
         op_(std::move(op)) {
-    locked_ = source_.is_locked();
+    add_lazy_source(source_, op_->id());
+    assign_locked(source_.is_locked());
   }
 
   std::string_view backend_id() const override { return op_->id(); }
@@ -186,15 +188,8 @@ class LazyViewStorage final : public Storage,
   bool contains(std::string_view key) const override { return source_.storage().contains(key); }
 
   std::optional<Value> get(std::string_view key) const override {
-    const Storage& s = source_.storage();
-    std::optional<Value> holder;
-    const Value* v = nullptr;
-    if (s.holds_values()) {  // no copy of the source's entry
-      v = s.peek(key);
-    } else {
-      holder = s.get(key);
-      v = holder ? &*holder : nullptr;
-    }
+    std::optional<Value> holder;  // no copy of the source's entry when it holds its entries
+    const Value* v = FindEntry(source_.storage(), key, &holder);
     if (v == nullptr) return std::nullopt;
     if (v->is_tensor()) return op_->forward(v->tensor());
     if (v->is_tensordict()) return TensorDict(sub_view(v->tensordict()));
@@ -222,7 +217,7 @@ class LazyViewStorage final : public Storage,
                                  op_->to_source(sub.batch_size())));
       }
     } else {
-      source_.index_put_(op_->indices(), TensorDict({{k, std::move(value)}}, batch_size_));
+      source_.index_put_(op_->indices(), TensorDict({{k, std::move(value)}}, batch_size()));
     }
   }
 
@@ -231,7 +226,7 @@ class LazyViewStorage final : public Storage,
     if (op_->bijective()) {
       source_.set_(k, op_->inverse(value));
     } else {
-      source_.index_put_(op_->indices(), TensorDict({{k, value}}, batch_size_));
+      source_.index_put_(op_->indices(), TensorDict({{k, value}}, batch_size()));
     }
   }
 
@@ -255,7 +250,7 @@ class LazyViewStorage final : public Storage,
   }
 
   void set_batch_size(std::vector<int64_t> batch_size) override {
-    if (batch_size == batch_size_) return;
+    if (batch_size == Storage::batch_size()) return;
     Fail<BatchSizeError>("cannot set the batch size of a '", op_->id(), "' view to ",
                          SizeRepr(batch_size), ": it follows its source (batch size ",
                          SizeRepr(source_.batch_size()),
@@ -267,7 +262,7 @@ class LazyViewStorage final : public Storage,
  private:
   std::shared_ptr<Storage> sub_view(const TensorDict& sub_source) const {
     auto out = std::make_shared<LazyViewStorage>(sub_source, op_);
-    out->locked_ = locked_;
+    out->assign_locked(locked());
     return out;
   }
 
@@ -288,66 +283,6 @@ int64_t WrapDim(int64_t dim, int64_t n, const TensorDict& source, const char* op
 TensorDict MakeView(const TensorDict& source, std::shared_ptr<const ViewOp> op) {
   return TensorDict(std::make_shared<LazyViewStorage>(source, std::move(op)));
 }
-
-// Builds the source an opened-by-id view reads: a dense TensorDict whose view has `batch`.
-absl::StatusOr<std::shared_ptr<Storage>> OpenView(
-    const StorageSpec& spec, const std::function<TensorDict(const std::vector<int64_t>&,
-                                                            std::optional<at::Device>)>& make) {
-  try {
-    TensorDict view = make(spec.batch_size(), spec.device());
-    return view.storage_ptr();
-  } catch (const c10::Error& e) {
-    return absl::InvalidArgumentError(e.what_without_backtrace());
-  }
-}
-
-TensorDict DenseOf(std::vector<int64_t> batch, std::optional<at::Device> device) {
-  return TensorDict(MakeDenseStorage(std::move(batch), device));
-}
-
-TD_REGISTER_STORAGE_BACKEND("index_view", [](const StorageSpec& spec) {
-  return OpenView(spec, [](const std::vector<int64_t>& b, std::optional<at::Device> d) {
-    return index_view(DenseOf(Concat({1}, b), d), {0});
-  });
-});
-
-TD_REGISTER_STORAGE_BACKEND("permute_view", [](const StorageSpec& spec) {
-  return OpenView(spec, [](const std::vector<int64_t>& b, std::optional<at::Device> d) {
-    std::vector<int64_t> reversed(b.rbegin(), b.rend());
-    std::vector<int64_t> dims(b.size());
-    std::iota(dims.rbegin(), dims.rend(), 0);
-    return permute_view(DenseOf(reversed, d), dims);
-  });
-});
-
-TD_REGISTER_STORAGE_BACKEND("unsqueeze_view", [](const StorageSpec& spec) {
-  return OpenView(spec, [](const std::vector<int64_t>& b, std::optional<at::Device> d) {
-    auto one = std::find(b.begin(), b.end(), 1);
-    if (one == b.end()) {
-      Fail<c10::ValueError>("the unsqueeze_view backend opens a view with an inserted dim of "
-                            "size 1, so its batch size needs a dim of size 1; got ",
-                            SizeRepr(b));
-    }
-    std::vector<int64_t> source = b;
-    const int64_t dim = one - b.begin();
-    source.erase(source.begin() + dim);
-    return unsqueeze_view(DenseOf(source, d), dim);
-  });
-});
-
-TD_REGISTER_STORAGE_BACKEND("squeeze_view", [](const StorageSpec& spec) {
-  return OpenView(spec, [](const std::vector<int64_t>& b, std::optional<at::Device> d) {
-    return squeeze_view(DenseOf(Concat(b, {1}), d), static_cast<int64_t>(b.size()));
-  });
-});
-
-TD_REGISTER_STORAGE_BACKEND("reshape_view", [](const StorageSpec& spec) {
-  return OpenView(spec, [](const std::vector<int64_t>& b, std::optional<at::Device> d) {
-    int64_t n = 1;
-    for (int64_t x : b) n *= x;
-    return reshape_view(DenseOf({n}, d), b);
-  });
-});
 
 }  // namespace
 

@@ -171,17 +171,22 @@ TEST(LazyViewTest, LockIsTheViewsAndItsSubViews) {
   EXPECT_TRUE(w.is_locked());  // a view of a locked source starts locked
 }
 
-TEST(LazyViewTest, RegistryOpensViewsOfFreshSources) {
+// Views are made from their source by index_view, permute_view, ..., never opened by id; each
+// is a LazyStorage (the lazy hooks), as its kLazy capability says.
+TEST(LazyViewTest, MadeFromSourcesNotOpenedById) {
   for (const char* id :
        {"index_view", "permute_view", "unsqueeze_view", "squeeze_view", "reshape_view"}) {
     SCOPED_TRACE(id);
-    TensorDict t = MakeTensorDict(id, StorageSpec().batch_size({2, 1, 3}));
-    EXPECT_EQ(t.backend(), id);
-    EXPECT_EQ(t.batch_size(), at::IntArrayRef({2, 1, 3}));
-    EXPECT_TRUE(view_source(t).is_empty());
+    TD_EXPECT_THROW_MSG(MakeTensorDict(id, StorageSpec().batch_size({2, 1, 3})), KeyError,
+                        {id, "dense"});
   }
-  TD_EXPECT_THROW_MSG(MakeTensorDict("unsqueeze_view", StorageSpec().batch_size({2, 3})),
-                      c10::ValueError, {"size 1", "torch.Size([2, 3])"});
+  TensorDict src({{"x", at::zeros({2, 3})}}, {2, 3});
+  for (const TensorDict& v : {index_view(src, {0}), permute_view(src, {1, 0}),
+                              unsqueeze_view(src, 0), reshape_view(src, {6})}) {
+    SCOPED_TRACE(v.backend());
+    EXPECT_TRUE(v.storage().capabilities().has(Capability::kLazy));
+    EXPECT_NE(v.storage().lazy(), nullptr);
+  }
 }
 
 }  // namespace

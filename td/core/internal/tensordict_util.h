@@ -14,6 +14,7 @@
 #include "td/core/nested_key.h"
 
 namespace td {
+class TensorDict;
 namespace internal {
 
 // True when `shape` starts with `prefix`.
@@ -28,6 +29,10 @@ inline std::vector<int64_t> CheckedBatch(at::IntArrayRef batch_size) {
   }
   return batch_size.vec();
 }
+
+// Records that `child`, read under `key` from `parent`, belongs to `parent` when `parent` is
+// locked and `child` has no lock record yet (NOTE [ Locks span levels ] in structure.cc).
+void NoteLockParent(const TensorDict& parent, const NestedKey& key, const TensorDict& child);
 
 // Adds "while <what> key K" context to an exception thrown by user code, keeping its type.
 template <class Body>

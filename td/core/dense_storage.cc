@@ -1,4 +1,4 @@
-#include "td/backends/dense/dense_storage.h"
+#include "td/core/dense_storage.h"
 
 namespace td {
 
@@ -13,9 +13,9 @@ TD_REGISTER_STORAGE_BACKEND("dense", [](const StorageSpec& spec)
 });
 
 void DenseStorage::set_(std::string_view key, const at::Tensor& value) {
-  const int64_t i = entries_.position(key);
+  const int64_t i = entries().position(key);
   TORCH_INTERNAL_ASSERT(i >= 0, "set_ on a missing key");
-  entries_.value(i).mutable_tensor().copy_(value);
+  entries().value(i).mutable_tensor().copy_(value);
 }
 
 }  // namespace td

@@ -1,5 +1,7 @@
 // The dense backend: entries held in memory, in insertion order. The default storage of every
-// TensorDict built by the constructors. See NOTE [ Storage interface ] in td/core/storage.h.
+// TensorDict built by the constructors; part of //td/core:api so that core registers it itself
+// (no other library has to be linked for a TensorDict to work). See NOTE [ Storage interface ]
+// in td/core/storage.h.
 #pragma once
 
 #include <string>
@@ -21,11 +23,11 @@ class DenseStorage final : public EntryStorage {
     return Capability::kInPlaceWrite | Capability::kNewKeys | Capability::kReplaceEntries |
            Capability::kBatchResize;
   }
-  void set(std::string_view key, Value value) override { entries_.set(key, std::move(value)); }
+  void set(std::string_view key, Value value) override { entries().set(key, std::move(value)); }
   void set_(std::string_view key, const at::Tensor& value) override;
-  bool erase(std::string_view key) override { return entries_.erase(key); }
-  void append_new(std::vector<std::pair<std::string, Value>> entries) override {
-    entries_.append_new(std::move(entries));
+  bool erase(std::string_view key) override { return entries().erase(key); }
+  void append_new(std::vector<std::pair<std::string, Value>> fresh) override {
+    entries().append_new(std::move(fresh));
   }
 };
 

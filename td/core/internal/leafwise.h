@@ -1,0 +1,64 @@
+// Internal to td/core: the plumbing of the leaf-wise operations whose operands may be a
+// TensorDict, a tensor or a number (td::Operand): pointwise_ops.cc and reductions_ext.cc. Built on
+// NOTE [ Leaf maps ] (td/core/leaves.h) and following NOTE [ Leaf-wise math ]
+// (td/core/math_ops.cc): one `_foreach_*` call over all leaves where LibTorch has one, a per-leaf
+// rerun for a keyed error when it throws, and in-place forms that validate every leaf (writable,
+// operands broadcast to the leaf's shape, op accepted on one-element probes of the dtypes)
+// before anything is written. Not API.
+#pragma once
+
+#include <ATen/core/Tensor.h>
+
+#include <functional>
+#include <optional>
+#include <vector>
+
+#include "td/core/leaves.h"
+#include "td/core/tensordict.h"
+
+namespace td {
+namespace internal {
+
+// A 0-dim tensor holding `s` that promotes like a Python number (a "wrapped number").
+at::Tensor WrappedNumber(const at::Scalar& s);
+
+// One operand's value for one leaf: a tensor, or a number (`s`).
+struct LeafArg {
+  at::Tensor t;
+  std::optional<at::Scalar> s;
+  // The tensor, or the number as a wrapped-number tensor.
+  at::Tensor tensor() const { return s ? WrappedNumber(*s) : t; }
+};
+
+// One operand resolved against a tree: one tensor per leaf, or one number.
+struct ResolvedOperand {
+  std::vector<at::Tensor> list;
+  std::optional<at::Scalar> scalar;
+  bool is_scalar() const { return scalar.has_value(); }
+  LeafArg at(size_t i) const { return scalar ? LeafArg{at::Tensor(), scalar} : LeafArg{list[i], {}}; }
+};
+
+// The operand's value for each leaf of `tree` (a TensorDict operand is aligned by key: KeyError
+// listing the leaves it lacks).
+ResolvedOperand Resolve(const LeafTree& tree, const Operand& operand);
+
+using EachOutFn = std::function<at::Tensor(const at::Tensor& leaf, const std::vector<LeafArg>& args)>;
+// Returns nullopt when no all-leaves kernel applies to these operands.
+using ForeachOutFn = std::function<std::optional<std::vector<at::Tensor>>(
+    at::TensorList leaves, const std::vector<ResolvedOperand>& args)>;
+using EachInFn = std::function<void(at::Tensor& target, const std::vector<LeafArg>& args)>;
+// Returns false when no all-leaves kernel applies to these operands.
+using ForeachInFn =
+    std::function<bool(at::TensorList leaves, const std::vector<ResolvedOperand>& args)>;
+
+// Out of place: a new TensorDict with each(leaf, args of the leaf) in place of every leaf (or
+// foreach's results); every result must keep its level's batch dims (BatchSizeError).
+TensorDict LeafwiseOut(const TensorDict& td, const std::vector<const Operand*>& operands,
+                       const ForeachOutFn& foreach, const EachOutFn& each, const char* what);
+// In place: validates every leaf, then each(leaf, args) (or foreach) writes. A lazy level is
+// written through a dense copy (NOTE [ Storage interface ]).
+TensorDict& LeafwiseIn(TensorDict& td, const std::vector<const Operand*>& operands,
+                       const ForeachInFn& foreach, const EachInFn& each, const char* op);
+
+}  // namespace internal
+}  // namespace td

@@ -1,0 +1,182 @@
+// Tests of td/core/pointwise_ops.cc: every op against the same ATen call leaf by leaf, with
+// TensorDict / tensor / number operands, in-place forms, and errors (keyed, nothing written).
+#include <ATen/ATen.h>
+#include <gtest/gtest.h>
+
+#include <functional>
+
+#include "td/core/testing.h"
+
+namespace td {
+namespace {
+
+using test::kLeaves;
+using Fn = std::function<at::Tensor(const at::Tensor&)>;
+using Fn2 = std::function<at::Tensor(const at::Tensor&, const at::Tensor&)>;
+
+// Floats only: "a" (3, 4, 5), nested "n/x" (3, 4, 2, 6), plus non-tensor "s".
+TensorDict Floats(double lo = -0.9, double hi = 0.9) {
+  at::manual_seed(1);
+  TensorDict n({{"x", at::empty({3, 4, 2, 6}).uniform_(lo, hi)}}, {3, 4, 2});
+  return TensorDict({{"a", at::empty({3, 4, 5}).uniform_(lo, hi)}, {"n", n}, {"s", "a string!"}},
+                    {3, 4});
+}
+
+// Integers: "i" int64 (3, 4, 2), "m" bool (3, 4).
+TensorDict Ints() {
+  at::manual_seed(2);
+  return TensorDict({{"i", at::randint(-20, 20, {3, 4, 2})}, {"m", at::rand({3, 4}) > 0.5}},
+                    {3, 4});
+}
+
+// Every leaf of `r` equals fn(leaf of src), same dtype and shape; non-tensor data carried.
+void ExpectLeafwise(const TensorDict& src, const TensorDict& r, const Fn& fn) {
+  EXPECT_EQ(r.batch_size(), src.batch_size());
+  if (src.contains("s")) {
+    EXPECT_EQ(r.get_non_tensor("s"), "a string!");
+  }
+  for (const NestedKey& k : src.keys(kLeaves)) {
+    if (!src.get_value(k).is_tensor()) continue;
+    const at::Tensor e = fn(src.get(k));
+    const at::Tensor got = r.get(k);
+    ASSERT_EQ(got.sizes(), e.sizes()) << k;
+    ASSERT_EQ(got.scalar_type(), e.scalar_type()) << k;
+    EXPECT_TRUE(got.is_floating_point() ? got.allclose(e, 1e-5, 1e-6, true) : got.equal(e)) << k;
+  }
+}
+// Same with a second TensorDict's leaf under the same key.
+void ExpectLeafwise2(const TensorDict& src, const TensorDict& other, const TensorDict& r,
+                     const Fn2& fn) {
+  for (const NestedKey& k : src.keys(kLeaves)) {
+    if (!src.get_value(k).is_tensor()) continue;
+    const at::Tensor e = fn(src.get(k), other.get(k));
+    ASSERT_EQ(r.get(k).scalar_type(), e.scalar_type()) << k;
+    EXPECT_TRUE(r.get(k).allclose(e, 1e-5, 1e-6, true)) << k;
+  }
+}
+
+TEST(PointwiseOpsTest, Lerp) {
+  TensorDict a = Floats(), b = Floats(1, 2);
+  ExpectLeafwise2(a, b, a.lerp(b, 0.25),
+                  [](const at::Tensor& x, const at::Tensor& y) { return at::lerp(x, y, 0.25); });
+  TensorDict w = b.apply([](const at::Tensor& x) { return x - 1; });
+  TensorDict r = a.lerp(b, w);
+  for (const NestedKey& k : {NestedKey("a"), NestedKey({"n", "x"})}) {
+    EXPECT_TRUE(r.get(k).allclose(at::lerp(a.get(k), b.get(k), w.get(k)))) << k;
+  }
+  const at::Tensor end = at::full({}, 3.0);
+  ExpectLeafwise(a, a.lerp(end, 0.5), [&](const at::Tensor& x) { return at::lerp(x, end, 0.5); });
+  // Soft update in place: every handle sees it.
+  TensorDict target = a.clone();
+  TensorDict expect = a.lerp(b, 0.005);
+  target.lerp_(b, 0.005);
+  ExpectLeafwise2(expect, target, expect, [](const at::Tensor&, const at::Tensor& y) { return y; });
+  TD_EXPECT_THROW_MSG(a.lerp(1.0, 0.5), c10::TypeError, {"lerp", "end"});
+  TensorDict missing({{"a", at::zeros({3, 4, 5})}}, {3, 4});
+  TD_EXPECT_THROW_MSG(a.lerp(missing, 0.5), c10::Error, {"['n']", "missing"});
+  // A failing in-place call (operand does not broadcast into nested "x") changes nothing.
+  TensorDict before = target.clone();
+  EXPECT_THROW(target.lerp_(at::zeros({5}), 0.5), c10::Error);
+  EXPECT_TRUE(target.get("a").equal(before.get("a")));
+}
+
+TEST(PointwiseOpsTest, MaximumMinimum) {
+  TensorDict a = Floats(), b = Floats(-0.5, 0.5);
+  ExpectLeafwise2(a, b, a.maximum(b), [](const at::Tensor& x, const at::Tensor& y) {
+    return at::maximum(x, y);
+  });
+  ExpectLeafwise2(a, b, a.minimum(b), [](const at::Tensor& x, const at::Tensor& y) {
+    return at::minimum(x, y);
+  });
+  ExpectLeafwise(a, a.maximum(0.1), [](const at::Tensor& x) { return at::clamp_min(x, 0.1); });
+  ExpectLeafwise(a, a.minimum(0.1), [](const at::Tensor& x) { return at::clamp_max(x, 0.1); });
+  const at::Tensor t = at::zeros({});
+  ExpectLeafwise(a, a.maximum(t), [&](const at::Tensor& x) { return at::maximum(x, t); });
+  TensorDict c = a.clone();
+  c.maximum_(b);
+  ExpectLeafwise2(a, b, c, [](const at::Tensor& x, const at::Tensor& y) {
+    return at::maximum(x, y);
+  });
+  c = a.clone();
+  c.minimum_(0.0);
+  ExpectLeafwise(a, c, [](const at::Tensor& x) { return at::clamp_max(x, 0.0); });
+}
+
+TEST(PointwiseOpsTest, AddcmulAddcdiv) {
+  TensorDict a = Floats(), b = Floats(1, 2), c = Floats(2, 3);
+  TensorDict r = a.addcmul(b, c, 0.5);
+  TensorDict q = a.addcdiv(b, c, 0.5);
+  for (const NestedKey& k : {NestedKey("a"), NestedKey({"n", "x"})}) {
+    EXPECT_TRUE(r.get(k).allclose(at::addcmul(a.get(k), b.get(k), c.get(k), 0.5))) << k;
+    EXPECT_TRUE(q.get(k).allclose(at::addcdiv(a.get(k), b.get(k), c.get(k), 0.5))) << k;
+  }
+  TensorDict in = a.clone();
+  in.addcmul_(b, b, 0.1);
+  for (const NestedKey& k : {NestedKey("a"), NestedKey({"n", "x"})}) {
+    EXPECT_TRUE(in.get(k).allclose(at::addcmul(a.get(k), b.get(k), b.get(k), 0.1))) << k;
+  }
+  in = a.clone();
+  in.addcdiv_(b, at::full({}, 2.0));
+  ExpectLeafwise2(a, b, in, [](const at::Tensor& x, const at::Tensor& y) {
+    return at::addcdiv(x, y, at::full({}, 2.0));
+  });
+  TD_EXPECT_THROW_MSG(a.addcmul(b, 2.0), c10::TypeError, {"addcmul", "tensor2"});
+}
+
+TEST(PointwiseOpsTest, RemainderAndBitwise) {
+  TensorDict x = Ints();
+  ExpectLeafwise(x, x % 3, [](const at::Tensor& t) { return at::remainder(t, 3); });
+  ExpectLeafwise(x, x & true, [](const at::Tensor& t) { return at::bitwise_and(t, true); });
+  ExpectLeafwise(x, x | 1, [](const at::Tensor& t) { return at::bitwise_or(t, 1); });
+  ExpectLeafwise(x, x ^ x, [](const at::Tensor& t) { return at::bitwise_xor(t, t); });
+  ExpectLeafwise(x, ~x, [](const at::Tensor& t) { return at::bitwise_not(t); });
+  // % of a bool leaf is an int64 result that cannot be written back in place: keyed error,
+  // nothing written (not even the int leaf checked first).
+  TensorDict y = x.clone();
+  TD_EXPECT_THROW_MSG(y %= 4, c10::Error, {"'m'", "remainder_"});
+  EXPECT_TRUE(y.get("i").equal(x.get("i")));
+  y = x.clone().select({"i"});
+  y %= 4;
+  ExpectLeafwise(x.select({"i"}), y, [](const at::Tensor& t) { return at::remainder(t, 4); });
+  y = x.clone();
+  y ^= x;
+  ExpectLeafwise(x, y, [](const at::Tensor& t) { return at::bitwise_xor(t, t); });
+  y = x.clone();
+  y.bitwise_not_();
+  ExpectLeafwise(x, y, [](const at::Tensor& t) { return at::bitwise_not(t); });
+  // A float leaf: LibTorch's error, naming the key; in place nothing is written.
+  TensorDict mixed({{"i", at::arange(4)}, {"f", at::ones({4})}}, {4});
+  TD_EXPECT_THROW_MSG(mixed & 1, c10::Error, {"'f'"});
+  EXPECT_THROW(mixed &= 0, c10::Error);
+  EXPECT_TRUE(mixed.get("i").equal(at::arange(4)));
+  ExpectLeafwise(Floats(), Floats() % 0.5, [](const at::Tensor& t) { return at::remainder(t, 0.5); });
+}
+
+// Every op of the unary table against its ATen function, out of place and in place.
+TEST(PointwiseOpsTest, UnaryFamily) {
+  const TensorDict a = Floats(0.1, 0.9);
+#define TD_CHECK_UNARY_(name)                                                         \
+  {                                                                                   \
+    SCOPED_TRACE(#name);                                                              \
+    ExpectLeafwise(a, a.name(), [](const at::Tensor& t) { return at::name(t); });     \
+    TensorDict c = a.clone();                                                         \
+    EXPECT_EQ(&c.name##_(), &c);                                                      \
+    ExpectLeafwise(a, c, [](const at::Tensor& t) { return at::name(t); });            \
+  }
+  TD_UNARY_FOREACH_OPS(TD_CHECK_UNARY_)
+  TD_UNARY_PLAIN_OPS(TD_CHECK_UNARY_)
+#undef TD_CHECK_UNARY_
+  TensorDict s = a.clone().sub_(0.5);
+  TensorDict c = s.clone();
+  c.sign_();
+  ExpectLeafwise(s, c, [](const at::Tensor& t) { return at::sign(t); });
+  // acosh is NaN below 1, as for tensors; an integer leaf in place is LibTorch's error with the
+  // key, and nothing is written.
+  TensorDict mixed({{"f", at::full({4}, 0.5)}, {"i", at::arange(4)}}, {4});
+  TD_EXPECT_THROW_MSG(mixed.sin_(), c10::Error, {"'i'"});
+  EXPECT_TRUE(mixed.get("f").equal(at::full({4}, 0.5)));
+  ExpectLeafwise(mixed, mixed.sin(), [](const at::Tensor& t) { return at::sin(t); });
+}
+
+}  // namespace
+}  // namespace td
