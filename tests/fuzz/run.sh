@@ -12,6 +12,8 @@
 #
 # Targets:
 #   memmap_meta   td/backends/memmap/format_fuzzer.cc: meta.json of memmap directories, keys.
+#   shm_handle    td/backends/shared_memory/handle_fuzzer.cc: shared-memory handles (untrusted
+#                 input from another process).
 set -euo pipefail
 
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
@@ -47,15 +49,21 @@ build_and_run() {
       -max_len=16384 -print_final_stats=1 corpus)
 }
 
+absl_libs=(-labsl_status -labsl_statusor -labsl_strings -labsl_strings_internal
+  -labsl_str_format_internal -labsl_cord -labsl_cordz_info -labsl_cord_internal -labsl_cordz_handle
+  -labsl_cordz_functions -labsl_throw_delegate -labsl_raw_logging_internal -labsl_int128 -labsl_base
+  -labsl_spinlock_wait -labsl_synchronization -labsl_time -labsl_stacktrace -labsl_symbolize
+  -labsl_debugging_internal -labsl_demangle_internal -labsl_malloc_internal
+  -labsl_exponential_biased -labsl_graphcycles_internal -labsl_time_zone -labsl_civil_time
+  -labsl_bad_optional_access -labsl_bad_variant_access -labsl_hash -labsl_city
+  -labsl_low_level_hash -labsl_raw_hash_set -lpthread)
+
 build_and_run memmap_meta \
   td/backends/memmap/format_fuzzer.cc td/backends/memmap/format.cc td/core/dtype.cc \
-  td/core/errors.cc -- \
-  -lc10 -labsl_status -labsl_statusor -labsl_strings -labsl_strings_internal -labsl_str_format_internal \
-  -labsl_cord -labsl_cordz_info -labsl_cord_internal -labsl_cordz_handle -labsl_cordz_functions \
-  -labsl_throw_delegate -labsl_raw_logging_internal -labsl_int128 -labsl_base \
-  -labsl_spinlock_wait -labsl_synchronization -labsl_time -labsl_stacktrace -labsl_symbolize \
-  -labsl_debugging_internal -labsl_demangle_internal -labsl_malloc_internal -labsl_exponential_biased \
-  -labsl_graphcycles_internal -labsl_time_zone -labsl_civil_time -labsl_bad_optional_access \
-  -labsl_bad_variant_access -lpthread
+  td/core/errors.cc -- -lc10 "${absl_libs[@]}"
+
+build_and_run shm_handle \
+  td/backends/shared_memory/handle_fuzzer.cc td/backends/shared_memory/handle.cc \
+  td/core/dtype.cc td/core/errors.cc -- -lc10 "${absl_libs[@]}"
 
 echo "=== fuzzing done: no crash (corpus and binaries in ${out})"

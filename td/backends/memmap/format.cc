@@ -152,13 +152,6 @@ absl::Status CheckDevice(const Json& level, std::string_view path, std::string_v
                                 "' is not supported: memory-mapped tensors live on the CPU"));
 }
 
-bool IsTensorDictType(const std::string& t) {
-  // "<class 'tensordict._td.TensorDict'>" and older module paths ("tensordict.tensordict...").
-  static constexpr std::string_view kSuffix = ".TensorDict'>";
-  return t.rfind("<class 'tensordict.", 0) == 0 && t.size() >= kSuffix.size() &&
-         t.compare(t.size() - kSuffix.size(), kSuffix.size(), kSuffix.data(), kSuffix.size()) == 0;
-}
-
 // True when nlohmann::json can write `s` (valid UTF-8).
 bool Utf8Ok(const std::string& s) {
   try {
@@ -292,13 +285,29 @@ absl::StatusOr<int64_t> TensorBytes(const std::vector<int64_t>& shape, c10::Scal
   return n;
 }
 
-absl::StatusOr<LevelMeta> ParseLevelMeta(std::string_view text, std::string_view path) {
-  absl::StatusOr<Json> parsed = ParseJson(text, path);
-  if (!parsed.ok()) return parsed.status();
-  const Json& j = *parsed;
-  if (!j.is_object()) {
-    return Bad(path, absl::StrCat("expected a JSON object, got a ", JsonTypeName(j)));
+namespace {
+
+// Python's class name in "<class 'module.Name'>": {module, Name}; nullopt for another spelling.
+std::optional<std::pair<std::string, std::string>> SplitClass(const std::string& t) {
+  static constexpr std::string_view kOpen = "<class '", kClose = "'>";
+  if (t.size() < kOpen.size() + kClose.size() || t.compare(0, kOpen.size(), kOpen.data()) != 0 ||
+      t.compare(t.size() - kClose.size(), kClose.size(), kClose.data()) != 0) {
+    return std::nullopt;
   }
+  const std::string q = t.substr(kOpen.size(), t.size() - kOpen.size() - kClose.size());
+  // A typed MetaData is "tensordict.tensorclass.MetaData[int]": the brackets may hold dots.
+  const size_t bracket = q.find('[');
+  const size_t dot = q.rfind('.', bracket == std::string::npos ? std::string::npos : bracket);
+  if (dot == std::string::npos) return std::make_pair(std::string(), q);
+  return std::make_pair(q.substr(0, dot), q.substr(dot + 1));
+}
+
+bool IsNonTensorName(std::string_view name) {
+  return name == "NonTensorData" || name == "MetaData" ||
+         (name.size() > 9 && name.substr(0, 9) == "MetaData[");
+}
+
+absl::StatusOr<LevelMeta> ParseLevelJson(const Json& j, std::string_view path) {
   LevelMeta meta;
   auto shape_it = j.find("shape");
   if (shape_it == j.end()) {
@@ -309,45 +318,27 @@ absl::StatusOr<LevelMeta> ParseLevelMeta(std::string_view text, std::string_view
   meta.batch_size = *std::move(batch);
   absl::Status dev = CheckDevice(j, path, "");
   if (!dev.ok()) return dev;
-  auto type_it = j.find("_type");
-  if (type_it != j.end()) {
-    if (!type_it->is_string()) {
-      return Bad(path, absl::StrCat("\"_type\" must be a string, got a ", JsonTypeName(*type_it)));
-    }
-    const std::string& t = type_it->get_ref<const std::string&>();
-    if (!IsTensorDictType(t)) {
-      return Bad(path, absl::StrCat("\"_type\" is ", t,
-                                    ", which is not supported (only TensorDict levels, ",
-                                    AV(kTensorDictType), ", are)"));
-    }
-  }
   for (const auto& [key, entry] : j.items()) {
     if (IsReservedKey(key)) continue;
+    // Python's reader skips fields that are not objects ("there can be other metadata").
+    if (!entry.is_object()) continue;
     const std::string what = absl::StrCat("entry ", Quote(key));
-    if (!entry.is_object()) {
-      return Bad(path, absl::StrCat(what, " must be an object describing a tensor, TensorDict or "
-                                          "NonTensorData, got a ",
-                                    JsonTypeName(entry), " (", entry.dump(), ")"));
-    }
     EntryMeta e;
     e.key = key;
     auto t = entry.find("type");
     if (t != entry.end()) {
-      if (!t->is_string()) {
-        return Bad(path, absl::StrCat(what, ": \"type\" must be a string, got a ",
-                                      JsonTypeName(*t)));
+      if (!t->is_string() || t->get_ref<const std::string&>().empty()) {
+        return Bad(path, absl::StrCat(what, ": \"type\" must be a class name such as "
+                                            "\"TensorDict\", got ",
+                                      t->dump()));
       }
-      const std::string& ts = t->get_ref<const std::string&>();
-      if (ts == "TensorDict") {
-        e.kind = EntryKind::kTensorDict;
-      } else if (ts == "NonTensorData") {
-        e.kind = EntryKind::kNonTensor;
-      } else {
-        return Bad(path, absl::StrCat(what, " has type '", ts,
-                                      "', which is not supported (TensorDict and NonTensorData "
-                                      "are)"));
-      }
+      e.type_name = t->get_ref<const std::string&>();
+      e.kind = IsNonTensorName(e.type_name) || e.type_name == "NonTensorStack"
+                   ? EntryKind::kNonTensor
+                   : EntryKind::kTensorDict;
       e.file_name = EntryFileName(key, e.kind);
+      e.legacy_file_name = LegacyFileName(key, e.kind).value_or("");
+      if (e.legacy_file_name == e.file_name) e.legacy_file_name.clear();
       meta.entries.push_back(std::move(e));
       continue;
     }
@@ -374,58 +365,265 @@ absl::StatusOr<LevelMeta> ParseLevelMeta(std::string_view text, std::string_view
     if (!shape.ok()) return shape.status();
     e.shape = *std::move(shape);
     auto nested = entry.find("is_nested");
-    if (nested != entry.end()) {
+    if (nested != entry.end() && !nested->is_null()) {
       if (!nested->is_boolean()) {
         return Bad(path, absl::StrCat(what, ": \"is_nested\" must be true or false, got ",
                                       nested->dump()));
       }
-      if (nested->get<bool>()) {
-        return Bad(path, absl::StrCat(what, " is a nested (jagged) tensor, which is not "
-                                            "supported"));
-      }
+      e.is_nested = nested->get<bool>();
     }
     absl::Status edev = CheckDevice(entry, path, absl::StrCat(what, ": "));
     if (!edev.ok()) return edev;
-    if (!StartsWith(e.shape, meta.batch_size)) {
-      return Bad(path, absl::StrCat(what, " has shape ", SizeText(e.shape),
-                                    ", which does not start with the batch size ",
-                                    SizeText(meta.batch_size)));
+    if (e.is_nested) {
+      // The shape of the sizes: [number of components, dims of each].
+      if (e.shape.size() != 2) {
+        return Bad(path, absl::StrCat(what, " is a nested tensor whose \"shape\" (the shape of "
+                                            "its sizes) is ",
+                                      SizeText(e.shape), "; expected [components, dims]"));
+      }
+      if (!meta.batch_size.empty() && e.shape[0] != meta.batch_size[0]) {
+        return Bad(path, absl::StrCat(what, " is a nested tensor of ", e.shape[0],
+                                      " components, which does not match the batch size ",
+                                      SizeText(meta.batch_size)));
+      }
+      if (e.shape[1] + 1 < static_cast<int64_t>(meta.batch_size.size())) {
+        return Bad(path, absl::StrCat(what, " is a nested tensor of ", e.shape[1] + 1,
+                                      " dims, fewer than the batch size ",
+                                      SizeText(meta.batch_size)));
+      }
+      absl::StatusOr<int64_t> nbytes = TensorBytes(e.shape, c10::kLong, what);
+      if (!nbytes.ok()) return Bad(path, std::string(nbytes.status().message()));
+      e.nbytes = *nbytes;
+    } else {
+      if (!StartsWith(e.shape, meta.batch_size)) {
+        return Bad(path, absl::StrCat(what, " has shape ", SizeText(e.shape),
+                                      ", which does not start with the batch size ",
+                                      SizeText(meta.batch_size)));
+      }
+      absl::StatusOr<int64_t> nbytes = TensorBytes(e.shape, e.dtype, what);
+      if (!nbytes.ok()) return Bad(path, std::string(nbytes.status().message()));
+      e.nbytes = *nbytes;
     }
-    absl::StatusOr<int64_t> nbytes = TensorBytes(e.shape, e.dtype, what);
-    if (!nbytes.ok()) return Bad(path, std::string(nbytes.status().message()));
-    e.nbytes = *nbytes;
     e.file_name = EntryFileName(key, e.kind);
+    e.legacy_file_name = LegacyFileName(key, e.kind).value_or("");
+    if (e.legacy_file_name == e.file_name) e.legacy_file_name.clear();
     meta.entries.push_back(std::move(e));
   }
   return meta;
 }
 
-absl::StatusOr<nlohmann::json> ParseNonTensorMeta(std::string_view text, std::string_view path) {
-  absl::StatusOr<Json> parsed = ParseJson(text, path);
-  if (!parsed.ok()) return parsed.status();
-  const Json& j = *parsed;
-  if (!j.is_object()) {
-    return Bad(path, absl::StrCat("expected a JSON object, got a ", JsonTypeName(j)));
+absl::StatusOr<int64_t> ParseStackDim(const Json& j, std::string_view path) {
+  auto it = j.find("stack_dim");
+  if (it == j.end() || !it->is_number_integer() || it->get<int64_t>() < 0 ||
+      it->get<int64_t>() > static_cast<int64_t>(kMaxDims)) {
+    return Bad(path, absl::StrCat("a stack needs \"stack_dim\": a dim from 0 to ", kMaxDims,
+                                  ", got ", it == j.end() ? std::string("nothing") : it->dump()));
   }
-  auto t = j.find("_type");
-  if (t == j.end() || !t->is_string() ||
-      t->get_ref<const std::string&>().find("NonTensorData") == std::string::npos) {
-    return Bad(path, absl::StrCat("expected \"_type\": \"", AV(kNonTensorType), "\", got ",
-                                  t == j.end() ? std::string("nothing") : t->dump()));
-  }
-  auto d = j.find("data");
-  if (d == j.end()) {
-    return Bad(path, "has no \"data\": the value was not stored as JSON (Python pickles such "
-                     "values into other.pickle, which is never loaded: loading does not execute "
-                     "code)");
-  }
-  // ordered_json -> json (object keys sorted, like every NonTensorData in the core). The parser
-  // accepted only valid UTF-8, so dump() cannot fail; the catch keeps that a status regardless.
+  return it->get<int64_t>();
+}
+
+// ordered_json -> json (object keys sorted, like every NonTensorData in the core). The parser
+// accepted only valid UTF-8, so dump() cannot fail; the catch keeps that a status regardless.
+absl::StatusOr<nlohmann::json> ToJson(const Json& j, std::string_view path) {
   try {
-    return nlohmann::json::parse(d->dump());
+    return nlohmann::json::parse(j.dump());
   } catch (const nlohmann::json::exception& e) {
     return Bad(path, absl::StrCat("\"data\" cannot be read: ", e.what()));
   }
+}
+
+absl::StatusOr<DirMeta> ParseDirJson(const Json& j, std::string_view path) {
+  if (!j.is_object()) {
+    return Bad(path, absl::StrCat("expected a JSON object, got a ", JsonTypeName(j)));
+  }
+  DirMeta out;
+  auto type_it = j.find("_type");
+  if (type_it != j.end()) {
+    if (!type_it->is_string()) {
+      return Bad(path, absl::StrCat("\"_type\" must be a string, got a ", JsonTypeName(*type_it)));
+    }
+    out.type_name = type_it->get_ref<const std::string&>();
+  }
+  std::optional<std::pair<std::string, std::string>> cls;
+  if (!out.type_name.empty()) {
+    cls = SplitClass(out.type_name);
+    if (!cls) {
+      return Bad(path, absl::StrCat("\"_type\" is ", out.type_name,
+                                    ", expected a Python class such as ",
+                                    AV(kTensorDictType)));
+    }
+  }
+  const bool ours = cls && (cls->first == "tensordict" || cls->first.rfind("tensordict.", 0) == 0);
+  const std::string name = cls ? cls->second : "TensorDict";
+  if (ours && name == "LazyStackedTensorDict") {
+    out.type = DirType::kLazyStack;
+    absl::StatusOr<int64_t> dim = ParseStackDim(j, path);
+    if (!dim.ok()) return dim.status();
+    out.stack_dim = *dim;
+    return out;
+  }
+  if (ours && name == "NonTensorStack") {
+    out.type = DirType::kNonTensorStack;
+    absl::StatusOr<int64_t> dim = ParseStackDim(j, path);
+    if (!dim.ok()) return dim.status();
+    out.stack_dim = *dim;
+    auto d = j.find("data");
+    if (d == j.end() || d->is_null()) {
+      return Bad(path, "a NonTensorStack without \"data\" (expected the stacked values as a "
+                       "JSON list)");
+    }
+    if (d->is_string()) {
+      return Bad(path, absl::StrCat("the NonTensorStack's values were pickled into ",
+                                    d->get_ref<const std::string&>(),
+                                    ", which is never loaded (loading does not execute code)"));
+    }
+    if (!d->is_array()) {
+      return Bad(path, absl::StrCat("a NonTensorStack's \"data\" must be a list, got a ",
+                                    JsonTypeName(*d)));
+    }
+    absl::StatusOr<nlohmann::json> data = ToJson(*d, path);
+    if (!data.ok()) return data.status();
+    out.data = *std::move(data);
+    return out;
+  }
+  if (ours && IsNonTensorName(name)) {
+    out.type = DirType::kNonTensorData;
+    auto d = j.find("data");
+    if (d == j.end()) {
+      return Bad(path, "has no \"data\": the value was not stored as JSON (Python pickles such "
+                       "values into other.pickle, which is never loaded: loading does not "
+                       "execute code)");
+    }
+    absl::StatusOr<nlohmann::json> data = ToJson(*d, path);
+    if (!data.ok()) return data.status();
+    out.data = *std::move(data);
+    return out;
+  }
+  if (j.contains("custom_op")) {
+    return Bad(path, absl::StrCat("\"_type\" is ", out.type_name,
+                                  ", a lazy view (", j["custom_op"].dump(),
+                                  ") of the TensorDict in _source/, which is not supported: "
+                                  "load ",
+                                  AV(path.substr(0, path.rfind('/') + 1)), "_source instead"));
+  }
+  if (j.contains("shape") || !cls || (ours && name == "TensorDict")) {
+    // A TensorDict level (also subclasses, and older module paths such as
+    // "tensordict.tensordict.TensorDict").
+    out.type = DirType::kTensorDict;
+    absl::StatusOr<LevelMeta> level = ParseLevelJson(j, path);
+    if (!level.ok()) return level.status();
+    out.level = *std::move(level);
+    return out;
+  }
+  if (ours) {
+    return Bad(path, absl::StrCat("\"_type\" is ", out.type_name,
+                                  ", which is not supported (TensorDict, LazyStackedTensorDict, "
+                                  "NonTensorData, NonTensorStack, MetaData and tensorclasses "
+                                  "are)"));
+  }
+  // A tensorclass: its non-tensor fields are here, its tensors in _tensordict/.
+  out.type = DirType::kTensorClass;
+  for (const auto& [key, value] : j.items()) {
+    if (key == "_type") continue;
+    absl::StatusOr<nlohmann::json> v = ToJson(value, path);
+    if (!v.ok()) return v.status();
+    out.fields.emplace_back(key, *std::move(v));
+  }
+  return out;
+}
+
+}  // namespace
+
+absl::StatusOr<DirMeta> ParseDirMeta(std::string_view text, std::string_view path) {
+  absl::StatusOr<Json> parsed = ParseJson(text, path);
+  if (!parsed.ok()) return parsed.status();
+  return ParseDirJson(*parsed, path);
+}
+
+absl::StatusOr<LevelMeta> ParseLevelMeta(std::string_view text, std::string_view path) {
+  absl::StatusOr<DirMeta> dir = ParseDirMeta(text, path);
+  if (!dir.ok()) return dir.status();
+  if (dir->type != DirType::kTensorDict) {
+    return Bad(path, absl::StrCat("\"_type\" is ", dir->type_name,
+                                  ", expected a TensorDict level (", AV(kTensorDictType), ")"));
+  }
+  return std::move(dir->level);
+}
+
+std::optional<std::string> LegacyFileName(std::string_view key, EntryKind kind) {
+  if (key.find('/') != std::string_view::npos || key.find('\\') != std::string_view::npos ||
+      key.find('\0') != std::string_view::npos) {
+    return std::nullopt;
+  }
+  const auto alpha = [](char c) { return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z'); };
+  if (key.size() >= 2 && alpha(key[0]) && key[1] == ':') return std::nullopt;
+  if (kind != EntryKind::kTensor) {
+    if (key.empty() || key == "." || key == "..") return std::nullopt;
+    return std::string(key);
+  }
+  return absl::StrCat(AV(key), AV(kTensorSuffix));
+}
+
+std::string NestedShapeFileName(std::string_view file_name) {
+  // Path(name).with_suffix(".shape.memmap"): the suffix is from the last dot, unless that dot
+  // is the first character or the last.
+  const size_t dot = file_name.rfind('.');
+  std::string_view stem = file_name;
+  if (dot != std::string_view::npos && dot > 0 && dot + 1 < file_name.size()) {
+    stem = file_name.substr(0, dot);
+  }
+  return absl::StrCat(AV(stem), ".shape.memmap");
+}
+
+absl::Status ResolveEntryFiles(std::vector<EntryMeta>* entries,
+                               const std::function<bool(const std::string&)>& present,
+                               std::string_view dir) {
+  // Written by a writer before 0.13 when some entry that needs a file has only its raw name.
+  bool legacy = false;
+  for (const EntryMeta& e : *entries) {
+    const bool needs_file = e.kind != EntryKind::kTensor || e.is_nested || e.nbytes > 0;
+    if (needs_file && !present(e.file_name) && !e.legacy_file_name.empty() &&
+        present(e.legacy_file_name)) {
+      legacy = true;
+      break;
+    }
+  }
+  for (EntryMeta& e : *entries) {
+    const bool needs_file = e.kind != EntryKind::kTensor || e.is_nested || e.nbytes > 0;
+    std::string chosen;
+    if (legacy && !e.legacy_file_name.empty() && present(e.legacy_file_name)) {
+      chosen = e.legacy_file_name;
+    } else if (present(e.file_name)) {
+      chosen = e.file_name;
+    } else if (!e.legacy_file_name.empty() && present(e.legacy_file_name)) {
+      chosen = e.legacy_file_name;
+    }
+    if (chosen.empty() && needs_file) {
+      const char* what = e.kind == EntryKind::kTensor     ? "tensor file"
+                         : e.kind == EntryKind::kTensorDict ? "TensorDict directory"
+                                                            : "NonTensorData directory";
+      return absl::DataLossError(absl::StrCat(
+          AV(dir), "/", e.file_name, " is missing: ", AV(dir), "/meta.json describes key ",
+          Quote(e.key), " as a ", what,
+          e.legacy_file_name.empty()
+              ? std::string()
+              : absl::StrCat(" (nor is there ", AV(dir), "/", e.legacy_file_name,
+                             ", the name writers before 0.13 used)")));
+    }
+    e.file_name = std::move(chosen);
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<nlohmann::json> ParseNonTensorMeta(std::string_view text, std::string_view path) {
+  absl::StatusOr<DirMeta> dir = ParseDirMeta(text, path);
+  if (!dir.ok()) return dir.status();
+  if (dir->type != DirType::kNonTensorData || dir->type_name.empty()) {
+    return Bad(path, absl::StrCat("expected \"_type\": \"", AV(kNonTensorType), "\", got ",
+                                  dir->type_name.empty() ? std::string("nothing")
+                                                         : dir->type_name));
+  }
+  return std::move(dir->data);
 }
 
 std::string LevelMetaJson(const LevelMeta& meta) {
@@ -437,15 +635,15 @@ std::string LevelMetaJson(const LevelMeta& meta) {
         entry["device"] = "cpu";
         entry["shape"] = e.shape;
         entry["dtype"] = DtypeName(e.dtype);
-        entry["is_nested"] = false;
+        entry["is_nested"] = e.is_nested;
         j[e.key] = std::move(entry);
         break;
       }
       case EntryKind::kTensorDict:
-        j[e.key] = Json{{"type", "TensorDict"}};
+        j[e.key] = Json{{"type", e.type_name.empty() ? "TensorDict" : e.type_name}};
         break;
       case EntryKind::kNonTensor:
-        j[e.key] = Json{{"type", "NonTensorData"}};
+        j[e.key] = Json{{"type", e.type_name.empty() ? "NonTensorData" : e.type_name}};
         break;
     }
   }

@@ -26,11 +26,30 @@
 //     files present are exactly the ones meta.json names with exactly shape x itemsize bytes.
 //     Names starting with kTempPrefix are the writer's own temporaries and are ignored.
 //   * Nothing is ever executed: pickled non-tensor data (Python's other.pickle) is refused.
+// What older and newer Python writers put on disk, and what the reader accepts (ParseDirMeta,
+// ResolveEntryFiles; the table is in docs/memmap.md):
+//   * Writers before 0.13 did not escape: a key's file is its raw name. The reader takes the
+//     escaped name, else the raw one (LegacyFileName: only a raw key without / or \, without a
+//     "C:" drive prefix and, for directories, not "", "." or ".."). When a level needs the raw
+//     name for one entry, it was written by such a writer and every entry takes its raw name
+//     when that file exists (so "a b" -> "a b.memmap" and "a%20b" -> "a%20b.memmap" never mix).
+//   * A tensor with zero elements may have no file (torch.from_file creates none).
+//   * "_type" says what a directory holds (DirType): a TensorDict level; a lazy stack
+//     {"_type": "...LazyStackedTensorDict'>", "stack_dim": d} with members in "0", "1", ...; a
+//     NonTensorData / MetaData {"data": ...} (with `_tensordict/` before 0.5); a NonTensorStack
+//     {"stack_dim": d, "device": ..., "data": [nested lists]} (numbered sub-directories of empty
+//     levels before 0.5); a tensorclass {"_type": "<class 'module.Name'>", <non-tensor fields>}
+//     with its tensors in `_tensordict/`.
+//   * A nested (jagged) tensor, "is_nested": true (0.5+): "shape" is the shape [n, ndim] of its
+//     sizes; `<name>.shape.memmap` holds those sizes (int64, one row per component) and
+//     `<name>.memmap` the components' elements one after the other.
+//   * Fields a reader does not know are ignored.
 #pragma once
 
 #include <c10/core/ScalarType.h>
 
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -64,7 +83,12 @@ std::optional<std::string> UnescapeKey(std::string_view name);
 // True for "shape", "device" and "_type", which cannot be keys in meta.json.
 bool IsReservedKey(std::string_view key);
 
+// kTensorDict: any sub-directory whose own meta.json says what it holds (TensorDict, lazy stack,
+// tensorclass); kNonTensor: NonTensorData, NonTensorStack or MetaData.
 enum class EntryKind { kTensor, kTensorDict, kNonTensor };
+
+// What a directory's meta.json "_type" names.
+enum class DirType { kTensorDict, kLazyStack, kNonTensorData, kNonTensorStack, kTensorClass };
 
 // One key of a level, as meta.json describes it.
 struct EntryMeta {
@@ -76,6 +100,16 @@ struct EntryMeta {
   int64_t nbytes = 0;  // numel x element size, overflow-checked
   // "<esc(key)>.memmap" for tensors, "<esc(key)>" for the other kinds.
   std::string file_name;
+  // The name a writer before 0.13 used (the raw key), when it is safe and differs from
+  // file_name; empty otherwise. See LegacyFileName.
+  std::string legacy_file_name;
+  // Sub-directories: the "type" meta.json gives (Python's class name: "TensorDict",
+  // "LazyStackedTensorDict", "NonTensorStack", a tensorclass's name, ...).
+  std::string type_name;
+  // Tensors: a nested (jagged) tensor. `shape` is then the shape [n, ndim] of its sizes tensor
+  // and `nbytes` the size of the sizes file (NestedShapeFileName); the elements are known once
+  // the sizes are read.
+  bool is_nested = false;
 };
 
 // One level's meta.json.
@@ -86,6 +120,19 @@ struct LevelMeta {
 
 // File name of an entry of the given kind.
 std::string EntryFileName(std::string_view key, EntryKind kind);
+// The raw-key file name writers before 0.13 used, or nullopt when the raw key is not a safe
+// single file name (contains / or \ or NUL, starts with a "C:"-style drive, or is "", "." or
+// ".." for a directory). LegacyFileName("a b", kTensor) == "a b.memmap".
+std::optional<std::string> LegacyFileName(std::string_view key, EntryKind kind);
+// The sizes file of a nested tensor stored in `file_name` ("x.memmap" -> "x.shape.memmap"; as
+// Python's Path.with_suffix, a name whose only dot leads gets the suffix appended).
+std::string NestedShapeFileName(std::string_view file_name);
+// Picks each entry's file among the names `present` in its directory (see the file comment):
+// sets file_name to the name to open, or to "" for a zero-element tensor without a file.
+// Errors name `dir`, the key and the names tried.
+absl::Status ResolveEntryFiles(std::vector<EntryMeta>* entries,
+                               const std::function<bool(const std::string&)>& present,
+                               std::string_view dir);
 // numel x element size of a tensor of `shape` and `dtype`; an error (naming `what`) on negative
 // dims, more than kMaxDims dims, or overflow of int64.
 absl::StatusOr<int64_t> TensorBytes(const std::vector<int64_t>& shape, c10::ScalarType dtype,
@@ -99,7 +146,25 @@ absl::StatusOr<LevelMeta> ParseLevelMeta(std::string_view text, std::string_view
 // Parses a non-tensor entry's meta.json and returns its "data". Refuses pickled data.
 absl::StatusOr<nlohmann::json> ParseNonTensorMeta(std::string_view text, std::string_view path);
 
-// meta.json text for a level (entries in order, then shape, device "cpu" and _type).
+// Any directory's meta.json, by its "_type".
+struct DirMeta {
+  DirType type = DirType::kTensorDict;
+  std::string type_name;  // "_type" as written ("" when absent)
+  LevelMeta level;        // kTensorDict
+  int64_t stack_dim = 0;  // kLazyStack, kNonTensorStack
+  nlohmann::json data;    // kNonTensorData, kNonTensorStack (a JSON array)
+  // kTensorClass: the non-tensor fields of meta.json (all but "_type"), in the file's order.
+  std::vector<std::pair<std::string, nlohmann::json>> fields;
+};
+// Parses and validates a directory's meta.json whatever it holds. Errors as ParseLevelMeta's;
+// pickled data, custom-op views (permute/unsqueeze/...) and other layouts that cannot be read
+// are errors naming the class.
+//   auto m = ParseDirMeta(R"({"_type": "<class 'tensordict._lazy.LazyStackedTensorDict'>",
+//                             "stack_dim": 0})", "/d/meta.json");   // m->type == kLazyStack
+absl::StatusOr<DirMeta> ParseDirMeta(std::string_view text, std::string_view path);
+
+// meta.json text for a level (entries in order, then shape, device "cpu" and _type). A
+// sub-directory entry's "type" is its type_name, or "TensorDict" / "NonTensorData" by kind.
 std::string LevelMetaJson(const LevelMeta& meta);
 // meta.json text of a non-tensor entry holding `data`.
 std::string NonTensorMetaJson(const nlohmann::json& data);

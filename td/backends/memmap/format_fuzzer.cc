@@ -5,7 +5,9 @@
 //   * every entry's file name stays inside its directory (no '/', never "." or "..");
 //   * tensor shapes start with the batch size and their byte counts do not overflow;
 //   * writing an accepted meta.json back and reading it again gives the same metadata;
-//   * EscapeKey / UnescapeKey are inverse and escaped names never leave the directory.
+//   * EscapeKey / UnescapeKey are inverse and escaped names never leave the directory;
+//   * raw (pre-0.13) file names and nested tensors' sizes files never leave it either;
+//   * any directory's meta.json (lazy stack, NonTensorStack, tensorclass) parses or is refused.
 // Built with clang by tests/fuzz/run.sh (`-fsanitize=fuzzer,address,undefined`), and replayed
 // over the seed corpus by //tests/fuzz:memmap_meta_replay_test in every normal test run.
 #include <cstdint>
@@ -37,8 +39,21 @@ void CheckAccepted(const LevelMeta& meta) {
   for (const auto& e : meta.entries) {
     Require(SafeName(e.file_name), "an entry's file name leaves its directory");
     Require(e.file_name == td::memmap_format::EntryFileName(e.key, e.kind), "file name != key's");
+    Require(e.legacy_file_name.empty() || SafeName(e.legacy_file_name),
+            "an entry's legacy file name leaves its directory");
+    Require(e.legacy_file_name.empty() || (e.legacy_file_name.find('\\') == std::string::npos &&
+                                           e.legacy_file_name != e.file_name),
+            "a legacy file name with a backslash, or equal to the escaped one");
     if (e.kind != EntryKind::kTensor) continue;
     Require(e.nbytes >= 0, "negative byte count");
+    if (e.is_nested) {
+      Require(e.shape.size() == 2, "a nested tensor's sizes are not [components, dims]");
+      Require(meta.batch_size.empty() || e.shape[0] == meta.batch_size[0],
+              "a nested tensor's components do not match the batch size");
+      Require(SafeName(td::memmap_format::NestedShapeFileName(e.file_name)),
+              "a nested tensor's sizes file leaves its directory");
+      continue;
+    }
     Require(e.shape.size() >= meta.batch_size.size(), "shape shorter than the batch size");
     for (size_t i = 0; i < meta.batch_size.size(); ++i) {
       Require(e.shape[i] == meta.batch_size[i], "shape does not start with the batch size");
@@ -53,7 +68,9 @@ void CheckAccepted(const LevelMeta& meta) {
   for (size_t i = 0; i < meta.entries.size(); ++i) {
     const auto& a = meta.entries[i];
     const auto& b = back->entries[i];
-    Require(a.key == b.key && a.kind == b.kind && a.file_name == b.file_name,
+    Require(a.key == b.key && a.kind == b.kind && a.file_name == b.file_name &&
+                a.legacy_file_name == b.legacy_file_name && a.type_name == b.type_name &&
+                a.is_nested == b.is_nested,
             "round trip changed an entry");
     if (a.kind == EntryKind::kTensor) {
       Require(a.dtype == b.dtype && a.shape == b.shape && a.nbytes == b.nbytes,
@@ -72,6 +89,21 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     CheckAccepted(*meta);
   } else {
     Require(meta.status().message().find("fuzz/meta.json") != absl::string_view::npos,
+            "an error does not name the file");
+  }
+
+  // Any directory's meta.json: a status or a value; stacks have a stack dim in range, and a
+  // NonTensorStack's data is a list.
+  absl::StatusOr<td::memmap_format::DirMeta> dir = td::memmap_format::ParseDirMeta(text, "fuzz/d");
+  if (dir.ok()) {
+    using td::memmap_format::DirType;
+    if (dir->type == DirType::kLazyStack || dir->type == DirType::kNonTensorStack) {
+      Require(dir->stack_dim >= 0, "negative stack dim accepted");
+    }
+    if (dir->type == DirType::kNonTensorStack) Require(dir->data.is_array(), "stack data not a list");
+    if (dir->type == DirType::kTensorDict) CheckAccepted(dir->level);
+  } else {
+    Require(dir.status().message().find("fuzz/d") != absl::string_view::npos,
             "an error does not name the file");
   }
 

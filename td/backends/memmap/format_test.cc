@@ -3,6 +3,7 @@
 
 #include <gtest/gtest.h>
 
+#include <set>
 #include <string>
 
 namespace td {
@@ -133,12 +134,11 @@ TEST(ParseLevelMetaTest, WrongTypesAreNamed) {
   ExpectError(R"({"shape": [], "device": 3})", {"\"device\" must be a string"});
   ExpectError(R"({"shape": [], "device": "cuda:0"})", {"device 'cuda:0' is not supported"});
   ExpectError(R"({"shape": [], "_type": 1})", {"\"_type\" must be a string"});
-  ExpectError(R"({"shape": [], "_type": "<class 'tensordict._lazy.LazyStackedTensorDict'>"})",
-              {"LazyStackedTensorDict", "not supported"});
-  ExpectError(R"({"shape": [], "a": 5})", {"entry 'a' must be an object", "number"});
-  ExpectError(R"({"shape": [], "a": {"type": 5}})", {"entry 'a'", "\"type\" must be a string"});
-  ExpectError(R"({"shape": [], "a": {"type": "MyTensorClass"}})",
-              {"entry 'a'", "'MyTensorClass'", "not supported"});
+  ExpectError(R"({"_type": "<class 'tensordict._lazy.LazyStackedTensorDict'>", "stack_dim": 0})",
+              {"LazyStackedTensorDict", "expected a TensorDict level"});
+  ExpectError(R"({"_type": "TensorDict", "shape": []})", {"expected a Python class"});
+  ExpectError(R"({"shape": [], "a": {"type": 5}})", {"entry 'a'", "\"type\" must be a class name"});
+  ExpectError(R"({"shape": [], "a": {"type": ""}})", {"entry 'a'", "\"type\" must be a class name"});
   ExpectError(R"({"shape": [], "a": {"shape": [2]}})", {"entry 'a'", "neither"});
   ExpectError(R"({"shape": [], "a": {"shape": [2], "dtype": 7}})",
               {"entry 'a'", "\"dtype\" must be a string"});
@@ -150,7 +150,11 @@ TEST(ParseLevelMetaTest, WrongTypesAreNamed) {
   ExpectError(R"({"shape": [], "a": {"shape": [2], "dtype": "torch.float32", "is_nested": 1}})",
               {"\"is_nested\" must be true or false"});
   ExpectError(R"({"shape": [], "a": {"shape": [2], "dtype": "torch.float32", "is_nested": true}})",
-              {"nested (jagged)"});
+              {"entry 'a'", "nested tensor", "[components, dims]"});
+  ExpectError(R"({"shape": [3], "a": {"shape": [2, 1], "dtype": "torch.float32", "is_nested": true}})",
+              {"entry 'a'", "2 components", "torch.Size([3])"});
+  ExpectError(R"({"shape": [3, 4, 5], "a": {"shape": [3, 1], "dtype": "torch.float32", "is_nested": true}})",
+              {"entry 'a'", "2 dims", "torch.Size([3, 4, 5])"});
   ExpectError(R"({"shape": [], "a": {"shape": [2], "dtype": "torch.float32", "device": "cuda"}})",
               {"entry 'a'", "device 'cuda'"});
 }
@@ -164,6 +168,177 @@ TEST(ParseLevelMetaTest, ShapesAreChecked) {
   for (size_t i = 1; i < many.size() - 1; i += 2) many[i] = '1';
   ExpectError(R"({"shape": [], "a": {"shape": )" + many + R"(, "dtype": "torch.float32"}})",
               {"70 dims"});
+}
+
+TEST(ParseLevelMetaTest, UnknownFieldsAreIgnored) {
+  // Python's reader skips fields that are not objects; newer writers add fields to entries.
+  absl::StatusOr<LevelMeta> meta = ParseLevelMeta(
+      R"({"a": {"device": "cpu", "shape": [2], "dtype": "torch.int64", "is_nested": false,
+                "requires_grad": true, "layout": "torch.strided", "future": {"x": [1]}},
+          "names": [null], "version": 3, "notes": "x", "extra": [1, 2], "flag": null,
+          "shape": [2], "device": "cpu", "_type": "<class 'tensordict._td.TensorDict'>",
+          "_is_locked": true})",
+      "m");
+  ASSERT_TRUE(meta.ok()) << meta.status();
+  ASSERT_EQ(meta->entries.size(), 1u);
+  EXPECT_EQ(meta->entries[0].key, "a");
+  EXPECT_EQ(meta->entries[0].nbytes, 16);
+}
+
+TEST(ParseLevelMetaTest, SubDirectoryTypesAreClassNames) {
+  absl::StatusOr<LevelMeta> meta = ParseLevelMeta(
+      R"({"s": {"type": "LazyStackedTensorDict"}, "c": {"type": "MyTensorClass"},
+          "n": {"type": "NonTensorStack"}, "m": {"type": "MetaData[int]"}, "shape": []})",
+      "m");
+  ASSERT_TRUE(meta.ok()) << meta.status();
+  ASSERT_EQ(meta->entries.size(), 4u);
+  EXPECT_EQ(meta->entries[0].kind, EntryKind::kTensorDict);
+  EXPECT_EQ(meta->entries[0].type_name, "LazyStackedTensorDict");
+  EXPECT_EQ(meta->entries[1].kind, EntryKind::kTensorDict);
+  EXPECT_EQ(meta->entries[2].kind, EntryKind::kNonTensor);
+  EXPECT_EQ(meta->entries[3].kind, EntryKind::kNonTensor);
+  // Written back with the same type names.
+  absl::StatusOr<LevelMeta> back = ParseLevelMeta(LevelMetaJson(*meta), "m");
+  ASSERT_TRUE(back.ok()) << back.status();
+  EXPECT_EQ(back->entries[0].type_name, "LazyStackedTensorDict");
+  EXPECT_EQ(back->entries[3].type_name, "MetaData[int]");
+}
+
+TEST(ParseLevelMetaTest, NestedTensorEntries) {
+  absl::StatusOr<LevelMeta> meta = ParseLevelMeta(
+      R"({"j": {"device": "cpu", "shape": [3, 2], "dtype": "torch.float32", "is_nested": true},
+          "shape": [3]})",
+      "m");
+  ASSERT_TRUE(meta.ok()) << meta.status();
+  EXPECT_TRUE(meta->entries[0].is_nested);
+  EXPECT_EQ(meta->entries[0].shape, (std::vector<int64_t>{3, 2}));
+  EXPECT_EQ(meta->entries[0].nbytes, 3 * 2 * 8);  // the int64 sizes file
+  EXPECT_EQ(NestedShapeFileName("j.memmap"), "j.shape.memmap");
+  EXPECT_EQ(NestedShapeFileName("a.b.memmap"), "a.b.shape.memmap");
+  EXPECT_EQ(NestedShapeFileName("%.memmap"), "%.shape.memmap");
+  EXPECT_EQ(NestedShapeFileName(".memmap"), ".memmap.shape.memmap");  // as Path.with_suffix
+}
+
+TEST(LegacyFileNameTest, RawKeysThatStayInTheirDirectory) {
+  EXPECT_EQ(LegacyFileName("a b", EntryKind::kTensor), "a b.memmap");
+  EXPECT_EQ(LegacyFileName("100%", EntryKind::kTensor), "100%.memmap");
+  EXPECT_EQ(LegacyFileName("", EntryKind::kTensor), ".memmap");
+  EXPECT_EQ(LegacyFileName("..", EntryKind::kTensor), "...memmap");
+  EXPECT_EQ(LegacyFileName("a b", EntryKind::kTensorDict), "a b");
+  EXPECT_EQ(LegacyFileName("1:x", EntryKind::kTensorDict), "1:x");
+  for (EntryKind kind : {EntryKind::kTensor, EntryKind::kTensorDict, EntryKind::kNonTensor}) {
+    EXPECT_FALSE(LegacyFileName("a/b", kind).has_value());
+    EXPECT_FALSE(LegacyFileName("../x", kind).has_value());
+    EXPECT_FALSE(LegacyFileName("a\\b", kind).has_value());
+    EXPECT_FALSE(LegacyFileName("C:payload", kind).has_value());
+    EXPECT_FALSE(LegacyFileName(std::string("a\0b", 3), kind).has_value());
+  }
+  for (const char* k : {"", ".", ".."}) {
+    EXPECT_FALSE(LegacyFileName(k, EntryKind::kTensorDict).has_value()) << k;
+    EXPECT_FALSE(LegacyFileName(k, EntryKind::kNonTensor).has_value()) << k;
+  }
+}
+
+TEST(ResolveEntryFilesTest, EscapedFirstThenRawNames) {
+  const auto parse = [](const char* text) {
+    absl::StatusOr<LevelMeta> meta = ParseLevelMeta(text, "/d/meta.json");
+    EXPECT_TRUE(meta.ok()) << meta.status();
+    return meta->entries;
+  };
+  const char* kTwo = R"({"a b": {"shape": [2], "dtype": "torch.float32"},
+                         "a%20b": {"shape": [2], "dtype": "torch.float32"},
+                         "c": {"type": "TensorDict"}, "e": {"shape": [2, 0], "dtype": "torch.int64"},
+                         "shape": [2]})";
+  // Current writer: escaped names.
+  std::set<std::string> files = {"a%20b.memmap", "a%2520b.memmap", "c"};
+  auto in = [&](const std::string& n) { return files.count(n) > 0; };
+  std::vector<EntryMeta> entries = parse(kTwo);
+  ASSERT_TRUE(ResolveEntryFiles(&entries, in, "/d").ok());
+  EXPECT_EQ(entries[0].file_name, "a%20b.memmap");
+  EXPECT_EQ(entries[1].file_name, "a%2520b.memmap");
+  EXPECT_EQ(entries[2].file_name, "c");
+  EXPECT_EQ(entries[3].file_name, "");  // zero elements, no file: valid
+  // A writer before 0.13: raw names. "a%20b.memmap" is then key "a%20b"'s, not "a b"'s.
+  files = {"a b.memmap", "a%20b.memmap", "c", "e.memmap"};
+  entries = parse(kTwo);
+  ASSERT_TRUE(ResolveEntryFiles(&entries, in, "/d").ok());
+  EXPECT_EQ(entries[0].file_name, "a b.memmap");
+  EXPECT_EQ(entries[1].file_name, "a%20b.memmap");
+  EXPECT_EQ(entries[3].file_name, "e.memmap");
+  // Neither name: the error names both.
+  files = {"c"};
+  entries = parse(kTwo);
+  absl::Status s = ResolveEntryFiles(&entries, in, "/d");
+  ASSERT_FALSE(s.ok());
+  EXPECT_NE(s.message().find("/d/a%20b.memmap is missing"), absl::string_view::npos) << s;
+  EXPECT_NE(s.message().find("/d/a b.memmap"), absl::string_view::npos) << s;
+  // A non-empty tensor always needs its file; keys with / never fall back.
+  entries = parse(R"({"x/y": {"shape": [1], "dtype": "torch.int8"}, "shape": []})");
+  files = {"x/y.memmap"};
+  EXPECT_FALSE(ResolveEntryFiles(&entries, in, "/d").ok());
+}
+
+TEST(ParseDirMetaTest, EveryLayout) {
+  absl::StatusOr<DirMeta> m = ParseDirMeta(
+      R"({"_type": "<class 'tensordict._lazy.LazyStackedTensorDict'>", "stack_dim": 1})", "m");
+  ASSERT_TRUE(m.ok()) << m.status();
+  EXPECT_EQ(m->type, DirType::kLazyStack);
+  EXPECT_EQ(m->stack_dim, 1);
+  m = ParseDirMeta(R"({"_type": "<class 'tensordict.tensorclass.NonTensorStack'>",
+                       "stack_dim": 0, "device": null, "data": [[1, 2], ["a", null]]})",
+                   "m");
+  ASSERT_TRUE(m.ok()) << m.status();
+  EXPECT_EQ(m->type, DirType::kNonTensorStack);
+  EXPECT_EQ(m->data, nlohmann::json::parse(R"([[1, 2], ["a", null]])"));
+  m = ParseDirMeta(R"({"_type": "<class 'tensordict.tensorclass.MetaData[int]'>", "data": 4,
+                       "_metadata": null, "_is_non_tensor": true})",
+                   "m");
+  ASSERT_TRUE(m.ok()) << m.status();
+  EXPECT_EQ(m->type, DirType::kNonTensorData);
+  EXPECT_EQ(m->data, 4);
+  m = ParseDirMeta(R"({"_type": "<class '__main__.MyData'>", "name": "x", "other": null})", "m");
+  ASSERT_TRUE(m.ok()) << m.status();
+  EXPECT_EQ(m->type, DirType::kTensorClass);
+  ASSERT_EQ(m->fields.size(), 2u);
+  EXPECT_EQ(m->fields[0].first, "name");
+  EXPECT_EQ(m->fields[1].second, nullptr);
+  // A TensorDict subclass written by TensorDict's own writer is a level.
+  m = ParseDirMeta(R"({"_type": "<class 'my.Sub'>", "shape": [2]})", "m");
+  ASSERT_TRUE(m.ok()) << m.status();
+  EXPECT_EQ(m->type, DirType::kTensorDict);
+  m = ParseDirMeta(R"({"_type": "<class 'tensordict.tensordict.TensorDict'>", "shape": []})", "m");
+  ASSERT_TRUE(m.ok()) << m.status();
+  EXPECT_EQ(m->type, DirType::kTensorDict);
+}
+
+TEST(ParseDirMetaTest, WhatCannotBeReadIsNamed) {
+  const auto expect = [](const char* text, std::vector<std::string> fragments) {
+    absl::StatusOr<DirMeta> m = ParseDirMeta(text, "/d/meta.json");
+    ASSERT_FALSE(m.ok()) << "accepted: " << text;
+    const std::string msg(m.status().message());
+    fragments.push_back("/d/meta.json");
+    for (const std::string& f : fragments) {
+      EXPECT_NE(msg.find(f), std::string::npos) << "lacks \"" << f << "\": " << msg;
+    }
+  };
+  expect(R"({"_type": "<class 'tensordict._lazy.LazyStackedTensorDict'>"})", {"stack_dim"});
+  expect(R"({"_type": "<class 'tensordict._lazy.LazyStackedTensorDict'>", "stack_dim": -1})",
+         {"stack_dim"});
+  expect(R"({"_type": "<class 'tensordict.tensorclass.NonTensorStack'>", "stack_dim": 0,
+             "data": "pickle.pkl"})",
+         {"pickle.pkl", "never loaded"});
+  expect(R"({"_type": "<class 'tensordict.tensorclass.NonTensorStack'>", "stack_dim": 0})",
+         {"without \"data\""});
+  expect(R"({"_type": "<class 'tensordict.tensorclass.NonTensorStack'>", "stack_dim": 0,
+             "data": 3})",
+         {"must be a list"});
+  expect(R"({"_type": "<class 'tensordict.tensorclass.NonTensorData'>", "_metadata": null})",
+         {"no \"data\"", "other.pickle"});
+  expect(R"({"_type": "<class 'tensordict._lazy._PermutedTensorDict'>", "shape": [2, 3],
+             "custom_op": "permute", "inv_op": "permute"})",
+         {"_PermutedTensorDict", "not supported", "_source"});
+  expect(R"({"_type": "<class 'tensordict.persistent.PersistentTensorDict'>"})",
+         {"PersistentTensorDict", "not supported"});
 }
 
 TEST(ParseNonTensorMetaTest, ReadsDataAndRefusesPickles) {

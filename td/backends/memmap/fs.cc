@@ -3,10 +3,13 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <chrono>
+#include <thread>
 #include <atomic>
 #include <cstring>
 #include <random>
@@ -23,18 +26,6 @@ absl::string_view AV(std::string_view s) { return absl::string_view(s.data(), s.
 
 }  // namespace
 
-UniqueFd& UniqueFd::operator=(UniqueFd&& o) noexcept {
-  if (this != &o) {
-    if (fd_ >= 0) ::close(fd_);
-    fd_ = std::exchange(o.fd_, -1);
-  }
-  return *this;
-}
-
-UniqueFd::~UniqueFd() {
-  if (fd_ >= 0) ::close(fd_);
-}
-
 std::string JoinPath(std::string_view dir, std::string_view name) {
   if (dir.empty()) return std::string(name);
   if (dir.back() == '/') return absl::StrCat(AV(dir), AV(name));
@@ -42,10 +33,10 @@ std::string JoinPath(std::string_view dir, std::string_view name) {
 }
 
 absl::Status ErrnoError(int err, std::string_view what, std::string_view path) {
-  std::string msg = absl::StrCat(AV(what), " ", AV(path), ": ", std::strerror(err));
-  if (err == ELOOP) msg += " (symlinks are refused inside memmap directories)";
-  if (err == ENOENT) return absl::NotFoundError(msg);
-  return absl::DataLossError(msg);
+  absl::Status s = os::ErrnoError(err, what, path);
+  if (err != ELOOP) return s;
+  return absl::Status(s.code(), absl::StrCat(s.message(),
+                                             " (symlinks are refused inside memmap directories)"));
 }
 
 absl::StatusOr<UniqueFd> OpenDir(const std::string& path, bool follow_symlink) {
@@ -197,6 +188,99 @@ absl::Status RemoveAt(int dirfd, const std::string& name, const std::string& pat
     return ErrnoError(errno, "cannot remove directory", path);
   }
   return absl::OkStatus();
+}
+
+namespace {
+
+bool SameFile(const struct stat& a, const struct stat& b) {
+  return a.st_dev == b.st_dev && a.st_ino == b.st_ino;
+}
+
+// flock(fd, op) retried on EINTR; with LOCK_NB polled until `deadline`. False on timeout.
+bool LockUntil(int fd, int op, std::chrono::steady_clock::time_point deadline, int* err) {
+  for (auto sleep = std::chrono::microseconds(100);;) {
+    if (::flock(fd, op | LOCK_NB) == 0) return true;
+    if (errno != EWOULDBLOCK && errno != EINTR) {
+      *err = errno;
+      return false;
+    }
+    if (std::chrono::steady_clock::now() >= deadline) {
+      *err = EWOULDBLOCK;
+      return false;
+    }
+    std::this_thread::sleep_for(sleep);
+    sleep = std::min(sleep * 2, std::chrono::microseconds(20000));
+  }
+}
+
+// Opens with `open_fn`, locks shared, checks with `stat_fn` that the name still holds it.
+template <class Open, class Stat>
+absl::StatusOr<UniqueFd> OpenLocked(const Open& open_fn, const Stat& stat_fn,
+                                    const std::string& path) {
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  for (;;) {
+    absl::StatusOr<UniqueFd> fd = open_fn();
+    if (!fd.ok()) return fd.status();
+    int err = 0;
+    if (!LockUntil(fd->get(), LOCK_SH, deadline, &err)) {
+      return ErrnoError(err, "cannot lock (it is being removed or replaced continuously)", path);
+    }
+    struct stat mine, named;
+    if (::fstat(fd->get(), &mine) != 0) return ErrnoError(errno, "cannot stat", path);
+    if (stat_fn(&named) == 0 && SameFile(mine, named) && mine.st_nlink > 0) return fd;
+    if (std::chrono::steady_clock::now() >= deadline) {
+      return absl::UnavailableError(
+          absl::StrCat(path, " is being replaced continuously; gave up after 10 s"));
+    }
+    // Swapped out between open and lock: open the version now under the name.
+  }
+}
+
+absl::Status RemoveTreeUntil(int dirfd, const std::string& name, const std::string& path,
+                             std::chrono::steady_clock::time_point deadline) {
+  if (::unlinkat(dirfd, name.c_str(), 0) == 0 || errno == ENOENT) return absl::OkStatus();
+  if (errno != EISDIR && errno != EPERM) return ErrnoError(errno, "cannot remove", path);
+  absl::StatusOr<UniqueFd> sub = OpenDirAt(dirfd, name, path);
+  if (!sub.ok()) return absl::IsNotFound(sub.status()) ? absl::OkStatus() : sub.status();
+  int err = 0;
+  if (!LockUntil(sub->get(), LOCK_EX, deadline, &err)) {
+    return absl::UnavailableError(
+        absl::StrCat("cannot remove ", path, ": readers still hold it (", std::strerror(err), ")"));
+  }
+  absl::StatusOr<std::vector<DirEntry>> entries = ListDir(sub->get(), path);
+  if (!entries.ok()) return entries.status();
+  for (const DirEntry& e : *entries) {
+    absl::Status s = RemoveTreeUntil(sub->get(), e.name, JoinPath(path, e.name), deadline);
+    if (!s.ok()) return s;
+  }
+  if (::unlinkat(dirfd, name.c_str(), AT_REMOVEDIR) != 0 && errno != ENOENT) {
+    return ErrnoError(errno, "cannot remove directory", path);
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::StatusOr<UniqueFd> OpenDirShared(int dirfd, const std::string& name,
+                                       const std::string& path) {
+  return OpenLocked([&] { return OpenDirAt(dirfd, name, path); },
+                    [&](struct stat* st) {
+                      return ::fstatat(dirfd, name.c_str(), st, AT_SYMLINK_NOFOLLOW);
+                    },
+                    path);
+}
+
+absl::StatusOr<UniqueFd> OpenDirSharedPath(const std::string& path, bool follow_symlink) {
+  return OpenLocked([&] { return OpenDir(path, follow_symlink); },
+                    [&](struct stat* st) {
+                      return follow_symlink ? ::stat(path.c_str(), st) : ::lstat(path.c_str(), st);
+                    },
+                    path);
+}
+
+absl::Status RemoveTree(int dirfd, const std::string& name, const std::string& path) {
+  return RemoveTreeUntil(dirfd, name, path,
+                         std::chrono::steady_clock::now() + std::chrono::seconds(30));
 }
 
 absl::Status SyncDir(int fd, const std::string& path) {

@@ -14,31 +14,18 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "td/backends/internal/os.h"
 
 namespace td {
 namespace memmap_internal {
 
-// An owned file descriptor, closed on destruction.
-class UniqueFd {
- public:
-  UniqueFd() = default;
-  explicit UniqueFd(int fd) : fd_(fd) {}
-  UniqueFd(UniqueFd&& o) noexcept : fd_(std::exchange(o.fd_, -1)) {}
-  UniqueFd& operator=(UniqueFd&& o) noexcept;
-  UniqueFd(const UniqueFd&) = delete;
-  UniqueFd& operator=(const UniqueFd&) = delete;
-  ~UniqueFd();
-  int get() const { return fd_; }
-  bool valid() const { return fd_ >= 0; }
-  int release() { return std::exchange(fd_, -1); }
-
- private:
-  int fd_ = -1;
-};
+// Descriptors come from the helpers shared with the shared_memory backend.
+using UniqueFd = os::UniqueFd;
 
 // "a/b" joined with "c" -> "a/b/c".
 std::string JoinPath(std::string_view dir, std::string_view name);
-// An error status for errno `err`: "<what> <path>: <strerror>". ENOENT gives NotFound.
+// os::ErrnoError ("<what> <path>: <strerror>", NotFound for ENOENT), plus a hint for ELOOP
+// (a symlink refused by O_NOFOLLOW).
 absl::Status ErrnoError(int err, std::string_view what, std::string_view path);
 
 // Opens the directory `path` (a symlink at `path` itself is followed only when
@@ -74,6 +61,27 @@ absl::StatusOr<std::vector<DirEntry>> ListDir(int dirfd, const std::string& path
 // Removes `name` inside `dirfd`: a file or symlink is unlinked (a symlink's target is never
 // touched), a directory is emptied recursively, then removed. Missing is not an error.
 absl::Status RemoveAt(int dirfd, const std::string& name, const std::string& path);
+// NOTE [ Readers and removers of memmap directories ]
+// A directory version that a writer swapped out (memmap() over a prefix, a structural write
+// into a level) is removed while other threads or processes may still be loading it. Readers
+// hold a shared flock(2) on every directory they read (OpenDirShared), taken after opening it
+// and checked to still be the directory under its name (else reopened: it was just swapped).
+// Removers (RemoveTree) take an exclusive flock on each directory, top-down, before emptying
+// it. So a load sees one complete version, old or new, and a swapped-out version disappears
+// once its last reader is done. flock locks are per open file description: threads of one
+// process exclude each other as processes do. Readers never wait for writers except while a
+// version they just opened is being removed (then they retry on the new one).
+
+// Opens the directory `name` inside `dirfd` (no symlink), takes a shared flock on it and makes
+// sure it is still the directory under `name` (retrying for up to 10 s while it is replaced).
+absl::StatusOr<UniqueFd> OpenDirShared(int dirfd, const std::string& name, const std::string& path);
+// The same for `path` (a symlink at `path` itself is followed only when `follow_symlink`).
+absl::StatusOr<UniqueFd> OpenDirSharedPath(const std::string& path, bool follow_symlink);
+// Removes the directory (or file) `name` inside `dirfd` like RemoveAt, after taking an exclusive
+// flock on each directory (waiting up to 30 s for its readers; past that the tree is left for a
+// later RemoveStaleTemps and Unavailable is returned).
+absl::Status RemoveTree(int dirfd, const std::string& name, const std::string& path);
+
 // fsync(2) of the directory `fd` (makes renames and new names inside it durable).
 absl::Status SyncDir(int fd, const std::string& path);
 // mkdir -p.

@@ -21,12 +21,15 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "td/backends/memmap/fs.h"
 #include "td/backends/memmap/memmap_storage.h"
 #include "td/core/tensordict.h"
 
@@ -35,6 +38,7 @@ namespace memmap_internal {
 
 struct WriteOptions {
   bool like = false;           // sparse zero-filled files instead of the data
+  bool reserve = false;        // like: allocate the files' blocks (posix_fallocate), not sparse
   bool copy_existing = true;   // see MemmapOptions::copy_existing
   bool sync = false;           // fsync files and directories
   int64_t num_threads = 0;
@@ -56,14 +60,62 @@ void WriteEntryDir(const Value& value, const std::vector<int64_t>& parent_batch,
 // writes ] describes, removing what `name` held before.
 absl::Status CommitDir(int parent_fd, const std::string& tmp, const std::string& name,
                        const std::string& path, bool sync);
+// Removes the temporaries (TempName(base)) that writers no longer running left in the directory
+// `parent_fd` (at `parent`). Errors are ignored: a leftover is harmless.
+void RemoveStaleTemps(int parent_fd, const std::string& parent, const std::string& base);
+
+// NOTE [ Crash-safe level writes ]
+// A structural write into an open memmap TensorDict (a new key, a replaced key — any shape,
+// dtype or kind —, a deleted key; update, nested sets and rename_key_ (a del_ then a set) are
+// sequences of these, one per key and level) changes one level directory D as one commit:
+//   1. the next version of D is built as a temporary sibling `.td-tmp-<pid>-...-<D's name>`:
+//      every sub-directory of D recreated and every file hard-linked (no data is copied, and the
+//      files keep their inodes, so tensors already mapped keep writing to the live files),
+//      except the entries the write drops; the new entry written; a new meta.json;
+//   2. the sibling is swapped with D by renameat2(RENAME_EXCHANGE) (CommitDir), and the old
+//      version, now under the temporary name, is removed.
+// A kill before the swap leaves D untouched plus a temporary sibling; after it, the new D plus
+// the old version under a temporary name. Loaders ignore temporary names, so D always loads as
+// before or after the write, and the next write next to D (or memmap() to D) removes the
+// temporaries of writers that are gone. Cost: one link per file below D (not per byte).
+// A file system without hard links or RENAME_EXCHANGE gets a named MemmapError / the
+// rename-aside fallback of NOTE [ Crash-safe memmap writes ]. meta.json-only changes
+// (set_batch_size) replace meta.json atomically instead.
+struct LevelChange {
+  std::vector<std::string> drop;   // names in D not carried over
+  std::function<void(int new_dirfd)> write;  // writes new entries into the new D (final names)
+  std::string meta_json;           // the new D's meta.json
+  bool sync = false;               // fsync files and directories before the swap
+};
+// Commits `change` to the level directory `dir` (absolute; a symlink at `dir` itself is followed
+// only when `follow_symlink`) as NOTE [ Crash-safe level writes ] describes. Throws MemmapError
+// (or what `write` throws); on any failure `dir` is unchanged and the temporary removed.
+void CommitLevel(const std::string& dir, bool follow_symlink, const LevelChange& change);
+
 // Loads the level in the open directory `dirfd` (at `path`), validating everything.
 // `parent_batch`: the batch size the level's must start with (nullptr at the top).
 absl::StatusOr<std::shared_ptr<MemmapStorage>> LoadLevel(int dirfd, const std::string& path,
                                                          MemmapMode mode, bool root,
                                                          const std::vector<int64_t>* parent_batch,
                                                          int64_t num_threads);
-// Runs fn(0..n-1), in a oneTBB arena of `num_threads` threads when that is more than 1.
-// Returns the first (lowest index) error.
+// Loads whatever the open directory `dirfd` (at `path`) holds as a TensorDict: a TensorDict
+// level, a lazy stack (as td::lazy_stack) or a tensorclass (its tensors and fields), validating
+// everything (memmap_loader.cc). The result is locked, as load_memmap's always is.
+absl::StatusOr<TensorDict> LoadDir(int dirfd, const std::string& path, MemmapMode mode,
+                                   int64_t num_threads);
+// Opens the sub-TensorDict directory of `key` inside `dirfd` (at `dir_path`): its escaped name,
+// or the raw name older writers used when only that one holds a meta.json. Sets `sub_path`.
+absl::StatusOr<UniqueFd> OpenSubTensorDict(int dirfd, const std::string& key,
+                                           const std::string& dir_path, std::string* sub_path);
+// The threads that write (or map) `leaves` leaves of `bytes` bytes in total when
+// MemmapOptions::num_threads is `requested`: 0 chooses td::parallel::num_threads() from
+// kAutoParallelBytes (8 MiB) on and 1 below, so td::parallel::set_num_threads(1) makes every
+// memmap write serial (NOTE [ Thread policy ] in td/executor/executor.h); never more than the
+// CPUs or the leaves.
+int WriteThreads(int64_t requested, int64_t bytes, size_t leaves);
+// Runs fn(0..n-1) through the executor (td::parallel::parallel_for) on `num_threads` threads (at
+// most one per CPU), or in order on the calling thread when num_threads <= 1. Returns the first
+// (lowest index) error.
 absl::Status RunParallel(size_t n, int64_t num_threads,
                          const std::function<absl::Status(size_t)>& fn);
 

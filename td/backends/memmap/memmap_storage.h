@@ -10,11 +10,12 @@
 // write throws ValueError then). Opened by id ("memmap") with StorageSpec::path, it creates an
 // empty memmap directory there (refusing an existing one); without a path, in a new directory
 // under $TMPDIR that the caller owns.
-// Writes to existing tensors (set_, index_put_, in-place ops) go straight to the files. A new or
-// replaced key writes a new file under a temporary name and renames it into place, then rewrites
-// meta.json atomically (a tensor a caller still holds keeps the old file's data); a deleted key
-// rewrites meta.json, then removes the file. Each of those steps is atomic on its own; the whole
-// directory is replaced atomically only by memmap() (NOTE [ Crash-safe memmap writes ]).
+// Writes to existing tensors (set_, index_put_, in-place ops) go straight to the files. A new,
+// replaced or deleted key builds the level's next directory beside it (every other file
+// hard-linked, the new file written, a new meta.json) and swaps it in with one rename, so a kill
+// at any moment leaves the level as it was before or after the write (NOTE [ Crash-safe level
+// writes ] in memmap_internal.h); a tensor a caller still holds keeps the old file's data.
+// set_batch_size replaces meta.json atomically.
 #pragma once
 
 #include <memory>
@@ -27,8 +28,19 @@
 #include "td/backends/memmap/memory_mapped_tensor.h"
 #include "td/core/entry_list.h"
 #include "td/core/storage.h"
+#include "td/core/tensordict.h"
 
 namespace td {
+
+// td.memmap_like(prefix, options), except that every file's blocks are reserved up front
+// (posix_fallocate) instead of left sparse: filling the TensorDict later can no longer run out of
+// disk space (which, through a mapping, is a SIGBUS that kills the process, not an error), at the
+// price of writing or allocating the whole size now. Throws MemmapError naming the file and the
+// key ("no room: cannot reserve the N bytes of ...: No space left on device") when the file system
+// cannot hold it; nothing is then left under `prefix`. See docs/memmap.md.
+//   td::TensorDict data = td::MemmapLikeReserved(spec.expand({1000000}), "/data/ds");
+TensorDict MemmapLikeReserved(const TensorDict& td, const std::string& prefix,
+                              const MemmapOptions& options = MemmapOptions());
 
 class MemmapStorage final : public EntryStorage {
  public:
@@ -54,18 +66,37 @@ class MemmapStorage final : public EntryStorage {
 
   // Loader only: appends an entry read from disk, writing nothing. Returns its index.
   size_t AddLoaded(std::string key, Value value);
-  // Loader only: fills the tensor of entry `index` once its file is mapped.
-  void SetLoadedTensor(size_t index, at::Tensor tensor);
+  // Loader only: fills entry `index` once its file is mapped (or its lazy stack built).
+  void SetLoaded(size_t index, Value value);
+  // Loader only: appends a field of the tensorclass whose tensors this level holds; it is
+  // stored in that tensorclass's `meta_path`, so it is never written to this level's meta.json
+  // and set() / del_() of it throw ValueError.
+  void AddField(std::string key, Value value, std::string meta_path);
+  // Loader only: `key`'s file is `name` (a raw pre-0.13 name; "" for a zero-element tensor
+  // without a file) rather than its escaped name.
+  void SetFileName(const std::string& key, std::string name);
+
+  // The names `key`'s value `v` occupies in this level's directory: its file or directory as
+  // loaded (the escaped name unless SetFileName said otherwise), and a nested tensor's sizes
+  // file; none for a zero-element tensor without a file.
+  std::vector<std::string> FilesOf(const std::string& key, const Value& v) const;
+  // True for a tensorclass field added by AddField.
+  bool IsField(const std::string& key) const;
 
  private:
   void RequireWritable(std::string_view what, std::string_view key) const;
-  // meta.json of this level from the entries in memory, replaced atomically.
-  void WriteMeta(int dirfd) const;
+  void RequireNotField(std::string_view what, std::string_view key) const;
+  // meta.json of this level from the entries in memory with `batch_size`, without `skip_key`,
+  // with `add_key` set to `add_value` (in its place when it exists, else last).
+  std::string MetaJson(const std::vector<int64_t>& batch_size, const std::string* skip_key,
+                       const std::string* add_key, const Value* add_value) const;
   int OpenLevel() const;  // a new descriptor of dir_ (caller closes)
 
   std::string dir_;
   MemmapMode mode_;
   bool root_;
+  absl::flat_hash_map<std::string, std::string> fields_;  // tensorclass field -> its meta.json
+  absl::flat_hash_map<std::string, std::string> file_names_;  // key -> file, when not escaped
 };
 
 }  // namespace td

@@ -241,7 +241,7 @@ TEST(MemmapTest, StructuralChangesUpdateTheDirectory) {
 TEST(MemmapTest, ReadOnlyMode) {
   const std::string dir = FreshDir("mm") + "/ro";
   Sample().memmap(dir);
-  TensorDict ro = TensorDict::load_memmap(dir, MemmapOptions().mode(MemmapMode::kReadOnly));
+  TensorDict ro = TensorDict::load_memmap(dir, LoadMemmapOptions().mode(MemmapMode::kReadOnly));
   EXPECT_FALSE(ro.storage().capabilities().has(Capability::kInPlaceWrite));
   TD_EXPECT_THROW_MSG(ro.set_("f32", at::zeros({3, 4})), c10::ValueError,
                       {"'f32'", "read-only", dir});
@@ -259,15 +259,15 @@ TEST(MemmapTest, SubPathLoadsOneSlice) {
                      {"1", {{"weight", at::full({3, 4}, 2.0)}, {"bias", at::zeros({3})}}}},
                     {});
   params.memmap(dir, MemmapOptions().num_threads(2));
-  TensorDict p0 = TensorDict::load_memmap(dir, MemmapOptions().sub_path("0"));
+  TensorDict p0 = TensorDict::load_memmap(dir, LoadMemmapOptions().sub_path("0"));
   assert_allclose(p0, params.get_tensordict("0"));
   TensorDict p1 = TensorDict::load_memmap(dir + "/1");
   assert_allclose(p1, params.get_tensordict("1"));
-  TD_EXPECT_THROW_MSG(TensorDict::load_memmap(dir, MemmapOptions().sub_path("7")), MemmapError,
+  TD_EXPECT_THROW_MSG(TensorDict::load_memmap(dir, LoadMemmapOptions().sub_path("7")), MemmapError,
                       {"'7'", dir});
   TensorDict deep({{"a b", {{"c", at::ones({1})}}}}, {});
   deep.memmap(dir + "2");
-  EXPECT_TRUE(TensorDict::load_memmap(dir + "2", MemmapOptions().sub_path(NestedKey{"a b"}))
+  EXPECT_TRUE(TensorDict::load_memmap(dir + "2", LoadMemmapOptions().sub_path(NestedKey{"a b"}))
                   .get("c")
                   .equal(at::ones({1})));
 }
@@ -333,7 +333,7 @@ TEST(MemmapTest, ThreadsGiveTheSameResult) {
   TensorDict four = src.memmap(root + "/four", MemmapOptions().num_threads(4).fsync(true));
   assert_allclose(one, src);
   assert_allclose(four, src);
-  assert_allclose(TensorDict::load_memmap(root + "/four", MemmapOptions().num_threads(4)), src);
+  assert_allclose(TensorDict::load_memmap(root + "/four", LoadMemmapOptions().num_threads(4)), src);
   // The default (0) writes this much data (12 MiB in 3 leaves) on every CPU.
   TensorDict big({{"a", at::randn({4, 1 << 18})}, {"b", at::randn({4, 1 << 18})},
                   {"n", {{"c", at::randn({4, 1 << 18})}}}},

@@ -18,8 +18,10 @@
 #include "td/backends/memmap/memmap_internal.h"
 #include "td/backends/memmap/memmap_storage.h"
 #include "td/backends/memmap/status.h"
+#include "td/core/backend_hooks.h"
 #include "td/core/dtype.h"
 #include "td/core/storage.h"
+#include "td/executor/executor.h"
 
 namespace td {
 namespace memmap_internal {
@@ -37,8 +39,9 @@ constexpr size_t kNameMax = 255;
 
 void ValidateLevel(const TensorDict& td, const std::string& dir, const WriteOptions& o,
                    const NestedKey* prefix, int depth) {
-  if (depth > 128) {
-    Fail<ValueError>("memmap: TensorDicts nested more than 128 levels deep cannot be written");
+  if (depth > kMaxNestingDepth) {
+    Fail<NestingError>("memmap: TensorDicts nested more than ", kMaxNestingDepth,
+                       " levels deep cannot be written (td::kMaxNestingDepth)");
   }
   const Storage& s = td.storage();
   absl::flat_hash_map<std::string, std::string> names;  // file name -> key
@@ -181,7 +184,17 @@ absl::Status WriteLeaf(const LeafJob& job, const WriteOptions& o) {
   absl::Status s;
   if (o.like) {
     const int64_t nbytes = job.tensor.numel() * static_cast<int64_t>(job.tensor.element_size());
-    if (::ftruncate(fd.get(), static_cast<off_t>(nbytes)) != 0) {
+    if (o.reserve && nbytes > 0) {
+      // posix_fallocate returns the error (glibc writes zeros where fallocate is unsupported).
+      int err;
+      do {
+        err = ::posix_fallocate(fd.get(), 0, static_cast<off_t>(nbytes));
+      } while (err == EINTR);
+      if (err != 0) {
+        s = ErrnoError(err, absl::StrCat("no room: cannot reserve the ", nbytes, " bytes of"),
+                       job.path);
+      }
+    } else if (::ftruncate(fd.get(), static_cast<off_t>(nbytes)) != 0) {
       s = ErrnoError(errno, "cannot resize", job.path);
     }
   } else {
@@ -196,14 +209,11 @@ absl::Status WriteLeaf(const LeafJob& job, const WriteOptions& o) {
 
 void RunJobs(const std::vector<LeafJob>& jobs, const std::vector<std::shared_ptr<UniqueFd>>& dirs,
              const WriteOptions& o) {
-  int64_t threads = o.num_threads;
-  if (threads == 0) {  // automatic: threads only when there is enough data to copy
-    int64_t bytes = 0;
-    if (!o.like) {
-      for (const LeafJob& job : jobs) bytes += job.tensor.numel() * job.tensor.element_size();
-    }
-    threads = bytes >= kAutoParallelBytes ? std::numeric_limits<int64_t>::max() : 1;
+  int64_t bytes = 0;
+  if (!o.like) {
+    for (const LeafJob& job : jobs) bytes += job.tensor.numel() * job.tensor.element_size();
   }
+  const int threads = WriteThreads(o.num_threads, bytes, jobs.size());
   Check(RunParallel(jobs.size(), threads, [&](size_t i) { return WriteLeaf(jobs[i], o); }));
   if (o.sync) {
     for (const auto& d : dirs) Check(SyncDir(d->get(), "a directory being written"));
@@ -241,7 +251,7 @@ void CheckTarget(int parent_fd, const Target& t, bool exists_ok) {
   if (!S_ISDIR(st.st_mode)) {
     Fail<ValueError>("memmap: ", t.path, " exists and is not a directory");
   }
-  UniqueFd dir = ValueOrThrowMemmap(OpenDirAt(parent_fd, t.base, t.path));
+  UniqueFd dir = ValueOrThrowMemmap(OpenDirShared(parent_fd, t.base, t.path));
   std::vector<DirEntry> entries = ValueOrThrowMemmap(ListDir(dir.get(), t.path));
   if (entries.empty()) return;
   const bool is_memmap = std::any_of(entries.begin(), entries.end(), [](const DirEntry& e) {
@@ -258,24 +268,12 @@ void CheckTarget(int parent_fd, const Target& t, bool exists_ok) {
   }
 }
 
-// Removes temporaries left in `parent_fd` by killed writers of `base`.
-void RemoveStaleTemps(int parent_fd, const Target& t) {
-  absl::StatusOr<std::vector<DirEntry>> entries = ListDir(parent_fd, t.parent);
-  if (!entries.ok()) return;
-  for (const DirEntry& e : *entries) {
-    const int64_t pid = TempNamePid(e.name, t.base);
-    if (pid <= 0 || pid == ::getpid()) continue;
-    if (::kill(static_cast<pid_t>(pid), 0) != 0 && errno == ESRCH) {
-      RemoveAt(parent_fd, e.name, JoinPath(t.parent, e.name)).IgnoreError();
-    }
-  }
-}
-
 TensorDict WriteAndLoad(const TensorDict& td, const std::string& prefix,
-                        const MemmapOptions& options, bool like) {
+                        const MemmapOptions& options, bool like, bool reserve = false) {
   const Target t = ParseTarget(prefix);
   WriteOptions wo;
   wo.like = like;
+  wo.reserve = reserve;
   wo.copy_existing = options.copy_existing();
   wo.sync = options.fsync();
   wo.num_threads = options.num_threads();
@@ -283,17 +281,22 @@ TensorDict WriteAndLoad(const TensorDict& td, const std::string& prefix,
   Check(MakeDirs(t.parent));
   UniqueFd parent = ValueOrThrowMemmap(OpenDir(t.parent, /*follow_symlink=*/true));
   CheckTarget(parent.get(), t, options.exists_ok());
-  RemoveStaleTemps(parent.get(), t);
+  RemoveStaleTemps(parent.get(), t.parent, t.base);
   const std::string tmp = TempName(t.base);
   Mkdir(parent.get(), tmp, JoinPath(t.parent, tmp));
+  // Our own version stays locked (shared) until it is loaded: a concurrent memmap() to the same
+  // prefix that swaps it out right after our commit waits for the load before removing it
+  // (NOTE [ Readers and removers of memmap directories ] in fs.h).
+  UniqueFd dir;
   try {
     WriteTree(td, parent.get(), tmp, t.path, wo);
+    dir = ValueOrThrowMemmap(OpenDirShared(parent.get(), tmp, JoinPath(t.parent, tmp)));
     Check(CommitDir(parent.get(), tmp, t.base, t.path, wo.sync));
   } catch (...) {
+    dir = UniqueFd();
     RemoveAt(parent.get(), tmp, JoinPath(t.parent, tmp)).IgnoreError();
     throw;
   }
-  UniqueFd dir = ValueOrThrowMemmap(OpenDirAt(parent.get(), t.base, t.path));
   TensorDict out(ValueOrThrowMemmap(
       LoadLevel(dir.get(), t.path, MemmapMode::kReadWrite, true, nullptr, wo.num_threads)));
   out.lock_();
@@ -316,6 +319,48 @@ void ReplaceLeaves(const TensorDict& td, const TensorDict& mapped) {
 }
 
 }  // namespace
+
+void RemoveStaleTemps(int parent_fd, const std::string& parent, const std::string& base) {
+  absl::StatusOr<std::vector<DirEntry>> entries = ListDir(parent_fd, parent);
+  if (!entries.ok()) return;
+  for (const DirEntry& e : *entries) {
+    const int64_t pid = TempNamePid(e.name, base);
+    if (pid <= 0 || pid == ::getpid()) continue;
+    if (::kill(static_cast<pid_t>(pid), 0) != 0 && errno == ESRCH) {
+      RemoveTree(parent_fd, e.name, JoinPath(parent, e.name)).IgnoreError();
+    }
+  }
+}
+
+int WriteThreads(int64_t requested, int64_t bytes, size_t leaves) {
+  if (leaves <= 1) return 1;
+  int64_t threads = requested;
+  if (threads == 0) threads = bytes >= kAutoParallelBytes ? parallel::num_threads() : 1;
+  // More threads than the machine runs only adds contention.
+  threads = std::min<int64_t>({threads, parallel::default_num_threads(),
+                               static_cast<int64_t>(leaves)});
+  return static_cast<int>(std::max<int64_t>(threads, 1));
+}
+
+absl::Status RunParallel(size_t n, int64_t num_threads,
+                         const std::function<absl::Status(size_t)>& fn) {
+  const int threads = static_cast<int>(std::min<int64_t>(
+      {num_threads, parallel::default_num_threads(), static_cast<int64_t>(n)}));
+  std::vector<absl::Status> status(n);
+  if (threads <= 1 || n <= 1) {
+    for (size_t i = 0; i < n; ++i) {
+      status[i] = fn(i);
+      if (!status[i].ok()) return status[i];
+    }
+    return absl::OkStatus();
+  }
+  parallel::parallel_for(static_cast<int64_t>(n), threads,
+                         [&](int64_t i) { status[static_cast<size_t>(i)] = fn(i); });
+  for (absl::Status& s : status) {
+    if (!s.ok()) return s;
+  }
+  return absl::OkStatus();
+}
 
 void ValidateTree(const TensorDict& td, const std::string& dir, const WriteOptions& options) {
   ValidateLevel(td, dir, options, nullptr, 0);
@@ -365,10 +410,10 @@ absl::Status CommitDir(int parent_fd, const std::string& tmp, const std::string&
           ::renameat(parent_fd, old.c_str(), parent_fd, name.c_str());
           return ErrnoError(err, "cannot rename the new directory to", path);
         }
-        RemoveAt(parent_fd, old, path + " (previous content)").IgnoreError();
+        RemoveTree(parent_fd, old, path + " (previous content)").IgnoreError();
       } else {
         // `tmp` now holds the previous content.
-        RemoveAt(parent_fd, tmp, path + " (previous content)").IgnoreError();
+        RemoveTree(parent_fd, tmp, path + " (previous content)").IgnoreError();
       }
     } else if (errno == EINVAL || errno == ENOSYS) {
       if (::renameat(parent_fd, tmp.c_str(), parent_fd, name.c_str()) != 0) {
@@ -384,61 +429,74 @@ absl::Status CommitDir(int parent_fd, const std::string& tmp, const std::string&
 
 }  // namespace memmap_internal
 
-// ---- TensorDict members --------------------------------------------------------------------
+// ---- TensorDict members (registered as hooks: NOTE [ Backend entry points ]) -----------------
 
-TensorDict TensorDict::memmap(const std::string& prefix, const MemmapOptions& options) const {
-  return memmap_internal::WriteAndLoad(*this, prefix, options, /*like=*/false);
+namespace {
+
+TensorDict Memmap(const TensorDict& td, const std::string& prefix, const MemmapOptions& options) {
+  return memmap_internal::WriteAndLoad(td, prefix, options, /*like=*/false);
 }
 
-TensorDict TensorDict::memmap_like(const std::string& prefix, const MemmapOptions& options) const {
-  return memmap_internal::WriteAndLoad(*this, prefix, options, /*like=*/true);
+TensorDict MemmapLike(const TensorDict& td, const std::string& prefix,
+                      const MemmapOptions& options) {
+  return memmap_internal::WriteAndLoad(td, prefix, options, /*like=*/true);
 }
 
-TensorDict& TensorDict::memmap_(const std::string& prefix, const MemmapOptions& options) {
-  if (backend() == "memmap") {
-    const auto& ms = static_cast<const MemmapStorage&>(storage());
-    if (memmap_internal::AbsolutePath(prefix) == ms.path()) return *this;
+}  // namespace
+
+TensorDict MemmapLikeReserved(const TensorDict& td, const std::string& prefix,
+                              const MemmapOptions& options) {
+  return memmap_internal::WriteAndLoad(td, prefix, options, /*like=*/true, /*reserve=*/true);
+}
+
+namespace {
+
+TensorDict& MemmapInPlace(TensorDict& td, const std::string& prefix, const MemmapOptions& options) {
+  if (td.backend() == "memmap") {
+    const auto& ms = static_cast<const MemmapStorage&>(td.storage());
+    if (memmap_internal::AbsolutePath(prefix) == ms.path()) return td;
     Fail<ValueError>("memmap_: this TensorDict is already memory-mapped at ", ms.path(),
                      "; use memmap(\"", prefix, "\") to write a copy");
   }
-  TensorDict mapped = memmap(prefix, options);
-  memmap_internal::ReplaceLeaves(*this, mapped);
-  lock_();
-  return *this;
+  TensorDict mapped = td.memmap(prefix, options);
+  memmap_internal::ReplaceLeaves(td, mapped);
+  td.lock_();
+  return td;
 }
 
-TensorDict TensorDict::load_memmap(const std::string& prefix, const MemmapOptions& options) {
+TensorDict LoadMemmap(const std::string& prefix, const LoadMemmapOptions& options) {
   using namespace memmap_internal;  // NOLINT
   if (prefix.empty()) Fail<ValueError>("load_memmap: the prefix (directory) is empty");
   std::string path = AbsolutePath(prefix);
-  absl::StatusOr<UniqueFd> root = OpenDir(path, /*follow_symlink=*/true);
+  // Every directory on the way stays locked (shared) while loading: NOTE [ Readers and removers
+  // of memmap directories ] in fs.h.
+  absl::StatusOr<UniqueFd> root = OpenDirSharedPath(path, /*follow_symlink=*/true);
   if (!root.ok()) {
     Fail<MemmapError>("load_memmap: no memmap directory at ", path, ": ", root.status().message());
   }
   UniqueFd dir = *std::move(root);
+  std::vector<UniqueFd> ancestors;
   if (options.sub_path()) {
     for (const std::string& part : *options.sub_path()) {
-      const std::string name = memmap_format::EscapeKey(part);
-      const std::string sub_path = JoinPath(path, name);
-      absl::StatusOr<UniqueFd> sub = OpenDirAt(dir.get(), name, sub_path);
+      std::string sub_path;
+      absl::StatusOr<UniqueFd> sub = OpenSubTensorDict(dir.get(), part, path, &sub_path);
       if (!sub.ok()) {
         Fail<MemmapError>("load_memmap: no sub-TensorDict ", options.sub_path()->repr(), " under ",
                           AbsolutePath(prefix), ": ", sub.status().message());
       }
+      ancestors.push_back(std::move(dir));
       dir = *std::move(sub);
       path = sub_path;
     }
   }
-  TensorDict out(ValueOrThrowMemmap(
-      LoadLevel(dir.get(), path, options.mode(), true, nullptr, options.num_threads())));
-  out.lock_();
-  return out;
+  // Locked level by level while loading (lock_() would read every key of a lazy stack).
+  return ValueOrThrowMemmap(LoadDir(dir.get(), path, options.mode(), options.num_threads()));
 }
 
-bool TensorDict::is_memmap() const {
-  if (backend() == "memmap") return true;
+bool IsMemmap(const TensorDict& td) {
+  if (td.backend() == "memmap") return true;
   bool any = false;
-  for (const Value& v : values(KeysOptions().include_nested(true).leaves_only(true))) {
+  for (const Value& v : td.values(KeysOptions().include_nested(true).leaves_only(true))) {
     if (!v.is_tensor()) continue;
     if (!MemoryMappedTensor::is_memory_mapped(v.tensor())) return false;
     any = true;
@@ -446,4 +504,17 @@ bool TensorDict::is_memmap() const {
   return any;
 }
 
+MemmapHooks Hooks() {
+  MemmapHooks h;
+  h.memmap = &Memmap;
+  h.memmap_ = &MemmapInPlace;
+  h.memmap_like = &MemmapLike;
+  h.load_memmap = &LoadMemmap;
+  h.is_memmap = &IsMemmap;
+  return h;
+}
+
+const bool kMemmapHooksRegistered = RegisterMemmapHooks(Hooks());
+
+}  // namespace
 }  // namespace td

@@ -12,6 +12,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
+#include "td/backends/internal/os.h"
 #include "td/backends/memmap/format.h"
 #include "td/backends/memmap/fs.h"
 #include "td/backends/memmap/status.h"
@@ -25,13 +26,11 @@ namespace {
 struct Region {
   std::string path;
   MemmapMode mode;
-  void* addr;
-  size_t length;
+  os::MappedRegion mapping;  // unmapped when the last tensor using it goes away
 };
 
 void DeleteRegion(void* ctx) {
   auto* r = static_cast<Region*>(ctx);
-  if (r->length > 0) ::munmap(r->addr, r->length);
   delete r;
 }
 
@@ -74,13 +73,12 @@ absl::StatusOr<at::Tensor> MapFile(int fd, const std::string& path, c10::ScalarT
         path, " has ", *size, " bytes, but a tensor of shape ", SizeRepr(shape), " and dtype ",
         DtypeName(dtype), " needs ", *nbytes, " (a truncated or foreign file?)"));
   }
-  void* addr = nullptr;
-  if (*nbytes > 0) {
-    const int flags = mode == MemmapMode::kReadOnly ? (MAP_PRIVATE | MAP_NORESERVE) : MAP_SHARED;
-    addr = ::mmap(nullptr, static_cast<size_t>(*nbytes), PROT_READ | PROT_WRITE, flags, fd, 0);
-    if (addr == MAP_FAILED) return ErrnoError(errno, "cannot mmap", path);
-  }
-  auto* region = new Region{path, mode, addr, static_cast<size_t>(*nbytes)};
+  const int flags = mode == MemmapMode::kReadOnly ? (MAP_PRIVATE | MAP_NORESERVE) : MAP_SHARED;
+  absl::StatusOr<os::MappedRegion> mapping = os::MappedRegion::Map(
+      fd, static_cast<size_t>(*nbytes), PROT_READ | PROT_WRITE, flags, path);
+  if (!mapping.ok()) return mapping.status();
+  void* addr = mapping->addr();
+  auto* region = new Region{path, mode, *std::move(mapping)};
   return at::for_blob(addr, shape)
       .context(region, &DeleteRegion)
       .target_device(at::Device(at::kCPU))

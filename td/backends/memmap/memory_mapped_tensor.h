@@ -23,12 +23,7 @@
 
 namespace td {
 
-// A memmap directory or file that cannot be read or written: the message names the file and the
-// problem (missing, unexpected, wrong size, malformed metadata, symlink, I/O error).
-class MemmapError : public c10::Error {
- public:
-  using c10::Error::Error;
-};
+// td::MemmapError is declared in td/core/errors.h (TensorDict::load_memmap throws it).
 
 class MemoryMappedTensor : public at::Tensor {
  public:

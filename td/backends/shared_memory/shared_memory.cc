@@ -16,6 +16,9 @@
 #include "absl/strings/str_cat.h"
 #include "nlohmann/json.hpp"
 #include "td/backends/memmap/memory_mapped_tensor.h"
+#include "td/backends/internal/os.h"
+#include "td/backends/shared_memory/handle.h"
+#include "td/core/backend_hooks.h"
 #include "td/core/dtype.h"
 
 namespace td {
@@ -24,24 +27,28 @@ namespace {
 // ---- segments ------------------------------------------------------------------------------
 
 constexpr char kMagic[8] = {'T', 'D', 'S', 'H', 'M', 0, 0, 1};
-constexpr size_t kHeaderBytes = 64;  // magic (8) | token (16) | payload bytes (8) | padding
+constexpr size_t kHeaderBytes = shm_handle::kHeaderBytes;  // magic (8) | token (16) | payload (8) | pad
 constexpr size_t kAlign = 64;
 constexpr std::string_view kMemfdName = "td-shm";
-constexpr size_t kMaxHandleBytes = size_t{64} << 20;
 
 using Token = std::array<uint8_t, 16>;
 
+// One memfd segment, mapped; the descriptor and the mapping are released with the last tensor.
 struct Segment {
-  int fd = -1;
-  void* addr = nullptr;
-  size_t length = 0;  // header + payload
+  os::UniqueFd fd;
+  os::MappedRegion region;  // header + payload
   Token token{};
-  ~Segment() {
-    if (addr != nullptr) ::munmap(addr, length);
-    if (fd >= 0) ::close(fd);
-  }
-  char* payload() const { return static_cast<char*>(addr) + kHeaderBytes; }
+  void* addr() const { return region.addr(); }
+  size_t length() const { return region.length(); }
 };
+
+// Maps the whole segment `fd` of `length` bytes read-write; c10::Error naming `what` otherwise.
+os::MappedRegion MapSegment(int fd, size_t length, const std::string& what) {
+  absl::StatusOr<os::MappedRegion> r =
+      os::MappedRegion::Map(fd, length, PROT_READ | PROT_WRITE, MAP_SHARED, what);
+  if (!r.ok()) Fail<c10::Error>(std::string(r.status().message()));
+  return *std::move(r);
+}
 
 // The DataPtr context of every shared tensor: keeps its segment mapped.
 struct SegmentRef {
@@ -73,19 +80,16 @@ Token RandomToken() {
 
 std::shared_ptr<Segment> CreateSegment(size_t payload) {
   auto seg = std::make_shared<Segment>();
-  seg->fd = ::memfd_create(std::string(kMemfdName).c_str(), MFD_CLOEXEC);
-  if (seg->fd < 0) FailErrno(errno, "share_memory: memfd_create failed");
-  seg->length = kHeaderBytes + payload;
-  if (::ftruncate(seg->fd, static_cast<off_t>(seg->length)) != 0) {
-    FailErrno(errno, absl::StrCat("share_memory: cannot size a segment of ", seg->length, " bytes"));
+  seg->fd = os::UniqueFd(::memfd_create(std::string(kMemfdName).c_str(), MFD_CLOEXEC));
+  if (!seg->fd.valid()) FailErrno(errno, "share_memory: memfd_create failed");
+  const size_t length = kHeaderBytes + payload;
+  if (::ftruncate(seg->fd.get(), static_cast<off_t>(length)) != 0) {
+    FailErrno(errno, absl::StrCat("share_memory: cannot size a segment of ", length, " bytes"));
   }
-  void* addr = ::mmap(nullptr, seg->length, PROT_READ | PROT_WRITE, MAP_SHARED, seg->fd, 0);
-  if (addr == MAP_FAILED) {
-    FailErrno(errno, absl::StrCat("share_memory: cannot map a segment of ", seg->length, " bytes"));
-  }
-  seg->addr = addr;
+  seg->region = MapSegment(seg->fd.get(), length,
+                           absl::StrCat("a new shared-memory segment of ", length, " bytes"));
   seg->token = RandomToken();
-  char* h = static_cast<char*>(addr);
+  char* h = static_cast<char*>(seg->addr());
   std::memcpy(h, kMagic, sizeof(kMagic));
   std::memcpy(h + 8, seg->token.data(), seg->token.size());
   const uint64_t n = payload;
@@ -96,7 +100,7 @@ std::shared_ptr<Segment> CreateSegment(size_t payload) {
 // A tensor of `sizes`/`strides` at byte `offset` of the segment's mapping (header included).
 at::Tensor ViewOf(const std::shared_ptr<Segment>& seg, size_t offset, c10::ScalarType dtype,
                   at::IntArrayRef sizes, at::IntArrayRef strides) {
-  return at::for_blob(static_cast<char*>(seg->addr) + offset, sizes)
+  return at::for_blob(static_cast<char*>(seg->addr()) + offset, sizes)
       .strides(strides)
       .context(new SegmentRef{seg}, &DeleteSegmentRef)
       .target_device(at::Device(at::kCPU))
@@ -157,8 +161,8 @@ struct HandleWriter {
     auto [it, fresh] = index.emplace(seg, segments.size());
     if (fresh) {
       segments.push_back(Json{{"pid", static_cast<int64_t>(::getpid())},
-                              {"fd", seg->fd},
-                              {"size", static_cast<uint64_t>(seg->length)},
+                              {"fd", seg->fd.get()},
+                              {"size", static_cast<uint64_t>(seg->length())},
                               {"token", absl::BytesToHexString(absl::string_view(
                                             reinterpret_cast<const char*>(seg->token.data()),
                                             seg->token.size()))}});
@@ -181,7 +185,7 @@ struct HandleWriter {
                            " is not in shared memory (call share_memory_() first)");
         }
         const size_t offset = static_cast<size_t>(static_cast<const char*>(t.data_ptr()) -
-                                                  static_cast<const char*>(ref->segment->addr));
+                                                  static_cast<const char*>(ref->segment->addr()));
         entries.push_back(Json{{"key", k},
                                {"kind", "tensor"},
                                {"segment", SegmentIndex(ref->segment.get())},
@@ -200,48 +204,13 @@ struct HandleWriter {
   }
 };
 
-[[noreturn]] void BadHandle(const std::string& what) {
-  Fail<ValueError>("AttachSharedMemory: malformed handle: ", what);
-}
-
-const Json& Field(const Json& obj, const char* name, Json::value_t type, const char* where) {
-  auto it = obj.find(name);
-  if (it == obj.end()) BadHandle(absl::StrCat(where, " has no \"", name, "\""));
-  const bool ok = it->type() == type ||
-                  (type == Json::value_t::number_integer && it->is_number_unsigned()) ||
-                  (type == Json::value_t::number_unsigned && it->is_number_integer() &&
-                   it->get<int64_t>() >= 0);
-  if (!ok) BadHandle(absl::StrCat(where, ": \"", name, "\" is a ", it->type_name()));
-  return *it;
-}
-
-std::vector<int64_t> IntList(const Json& j, const char* what) {
-  std::vector<int64_t> out;
-  if (j.size() > 64) BadHandle(absl::StrCat(what, " has more than 64 dims"));
-  for (const Json& d : j) {
-    if (!d.is_number_integer() || d.get<int64_t>() < 0) {
-      BadHandle(absl::StrCat(what, " must hold non-negative integers"));
-    }
-    out.push_back(d.get<int64_t>());
-  }
-  return out;
-}
-
-std::shared_ptr<Segment> OpenSegment(const Json& j) {
-  const int64_t pid = Field(j, "pid", Json::value_t::number_integer, "a segment").get<int64_t>();
-  const int64_t fd = Field(j, "fd", Json::value_t::number_integer, "a segment").get<int64_t>();
-  const uint64_t size = Field(j, "size", Json::value_t::number_unsigned, "a segment").get<uint64_t>();
-  const std::string& hex = Field(j, "token", Json::value_t::string, "a segment").get_ref<const std::string&>();
-  if (pid <= 0 || fd < 0 || hex.size() != 32 ||
-      hex.find_first_not_of("0123456789abcdef") != std::string::npos || size < kHeaderBytes) {
-    BadHandle("a segment has an invalid pid, fd, size or token");
-  }
-  const std::string where = absl::StrCat("/proc/", pid, "/fd/", fd);
+std::shared_ptr<Segment> OpenSegment(const shm_handle::SegmentRef& ref) {
+  const std::string where = absl::StrCat("/proc/", ref.pid, "/fd/", ref.fd);
   char link[256];
   const ssize_t n = ::readlink(where.c_str(), link, sizeof(link) - 1);
   if (n < 0) {
     FailErrno(errno, absl::StrCat("AttachSharedMemory: cannot reach segment ", where,
-                                  " (is process ", pid, " still running and holding it?)"));
+                                  " (is process ", ref.pid, " still running and holding it?)"));
   }
   link[n] = '\0';
   const std::string expected = absl::StrCat("/memfd:", std::string(kMemfdName), " ");
@@ -249,84 +218,45 @@ std::shared_ptr<Segment> OpenSegment(const Json& j) {
     Fail<c10::Error>("AttachSharedMemory: ", where, " is ", link, ", not a tensordict segment");
   }
   auto seg = std::make_shared<Segment>();
-  seg->fd = ::open(where.c_str(), O_RDWR | O_CLOEXEC);
-  if (seg->fd < 0) FailErrno(errno, absl::StrCat("AttachSharedMemory: cannot open ", where));
+  seg->fd = os::UniqueFd(::open(where.c_str(), O_RDWR | O_CLOEXEC));
+  if (!seg->fd.valid()) FailErrno(errno, absl::StrCat("AttachSharedMemory: cannot open ", where));
   struct stat st;
-  if (::fstat(seg->fd, &st) != 0) FailErrno(errno, absl::StrCat("AttachSharedMemory: stat ", where));
-  if (static_cast<uint64_t>(st.st_size) != size) {
+  if (::fstat(seg->fd.get(), &st) != 0) FailErrno(errno, absl::StrCat("AttachSharedMemory: stat ", where));
+  if (static_cast<uint64_t>(st.st_size) != ref.size) {
     Fail<c10::Error>("AttachSharedMemory: segment ", where, " has ", st.st_size,
-                     " bytes, the handle says ", size);
+                     " bytes, the handle says ", ref.size);
   }
-  seg->length = size;
-  void* addr = ::mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_SHARED, seg->fd, 0);
-  if (addr == MAP_FAILED) FailErrno(errno, absl::StrCat("AttachSharedMemory: cannot map ", where));
-  seg->addr = addr;
-  const std::string token = absl::HexStringToBytes(hex);
-  const char* h = static_cast<const char*>(addr);
-  if (std::memcmp(h, kMagic, sizeof(kMagic)) != 0 || std::memcmp(h + 8, token.data(), 16) != 0) {
+  seg->region = MapSegment(seg->fd.get(), static_cast<size_t>(ref.size),
+                           absl::StrCat("AttachSharedMemory: segment ", where));
+  const char* h = static_cast<const char*>(seg->addr());
+  if (std::memcmp(h, kMagic, sizeof(kMagic)) != 0 ||
+      std::memcmp(h + 8, ref.token.data(), 16) != 0) {
     Fail<c10::Error>("AttachSharedMemory: segment ", where,
                      " does not carry the handle's token (a different segment now uses that "
                      "descriptor)");
   }
-  std::memcpy(seg->token.data(), token.data(), 16);
+  std::memcpy(seg->token.data(), ref.token.data(), 16);
   return seg;
 }
 
-TensorDict AttachLevel(const Json& level, const std::vector<std::shared_ptr<Segment>>& segments,
-                       const std::vector<int64_t>* parent_batch, int depth) {
-  if (depth > 128) BadHandle("TensorDicts nested more than 128 levels deep");
-  if (!level.is_object()) BadHandle("a level is not an object");
-  std::vector<int64_t> batch =
-      IntList(Field(level, "batch_size", Json::value_t::array, "a level"), "batch_size");
-  if (parent_batch && (batch.size() < parent_batch->size() ||
-                       !std::equal(parent_batch->begin(), parent_batch->end(), batch.begin()))) {
-    BadHandle("a nested batch size does not start with its parent's");
-  }
-  auto storage = std::make_shared<SharedMemoryStorage>(batch);
-  for (const Json& e : Field(level, "entries", Json::value_t::array, "a level")) {
-    if (!e.is_object()) BadHandle("an entry is not an object");
-    const std::string& key = Field(e, "key", Json::value_t::string, "an entry").get_ref<const std::string&>();
-    const std::string& kind = Field(e, "kind", Json::value_t::string, "an entry").get_ref<const std::string&>();
-    if (storage->contains(key)) BadHandle(absl::StrCat("key '", key, "' appears twice"));
-    if (kind == "tensor") {
-      const uint64_t si = Field(e, "segment", Json::value_t::number_unsigned, "a tensor").get<uint64_t>();
-      const uint64_t offset = Field(e, "offset", Json::value_t::number_unsigned, "a tensor").get<uint64_t>();
-      std::optional<c10::ScalarType> dtype =
-          ParseDtypeName(Field(e, "dtype", Json::value_t::string, "a tensor").get_ref<const std::string&>());
-      if (!dtype) BadHandle(absl::StrCat("key '", key, "' has an unknown dtype"));
-      std::vector<int64_t> shape = IntList(Field(e, "shape", Json::value_t::array, "a tensor"), "shape");
-      std::vector<int64_t> strides =
-          IntList(Field(e, "strides", Json::value_t::array, "a tensor"), "strides");
-      if (si >= segments.size() || shape.size() != strides.size()) {
-        BadHandle(absl::StrCat("key '", key, "' has a bad segment index or strides"));
+// The level `level` of a handle ParseHandle accepted (every bound already checked).
+TensorDict AttachLevel(const shm_handle::Level& level,
+                       const std::vector<std::shared_ptr<Segment>>& segments) {
+  auto storage = std::make_shared<SharedMemoryStorage>(level.batch_size);
+  for (const shm_handle::Entry& e : level.entries) {
+    switch (e.kind) {
+      case shm_handle::EntryKind::kTensor: {
+        const shm_handle::TensorRef& t = e.tensor;
+        storage->set_unchecked(e.key, ViewOf(segments[t.segment], static_cast<size_t>(t.offset),
+                                             t.dtype, t.shape, t.strides));
+        break;
       }
-      if (shape.size() < batch.size() || !std::equal(batch.begin(), batch.end(), shape.begin())) {
-        BadHandle(absl::StrCat("key '", key, "' does not start with the batch size"));
-      }
-      // Every element must lie inside the segment's payload.
-      const Segment& seg = *segments[si];
-      const uint64_t item = c10::elementSize(*dtype);
-      bool empty = false;
-      unsigned __int128 last = 0;
-      for (size_t d = 0; d < shape.size(); ++d) {
-        if (shape[d] == 0) empty = true;
-        if (shape[d] > 0) last += static_cast<unsigned __int128>(shape[d] - 1) * strides[d];
-      }
-      const unsigned __int128 end = offset + (last + 1) * item;
-      if (offset < kHeaderBytes || offset % item != 0 || offset > seg.length ||
-          (!empty && end > seg.length)) {
-        BadHandle(absl::StrCat("key '", key, "' lies outside its segment"));
-      }
-      storage->set_unchecked(key, ViewOf(segments[si], offset, *dtype, shape, strides));
-    } else if (kind == "tensordict") {
-      storage->set_unchecked(key, AttachLevel(Field(e, "value", Json::value_t::object, "a TensorDict"),
-                                              segments, &batch, depth + 1));
-    } else if (kind == "non_tensor") {
-      auto it = e.find("data");
-      if (it == e.end()) BadHandle("non-tensor data without \"data\"");
-      storage->set_unchecked(key, NonTensorData(*it));
-    } else {
-      BadHandle(absl::StrCat("unknown entry kind '", kind, "'"));
+      case shm_handle::EntryKind::kTensorDict:
+        storage->set_unchecked(e.key, AttachLevel(*e.level, segments));
+        break;
+      case shm_handle::EntryKind::kNonTensor:
+        storage->set_unchecked(e.key, NonTensorData(e.data));
+        break;
     }
   }
   return TensorDict(storage);
@@ -361,33 +291,27 @@ std::string SharedMemoryHandle(const TensorDict& td) {
 }
 
 TensorDict AttachSharedMemory(const std::string& handle) {
-  if (handle.size() > kMaxHandleBytes) BadHandle("larger than 64 MiB");
-  Json j;
-  try {
-    j = Json::parse(handle);
-  } catch (const Json::exception& e) {
-    BadHandle(e.what());
-  }
-  if (!j.is_object() || j.value("format", "") != "tensordict-shm" || j.value("version", 0) != 1) {
-    BadHandle("not a tensordict-shm version 1 handle");
+  absl::StatusOr<shm_handle::Handle> parsed = shm_handle::ParseHandle(handle);
+  if (!parsed.ok()) {
+    Fail<ValueError>("AttachSharedMemory: ", std::string(parsed.status().message()));
   }
   std::vector<std::shared_ptr<Segment>> segments;
-  for (const Json& s : Field(j, "segments", Json::value_t::array, "the handle")) {
-    segments.push_back(OpenSegment(s));
-  }
-  TensorDict out = AttachLevel(Field(j, "root", Json::value_t::object, "the handle"), segments,
-                               nullptr, 0);
+  for (const shm_handle::SegmentRef& s : parsed->segments) segments.push_back(OpenSegment(s));
+  TensorDict out = AttachLevel(parsed->root, segments);
   out.lock_();
   return out;
 }
 
-TensorDict& TensorDict::share_memory_() {
-  if (is_memmap()) {
+namespace {
+
+// TensorDict::share_memory_ (registered as a hook: NOTE [ Backend entry points ]).
+TensorDict& ShareMemory(TensorDict& td) {
+  if (td.is_memmap()) {
     Fail<ValueError>("share_memory_: this TensorDict is memory-mapped to files; memmap and "
                      "shared memory are mutually exclusive");
   }
   std::vector<Leaf> leaves;
-  CollectLeaves(*this, nullptr, &leaves);
+  CollectLeaves(td, nullptr, &leaves);
   if (!leaves.empty()) {
     size_t total = 0;
     for (Leaf& l : leaves) {
@@ -405,15 +329,16 @@ TensorDict& TensorDict::share_memory_() {
     }
     for (size_t i = 0; i < leaves.size(); ++i) leaves[i].level->set(leaves[i].key, views[i]);
   }
-  SetCpu(*this);
-  lock_();
-  return *this;
+  SetCpu(td);
+  td.lock_();
+  return td;
 }
 
-bool TensorDict::is_shared() const {
-  if (backend() == "shared_memory") return true;
+// TensorDict::is_shared.
+bool IsShared(const TensorDict& td) {
+  if (td.backend() == "shared_memory") return true;
   bool any = false;
-  for (const Value& v : values(KeysOptions().include_nested(true).leaves_only(true))) {
+  for (const Value& v : td.values(KeysOptions().include_nested(true).leaves_only(true))) {
     if (!v.is_tensor()) continue;
     if (!IsSharedMemoryTensor(v.tensor())) return false;
     any = true;
@@ -421,13 +346,24 @@ bool TensorDict::is_shared() const {
   return any;
 }
 
+SharedMemoryHooks Hooks() {
+  SharedMemoryHooks h;
+  h.share_memory_ = &ShareMemory;
+  h.is_shared = &IsShared;
+  return h;
+}
+
+const bool kSharedMemoryHooksRegistered = RegisterSharedMemoryHooks(Hooks());
+
+}  // namespace
+
 // ---- SharedMemoryStorage -------------------------------------------------------------------
 
 SharedMemoryStorage::SharedMemoryStorage(std::vector<int64_t> batch_size)
     : EntryStorage(std::move(batch_size), at::Device(at::kCPU)) {}
 
 void SharedMemoryStorage::set_unchecked(std::string key, Value value) {
-  entries_.set(key, std::move(value));
+  entries().set(key, std::move(value));
 }
 
 void SharedMemoryStorage::set(std::string_view key, Value value) {
@@ -449,7 +385,7 @@ void SharedMemoryStorage::set(std::string_view key, Value value) {
   set_unchecked(std::string(key), std::move(value));
 }
 
-bool SharedMemoryStorage::erase(std::string_view key) { return entries_.erase(key); }
+bool SharedMemoryStorage::erase(std::string_view key) { return entries().erase(key); }
 
 TD_REGISTER_STORAGE_BACKEND("shared_memory", [](const StorageSpec& spec)
                                                  -> absl::StatusOr<std::shared_ptr<Storage>> {

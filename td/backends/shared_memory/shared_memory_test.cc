@@ -8,7 +8,9 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <cstdint>
 #include <fstream>
+#include <functional>
 
 #include "nlohmann/json.hpp"
 #include "td/backends/memmap/test_util.h"
@@ -219,6 +221,72 @@ TEST(SharedMemoryTest, Errors) {
   h = good;
   h["root"]["batch_size"] = "4";
   TD_EXPECT_THROW_MSG(AttachSharedMemory(h.dump()), c10::ValueError, {"batch_size"});
+}
+
+// A handle comes from another process: every malformed field is a ValueError naming it, never a
+// JSON library exception, and sizes that overflow are refused before any tensor is made.
+TEST(SharedMemoryTest, HostileHandlesAreNamedErrors) {
+  TD_EXPECT_THROW_MSG(AttachSharedMemory(R"({"format":"tensordict-shm","version":"1"})"),
+                      c10::ValueError, {"\"version\" must be the integer 1", "\"1\""});
+  TD_EXPECT_THROW_MSG(AttachSharedMemory(R"({"format":7,"version":1})"), c10::ValueError,
+                      {"\"format\"", "7"});
+  TD_EXPECT_THROW_MSG(AttachSharedMemory(std::string(100000, '[')), c10::ValueError,
+                      {"nested more than"});
+
+  TensorDict td = Sample();
+  td.share_memory_();
+  const nlohmann::json good = nlohmann::json::parse(SharedMemoryHandle(td));
+  // [2^62+1, 2^62] float64 with strides [2^63-1, 1]: the element count and the end offset
+  // overflow 64 bits.
+  nlohmann::json h = good;
+  h["root"]["batch_size"] = nlohmann::json::array();
+  h["root"]["entries"][0]["dtype"] = "torch.float64";
+  h["root"]["entries"][0]["shape"] = {(int64_t{1} << 62) + 1, int64_t{1} << 62};
+  h["root"]["entries"][0]["strides"] = {INT64_MAX, 1};
+  h["root"]["entries"].erase(1);  // the nested level's batch would no longer match
+  TD_EXPECT_THROW_MSG(AttachSharedMemory(h.dump()), c10::ValueError, {"'x'", "2^63-1"});
+  h["root"]["entries"][0]["shape"] = {2, 2};
+  h["root"]["entries"][0]["strides"] = {INT64_MAX, 1};
+  TD_EXPECT_THROW_MSG(AttachSharedMemory(h.dump()), c10::ValueError, {"'x'", "outside"});
+  h["root"]["entries"][0]["strides"] = {int64_t{1} << 60, 1};
+  TD_EXPECT_THROW_MSG(AttachSharedMemory(h.dump()), c10::ValueError, {"'x'", "outside"});
+  // An empty tensor needs no memory whatever its strides.
+  h["root"]["entries"][0]["shape"] = {0, INT64_MAX};
+  h["root"]["entries"][0]["strides"] = {INT64_MAX, INT64_MAX};
+  EXPECT_EQ(AttachSharedMemory(h.dump()).get("x").numel(), 0);
+
+  const std::vector<std::pair<std::function<void(nlohmann::json&)>, std::string>> cases = {
+      {[](nlohmann::json& j) { j["segments"] = "x"; }, "\"segments\" must be a"},
+      {[](nlohmann::json& j) { j["segments"][0] = 3; }, "segment 0 must be an object"},
+      {[](nlohmann::json& j) { j["segments"][0]["pid"] = "1"; }, "\"pid\" must be an integer"},
+      {[](nlohmann::json& j) { j["segments"][0]["fd"] = 1.5; }, "\"fd\" must be an integer"},
+      {[](nlohmann::json& j) { j["segments"][0]["size"] = -1; }, "\"size\" is -1"},
+      {[](nlohmann::json& j) { j["segments"][0]["size"] = UINT64_MAX; }, "more than 2^63-1"},
+      {[](nlohmann::json& j) { j["segments"][0]["token"] = 5; }, "\"token\" must be a string"},
+      {[](nlohmann::json& j) { j["root"] = nullptr; }, "\"root\" must be a"},
+      {[](nlohmann::json& j) { j["root"]["entries"] = {1}; }, "entry 0 must be an object"},
+      {[](nlohmann::json& j) { j["root"]["entries"][0]["key"] = 1; }, "\"key\" must be a"},
+      {[](nlohmann::json& j) { j["root"]["entries"][0]["kind"] = {}; }, "\"kind\" must be a"},
+      {[](nlohmann::json& j) { j["root"]["entries"][0]["kind"] = "blob"; }, "unknown kind"},
+      {[](nlohmann::json& j) { j["root"]["entries"][0]["segment"] = 9; }, "segment 9"},
+      {[](nlohmann::json& j) { j["root"]["entries"][0]["offset"] = "64"; }, "\"offset\""},
+      {[](nlohmann::json& j) { j["root"]["entries"][0]["offset"] = 65; }, "multiple"},
+      {[](nlohmann::json& j) { j["root"]["entries"][0]["shape"] = {4, "3"}; }, "\"shape\""},
+      {[](nlohmann::json& j) { j["root"]["entries"][0]["strides"] = {3}; }, "2 sizes but 1"},
+      {[](nlohmann::json& j) { j["root"]["entries"][0]["strides"] = {-3, 1}; }, "\"strides\""},
+      {[](nlohmann::json& j) { j["root"]["entries"][0]["dtype"] = 4; }, "\"dtype\""},
+      {[](nlohmann::json& j) { j["root"]["entries"][1]["value"] = 4; }, "key 'n'"},
+      {[](nlohmann::json& j) { j["root"]["entries"][1]["value"]["entries"][0]["shape"] = {9}; },
+       "key ('n', 'y')"},
+      {[](nlohmann::json& j) { j["root"]["entries"][2].erase("data"); }, "without \"data\""},
+      {[](nlohmann::json& j) { j["root"]["entries"][2]["key"] = "x"; }, "'x' appears twice"},
+  };
+  for (const auto& [edit, expected] : cases) {
+    nlohmann::json bad = good;
+    edit(bad);
+    TD_EXPECT_THROW_MSG(AttachSharedMemory(bad.dump()), c10::ValueError,
+                        {"malformed handle", expected});
+  }
 }
 
 }  // namespace

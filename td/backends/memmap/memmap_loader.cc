@@ -1,0 +1,599 @@
+// Loading memmap directories: every layout Python tensordict 0.4-0.14 writes (NOTE [ Memmap
+// directory format ] in format.h; the table in docs/memmap.md). The tree is read and validated
+// first (meta.json files, directory listings, file names and types, nested tensors' sizes);
+// then every tensor file is mapped (RunParallel, memmap_writer.cc); then the TensorDicts that need their
+// members complete (lazy stacks) are built, children before parents.
+#include <ATen/ATen.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cstring>
+#include <functional>
+#include <limits>
+#include <optional>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/container/flat_hash_set.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "td/backends/lazy_stack/lazy_stack.h"
+#include "td/backends/memmap/format.h"
+#include "td/backends/memmap/fs.h"
+#include "td/backends/memmap/memmap_internal.h"
+#include "td/backends/memmap/memmap_storage.h"
+#include "td/core/dtype.h"
+
+namespace td {
+namespace memmap_internal {
+
+namespace {
+
+using memmap_format::DirMeta;
+using memmap_format::DirType;
+using memmap_format::EntryKind;
+using memmap_format::EntryMeta;
+
+constexpr int kMaxLevels = kMaxNestingDepth;  // what the writer accepts
+const std::string kMeta(memmap_format::kMetaFile);
+
+bool IsTemp(const std::string& name) {
+  return name.compare(0, memmap_format::kTempPrefix.size(), memmap_format::kTempPrefix) == 0;
+}
+
+const char* TypeText(EntryType t) {
+  return t == EntryType::kSymlink     ? "a symlink (refused)"
+         : t == EntryType::kDirectory ? "a directory"
+         : t == EntryType::kFile      ? "a file"
+                                      : "a special file";
+}
+
+absl::Status Unexpected(const std::string& dir, const DirEntry& e) {
+  return absl::DataLossError(absl::StrCat(
+      JoinPath(dir, e.name), " is ", TypeText(e.type), " that ", JoinPath(dir, kMeta),
+      " does not describe (remove it, or restore the meta.json that lists it)"));
+}
+
+// "0", "1", ... without leading zeros.
+std::optional<int64_t> MemberIndex(const std::string& name) {
+  if (name.empty() || name.size() > 9 || (name.size() > 1 && name[0] == '0')) return std::nullopt;
+  int64_t v = 0;
+  for (char c : name) {
+    if (c < '0' || c > '9') return std::nullopt;
+    v = v * 10 + (c - '0');
+  }
+  return v;
+}
+
+// Nested tensors: LibTorch 1.13 takes the offsets as int[], later releases as a Tensor; this
+// converts to whichever the linked LibTorch declares.
+struct NestedOffsets {
+  std::vector<int64_t> values;
+  operator at::IntArrayRef() const { return values; }  // NOLINT
+  operator at::Tensor() const {                         // NOLINT
+    return at::tensor(values, at::TensorOptions().dtype(at::kLong));
+  }
+};
+
+// What a mapped leaf still needs once the whole tree is validated.
+struct MapJob {
+  std::shared_ptr<UniqueFd> dir;
+  std::string name;
+  std::string path;
+  c10::ScalarType dtype;
+  std::vector<int64_t> shape;  // dense: the shape; nested: {elements}
+  at::Tensor nested_sizes;     // nested: [components, dims] int64
+  MemmapStorage* level;
+  size_t index;
+  at::Tensor result;
+};
+
+// A directory's content. TensorDict-like ones have a batch size; the value may only be complete
+// once the files are mapped (a lazy stack is built from its loaded members).
+struct Planned {
+  bool tensordict = true;
+  std::vector<int64_t> batch;
+  std::shared_ptr<MemmapStorage> storage;  // a TensorDict level (or a tensorclass's tensors)
+  std::shared_ptr<std::optional<Value>> value = std::make_shared<std::optional<Value>>();
+};
+
+absl::Status FromTorch(const std::string& path, const c10::Error& e) {
+  return absl::DataLossError(absl::StrCat(path, ": ", e.what_without_backtrace()));
+}
+
+class Loader {
+ public:
+  // `lock`: every level is locked as it is loaded (before the lazy stacks over them are built,
+  // which are then locked too), so nothing needs to walk the finished tree.
+  Loader(MemmapMode mode, bool lock) : mode_(mode), lock_(lock) {}
+
+  absl::StatusOr<Planned> Dir(const std::shared_ptr<UniqueFd>& dir, const std::string& path,
+                              bool root, int depth) {
+    if (depth > kMaxLevels) {
+      return absl::DataLossError(
+          absl::StrCat(path, ": TensorDicts nested more than ", kMaxLevels, " levels deep"));
+    }
+    const std::string meta_path = JoinPath(path, kMeta);
+    absl::StatusOr<std::string> text =
+        ReadFileAt(dir->get(), kMeta, memmap_format::kMaxMetaBytes, meta_path);
+    if (!text.ok()) {
+      if (absl::IsNotFound(text.status())) {
+        return absl::DataLossError(absl::StrCat(path, " is not a memmap directory: it has no ",
+                                                "meta.json (", text.status().message(), ")"));
+      }
+      return text.status();
+    }
+    absl::StatusOr<DirMeta> meta = memmap_format::ParseDirMeta(*text, meta_path);
+    if (!meta.ok()) return meta.status();
+    absl::StatusOr<std::vector<DirEntry>> listing = ListDir(dir->get(), path);
+    if (!listing.ok()) return listing.status();
+    switch (meta->type) {
+      case DirType::kTensorDict:
+        return Level(dir, path, std::move(meta->level), *listing, root, depth);
+      case DirType::kLazyStack:
+        return LazyStack(dir, path, meta->stack_dim, *listing, depth);
+      case DirType::kTensorClass:
+        return TensorClass(dir, path, *meta, *listing, depth);
+      case DirType::kNonTensorData:
+      case DirType::kNonTensorStack: {
+        absl::Status s = CheckNonTensorListing(dir->get(), path, meta->type, *listing, depth);
+        if (!s.ok()) return s;
+        Planned out;
+        out.tensordict = false;
+        *out.value = Value(NonTensorData(std::move(meta->data)));
+        return out;
+      }
+    }
+    return absl::InternalError("unreachable");
+  }
+
+  // Maps every file, then completes what waits for it.
+  absl::Status Finish(int64_t num_threads) {
+    absl::Status s = RunParallel(jobs_.size(), num_threads, [&](size_t i) -> absl::Status {
+      return Map(jobs_[i]);
+    });
+    if (!s.ok()) return s;
+    for (MapJob& job : jobs_) job.level->SetLoaded(job.index, Value(std::move(job.result)));
+    if (lock_) {
+      for (MemmapStorage* level : levels_) level->set_locked(true);
+    }
+    for (auto& f : finishers_) {
+      absl::Status fs = f();
+      if (!fs.ok()) return fs;
+    }
+    return absl::OkStatus();
+  }
+
+ private:
+  absl::StatusOr<Planned> Child(int parent_fd, const std::string& name, const std::string& path,
+                                int depth) {
+    absl::StatusOr<UniqueFd> sub = OpenDirShared(parent_fd, name, path);
+    if (!sub.ok()) return sub.status();
+    return Dir(std::make_shared<UniqueFd>(*std::move(sub)), path, false, depth + 1);
+  }
+
+  absl::StatusOr<Planned> Level(const std::shared_ptr<UniqueFd>& dir, const std::string& path,
+                                memmap_format::LevelMeta meta,
+                                const std::vector<DirEntry>& listing, bool root, int depth) {
+    const std::string meta_path = JoinPath(path, kMeta);
+    absl::flat_hash_map<std::string, EntryType> present;
+    for (const DirEntry& e : listing) present.emplace(e.name, e.type);
+    absl::Status resolved = memmap_format::ResolveEntryFiles(
+        &meta.entries, [&](const std::string& n) { return present.contains(n); }, path);
+    if (!resolved.ok()) return resolved;
+    absl::flat_hash_set<std::string> described = {kMeta};
+    const auto claim = [&](const std::string& name, const EntryMeta& e,
+                           EntryType want) -> absl::Status {
+      if (!described.insert(name).second) {
+        return absl::DataLossError(absl::StrCat(meta_path, ": two entries use the file name '",
+                                                name, "' (the second is ",
+                                                NestedKey(e.key).repr(), ")"));
+      }
+      auto it = present.find(name);
+      if (it == present.end()) {
+        return absl::DataLossError(absl::StrCat(JoinPath(path, name), " is missing: ", meta_path,
+                                                " describes key ", NestedKey(e.key).repr(),
+                                                " as a nested tensor, whose sizes it holds"));
+      }
+      if (it->second != want) {
+        return absl::DataLossError(absl::StrCat(
+            JoinPath(path, name), " is ", TypeText(it->second), ", but ", meta_path,
+            " describes key ", NestedKey(e.key).repr(), " as a ",
+            want == EntryType::kFile ? "tensor file" : "directory"));
+      }
+      return absl::OkStatus();
+    };
+    for (const EntryMeta& e : meta.entries) {
+      if (e.file_name.empty()) continue;  // a zero-element tensor without a file
+      const EntryType want = e.kind == EntryKind::kTensor ? EntryType::kFile : EntryType::kDirectory;
+      absl::Status s = claim(e.file_name, e, want);
+      if (!s.ok()) return s;
+      if (e.is_nested) {
+        s = claim(memmap_format::NestedShapeFileName(e.file_name), e, EntryType::kFile);
+        if (!s.ok()) return s;
+      }
+    }
+    for (const DirEntry& e : listing) {
+      if (!described.contains(e.name) && !IsTemp(e.name)) return Unexpected(path, e);
+    }
+    Planned out;
+    out.batch = meta.batch_size;
+    out.storage = std::make_shared<MemmapStorage>(path, meta.batch_size, mode_, root);
+    MemmapStorage* level = out.storage.get();
+    levels_.push_back(level);
+    for (EntryMeta& e : meta.entries) {
+      const std::string entry_path = JoinPath(path, e.file_name);
+      if (e.file_name != memmap_format::EntryFileName(e.key, e.kind)) {
+        level->SetFileName(e.key, e.file_name);  // a raw pre-0.13 name, or no file
+      }
+      if (e.kind == EntryKind::kTensor) {
+        if (e.file_name.empty()) {
+          level->AddLoaded(e.key, Value(at::empty(e.shape, at::TensorOptions().dtype(e.dtype))));
+          continue;
+        }
+        const size_t index = level->AddLoaded(e.key, Value(at::Tensor()));
+        MapJob job{dir, e.file_name, entry_path, e.dtype, e.shape, at::Tensor(),
+                   level, index, at::Tensor()};
+        if (e.is_nested) {
+          absl::Status s = ReadNestedSizes(dir->get(), path, e, meta.batch_size, &job);
+          if (!s.ok()) return s;
+        }
+        jobs_.push_back(std::move(job));
+        continue;
+      }
+      absl::StatusOr<Planned> child = Child(dir->get(), e.file_name, entry_path, depth);
+      if (!child.ok()) return child.status();
+      if (child->tensordict &&
+          (child->batch.size() < meta.batch_size.size() ||
+           !std::equal(meta.batch_size.begin(), meta.batch_size.end(), child->batch.begin()))) {
+        return absl::DataLossError(absl::StrCat(
+            JoinPath(entry_path, kMeta), ": batch size ", SizeRepr(child->batch),
+            " does not start with the parent's batch size ", SizeRepr(meta.batch_size)));
+      }
+      if (child->value->has_value()) {
+        level->AddLoaded(e.key, **child->value);
+      } else {
+        const size_t index = level->AddLoaded(e.key, Value(at::Tensor()));
+        std::shared_ptr<std::optional<Value>> slot = child->value;
+        finishers_.push_back([level, index, slot]() {
+          level->SetLoaded(index, **slot);
+          return absl::OkStatus();
+        });
+      }
+    }
+    *out.value = Value(TensorDict(out.storage));
+    return out;
+  }
+
+  // Reads a nested tensor's sizes file and checks them against the batch size.
+  absl::Status ReadNestedSizes(int dirfd, const std::string& path, const EntryMeta& e,
+                               const std::vector<int64_t>& batch, MapJob* job) {
+    const std::string name = memmap_format::NestedShapeFileName(e.file_name);
+    const std::string shape_path = JoinPath(path, name);
+    const std::string what = absl::StrCat("the nested tensor ", NestedKey(e.key).repr());
+    absl::StatusOr<std::string> bytes =
+        ReadFileAt(dirfd, name, static_cast<size_t>(e.nbytes), shape_path);
+    if (!bytes.ok()) return bytes.status();
+    if (static_cast<int64_t>(bytes->size()) != e.nbytes) {
+      return absl::DataLossError(absl::StrCat(shape_path, " has ", bytes->size(), " bytes; ",
+                                              what, " of ", e.shape[0], " components of ",
+                                              e.shape[1], " dims needs ", e.nbytes));
+    }
+    at::Tensor sizes = at::empty(e.shape, at::TensorOptions().dtype(at::kLong));
+    if (e.nbytes > 0) std::memcpy(sizes.data_ptr<int64_t>(), bytes->data(), bytes->size());
+    const int64_t* s = sizes.data_ptr<int64_t>();
+    const int64_t n = e.shape[0], dims = e.shape[1];
+    int64_t total = 0;
+    for (int64_t i = 0; i < n; ++i) {
+      int64_t numel = 1;
+      for (int64_t d = 0; d < dims; ++d) {
+        const int64_t v = s[i * dims + d];
+        if (v < 0) {
+          return absl::DataLossError(absl::StrCat(shape_path, ": component ", i, " of ", what,
+                                                  " has a negative size ", v));
+        }
+        if (d + 1 < static_cast<int64_t>(batch.size()) && v != batch[d + 1]) {
+          return absl::DataLossError(absl::StrCat(
+              shape_path, ": component ", i, " of ", what, " has size ", v, " at dim ", d + 1,
+              ", but the batch size is ", SizeRepr(batch)));
+        }
+        if (v != 0 && numel > std::numeric_limits<int64_t>::max() / v) {
+          return absl::DataLossError(absl::StrCat(shape_path, ": the sizes of ", what,
+                                                  " overflow int64"));
+        }
+        numel *= v;
+      }
+      if (total > std::numeric_limits<int64_t>::max() - numel) {
+        return absl::DataLossError(absl::StrCat(shape_path, ": the sizes of ", what,
+                                                " overflow int64"));
+      }
+      total += numel;
+    }
+    absl::StatusOr<int64_t> data_bytes = memmap_format::TensorBytes({total}, e.dtype, what);
+    if (!data_bytes.ok()) return absl::DataLossError(data_bytes.status().message());
+    job->shape = {total};
+    job->nested_sizes = std::move(sizes);
+    return absl::OkStatus();
+  }
+
+  absl::Status Map(MapJob& job) {
+    absl::StatusOr<UniqueFd> fd =
+        OpenFileAt(job.dir->get(), job.name, mode_ == MemmapMode::kReadWrite, job.path);
+    if (!fd.ok()) return fd.status();
+    absl::StatusOr<at::Tensor> t = MapFile(fd->get(), job.path, job.dtype, job.shape, mode_);
+    if (!t.ok()) return t.status();
+    if (!job.nested_sizes.defined()) {
+      job.result = *std::move(t);
+      return absl::OkStatus();
+    }
+    // The components' elements lie one after the other, each in C order.
+    const int64_t n = job.nested_sizes.size(0), dims = job.nested_sizes.size(1);
+    at::Tensor strides = at::empty_like(job.nested_sizes);
+    NestedOffsets offsets;
+    const int64_t* sz = job.nested_sizes.data_ptr<int64_t>();
+    int64_t* st = strides.data_ptr<int64_t>();
+    int64_t offset = 0;
+    for (int64_t i = 0; i < n; ++i) {
+      int64_t stride = 1;
+      for (int64_t d = dims - 1; d >= 0; --d) {
+        st[i * dims + d] = stride;
+        stride *= sz[i * dims + d];
+      }
+      offsets.values.push_back(offset);
+      offset += stride;
+    }
+    try {
+      job.result = at::_nested_view_from_buffer(*t, job.nested_sizes, strides, offsets);
+    } catch (const c10::Error& e) {
+      return absl::DataLossError(absl::StrCat(job.path, ": LibTorch cannot represent this nested ",
+                                              "tensor: ", e.what_without_backtrace()));
+    }
+    return absl::OkStatus();
+  }
+
+  absl::StatusOr<Planned> LazyStack(const std::shared_ptr<UniqueFd>& dir, const std::string& path,
+                                    int64_t stack_dim, const std::vector<DirEntry>& listing,
+                                    int depth) {
+    int64_t members = 0;
+    absl::flat_hash_set<int64_t> seen;
+    for (const DirEntry& e : listing) {
+      if (e.name == kMeta || IsTemp(e.name)) continue;
+      std::optional<int64_t> i = MemberIndex(e.name);
+      if (!i || e.type != EntryType::kDirectory) return Unexpected(path, e);
+      seen.insert(*i);
+      members = std::max(members, *i + 1);
+    }
+    if (members == 0) {
+      return absl::DataLossError(absl::StrCat(
+          path, ": a lazy stack without members (expected sub-directories 0, 1, ...)"));
+    }
+    for (int64_t i = 0; i < members; ++i) {
+      if (!seen.contains(i)) {
+        return absl::DataLossError(absl::StrCat(path, ": lazy stack member ", i, " is missing (",
+                                                JoinPath(path, std::to_string(i)),
+                                                ") but member ", members - 1, " exists"));
+      }
+    }
+    std::vector<Planned> parts;
+    for (int64_t i = 0; i < members; ++i) {
+      const std::string name = std::to_string(i);
+      absl::StatusOr<Planned> part = Child(dir->get(), name, JoinPath(path, name), depth);
+      if (!part.ok()) return part.status();
+      if (!part->tensordict) {
+        return absl::DataLossError(absl::StrCat(JoinPath(path, name),
+                                                " holds non-tensor data; a lazy stack's members "
+                                                "must be TensorDicts"));
+      }
+      if (!parts.empty() && part->batch != parts.front().batch) {
+        return absl::DataLossError(absl::StrCat(
+            path, ": lazy stack members have different batch sizes: ", SizeRepr(part->batch),
+            " in ", JoinPath(path, name), " and ", SizeRepr(parts.front().batch), " in ",
+            JoinPath(path, "0")));
+      }
+      parts.push_back(*std::move(part));
+    }
+    if (stack_dim > static_cast<int64_t>(parts.front().batch.size())) {
+      return absl::DataLossError(absl::StrCat(
+          JoinPath(path, kMeta), ": stack_dim ", stack_dim, " is out of range for members of ",
+          "batch size ", SizeRepr(parts.front().batch)));
+    }
+    Planned out;
+    out.batch = parts.front().batch;
+    out.batch.insert(out.batch.begin() + stack_dim, members);
+    std::shared_ptr<std::optional<Value>> slot = out.value;
+    finishers_.push_back([parts = std::move(parts), slot, stack_dim, path]() -> absl::Status {
+      std::vector<TensorDict> tds;
+      tds.reserve(parts.size());
+      for (const Planned& p : parts) tds.push_back((*p.value)->tensordict());
+      try {
+        *slot = Value(TensorDict(lazy_stack(tds, stack_dim)));
+      } catch (const c10::Error& e) {
+        return FromTorch(path, e);
+      }
+      return absl::OkStatus();
+    });
+    return out;
+  }
+
+  absl::StatusOr<Planned> TensorClass(const std::shared_ptr<UniqueFd>& dir,
+                                      const std::string& path, const DirMeta& meta,
+                                      const std::vector<DirEntry>& listing, int depth) {
+    const std::string inner(memmap_format::kNonTensorInner);
+    bool has_inner = false;
+    for (const DirEntry& e : listing) {
+      if (e.name == kMeta || IsTemp(e.name)) continue;
+      if (e.name == inner && e.type == EntryType::kDirectory) {
+        has_inner = true;
+        continue;
+      }
+      if (e.name == "other.pickle") {
+        return absl::DataLossError(absl::StrCat(
+            JoinPath(path, e.name), ": fields of the tensorclass ", meta.type_name,
+            " were pickled, and pickled data is never loaded (loading does not execute code)"));
+      }
+      return Unexpected(path, e);
+    }
+    if (!has_inner) {
+      return absl::DataLossError(absl::StrCat(path, " holds the tensorclass ", meta.type_name,
+                                              " but has no _tensordict/ directory with its "
+                                              "tensors"));
+    }
+    absl::StatusOr<Planned> tensors = Child(dir->get(), inner, JoinPath(path, inner), depth);
+    if (!tensors.ok()) return tensors.status();
+    if (!tensors->storage) {
+      return absl::DataLossError(absl::StrCat(JoinPath(path, inner),
+                                              " must hold a TensorDict level (the tensorclass's "
+                                              "tensors)"));
+    }
+    for (const auto& [key, value] : meta.fields) {
+      if (tensors->storage->contains(key)) {
+        return absl::DataLossError(absl::StrCat(
+            JoinPath(path, kMeta), ": field ", NestedKey(key).repr(), " is also a key of ",
+            JoinPath(path, inner), " (the tensorclass is stored twice)"));
+      }
+      tensors->storage->AddField(key, Value(NonTensorData(value)), JoinPath(path, kMeta));
+    }
+    return tensors;
+  }
+
+  // Non-tensor directories: meta.json, and what older writers left beside it.
+  absl::Status CheckNonTensorListing(int dirfd, const std::string& path, DirType type,
+                                     const std::vector<DirEntry>& listing, int depth) {
+    for (const DirEntry& e : listing) {
+      if (e.name == kMeta || IsTemp(e.name)) continue;
+      // The data is in meta.json: a pickle beside it can only hold Python's bookkeeping fields
+      // (each field goes to one or the other), so it is never needed and never read.
+      if (e.type == EntryType::kFile &&
+          (e.name == "other.pickle" || (type == DirType::kNonTensorStack && e.name == "pickle.pkl"))) {
+        continue;
+      }
+      // Before 0.5: an empty level per NonTensorData (_tensordict/) or stack member (0, 1, ...).
+      const bool inner = type == DirType::kNonTensorData ? e.name == memmap_format::kNonTensorInner
+                                                         : MemberIndex(e.name).has_value();
+      if (inner && e.type == EntryType::kDirectory) {
+        absl::Status s = CheckEmptyLevels(dirfd, e.name, JoinPath(path, e.name), depth + 1);
+        if (!s.ok()) return s;
+        continue;
+      }
+      return Unexpected(path, e);
+    }
+    return absl::OkStatus();
+  }
+
+  // A directory holding only meta.json files of levels without entries, and sub-directories
+  // "0", "1", ... of the same (what writers before 0.5 left under non-tensor data).
+  absl::Status CheckEmptyLevels(int parent_fd, const std::string& name, const std::string& path,
+                                int depth) {
+    if (depth > kMaxLevels) {
+      return absl::DataLossError(absl::StrCat(path, ": directories nested more than ",
+                                              kMaxLevels, " levels deep"));
+    }
+    absl::StatusOr<UniqueFd> dir = OpenDirShared(parent_fd, name, path);
+    if (!dir.ok()) return dir.status();
+    absl::StatusOr<std::vector<DirEntry>> listing = ListDir(dir->get(), path);
+    if (!listing.ok()) return listing.status();
+    for (const DirEntry& e : *listing) {
+      if (IsTemp(e.name)) continue;
+      if (e.name == kMeta && e.type == EntryType::kFile) {
+        const std::string meta_path = JoinPath(path, kMeta);
+        absl::StatusOr<std::string> text =
+            ReadFileAt(dir->get(), kMeta, memmap_format::kMaxMetaBytes, meta_path);
+        if (!text.ok()) return text.status();
+        absl::StatusOr<memmap_format::LevelMeta> meta =
+            memmap_format::ParseLevelMeta(*text, meta_path);
+        if (!meta.ok()) return meta.status();
+        if (!meta->entries.empty()) {
+          return absl::DataLossError(absl::StrCat(meta_path, ": the batch shape of non-tensor ",
+                                                  "data lists ", meta->entries.size(),
+                                                  " entries; expected none"));
+        }
+        continue;
+      }
+      if (MemberIndex(e.name) && e.type == EntryType::kDirectory) {
+        absl::Status s = CheckEmptyLevels(dir->get(), e.name, JoinPath(path, e.name), depth + 1);
+        if (!s.ok()) return s;
+        continue;
+      }
+      return Unexpected(path, e);
+    }
+    return absl::OkStatus();
+  }
+
+  MemmapMode mode_;
+  bool lock_;
+  std::vector<MemmapStorage*> levels_;
+  std::vector<MapJob> jobs_;
+  std::vector<std::function<absl::Status()>> finishers_;
+};
+
+}  // namespace
+
+absl::StatusOr<TensorDict> LoadDir(int dirfd, const std::string& path, MemmapMode mode,
+                                   int64_t num_threads) {
+  int own = ::fcntl(dirfd, F_DUPFD_CLOEXEC, 0);
+  if (own < 0) return ErrnoError(errno, "cannot duplicate the descriptor of", path);
+  Loader loader(mode, /*lock=*/true);
+  absl::StatusOr<Planned> top = loader.Dir(std::make_shared<UniqueFd>(own), path, true, 0);
+  if (!top.ok()) return top.status();
+  if (!top->tensordict) {
+    return absl::DataLossError(absl::StrCat(
+        path, " holds non-tensor data (a NonTensorData, NonTensorStack or MetaData), not a "
+              "TensorDict: load the directory that contains it"));
+  }
+  absl::Status s = loader.Finish(num_threads);
+  if (!s.ok()) return s;
+  return (*top->value)->tensordict();
+}
+
+absl::StatusOr<std::shared_ptr<MemmapStorage>> LoadLevel(int dirfd, const std::string& path,
+                                                         MemmapMode mode, bool root,
+                                                         const std::vector<int64_t>* parent_batch,
+                                                         int64_t num_threads) {
+  int own = ::fcntl(dirfd, F_DUPFD_CLOEXEC, 0);
+  if (own < 0) return ErrnoError(errno, "cannot duplicate the descriptor of", path);
+  Loader loader(mode, /*lock=*/false);
+  absl::StatusOr<Planned> top = loader.Dir(std::make_shared<UniqueFd>(own), path, root, 0);
+  if (!top.ok()) return top.status();
+  if (!top->storage || !top->tensordict) {
+    return absl::DataLossError(absl::StrCat(path, " does not hold a TensorDict level"));
+  }
+  if (parent_batch != nullptr &&
+      (top->batch.size() < parent_batch->size() ||
+       !std::equal(parent_batch->begin(), parent_batch->end(), top->batch.begin()))) {
+    return absl::DataLossError(absl::StrCat(JoinPath(path, kMeta), ": batch size ",
+                                            SizeRepr(top->batch),
+                                            " does not start with the parent's batch size ",
+                                            SizeRepr(*parent_batch)));
+  }
+  absl::Status s = loader.Finish(num_threads);
+  if (!s.ok()) return s;
+  return top->storage;
+}
+
+absl::StatusOr<UniqueFd> OpenSubTensorDict(int dirfd, const std::string& key,
+                                           const std::string& dir_path, std::string* sub_path) {
+  const std::string escaped = memmap_format::EscapeKey(key);
+  std::string name = escaped;
+  absl::StatusOr<UniqueFd> sub = OpenDirShared(dirfd, name, JoinPath(dir_path, name));
+  const auto has_meta = [](const absl::StatusOr<UniqueFd>& fd) {
+    struct stat st;
+    return fd.ok() && ::fstatat(fd->get(), "meta.json", &st, AT_SYMLINK_NOFOLLOW) == 0;
+  };
+  if (!has_meta(sub)) {
+    std::optional<std::string> legacy =
+        memmap_format::LegacyFileName(key, EntryKind::kTensorDict);
+    if (legacy && *legacy != escaped) {
+      absl::StatusOr<UniqueFd> raw = OpenDirShared(dirfd, *legacy, JoinPath(dir_path, *legacy));
+      if (has_meta(raw)) {
+        sub = std::move(raw);
+        name = *legacy;
+      }
+    }
+  }
+  if (sub.ok()) *sub_path = JoinPath(dir_path, name);
+  return sub;
+}
+
+}  // namespace memmap_internal
+}  // namespace td

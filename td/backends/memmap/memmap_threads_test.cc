@@ -1,0 +1,95 @@
+// memmap IO goes through the executor (NOTE [ Thread policy ] in td/executor/executor.h):
+// td::parallel::set_num_threads(1) makes memmap writes serial, per-call num_threads overrides the
+// budget, and large writes use the budget by default.
+#include <ATen/ATen.h>
+#include <ATen/record_function.h>
+#include <gtest/gtest.h>
+
+#include <mutex>
+#include <set>
+#include <thread>
+#include <vector>
+
+#include "td/backends/memmap/memmap_internal.h"
+#include "td/backends/memmap/memmap_storage.h"
+#include "td/backends/memmap/test_util.h"
+#include "td/core/tensordict.h"
+#include "td/executor/executor.h"
+
+namespace td {
+namespace {
+
+// Restores the default thread budget when a test ends.
+struct BudgetGuard {
+  ~BudgetGuard() { parallel::set_num_threads(0); }
+};
+
+TEST(MemmapThreadsTest, WriteThreadsFollowTheBudget) {
+  BudgetGuard guard;
+  constexpr int64_t kBig = int64_t{1} << 30;
+  parallel::set_num_threads(1);
+  EXPECT_EQ(memmap_internal::WriteThreads(0, kBig, 64), 1);
+  EXPECT_EQ(memmap_internal::WriteThreads(0, 1024, 64), 1);
+  parallel::set_num_threads(2);
+  const int cpus = std::min(2, parallel::default_num_threads());
+  EXPECT_EQ(memmap_internal::WriteThreads(0, kBig, 64), cpus);
+  EXPECT_EQ(memmap_internal::WriteThreads(0, 1024, 64), 1);  // too small to be worth threads
+  EXPECT_EQ(memmap_internal::WriteThreads(0, kBig, 1), 1);   // one leaf
+  EXPECT_EQ(memmap_internal::WriteThreads(1, kBig, 64), 1);  // per call: serial
+  parallel::set_num_threads(0);
+  EXPECT_EQ(memmap_internal::WriteThreads(0, kBig, 64),
+            std::min(parallel::num_threads(), parallel::default_num_threads()));
+}
+
+TEST(MemmapThreadsTest, RunParallelReturnsTheLowestError) {
+  std::vector<int> ran(16, 0);
+  absl::Status s = memmap_internal::RunParallel(16, 2, [&](size_t i) {
+    ran[i] = 1;
+    return i == 5 || i == 9 ? absl::DataLossError("bad " + std::to_string(i)) : absl::OkStatus();
+  });
+  EXPECT_EQ(s.message(), "bad 5");
+  for (size_t i = 0; i <= 5; ++i) EXPECT_EQ(ran[i], 1) << i;
+}
+
+std::mutex g_mu;
+std::set<std::thread::id> g_threads;  // threads on which an at:: op ran
+
+std::unique_ptr<at::ObserverContext> RecordThread(const at::RecordFunction&) {
+  std::lock_guard<std::mutex> lock(g_mu);
+  g_threads.insert(std::this_thread::get_id());
+  return nullptr;
+}
+
+// The ops that copy strided leaves into the files (narrow, contiguous) run on the threads that
+// write; with a budget of one they all run on the calling thread.
+TEST(MemmapThreadsTest, SetNumThreadsOneMakesMemmapWritesSerial) {
+  BudgetGuard guard;
+  at::CallbackHandle handle = at::addGlobalCallback(
+      at::RecordFunctionCallback(&RecordThread).scopes({at::RecordScope::FUNCTION}));
+  std::vector<TensorDict::Item> items;
+  for (int i = 0; i < 16; ++i) {
+    // 1 MiB each, transposed: written through an at:: copy, 16 MiB in all (above the 8 MiB from
+    // which writes go parallel by default).
+    items.emplace_back("leaf" + std::to_string(i), at::full({512, 512}, float(i)).t());
+  }
+  TensorDict td(items, {});
+  const std::string dir = testing_util::FreshDir("threads");
+  parallel::set_num_threads(1);
+  {
+    std::lock_guard<std::mutex> lock(g_mu);
+    g_threads.clear();
+  }
+  TensorDict out = td.memmap(dir + "/serial");
+  {
+    std::lock_guard<std::mutex> lock(g_mu);
+    EXPECT_FALSE(g_threads.empty());  // the callback saw the copies
+    EXPECT_EQ(g_threads, std::set<std::thread::id>{std::this_thread::get_id()});
+  }
+  at::removeCallback(handle);
+  for (int i = 0; i < 16; ++i) {
+    EXPECT_TRUE(out.get("leaf" + std::to_string(i)).equal(td.get("leaf" + std::to_string(i))));
+  }
+}
+
+}  // namespace
+}  // namespace td

@@ -1,0 +1,333 @@
+#include "td/backends/shared_memory/handle.h"
+
+#include <c10/core/ScalarType.h>
+
+#include <limits>
+#include <utility>
+
+#include "absl/container/flat_hash_set.h"
+#include "absl/strings/escaping.h"
+#include "absl/strings/str_cat.h"
+#include "td/core/dtype.h"
+
+namespace td {
+namespace shm_handle {
+namespace {
+
+using Json = nlohmann::json;
+constexpr int64_t kInt64Max = std::numeric_limits<int64_t>::max();
+
+absl::Status Bad(std::string_view what) {
+  return absl::InvalidArgumentError(
+      absl::StrCat("malformed handle: ", absl::string_view(what.data(), what.size())));
+}
+
+const char* TypeName(const Json& j) {
+  switch (j.type()) {
+    case Json::value_t::null: return "null";
+    case Json::value_t::boolean: return "boolean";
+    case Json::value_t::string: return "string";
+    case Json::value_t::array: return "array";
+    case Json::value_t::object: return "object";
+    case Json::value_t::number_float: return "floating-point number";
+    case Json::value_t::number_integer:
+    case Json::value_t::number_unsigned: return "integer";
+    default: return "invalid value";
+  }
+}
+
+// The deepest nesting of arrays/objects in `text` (strings skipped), stopping past `limit`.
+int NestingDepth(std::string_view text, int limit) {
+  int depth = 0, deepest = 0;
+  bool in_string = false, escaped = false;
+  for (char c : text) {
+    if (in_string) {
+      if (escaped) escaped = false;
+      else if (c == '\\') escaped = true;
+      else if (c == '"') in_string = false;
+      continue;
+    }
+    if (c == '"') in_string = true;
+    else if (c == '[' || c == '{') {
+      deepest = std::max(deepest, ++depth);
+      if (deepest > limit) return deepest;
+    } else if (c == ']' || c == '}') {
+      --depth;
+    }
+  }
+  return deepest;
+}
+
+// The field `name` of the object `obj` (described as `where` in messages), or an error.
+absl::StatusOr<const Json*> Get(const Json& obj, const char* name, Json::value_t type,
+                                const std::string& where) {
+  auto it = obj.find(name);
+  if (it == obj.end()) return Bad(absl::StrCat(where, " has no \"", name, "\""));
+  const bool is_int = type == Json::value_t::number_integer;
+  const bool ok = is_int ? (it->is_number_integer()) : it->type() == type;
+  if (!ok) {
+    const char* want = is_int ? "integer" : type == Json::value_t::string ? "string"
+                                          : type == Json::value_t::array ? "array" : "object";
+    return Bad(absl::StrCat(where, ": \"", name, "\" must be a", is_int ? "n " : " ", want,
+                            ", got a ", TypeName(*it), " (", it->dump(-1, ' ', true), ")"));
+  }
+  return &*it;
+}
+
+// A non-negative int64 field.
+absl::StatusOr<int64_t> GetCount(const Json& obj, const char* name, const std::string& where) {
+  absl::StatusOr<const Json*> j = Get(obj, name, Json::value_t::number_integer, where);
+  if (!j.ok()) return j.status();
+  if ((*j)->is_number_unsigned() && (*j)->get<uint64_t>() > static_cast<uint64_t>(kInt64Max)) {
+    return Bad(absl::StrCat(where, ": \"", name, "\" is ", (*j)->dump(), ", more than 2^63-1"));
+  }
+  const int64_t v = (*j)->get<int64_t>();
+  if (v < 0) return Bad(absl::StrCat(where, ": \"", name, "\" is ", v, "; expected >= 0"));
+  return v;
+}
+
+absl::StatusOr<std::vector<int64_t>> GetSizes(const Json& obj, const char* name,
+                                              const std::string& where) {
+  absl::StatusOr<const Json*> j = Get(obj, name, Json::value_t::array, where);
+  if (!j.ok()) return j.status();
+  if ((*j)->size() > kMaxHandleDims) {
+    return Bad(absl::StrCat(where, ": \"", name, "\" has ", (*j)->size(), " dims, more than ",
+                            kMaxHandleDims));
+  }
+  std::vector<int64_t> out;
+  for (const Json& d : **j) {
+    const bool fits = d.is_number_integer() &&
+                      !(d.is_number_unsigned() && d.get<uint64_t>() > uint64_t(kInt64Max)) &&
+                      d.get<int64_t>() >= 0;
+    if (!fits) {
+      return Bad(absl::StrCat(where, ": \"", name, "\" must hold integers from 0 to 2^63-1, got ",
+                              d.dump(-1, ' ', true)));
+    }
+    out.push_back(d.get<int64_t>());
+  }
+  return out;
+}
+
+bool StartsWith(const std::vector<int64_t>& v, const std::vector<int64_t>& prefix) {
+  return v.size() >= prefix.size() && std::equal(prefix.begin(), prefix.end(), v.begin());
+}
+
+// Checks NOTE [ Shared-memory handles ]'s bounds rule for `t` in a segment of `size` bytes.
+absl::Status CheckBounds(const TensorRef& t, uint64_t size, const std::string& where) {
+  const int64_t item = static_cast<int64_t>(c10::elementSize(t.dtype));
+  int64_t numel = 1;
+  bool empty = false;
+  for (int64_t s : t.shape) {
+    if (s == 0) empty = true;
+  }
+  for (int64_t s : t.shape) {
+    if (!empty && __builtin_mul_overflow(numel, s, &numel)) {
+      return Bad(absl::StrCat(where, ": shape ", Json(t.shape).dump(),
+                              " has more than 2^63-1 elements"));
+    }
+  }
+  if (t.offset < kHeaderBytes || t.offset % static_cast<uint64_t>(item) != 0 ||
+      t.offset > size) {
+    return Bad(absl::StrCat(where, " lies outside its segment: offset ", t.offset,
+                            " must be from ", kHeaderBytes, " to the segment's ", size,
+                            " bytes and a multiple of the element size ", item));
+  }
+  if (empty) return absl::OkStatus();
+  // Elements from the first to the last one the view reaches.
+  int64_t extent = 1;
+  for (size_t d = 0; d < t.shape.size(); ++d) {
+    int64_t span = 0;
+    if (__builtin_mul_overflow(t.shape[d] - 1, t.strides[d], &span) ||
+        __builtin_add_overflow(extent, span, &extent)) {
+      return Bad(absl::StrCat(where, " lies outside its segment: shape ", Json(t.shape).dump(),
+                              " with strides ", Json(t.strides).dump(),
+                              " reaches more than 2^63-1 elements"));
+    }
+  }
+  int64_t end = 0;
+  if (__builtin_mul_overflow(extent, item, &end) ||
+      __builtin_add_overflow(end, static_cast<int64_t>(t.offset), &end) ||
+      static_cast<uint64_t>(end) > size) {
+    return Bad(absl::StrCat(where, " lies outside its segment: shape ", Json(t.shape).dump(),
+                            " with strides ", Json(t.strides).dump(), " at offset ", t.offset,
+                            " needs more than the segment's ", size, " bytes"));
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<SegmentRef> ParseSegment(const Json& j, size_t index) {
+  const std::string where = absl::StrCat("segment ", index);
+  if (!j.is_object()) return Bad(absl::StrCat(where, " must be an object, got a ", TypeName(j)));
+  SegmentRef s;
+  absl::StatusOr<int64_t> pid = GetCount(j, "pid", where);
+  if (!pid.ok()) return pid.status();
+  absl::StatusOr<int64_t> fd = GetCount(j, "fd", where);
+  if (!fd.ok()) return fd.status();
+  absl::StatusOr<int64_t> size = GetCount(j, "size", where);
+  if (!size.ok()) return size.status();
+  absl::StatusOr<const Json*> token = Get(j, "token", Json::value_t::string, where);
+  if (!token.ok()) return token.status();
+  const std::string& hex = (*token)->get_ref<const std::string&>();
+  if (*pid == 0 || *pid > std::numeric_limits<int32_t>::max() ||
+      *fd > std::numeric_limits<int32_t>::max()) {
+    return Bad(absl::StrCat(where, ": pid ", *pid, " or fd ", *fd, " is out of range"));
+  }
+  if (hex.size() != 32 || hex.find_first_not_of("0123456789abcdef") != std::string::npos) {
+    return Bad(absl::StrCat(where, ": \"token\" must be 32 lowercase hex digits"));
+  }
+  if (static_cast<uint64_t>(*size) < kHeaderBytes) {
+    return Bad(absl::StrCat(where, ": \"size\" is ", *size, ", less than the ", kHeaderBytes,
+                            "-byte header"));
+  }
+  s.pid = *pid;
+  s.fd = *fd;
+  s.size = static_cast<uint64_t>(*size);
+  s.token = absl::HexStringToBytes(hex);
+  return s;
+}
+
+// "key 'a'" for the path {"a"}, "key ('a', 'b')" for {"a", "b"} (as NestedKey prints).
+std::string KeyText(const std::vector<std::string>& path) {
+  if (path.size() == 1) return absl::StrCat("key '", path[0], "'");
+  std::string out = "key (";
+  for (size_t i = 0; i < path.size(); ++i) absl::StrAppend(&out, i ? ", '" : "'", path[i], "'");
+  return out + ")";
+}
+
+absl::Status ParseLevel(const Json& j, const std::vector<SegmentRef>& segments,
+                        const std::vector<int64_t>* parent_batch, int depth,
+                        const std::string& where, std::vector<std::string>* path, Level* out) {
+  if (depth > kMaxHandleLevels) {
+    return Bad(absl::StrCat("TensorDicts nested more than ", kMaxHandleLevels, " levels deep"));
+  }
+  if (!j.is_object()) return Bad(absl::StrCat(where, " must be an object, got a ", TypeName(j)));
+  absl::StatusOr<std::vector<int64_t>> batch = GetSizes(j, "batch_size", where);
+  if (!batch.ok()) return batch.status();
+  if (parent_batch != nullptr && !StartsWith(*batch, *parent_batch)) {
+    return Bad(absl::StrCat(where, ": batch_size ", Json(*batch).dump(),
+                            " does not start with its parent's ", Json(*parent_batch).dump()));
+  }
+  out->batch_size = *batch;
+  absl::StatusOr<const Json*> entries = Get(j, "entries", Json::value_t::array, where);
+  if (!entries.ok()) return entries.status();
+  absl::flat_hash_set<std::string> seen;
+  size_t i = 0;
+  for (const Json& e : **entries) {
+    const std::string ewhere = absl::StrCat(where, ": entry ", i++);
+    if (!e.is_object()) return Bad(absl::StrCat(ewhere, " must be an object, got a ", TypeName(e)));
+    absl::StatusOr<const Json*> key = Get(e, "key", Json::value_t::string, ewhere);
+    if (!key.ok()) return key.status();
+    Entry entry;
+    entry.key = (*key)->get<std::string>();
+    path->push_back(entry.key);
+    const std::string kwhere = KeyText(*path);
+    if (!seen.insert(entry.key).second) return Bad(absl::StrCat(kwhere, " appears twice"));
+    absl::StatusOr<const Json*> kind = Get(e, "kind", Json::value_t::string, kwhere);
+    if (!kind.ok()) return kind.status();
+    const std::string& k = (*kind)->get_ref<const std::string&>();
+    if (k == "tensor") {
+      entry.kind = EntryKind::kTensor;
+      TensorRef& t = entry.tensor;
+      absl::StatusOr<int64_t> seg = GetCount(e, "segment", kwhere);
+      if (!seg.ok()) return seg.status();
+      if (static_cast<uint64_t>(*seg) >= segments.size()) {
+        return Bad(absl::StrCat(kwhere, ": segment ", *seg, " does not exist (the handle has ",
+                                segments.size(), ")"));
+      }
+      t.segment = static_cast<size_t>(*seg);
+      absl::StatusOr<int64_t> offset = GetCount(e, "offset", kwhere);
+      if (!offset.ok()) return offset.status();
+      t.offset = static_cast<uint64_t>(*offset);
+      absl::StatusOr<const Json*> dtype = Get(e, "dtype", Json::value_t::string, kwhere);
+      if (!dtype.ok()) return dtype.status();
+      std::optional<c10::ScalarType> dt = ParseDtypeName((*dtype)->get_ref<const std::string&>());
+      if (!dt) {
+        return Bad(absl::StrCat(kwhere, " has the unknown dtype ", (*dtype)->dump(-1, ' ', true)));
+      }
+      t.dtype = *dt;
+      absl::StatusOr<std::vector<int64_t>> shape = GetSizes(e, "shape", kwhere);
+      if (!shape.ok()) return shape.status();
+      absl::StatusOr<std::vector<int64_t>> strides = GetSizes(e, "strides", kwhere);
+      if (!strides.ok()) return strides.status();
+      if (shape->size() != strides->size()) {
+        return Bad(absl::StrCat(kwhere, " has ", shape->size(), " sizes but ", strides->size(),
+                                " strides"));
+      }
+      if (!StartsWith(*shape, *batch)) {
+        return Bad(absl::StrCat(kwhere, ": shape ", Json(*shape).dump(),
+                                " does not start with the batch size ", Json(*batch).dump()));
+      }
+      t.shape = *std::move(shape);
+      t.strides = *std::move(strides);
+      absl::Status ok = CheckBounds(t, segments[t.segment].size, kwhere);
+      if (!ok.ok()) return ok;
+    } else if (k == "tensordict") {
+      entry.kind = EntryKind::kTensorDict;
+      absl::StatusOr<const Json*> value = Get(e, "value", Json::value_t::object, kwhere);
+      if (!value.ok()) return value.status();
+      entry.level = std::make_unique<Level>();
+      absl::Status ok = ParseLevel(**value, segments, &out->batch_size, depth + 1, kwhere, path,
+                                   entry.level.get());
+      if (!ok.ok()) return ok;
+    } else if (k == "non_tensor") {
+      entry.kind = EntryKind::kNonTensor;
+      auto it = e.find("data");
+      if (it == e.end()) return Bad(absl::StrCat(kwhere, " is non-tensor data without \"data\""));
+      entry.data = *it;
+    } else {
+      return Bad(absl::StrCat(kwhere, " has the unknown kind ", (*kind)->dump(-1, ' ', true),
+                              " (expected \"tensor\", \"tensordict\" or \"non_tensor\")"));
+    }
+    path->pop_back();
+    out->entries.push_back(std::move(entry));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::StatusOr<Handle> ParseHandle(std::string_view text) {
+  if (text.size() > kMaxHandleBytes) {
+    return Bad(absl::StrCat("it has ", text.size(), " bytes, more than ", kMaxHandleBytes));
+  }
+  if (NestingDepth(text, kMaxHandleJsonDepth) > kMaxHandleJsonDepth) {
+    return Bad(absl::StrCat("JSON nested more than ", kMaxHandleJsonDepth, " levels deep"));
+  }
+  Json j;
+  try {
+    j = Json::parse(text.begin(), text.end());
+  } catch (const Json::exception& e) {
+    return Bad(e.what());
+  }
+  if (!j.is_object()) return Bad(absl::StrCat("expected a JSON object, got a ", TypeName(j)));
+  auto format = j.find("format");
+  auto version = j.find("version");
+  if (format == j.end() || !format->is_string() || *format != "tensordict-shm") {
+    return Bad(absl::StrCat("\"format\" must be \"tensordict-shm\", got ",
+                            format == j.end() ? std::string("nothing")
+                                              : format->dump(-1, ' ', true)));
+  }
+  if (version == j.end() || !version->is_number_integer() || *version != 1) {
+    return Bad(absl::StrCat("\"version\" must be the integer 1, got ",
+                            version == j.end() ? std::string("nothing")
+                                               : version->dump(-1, ' ', true)));
+  }
+  Handle h;
+  absl::StatusOr<const Json*> segments = Get(j, "segments", Json::value_t::array, "the handle");
+  if (!segments.ok()) return segments.status();
+  size_t i = 0;
+  for (const Json& s : **segments) {
+    absl::StatusOr<SegmentRef> seg = ParseSegment(s, i++);
+    if (!seg.ok()) return seg.status();
+    h.segments.push_back(*std::move(seg));
+  }
+  absl::StatusOr<const Json*> root = Get(j, "root", Json::value_t::object, "the handle");
+  if (!root.ok()) return root.status();
+  std::vector<std::string> path;
+  absl::Status ok = ParseLevel(**root, h.segments, nullptr, 0, "the root", &path, &h.root);
+  if (!ok.ok()) return ok;
+  return h;
+}
+
+}  // namespace shm_handle
+}  // namespace td

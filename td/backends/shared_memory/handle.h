@@ -1,0 +1,94 @@
+// The shared-memory handle format (internal to the shared_memory backend): writing the JSON that
+// SharedMemoryHandle returns and parsing it back as untrusted input. A handle comes from another
+// process, so ParseHandle treats it as hostile: every field's JSON type is checked, nesting is
+// bounded, and every tensor's size, stride and offset arithmetic is checked for overflow and
+// against its segment's size before AttachSharedMemory makes any tensor (NOTE [ Shared-memory
+// handles ]). Pure functions over strings; also built alone by the fuzzer
+// (handle_fuzzer.cc, tests/fuzz/run.sh).
+//
+// NOTE [ Shared-memory handles ]
+// {"format": "tensordict-shm", "version": 1,
+//  "segments": [{"pid": P, "fd": F, "size": bytes of the whole mapping, "token": 32 hex digits}],
+//  "root": LEVEL}
+// LEVEL = {"batch_size": [ints >= 0], "entries": [ENTRY...]}
+// ENTRY = {"key": string, "kind": "tensor", "segment": index, "offset": bytes from the mapping's
+//          start, "dtype": "torch.float32", "shape": [ints >= 0], "strides": [ints >= 0]}
+//       | {"key": string, "kind": "tensordict", "value": LEVEL}
+//       | {"key": string, "kind": "non_tensor", "data": any JSON}
+// Accepted only when: every tensor's shape starts with its level's batch size and each nested
+// batch size with its parent's; numel (product of sizes) fits in int64; for a non-empty tensor,
+// offset + (sum of (size-1)*stride + 1) * element size fits in int64 and is at most the segment's
+// size; offset is at least the 64-byte segment header and a multiple of the element size; keys
+// are unique per level; at most kMaxHandleLevels levels, kMaxHandleDims dims, kMaxHandleBytes of
+// text and JSON nested at most kMaxHandleJsonDepth deep. AttachSharedMemory then checks each
+// segment's real size equals "size" before mapping, so a tensor accepted here lies inside memory
+// that is mapped.
+#pragma once
+
+#include <c10/core/ScalarType.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "nlohmann/json.hpp"
+#include "td/core/errors.h"
+
+namespace td {
+namespace shm_handle {
+
+inline constexpr size_t kHeaderBytes = 64;  // a segment's header: magic | token | size | pad
+inline constexpr size_t kMaxHandleBytes = size_t{64} << 20;
+inline constexpr int kMaxHandleLevels = kMaxNestingDepth;  // every TensorDict that can be built
+inline constexpr size_t kMaxHandleDims = 64;
+inline constexpr int kMaxHandleJsonDepth = 512;
+
+struct SegmentRef {
+  int64_t pid = 0;
+  int64_t fd = -1;
+  uint64_t size = 0;   // bytes of the whole mapping, header included
+  std::string token;   // 16 raw bytes
+};
+
+struct TensorRef {
+  size_t segment = 0;
+  uint64_t offset = 0;  // bytes from the start of the mapping
+  c10::ScalarType dtype = c10::ScalarType::Float;
+  std::vector<int64_t> shape;
+  std::vector<int64_t> strides;
+};
+
+struct Level;
+
+enum class EntryKind { kTensor, kTensorDict, kNonTensor };
+
+struct Entry {
+  std::string key;
+  EntryKind kind = EntryKind::kTensor;
+  TensorRef tensor;               // kTensor
+  std::unique_ptr<Level> level;   // kTensorDict
+  nlohmann::json data;            // kNonTensor
+};
+
+struct Level {
+  std::vector<int64_t> batch_size;
+  std::vector<Entry> entries;
+};
+
+struct Handle {
+  std::vector<SegmentRef> segments;
+  Level root;
+};
+
+// Parses and validates `text` as NOTE [ Shared-memory handles ] describes. Returns
+// InvalidArgument naming the field (and the key, for an entry) on anything else; never throws.
+//   absl::StatusOr<Handle> h = ParseHandle(text);
+//   if (!h.ok()) throw td::ValueError(...);
+absl::StatusOr<Handle> ParseHandle(std::string_view text);
+
+}  // namespace shm_handle
+}  // namespace td

@@ -1,0 +1,87 @@
+// libFuzzer target for the shared-memory handle parser (NOTE [ Shared-memory handles ] in
+// handle.h): any bytes given as a handle must give a status or a handle, never a crash, a hang
+// or an uncaught exception (the parser promises never to throw); and an accepted handle must keep
+// the promise AttachSharedMemory relies on before it makes any tensor: every non-empty tensor,
+// with its shape, strides, dtype and offset, lies inside its segment, its element count fits in
+// int64, and shapes start with their level's batch size. Built with clang by tests/fuzz/run.sh
+// (`-fsanitize=fuzzer,address,undefined`), and replayed over the seed corpus by
+// //tests/fuzz:shm_handle_replay_test in every normal test run.
+#include <c10/core/ScalarType.h>
+
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <string_view>
+
+#include "td/backends/shared_memory/handle.h"
+
+namespace {
+
+using td::shm_handle::EntryKind;
+using td::shm_handle::Handle;
+using td::shm_handle::Level;
+
+void Require(bool ok, const char* what) {
+  if (!ok) {
+    std::fprintf(stderr, "handle_fuzzer: invariant broken: %s\n", what);
+    std::abort();
+  }
+}
+
+void CheckLevel(const Handle& h, const Level& level, const Level* parent) {
+  if (parent != nullptr) {
+    Require(level.batch_size.size() >= parent->batch_size.size(), "nested batch too short");
+    for (size_t i = 0; i < parent->batch_size.size(); ++i) {
+      Require(level.batch_size[i] == parent->batch_size[i], "nested batch != parent's");
+    }
+  }
+  for (const auto& e : level.entries) {
+    if (e.kind == EntryKind::kTensorDict) {
+      Require(e.level != nullptr, "a TensorDict entry without a level");
+      CheckLevel(h, *e.level, &level);
+      continue;
+    }
+    if (e.kind != EntryKind::kTensor) continue;
+    const auto& t = e.tensor;
+    Require(t.segment < h.segments.size(), "segment index out of range");
+    Require(t.shape.size() == t.strides.size(), "sizes and strides differ in length");
+    Require(t.shape.size() >= level.batch_size.size(), "shape shorter than the batch size");
+    for (size_t i = 0; i < level.batch_size.size(); ++i) {
+      Require(t.shape[i] == level.batch_size[i], "shape does not start with the batch size");
+    }
+    // Recomputed independently in 128-bit arithmetic (each term < 2^126; at most 64 dims).
+    unsigned __int128 numel = 1, last = 0;
+    bool empty = false;
+    for (size_t d = 0; d < t.shape.size(); ++d) {
+      Require(t.shape[d] >= 0 && t.strides[d] >= 0, "negative size or stride");
+      if (t.shape[d] == 0) empty = true;
+    }
+    if (empty) continue;
+    for (size_t d = 0; d < t.shape.size(); ++d) {
+      numel *= static_cast<unsigned __int128>(t.shape[d]);
+      Require(numel <= static_cast<unsigned __int128>(INT64_MAX), "numel overflows int64");
+      last += static_cast<unsigned __int128>(t.shape[d] - 1) *
+              static_cast<unsigned __int128>(t.strides[d]);
+    }
+    const unsigned __int128 end =
+        t.offset + (last + 1) * static_cast<unsigned __int128>(c10::elementSize(t.dtype));
+    Require(t.offset >= td::shm_handle::kHeaderBytes, "tensor inside the segment header");
+    Require(end <= h.segments[t.segment].size, "tensor reaches past its segment");
+  }
+}
+
+}  // namespace
+
+extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
+  const std::string_view text(reinterpret_cast<const char*>(data), size);
+  absl::StatusOr<Handle> h = td::shm_handle::ParseHandle(text);
+  if (!h.ok()) {
+    Require(h.status().code() == absl::StatusCode::kInvalidArgument, "non-InvalidArgument error");
+    return 0;
+  }
+  for (const auto& s : h->segments) {
+    Require(s.size >= td::shm_handle::kHeaderBytes && s.token.size() == 16, "bad segment");
+  }
+  CheckLevel(*h, h->root, nullptr);
+  return 0;
+}
