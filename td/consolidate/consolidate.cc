@@ -1,0 +1,151 @@
+#include "td/consolidate/consolidate.h"
+
+#include <ATen/ATen.h>
+#include <ATen/Context.h>
+
+#include <algorithm>
+#include <cstring>
+#include <utility>
+#include <vector>
+
+#include "td/consolidate/file.h"
+#include "td/consolidate/layout.h"
+#include "td/core/dtype.h"
+#include "td/core/errors.h"
+#include "td/core/leaves.h"
+#include "td/executor/executor.h"
+
+namespace td {
+
+using consolidate_internal::BufferLayout;
+
+namespace {
+
+// The buffer's memory, per the options: a file mapping, shared memory, pinned memory or an
+// ordinary allocation on `device`.
+at::Tensor AllocateOwner(int64_t nbytes, at::Device device, const ConsolidateOptions& options) {
+  at::TensorOptions opts = at::TensorOptions().dtype(at::kByte).device(device);
+  if (device.is_cpu() && options.pin_memory() && at::globalContext().hasCUDA()) {
+    return at::empty({nbytes}, opts.pinned_memory(true));
+  }
+  at::Tensor owner = device.is_cpu() ? consolidate_internal::AllocateHost(nbytes, at::kByte)
+                                     : at::empty({nbytes}, opts);
+  if (device.is_cpu() && options.share_memory()) {
+    // Through the member, so that this target does not depend on the shared-memory backend
+    // (NOTE [ Backend entry points ]): one leaf, one segment.
+    TensorDict holder({{"buffer", owner}}, {});
+    holder.share_memory_();
+    owner = holder.get("buffer");
+  }
+  return owner;
+}
+
+// Copies leaf i into view i; zeroes the bytes no leaf covers.
+void FillBuffer(const std::vector<at::Tensor>& leaves, const std::vector<at::Tensor>& views,
+                const at::Tensor& owner, const BufferLayout& layout, int num_threads,
+                const internal::LeafTree& tree) {
+  const bool cpu = owner.device().is_cpu();
+  auto* base = static_cast<uint8_t*>(owner.data_ptr());
+  int64_t total = 0;
+  for (const auto& s : layout.slots) total += s.nbytes;
+  parallel::ParallelOptions popts = parallel::ParallelOptions().num_threads(num_threads);
+  if (num_threads == 1) popts.parallel(false);
+  parallel::parallel_for(
+      static_cast<int64_t>(leaves.size()), total, popts, [&](int64_t i) {
+        const at::Tensor& src = leaves[i];
+        const auto& slot = layout.slots[i];
+        if (slot.nbytes == 0) return;
+        try {
+          if (cpu && src.device().is_cpu() && src.is_contiguous() && !src.is_conj() &&
+              !src.is_neg()) {
+            std::memcpy(base + slot.offset, src.data_ptr(), static_cast<size_t>(slot.nbytes));
+          } else {
+            views[i].copy_(src);
+          }
+        } catch (...) {
+          internal::RethrowWithKey(tree.key(static_cast<size_t>(i)), "consolidating");
+        }
+      });
+  // Gaps: between slots in offset order, and after the last one.
+  std::vector<std::pair<int64_t, int64_t>> ranges;
+  ranges.reserve(layout.slots.size());
+  for (const auto& s : layout.slots) ranges.emplace_back(s.offset, s.offset + s.nbytes);
+  std::sort(ranges.begin(), ranges.end());
+  int64_t at_byte = 0;
+  auto zero = [&](int64_t from, int64_t to) {
+    if (to <= from) return;
+    if (cpu) {
+      std::memset(base + from, 0, static_cast<size_t>(to - from));
+    } else {
+      owner.narrow(0, from, to - from).zero_();
+    }
+  };
+  for (const auto& [from, to] : ranges) {
+    zero(at_byte, from);
+    at_byte = std::max(at_byte, to);
+  }
+  zero(at_byte, layout.nbytes);
+}
+
+}  // namespace
+
+bool is_consolidated(const TensorDict& td) {
+  return consolidate_internal::BufferOfTensorDict(td).has_value();
+}
+
+std::optional<at::Tensor> consolidated_buffer(const TensorDict& td) {
+  internal::LeafTree tree(td);
+  std::optional<consolidate_internal::Buffer> buffer = consolidate_internal::BufferOf(tree.leaves());
+  if (!buffer) return std::nullopt;
+  return consolidate_internal::WholeBuffer(*buffer, at::kByte);
+}
+
+TensorDict consolidate(const TensorDict& td, const ConsolidateOptions& options) {
+  internal::LeafTree tree(td);
+  if (consolidate_internal::BufferOf(tree.leaves())) return td;
+  const std::vector<at::Tensor>& leaves = tree.leaves();
+  for (size_t i = 0; i < leaves.size(); ++i) {
+    if (leaves[i].layout() != at::kStrided) {
+      Fail<ValueError>("consolidate: the leaf ", tree.key(i).repr(), " is a ",
+                       leaves[i].layout(), " tensor; only strided tensors can be consolidated");
+    }
+  }
+  at::Device device = at::kCPU;
+  if (options.device()) {
+    device = *options.device();
+  } else if (options.filename()) {
+    device = at::kCPU;
+  } else if (td.device()) {
+    device = *td.device();
+  } else if (!leaves.empty()) {
+    device = leaves[0].device();
+  }
+  if (options.filename() && !device.is_cpu()) {
+    Fail<ValueError>("consolidate: filename and device ", device,
+                     " are exclusive (a consolidated file is on the CPU)");
+  }
+  auto layout = std::make_shared<BufferLayout>(BufferLayout::Plan(leaves));
+
+  std::optional<consolidate_internal::PendingFile> file;
+  at::Tensor owner;
+  if (options.filename()) {
+    file.emplace(*options.filename(), layout->nbytes,
+                 consolidate_internal::DumpMetadata(td, *layout, *options.filename()));
+    owner = file->mapping().narrow(0, 0, layout->nbytes);
+  } else {
+    owner = AllocateOwner(layout->nbytes, device, options);
+  }
+  std::optional<consolidate_internal::Buffer> buffer = consolidate_internal::Adopt(owner, layout);
+  TORCH_INTERNAL_ASSERT(buffer.has_value(), "consolidate: a fresh buffer was already registered");
+  std::vector<at::Tensor> views = consolidate_internal::SlotViews(*buffer);
+  FillBuffer(leaves, views, owner, *layout, options.num_threads(), tree);
+  if (file) file->Commit();
+
+  std::optional<at::Device> result_device = td.device();
+  if (options.device()) result_device = device;
+  if (options.filename() && result_device && !result_device->is_cpu()) result_device = at::kCPU;
+  return tree.Rebuild(std::move(views), td.batch_size(), /*check=*/false,
+                      std::optional<std::optional<at::Device>>(result_device));
+}
+
+}  // namespace td

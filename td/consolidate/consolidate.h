@@ -1,0 +1,72 @@
+// consolidate(): every tensor leaf of a TensorDict (nested ones included) copied into ONE buffer,
+// each leaf a view into it, so that moving, cloning, casting, sharing, saving or running an
+// element-wise op over the whole TensorDict is one copy or one kernel instead of one per leaf.
+// The counterpart of Python tensordict's `TensorDict.consolidate()` / `is_consolidated()`.
+// Layout and recognition: NOTE [ Consolidated buffer layout ] (td/consolidate/layout.h). The fast
+// paths are in td/consolidate/consolidated_ops.h, the file format in td/consolidate/file.h.
+//
+//   #include "td/consolidate/consolidate.h"      // dep: //td/consolidate
+//   td::TensorDict c = td::consolidate(data);
+//   td::is_consolidated(c);                        // true
+//   td::TensorDict d = td::consolidated::to(c, at::kDouble);   // one kernel, stays consolidated
+//
+// A consolidated TensorDict is an ordinary dense TensorDict: every member works on it. Unlike
+// Python, it is not locked: adding a key, removing one or replacing a leaf by a tensor that is
+// not the same-shaped view ends the consolidation (is_consolidated() turns false and the fast
+// paths fall back to leaf-by-leaf work); in-place writes keep it.
+#pragma once
+
+#include <torch/arg.h>
+
+#include <c10/core/Device.h>
+
+#include <optional>
+#include <string>
+
+#include "td/core/tensordict.h"
+
+namespace td {
+
+// Options of consolidate().
+//   td::consolidate(td, td::ConsolidateOptions().pin_memory(true).num_threads(4));
+struct ConsolidateOptions {
+  // Puts the buffer in a memory-mapped file at this path, in the consolidated file format
+  // (td/consolidate/file.h: data, JSON metadata, metadata length), readable by
+  // load_consolidated() and by Python's `TensorDict.from_consolidated`. The result's leaves map
+  // the file (shared mapping: writes reach the file). Exclusive with `device` (CPU only).
+  TORCH_ARG(std::optional<std::string>, filename) = std::nullopt;
+  // Puts the buffer in one anonymous shared-memory segment (the shared-memory backend's, through
+  // TensorDict::share_memory_(); link //td/backends/shared_memory or it throws naming the
+  // target). Ignored for accelerator devices.
+  TORCH_ARG(bool, share_memory) = false;
+  // Puts the buffer in pinned (page-locked) host memory. On a build or machine without CUDA there
+  // is no pinned memory: the option is then ignored (ordinary host memory, no error).
+  TORCH_ARG(bool, pin_memory) = false;
+  // The buffer's device (default: the TensorDict's device, else the first leaf's). The result's
+  // device() is set to it when given.
+  TORCH_ARG(std::optional<at::Device>, device) = std::nullopt;
+  // Threads copying leaves into the buffer (0: one per core for large TensorDicts, as the
+  // parallel apply decides; 1: serial).
+  TORCH_ARG(int, num_threads) = 0;
+};
+
+// A new dense TensorDict with the same structure, batch sizes, non-tensor data and values, whose
+// tensor leaves are views into one buffer (NOTE [ Consolidated buffer layout ]). A TensorDict
+// that is already consolidated is returned as is (the same handle; options are ignored, as in
+// Python). Works on every backend (lazy entries are computed once). Leaves are copied as values:
+// the result does not track gradients. Throws ValueError for a leaf that is not a strided tensor,
+// for `filename` together with a non-CPU device, or (with a filename) for a key the file format
+// cannot hold (see file.h); MemmapError when the file cannot be created.
+//   td::TensorDict c = td::consolidate(td, td::ConsolidateOptions().num_threads(4));
+TensorDict consolidate(const TensorDict& td, const ConsolidateOptions& options = {});
+
+// True when every tensor leaf of `td` (at least one) is the view consolidate() placed in one
+// buffer (NOTE [ Consolidated buffer layout ], "Recognition"). Costs one pass over the leaves.
+bool is_consolidated(const TensorDict& td);
+
+// The buffer of a consolidated TensorDict as a 1-D uint8 tensor sharing its memory (gaps
+// between leaves included), or nullopt when `td` is not consolidated.
+//   at::Tensor bytes = *td::consolidated_buffer(c);   // send it, hash it, ...
+std::optional<at::Tensor> consolidated_buffer(const TensorDict& td);
+
+}  // namespace td

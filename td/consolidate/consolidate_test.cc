@@ -1,0 +1,153 @@
+#include "td/consolidate/consolidate.h"
+
+#include <ATen/ATen.h>
+#include <gtest/gtest.h>
+
+#include <set>
+
+#include "td/consolidate/layout.h"
+#include "td/core/testing.h"
+
+namespace td {
+namespace {
+
+using consolidate_internal::kAlign;
+
+std::vector<at::Tensor> Leaves(const TensorDict& t) {
+  std::vector<at::Tensor> out;
+  for (const Value& v : t.values(KeysOptions().include_nested(true).leaves_only(true))) {
+    if (v.is_tensor()) out.push_back(v.tensor());
+  }
+  return out;
+}
+
+TEST(Consolidate, EveryLeafIsAnAlignedViewIntoOneBuffer) {
+  TensorDict td = test::SampleTensorDict();
+  td.set({"n", "y"}, at::ones({3, 4, 2, 3}, at::kDouble));
+  TensorDict c = consolidate(td);
+  EXPECT_FALSE(is_consolidated(td));
+  ASSERT_TRUE(is_consolidated(c));
+  EXPECT_EQ(c.keys(KeysOptions().include_nested(true)), td.keys(KeysOptions().include_nested(true)));
+  EXPECT_TRUE(allclose(c, td));
+  EXPECT_EQ(c.get_non_tensor("s"), td.get_non_tensor("s"));
+  EXPECT_EQ(c.get_tensordict("n").batch_size(), td.get_tensordict("n").batch_size());
+  std::set<const void*> storages;
+  at::Tensor buffer = *consolidated_buffer(c);
+  const auto* base = static_cast<const uint8_t*>(buffer.data_ptr());
+  for (const at::Tensor& t : Leaves(c)) {
+    storages.insert(t.storage().unsafeGetStorageImpl());
+    EXPECT_TRUE(t.is_contiguous());
+    const auto off = static_cast<const uint8_t*>(t.data_ptr()) - base;
+    EXPECT_EQ(off % kAlign, 0);
+    EXPECT_LE(off + t.numel() * static_cast<int64_t>(t.element_size()), buffer.numel());
+  }
+  EXPECT_EQ(storages.size(), 1u);
+  // Independent of the source.
+  td.get("a").fill_(7);
+  EXPECT_FALSE(c.get("a").eq(7).all().item<bool>());
+}
+
+TEST(Consolidate, ConsolidatedIsReturnedAsIs) {
+  TensorDict c = consolidate(test::SampleTensorDict());
+  TensorDict again = consolidate(c, ConsolidateOptions().pin_memory(true).num_threads(2));
+  EXPECT_TRUE(again.is_same(c));
+  TensorDict shallow = c.copy();  // same leaves: still consolidated
+  EXPECT_TRUE(is_consolidated(shallow));
+}
+
+TEST(Consolidate, WhatEndsIt) {
+  TensorDict c = consolidate(test::SampleTensorDict());
+  {
+    TensorDict d = c.copy();
+    d.set("new", at::zeros({3, 4}));
+    EXPECT_FALSE(is_consolidated(d));
+    EXPECT_FALSE(consolidated_buffer(d).has_value());
+  }
+  {
+    TensorDict d = c.copy();
+    d.set("a", at::zeros({3, 4, 7}));  // another shape
+    EXPECT_FALSE(is_consolidated(d));
+  }
+  {
+    TensorDict d = c.copy();
+    d.set("a", d.get("a").clone());  // same shape, other memory
+    EXPECT_FALSE(is_consolidated(d));
+  }
+  {
+    TensorDict d = c.copy();
+    d.del_({"n", "x"});
+    EXPECT_FALSE(is_consolidated(d));
+  }
+  EXPECT_FALSE(is_consolidated(c.index({0})));
+  EXPECT_FALSE(is_consolidated(c.get_tensordict("n")));  // part of the buffer only
+  // In-place writes keep it.
+  c.set_("a", at::ones({3, 4, 5}));
+  c.get("b").add_(1);
+  c.set("a", c.get("a"));
+  EXPECT_TRUE(is_consolidated(c));
+  EXPECT_TRUE(c.get("a").eq(1).all().item<bool>());
+  // Re-consolidating a TensorDict whose consolidation ended gives a new buffer.
+  TensorDict d = c.copy();
+  d.set("z", at::ones({3, 4}));
+  TensorDict e = consolidate(d);
+  EXPECT_TRUE(is_consolidated(e));
+  EXPECT_TRUE(allclose(e, d));
+}
+
+TEST(Consolidate, NoLeavesIsNotConsolidated) {
+  TensorDict empty({}, {2});
+  EXPECT_FALSE(is_consolidated(empty));
+  TensorDict c = consolidate(empty);
+  EXPECT_FALSE(is_consolidated(c));
+  EXPECT_EQ(c.batch_size(), at::IntArrayRef({2}));
+}
+
+TEST(Consolidate, ZeroSizedAndNonContiguousLeaves) {
+  TensorDict td({{"e", at::zeros({4, 0})},
+                 {"t", at::arange(12, at::kFloat).view({3, 4}).t()},
+                 {"b", at::ones({4}, at::kBool)}},
+                {4});
+  TensorDict c = consolidate(td);
+  ASSERT_TRUE(is_consolidated(c));
+  EXPECT_TRUE(allclose(c.select({"t"}), td.select({"t"})));
+  EXPECT_TRUE(c.get("b").all().item<bool>());
+  EXPECT_EQ(c.get("e").sizes(), at::IntArrayRef({4, 0}));
+}
+
+TEST(Consolidate, ThreadsAndOptionsGiveTheSameValues) {
+  TensorDict td({}, {8});
+  for (int i = 0; i < 40; ++i) td.set("k" + std::to_string(i), at::randn({8, 1000}));
+  TensorDict serial = consolidate(td, ConsolidateOptions().num_threads(1));
+  TensorDict threaded = consolidate(td, ConsolidateOptions().num_threads(4));
+  // Pinned memory needs CUDA; without it the option is ignored.
+  TensorDict pinned = consolidate(td, ConsolidateOptions().pin_memory(true));
+  TensorDict on_cpu = consolidate(td, ConsolidateOptions().device(at::kCPU));
+  for (const TensorDict& c : {serial, threaded, pinned, on_cpu}) {
+    EXPECT_TRUE(is_consolidated(c));
+    EXPECT_TRUE(allclose(c, td));
+  }
+  EXPECT_EQ(on_cpu.device(), std::optional<at::Device>(at::kCPU));
+}
+
+TEST(Consolidate, SharedMemory) {
+  TensorDict td = test::SampleTensorDict();
+  TensorDict c = consolidate(td, ConsolidateOptions().share_memory(true));
+  EXPECT_TRUE(is_consolidated(c));
+  EXPECT_TRUE(c.is_shared());
+  EXPECT_TRUE(allclose(c, td));
+}
+
+TEST(Consolidate, RefusesNonStridedLeaves) {
+  TensorDict td({{"s", at::eye(3).to_sparse()}}, {3});
+  TD_EXPECT_THROW_MSG(consolidate(td), ValueError, {"'s'", "strided"});
+}
+
+TEST(Consolidate, FileAndDeviceAreExclusive) {
+  TensorDict td = test::SampleTensorDict();
+  TD_EXPECT_THROW_MSG(
+      consolidate(td, ConsolidateOptions().filename("/tmp/x.td").device(at::Device("meta"))),
+      ValueError, {"exclusive"});
+}
+
+}  // namespace
+}  // namespace td

@@ -1,0 +1,382 @@
+#include "td/consolidate/file.h"
+
+#include <ATen/ATen.h>
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cerrno>
+#include <cstring>
+#include <limits>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "td/consolidate/consolidate.h"
+#include "td/core/dtype.h"
+#include "td/core/errors.h"
+#include "td/core/leaves.h"
+
+namespace td {
+
+using consolidate_internal::BufferLayout;
+using Json = nlohmann::ordered_json;
+
+namespace {
+
+static_assert(sizeof(int64_t) == 8, "the metadata length is an int64");
+
+bool IsReservedLevelKey(std::string_view k) {
+  return k == "cls" || k == "non_tensors" || k == "leaves" || k == "cls_metadata" || k == "size";
+}
+
+// The level objects of `t` with a null placeholder per leaf (filled from the layout).
+Json LevelJson(const TensorDict& t, const std::vector<std::string>& prefix) {
+  Json level = Json::object();
+  level["cls"] = "TensorDict";
+  level["non_tensors"] = Json::object();
+  level["leaves"] = Json::object();
+  Json subs = Json::object();
+  for (const auto& [key, value] : t.items()) {
+    const std::string& k = key.front();
+    std::vector<std::string> parts = prefix;
+    parts.push_back(k);
+    if (value.is_tensor()) {
+      if (k.rfind("<NJT", 0) == 0) {
+        Fail<ValueError>("consolidated file: the leaf ", NestedKey(parts).repr(),
+                         " starts with \"<NJT\", which the format reserves for nested tensors");
+      }
+      level["leaves"][k] = nullptr;
+    } else if (value.is_tensordict()) {
+      if (IsReservedLevelKey(k)) {
+        Fail<ValueError>("consolidated file: the sub-TensorDict ", NestedKey(parts).repr(),
+                         " has a name the format uses for its own fields (cls, non_tensors, "
+                         "leaves, cls_metadata, size)");
+      }
+      subs[k] = LevelJson(value.tensordict(), parts);
+    } else if (value.is_non_tensor()) {
+      level["non_tensors"][k] = Json::array(
+          {Json(value.non_tensor()),
+           std::vector<int64_t>(t.batch_size().begin(), t.batch_size().end()), nullptr});
+    }
+  }
+  Json cls_meta = Json::object();
+  std::optional<at::Device> device = t.device();
+  cls_meta["device"] = device ? Json(device->str()) : Json(nullptr);
+  cls_meta["names"] = Json::array();
+  for (int64_t i = 0; i < t.batch_dims(); ++i) cls_meta["names"].push_back(nullptr);
+  cls_meta["batch_size"] = std::vector<int64_t>(t.batch_size().begin(), t.batch_size().end());
+  cls_meta["is_locked"] = t.is_locked();
+  level["cls_metadata"] = std::move(cls_meta);
+  for (auto& [k, v] : subs.items()) level[k] = std::move(v);
+  return level;
+}
+
+[[noreturn]] void Bad(const std::string& file, const std::string& what) {
+  Fail<MemmapError>("consolidated file ", file, ": ", what);
+}
+
+int64_t GetInt(const Json& v, const std::string& file, const std::string& what) {
+  if (!v.is_number_integer()) Bad(file, what + " is not an integer: " + v.dump());
+  return v.get<int64_t>();
+}
+
+struct Reader {
+  std::string file;
+  c10::Storage storage;
+  const uint8_t* data;
+  int64_t data_bytes;
+
+  at::Tensor Leaf(const std::string& where, const Json& m) {
+    if (!m.is_array() || (m.size() != 5 && m.size() != 6)) {
+      Bad(file, "leaf " + where + ": expected [dtype, shape, start, stop, pad], got " + m.dump());
+    }
+    if (m.size() == 6) Bad(file, "leaf " + where + " is part of a nested tensor (unsupported)");
+    if (!m[0].is_string()) Bad(file, "leaf " + where + ": dtype is not a string");
+    std::optional<at::ScalarType> dtype = ParseDtypeName(m[0].get<std::string>());
+    if (!dtype) Bad(file, "leaf " + where + ": unknown dtype " + m[0].dump());
+    if (!m[1].is_array()) Bad(file, "leaf " + where + ": shape is not a list");
+    std::vector<int64_t> shape;
+    int64_t numel = 1;
+    for (const Json& d : m[1]) {
+      int64_t n = GetInt(d, file, "leaf " + where + ": a dim");
+      if (n < 0) Bad(file, "leaf " + where + ": negative dim " + std::to_string(n));
+      if (n != 0 && numel > std::numeric_limits<int64_t>::max() / 16 / n) {
+        Bad(file, "leaf " + where + ": the shape overflows");
+      }
+      numel *= n;
+      shape.push_back(n);
+    }
+    const int64_t start = GetInt(m[2], file, "leaf " + where + ": start");
+    const int64_t stop = GetInt(m[3], file, "leaf " + where + ": stop");
+    const int64_t pad = GetInt(m[4], file, "leaf " + where + ": pad");
+    const int64_t es = static_cast<int64_t>(c10::elementSize(*dtype));
+    const int64_t nbytes = numel * es;
+    if (start < 0 || stop < start || stop > data_bytes || pad < 0 || pad > stop - start) {
+      Bad(file, c10::str("leaf ", where, ": byte range [", start, ", ", stop, ") pad ", pad,
+                         " is outside the data (", data_bytes, " bytes)"));
+    }
+    if ((stop - start) % es != 0 || (pad == 0 ? nbytes != stop - start : nbytes > stop - start)) {
+      Bad(file, c10::str("leaf ", where, ": byte range [", start, ", ", stop, ") pad ", pad,
+                         " does not hold ", SizeRepr(shape), " ", DtypeName(*dtype)));
+    }
+    if (start % es == 0) return consolidate_internal::ViewInto(storage, *dtype, shape, start);
+    // Not aligned for its dtype (never written by Python or by us): a copy.
+    at::Tensor out = at::empty(shape, at::TensorOptions().dtype(*dtype));
+    if (nbytes > 0) std::memcpy(out.data_ptr(), data + start, static_cast<size_t>(nbytes));
+    return out;
+  }
+
+  TensorDict Level(const Json& m, const NestedKey* key) {
+    const std::string where = key ? key->repr() : std::string("(root)");
+    if (!m.is_object()) Bad(file, "level " + where + " is not an object");
+    auto need = [&](const char* field) -> const Json& {
+      auto it = m.find(field);
+      if (it == m.end()) Bad(file, c10::str("level ", where, " has no \"", field, "\""));
+      return *it;
+    };
+    const Json& cls = need("cls");
+    if (!cls.is_string() || cls.get<std::string>() != "TensorDict") {
+      Bad(file, "level " + where + " is a " + cls.dump() +
+                    "; only TensorDict levels are supported");
+    }
+    const Json& meta = need("cls_metadata");
+    if (!meta.is_object()) Bad(file, "level " + where + ": cls_metadata is not an object");
+    auto bs = meta.find("batch_size");
+    if (bs == meta.end() || !bs->is_array()) {
+      Bad(file, "level " + where + ": cls_metadata has no batch_size list");
+    }
+    std::vector<int64_t> batch;
+    for (const Json& d : *bs) {
+      int64_t n = GetInt(d, file, "level " + where + ": a batch dim");
+      if (n < 0) Bad(file, "level " + where + ": negative batch dim");
+      batch.push_back(n);
+    }
+    std::optional<at::Device> device;
+    auto dev = meta.find("device");
+    if (dev != meta.end() && dev->is_string() && dev->get<std::string>() == "cpu") {
+      device = at::kCPU;
+    }
+    TensorDict level({}, batch, device);
+    auto sub_key = [&](const std::string& k) {
+      std::vector<std::string> parts;
+      if (key) parts.assign(key->begin(), key->end());
+      parts.push_back(k);
+      return NestedKey(parts);
+    };
+    const Json& non_tensors = need("non_tensors");
+    if (!non_tensors.is_object()) Bad(file, "level " + where + ": non_tensors is not an object");
+    for (const auto& [k, v] : non_tensors.items()) {
+      if (!v.is_array() || v.size() < 2 || v.size() > 3) {
+        Bad(file, "non-tensor " + sub_key(k).repr() + ": expected [data, batch_size(, device)]");
+      }
+      level.set_non_tensor(k, v[0]);
+    }
+    const Json& leaves = need("leaves");
+    if (!leaves.is_object()) Bad(file, "level " + where + ": leaves is not an object");
+    for (const auto& [k, v] : leaves.items()) {
+      if (k.rfind("<NJT", 0) == 0) {
+        Bad(file, "leaf " + sub_key(k).repr() + " is part of a nested tensor (unsupported)");
+      }
+      level.set(k, Leaf(sub_key(k).repr(), v));
+    }
+    for (const auto& [k, v] : m.items()) {
+      if (IsReservedLevelKey(k)) continue;
+      NestedKey sk = sub_key(k);
+      level.set(k, Level(v, &sk));
+    }
+    auto locked = meta.find("is_locked");
+    if (locked != meta.end() && locked->is_boolean() && locked->get<bool>()) level.lock_();
+    return level;
+  }
+};
+
+}  // namespace
+
+namespace consolidate_internal {
+
+nlohmann::ordered_json FileMetadata(const TensorDict& td, const BufferLayout& layout) {
+  Json root = LevelJson(td, {});
+  internal::LeafTree tree(td);
+  TORCH_INTERNAL_ASSERT(tree.num_leaves() == layout.slots.size(), "FileMetadata: ",
+                        tree.num_leaves(), " leaves for ", layout.slots.size(), " slots");
+  for (size_t i = 0; i < tree.num_leaves(); ++i) {
+    NestedKey key = tree.key(i);
+    Json* level = &root;
+    for (size_t p = 0; p + 1 < key.size(); ++p) level = &(*level)[key[p]];
+    const BufferLayout::Slot& s = layout.slots[i];
+    (*level)["leaves"][key.back()] =
+        Json::array({DtypeName(s.dtype), std::vector<int64_t>(s.shape.begin(), s.shape.end()),
+                     s.offset, s.offset + s.nbytes, 0});
+  }
+  return root;
+}
+
+std::string DumpMetadata(const TensorDict& td, const BufferLayout& layout,
+                         const std::string& filename) {
+  Json meta = FileMetadata(td, layout);
+  try {
+    return meta.dump();
+  } catch (const nlohmann::json::exception& e) {
+    Fail<ValueError>("consolidated file ", filename,
+                     ": a key or non-tensor value is not valid UTF-8 (", e.what(), ")");
+  }
+}
+
+PendingFile::PendingFile(std::string filename, int64_t data_bytes, const std::string& metadata)
+    : filename_(std::move(filename)) {
+  static std::atomic<int64_t> counter{0};
+  tmp_ = c10::str(filename_, ".tmp.", ::getpid(), ".", counter++);
+  const int64_t meta_bytes = static_cast<int64_t>(metadata.size());
+  const int64_t total = data_bytes + meta_bytes + 8;
+  int fd = ::open(tmp_.c_str(), O_CREAT | O_EXCL | O_WRONLY | O_CLOEXEC, 0644);
+  if (fd < 0) {
+    Fail<MemmapError>("consolidated file ", filename_, ": cannot create ", tmp_, ": ",
+                      std::strerror(errno));
+  }
+  if (::ftruncate(fd, total) != 0) {
+    const int err = errno;
+    ::close(fd);
+    ::unlink(tmp_.c_str());
+    Fail<MemmapError>("consolidated file ", filename_, ": cannot size ", tmp_, " to ", total,
+                      " bytes: ", std::strerror(err));
+  }
+  ::close(fd);
+  try {
+    mapping_ = at::from_file(tmp_, /*shared=*/true, total, at::TensorOptions().dtype(at::kByte));
+  } catch (const c10::Error& e) {
+    ::unlink(tmp_.c_str());
+    Fail<MemmapError>("consolidated file ", filename_, ": cannot map ", tmp_, ": ",
+                      e.what_without_backtrace());
+  }
+  auto* p = static_cast<uint8_t*>(mapping_.data_ptr());
+  std::memcpy(p + data_bytes, metadata.data(), metadata.size());
+  std::memcpy(p + data_bytes + meta_bytes, &meta_bytes, 8);  // little-endian hosts only
+}
+
+PendingFile::~PendingFile() {
+  if (!committed_) ::unlink(tmp_.c_str());
+}
+
+void PendingFile::Commit() {
+  if (::rename(tmp_.c_str(), filename_.c_str()) != 0) {
+    Fail<MemmapError>("consolidated file ", filename_, ": cannot rename ", tmp_, " into place: ",
+                      std::strerror(errno));
+  }
+  committed_ = true;
+}
+
+}  // namespace consolidate_internal
+
+void save_consolidated(const TensorDict& td, const std::string& filename) {
+  internal::LeafTree tree(td);
+  std::optional<consolidate_internal::Buffer> buffer = consolidate_internal::BufferOf(tree.leaves());
+  if (!buffer) {
+    consolidate(td, ConsolidateOptions().filename(filename));
+    return;
+  }
+  const BufferLayout& layout = buffer->layout();
+  const std::string meta = consolidate_internal::DumpMetadata(td, layout, filename);
+  at::Tensor bytes = consolidate_internal::WholeBuffer(*buffer, at::kByte);
+  if (!bytes.device().is_cpu()) bytes = bytes.cpu();
+  // The bytes are in memory already: write(2) them (writing through a fresh shared mapping would
+  // fault in every page of the file first).
+  static std::atomic<int64_t> counter{0};
+  const std::string tmp = c10::str(filename, ".tmp.", ::getpid(), ".s", counter++);
+  int fd = ::open(tmp.c_str(), O_CREAT | O_EXCL | O_WRONLY | O_CLOEXEC, 0644);
+  if (fd < 0) {
+    Fail<MemmapError>("consolidated file ", filename, ": cannot create ", tmp, ": ",
+                      std::strerror(errno));
+  }
+  const int64_t meta_bytes = static_cast<int64_t>(meta.size());
+  auto write_all = [&](const void* p, int64_t n) {
+    const auto* c = static_cast<const char*>(p);
+    while (n > 0) {
+      ssize_t w = ::write(fd, c, static_cast<size_t>(std::min<int64_t>(n, int64_t{1} << 30)));
+      if (w < 0 && errno == EINTR) continue;
+      if (w <= 0) {
+        const int err = errno;
+        ::close(fd);
+        ::unlink(tmp.c_str());
+        Fail<MemmapError>("consolidated file ", filename, ": cannot write ", tmp, ": ",
+                          std::strerror(err));
+      }
+      c += w;
+      n -= w;
+    }
+  };
+  write_all(bytes.data_ptr(), layout.nbytes);
+  write_all(meta.data(), meta_bytes);
+  write_all(&meta_bytes, 8);  // little-endian hosts only
+  ::close(fd);
+  if (::rename(tmp.c_str(), filename.c_str()) != 0) {
+    const int err = errno;
+    ::unlink(tmp.c_str());
+    Fail<MemmapError>("consolidated file ", filename, ": cannot rename ", tmp, " into place: ",
+                      std::strerror(err));
+  }
+}
+
+TensorDict load_consolidated(const std::string& filename) {
+  struct stat st;
+  if (::stat(filename.c_str(), &st) != 0) {
+    Bad(filename, std::string("cannot stat: ") + std::strerror(errno));
+  }
+  if (!S_ISREG(st.st_mode)) Bad(filename, "not a regular file");
+  const int64_t size = static_cast<int64_t>(st.st_size);
+  if (size < 8) Bad(filename, c10::str("the file has ", size, " bytes, fewer than the 8 of the "
+                                       "metadata length"));
+  at::Tensor mapping =
+      at::from_file(filename, /*shared=*/false, size, at::TensorOptions().dtype(at::kByte));
+  const auto* p = static_cast<const uint8_t*>(mapping.data_ptr());
+  int64_t meta_bytes = 0;
+  std::memcpy(&meta_bytes, p + size - 8, 8);
+  if (meta_bytes < 0 || meta_bytes > size - 8) {
+    Bad(filename, c10::str("the metadata length ", meta_bytes, " does not fit in the file's ",
+                           size, " bytes"));
+  }
+  const int64_t data_bytes = size - 8 - meta_bytes;
+  Json meta;
+  try {
+    meta = Json::parse(p + data_bytes, p + data_bytes + meta_bytes);
+  } catch (const nlohmann::json::exception& e) {
+    Bad(filename, std::string("malformed metadata JSON: ") + e.what());
+  }
+  auto layout = std::make_shared<BufferLayout>();
+  Reader reader{filename, mapping.storage(), p, data_bytes};
+  TensorDict out = reader.Level(meta, nullptr);
+
+  // The layout of what was loaded (NOTE [ Consolidated buffer layout ]): only when every leaf is
+  // a view into the mapping and no two overlap; otherwise the TensorDict is not consolidated.
+  internal::LeafTree tree(out);
+  std::vector<BufferLayout::Slot> slots;
+  std::vector<std::pair<int64_t, int64_t>> ranges;
+  bool ok = true;
+  const c10::StorageImpl* impl = reader.storage.unsafeGetStorageImpl();
+  for (const at::Tensor& t : tree.leaves()) {
+    if (t.storage().unsafeGetStorageImpl() != impl) {
+      ok = false;
+      break;
+    }
+    BufferLayout::Slot s;
+    s.dtype = t.scalar_type();
+    s.shape.assign(t.sizes().begin(), t.sizes().end());
+    s.nbytes = t.numel() * static_cast<int64_t>(t.element_size());
+    s.offset = t.storage_offset() * static_cast<int64_t>(t.element_size());
+    if (s.nbytes > 0) ranges.emplace_back(s.offset, s.offset + s.nbytes);
+    slots.push_back(std::move(s));
+  }
+  std::sort(ranges.begin(), ranges.end());
+  for (size_t i = 1; ok && i < ranges.size(); ++i) ok = ranges[i].first >= ranges[i - 1].second;
+  if (ok && !slots.empty()) {
+    layout->slots = std::move(slots);
+    layout->nbytes = data_bytes;
+    layout->ComputeUniform();
+    consolidate_internal::Adopt(mapping.narrow(0, 0, data_bytes), layout);
+  }
+  return out;
+}
+
+}  // namespace td

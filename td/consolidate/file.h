@@ -1,0 +1,85 @@
+// The consolidated file: a consolidated TensorDict on disk as ONE file that loading maps once.
+// The format is Python tensordict's `consolidate(filename)` / `TensorDict.from_consolidated`
+// (unchanged from release 0.6 to 0.14), so each side reads the other's files.
+//
+// NOTE [ Consolidated file format ]
+// - The file is [data | metadata | n], where n is the metadata's length in bytes as a
+//   little-endian int64 (the last 8 bytes) and the metadata is UTF-8 JSON. The data is the
+//   buffer: leaves at the byte ranges the metadata gives.
+// - Metadata, one object per TensorDict level:
+//     {"cls": "TensorDict",
+//      "non_tensors": {"<key>": [<JSON value>, <batch size>, <device or null>], ...},
+//      "leaves": {"<key>": ["torch.float32", [<shape>], start, stop, pad], ...},
+//      "cls_metadata": {"device": "cpu" | null, "names": [null, ...], "batch_size": [...],
+//                       "is_locked": false},
+//      "<sub-TensorDict key>": {<the same, for that level>}, ...}
+//   A leaf is data[start:stop] viewed as its dtype, cut to its element count when pad != 0,
+//   viewed as its shape. Python pads every leaf to a multiple of 8 bytes and stores them in
+//   insertion order; we write our own placement (NOTE [ Consolidated buffer layout ]) with
+//   stop = start + the leaf's bytes and pad = 0, which Python reads the same way.
+// - Python tensordict before 0.8 wrote non-tensor entries as [data, batch size]; both forms are
+//   read, the three-element one is written (releases 0.6 and 0.7 cannot read non-tensor data from
+//   our files; tensors are fine). Nested jagged tensors (keys "<NJT...>"), tensorclasses and lazy
+//   stacks ("cls" other than "TensorDict") are refused with a MemmapError naming them.
+// - Level keys "cls", "non_tensors", "leaves", "cls_metadata" and "size" are the format's own: a
+//   sub-TensorDict with one of these names cannot be written (ValueError), nor can a leaf whose
+//   name starts with "<NJT" (Python would read it as a nested tensor part).
+#pragma once
+
+#include <string>
+
+#include "nlohmann/json.hpp"
+#include "td/consolidate/layout.h"
+#include "td/core/tensordict.h"
+
+namespace td {
+
+// Writes `td` as a consolidated file at `filename` (NOTE [ Consolidated file format ]): a
+// consolidated TensorDict's buffer is written with one copy; any other TensorDict is consolidated
+// into the file (as consolidate(td, ConsolidateOptions().filename(filename))). The file is
+// written under a temporary name and renamed into place, so `filename` is either the old file or
+// the complete new one. Not fsynced. Throws ValueError for keys the format cannot hold,
+// MemmapError when a file operation fails.
+//   td::save_consolidated(params, "/ckpt/params.td");
+void save_consolidated(const TensorDict& td, const std::string& filename);
+
+// Opens a consolidated file written by save_consolidated(), consolidate(filename) or Python
+// tensordict (0.6-0.14): the file is mapped once (private, copy-on-write mapping: writes to the
+// leaves stay in memory) and every leaf is a view into the mapping, so the result is consolidated.
+// Everything is validated first: MemmapError names the file and the problem (too short, bad
+// metadata length, malformed JSON, wrong types, unknown dtype, a byte range outside the data or
+// too small for the shape, an unsupported class). Leaves are on the CPU; a level locked when
+// written is locked.
+//   td::TensorDict params = td::load_consolidated("/ckpt/params.td");
+TensorDict load_consolidated(const std::string& filename);
+
+namespace consolidate_internal {
+
+// The metadata of `td` laid out as `layout` (which describes td's leaves). Throws ValueError for
+// keys the format cannot hold.
+nlohmann::ordered_json FileMetadata(const TensorDict& td, const BufferLayout& layout);
+// FileMetadata(...).dump(); ValueError naming `filename` for text that is not valid UTF-8.
+std::string DumpMetadata(const TensorDict& td, const BufferLayout& layout,
+                         const std::string& filename);
+
+// A file being written: created under a temporary name next to `filename`, `size` bytes, mapped
+// shared. The metadata (and its length) are written at the end by the constructor; the caller
+// fills the first `data_bytes` bytes of `mapping` and calls Commit() to rename it into place.
+// Destroyed without Commit(), the temporary file is removed.
+class PendingFile {
+ public:
+  PendingFile(std::string filename, int64_t data_bytes, const std::string& metadata);
+  ~PendingFile();
+  PendingFile(const PendingFile&) = delete;
+  PendingFile& operator=(const PendingFile&) = delete;
+  const at::Tensor& mapping() const { return mapping_; }
+  void Commit();
+
+ private:
+  std::string filename_, tmp_;
+  at::Tensor mapping_;
+  bool committed_ = false;
+};
+
+}  // namespace consolidate_internal
+}  // namespace td

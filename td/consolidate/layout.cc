@@ -1,0 +1,263 @@
+#include "td/consolidate/layout.h"
+
+#include <ATen/ATen.h>
+#include <c10/core/TensorImpl.h>
+#include <c10/core/TensorOptions.h>
+
+#include <sys/mman.h>
+
+#include <algorithm>
+#include <cstdlib>
+#include <utility>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/synchronization/mutex.h"
+#include "td/core/entry_list.h"
+#include "td/core/storage.h"
+#include "td/core/tensordict.h"
+
+namespace td {
+namespace consolidate_internal {
+
+BufferLayout BufferLayout::Plan(const std::vector<at::Tensor>& leaves) {
+  BufferLayout layout;
+  layout.slots.resize(leaves.size());
+  // Groups by dtype, in order of each dtype's first leaf.
+  std::vector<at::ScalarType> dtypes;
+  for (const at::Tensor& t : leaves) {
+    bool seen = false;
+    for (at::ScalarType d : dtypes) seen = seen || d == t.scalar_type();
+    if (!seen) dtypes.push_back(t.scalar_type());
+  }
+  int64_t offset = 0;
+  for (at::ScalarType d : dtypes) {
+    for (size_t i = 0; i < leaves.size(); ++i) {
+      const at::Tensor& t = leaves[i];
+      if (t.scalar_type() != d) continue;
+      Slot& s = layout.slots[i];
+      s.dtype = d;
+      s.shape.assign(t.sizes().begin(), t.sizes().end());
+      s.offset = offset;
+      s.nbytes = t.numel() * static_cast<int64_t>(c10::elementSize(d));
+      offset = AlignUp(offset + s.nbytes);
+    }
+  }
+  layout.nbytes = offset;
+  layout.ComputeUniform();
+  return layout;
+}
+
+void BufferLayout::ComputeUniform() {
+  uniform_dtype.reset();
+  if (slots.empty()) return;
+  const at::ScalarType d = slots[0].dtype;
+  const int64_t es = static_cast<int64_t>(c10::elementSize(d));
+  if (nbytes % es != 0) return;
+  for (const Slot& s : slots) {
+    if (s.dtype != d || s.offset % es != 0) return;
+  }
+  uniform_dtype = d;
+}
+
+BufferLayout BufferLayout::Cast(at::ScalarType dtype) const {
+  TORCH_INTERNAL_ASSERT(uniform_dtype.has_value(), "Cast of a layout without a uniform dtype");
+  const int64_t from = static_cast<int64_t>(c10::elementSize(*uniform_dtype));
+  const int64_t to = static_cast<int64_t>(c10::elementSize(dtype));
+  BufferLayout out = *this;
+  for (Slot& s : out.slots) {
+    s.dtype = dtype;
+    s.offset = s.offset / from * to;
+    s.nbytes = s.nbytes / from * to;
+  }
+  out.nbytes = nbytes / from * to;
+  out.uniform_dtype = dtype;
+  return out;
+}
+
+bool BufferLayout::SameAs(const BufferLayout& other) const {
+  if (this == &other) return true;
+  if (nbytes != other.nbytes || slots.size() != other.slots.size()) return false;
+  for (size_t i = 0; i < slots.size(); ++i) {
+    const Slot& a = slots[i];
+    const Slot& b = other.slots[i];
+    if (a.dtype != b.dtype || a.offset != b.offset || a.nbytes != b.nbytes || a.shape != b.shape) {
+      return false;
+    }
+  }
+  return true;
+}
+
+at::Tensor AllocateHost(int64_t numel, at::ScalarType dtype) {
+  constexpr int64_t kHuge = int64_t{2} << 20;
+  const int64_t nbytes = numel * static_cast<int64_t>(c10::elementSize(dtype));
+  if (nbytes < 2 * kHuge) return at::empty({numel}, at::TensorOptions().dtype(dtype));
+  void* p = nullptr;
+  if (::posix_memalign(&p, kHuge, static_cast<size_t>(nbytes)) != 0 || p == nullptr) {
+    return at::empty({numel}, at::TensorOptions().dtype(dtype));  // LibTorch reports OOM
+  }
+#ifdef MADV_HUGEPAGE
+  ::madvise(p, static_cast<size_t>(nbytes), MADV_HUGEPAGE);  // advice only: failure is fine
+#endif
+  return at::from_blob(p, {numel}, [](void* q) { std::free(q); },
+                       at::TensorOptions().dtype(dtype));
+}
+
+namespace {
+
+struct Registry {
+  struct Entry {
+    c10::weak_intrusive_ptr<c10::StorageImpl> weak;
+    std::shared_ptr<const BufferContext> ctx;
+  };
+  absl::Mutex mu;
+  absl::flat_hash_map<const c10::StorageImpl*, Entry> entries ABSL_GUARDED_BY(mu);
+  size_t sweep_at ABSL_GUARDED_BY(mu) = 64;
+};
+
+Registry& GetRegistry() {
+  static Registry* r = new Registry();  // never destroyed: used from static destructors
+  return *r;
+}
+
+}  // namespace
+
+std::optional<Buffer> Adopt(const at::Tensor& owner, std::shared_ptr<const BufferLayout> layout) {
+  TORCH_INTERNAL_ASSERT(owner.is_contiguous() &&
+                        owner.numel() * static_cast<int64_t>(owner.element_size()) >=
+                            layout->nbytes);
+  auto ctx = std::make_shared<BufferContext>();
+  ctx->base = owner.storage_offset() * static_cast<int64_t>(owner.element_size());
+  ctx->layout = std::move(layout);
+  const c10::Storage& storage = owner.storage();
+  Registry& r = GetRegistry();
+  absl::MutexLock lock(&r.mu);
+  auto it = r.entries.find(storage.unsafeGetStorageImpl());
+  if (it != r.entries.end() && !it->second.weak.expired()) {
+    const BufferContext& old = *it->second.ctx;
+    if (old.base == ctx->base && old.layout->SameAs(*ctx->layout)) {
+      return Buffer{storage, it->second.ctx};
+    }
+    return std::nullopt;
+  }
+  if (r.entries.size() >= r.sweep_at) {
+    for (auto e = r.entries.begin(); e != r.entries.end();) {
+      if (e->second.weak.expired()) {
+        r.entries.erase(e++);
+      } else {
+        ++e;
+      }
+    }
+    r.sweep_at = std::max<size_t>(64, 2 * r.entries.size());
+  }
+  r.entries.insert_or_assign(storage.unsafeGetStorageImpl(),
+                            Registry::Entry{storage.getWeakStorageImpl(), ctx});
+  return Buffer{storage, std::move(ctx)};
+}
+
+std::shared_ptr<const BufferContext> ContextOf(const c10::Storage& storage) {
+  Registry& r = GetRegistry();
+  absl::MutexLock lock(&r.mu);
+  auto it = r.entries.find(storage.unsafeGetStorageImpl());
+  if (it == r.entries.end()) return nullptr;
+  if (it->second.weak.expired()) {
+    r.entries.erase(it);
+    return nullptr;
+  }
+  return it->second.ctx;
+}
+
+at::Tensor ViewInto(const c10::Storage& storage, at::ScalarType dtype, at::IntArrayRef shape,
+                    int64_t offset) {
+  const at::Device device = storage.device();
+  const c10::DispatchKey key = c10::computeDispatchKey(dtype, at::kStrided, device);
+  auto impl = c10::make_intrusive<c10::TensorImpl>(c10::Storage(storage), c10::DispatchKeySet(key),
+                                                   caffe2::TypeMeta::fromScalarType(dtype));
+  impl->set_sizes_contiguous(shape);
+  impl->set_storage_offset(offset / static_cast<int64_t>(c10::elementSize(dtype)));
+  return at::Tensor(std::move(impl));
+}
+
+at::Tensor WholeBuffer(const Buffer& buffer, at::ScalarType dtype) {
+  const int64_t n = buffer.layout().nbytes / static_cast<int64_t>(c10::elementSize(dtype));
+  return ViewInto(buffer.storage, dtype, {n}, buffer.ctx->base);
+}
+
+std::vector<at::Tensor> SlotViews(const c10::Storage& storage, int64_t base,
+                                  const BufferLayout& layout) {
+  std::vector<at::Tensor> out;
+  out.reserve(layout.slots.size());
+  for (const BufferLayout::Slot& s : layout.slots) {
+    out.push_back(ViewInto(storage, s.dtype, s.shape, base + s.offset));
+  }
+  return out;
+}
+
+bool LeavesMatch(const std::vector<at::Tensor>& leaves, const Buffer& buffer) {
+  const BufferLayout& layout = buffer.layout();
+  if (layout.slots.size() != leaves.size()) return false;
+  const c10::StorageImpl* impl = buffer.storage.unsafeGetStorageImpl();
+  const int64_t base = buffer.ctx->base;
+  for (size_t i = 0; i < leaves.size(); ++i) {
+    const at::Tensor& t = leaves[i];
+    const BufferLayout::Slot& s = layout.slots[i];
+    if (!t.defined() || t.layout() != at::kStrided || !t.has_storage() ||
+        t.storage().unsafeGetStorageImpl() != impl || t.scalar_type() != s.dtype ||
+        t.sizes() != at::IntArrayRef(s.shape) || !t.is_contiguous() ||
+        t.storage_offset() * static_cast<int64_t>(c10::elementSize(s.dtype)) != base + s.offset) {
+      return false;
+    }
+  }
+  return true;
+}
+
+bool HeldLeaves(const TensorDict& td, std::vector<at::Tensor>* out) {
+  const EntryList* entries = td.storage().held_entries();
+  if (entries == nullptr) return false;
+  for (const EntryList::Entry& e : entries->entries()) {
+    if (e.second.is_tensor()) {
+      out->push_back(e.second.tensor());
+    } else if (e.second.is_tensordict()) {
+      if (!HeldLeaves(e.second.tensordict(), out)) return false;
+    }
+  }
+  return true;
+}
+
+bool SameStructure(const TensorDict& a, const TensorDict& b) {
+  if (a.is_same(b)) return true;
+  const EntryList* ea = a.storage().held_entries();
+  const EntryList* eb = b.storage().held_entries();
+  if (ea == nullptr || eb == nullptr || ea->size() != eb->size()) return false;
+  for (size_t i = 0; i < ea->size(); ++i) {
+    const EntryList::Entry& x = (*ea)[i];
+    const EntryList::Entry& y = (*eb)[i];
+    if (x.first != y.first || x.second.is_tensor() != y.second.is_tensor() ||
+        x.second.is_tensordict() != y.second.is_tensordict()) {
+      return false;
+    }
+    if (x.second.is_tensordict() &&
+        !SameStructure(x.second.tensordict(), y.second.tensordict())) {
+      return false;
+    }
+  }
+  return true;
+}
+
+std::optional<Buffer> BufferOfTensorDict(const TensorDict& td) {
+  std::vector<at::Tensor> leaves;
+  if (!HeldLeaves(td, &leaves)) return std::nullopt;
+  return BufferOf(leaves);
+}
+
+std::optional<Buffer> BufferOf(const std::vector<at::Tensor>& leaves) {
+  if (leaves.empty() || !leaves[0].defined() || leaves[0].layout() != at::kStrided ||
+      !leaves[0].has_storage()) {
+    return std::nullopt;
+  }
+  Buffer b{leaves[0].storage(), ContextOf(leaves[0].storage())};
+  if (b.ctx == nullptr || !LeavesMatch(leaves, b)) return std::nullopt;
+  return b;
+}
+
+}  // namespace consolidate_internal
+}  // namespace td

@@ -1,0 +1,138 @@
+// Where the leaves of a consolidated TensorDict live inside its one buffer, and how a TensorDict
+// is recognised as consolidated. Shared by consolidate(), the fast paths over the buffer and the
+// consolidated file format (td/consolidate/file.h).
+//
+// NOTE [ Consolidated buffer layout ]
+// - A consolidated TensorDict's tensor leaves (nested ones included) are contiguous views into one
+//   byte buffer. Slot i describes leaf i in depth-first insertion order (the order of
+//   td::internal::LeafTree and of keys(include_nested, leaves_only)): dtype, shape, byte offset,
+//   byte size. Keys are not part of the layout: they are read from the TensorDict when needed
+//   (saving), so renaming a key keeps the TensorDict consolidated.
+// - Plan(): leaves are grouped by dtype (groups in order of each dtype's first leaf, leaves of a
+//   group in leaf order); every leaf starts at a multiple of kAlign (64) bytes and the bytes
+//   between leaves are zero. When every leaf has one dtype, the whole buffer is therefore one
+//   array of that dtype (`BufferLayout::uniform_dtype`) and an element-wise kernel over it is an
+//   element-wise kernel over every leaf; the zero gaps are computed too and never read back.
+// - Cast(): converting a uniform buffer to another dtype keeps every slot's offset in ELEMENTS,
+//   so offsets stay multiples of 64 / old element size elements (32-byte aligned after a float ->
+//   half conversion, 128-byte aligned after float -> double).
+// - Recognition: consolidate() registers the buffer's c10::Storage (whatever allocated it: the
+//   CPU or CUDA allocator, pinned memory, a shared-memory segment, a file mapping — so is_shared()
+//   and friends keep working) with its layout and the byte offset of the buffer in that storage,
+//   in a process-wide registry holding a weak reference to the storage (the entry goes away with
+//   the storage, and a weak reference keeps its address from being reused meanwhile). A
+//   TensorDict is consolidated exactly when it has at least one tensor leaf and leaf i is, for
+//   every i, a contiguous tensor of slot i's dtype and shape in one registered storage at slot
+//   i's offset, with as many leaves as slots. Anything else (a new key, a removed key, a leaf
+//   replaced by a tensor of another shape or by memory outside the buffer, an index view) makes
+//   the test fail, and every operation then takes the ordinary leaf-by-leaf path: the
+//   TensorDict stays correct, it only loses the fast paths. In-place writes into leaves (set_,
+//   apply_, math_) keep it consolidated. A storage holds at most one layout.
+// - Files written from a layout (td/consolidate/file.h) list each leaf's [start, stop) byte range,
+//   so a reader does not depend on Plan()'s placement; files written by Python tensordict (each
+//   leaf padded to 8 bytes, in insertion order) load with their own offsets.
+// - td/distributed's PackedLayout (NOTE [ Packed layout ]) packs leaves sorted by key, grouped by
+//   dtype, without per-leaf alignment. Plan() over the key-sorted leaf list gives the same
+//   grouping with aligned leaves, so the packing can move onto this struct (see
+//   docs/consolidate.md, "Distributed").
+#pragma once
+
+#include <ATen/core/Tensor.h>
+#include <c10/core/Storage.h>
+#include <c10/util/SmallVector.h>
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <vector>
+
+namespace td {
+class TensorDict;
+
+namespace consolidate_internal {
+
+inline constexpr int64_t kAlign = 64;
+inline int64_t AlignUp(int64_t n, int64_t align = kAlign) {
+  return (n + align - 1) / align * align;
+}
+
+// See NOTE [ Consolidated buffer layout ].
+struct BufferLayout {
+  struct Slot {
+    at::ScalarType dtype;
+    c10::SmallVector<int64_t, 6> shape;
+    int64_t offset = 0;  // bytes from the start of the buffer
+    int64_t nbytes = 0;
+    int64_t numel() const { return nbytes / static_cast<int64_t>(c10::elementSize(dtype)); }
+  };
+  std::vector<Slot> slots;
+  int64_t nbytes = 0;  // the whole buffer
+  // The dtype of every slot when they share one and the whole buffer can be viewed as an array
+  // of it (every offset and the size divisible by its element size); nullopt otherwise.
+  std::optional<at::ScalarType> uniform_dtype;
+
+  // The placement of Plan() for these leaves (their dtypes and shapes only).
+  static BufferLayout Plan(const std::vector<at::Tensor>& leaves);
+  // A uniform layout converted to `dtype`, element offsets kept. Requires uniform_dtype.
+  BufferLayout Cast(at::ScalarType dtype) const;
+  // Fills uniform_dtype from the slots.
+  void ComputeUniform();
+  // True when both describe the same slots at the same offsets.
+  bool SameAs(const BufferLayout& other) const;
+};
+
+// An uninitialised contiguous CPU tensor of `numel` elements of `dtype` for a buffer. Large
+// buffers (4 MiB and more) are 2 MiB aligned and advised as transparent huge pages, so that
+// filling a fresh buffer does not take one page fault per 4 KiB (glibc hands such sizes straight
+// from mmap every time, where the many smaller tensors of a by-hand loop reuse its heap).
+at::Tensor AllocateHost(int64_t numel, at::ScalarType dtype);
+
+// What the registry knows about a buffer (NOTE [ Consolidated buffer layout ]).
+struct BufferContext {
+  std::shared_ptr<const BufferLayout> layout;
+  int64_t base = 0;  // byte offset of the buffer's start in its storage
+};
+
+// A registered buffer: its storage and context.
+struct Buffer {
+  c10::Storage storage;
+  std::shared_ptr<const BufferContext> ctx;
+  const BufferLayout& layout() const { return *ctx->layout; }
+};
+
+// Registers `owner`'s memory (a contiguous tensor of any dtype, starting where the buffer starts
+// and holding at least layout->nbytes bytes) as a buffer of `layout`. nullopt when its storage
+// already holds another layout (the caller then has views that are not consolidated).
+std::optional<Buffer> Adopt(const at::Tensor& owner, std::shared_ptr<const BufferLayout> layout);
+// The buffer `storage` holds, if registered.
+std::shared_ptr<const BufferContext> ContextOf(const c10::Storage& storage);
+// A contiguous tensor of `dtype` and `shape` at byte `offset` of `storage` (absolute, not
+// relative to a buffer; no dispatcher call).
+at::Tensor ViewInto(const c10::Storage& storage, at::ScalarType dtype, at::IntArrayRef shape,
+                    int64_t offset);
+// The whole buffer as a 1-D tensor of `dtype` (layout().nbytes divisible by its element size).
+at::Tensor WholeBuffer(const Buffer& buffer, at::ScalarType dtype);
+// One view per slot of `layout`, in `storage` from byte `base` on.
+std::vector<at::Tensor> SlotViews(const c10::Storage& storage, int64_t base,
+                                  const BufferLayout& layout);
+inline std::vector<at::Tensor> SlotViews(const Buffer& b) {
+  return SlotViews(b.storage, b.ctx->base, b.layout());
+}
+
+// The buffer of a consolidated set of leaves (depth-first order), or nullopt when they are not
+// (NOTE [ Consolidated buffer layout ], "Recognition").
+std::optional<Buffer> BufferOf(const std::vector<at::Tensor>& leaves);
+// The tensor leaves of `td` in depth-first insertion order, read straight from the levels'
+// entries (no key copies) into `out`; false when some level does not hold its entries (lazy
+// backends: never consolidated).
+bool HeldLeaves(const TensorDict& td, std::vector<at::Tensor>* out);
+// True when `a` and `b` have the same keys, kinds (tensor / sub-TensorDict / other) and order at
+// every level; false otherwise or when a level does not hold its entries.
+bool SameStructure(const TensorDict& a, const TensorDict& b);
+// BufferOf(HeldLeaves(td)).
+std::optional<Buffer> BufferOfTensorDict(const TensorDict& td);
+// Whether `leaves` sit in `buffer` exactly as its layout says.
+bool LeavesMatch(const std::vector<at::Tensor>& leaves, const Buffer& buffer);
+
+}  // namespace consolidate_internal
+}  // namespace td
