@@ -1,0 +1,300 @@
+// Tensorclass directories: NOTE [ Tensorclass directory layout ] (td/tensorclass/memmap.h).
+#include "td/tensorclass/memmap.h"
+
+#include <dirent.h>
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cerrno>
+#include <cstring>
+#include <fstream>
+#include <map>
+#include <mutex>
+#include <sstream>
+#include <string>
+#include <typeindex>
+#include <utility>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "td/core/errors.h"
+
+namespace td {
+namespace tc_detail {
+namespace {
+
+constexpr std::string_view kMeta = "meta.json";
+constexpr std::string_view kInner = "_tensordict";
+constexpr std::string_view kTensorDictType = "<class 'tensordict._td.TensorDict'>";
+
+std::string Join(const std::string& dir, std::string_view name) {
+  return absl::StrCat(dir, "/", std::string(name));
+}
+
+[[noreturn]] void FailErrno(std::string_view what, const std::string& path) {
+  Fail<MemmapError>(what, " ", path, ": ", std::strerror(errno));
+}
+
+bool IsDir(const std::string& path) {
+  struct stat st;
+  return ::lstat(path.c_str(), &st) == 0 && S_ISDIR(st.st_mode);
+}
+bool Exists(const std::string& path) {
+  struct stat st;
+  return ::lstat(path.c_str(), &st) == 0;
+}
+bool IsEmptyDir(const std::string& path) {
+  DIR* d = ::opendir(path.c_str());
+  if (d == nullptr) FailErrno("cannot open directory", path);
+  bool empty = true;
+  while (struct dirent* e = ::readdir(d)) {
+    const std::string n = e->d_name;
+    if (n != "." && n != "..") {
+      empty = false;
+      break;
+    }
+  }
+  ::closedir(d);
+  return empty;
+}
+
+// meta.json of `prefix`, parsed (nullopt when absent). Throws MemmapError when it is not a JSON
+// object with a string "_type".
+std::optional<nlohmann::json> ReadMeta(const std::string& prefix) {
+  const std::string path = Join(prefix, kMeta);
+  struct stat st;
+  if (::lstat(path.c_str(), &st) != 0) return std::nullopt;
+  if (!S_ISREG(st.st_mode)) Fail<MemmapError>(path, " is not a regular file");
+  if (st.st_size > (int64_t{64} << 20)) Fail<MemmapError>(path, " is larger than 64 MiB");
+  std::ifstream in(path, std::ios::binary);
+  if (!in) FailErrno("cannot open", path);
+  std::stringstream buf;
+  buf << in.rdbuf();
+  nlohmann::json j = nlohmann::json::parse(buf.str(), nullptr, /*allow_exceptions=*/false);
+  if (j.is_discarded()) Fail<MemmapError>(path, ": malformed JSON");
+  if (!j.is_object() || !j.contains("_type") || !j["_type"].is_string()) {
+    Fail<MemmapError>(path, ": expected a JSON object with a string \"_type\"");
+  }
+  return j;
+}
+
+// "a.b.C" from "<class 'a.b.C'>" (the string itself when it has another form).
+std::string QualifiedName(const std::string& type) {
+  const std::string open = "<class '";
+  if (type.size() > open.size() + 2 && type.compare(0, open.size(), open) == 0 &&
+      type.compare(type.size() - 2, 2, "'>") == 0) {
+    return type.substr(open.size(), type.size() - open.size() - 2);
+  }
+  return type;
+}
+std::string LastComponent(const std::string& name) {
+  size_t dot = name.rfind('.');
+  return dot == std::string::npos ? name : name.substr(dot + 1);
+}
+
+void RefusePickle(const std::string& prefix) {
+  const std::string pickle = Join(prefix, "other.pickle");
+  if (Exists(pickle)) {
+    Fail<MemmapError>(pickle, ": pickled non-tensor fields are not loaded (pickle can run code); "
+                      "store them as JSON-serialisable values");
+  }
+}
+
+// The fields' TensorDict of a tensorclass directory, with meta.json's top-level fields merged.
+TensorDict LoadFields(const std::string& prefix, const nlohmann::json& meta,
+                      const LoadMemmapOptions& options, const std::vector<std::string_view>* fields,
+                      std::string_view cls) {
+  RefusePickle(prefix);
+  const std::string inner = Join(prefix, kInner);
+  if (!IsDir(inner)) {
+    Fail<MemmapError>(inner, ": missing (a tensorclass directory keeps its fields there)");
+  }
+  TensorDict td = TensorDict::load_memmap(inner, options);
+  std::vector<std::pair<std::string, nlohmann::json>> extra;
+  for (const auto& [key, value] : meta.items()) {
+    if (key == "_type" || value.is_null()) continue;
+    if (fields) {
+      bool known = false;
+      for (std::string_view f : *fields) known = known || f == key;
+      if (!known) {
+        Fail<MemmapError>(Join(prefix, kMeta), ": non-tensor field '", key, "' is not a field of ",
+                          cls);
+      }
+    }
+    if (td.contains(key)) {
+      Fail<MemmapError>(Join(prefix, kMeta), ": field '", key, "' is stored both in meta.json and ",
+                        "in _tensordict");
+    }
+    extra.emplace_back(key, value);
+  }
+  if (!extra.empty()) {
+    td = td.copy();
+    td.unlock_();
+    for (auto& [key, value] : extra) td.set_non_tensor(key, std::move(value));
+  }
+  return td;
+}
+
+struct Registered {
+  std::type_index type;
+  std::string cls;
+  ClassFactory factory;
+};
+std::mutex& RegistryMutex() {
+  static std::mutex m;
+  return m;
+}
+std::map<std::string, Registered>& Registry() {
+  static auto* r = new std::map<std::string, Registered>;
+  return *r;
+}
+
+}  // namespace
+
+std::string PrepareClassDir(const std::string& prefix, bool exists_ok) {
+  if (prefix.empty()) Fail<ValueError>("memmap: empty prefix");
+  if (Exists(prefix)) {
+    if (!IsDir(prefix)) Fail<ValueError>("memmap: ", prefix, " exists and is not a directory");
+    std::optional<nlohmann::json> meta = ReadMeta(prefix);
+    if (meta) {
+      if ((*meta)["_type"].get<std::string>() == kTensorDictType) {
+        Fail<ValueError>("memmap: ", prefix, " holds a TensorDict memmap directory; a "
+                         "tensorclass is written as meta.json + _tensordict/, choose another "
+                         "prefix or remove it");
+      }
+      if (!exists_ok) {
+        Fail<ValueError>("memmap: ", prefix, " already holds a tensorclass directory and "
+                         "MemmapOptions::exists_ok is false");
+      }
+    } else if (!IsEmptyDir(prefix)) {
+      Fail<ValueError>("memmap: ", prefix, " is a non-empty directory without meta.json (not a "
+                       "memmap directory); it is never written into");
+    }
+  } else {
+    // Create the missing levels (mkdir -p).
+    for (size_t pos = 1; pos != std::string::npos;) {
+      pos = prefix.find('/', pos + 1);
+      std::string part = prefix.substr(0, pos);
+      if (!Exists(part) && ::mkdir(part.c_str(), 0755) != 0 && errno != EEXIST) {
+        FailErrno("cannot create directory", part);
+      }
+    }
+  }
+  return Join(prefix, kInner);
+}
+
+void WriteClassMeta(const std::string& prefix, std::string_view python_name, bool fsync) {
+  static std::atomic<uint64_t> counter{0};
+  const std::string data =
+      nlohmann::json{{"_type", PythonTypeString(python_name)}}.dump();
+  const std::string tmp = Join(prefix, absl::StrCat(".td-tmp-meta-", ::getpid(), "-",
+                                                    counter.fetch_add(1), ".json"));
+  const std::string path = Join(prefix, kMeta);
+  int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0644);
+  if (fd < 0) FailErrno("cannot create", tmp);
+  size_t done = 0;
+  while (done < data.size()) {
+    ssize_t n = ::write(fd, data.data() + done, data.size() - done);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) {
+      ::close(fd);
+      ::unlink(tmp.c_str());
+      FailErrno("cannot write", tmp);
+    }
+    done += static_cast<size_t>(n);
+  }
+  // The file's content is durable before its name replaces the old one.
+  if (::fsync(fd) != 0 || ::close(fd) != 0) {
+    ::unlink(tmp.c_str());
+    FailErrno("cannot sync", tmp);
+  }
+  if (::rename(tmp.c_str(), path.c_str()) != 0) {
+    ::unlink(tmp.c_str());
+    FailErrno("cannot rename into", path);
+  }
+  if (fsync) {
+    int dfd = ::open(prefix.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (dfd < 0) FailErrno("cannot open", prefix);
+    int rc = ::fsync(dfd);
+    ::close(dfd);
+    if (rc != 0) FailErrno("cannot sync", prefix);
+  }
+}
+
+TensorDict LoadClassTensorDict(const std::string& prefix, std::string_view cls,
+                               std::string_view python_name, const LoadMemmapOptions& options,
+                               const std::vector<std::string_view>& fields) {
+  std::optional<nlohmann::json> meta = ReadMeta(prefix);
+  if (!meta) Fail<MemmapError>(Join(prefix, kMeta), ": missing (not a memmap directory)");
+  const std::string type = (*meta)["_type"].get<std::string>();
+  if (type == kTensorDictType) {
+    Fail<MemmapError>(prefix, " holds a TensorDict, not a ", cls,
+                      " (load it with TensorDict::load_memmap and ", cls,
+                      "::from_tensordict)");
+  }
+  const std::string qual = QualifiedName(type);
+  const std::string want(python_name);
+  if (qual != want && LastComponent(qual) != LastComponent(want)) {
+    Fail<MemmapError>(Join(prefix, kMeta), ": \"_type\" is ", type, ", but ", cls, " is ",
+                      PythonTypeString(want));
+  }
+  return LoadFields(prefix, *meta, options, &fields, cls);
+}
+
+void RegisterClass(const std::string& python_name, const std::type_info& type, const char* cls,
+                   ClassFactory factory) {
+  std::lock_guard<std::mutex> lock(RegistryMutex());
+  auto it = Registry().find(python_name);
+  if (it != Registry().end()) {
+    if (it->second.type == std::type_index(type)) return;
+    Fail<ValueError>("register_tensorclass: '", python_name, "' is already registered for ",
+                     it->second.cls, ", cannot register ", cls);
+  }
+  Registry().emplace(python_name, Registered{std::type_index(type), cls, std::move(factory)});
+}
+
+}  // namespace tc_detail
+
+LoadedMemmap load_memmap_any(const std::string& prefix, const LoadMemmapOptions& options) {
+  std::optional<nlohmann::json> meta = tc_detail::ReadMeta(prefix);
+  if (!meta) {
+    Fail<MemmapError>(tc_detail::Join(prefix, tc_detail::kMeta),
+                      ": missing (not a memmap directory)");
+  }
+  const std::string type = (*meta)["_type"].get<std::string>();
+  const std::string qual = tc_detail::QualifiedName(type);
+  if (!tc_detail::IsDir(tc_detail::Join(prefix, tc_detail::kInner))) {
+    // Not a tensorclass directory: a TensorDict (or whatever the core loader accepts).
+    return LoadedMemmap(qual, TensorDict::load_memmap(prefix, options), std::any());
+  }
+  std::optional<tc_detail::Registered> found;
+  {
+    std::lock_guard<std::mutex> lock(tc_detail::RegistryMutex());
+    auto& reg = tc_detail::Registry();
+    auto it = reg.find(qual);
+    if (it == reg.end()) {
+      const std::string last = tc_detail::LastComponent(qual);
+      for (auto i = reg.begin(); i != reg.end(); ++i) {
+        if (tc_detail::LastComponent(i->first) == last) {
+          if (it != reg.end()) {
+            Fail<ValueError>("load_memmap_any: ", type, " matches both ", it->first, " and ",
+                             i->first, " by class name; register the full name ", qual);
+          }
+          it = i;
+        }
+      }
+    }
+    if (it != reg.end()) found = it->second;
+  }
+  if (!found) {
+    return LoadedMemmap(qual, tc_detail::LoadFields(prefix, *meta, options, nullptr, qual),
+                        std::any());
+  }
+  TensorDict td = tc_detail::LoadFields(prefix, *meta, options, nullptr, found->cls);
+  std::any object = found->factory(td);
+  return LoadedMemmap(qual, std::move(td), std::move(object));
+}
+
+}  // namespace td

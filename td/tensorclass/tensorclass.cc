@@ -1,0 +1,193 @@
+// Non-template helpers of td::TensorClass (td/tensorclass/tensorclass.h): error messages and
+// printing.
+#include "td/tensorclass/tensorclass.h"
+
+#include <algorithm>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include <ATen/Functions.h>
+
+#include "absl/strings/str_cat.h"
+#include "td/core/dtype.h"
+#include "td/core/storage.h"
+
+namespace td {
+namespace tc_detail {
+namespace {
+
+std::string JsonTypeName(const nlohmann::json& j) {
+  switch (j.type()) {
+    case nlohmann::json::value_t::null:
+      return "null";
+    case nlohmann::json::value_t::boolean:
+      return "bool";
+    case nlohmann::json::value_t::number_integer:
+    case nlohmann::json::value_t::number_unsigned:
+      return "integer";
+    case nlohmann::json::value_t::number_float:
+      return "number";
+    case nlohmann::json::value_t::string:
+      return "string";
+    case nlohmann::json::value_t::array:
+      return "array";
+    case nlohmann::json::value_t::object:
+      return "object";
+    default:
+      return "value";
+  }
+}
+
+std::string NamesRepr(const std::vector<std::string_view>& names) {
+  std::string s = "[";
+  for (size_t i = 0; i < names.size(); ++i) absl::StrAppend(&s, i ? ", '" : "'", std::string(names[i]), "'");
+  return s + "]";
+}
+
+}  // namespace
+
+std::string FieldValue::kind() const {
+  switch (v_.index()) {
+    case 0:
+      return "None";
+    case 1:
+      return "Tensor";
+    case 2:
+      return "TensorDict";
+    default:
+      return "JSON " + JsonTypeName(json());
+  }
+}
+
+std::string JsonMismatch(const nlohmann::json& j, std::string_view want) {
+  bool ok = want == "json" || (want == "string" && j.is_string()) ||
+            (want == "bool" && j.is_boolean()) ||
+            (want == "integer" && j.is_number_integer()) || (want == "number" && j.is_number());
+  return ok ? std::string() : "a JSON " + JsonTypeName(j) + " (" + j.dump() + ")";
+}
+
+void FailFieldType(std::string_view cls, std::string_view name, std::string_view what,
+                   std::string_view declared) {
+  Fail<TypeError>(cls, " field '", name, "' holds ", what, ", but it is declared as ", declared);
+}
+
+void FailMissing(std::string_view cls, const std::vector<std::string>& missing,
+                 const std::vector<std::string_view>& fields) {
+  std::vector<std::string_view> m(missing.begin(), missing.end());
+  Fail<KeyError>(cls, ": missing required field", m.size() > 1 ? "s " : " ", NamesRepr(m),
+                 " (fields: ", NamesRepr(fields), ")");
+}
+
+void FailUnknown(std::string_view cls, const std::string& name,
+                 const std::vector<std::string_view>& fields) {
+  Fail<KeyError>(cls, " has no field '", name, "' (fields: ", NamesRepr(fields), ")");
+}
+
+std::string KeyMismatch(std::string_view cls, const std::vector<std::string>& missing,
+                        const std::vector<std::string>& extra,
+                        const std::vector<std::string_view>& fields) {
+  if (missing.empty() && extra.empty()) return std::string();
+  std::string msg;
+  if (!missing.empty()) {
+    msg = absl::StrCat("missing field", missing.size() > 1 ? "s " : " ",
+                       NamesRepr(std::vector<std::string_view>(missing.begin(), missing.end())));
+  }
+  if (!extra.empty()) {
+    absl::StrAppend(&msg, msg.empty() ? "" : "; ", "key", extra.size() > 1 ? "s " : " ",
+                    NamesRepr(std::vector<std::string_view>(extra.begin(), extra.end())),
+                    extra.size() > 1 ? " are not fields" : " is not a field");
+  }
+  absl::StrAppend(&msg, " (fields of ", std::string(cls), ": ", NamesRepr(fields), ")");
+  return msg;
+}
+
+namespace {
+TensorDict FieldsEqualAt(const TensorDict& a, const TensorDict& b, bool equal,
+                         const std::string& where) {
+  const std::vector<std::string> ka = a.storage().keys();
+  const std::vector<std::string> kb = b.storage().keys();
+  std::vector<std::string_view> only_a, only_b;
+  for (const std::string& k : ka) {
+    if (!b.storage().contains(k)) only_a.push_back(k);
+  }
+  for (const std::string& k : kb) {
+    if (!a.storage().contains(k)) only_b.push_back(k);
+  }
+  if (!only_a.empty() || !only_b.empty()) {
+    Fail<KeyError>("cannot compare: different fields",
+                   where.empty() ? std::string() : absl::StrCat(" under '", where, "'"),
+                   ": only in the first: ",
+                   NamesRepr(only_a), ", only in the second: ", NamesRepr(only_b));
+  }
+  std::vector<TensorDict::Item> items;
+  items.reserve(ka.size());
+  for (const std::string& k : ka) {
+    Value va = *a.storage().get(k);
+    Value vb = *b.storage().get(k);
+    if (va.is_tensor() && vb.is_tensor()) {
+      items.emplace_back(k, equal ? va.tensor().eq(vb.tensor()) : va.tensor().ne(vb.tensor()));
+    } else if (va.is_tensordict() && vb.is_tensordict()) {
+      items.emplace_back(k, FieldsEqualAt(va.tensordict(), vb.tensordict(), equal,
+                                          where.empty() ? k : absl::StrCat(where, ".", k)));
+    } else {
+      const bool same = va.is_non_tensor() && vb.is_non_tensor() &&
+                        va.non_tensor() == vb.non_tensor();
+      items.emplace_back(k, at::full(a.batch_size(), same == equal, at::kBool));
+    }
+  }
+  return TensorDict(items, a.batch_size(), a.device());
+}
+}  // namespace
+
+TensorDict FieldsEqual(const TensorDict& a, const TensorDict& b, bool equal) {
+  return FieldsEqualAt(a, b, equal, "");
+}
+
+std::string PythonTypeString(std::string_view python_name) {
+  return absl::StrCat("<class '", std::string(python_name), "'>");
+}
+
+std::string Reindent(const std::string& text, int indent) {
+  std::string out;
+  out.reserve(text.size());
+  for (char c : text) {
+    out.push_back(c);
+    if (c == '\n') out.append(static_cast<size_t>(indent), ' ');
+  }
+  return out;
+}
+
+std::string EntryRepr(const TensorDict& td, const std::string& key) {
+  const Storage& s = td.storage();
+  const char* shared = s.capabilities().has(Capability::kCrossProcess) ? "True" : "False";
+  std::optional<EntryMeta> m = s.meta(key);  // ragged dims print as -1, as TensorDict's repr
+  if (!m) Fail<KeyError>("no entry '", key, "'");
+  if (m->kind == EntryMeta::Kind::kTensor) {
+    return absl::StrCat("Tensor(shape=", SizeRepr(m->shape), ", device=", m->device.str(),
+                        ", dtype=", DtypeName(m->dtype), ", is_shared=", shared, ")");
+  }
+  Value v = *s.get(key);
+  if (v.is_tensordict()) return v.tensordict().repr();
+  const nlohmann::json& j = v.non_tensor();
+  return absl::StrCat("NonTensorData(data=", j.is_string() ? j.get<std::string>() : j.dump(),
+                      ", batch_size=", SizeRepr(td.batch_size()),
+                      ", device=", td.device() ? td.device()->str() : "None", ")");
+}
+
+std::string ClassRepr(std::string_view cls, const TensorDict& td,
+                      std::vector<std::pair<std::string, std::string>> fields) {
+  std::sort(fields.begin(), fields.end());
+  const bool shared = td.storage().capabilities().has(Capability::kCrossProcess);
+  std::string out = absl::StrCat(std::string(cls), "(\n");
+  for (const auto& [name, text] : fields) {
+    absl::StrAppend(&out, "    ", name, "=", Reindent(text, 4), ",\n");
+  }
+  absl::StrAppend(&out, "    batch_size=", SizeRepr(td.batch_size()), ",\n", "    device=",
+                  td.device() ? td.device()->str() : "None", ",\n",
+                  "    is_shared=", shared ? "True" : "False", ")");
+  return out;
+}
+
+}  // namespace tc_detail
+}  // namespace td
