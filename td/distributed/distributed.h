@@ -1,0 +1,142 @@
+// td::distributed: TensorDicts between processes over LibTorch's c10d (Gloo on CPU; any
+// c10d process group works). Point to point: send / recv / isend / irecv, init_remote /
+// from_remote_init; collectives: broadcast, reduce, all_reduce, all_gather, scatter, gather.
+// Every call moves ALL leaves of a TensorDict in one buffer (NOTE [ Packed layout ] in
+// td/distributed/packing.h): a send is a small header plus one message, a collective is one
+// c10d call (one per dtype for reductions), whatever the number of leaves.
+//
+//   auto pg = td::distributed::init_process_group(td::distributed::options_from_env());
+//   if (pg->getRank() == 0) {
+//     td::distributed::send(pg, rollout, /*dst=*/1);
+//   } else {
+//     td::distributed::recv(pg, rollout, /*src=*/0);   // rollout: same keys/shapes/dtypes
+//   }
+//   td::distributed::all_reduce(pg, grads, td::distributed::ReduceOp::kAvg);
+//
+// Structures are checked before any data is used: a receiver whose TensorDict differs from the
+// sender's (keys, shapes, dtypes; non-tensor data is not compared and not sent) gets a
+// td::ValueError naming the first differing key, and its TensorDict is left untouched. Errors
+// of the transport (peer gone, connection closed, timeout) are td::distributed::TransportError
+// naming the call and the peer, whether c10d reports them when the call posts its work or while
+// it waits (NOTE [ Transport errors ] in td/distributed/internal.h).
+#pragma once
+
+#include <chrono>
+#include <memory>
+#include <optional>
+#include <vector>
+
+#include "td/core/tensordict.h"
+#include "td/distributed/group.h"
+
+namespace td {
+namespace distributed {
+
+// How send / isend put a TensorDict on the wire; recv / irecv read either (the header says which).
+enum class WireFormat {
+  // A header, then ONE message holding the structure signature and every leaf packed (NOTE
+  // [ Packed layout ]). The receiver's leaves are written only once every byte has arrived, so a
+  // transport failure leaves them untouched. Fastest for many small leaves.
+  kPacked,
+  // A header, one message with the structure signature, then one message per non-empty leaf,
+  // sent from the leaf's own memory and received straight into the receiver's leaf (dense
+  // TensorDict, contiguous CPU leaf; the others through a temporary): no packing copy on either
+  // side, which pays off for large leaves. The structure is still checked before any leaf is
+  // written, but a transport failure part-way leaves the leaves received so far written.
+  kPerLeaf,
+};
+
+// Options of the point-to-point calls.
+struct P2POptions {
+  // Messages of different tags never mix (the matching recv must use the same tag). >= 0.
+  TORCH_ARG(int, tag) = 0;
+  // Bound on each wait of the call; nullopt: the group's timeout.
+  TORCH_ARG(std::optional<std::chrono::milliseconds>, timeout) = std::nullopt;
+  // send / isend only (init_remote always packs).
+  TORCH_ARG(WireFormat, wire_format) = WireFormat::kPacked;
+};
+
+// Options of the collectives.
+struct CollectiveOptions {
+  // First gather every rank's structure fingerprint (one small all_gather) so that ranks with
+  // different TensorDicts all throw a ValueError naming the first difference instead of
+  // exchanging mismatched bytes. Turn off only when the structures are known to be equal.
+  TORCH_ARG(bool, check_structure) = true;
+  TORCH_ARG(std::optional<std::chrono::milliseconds>, timeout) = std::nullopt;
+};
+
+enum class ReduceOp { kSum, kProduct, kMin, kMax, kAvg };
+
+// A pending isend / irecv. wait() finishes it (rethrowing its error); the destructor of a
+// handle never waited on waits (and swallows errors: call wait() to see them).
+class Work {
+ public:
+  Work(Work&&) noexcept;
+  Work& operator=(Work&&) noexcept;
+  ~Work();
+  // Blocks until done (at most the options' timeout per underlying wait). Throws like the
+  // blocking call. Calling it again is a no-op.
+  void wait();
+  bool completed() const;
+
+  struct Impl;
+  explicit Work(std::unique_ptr<Impl> impl);
+
+ private:
+  std::unique_ptr<Impl> impl_;
+};
+
+// Sends every tensor leaf of `td` to rank `dst` (a header, then one message). Blocks until
+// sent. Throws ValueError for dst out of range or dst == own rank, TransportError when the
+// transport fails or times out.
+//   send(pg, td, 1);
+void send(const ProcessGroupPtr& pg, const TensorDict& td, int dst,
+          const P2POptions& options = {});
+// Receives into the leaves of `td` (same keys, shapes and dtypes as the sender's; nested keys
+// too) from rank `src`. Writes in place: a memmap or shared-memory TensorDict is written
+// through. Throws ValueError naming the first differing key/shape/dtype when the structures
+// differ (td untouched), TransportError when the transport fails or times out.
+//   recv(pg, td, 0);
+void recv(const ProcessGroupPtr& pg, TensorDict& td, int src, const P2POptions& options = {});
+// Non-blocking forms: the leaves are packed before isend returns (td may change afterwards);
+// irecv writes `td` when wait() returns. Pending irecvs of the same src and tag must be waited
+// in the order they were posted.
+Work isend(const ProcessGroupPtr& pg, const TensorDict& td, int dst,
+           const P2POptions& options = {});
+Work irecv(const ProcessGroupPtr& pg, TensorDict& td, int src, const P2POptions& options = {});
+
+// Ships the whole structure (keys, nesting, batch sizes, device, shapes, dtypes, non-tensor
+// data) and the data of `td` to `dst`, whose from_remote_init returns a TensorDict equal to it;
+// later send/recv pairs reuse that TensorDict.
+//   auto copy = from_remote_init(pg, 0);     // on rank 1, after init_remote(pg, td, 1) on 0
+void init_remote(const ProcessGroupPtr& pg, const TensorDict& td, int dst,
+                 const P2POptions& options = {});
+TensorDict from_remote_init(const ProcessGroupPtr& pg, int src, const P2POptions& options = {});
+
+// Collectives: every rank of the group calls them with TensorDicts of the same structure.
+// Copies `src`'s leaves into every other rank's `td` (in place).
+void broadcast(const ProcessGroupPtr& pg, TensorDict& td, int src,
+               const CollectiveOptions& options = {});
+// Reduces every leaf over the ranks into `td` on `dst` (other ranks' tds are left unspecified
+// by c10d's reduce; treat them as scratch). kAvg needs floating-point leaves. Every dtype but
+// complex reduces with every op (bool: sum = or, product = and); complex leaves only sum / avg.
+// Throws ValueError naming the key otherwise.
+void reduce(const ProcessGroupPtr& pg, TensorDict& td, int dst, ReduceOp op = ReduceOp::kSum,
+            const CollectiveOptions& options = {});
+// Reduces every leaf over the ranks into every rank's `td` (one c10d all_reduce per dtype).
+//   all_reduce(pg, grads, ReduceOp::kAvg);
+void all_reduce(const ProcessGroupPtr& pg, TensorDict& td, ReduceOp op = ReduceOp::kSum,
+                const CollectiveOptions& options = {});
+// Every rank's `td`, in rank order (new dense TensorDicts shaped like `td`).
+std::vector<TensorDict> all_gather(const ProcessGroupPtr& pg, const TensorDict& td,
+                                   const CollectiveOptions& options = {});
+// On `dst`: every rank's td in rank order; elsewhere: an empty vector.
+std::vector<TensorDict> gather(const ProcessGroupPtr& pg, const TensorDict& td, int dst,
+                               const CollectiveOptions& options = {});
+// On `src`, `tds` holds one TensorDict per rank (all of the same structure); other ranks pass
+// an empty vector. Returns this rank's TensorDict (structure of tds[0], shipped by src).
+TensorDict scatter(const ProcessGroupPtr& pg, const std::vector<TensorDict>& tds, int src,
+                   const CollectiveOptions& options = {});
+
+}  // namespace distributed
+}  // namespace td

@@ -1,0 +1,445 @@
+// td::distributed across real processes (fork; Gloo over a FileStore in a temp dir or a
+// TCPStore on 127.0.0.1). Every wait inside the ranks has a timeout well under the run's deadline.
+#include "td/distributed/distributed.h"
+
+#include <ATen/ATen.h>
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdlib>
+#include <string>
+#include <thread>
+
+#include "td/backends/lazy_stack/lazy_stack.h"
+#include "td/core/stack.h"
+#include "td/core/testing.h"
+#include "td/distributed/multiprocess_testing.h"
+
+namespace td {
+namespace distributed {
+namespace {
+
+using test::ExpectAllPassed;
+using test::RunOptions;
+using test::RunRanks;
+using td::test::kLeaves;
+
+// Nested keys, every common dtype (bool, bfloat16 included), a zero-size leaf, a non-contiguous
+// leaf and non-tensor data; batch [4]. Same seed => same values.
+TensorDict Sample(int64_t seed) {
+  at::manual_seed(seed);
+  TensorDict deep({{"y", at::randint(0, 100, {4, 2}, at::kInt)}}, {4, 2});
+  TensorDict n({{"x", at::randn({4, 2, 3})}, {"deep", deep}}, {4, 2});
+  TensorDict td({{"f32", at::randn({4, 5})},
+                 {"f64", at::randn({4}, at::kDouble)},
+                 {"i64", at::randint(-50, 50, {4, 3}, at::kLong)},
+                 {"b", at::randn({4, 2}) > 0},
+                 {"bf16", at::randn({4, 3}).to(at::kBFloat16)},
+                 {"f16", at::randn({4, 3}).to(at::kHalf)},
+                 {"u8", at::randint(0, 255, {4}, at::kByte)},
+                 {"i8", at::randint(-100, 100, {4, 1}, at::kChar)},
+                 {"empty", at::randn({4, 0})},
+                 {"n", n},
+                 {"s", "some text"}},
+                {4});
+  td.set("t", at::randn({3, 4}).t());
+  return td;
+}
+
+TensorDict Zeros(const TensorDict& like) { return like.clone().zero_(); }
+
+void ExpectSame(const TensorDict& got, const TensorDict& want) {
+  EXPECT_EQ(got.batch_size(), want.batch_size());
+  auto keys = want.keys(kLeaves);
+  EXPECT_EQ(got.keys(kLeaves).size(), keys.size());
+  for (const NestedKey& k : keys) {
+    ASSERT_TRUE(got.contains(k)) << k;
+    Value w = want.get_value(k), g = got.get_value(k);
+    if (w.is_tensor()) {
+      ASSERT_TRUE(g.is_tensor()) << k;
+      EXPECT_EQ(g.tensor().scalar_type(), w.tensor().scalar_type()) << k;
+      EXPECT_TRUE(at::equal(g.tensor(), w.tensor())) << k;
+    } else {
+      EXPECT_EQ(g.non_tensor(), w.non_tensor()) << k;
+    }
+  }
+}
+
+TEST(DistributedTest, SendRecvEveryDtypeNestedZeroSize) {
+  ExpectAllPassed(RunRanks(RunOptions(), [](int rank, const ProcessGroupPtr& pg) {
+    TensorDict sent = Sample(1);
+    if (rank == 0) {
+      send(pg, sent, 1);
+    } else {
+      TensorDict got = Zeros(sent);
+      at::Tensor f32 = got.get("f32");
+      recv(pg, got, 0);
+      ExpectSame(got, sent);
+      // Written in place: the handle taken before recv sees the data.
+      EXPECT_TRUE(at::equal(f32, sent.get("f32")));
+    }
+  }));
+}
+
+TEST(DistributedTest, PerLeafWireFormat) {
+  ExpectAllPassed(RunRanks(RunOptions(), [](int rank, const ProcessGroupPtr& pg) {
+    const auto per_leaf = P2POptions().wire_format(WireFormat::kPerLeaf);
+    TensorDict sent = Sample(2);
+    TensorDict other({{"f32", at::ones({4, 6})}}, {4});
+    if (rank == 0) {
+      send(pg, sent, 1, per_leaf);
+      send(pg, other, 1, per_leaf);  // refused: the receiver drains its leaf messages
+      send(pg, sent, 1, per_leaf);   // refused by from_remote_init, drained too
+      Work w = isend(pg, sent, 1, per_leaf);
+      send(pg, sent, 1);  // packed right after per-leaf messages on the same tag
+      w.wait();
+    } else {
+      TensorDict got = Zeros(sent);
+      at::Tensor f32 = got.get("f32");
+      recv(pg, got, 0);  // the non-contiguous leaf 't' goes through a temporary
+      ExpectSame(got, sent);
+      EXPECT_TRUE(at::equal(f32, sent.get("f32")));  // received in place
+      TensorDict wrong({{"f32", at::zeros({4, 5})}}, {4});
+      TD_EXPECT_THROW_MSG(recv(pg, wrong, 0), ValueError,
+                          {"key 'f32'", "shape [4,6] (sender) vs [4,5] (receiver)"});
+      EXPECT_EQ(wrong.get("f32").abs().sum().item<float>(), 0.f);
+      TD_EXPECT_THROW_MSG(from_remote_init(pg, 0), ValueError, {"plain send()"});
+      TensorDict again = Zeros(sent), packed = Zeros(sent);
+      irecv(pg, again, 0).wait();
+      recv(pg, packed, 0);
+      ExpectSame(again, sent);
+      ExpectSame(packed, sent);
+    }
+  }));
+}
+
+TEST(DistributedTest, SendRecvOverTcpStoreAndKeyOrderDoesNotMatter) {
+  ExpectAllPassed(RunRanks(RunOptions().tcp(true), [](int rank, const ProcessGroupPtr& pg) {
+    at::manual_seed(3);
+    at::Tensor a = at::randn({2, 3}), b = at::randn({2});
+    if (rank == 0) {
+      send(pg, TensorDict({{"a", a}, {"b", b}}, {2}), 1);
+    } else {
+      TensorDict got({{"b", at::zeros({2})}, {"a", at::zeros({2, 3})}}, {2});
+      recv(pg, got, 0);
+      EXPECT_TRUE(at::equal(got.get("a"), a));
+      EXPECT_TRUE(at::equal(got.get("b"), b));
+    }
+  }));
+}
+
+TEST(DistributedTest, IsendIrecvAndTags) {
+  ExpectAllPassed(RunRanks(RunOptions(), [](int rank, const ProcessGroupPtr& pg) {
+    TensorDict one({{"x", at::full({3}, 1.0)}}, {3});
+    TensorDict two({{"x", at::full({3}, 2.0)}}, {3});
+    if (rank == 0) {
+      Work w1 = isend(pg, one, 1, P2POptions().tag(5));
+      Work w2 = isend(pg, two, 1, P2POptions().tag(7));
+      w1.wait();
+      w2.wait();
+      EXPECT_TRUE(w1.completed());
+    } else {
+      TensorDict got7({{"x", at::zeros({3})}}, {3});
+      TensorDict got5({{"x", at::zeros({3})}}, {3});
+      Work r7 = irecv(pg, got7, 0, P2POptions().tag(7));
+      Work r5 = irecv(pg, got5, 0, P2POptions().tag(5));
+      r7.wait();
+      r5.wait();
+      EXPECT_TRUE(at::equal(got5.get("x"), one.get("x")));
+      EXPECT_TRUE(at::equal(got7.get("x"), two.get("x")));
+    }
+  }));
+}
+
+TEST(DistributedTest, MismatchedStructuresNameTheKeyAndWriteNothing) {
+  ExpectAllPassed(RunRanks(RunOptions(), [](int rank, const ProcessGroupPtr& pg) {
+    TensorDict base({{"a", at::ones({4, 2})}, {"n", TensorDict({{"b", at::ones({4, 3})}}, {4})}},
+                    {4});
+    if (rank == 0) {
+      send(pg, base, 1);  // shape differs at ('n', 'b')
+      send(pg, base, 1);  // dtype differs
+      send(pg, base, 1);  // key missing on the receiver
+      send(pg, base, 1);  // a matching one still arrives afterwards
+    } else {
+      TensorDict shape({{"a", at::zeros({4, 2})}, {"n", TensorDict({{"b", at::zeros({4, 5})}}, {4})}},
+                       {4});
+      TD_EXPECT_THROW_MSG(recv(pg, shape, 0), ValueError,
+                          {"('n', 'b')", "shape [4,3] (sender) vs [4,5] (receiver)",
+                           "nothing was written"});
+      EXPECT_EQ(shape.get("a").sum().item<float>(), 0.f);
+      TensorDict dtype({{"a", at::zeros({4, 2}, at::kDouble)},
+                        {"n", TensorDict({{"b", at::zeros({4, 3})}}, {4})}},
+                       {4});
+      TD_EXPECT_THROW_MSG(recv(pg, dtype, 0), ValueError, {"key 'a'", "dtype Float (sender) vs Double (receiver)"});
+      TensorDict missing({{"a", at::zeros({4, 2})}}, {4});
+      TD_EXPECT_THROW_MSG(recv(pg, missing, 0), ValueError,
+                          {"('n', 'b')", "present on the sender side"});
+      TensorDict ok = Zeros(base);
+      recv(pg, ok, 0);
+      ExpectSame(ok, base);
+    }
+  }));
+}
+
+TEST(DistributedTest, WrongRanksAndTags) {
+  ExpectAllPassed(RunRanks(RunOptions(), [](int rank, const ProcessGroupPtr& pg) {
+    TensorDict td({{"a", at::ones({2})}}, {2});
+    TD_EXPECT_THROW_MSG(send(pg, td, 2), ValueError, {"rank 2", "outside the group [0, 2)"});
+    TD_EXPECT_THROW_MSG(recv(pg, td, rank), ValueError, {"own rank"});
+    TD_EXPECT_THROW_MSG(send(pg, td, 1 - rank, P2POptions().tag(-1)), ValueError, {"tag -1"});
+    TD_EXPECT_THROW_MSG(broadcast(pg, td, -1), ValueError, {"rank -1"});
+    TD_EXPECT_THROW_MSG(send(ProcessGroupPtr(), td, 0), ValueError, {"null"});
+  }));
+}
+
+TEST(DistributedTest, InitRemoteShipsStructureThenSendRecvReuseIt) {
+  ExpectAllPassed(RunRanks(RunOptions(), [](int rank, const ProcessGroupPtr& pg) {
+    TensorDict sent = Sample(2);
+    if (rank == 0) {
+      init_remote(pg, sent, 1);
+      send(pg, Sample(3), 1);
+      send(pg, TensorDict(), 1);  // empty TensorDicts travel too
+    } else {
+      TensorDict got = from_remote_init(pg, 0);
+      ExpectSame(got, sent);
+      EXPECT_EQ(got.get_non_tensor("s"), "some text");
+      EXPECT_EQ(got.get_tensordict("n").batch_size(), (std::vector<int64_t>{4, 2}));
+      recv(pg, got, 0);
+      ExpectSame(got, Sample(3));
+      TensorDict empty;
+      recv(pg, empty, 0);
+    }
+  }));
+}
+
+TEST(DistributedTest, LazyStackSender) {
+  ExpectAllPassed(RunRanks(RunOptions(), [](int rank, const ProcessGroupPtr& pg) {
+    at::manual_seed(11);
+    std::vector<TensorDict> steps;
+    for (int i = 0; i < 3; ++i) {
+      steps.push_back(TensorDict({{"obs", at::randn({2, 4})},
+                                  {"next", TensorDict({{"r", at::randn({2})}}, {2})}},
+                                 {2}));
+    }
+    TensorDict dense = td::stack(steps, 0);
+    if (rank == 0) {
+      TensorDict lazy = td::lazy_stack(steps, 0);
+      EXPECT_EQ(lazy.backend(), "lazy_stack");
+      send(pg, lazy, 1);
+    } else {
+      TensorDict got = Zeros(dense);
+      recv(pg, got, 0);
+      ExpectSame(got, dense);
+    }
+  }));
+}
+
+TEST(DistributedTest, RecvIntoMemmapWritesTheFiles) {
+  std::string dir = test::MakeTempDir() + "/mm";
+  ExpectAllPassed(RunRanks(RunOptions(), [&dir](int rank, const ProcessGroupPtr& pg) {
+    at::manual_seed(5);
+    TensorDict sent({{"a", at::randn({3, 2})}, {"n", TensorDict({{"b", at::arange(3)}}, {3})}}, {3});
+    if (rank == 0) {
+      pg->barrier()->wait();  // rank 1 has written its memmap
+      send(pg, sent, 1);
+      pg->barrier()->wait();
+      ExpectSame(TensorDict::load_memmap(dir), sent);
+      TensorDict twice = sent.apply([](const at::Tensor& x) { return x * 2; });
+      send(pg, twice, 1, P2POptions().wire_format(WireFormat::kPerLeaf));
+      pg->barrier()->wait();
+      ExpectSame(TensorDict::load_memmap(dir), twice);
+    } else {
+      TensorDict mm = Zeros(sent).memmap(dir);
+      EXPECT_EQ(mm.backend(), "memmap");
+      pg->barrier()->wait();
+      recv(pg, mm, 0);
+      ExpectSame(mm, sent);
+      pg->barrier()->wait();
+      recv(pg, mm, 0);  // per leaf: through temporaries and update_, files written in place
+      pg->barrier()->wait();
+    }
+  }));
+}
+
+TEST(DistributedTest, CollectivesWorldFour) {
+  ExpectAllPassed(RunRanks(RunOptions().world_size(4), [](int rank, const ProcessGroupPtr& pg) {
+    auto make = [](int r) {
+      return TensorDict({{"f", at::full({2, 3}, static_cast<double>(r + 1))},
+                         {"n", TensorDict({{"i", at::full({2}, r + 1, at::kLong)}}, {2})},
+                         {"h", at::full({2}, r + 1.0).to(at::kBFloat16)}},
+                        {2});
+    };
+    // broadcast
+    TensorDict b = rank == 2 ? Sample(9) : Zeros(Sample(9));
+    broadcast(pg, b, 2);
+    ExpectSame(b, Sample(9));
+    // all_reduce: sum, max, avg
+    TensorDict s = make(rank);
+    all_reduce(pg, s);
+    EXPECT_TRUE(at::equal(s.get("f"), at::full({2, 3}, 10.0)));
+    EXPECT_TRUE(at::equal(s.get({"n", "i"}), at::full({2}, 10, at::kLong)));
+    EXPECT_TRUE(at::equal(s.get("h"), at::full({2}, 10.0).to(at::kBFloat16)));
+    TensorDict m = make(rank);
+    all_reduce(pg, m, ReduceOp::kMax);
+    EXPECT_TRUE(at::equal(m.get({"n", "i"}), at::full({2}, 4, at::kLong)));
+    TensorDict avg({{"f", at::full({3}, rank * 2.0)}}, {3});
+    all_reduce(pg, avg, ReduceOp::kAvg);
+    EXPECT_TRUE(at::allclose(avg.get("f"), at::full({3}, 3.0)));
+    TD_EXPECT_THROW_MSG(all_reduce(pg, s, ReduceOp::kAvg), ValueError, {"('n', 'i')", "kAvg"});
+    // int16 (reduced in int32) and complex (sum / avg as pairs of reals); complex max refused.
+    TensorDict c({{"s", at::full({2}, rank + 1, at::kShort)},
+                  {"c", at::full({2}, c10::complex<float>(rank, -2.0f * rank), at::kComplexFloat)}},
+                 {2});
+    all_reduce(pg, c);
+    EXPECT_TRUE(at::equal(c.get("s"), at::full({2}, 10, at::kShort)));
+    EXPECT_TRUE(
+        at::equal(c.get("c"), at::full({2}, c10::complex<float>(6, -12), at::kComplexFloat)));
+    TD_EXPECT_THROW_MSG(all_reduce(pg, c, ReduceOp::kMax), ValueError,
+                        {"key 'c'", "complex leaves can only be summed or averaged"});
+    // reduce to rank 1
+    TensorDict r = make(rank);
+    reduce(pg, r, 1, ReduceOp::kProduct);
+    if (rank == 1) {
+      EXPECT_TRUE(at::equal(r.get("f"), at::full({2, 3}, 24.0)));
+    }
+    // all_gather / gather
+    std::vector<TensorDict> all = all_gather(pg, make(rank));
+    ASSERT_EQ(all.size(), 4u);
+    for (int i = 0; i < 4; ++i) ExpectSame(all[i], make(i));
+    std::vector<TensorDict> g = gather(pg, make(rank), 3);
+    if (rank == 3) {
+      ASSERT_EQ(g.size(), 4u);
+      for (int i = 0; i < 4; ++i) ExpectSame(g[i], make(i));
+    } else {
+      EXPECT_TRUE(g.empty());
+    }
+    // scatter from rank 0: only the source holds the inputs.
+    std::vector<TensorDict> parts;
+    if (rank == 0) {
+      for (int i = 0; i < 4; ++i) parts.push_back(make(10 * i));
+    }
+    TensorDict mine = scatter(pg, parts, 0);
+    ExpectSame(mine, make(10 * rank));
+  }));
+}
+
+TEST(DistributedTest, CollectiveMismatchFailsOnEveryRank) {
+  ExpectAllPassed(RunRanks(RunOptions().world_size(4), [](int rank, const ProcessGroupPtr& pg) {
+    TensorDict td({{"a", at::ones({2, rank == 2 ? 5 : 3})}}, {2});
+    TD_EXPECT_THROW_MSG(all_reduce(pg, td), ValueError,
+                        {"rank 2 differs from rank 0", "key 'a'", "[2,5] (rank 2) vs [2,3]"});
+    EXPECT_EQ(td.get("a").sum().item<float>(), static_cast<float>(td.get("a").numel()));
+    // Invalid scatter inputs on the source: every rank throws.
+    std::vector<TensorDict> parts;
+    if (rank == 0) parts = {td, td};
+    TD_EXPECT_THROW_MSG(scatter(pg, parts, 0), ValueError,
+                        {rank == 0 ? "passed 2 TensorDicts for a group of 4" : "source rank 0"});
+  }));
+}
+
+TEST(DistributedTest, PeerDyingFailsTheSurvivorWithinTheTimeout) {
+  auto options = RunOptions()
+                     .group_timeout(std::chrono::milliseconds(3000))
+                     .final_barrier(false);
+  ExpectAllPassed(RunRanks(options, [](int rank, const ProcessGroupPtr& pg) {
+    if (rank == 1) {
+      pg->barrier()->wait();
+      std::_Exit(0);  // dies before sending anything
+    }
+    pg->barrier()->wait();
+    TensorDict td({{"a", at::zeros({1000})}}, {1000});
+    auto start = std::chrono::steady_clock::now();
+    // Whether c10d notices the lost peer when the recv is posted or while it is awaited, the
+    // error is the same.
+    TD_EXPECT_THROW_MSG(recv(pg, td, 1), TransportError,
+                        {"td::distributed::recv (source rank 1): transport failure: "});
+    auto took = std::chrono::steady_clock::now() - start;
+    EXPECT_LT(took, std::chrono::milliseconds(10000));
+  }));
+}
+
+TEST(DistributedTest, PeerGoneBeforePostingFailsEveryCallWithTheSameError) {
+  auto options = RunOptions()
+                     .group_timeout(std::chrono::milliseconds(3000))
+                     .final_barrier(false);
+  ExpectAllPassed(RunRanks(options, [](int rank, const ProcessGroupPtr& pg) {
+    if (rank == 1) {
+      pg->barrier()->wait();
+      std::_Exit(0);
+    }
+    pg->barrier()->wait();
+    // Long enough for Gloo to see the closed connection: every call below now fails when c10d
+    // posts it (gloo::IoException from pg->recv / send / allreduce ... themselves).
+    std::this_thread::sleep_for(std::chrono::milliseconds(500));
+    TensorDict td({{"a", at::zeros({1000})}, {"b", at::zeros({1000}, at::kLong)}}, {1000});
+    auto start = std::chrono::steady_clock::now();
+    const char* failure = "transport failure: ";
+    TD_EXPECT_THROW_MSG(recv(pg, td, 1), TransportError,
+                        {"td::distributed::recv (source rank 1)", failure});
+    TD_EXPECT_THROW_MSG(send(pg, td, 1), TransportError,
+                        {"td::distributed::send (destination rank 1)", failure});
+    TD_EXPECT_THROW_MSG(irecv(pg, td, 1).wait(), TransportError,
+                        {"td::distributed::recv (source rank 1)", failure});
+    TD_EXPECT_THROW_MSG(init_remote(pg, td, 1), TransportError,
+                        {"td::distributed::init_remote (destination rank 1)", failure});
+    TD_EXPECT_THROW_MSG(all_reduce(pg, td), TransportError,
+                        {"td::distributed::all_reduce (rank 0 of 2)", failure});
+    const auto unchecked = CollectiveOptions().check_structure(false);
+    TD_EXPECT_THROW_MSG(all_reduce(pg, td, ReduceOp::kSum, unchecked), TransportError,
+                        {"td::distributed::all_reduce (rank 0 of 2)", failure});
+    TD_EXPECT_THROW_MSG(broadcast(pg, td, 0), TransportError,
+                        {"td::distributed::broadcast (source rank 0; rank 0 of 2)", failure});
+    TD_EXPECT_THROW_MSG(reduce(pg, td, 1, ReduceOp::kMax, unchecked), TransportError,
+                        {"td::distributed::reduce (destination rank 1; rank 0 of 2)", failure});
+    TD_EXPECT_THROW_MSG(all_gather(pg, td), TransportError,
+                        {"td::distributed::all_gather (rank 0 of 2)", failure});
+    TD_EXPECT_THROW_MSG(scatter(pg, {td, td}, 0), TransportError,
+                        {"td::distributed::scatter (source rank 0; rank 0 of 2)", failure});
+    EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::milliseconds(10000));
+  }));
+}
+
+TEST(DistributedTest, RecvTimesOutWithoutASender) {
+  // Gloo closes the pair after a timeout, so the group is unusable afterwards: no final barrier.
+  auto options = RunOptions().final_barrier(false);
+  ExpectAllPassed(RunRanks(options, [](int rank, const ProcessGroupPtr& pg) {
+    pg->barrier()->wait();
+    if (rank == 1) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(3000));
+      return;
+    }
+    TensorDict td({{"a", at::zeros({4})}}, {4});
+    auto start = std::chrono::steady_clock::now();
+    TD_EXPECT_THROW_MSG(
+        recv(pg, td, 1, P2POptions().tag(3).timeout(std::chrono::milliseconds(500))), c10::Error,
+        {"td::distributed::recv (source rank 1)"});
+    EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::milliseconds(2500));
+  }));
+}
+
+TEST(DistributedTest, OptionsFromEnvironment) {
+  ExpectAllPassed(RunRanks(RunOptions().world_size(1), [](int, const ProcessGroupPtr&) {
+    ::setenv("MASTER_ADDR", "10.1.2.3", 1);
+    ::setenv("MASTER_PORT", "1234", 1);
+    ::setenv("WORLD_SIZE", "8", 1);
+    ::setenv("RANK", "5", 1);
+    ::setenv("LOCAL_RANK", "1", 1);
+    GroupOptions o = options_from_env();
+    EXPECT_EQ(o.master_addr(), "10.1.2.3");
+    EXPECT_EQ(o.master_port(), 1234);
+    EXPECT_EQ(o.world_size(), 8);
+    EXPECT_EQ(o.rank(), 5);
+    EXPECT_EQ(o.local_rank(), 1);
+    ::setenv("RANK", "8", 1);
+    TD_EXPECT_THROW_MSG(options_from_env(), ValueError, {"RANK='8'"});
+    ::setenv("RANK", "x", 1);
+    TD_EXPECT_THROW_MSG(options_from_env(), ValueError, {"RANK='x'"});
+    TD_EXPECT_THROW_MSG(init_process_group(GroupOptions().rank(3).world_size(2)), ValueError,
+                        {"rank 3"});
+  }));
+}
+
+}  // namespace
+}  // namespace distributed
+}  // namespace td

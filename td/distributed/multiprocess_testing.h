@@ -1,0 +1,52 @@
+// Test helper: runs a function in `world_size` real processes (fork) that form a Gloo group
+// over a FileStore in a fresh temp dir or a TCPStore on a free 127.0.0.1 port, with a deadline
+// so that a lost peer fails the test instead of hanging it.
+//
+//   auto status = td::distributed::test::RunRanks(
+//       td::distributed::test::RunOptions().world_size(2),
+//       [](int rank, const td::distributed::ProcessGroupPtr& pg) { ... EXPECT_...; });
+//   td::distributed::test::ExpectAllPassed(status);
+//
+// In the children gtest assertions work as usual; a failed one (or an exception) makes the
+// child exit non-zero, which the parent reports. The parent itself must not have used LibTorch's
+// thread pools before forking (keep LibTorch calls inside the rank function).
+#pragma once
+
+#include <torch/arg.h>
+
+#include <chrono>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "td/distributed/group.h"
+
+namespace td {
+namespace distributed {
+namespace test {
+
+struct RunOptions {
+  TORCH_ARG(int, world_size) = 2;
+  // Group timeout: every wait inside the ranks (well under the deadline).
+  TORCH_ARG(std::chrono::milliseconds, group_timeout) = std::chrono::milliseconds(15000);
+  // The whole run; children still alive then are killed and reported as timed out.
+  TORCH_ARG(std::chrono::milliseconds, deadline) = std::chrono::milliseconds(60000);
+  // Rendezvous through a TCPStore on a free 127.0.0.1 port instead of a FileStore.
+  TORCH_ARG(bool, tcp) = false;
+  // A barrier after the function, so no rank exits while a peer still talks to it.
+  TORCH_ARG(bool, final_barrier) = true;
+};
+
+// Per rank: "ok", or what went wrong ("exit code 1", "killed at the deadline", ...).
+std::vector<std::string> RunRanks(const RunOptions& options,
+                                  const std::function<void(int, const ProcessGroupPtr&)>& fn);
+
+// EXPECTs every status to be "ok", naming the rank otherwise.
+void ExpectAllPassed(const std::vector<std::string>& status);
+
+// A fresh directory under $TEST_TMPDIR (or /tmp).
+std::string MakeTempDir();
+
+}  // namespace test
+}  // namespace distributed
+}  // namespace td

@@ -1,0 +1,430 @@
+// send / recv / isend / irecv / init_remote / from_remote_init (message layout: NOTE [ Packed
+// layout ] in packing.h).
+#include <ATen/ATen.h>
+
+#include <climits>
+#include <cstring>
+#include <functional>
+#include <string>
+#include <utility>
+
+#include "td/distributed/distributed.h"
+#include "td/distributed/internal.h"
+#include "td/distributed/packing.h"
+
+namespace td {
+namespace distributed {
+
+struct Work::Impl {
+  std::function<void()> finish;
+  bool done = false;
+};
+
+Work::Work(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+Work::Work(Work&&) noexcept = default;
+Work& Work::operator=(Work&& other) noexcept {
+  if (this != &other) {
+    if (impl_ && !impl_->done) {
+      try {
+        wait();
+      } catch (...) {
+      }
+    }
+    impl_ = std::move(other.impl_);
+  }
+  return *this;
+}
+Work::~Work() {
+  if (impl_ && !impl_->done) {
+    try {
+      wait();
+    } catch (...) {
+    }
+  }
+}
+void Work::wait() {
+  if (!impl_ || impl_->done) return;
+  impl_->done = true;  // a failed wait is not retried
+  impl_->finish();
+}
+bool Work::completed() const { return !impl_ || impl_->done; }
+
+namespace internal {
+
+void FailTransport(const std::string& what, const std::string& message) {
+  Fail<TransportError>(what, ": transport failure: ", message);
+}
+
+void Wait(const WorkPtr& work, const std::optional<std::chrono::milliseconds>& timeout,
+          const std::string& what) {
+  Transport(what, [&] {
+    if (timeout) {
+      work->wait(*timeout);
+    } else {
+      work->wait();
+    }
+  });
+}
+
+void WaitQuietly(const std::vector<WorkPtr>& works,
+                 const std::optional<std::chrono::milliseconds>& timeout) {
+  for (const WorkPtr& w : works) {
+    try {
+      Wait(w, timeout, "");
+    } catch (const TransportError&) {
+    }
+  }
+}
+
+void CheckPeer(const ProcessGroupPtr& pg, int peer, const char* call, const char* role,
+               bool allow_self) {
+  if (!pg) Fail<ValueError>("td::distributed::", call, ": the process group is null");
+  if (peer < 0 || peer >= pg->getSize()) {
+    Fail<ValueError>("td::distributed::", call, ": ", role, " rank ", peer,
+                     " is outside the group [0, ", pg->getSize(), ")");
+  }
+  if (!allow_self && peer == pg->getRank()) {
+    Fail<ValueError>("td::distributed::", call, ": ", role, " rank ", peer,
+                     " is this process's own rank");
+  }
+}
+
+}  // namespace internal
+
+namespace {
+
+using internal::AlignUp;
+using internal::PackedLayout;
+using internal::WorkPtr;
+
+enum Kind : int64_t { kData = 1, kInit = 2 };
+
+constexpr int64_t kMaxBytes = int64_t{1} << 46;
+
+int HeaderTag(const P2POptions& o, const char* call) {
+  if (o.tag() < 0 || o.tag() > INT_MAX / 2 - 1) {
+    Fail<ValueError>("td::distributed::", call, ": tag ", o.tag(), " is outside [0, ",
+                     INT_MAX / 2 - 1, "]");
+  }
+  return o.tag() * 2;
+}
+
+// [description | padding | data] with the layout's data packed in.
+at::Tensor BuildPayload(const PackedLayout& layout, const std::string& desc) {
+  int64_t prefix = AlignUp(static_cast<int64_t>(desc.size()));
+  at::Tensor buf = layout.Pack(prefix);
+  if (desc.empty()) return buf;
+  if (buf.is_cpu()) {
+    std::memcpy(buf.data_ptr<uint8_t>(), desc.data(), desc.size());
+  } else {
+    at::Tensor d = at::empty({static_cast<int64_t>(desc.size())}, at::kByte);
+    std::memcpy(d.data_ptr<uint8_t>(), desc.data(), desc.size());
+    buf.narrow(0, 0, d.numel()).copy_(d);
+  }
+  return buf;
+}
+
+using Timeout = std::optional<std::chrono::milliseconds>;
+
+enum Flags : int64_t { kPerLeafFlag = 1 };
+
+// The non-empty leaves of `layout` as contiguous 1-D byte tensors (the leaf's own memory when it
+// is contiguous), in layout order: the messages of WireFormat::kPerLeaf.
+std::vector<at::Tensor> LeafBytes(const PackedLayout& layout) {
+  std::vector<at::Tensor> out;
+  for (const auto& leaf : layout.leaves()) {
+    if (leaf.tensor.numel() == 0) continue;
+    out.push_back(leaf.tensor.contiguous().reshape({-1}).view(at::kByte));
+  }
+  return out;
+}
+
+// Buffers and works of one outgoing message, in posting order: header, payload, leaves.
+struct Outgoing {
+  std::vector<std::vector<at::Tensor>> buffers;
+  std::vector<WorkPtr> works;
+};
+
+// Posts every buffer of `out` (buffers[0] on `tag`, the others on tag + 1, in order); on a
+// failure the ones already posted are waited for before the error is rethrown.
+void PostAll(const ProcessGroupPtr& pg, Outgoing& out, int dst, int tag, const Timeout& timeout,
+             const std::string& what) {
+  for (size_t i = 0; i < out.buffers.size(); ++i) {
+    try {
+      out.works.push_back(internal::Transport(
+          what, [&] { return pg->send(out.buffers[i], dst, i == 0 ? tag : tag + 1); }));
+    } catch (const TransportError&) {
+      internal::WaitQuietly(out.works, timeout);
+      throw;
+    }
+  }
+}
+
+// Waits for every work of `out` (the ones after a failure quietly, then rethrows).
+void WaitAll(const std::vector<WorkPtr>& works, const Timeout& timeout, const std::string& what) {
+  for (size_t i = 0; i < works.size(); ++i) {
+    try {
+      internal::Wait(works[i], timeout, what);
+    } catch (const TransportError&) {
+      internal::WaitQuietly(std::vector<WorkPtr>(works.begin() + i + 1, works.end()), timeout);
+      throw;
+    }
+  }
+}
+
+std::shared_ptr<Outgoing> Post(const ProcessGroupPtr& pg, Kind kind, const PackedLayout& layout,
+                               const std::string& desc, WireFormat format, int dst, int tag,
+                               const Timeout& timeout, const std::string& what) {
+  auto out = std::make_shared<Outgoing>();
+  const bool per_leaf = format == WireFormat::kPerLeaf;
+  std::vector<at::Tensor> leaves;
+  if (per_leaf) leaves = LeafBytes(layout);
+  at::Tensor header = at::empty({internal::kHeaderWords}, at::kLong);
+  int64_t* h = header.data_ptr<int64_t>();
+  uint64_t fp = layout.fingerprint();
+  h[0] = internal::kMagic;
+  h[1] = kind;
+  std::memcpy(&h[2], &fp, sizeof(fp));
+  h[3] = static_cast<int64_t>(desc.size());
+  // Packed: the data bytes. Per leaf: the payload carries, after the description, the byte
+  // count of each leaf message that follows (so that a receiver that refuses them can drain).
+  h[4] = per_leaf ? static_cast<int64_t>(leaves.size() * sizeof(int64_t)) : layout.nbytes();
+  h[5] = per_leaf ? kPerLeafFlag : 0;
+  out->buffers.push_back({header});
+  at::Tensor payload;
+  if (per_leaf) {
+    int64_t prefix = AlignUp(h[3]);
+    payload = at::empty({prefix + h[4]}, at::kByte);
+    std::memcpy(payload.data_ptr<uint8_t>(), desc.data(), desc.size());
+    auto* sizes = reinterpret_cast<int64_t*>(payload.data_ptr<uint8_t>() + prefix);
+    for (size_t i = 0; i < leaves.size(); ++i) sizes[i] = leaves[i].numel();
+  } else {
+    payload = BuildPayload(layout, desc);
+  }
+  if (payload.numel() > 0) out->buffers.push_back({payload});
+  for (at::Tensor& l : leaves) out->buffers.push_back({std::move(l)});
+  PostAll(pg, *out, dst, tag, timeout, what);
+  return out;
+}
+
+struct Incoming {
+  Kind kind;
+  uint64_t fingerprint;
+  std::string desc;
+  at::Tensor data;                  // packed: uint8, the data part
+  std::vector<int64_t> leaf_bytes;  // per leaf: the byte count of each leaf message to come
+  bool per_leaf = false;
+};
+
+WorkPtr PostHeader(const ProcessGroupPtr& pg, std::vector<at::Tensor>& header, int src, int tag,
+                   const std::string& what) {
+  header = {at::zeros({internal::kHeaderWords}, at::kLong)};
+  return internal::Transport(what, [&] { return pg->recv(header, src, tag); });
+}
+
+// Waits for the header, then receives the payload it announces (per leaf: not the leaves yet).
+Incoming Receive(const ProcessGroupPtr& pg, std::vector<at::Tensor>& header,
+                 const WorkPtr& header_work, int src, int tag, const Timeout& timeout,
+                 const std::string& what) {
+  internal::Wait(header_work, timeout, what);
+  const int64_t* h = header[0].data_ptr<int64_t>();
+  if (h[0] != internal::kMagic || (h[1] != kData && h[1] != kInit) || h[3] < 0 ||
+      h[3] > kMaxBytes || h[4] < 0 || h[4] > kMaxBytes || (h[5] != 0 && h[5] != kPerLeafFlag) ||
+      (h[5] == kPerLeafFlag && h[4] % static_cast<int64_t>(sizeof(int64_t)) != 0)) {
+    Fail(what, ": the message from rank ", src,
+         " is not a td::distributed message (was it sent by plain c10d on the same tag?)");
+  }
+  Incoming in;
+  in.kind = static_cast<Kind>(h[1]);
+  in.per_leaf = h[5] == kPerLeafFlag;
+  std::memcpy(&in.fingerprint, &h[2], sizeof(uint64_t));
+  int64_t prefix = AlignUp(h[3]);
+  std::vector<at::Tensor> payload = {at::empty({prefix + h[4]}, at::kByte)};
+  if (payload[0].numel() > 0) {
+    WorkPtr w = internal::Transport(what, [&] { return pg->recv(payload, src, tag + 1); });
+    internal::Wait(w, timeout, what);
+  }
+  in.desc.assign(reinterpret_cast<const char*>(payload[0].data_ptr<uint8_t>()), h[3]);
+  in.data = payload[0].narrow(0, prefix, h[4]);
+  if (in.per_leaf) {
+    const auto* sizes = reinterpret_cast<const int64_t*>(in.data.data_ptr<uint8_t>());
+    in.leaf_bytes.assign(sizes, sizes + h[4] / static_cast<int64_t>(sizeof(int64_t)));
+    for (int64_t b : in.leaf_bytes) {
+      if (b <= 0 || b > kMaxBytes) {
+        Fail(what, ": the message from rank ", src, " announces a leaf of ", b, " bytes");
+      }
+    }
+    in.data = at::Tensor();
+  }
+  return in;
+}
+
+// Receives the leaf messages of a per-leaf message into `targets` (all posted, then all waited).
+void ReceiveLeaves(const ProcessGroupPtr& pg, std::vector<at::Tensor>& targets, int src, int tag,
+                   const Timeout& timeout, const std::string& what) {
+  std::vector<std::vector<at::Tensor>> bufs;
+  bufs.reserve(targets.size());
+  std::vector<WorkPtr> works;
+  for (at::Tensor& t : targets) {
+    bufs.push_back({t});
+    try {
+      works.push_back(
+          internal::Transport(what, [&] { return pg->recv(bufs.back(), src, tag + 1); }));
+    } catch (const TransportError&) {
+      internal::WaitQuietly(works, timeout);
+      throw;
+    }
+  }
+  WaitAll(works, timeout, what);
+}
+
+// Consumes the leaf messages of a refused per-leaf message, so the next recv starts clean.
+void Drain(const ProcessGroupPtr& pg, const Incoming& in, int src, int tag,
+           const Timeout& timeout, const std::string& what) {
+  if (!in.per_leaf) return;
+  std::vector<at::Tensor> scratch;
+  for (int64_t b : in.leaf_bytes) scratch.push_back(at::empty({b}, at::kByte));
+  ReceiveLeaves(pg, scratch, src, tag, timeout, what);
+}
+
+void Deliver(const ProcessGroupPtr& pg, const Incoming& in, TensorDict& td,
+             const PackedLayout& layout, int src, int tag, const Timeout& timeout,
+             const std::string& what) {
+  if (in.kind != kData) {
+    Fail<ValueError>(what, ": rank ", src,
+                     " sent an init_remote message; receive it with from_remote_init");
+  }
+  std::vector<int64_t> expected;
+  if (in.per_leaf) {
+    for (const auto& leaf : layout.leaves()) {
+      if (leaf.tensor.numel() > 0) expected.push_back(leaf.tensor.nbytes());
+    }
+  }
+  if (in.fingerprint != layout.fingerprint() || in.desc != layout.signature() ||
+      (in.per_leaf ? in.leaf_bytes != expected : in.data.numel() != layout.nbytes())) {
+    Drain(pg, in, src, tag, timeout, what);
+    Fail<ValueError>(what, ": the TensorDict sent by rank ", src,
+                     " differs from the receiving one: ",
+                     internal::DescribeMismatch(in.desc, "sender", layout.signature(),
+                                                "receiver"),
+                     "; nothing was written");
+  }
+  if (in.per_leaf) {
+    // Dense contiguous CPU leaves receive in place; the others through a temporary.
+    const bool dense = td.backend() == "dense";
+    std::vector<const PackedLayout::Leaf*> leaves;
+    std::vector<at::Tensor> targets;
+    std::vector<bool> direct;
+    for (const auto& leaf : layout.leaves()) {
+      if (leaf.tensor.numel() == 0) continue;
+      const at::Tensor& t = leaf.tensor;
+      leaves.push_back(&leaf);
+      direct.push_back(dense && t.is_cpu() && t.is_contiguous());
+      targets.push_back(direct.back() ? t.reshape({-1}).view(at::kByte)
+                                      : at::empty({t.numel() * t.element_size()}, at::kByte));
+    }
+    ReceiveLeaves(pg, targets, src, tag, timeout, what);
+    TensorDict incoming;
+    for (size_t i = 0; i < leaves.size(); ++i) {
+      if (direct[i]) continue;
+      const at::Tensor& t = leaves[i]->tensor;
+      at::Tensor value = targets[i].view(t.scalar_type()).view(t.sizes()).to(t.device());
+      if (dense) {
+        t.copy_(value);
+      } else {
+        incoming.set(leaves[i]->key, value);
+      }
+    }
+    if (!dense && !leaves.empty()) td.update_(incoming);
+    return;
+  }
+  if (layout.nbytes() > 0) {
+    at::Tensor data = in.data;
+    if (!layout.leaves().empty() && layout.leaves()[0].tensor.device() != data.device()) {
+      data = data.to(layout.leaves()[0].tensor.device());
+    }
+    layout.Unpack(data, td);
+  }
+}
+
+std::string What(const char* call, int peer, const char* role) {
+  return c10::str("td::distributed::", call, " (", role, " rank ", peer, ")");
+}
+
+}  // namespace
+
+void send(const ProcessGroupPtr& pg, const TensorDict& td, int dst, const P2POptions& options) {
+  isend(pg, td, dst, options).wait();
+}
+
+Work isend(const ProcessGroupPtr& pg, const TensorDict& td, int dst, const P2POptions& options) {
+  internal::CheckPeer(pg, dst, "send", "destination", false);
+  int tag = HeaderTag(options, "send");
+  PackedLayout layout(td);
+  std::string what = What("send", dst, "destination");
+  auto out = Post(pg, kData, layout, layout.signature(), options.wire_format(), dst, tag,
+                  options.timeout(), what);
+  auto impl = std::make_unique<Work::Impl>();
+  impl->finish = [out, timeout = options.timeout(), what = std::move(what)] {
+    WaitAll(out->works, timeout, what);
+  };
+  return Work(std::move(impl));
+}
+
+void recv(const ProcessGroupPtr& pg, TensorDict& td, int src, const P2POptions& options) {
+  irecv(pg, td, src, options).wait();
+}
+
+Work irecv(const ProcessGroupPtr& pg, TensorDict& td, int src, const P2POptions& options) {
+  internal::CheckPeer(pg, src, "recv", "source", false);
+  int tag = HeaderTag(options, "recv");
+  std::string what = What("recv", src, "source");
+  auto header = std::make_shared<std::vector<at::Tensor>>();
+  WorkPtr header_work = PostHeader(pg, *header, src, tag, what);
+  auto impl = std::make_unique<Work::Impl>();
+  impl->finish = [pg, td, header, header_work, src, tag, timeout = options.timeout(),
+                  what = std::move(what)]() mutable {
+    Incoming in = Receive(pg, *header, header_work, src, tag, timeout, what);
+    PackedLayout layout(td);
+    Deliver(pg, in, td, layout, src, tag, timeout, what);
+  };
+  return Work(std::move(impl));
+}
+
+void init_remote(const ProcessGroupPtr& pg, const TensorDict& td, int dst,
+                 const P2POptions& options) {
+  internal::CheckPeer(pg, dst, "init_remote", "destination", false);
+  int tag = HeaderTag(options, "init_remote");
+  PackedLayout layout(td);
+  std::string desc = internal::StructureToJson(td).dump();
+  std::string what = What("init_remote", dst, "destination");
+  auto out = Post(pg, kInit, layout, desc, WireFormat::kPacked, dst, tag, options.timeout(), what);
+  WaitAll(out->works, options.timeout(), what);
+}
+
+TensorDict from_remote_init(const ProcessGroupPtr& pg, int src, const P2POptions& options) {
+  internal::CheckPeer(pg, src, "from_remote_init", "source", false);
+  int tag = HeaderTag(options, "from_remote_init");
+  std::string what = What("from_remote_init", src, "source");
+  std::vector<at::Tensor> header;
+  WorkPtr header_work = PostHeader(pg, header, src, tag, what);
+  Incoming in = Receive(pg, header, header_work, src, tag, options.timeout(), what);
+  if (in.kind != kInit) {
+    Drain(pg, in, src, tag, options.timeout(), what);
+    Fail<ValueError>(what, ": rank ", src,
+                     " sent a plain send(); from_remote_init expects init_remote");
+  }
+  nlohmann::json structure = nlohmann::json::parse(in.desc, nullptr, /*allow_exceptions=*/false);
+  if (structure.is_discarded()) Fail<ValueError>(what, ": the structure received is not JSON");
+  TensorDict td = internal::EmptyFromJson(structure);
+  PackedLayout layout(td);
+  if (layout.fingerprint() != in.fingerprint || layout.nbytes() != in.data.numel()) {
+    Fail<ValueError>(what, ": the structure received does not describe the data received (",
+                     layout.nbytes(), " bytes expected, ", in.data.numel(), " received)");
+  }
+  if (layout.nbytes() > 0) layout.Unpack(in.data, td);
+  return td;
+}
+
+}  // namespace distributed
+}  // namespace td

@@ -1,0 +1,248 @@
+#include "td/distributed/packing.h"
+
+#include <ATen/ATen.h>
+
+#include <algorithm>
+#include <sstream>
+#include <utility>
+
+#include "td/core/errors.h"
+
+namespace td {
+namespace distributed {
+namespace internal {
+
+uint64_t Fingerprint(const void* data, size_t n) {
+  const auto* p = static_cast<const unsigned char*>(data);
+  uint64_t h = 1469598103934665603ull;
+  for (size_t i = 0; i < n; ++i) {
+    h ^= p[i];
+    h *= 1099511628211ull;
+  }
+  return h;
+}
+
+PackedLayout::PackedLayout(const TensorDict& td) {
+  for (auto& [key, value] : td.items(KeysOptions().include_nested(true).leaves_only(true))) {
+    if (value.is_tensor()) leaves_.push_back({key, value.tensor(), 0});
+  }
+  std::sort(leaves_.begin(), leaves_.end(),
+            [](const Leaf& a, const Leaf& b) { return a.key < b.key; });
+  std::string sig;
+  for (size_t i = 0; i < leaves_.size(); ++i) {
+    Leaf& leaf = leaves_[i];
+    at::ScalarType dtype = leaf.tensor.scalar_type();
+    size_t g = 0;
+    while (g < groups_.size() && groups_[g].dtype != dtype) ++g;
+    if (g == groups_.size()) groups_.push_back({dtype, 0, 0, {}});
+    leaf.group = g;
+    groups_[g].leaves.push_back(i);
+    groups_[g].numel += leaf.tensor.numel();
+    for (size_t p = 0; p < leaf.key.size(); ++p) {
+      if (p > 0) sig += '\x1f';
+      sig += leaf.key[p];
+    }
+    sig += '\t';
+    sig += c10::toString(dtype);
+    sig += '\t';
+    bool first = true;
+    for (int64_t d : leaf.tensor.sizes()) {
+      if (!first) sig += ',';
+      first = false;
+      sig += std::to_string(d);
+    }
+    sig += '\n';
+  }
+  int64_t offset = 0;
+  for (Group& g : groups_) {
+    g.offset = offset;
+    offset = AlignUp(offset + g.numel * static_cast<int64_t>(c10::elementSize(g.dtype)));
+  }
+  nbytes_ = offset;
+  signature_ = std::move(sig);
+  fingerprint_ = Fingerprint(signature_.data(), signature_.size());
+}
+
+at::Tensor PackedLayout::Allocate(int64_t prefix) const {
+  at::TensorOptions opts = at::TensorOptions().dtype(at::kByte);
+  if (!leaves_.empty()) opts = opts.device(leaves_[0].tensor.device());
+  return at::empty({prefix + nbytes_}, opts);
+}
+
+at::Tensor PackedLayout::GroupView(const at::Tensor& data, size_t g) const {
+  const Group& group = groups_[g];
+  int64_t bytes = group.numel * static_cast<int64_t>(c10::elementSize(group.dtype));
+  if (bytes == 0) return at::empty({0}, data.options().dtype(group.dtype));
+  return data.narrow(0, group.offset, bytes).view(group.dtype);
+}
+
+at::Tensor PackedLayout::Pack(int64_t prefix) const {
+  at::Tensor buffer = Allocate(prefix);
+  at::Tensor data = buffer.narrow(0, prefix, nbytes_);
+  std::vector<at::Tensor> flat;
+  for (size_t g = 0; g < groups_.size(); ++g) {
+    const Group& group = groups_[g];
+    if (group.numel == 0) continue;
+    at::Tensor out = GroupView(data, g);
+    flat.clear();
+    for (size_t i : group.leaves) {
+      const at::Tensor& t = leaves_[i].tensor;
+      if (t.numel() > 0) flat.push_back(t.reshape({-1}));
+    }
+    if (flat.size() == 1) {
+      out.copy_(flat[0]);
+    } else {
+      at::cat_out(out, flat, 0);
+    }
+  }
+  return buffer;
+}
+
+void PackedLayout::Unpack(const at::Tensor& data, TensorDict& td) const {
+  std::vector<at::Tensor> pieces(leaves_.size());
+  for (size_t g = 0; g < groups_.size(); ++g) {
+    at::Tensor view = GroupView(data, g);
+    int64_t at_elem = 0;
+    for (size_t i : groups_[g].leaves) {
+      const at::Tensor& t = leaves_[i].tensor;
+      pieces[i] = view.narrow(0, at_elem, t.numel()).view(t.sizes());
+      at_elem += t.numel();
+    }
+  }
+  if (td.backend() == "dense") {
+    // The dense backend hands out its own tensors: writing them is writing the TensorDict.
+    for (size_t i = 0; i < leaves_.size(); ++i) {
+      if (pieces[i].numel() > 0) leaves_[i].tensor.copy_(pieces[i]);
+    }
+    return;
+  }
+  TensorDict incoming;
+  for (size_t i = 0; i < leaves_.size(); ++i) incoming.set(leaves_[i].key, pieces[i]);
+  td.update_(incoming);
+}
+
+namespace {
+
+struct SigLine {
+  std::string key, dtype, shape;
+};
+
+std::vector<SigLine> ParseSignature(const std::string& s) {
+  std::vector<SigLine> out;
+  std::istringstream in(s);
+  std::string line;
+  while (std::getline(in, line)) {
+    SigLine l;
+    size_t t1 = line.find('\t');
+    size_t t2 = line.find('\t', t1 == std::string::npos ? t1 : t1 + 1);
+    if (t1 == std::string::npos || t2 == std::string::npos) continue;
+    std::vector<std::string> parts;
+    std::string raw = line.substr(0, t1);
+    size_t start = 0;
+    while (true) {
+      size_t sep = raw.find('\x1f', start);
+      parts.push_back(raw.substr(start, sep - start));
+      if (sep == std::string::npos) break;
+      start = sep + 1;
+    }
+    l.key = NestedKey(parts).repr();
+    l.dtype = line.substr(t1 + 1, t2 - t1 - 1);
+    l.shape = "[" + line.substr(t2 + 1) + "]";
+    out.push_back(std::move(l));
+  }
+  return out;
+}
+
+}  // namespace
+
+std::string DescribeMismatch(const std::string& a, const std::string& a_name,
+                             const std::string& b, const std::string& b_name) {
+  std::vector<SigLine> la = ParseSignature(a), lb = ParseSignature(b);
+  size_t n = std::min(la.size(), lb.size());
+  for (size_t i = 0; i < n; ++i) {
+    if (la[i].key != lb[i].key) {
+      // Sorted keys: the smaller one is the key the other side lacks.
+      bool a_first = la[i].key < lb[i].key;
+      const std::string& key = a_first ? la[i].key : lb[i].key;
+      return c10::str("key ", key, " is present on the ", a_first ? a_name : b_name,
+                      " side but not on the ", a_first ? b_name : a_name, " side");
+    }
+    if (la[i].dtype != lb[i].dtype) {
+      return c10::str("key ", la[i].key, ": dtype ", la[i].dtype, " (", a_name, ") vs ",
+                      lb[i].dtype, " (", b_name, ")");
+    }
+    if (la[i].shape != lb[i].shape) {
+      return c10::str("key ", la[i].key, ": shape ", la[i].shape, " (", a_name, ") vs ",
+                      lb[i].shape, " (", b_name, ")");
+    }
+  }
+  if (la.size() != lb.size()) {
+    bool a_longer = la.size() > lb.size();
+    const SigLine& extra = a_longer ? la[n] : lb[n];
+    return c10::str("key ", extra.key, " is present on the ", a_longer ? a_name : b_name,
+                    " side but not on the ", a_longer ? b_name : a_name, " side");
+  }
+  return "the structures are equal";
+}
+
+nlohmann::json StructureToJson(const TensorDict& td) {
+  nlohmann::json level;
+  level["batch_size"] = std::vector<int64_t>(td.batch_size().begin(), td.batch_size().end());
+  std::optional<at::Device> device = td.device();
+  level["device"] = device ? nlohmann::json(device->str()) : nlohmann::json(nullptr);
+  nlohmann::json entries = nlohmann::json::array();
+  for (const auto& [key, value] : td.items()) {
+    nlohmann::json e;
+    e["key"] = key.front();
+    if (value.is_tensor()) {
+      const at::Tensor& t = value.tensor();
+      e["kind"] = "tensor";
+      e["dtype"] = static_cast<int>(t.scalar_type());
+      e["shape"] = std::vector<int64_t>(t.sizes().begin(), t.sizes().end());
+    } else if (value.is_tensordict()) {
+      e["kind"] = "tensordict";
+      e["value"] = StructureToJson(value.tensordict());
+    } else {
+      e["kind"] = "non_tensor";
+      e["value"] = value.non_tensor();
+    }
+    entries.push_back(std::move(e));
+  }
+  level["entries"] = std::move(entries);
+  return level;
+}
+
+TensorDict EmptyFromJson(const nlohmann::json& s) {
+  try {
+    std::vector<int64_t> batch = s.at("batch_size").get<std::vector<int64_t>>();
+    std::optional<at::Device> device;
+    if (!s.at("device").is_null()) device = at::Device(s.at("device").get<std::string>());
+    TensorDict td({}, batch, device);
+    for (const nlohmann::json& e : s.at("entries")) {
+      std::string key = e.at("key").get<std::string>();
+      std::string kind = e.at("kind").get<std::string>();
+      if (kind == "tensor") {
+        int dtype = e.at("dtype").get<int>();
+        if (dtype < 0 || dtype >= static_cast<int>(at::ScalarType::NumOptions)) {
+          Fail<ValueError>("dtype code ", dtype, " of key '", key, "' is unknown");
+        }
+        at::TensorOptions opts = at::TensorOptions().dtype(static_cast<at::ScalarType>(dtype));
+        if (device) opts = opts.device(*device);
+        td.set(key, at::empty(e.at("shape").get<std::vector<int64_t>>(), opts));
+      } else if (kind == "tensordict") {
+        td.set(key, EmptyFromJson(e.at("value")));
+      } else if (kind == "non_tensor") {
+        td.set_non_tensor(key, e.at("value"));
+      } else {
+        Fail<ValueError>("entry kind '", kind, "' of key '", key, "' is unknown");
+      }
+    }
+    return td;
+  } catch (const nlohmann::json::exception& e) {
+    Fail<ValueError>("td::distributed: malformed TensorDict structure received: ", e.what());
+  }
+}
+
+}  // namespace internal
+}  // namespace distributed
+}  // namespace td

@@ -1,0 +1,104 @@
+// The packed layout of a TensorDict's tensor leaves: every leaf in one contiguous byte buffer,
+// grouped by dtype, plus the compact structure signature that is checked before any data is
+// used. The one place that defines how leaves map to bytes (send/recv, init_remote and the
+// collectives all use it; a future consolidate() uses the same layout).
+//
+// NOTE [ Packed layout ]
+// - Leaves: every tensor leaf, nested ones included, sorted by full key (so two TensorDicts with
+//   the same entries inserted in a different order pack alike). Non-tensor data is not packed.
+// - Groups: leaves of one dtype form a group, in order of the dtype's first leaf; inside a group
+//   leaves follow each other, flattened, without padding. Each group starts at a multiple of
+//   kAlign bytes from the start of the data, so `buffer.narrow(...).view(dtype)` is legal.
+// - Signature: one line per leaf, "<key parts joined by \x1f>\t<dtype>\t<d0,d1,...>\n"; equal
+//   signatures <=> equal layouts. The fingerprint is its 64-bit FNV-1a hash.
+// - A message (send/recv, init_remote) is a header of kHeaderWords int64 (magic, kind,
+//   fingerprint, description bytes, data bytes) sent alone, then one byte buffer:
+//   [description | padding to kAlign | data]. The description is the signature for send, the
+//   full structure (JSON, see StructureToJson) for init_remote. Header word 5 is 0.
+// - WireFormat::kPerLeaf (send only): header word 5 is 1 and word 4 the byte size of an int64
+//   array; the byte buffer is [signature | padding to kAlign | one int64 byte count per
+//   non-empty leaf], followed by one message per non-empty leaf (its bytes, contiguous), in
+//   leaf order, on the buffer's tag.
+#pragma once
+
+#include <ATen/core/Tensor.h>
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "nlohmann/json.hpp"
+#include "td/core/tensordict.h"
+
+namespace td {
+namespace distributed {
+namespace internal {
+
+constexpr int64_t kAlign = 64;
+constexpr int64_t kHeaderWords = 6;
+constexpr int64_t kMagic = 0x5444445354ll;  // "TDDST"
+
+inline int64_t AlignUp(int64_t n) { return (n + kAlign - 1) / kAlign * kAlign; }
+
+class PackedLayout {
+ public:
+  struct Leaf {
+    NestedKey key;
+    at::Tensor tensor;
+    size_t group;
+  };
+  struct Group {
+    at::ScalarType dtype;
+    int64_t offset;  // bytes from the start of the data
+    int64_t numel;
+    std::vector<size_t> leaves;
+  };
+
+  explicit PackedLayout(const TensorDict& td);
+
+  const std::vector<Leaf>& leaves() const { return leaves_; }
+  const std::vector<Group>& groups() const { return groups_; }
+  // Bytes of data (a multiple of kAlign, 0 without leaves).
+  int64_t nbytes() const { return nbytes_; }
+  const std::string& signature() const { return signature_; }
+  uint64_t fingerprint() const { return fingerprint_; }
+
+  // A uint8 buffer of `prefix + nbytes()` bytes (prefix a multiple of kAlign) holding the leaves
+  // from byte `prefix` on; the first `prefix` bytes are left for the caller. One cat per group.
+  at::Tensor Pack(int64_t prefix = 0) const;
+  // An uninitialised buffer of the same size, on the leaves' device.
+  at::Tensor Allocate(int64_t prefix = 0) const;
+  // The typed 1-D view of group g inside `data` (a uint8 buffer whose data starts at byte 0).
+  at::Tensor GroupView(const at::Tensor& data, size_t g) const;
+  // Writes the packed data (uint8, nbytes() bytes) into the leaves of `td` (the TensorDict this
+  // layout was made from): in place on the dense backend, through update_ on the others (memmap
+  // files and shared memory are written in place). The data must have this layout.
+  void Unpack(const at::Tensor& data, TensorDict& td) const;
+
+ private:
+  std::vector<Leaf> leaves_;
+  std::vector<Group> groups_;
+  int64_t nbytes_ = 0;
+  std::string signature_;
+  uint64_t fingerprint_ = 0;
+};
+
+// The first difference between two signatures, in words: "key ('a', 'b'): shape [3] vs [4]",
+// "key ('x',) is missing on the <b_name> side", "dtype Float vs Int" ...
+std::string DescribeMismatch(const std::string& a, const std::string& a_name,
+                             const std::string& b, const std::string& b_name);
+
+// The full structure of `td`: keys, nesting, batch sizes, device, leaf shapes and dtypes,
+// non-tensor data.
+nlohmann::json StructureToJson(const TensorDict& td);
+// A TensorDict of that structure with uninitialised CPU leaves (device recorded as in the
+// structure when it is the CPU, else the leaves are allocated there). Throws ValueError on a
+// malformed structure.
+TensorDict EmptyFromJson(const nlohmann::json& structure);
+
+// 64-bit FNV-1a.
+uint64_t Fingerprint(const void* data, size_t n);
+
+}  // namespace internal
+}  // namespace distributed
+}  // namespace td

@@ -1,0 +1,60 @@
+// The packed layout (single process): group order and alignment, pack/unpack round trips,
+// signature mismatch descriptions, structure round trip.
+#include "td/distributed/packing.h"
+
+#include <ATen/ATen.h>
+#include <gtest/gtest.h>
+
+#include "td/core/testing.h"
+
+namespace td {
+namespace distributed {
+namespace internal {
+namespace {
+
+TEST(PackingTest, GroupsAlignedAndRoundTrip) {
+  TensorDict td({{"z", at::arange(5, at::kFloat)},
+                 {"b", at::arange(2) > 0},
+                 {"a", at::arange(3, at::kFloat).to(at::kBFloat16)},
+                 {"n", TensorDict({{"x", at::arange(4, at::kDouble)}}, {})}},
+                {});
+  PackedLayout layout(td);
+  ASSERT_EQ(layout.leaves().size(), 4u);
+  EXPECT_EQ(layout.leaves()[0].key, NestedKey("a"));  // sorted by key
+  EXPECT_EQ(layout.groups().size(), 4u);
+  for (const auto& g : layout.groups()) EXPECT_EQ(g.offset % kAlign, 0);
+  at::Tensor buf = layout.Pack(kAlign);
+  EXPECT_EQ(buf.numel(), kAlign + layout.nbytes());
+  TensorDict out = td.clone().zero_();
+  PackedLayout(out).Unpack(buf.narrow(0, kAlign, layout.nbytes()), out);
+  for (const auto& k : td.keys(td::test::kLeaves)) {
+    EXPECT_TRUE(at::equal(out.get(k), td.get(k))) << k;
+  }
+}
+
+TEST(PackingTest, SignatureAndMismatch) {
+  TensorDict a({{"x", at::zeros({2, 3})}, {"y", at::zeros({2})}}, {2});
+  TensorDict b({{"x", at::zeros({2, 4})}, {"y", at::zeros({2})}}, {2});
+  TensorDict c({{"x", at::zeros({2, 3})}}, {2});
+  PackedLayout la(a), lb(b), lc(c);
+  EXPECT_NE(la.fingerprint(), lb.fingerprint());
+  EXPECT_EQ(la.fingerprint(), PackedLayout(a.clone()).fingerprint());
+  EXPECT_EQ(DescribeMismatch(la.signature(), "A", lb.signature(), "B"),
+            "key 'x': shape [2,3] (A) vs [2,4] (B)");
+  EXPECT_EQ(DescribeMismatch(la.signature(), "A", lc.signature(), "C"),
+            "key 'y' is present on the A side but not on the C side");
+}
+
+TEST(PackingTest, StructureJsonRoundTrip) {
+  TensorDict td = td::test::SampleTensorDict();
+  TensorDict empty = EmptyFromJson(StructureToJson(td));
+  EXPECT_EQ(PackedLayout(empty).signature(), PackedLayout(td).signature());
+  EXPECT_EQ(empty.get_non_tensor("s"), "a string!");
+  EXPECT_EQ(empty.get_tensordict("n").batch_size(), td.get_tensordict("n").batch_size());
+  TD_EXPECT_THROW_MSG(EmptyFromJson(nlohmann::json::object()), ValueError, {"malformed"});
+}
+
+}  // namespace
+}  // namespace internal
+}  // namespace distributed
+}  // namespace td
