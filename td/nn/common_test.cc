@@ -322,3 +322,52 @@ TEST(TensorDictModule, IsATorchModule) {
 }
 
 }  // namespace
+
+namespace {
+
+// A module holder's forward() signature is known: a count mismatch that default arguments cannot
+// explain (more in keys than parameters) fails at construction, naming the in keys; fewer in keys
+// than parameters is left to the call (default arguments), whose error names the in keys.
+TEST(TensorDictModule, ArityOfModulesIsCheckedAtConstruction) {
+  TD_EXPECT_THROW_MSG(TensorDictModule(tnn::Linear(3, 4), {"a", "b"}, {"y"}), td::ValueError,
+                      {"torch::nn::Linear", "1 tensor argument", "['a', 'b']"});
+  TensorDictModule one_in(MergeLinear(3, 4, 10), {"a"}, {"y"});
+  td::TensorDict data({{"a", at::zeros({2, 3})}}, {2});
+  TD_EXPECT_THROW_MSG(one_in(data), c10::Error,
+                      {"takes 2 tensor argument(s)", "in_keys lists 1: ['a']"});
+  EXPECT_FALSE(data.contains("y"));
+  // An AnyModule hides forward()'s signature: the call-time error names the in keys.
+  TensorDictModule any(tnn::AnyModule(tnn::Linear(3, 4)), {"a", "b"}, {"y"});
+  data.set("b", at::zeros({2, 3}));
+  TD_EXPECT_THROW_MSG(any(data), c10::Error, {"in_keys=['a', 'b']"});
+  EXPECT_FALSE(data.contains("y"));
+}
+
+// A lambda's captured modules are registered when passed alongside it: parameters() lists them
+// and an optimizer built from it changes them.
+TEST(TensorDictModule, CapturedModulesAreRegistered) {
+  tnn::Linear lin(3, 2);
+  tnn::Linear head(2, 1);
+  TensorDictModule policy({{"lin", lin}, {"head", head.ptr()}},
+                          [lin, head](at::Tensor x) mutable { return head(lin(x).tanh()); },
+                          {"obs"}, {"value"});
+  EXPECT_EQ(policy->parameters().size(), 4u);
+  const auto named = policy->named_parameters();
+  EXPECT_TRUE(named.contains("lin.weight"));
+  EXPECT_TRUE(named.contains("head.bias"));
+  at::Tensor before = lin->weight.detach().clone();
+  torch::optim::SGD sgd(policy->parameters(), 0.5);
+  td::TensorDict data({{"obs", at::randn({8, 3})}}, {8});
+  policy(data).get("value").pow(2).sum().backward();
+  sgd.step();
+  EXPECT_FALSE(at::equal(lin->weight.detach(), before));
+  // Without the module list the lambda's Linear is invisible (the documented difference).
+  TensorDictModule bare([lin](at::Tensor x) mutable { return lin(x); }, {"obs"}, {"h"});
+  EXPECT_TRUE(bare->parameters().empty());
+  TD_EXPECT_THROW_MSG(policy->clone(), td::ValueError, {"captured modules", "lin"});
+  TD_EXPECT_THROW_MSG(TensorDictModule({{"lin", lin}}, [](at::Tensor x) { return x; },
+                                       {"a", "b"}, {"y"}),
+                      td::ValueError, {"['a', 'b']"});
+}
+
+}  // namespace

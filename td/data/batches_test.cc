@@ -1,0 +1,153 @@
+#include "td/data/batches.h"
+
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <string>
+#include <vector>
+
+#include "td/backends/lazy_stack/lazy_stack.h"
+#include "td/core/stack.h"
+#include "td/core/testing.h"
+
+namespace {
+
+using td::TensorDict;
+using td::data::BatchLoader;
+using td::data::BatchOptions;
+
+TensorDict Rows(int64_t n) {
+  return TensorDict({{"x", at::arange(n * 3, at::kFloat).view({n, 3})},
+                     {"y", at::arange(n, at::kLong)},
+                     {"n", {{"z", at::arange(n * 2, at::kDouble).view({n, 2})}}}},
+                    {n});
+}
+
+std::string TempDir(const std::string& name) {
+  const char* tmp = std::getenv("TEST_TMPDIR");
+  const std::string dir = std::string(tmp ? tmp : "/tmp") + "/" + name;
+  std::filesystem::remove_all(dir);
+  return dir;
+}
+
+std::vector<TensorDict> Epoch(BatchLoader& loader) {
+  std::vector<TensorDict> out;
+  for (const TensorDict& b : loader) out.push_back(b);
+  return out;
+}
+
+TEST(BatchLoader, SequentialBatches) {
+  TensorDict data = Rows(10);
+  BatchLoader loader(data, BatchOptions(4));
+  EXPECT_EQ(loader.size(), 3);
+  std::vector<TensorDict> batches = Epoch(loader);
+  ASSERT_EQ(batches.size(), 3u);
+  EXPECT_EQ(batches[0].batch_size(), at::IntArrayRef({4}));
+  EXPECT_EQ(batches[2].batch_size(), at::IntArrayRef({2}));
+  EXPECT_TRUE((td::cat(batches, 0) == data).all());
+  // Batches are copies: writing into one leaves the data alone.
+  batches[0].get("x").fill_(-1);
+  EXPECT_EQ(data.get("x")[0][0].item<float>(), 0.0f);
+
+  BatchLoader dropping(data, BatchOptions(4).drop_last(true));
+  EXPECT_EQ(dropping.size(), 2);
+  EXPECT_EQ(Epoch(dropping).size(), 2u);
+  BatchLoader whole(data, BatchOptions(100));
+  ASSERT_EQ(Epoch(whole).size(), 1u);
+  BatchLoader none(data, BatchOptions(100).drop_last(true));
+  EXPECT_TRUE(none.begin() == none.end());
+}
+
+TEST(BatchLoader, ShuffleIsAPermutationPerEpochAndFollowsTheSeed) {
+  TensorDict data = Rows(37);
+  BatchLoader a(data, BatchOptions(8).shuffle(true).seed(3));
+  BatchLoader b(data, BatchOptions(8).shuffle(true).seed(3));
+  BatchLoader c(data, BatchOptions(8).shuffle(true).seed(4));
+  std::vector<at::Tensor> orders;
+  for (int e = 0; e < 3; ++e) {
+    std::vector<TensorDict> batches = Epoch(a);
+    TensorDict all = td::cat(batches, 0);
+    const at::Tensor y = all.get("y");
+    EXPECT_TRUE(at::equal(std::get<0>(y.sort()), at::arange(37, at::kLong)));
+    EXPECT_TRUE(at::equal(y, a.order(e)));
+    EXPECT_TRUE(at::equal(all.get("x"), data.get("x").index({y})));
+    EXPECT_TRUE(at::equal(all.get({"n", "z"}), data.get({"n", "z"}).index({y})));
+    EXPECT_TRUE(at::equal(td::cat(Epoch(b), 0).get("y"), y));  // same seed, same order
+    orders.push_back(y);
+  }
+  EXPECT_EQ(a.epoch(), 3);
+  EXPECT_FALSE(at::equal(orders[0], orders[1]));  // a new order every epoch
+  EXPECT_FALSE(at::equal(td::cat(Epoch(c), 0).get("y"), orders[0]));  // another seed
+}
+
+TEST(BatchLoader, PrefetchGivesTheSameBatches) {
+  TensorDict data = Rows(101);
+  BatchLoader plain(data, BatchOptions(10).shuffle(true).seed(9));
+  BatchLoader ahead(data, BatchOptions(10).shuffle(true).seed(9).prefetch(true));
+  for (int e = 0; e < 3; ++e) {
+    std::vector<TensorDict> p = Epoch(plain), q = Epoch(ahead);
+    ASSERT_EQ(p.size(), q.size());
+    for (size_t i = 0; i < p.size(); ++i) EXPECT_TRUE((p[i] == q[i]).all());
+  }
+  // An epoch abandoned half-way (its prefetched batch is dropped), then a new one.
+  auto it = ahead.begin();
+  ++it;
+  std::vector<TensorDict> next = Epoch(ahead);
+  EXPECT_TRUE(at::equal(td::cat(next, 0).get("y"), ahead.order(4)));
+  // Iterators of the earlier epoch keep working.
+  int64_t rest = 0;
+  for (; it != ahead.end(); ++it) ++rest;
+  EXPECT_EQ(rest, 10);
+}
+
+TEST(BatchLoader, MemmapAndLazyStack) {
+  TensorDict data = Rows(64);
+  TensorDict on_disk = data.memmap(TempDir("batches_memmap"));
+  ASSERT_TRUE(on_disk.is_memmap());
+  BatchLoader dense(data, BatchOptions(16).shuffle(true).seed(1));
+  BatchLoader disk(on_disk, BatchOptions(16).shuffle(true).seed(1).prefetch(true));
+  std::vector<TensorDict> p = Epoch(dense), q = Epoch(disk);
+  ASSERT_EQ(p.size(), 4u);
+  for (size_t i = 0; i < p.size(); ++i) EXPECT_TRUE((p[i] == q[i]).all());
+
+  std::vector<TensorDict> members;
+  for (int64_t i = 0; i < 12; ++i) members.push_back(data.index({i}).clone());
+  BatchLoader lazy(td::lazy_stack(members, 0), BatchOptions(5).shuffle(true).seed(2));
+  std::vector<TensorDict> lazy_batches = Epoch(lazy);
+  TensorDict all = td::cat(lazy_batches, 0);
+  EXPECT_TRUE(at::equal(all.get("x"), data.get("x").index({lazy.order(0)})));
+  // Batches of a lazy stack are dense copies too: writing into one leaves the members alone.
+  EXPECT_EQ(lazy_batches[0].backend(), "dense");
+  const int64_t first = lazy.order(0)[0].item<int64_t>();
+  lazy_batches[0].set_("y", at::full({5}, -1, at::kLong));
+  EXPECT_EQ(members[first].get("y").item<int64_t>(), first);
+}
+
+TEST(BatchLoader, TrailingBatchDimsNestedLevelsAndNonTensorData) {
+  TensorDict data({{"x", at::arange(6 * 2 * 4, at::kFloat).view({6, 2, 4})},
+                   {"n", TensorDict({{"z", at::arange(6 * 2 * 3, at::kInt).view({6, 2, 3})}},
+                                    {6, 2, 3})}},
+                  {6, 2});
+  data.set_non_tensor("tag", "images");
+  BatchLoader loader(data, BatchOptions(4).shuffle(true).seed(5));
+  std::vector<TensorDict> batches = Epoch(loader);
+  ASSERT_EQ(batches.size(), 2u);
+  EXPECT_EQ(batches[0].batch_size(), at::IntArrayRef({4, 2}));
+  EXPECT_EQ(batches[1].batch_size(), at::IntArrayRef({2, 2}));
+  EXPECT_EQ(batches[1].get_tensordict("n").batch_size(), at::IntArrayRef({2, 2, 3}));
+  EXPECT_EQ(batches[0].get_non_tensor("tag"), "images");
+  const at::Tensor rows = loader.order(0);
+  TensorDict all = td::cat(batches, 0);
+  EXPECT_TRUE(at::equal(all.get("x"), data.get("x").index({rows})));
+  EXPECT_TRUE(at::equal(all.get({"n", "z"}), data.get({"n", "z"}).index({rows})));
+}
+
+TEST(BatchLoader, Errors) {
+  TD_EXPECT_THROW_MSG(BatchLoader(Rows(4), BatchOptions(0)), td::ValueError,
+                      {"batch_size must be at least 1, got 0"});
+  TD_EXPECT_THROW_MSG(BatchLoader(TensorDict({{"a", at::ones({3})}}, {}), BatchOptions(2)),
+                      td::ValueError, {"torch.Size([])", "first batch dim"});
+}
+
+}  // namespace

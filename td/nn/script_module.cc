@@ -1,0 +1,415 @@
+#include "td/nn/script_module.h"
+
+#include <ATen/ATen.h>
+
+#include <iostream>
+#include <mutex>
+#include <optional>
+#include <typeindex>
+#include <utility>
+
+#include "td/core/dtype.h"
+#include "td/core/storage.h"
+
+namespace td::nn {
+namespace {
+
+using JitModule = torch::jit::script::Module;
+using ObjectPtr = c10::intrusive_ptr<c10::ivalue::Object>;
+
+// ---- reading a scripted module's attributes ----------------------------------------------------
+
+std::string TypeName(const ObjectPtr& obj) { return obj->type()->repr_str(); }
+
+bool IsTensorList(const c10::TypePtr& type) {
+  if (type->kind() != c10::TypeKind::ListType) return false;
+  return type->expectRef<c10::ListType>().getElementType()->kind() == c10::TypeKind::TensorType;
+}
+
+// The names of the module's parameters, buffers and submodules (for error messages).
+std::string Inventory(const ObjectPtr& obj) {
+  std::vector<std::string> params, buffers, children;
+  const c10::ClassTypePtr& type = obj->type();
+  for (size_t i = 0; i < type->numAttributes(); ++i) {
+    const std::string& name = type->getAttributeName(i);
+    if (type->is_parameter(i)) {
+      params.push_back(name);
+    } else if (type->is_buffer(i)) {
+      buffers.push_back(name);
+    } else if (type->getAttribute(i)->is_module()) {
+      children.push_back(name);
+    }
+  }
+  return c10::str("its parameters are ", KeysRepr(params), ", buffers ", KeysRepr(buffers),
+                  ", submodules ", KeysRepr(children));
+}
+
+// Re-points `slot` of `obj` to `value`, and every element of the object's List[Tensor]
+// attributes that is the tensor being replaced (NOTE [ Swapping tensors into TorchScript
+// modules ]). Returns those elements, so that they can be put back.
+std::vector<std::pair<c10::List<at::Tensor>, size_t>> SetSlot(const ObjectPtr& obj, size_t slot,
+                                                              const at::Tensor& value) {
+  std::vector<std::pair<c10::List<at::Tensor>, size_t>> aliases;
+  const c10::IValue current = obj->getSlot(slot);
+  if (current.isTensor()) {
+    const at::Tensor& old = current.toTensor();
+    const c10::ClassTypePtr& type = obj->type();
+    for (size_t j = 0; j < type->numAttributes(); ++j) {
+      if (j == slot || !IsTensorList(type->getAttribute(j))) continue;
+      const c10::IValue list_value = obj->getSlot(j);
+      if (!list_value.isTensorList()) continue;
+      c10::List<at::Tensor> list = list_value.toTensorList();
+      for (size_t k = 0; k < list.size(); ++k) {
+        if (list.get(k).is_same(old)) {
+          list.set(k, value);
+          aliases.emplace_back(list, k);
+        }
+      }
+    }
+  }
+  obj->setSlot(slot, value);
+  return aliases;
+}
+
+// ---- the mirror: the scripted module's tensors as a torch::nn::Module tree ---------------------
+
+// Registers the same tensors as the scripted module (so parameters() and optimizers see them);
+// to_module() on it writes through to the scripted module's slots (see the setter below).
+class ScriptMirror : public torch::nn::Module {
+ public:
+  ScriptMirror(const JitModule& module) : torch::nn::Module(module.type()->repr_str()) {  // NOLINT
+    object_ = module._ivalue();
+    for (const auto& p : module.named_parameters(/*recurse=*/false)) {
+      register_parameter(p.name, p.value, p.value.requires_grad());
+    }
+    for (const auto& b : module.named_buffers(/*recurse=*/false)) register_buffer(b.name, b.value);
+    for (const auto& c : module.named_children()) {
+      auto child = std::make_shared<ScriptMirror>(c.value);
+      if (!child->parameters().empty() || !child->buffers().empty()) {
+        register_module(c.name, std::move(child));
+      }
+    }
+  }
+  const ObjectPtr& object() const { return object_; }
+
+ private:
+  ObjectPtr object_;
+};
+
+void RegisterMirrorSetter() {
+  static std::once_flag once;
+  std::call_once(once, [] {
+    register_tensor_members(
+        std::type_index(typeid(ScriptMirror)),
+        [](torch::nn::Module& module, const std::string& name, const at::Tensor& value) {
+          const ObjectPtr& obj = dynamic_cast<ScriptMirror&>(module).object();
+          auto slot = obj->type()->findAttributeSlot(name);
+          if (!slot) return false;
+          SetSlot(obj, *slot, value);
+          return true;
+        });
+  });
+}
+
+// ---- calling a method ---------------------------------------------------------------------------
+
+std::string OutKeyName(const NestedKey& key) {
+  std::string name;
+  for (const std::string& part : key) name += (name.empty() ? "" : ".") + part;
+  return name;
+}
+
+void FlattenOutput(const c10::IValue& v, const std::string& schema, std::vector<at::Tensor>& out) {
+  if (v.isTensor()) {
+    out.push_back(v.toTensor());
+  } else if (v.isTuple()) {
+    for (const c10::IValue& e : v.toTupleRef().elements()) FlattenOutput(e, schema, out);
+  } else if (v.isTensorList()) {
+    for (const at::Tensor& t : v.toTensorVector()) out.push_back(t);
+  } else {
+    Fail<TypeError>("TorchScript method ", schema, " returned a ", v.tagKind(),
+                    " (", v.type()->repr_str(), "); expected a Tensor, a tuple or list of "
+                    "Tensors, or a Dict[str, Tensor]");
+  }
+}
+
+// The callable script_module() wraps: the scripted method, its schema and the out keys.
+struct ScriptCall {
+  JitModule module;
+  std::string method;
+  std::string schema;
+  std::vector<NestedKey> out_keys;
+
+  std::vector<at::Tensor> operator()(const std::vector<at::Tensor>& inputs) {
+    std::vector<c10::IValue> args(inputs.begin(), inputs.end());
+    c10::IValue result;
+    try {
+      result = module.get_method(method)(std::move(args));
+    } catch (c10::Error& e) {
+      e.add_context(c10::str("calling TorchScript method ", schema));
+      throw;
+    } catch (const std::exception& e) {
+      // The interpreter reports errors of the scripted code as std::runtime_error.
+      Fail<c10::Error>("calling TorchScript method ", schema, " failed: ", e.what());
+    }
+    std::vector<at::Tensor> out;
+    if (!result.isGenericDict()) {
+      FlattenOutput(result, schema, out);
+      return out;
+    }
+    const c10::Dict<c10::IValue, c10::IValue> dict = result.toGenericDict();
+    out.reserve(out_keys.size());
+    for (const NestedKey& k : out_keys) {
+      if (k.size() == 1 && k[0] == "_") {
+        out.emplace_back();
+        continue;
+      }
+      const std::string name = OutKeyName(k);
+      auto it = dict.find(c10::IValue(name));
+      if (it == dict.end()) {
+        std::vector<std::string> names;
+        for (const auto& e : dict) names.push_back(e.key().isString() ? e.key().toStringRef()
+                                                                      : e.key().tagKind());
+        Fail<KeyError>("TorchScript method ", schema, " returned a dict without the entry '",
+                       name, "' for out key ", k.repr(), "; its keys are ", KeysRepr(names));
+      }
+      if (!it->value().isTensor()) {
+        Fail<TypeError>("TorchScript method ", schema, " returned a dict whose entry '", name,
+                        "' is a ", it->value().tagKind(), ", not a Tensor");
+      }
+      out.push_back(it->value().toTensor());
+    }
+    return out;
+  }
+};
+
+// ---- from_module ------------------------------------------------------------------------------
+
+TensorDict FromScript(const JitModule& module, const FromModuleOptions& options) {
+  TensorDict out;
+  for (const auto& p : module.named_parameters(/*recurse=*/false)) out.set(p.name, p.value);
+  if (options.include_buffers()) {
+    for (const auto& b : module.named_buffers(/*recurse=*/false)) out.set(b.name, b.value);
+  }
+  if (options.recurse()) {
+    for (const auto& c : module.named_children()) {
+      TensorDict sub = FromScript(c.value, options);
+      if (!sub.is_empty() || options.keep_empty()) out.set(c.name, std::move(sub));
+    }
+  }
+  return out;
+}
+
+}  // namespace
+
+// ---- script_module --------------------------------------------------------------------------
+
+TensorDictModule script_module(JitModule module, std::vector<NestedKey> in_keys,
+                               std::vector<NestedKey> out_keys,
+                               const ScriptModuleOptions& options) {
+  auto method = module.find_method(options.method());
+  if (!method) {
+    std::vector<std::string> names;
+    for (const torch::jit::Method& m : module.get_methods()) names.push_back(m.name());
+    Fail<ValueError>("script_module: the TorchScript module ", module.type()->repr_str(),
+                     " has no method '", options.method(), "'; its methods are ",
+                     KeysRepr(names));
+  }
+  const c10::FunctionSchema& schema = method->function().getSchema();
+  const std::string schema_text = c10::str(schema);
+  // The first argument is `self`.
+  const std::vector<c10::Argument>& args = schema.arguments();
+  size_t required = 0, positional = 0;
+  for (size_t i = 1; i < args.size(); ++i) {
+    if (args[i].kwarg_only()) continue;
+    ++positional;
+    if (!args[i].default_value()) required = positional;
+  }
+  if (in_keys.size() < required || in_keys.size() > positional) {
+    Fail<ValueError>("script_module: ", schema_text, " takes ",
+                     required == positional ? c10::str(required)
+                                            : c10::str(required, " to ", positional),
+                     " positional argument(s) but in_keys lists ", in_keys.size(), ": ",
+                     KeysRepr(in_keys));
+  }
+  for (size_t i = 0; i < in_keys.size(); ++i) {
+    const c10::Argument& a = args[i + 1];
+    if (!c10::TensorType::get()->isSubtypeOf(*a.type())) {
+      Fail<TypeError>("script_module: argument '", a.name(), "' of ", schema_text, " has type ",
+                      a.type()->repr_str(), ", which does not take a Tensor (in key ",
+                      in_keys[i].repr(), ")");
+    }
+  }
+  RegisterMirrorSetter();
+  auto mirror = std::make_shared<ScriptMirror>(module);
+  ScriptCall call{module, options.method(), schema_text, out_keys};
+  TensorDictModule result(std::move(call), std::move(in_keys), std::move(out_keys),
+                          options.output());
+  result->register_module("module", std::move(mirror));
+  return result;
+}
+
+TensorDictModule load_script_module(const std::string& path, std::vector<NestedKey> in_keys,
+                                    std::vector<NestedKey> out_keys,
+                                    const ScriptModuleOptions& options) {
+  return script_module(torch::jit::load(path), std::move(in_keys), std::move(out_keys), options);
+}
+
+TensorDict from_module(const JitModule& module, const FromModuleOptions& options) {
+  TensorDict out = FromScript(module, options);
+  if (options.lock()) out.lock_();
+  return out;
+}
+
+// ---- to_module ----------------------------------------------------------------------------------
+
+class ScriptModuleSwapper {
+ public:
+  static ScriptModuleParamsGuard Swap(const TensorDict& params, JitModule& module,
+                                      const ToModuleOptions& options) {
+    ScriptModuleParamsGuard guard;
+    guard.inplace_ = options.inplace();
+    try {
+      Level(params, module._ivalue(), {}, guard);
+    } catch (...) {
+      guard.restore_slots();
+      throw;
+    }
+    return guard;
+  }
+
+ private:
+  static NestedKey Path(const std::vector<std::string>& prefix, const std::string& k) {
+    std::vector<std::string> parts = prefix;
+    parts.push_back(k);
+    return NestedKey(parts);
+  }
+
+  static std::string Where(const std::vector<std::string>& prefix, const ObjectPtr& obj) {
+    return (prefix.empty() ? std::string("the root module")
+                           : "submodule " + NestedKey(prefix).repr()) +
+           " (" + TypeName(obj) + ")";
+  }
+
+  static void Level(const TensorDict& params, const ObjectPtr& obj,
+                    const std::vector<std::string>& prefix, ScriptModuleParamsGuard& g) {
+    const c10::ClassTypePtr& type = obj->type();
+    const Storage& s = params.storage();
+    for (const std::string& k : s.keys()) {
+      std::optional<Value> v = s.get(k);
+      if (!v) continue;
+      const NestedKey path = Path(prefix, k);
+      auto slot = type->findAttributeSlot(k);
+      const bool is_tensor_slot = slot && (type->is_parameter(*slot) || type->is_buffer(*slot));
+      const bool is_module_slot = slot && type->getAttribute(*slot)->is_module();
+      if (!is_tensor_slot && !is_module_slot) {
+        Fail<KeyError>("to_module: key ", path.repr(), " matches nothing in ", Where(prefix, obj),
+                       ": ", Inventory(obj));
+      }
+      if (v->is_tensordict()) {
+        if (!is_module_slot) {
+          Fail<TypeError>("to_module: key ", path.repr(), " holds a TensorDict, but in ",
+                          Where(prefix, obj), " it names a tensor, not a submodule");
+        }
+        std::vector<std::string> sub = prefix;
+        sub.push_back(k);
+        Level(v->tensordict(), obj->getSlot(*slot).toObject(), sub, g);
+        continue;
+      }
+      if (!v->is_tensor()) {
+        Fail<TypeError>("to_module: key ", path.repr(),
+                        " holds non-tensor data; only tensors can go into a module");
+      }
+      if (is_module_slot) {
+        Fail<TypeError>("to_module: key ", path.repr(), " holds a Tensor, but in ",
+                        Where(prefix, obj), " it names a submodule (expected a TensorDict)");
+      }
+      const bool buffer = type->is_buffer(*slot);
+      const c10::IValue current = obj->getSlot(*slot);
+      const at::Tensor& value = v->tensor();
+      if (!current.isTensor()) {
+        Fail<ValueError>("to_module: key ", path.repr(), " names the ",
+                         buffer ? "buffer" : "parameter", " of ", Where(prefix, obj),
+                         ", which is None; there is no tensor to replace");
+      }
+      const at::Tensor old = current.toTensor();
+      if (old.sizes() != value.sizes()) {
+        Fail<ValueError>("to_module: key ", path.repr(), " has shape ", SizeRepr(value.sizes()),
+                         " but the ", buffer ? "buffer" : "parameter", " it replaces in ",
+                         Where(prefix, obj), " has shape ", SizeRepr(old.sizes()));
+      }
+      ScriptModuleParamsGuard::Slot record{obj, *slot, path, old, {}};
+      if (g.inplace_) {
+        at::NoGradGuard no_grad;
+        record.previous = old.detach().clone();
+        g.slots_.push_back(std::move(record));
+        old.copy_(value);
+        continue;
+      }
+      for (auto& [list, index] : SetSlot(obj, *slot, value)) {
+        record.aliases.push_back({std::move(list), index});
+      }
+      g.slots_.push_back(std::move(record));
+    }
+  }
+};
+
+ScriptModuleParamsGuard to_module(const TensorDict& params, JitModule& module,
+                                  const ToModuleOptions& options) {
+  return ScriptModuleSwapper::Swap(params, module, options);
+}
+
+ScriptModuleParamsGuard::ScriptModuleParamsGuard(ScriptModuleParamsGuard&& other) noexcept
+    : slots_(std::move(other.slots_)), inplace_(other.inplace_) {
+  other.slots_.clear();
+}
+
+ScriptModuleParamsGuard& ScriptModuleParamsGuard::operator=(
+    ScriptModuleParamsGuard&& other) noexcept {
+  if (this != &other) {
+    try {
+      restore_slots();
+    } catch (const std::exception& e) {
+      std::cerr << "td::nn::ScriptModuleParamsGuard: restoring failed: " << e.what() << "\n";
+    }
+    slots_ = std::move(other.slots_);
+    inplace_ = other.inplace_;
+    other.slots_.clear();
+  }
+  return *this;
+}
+
+ScriptModuleParamsGuard::~ScriptModuleParamsGuard() {
+  try {
+    restore_slots();
+  } catch (const std::exception& e) {
+    std::cerr << "td::nn::ScriptModuleParamsGuard: restoring failed: " << e.what() << "\n";
+  }
+}
+
+void ScriptModuleParamsGuard::restore() { restore_slots(); }
+
+void ScriptModuleParamsGuard::restore_slots() {
+  // Take the slots first so that a failure part-way cannot restore twice.
+  std::vector<Slot> slots = std::move(slots_);
+  slots_.clear();
+  for (auto it = slots.rbegin(); it != slots.rend(); ++it) {
+    if (inplace_) {
+      at::NoGradGuard no_grad;
+      it->object->getSlot(it->slot).toTensor().copy_(it->previous);
+      continue;
+    }
+    for (Alias& a : it->aliases) a.list.set(a.index, it->previous);
+    it->object->setSlot(it->slot, it->previous);
+  }
+}
+
+TensorDict ScriptModuleParamsGuard::release() {
+  std::vector<Slot> slots = std::move(slots_);
+  slots_.clear();
+  TensorDict previous;
+  for (const Slot& s : slots) previous.set(s.key, s.previous);
+  return previous;
+}
+
+}  // namespace td::nn
