@@ -97,7 +97,7 @@ BENCHMARK(BM_ApplySmall_Ours)->Name("ApplySmall10x64/ours");
 
 // The serial apply as a plain recursive loop over the storage (no plan, no executor).
 td::TensorDict SerialApply(const td::TensorDict& src) {
-  td::TensorDict out(src.storage().make_empty(src.batch_size().vec(), src.device()));
+  td::TensorDict out(td::MakeDenseStorage(src.batch_size().vec(), src.device()));
   const td::Storage& s = src.storage();
   for (const std::string& k : s.keys()) {
     std::optional<td::Value> v = s.get(k);

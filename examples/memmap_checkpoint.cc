@@ -50,7 +50,7 @@ int main(int argc, char** argv) {
   }
   Check(!model->forward(x).allclose(expected), "the scrambled model still gives the old output");
   td::TensorDict loaded =
-      td::TensorDict::load_memmap(folder, td::MemmapOptions().num_threads(16));
+      td::TensorDict::load_memmap(folder, td::LoadMemmapOptions().num_threads(16));
   Check(td::MemoryMappedTensor::is_memory_mapped(loaded.get({"0", "weight"})),
         "loaded parameters are not memory-mapped");
   {
@@ -59,7 +59,7 @@ int main(int argc, char** argv) {
   }
 
   // Only the slice needed: TensorDict.load_memmap(folder + "/0") onto model[0].
-  td::TensorDict params0 = td::TensorDict::load_memmap(folder, td::MemmapOptions().sub_path("0"));
+  td::TensorDict params0 = td::TensorDict::load_memmap(folder, td::LoadMemmapOptions().sub_path("0"));
   td::TensorDict old0 = td::nn::swap_into_module(params0, *model->ptr(0));
   // (params' leaves are the model's own tensors, zeroed above; the checkpoint holds the values.)
   Check(model->ptr(0)->named_parameters()["weight"].equal(loaded.get({"0", "weight"})),
