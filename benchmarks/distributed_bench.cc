@@ -31,7 +31,7 @@ using WorkPtr = decltype(std::declval<dist::ProcessGroup&>().send(
 enum Case : int64_t {
   kSmallOurs, kSmallHand, kMidOurs, kMidHand, kLargeOurs, kLargeHand,
   kReduceSmallOurs, kReduceSmallHand, kReduceLargeOurs, kReduceLargeHand,
-  kMidPerLeaf, kLargePerLeaf, kNumCases
+  kMidPerLeaf, kLargePerLeaf, kMidOneMessage, kLargeOneMessage, kNumCases
 };
 constexpr int kCommandTag = 1000;
 
@@ -45,6 +45,9 @@ struct Data {
   td::TensorDict small = MakeTd(100, {64});
   td::TensorDict mid = MakeTd(10, {64, 8});
   td::TensorDict large = MakeTd(10, {4096, 256});
+  // The same bytes as `mid` / `large` in one tensor: what one c10d message of that size costs.
+  td::TensorDict mid_flat = MakeTd(1, {10 * 64 * 8});
+  td::TensorDict large_flat = MakeTd(1, {10 * 4096 * 256});
 };
 
 std::vector<at::Tensor> Leaves(const td::TensorDict& t) {
@@ -83,6 +86,10 @@ td::TensorDict& Pick(Data& d, int64_t c) {
       return d.small;
     case kMidOurs: case kMidHand: case kMidPerLeaf:
       return d.mid;
+    case kMidOneMessage:
+      return d.mid_flat;
+    case kLargeOneMessage:
+      return d.large_flat;
     default:
       return d.large;
   }
@@ -93,10 +100,11 @@ void Step(const dist::ProcessGroupPtr& pg, Data& d, int64_t c, int rank) {
   td::TensorDict& t = Pick(d, c);
   const int peer = 1 - rank;
   const bool per_leaf = c == kMidPerLeaf || c == kLargePerLeaf;
-  const bool ours = c % 2 == 0 || per_leaf;
+  const bool one_message = c == kMidOneMessage || c == kLargeOneMessage;
+  const bool ours = (c % 2 == 0 || per_leaf) && !one_message;
   const auto options = dist::P2POptions().wire_format(per_leaf ? dist::WireFormat::kPerLeaf
                                                                : dist::WireFormat::kPacked);
-  if (c >= kReduceSmallOurs && !per_leaf) {
+  if (c >= kReduceSmallOurs && c <= kReduceLargeHand) {
     if (ours) {
       dist::all_reduce(pg, t, dist::ReduceOp::kSum, dist::CollectiveOptions().check_structure(false));
     } else {
@@ -173,7 +181,7 @@ void Run(benchmark::State& state, Case c) {
   pg->send(cmd, 1, kCommandTag)->wait();
   for (auto _ : state) Step(pg, d, c, 0);
   if (c == kLargeOurs || c == kLargeHand || c == kReduceLargeOurs || c == kReduceLargeHand ||
-      c == kLargePerLeaf) {
+      c == kLargePerLeaf || c == kLargeOneMessage) {
     state.SetBytesProcessed(state.iterations() * 2 * 10 * 4096 * 256 * 4);
   }
 }
@@ -192,6 +200,8 @@ TD_DIST_BENCH(MidPerLeaf, kMidPerLeaf, "SendRecv10x64x8PerLeaf/ours");
 TD_DIST_BENCH(MidPerLeafHand, kMidHand, "SendRecv10x64x8PerLeaf/hand");
 TD_DIST_BENCH(LargePerLeaf, kLargePerLeaf, "SendRecvLargePerLeaf/ours");
 TD_DIST_BENCH(LargePerLeafHand, kLargeHand, "SendRecvLargePerLeaf/hand");
+TD_DIST_BENCH(MidOneMessage, kMidOneMessage, "SendRecv10x64x8/hand_one_message");
+TD_DIST_BENCH(LargeOneMessage, kLargeOneMessage, "SendRecvLarge/hand_one_message");
 TD_DIST_BENCH(ReduceSmallOurs, kReduceSmallOurs, "AllReduce100x64/ours");
 TD_DIST_BENCH(ReduceSmallHand, kReduceSmallHand, "AllReduce100x64/hand");
 TD_DIST_BENCH(ReduceLargeOurs, kReduceLargeOurs, "AllReduceLarge/ours");

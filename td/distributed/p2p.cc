@@ -194,7 +194,7 @@ std::shared_ptr<Outgoing> Post(const ProcessGroupPtr& pg, Kind kind, const Packe
   at::Tensor payload;
   if (per_leaf) {
     int64_t prefix = AlignUp(h[3]);
-    payload = at::empty({prefix + h[4]}, at::kByte);
+    payload = internal::ScratchBytes(prefix + h[4], at::kCPU);
     std::memcpy(payload.data_ptr<uint8_t>(), desc.data(), desc.size());
     auto* sizes = reinterpret_cast<int64_t*>(payload.data_ptr<uint8_t>() + prefix);
     for (size_t i = 0; i < leaves.size(); ++i) sizes[i] = leaves[i].numel();
@@ -239,7 +239,7 @@ Incoming Receive(const ProcessGroupPtr& pg, std::vector<at::Tensor>& header,
   in.per_leaf = h[5] == kPerLeafFlag;
   std::memcpy(&in.fingerprint, &h[2], sizeof(uint64_t));
   int64_t prefix = AlignUp(h[3]);
-  std::vector<at::Tensor> payload = {at::empty({prefix + h[4]}, at::kByte)};
+  std::vector<at::Tensor> payload = {internal::ScratchBytes(prefix + h[4], at::kCPU)};
   if (payload[0].numel() > 0) {
     WorkPtr w = internal::Transport(what, [&] { return pg->recv(payload, src, tag + 1); });
     internal::Wait(w, timeout, what);

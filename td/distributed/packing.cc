@@ -3,9 +3,11 @@
 #include <ATen/ATen.h>
 
 #include <algorithm>
+#include <mutex>
 #include <sstream>
 #include <utility>
 
+#include "td/consolidate/layout.h"
 #include "td/core/errors.h"
 
 namespace td {
@@ -63,10 +65,59 @@ PackedLayout::PackedLayout(const TensorDict& td) {
   fingerprint_ = Fingerprint(signature_.data(), signature_.size());
 }
 
+namespace {
+
+struct ScratchPool {
+  std::mutex mu;
+  std::vector<at::Tensor> slots;  // uint8, 1-D, CPU
+};
+
+ScratchPool& Pool() {
+  static ScratchPool* pool = new ScratchPool();  // never destroyed: used from static destructors
+  return *pool;
+}
+
+// Free when the pool's tensor is the only holder of the storage (views handed out share it).
+bool IsFree(const at::Tensor& t) { return t.use_count() == 1 && t.storage().use_count() == 1; }
+
+}  // namespace
+
+at::Tensor ScratchBytes(int64_t nbytes, at::Device device) {
+  if (!device.is_cpu()) return at::empty({nbytes}, at::TensorOptions(at::kByte).device(device));
+  if (nbytes > kScratchMaxBytes) return consolidate_internal::AllocateHost(nbytes, at::kByte);
+  ScratchPool& pool = Pool();
+  std::lock_guard<std::mutex> lock(pool.mu);
+  // The smallest free buffer that fits; else replace the smallest free one, or add a slot.
+  at::Tensor* best = nullptr;
+  at::Tensor* smallest_free = nullptr;
+  for (at::Tensor& slot : pool.slots) {
+    if (!IsFree(slot)) continue;
+    if (slot.numel() >= nbytes && (best == nullptr || slot.numel() < best->numel())) best = &slot;
+    if (smallest_free == nullptr || slot.numel() < smallest_free->numel()) smallest_free = &slot;
+  }
+  if (best != nullptr) return best->narrow(0, 0, nbytes);
+  at::Tensor fresh = consolidate_internal::AllocateHost(nbytes, at::kByte);
+  if (smallest_free != nullptr) {
+    *smallest_free = fresh;
+  } else if (static_cast<int>(pool.slots.size()) < kScratchSlots) {
+    pool.slots.push_back(fresh);
+  } else {
+    return fresh;  // every slot is in use (concurrent messages): not pooled
+  }
+  return fresh.narrow(0, 0, nbytes);
+}
+
+int64_t ScratchPoolBytes() {
+  ScratchPool& pool = Pool();
+  std::lock_guard<std::mutex> lock(pool.mu);
+  int64_t total = 0;
+  for (const at::Tensor& slot : pool.slots) total += slot.numel();
+  return total;
+}
+
 at::Tensor PackedLayout::Allocate(int64_t prefix) const {
-  at::TensorOptions opts = at::TensorOptions().dtype(at::kByte);
-  if (!leaves_.empty()) opts = opts.device(leaves_[0].tensor.device());
-  return at::empty({prefix + nbytes_}, opts);
+  return ScratchBytes(prefix + nbytes_,
+                      leaves_.empty() ? at::Device(at::kCPU) : leaves_[0].tensor.device());
 }
 
 at::Tensor PackedLayout::GroupView(const at::Tensor& data, size_t g) const {

@@ -5,12 +5,43 @@
 #include <ATen/ATen.h>
 #include <gtest/gtest.h>
 
+#include <vector>
+
 #include "td/core/testing.h"
 
 namespace td {
 namespace distributed {
 namespace internal {
 namespace {
+
+// NOTE [ Scratch buffers ]: a released buffer is reused, a held one never is, and buffers over
+// the pool's limits are not kept.
+TEST(PackingTest, ScratchBuffersAreReusedOnlyWhenReleased) {
+  const int64_t mib = int64_t{1} << 20;
+  at::Tensor a = ScratchBytes(8 * mib, at::kCPU);
+  const void* first = a.data_ptr();
+  at::Tensor b = ScratchBytes(8 * mib, at::kCPU);
+  EXPECT_NE(b.data_ptr(), first);  // `a` is held: never handed out twice
+  a.fill_(1);
+  b.fill_(2);
+  EXPECT_TRUE(a.eq(1).all().item<bool>());
+  a = at::Tensor();
+  at::Tensor c = ScratchBytes(4 * mib, at::kCPU);  // fits into the released buffer
+  EXPECT_EQ(c.data_ptr(), first);  // the first test of this binary: no other buffer is free
+  EXPECT_NE(c.data_ptr(), b.data_ptr());
+  EXPECT_EQ(c.numel(), 4 * mib);
+  const int64_t held = ScratchPoolBytes();
+  EXPECT_LE(held, kScratchSlots * 8 * mib);
+  // Many concurrent holders: the ones past the slots are plain allocations, all distinct.
+  std::vector<at::Tensor> many;
+  for (int i = 0; i < kScratchSlots + 2; ++i) many.push_back(ScratchBytes(mib, at::kCPU));
+  for (size_t i = 0; i < many.size(); ++i) {
+    for (size_t j = i + 1; j < many.size(); ++j) {
+      EXPECT_NE(many[i].data_ptr(), many[j].data_ptr());
+    }
+  }
+  EXPECT_LE(ScratchPoolBytes(), kScratchSlots * 8 * mib);
+}
 
 TEST(PackingTest, GroupsAlignedAndRoundTrip) {
   TensorDict td({{"z", at::arange(5, at::kFloat)},
