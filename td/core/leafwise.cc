@@ -8,7 +8,6 @@
 
 namespace td {
 namespace internal {
-namespace {
 
 // A one-element tensor of `t`'s dtype and device (for the in-place dry runs).
 at::Tensor Probe(const at::Tensor& t) { return at::ones({1}, t.options()); }
@@ -22,6 +21,8 @@ void CheckWritable(const LeafTree& tree, size_t i, const char* op) {
                      "(use at::NoGradGuard or detach_() first)");
   }
 }
+
+namespace {
 
 std::vector<ResolvedOperand> ResolveAll(const LeafTree& tree,
                                         const std::vector<const Operand*>& operands) {

@@ -15,6 +15,7 @@
 #include <algorithm>
 
 #include "td/core/dtype.h"
+#include "td/core/internal/leafwise.h"
 #include "td/core/leaves.h"
 #include "td/core/storage.h"
 #include "td/core/tensordict.h"
@@ -82,18 +83,8 @@ TensorDict BinaryForeachOr(
   return tree.Rebuild(std::move(out), td.batch_size(), /*check=*/true);
 }
 
-// A one-element tensor of `t`'s dtype and device (for the in-place dry runs).
-at::Tensor Probe(const at::Tensor& t) { return at::ones({1}, t.options()); }
-
-// Checks that an in-place op may modify `leaf` (see NOTE [ Leaf-wise math ]).
-void CheckWritable(const LeafTree& tree, size_t i, const char* op) {
-  const at::Tensor& leaf = tree.leaves()[i];
-  if (at::GradMode::is_enabled() && leaf.requires_grad() && leaf.is_leaf()) {
-    Fail<c10::Error>(op, ": key ", tree.key(i).repr(),
-                     " is a leaf tensor that requires grad and cannot be modified in place "
-                     "(use at::NoGradGuard or detach_() first)");
-  }
-}
+using internal::CheckWritable;
+using internal::Probe;
 
 // Validates then applies an in-place unary op; `dry(probe)` runs it on a one-element tensor.
 TensorDict& UnaryInPlace(TensorDict& td, const std::function<void(at::TensorList)>& foreach,

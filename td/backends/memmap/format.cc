@@ -653,6 +653,13 @@ std::string LevelMetaJson(const LevelMeta& meta) {
   return j.dump();
 }
 
+std::string LazyStackMetaJson(int64_t stack_dim) {
+  Json j = Json::object();
+  j["_type"] = std::string(kLazyStackType);
+  j["stack_dim"] = stack_dim;
+  return j.dump();
+}
+
 std::string NonTensorMetaJson(const nlohmann::json& data) {
   Json j = Json::object();
   j["_type"] = std::string(kNonTensorType);

@@ -69,6 +69,8 @@ inline constexpr std::string_view kTempPrefix = ".td-tmp-";
 inline constexpr std::string_view kNonTensorInner = "_tensordict";
 inline constexpr std::string_view kTensorDictType = "<class 'tensordict._td.TensorDict'>";
 inline constexpr std::string_view kNonTensorType = "<class 'tensordict.tensorclass.NonTensorData'>";
+inline constexpr std::string_view kLazyStackType =
+    "<class 'tensordict._lazy.LazyStackedTensorDict'>";
 // Limits of the reader: a meta.json larger than this, JSON nested deeper, or a shape with more
 // dims is refused with an error rather than read.
 inline constexpr size_t kMaxMetaBytes = size_t{64} << 20;
@@ -166,6 +168,9 @@ absl::StatusOr<DirMeta> ParseDirMeta(std::string_view text, std::string_view pat
 // meta.json text for a level (entries in order, then shape, device "cpu" and _type). A
 // sub-directory entry's "type" is its type_name, or "TensorDict" / "NonTensorData" by kind.
 std::string LevelMetaJson(const LevelMeta& meta);
+// meta.json text of a lazy stack's directory (LazyStackedTensorDict._memmap_ in Python
+// tensordict 0.4-0.14: only "_type" and "stack_dim"; member i lives in the sub-directory "i").
+std::string LazyStackMetaJson(int64_t stack_dim);
 // meta.json text of a non-tensor entry holding `data`.
 std::string NonTensorMetaJson(const nlohmann::json& data);
 

@@ -148,25 +148,8 @@ namespace {
 
 using memmap_format::EntryKind;
 
-EntryKind KindOf(const Value& v) {
-  if (v.is_tensor()) return EntryKind::kTensor;
-  if (v.is_tensordict()) return EntryKind::kTensorDict;
-  return EntryKind::kNonTensor;
-}
-
-memmap_format::EntryMeta MetaOf(const std::string& key, const Value& v) {
-  memmap_format::EntryMeta e;
-  e.key = key;
-  e.kind = KindOf(v);
-  if (v.is_tensor()) {
-    e.dtype = v.tensor().scalar_type();
-    // A nested tensor is described by the shape of its sizes (NOTE [ Memmap directory format ]).
-    e.is_nested = v.tensor().is_nested();
-    e.shape = e.is_nested ? v.tensor()._nested_tensor_size().sizes().vec()
-                          : v.tensor().sizes().vec();
-  }
-  return e;
-}
+using memmap_internal::EntryMetaOf;
+using memmap_internal::KindOf;
 
 }  // namespace
 
@@ -180,12 +163,12 @@ std::string MemmapStorage::MetaJson(const std::vector<int64_t>& batch_size,
       continue;
     }
     if (IsField(key)) continue;  // a tensorclass field: in the tensorclass's own meta.json
-    meta.entries.push_back(MetaOf(key, v));
+    meta.entries.push_back(EntryMetaOf(key, v));
   }
   if (add_key != nullptr) {
     // A replaced key keeps its place, as EntryList::set keeps it.
     const int64_t pos = entries().position(*add_key);
-    memmap_format::EntryMeta e = MetaOf(*add_key, *add_value);
+    memmap_format::EntryMeta e = EntryMetaOf(*add_key, *add_value);
     if (pos >= 0 && (skip_key == nullptr || *skip_key != *add_key)) {
       int64_t i = 0, insert_at = 0;
       for (const auto& [key, v] : entries().entries()) {

@@ -29,6 +29,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "td/backends/memmap/format.h"
 #include "td/backends/memmap/fs.h"
 #include "td/backends/memmap/memmap_storage.h"
 #include "td/core/tensordict.h"
@@ -43,6 +44,11 @@ struct WriteOptions {
   bool sync = false;           // fsync files and directories
   int64_t num_threads = 0;
 };
+
+// The kind of an entry, and its meta.json entry (a lazy-stack sub-TensorDict is typed
+// "LazyStackedTensorDict", as Python writes it).
+memmap_format::EntryKind KindOf(const Value& v);
+memmap_format::EntryMeta EntryMetaOf(const std::string& key, const Value& v);
 
 // Throws ValueError / TypeError naming the key for anything WriteTree would fail on by
 // construction; `dir` is the final directory of `td` (for copy_existing).

@@ -13,6 +13,7 @@
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/strings/str_cat.h"
+#include "td/backends/lazy_stack/lazy_stack.h"
 #include "td/backends/memmap/format.h"
 #include "td/backends/memmap/fs.h"
 #include "td/backends/memmap/memmap_internal.h"
@@ -29,12 +30,6 @@ namespace {
 
 using memmap_format::EntryKind;
 
-EntryKind KindOf(const Value& v) {
-  if (v.is_tensor()) return EntryKind::kTensor;
-  if (v.is_tensordict()) return EntryKind::kTensorDict;
-  return EntryKind::kNonTensor;
-}
-
 constexpr size_t kNameMax = 255;
 
 void ValidateLevel(const TensorDict& td, const std::string& dir, const WriteOptions& o,
@@ -42,6 +37,14 @@ void ValidateLevel(const TensorDict& td, const std::string& dir, const WriteOpti
   if (depth > kMaxNestingDepth) {
     Fail<NestingError>("memmap: TensorDicts nested more than ", kMaxNestingDepth,
                        " levels deep cannot be written (td::kMaxNestingDepth)");
+  }
+  if (LazyStackedTensorDict::is_lazy_stack(td)) {
+    // Python's layout: member i in the sub-directory "i" (NOTE [ Memmap directory format ]).
+    const std::vector<TensorDict>& members = LazyStackedTensorDict(td).tensordicts();
+    for (size_t i = 0; i < members.size(); ++i) {
+      ValidateLevel(members[i], JoinPath(dir, std::to_string(i)), o, prefix, depth + 1);
+    }
+    return;
   }
   const Storage& s = td.storage();
   absl::flat_hash_map<std::string, std::string> names;  // file name -> key
@@ -142,6 +145,22 @@ void WriteNonTensor(const nlohmann::json& data, const std::vector<int64_t>& batc
 void BuildLevel(const TensorDict& td, const std::shared_ptr<UniqueFd>& dir, const std::string& path,
                 const WriteOptions& o, const NestedKey* prefix, std::vector<LeafJob>* jobs,
                 std::vector<std::shared_ptr<UniqueFd>>* dirs) {
+  if (LazyStackedTensorDict::is_lazy_stack(td)) {
+    const LazyStackedTensorDict stack(td);
+    const std::vector<TensorDict>& members = stack.tensordicts();
+    for (size_t i = 0; i < members.size(); ++i) {
+      const std::string name = std::to_string(i);
+      const std::string member_path = JoinPath(path, name);
+      Mkdir(dir->get(), name, member_path);
+      BuildLevel(members[i], OpenNew(dir->get(), name, member_path), member_path, o, prefix, jobs,
+                 dirs);
+    }
+    Check(CreateFileAt(dir->get(), std::string(memmap_format::kMetaFile),
+                       memmap_format::LazyStackMetaJson(stack.stack_dim()), o.sync,
+                       JoinPath(path, memmap_format::kMetaFile)));
+    if (o.sync) dirs->push_back(dir);
+    return;
+  }
   const Storage& s = td.storage();
   memmap_format::LevelMeta meta;
   meta.batch_size = td.batch_size().vec();
@@ -149,14 +168,10 @@ void BuildLevel(const TensorDict& td, const std::shared_ptr<UniqueFd>& dir, cons
     std::optional<Value> v = s.get(k);
     if (!v) continue;
     const NestedKey full = prefix ? *prefix + NestedKey(k) : NestedKey(k);
-    memmap_format::EntryMeta e;
-    e.key = k;
-    e.kind = KindOf(*v);
+    memmap_format::EntryMeta e = EntryMetaOf(k, *v);
     const std::string name = memmap_format::EntryFileName(k, e.kind);
     const std::string entry_path = JoinPath(path, name);
     if (v->is_tensor()) {
-      e.dtype = v->tensor().scalar_type();
-      e.shape = v->tensor().sizes().vec();
       jobs->push_back(LeafJob{dir, name, entry_path, v->tensor(), full});
     } else if (v->is_tensordict()) {
       Mkdir(dir->get(), name, entry_path);
@@ -297,14 +312,20 @@ TensorDict WriteAndLoad(const TensorDict& td, const std::string& prefix,
     RemoveAt(parent.get(), tmp, JoinPath(t.parent, tmp)).IgnoreError();
     throw;
   }
-  TensorDict out(ValueOrThrowMemmap(
-      LoadLevel(dir.get(), t.path, MemmapMode::kReadWrite, true, nullptr, wo.num_threads)));
-  out.lock_();
-  return out;
+  // Loaded as load_memmap loads (every level locked as it is read, lazy stacks built over their
+  // loaded members), so a lazy stack with ragged keys comes back too.
+  return ValueOrThrowMemmap(LoadDir(dir.get(), t.path, MemmapMode::kReadWrite, wo.num_threads));
 }
 
 // Puts the tensors of `mapped` (same structure) into `td`'s own storages.
 void ReplaceLeaves(const TensorDict& td, const TensorDict& mapped) {
+  if (LazyStackedTensorDict::is_lazy_stack(td)) {
+    // The members hold the tensors; `mapped` is the lazy stack loaded from the same layout.
+    const std::vector<TensorDict>& mine = LazyStackedTensorDict(td).tensordicts();
+    const std::vector<TensorDict>& theirs = LazyStackedTensorDict(mapped).tensordicts();
+    for (size_t i = 0; i < mine.size(); ++i) ReplaceLeaves(mine[i], theirs[i]);
+    return;
+  }
   Storage& s = td.storage();
   for (const std::string& k : s.keys()) {
     std::optional<Value> v = s.get(k);
@@ -319,6 +340,28 @@ void ReplaceLeaves(const TensorDict& td, const TensorDict& mapped) {
 }
 
 }  // namespace
+
+EntryKind KindOf(const Value& v) {
+  if (v.is_tensor()) return EntryKind::kTensor;
+  if (v.is_tensordict()) return EntryKind::kTensorDict;
+  return EntryKind::kNonTensor;
+}
+
+memmap_format::EntryMeta EntryMetaOf(const std::string& key, const Value& v) {
+  memmap_format::EntryMeta e;
+  e.key = key;
+  e.kind = KindOf(v);
+  if (v.is_tensor()) {
+    e.dtype = v.tensor().scalar_type();
+    // A nested tensor is described by the shape of its sizes (NOTE [ Memmap directory format ]).
+    e.is_nested = v.tensor().is_nested();
+    e.shape = e.is_nested ? v.tensor()._nested_tensor_size().sizes().vec()
+                          : v.tensor().sizes().vec();
+  } else if (v.is_tensordict() && LazyStackedTensorDict::is_lazy_stack(v.tensordict())) {
+    e.type_name = "LazyStackedTensorDict";
+  }
+  return e;
+}
 
 void RemoveStaleTemps(int parent_fd, const std::string& parent, const std::string& base) {
   absl::StatusOr<std::vector<DirEntry>> entries = ListDir(parent_fd, parent);

@@ -22,6 +22,12 @@ namespace internal {
 // A 0-dim tensor holding `s` that promotes like a Python number (a "wrapped number").
 at::Tensor WrappedNumber(const at::Scalar& s);
 
+// A one-element tensor of `t`'s dtype and device (for the in-place dry runs).
+at::Tensor Probe(const at::Tensor& t);
+// Throws c10::Error naming the key when an in-place op may not modify leaf `i` of `tree` (a leaf
+// tensor that requires grad while grad mode is on).
+void CheckWritable(const LeafTree& tree, size_t i, const char* op);
+
 // One operand's value for one leaf: a tensor, or a number (`s`).
 struct LeafArg {
   at::Tensor t;
