@@ -16,6 +16,7 @@
 #include "td/backends/shared_memory/shared_memory.h"
 #include "td/core/stack.h"
 #include "td/core/tensordict.h"
+#include "td/backends/memmap/test_util.h"
 #include "td/core/testing.h"
 
 namespace td {
@@ -38,12 +39,6 @@ TensorDict DeepestLevel(const TensorDict& root) {
   TensorDict c = root;
   for (int depth = 1; depth <= kMaxNestingDepth; ++depth) c = c.get_tensordict("d");
   return c;
-}
-
-std::string TempDir() {
-  std::string dir = ::testing::TempDir() + "/deep-nesting-XXXXXX";
-  if (::mkdtemp(dir.data()) == nullptr) throw std::runtime_error("mkdtemp failed");
-  return dir;
 }
 
 // Every walk gives the dense answer and the TensorDict is destroyed afterwards.
@@ -74,7 +69,7 @@ void ExpectOneDeeperRefused(const TensorDict& root) {
 
 TEST(DeepNestingTest, MemmapWritesAndLoadsTheDeepest) {
   const TensorDict dense = Deepest();
-  const std::string dir = TempDir();
+  const std::string dir = testing_util::FreshDir("deep-nesting");
   TensorDict saved = dense.memmap(dir + "/td");
   ExpectWalksMatch(saved, dense);
   TensorDict loaded = TensorDict::load_memmap(dir + "/td");

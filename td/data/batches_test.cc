@@ -2,14 +2,14 @@
 
 #include <gtest/gtest.h>
 
-#include <cstdlib>
-#include <filesystem>
 #include <string>
 #include <vector>
 
 #include "td/backends/lazy_stack/lazy_stack.h"
+#include "td/backends/memmap/test_util.h"
 #include "td/core/stack.h"
 #include "td/core/testing.h"
+#include "td/data/test_rows.h"
 
 namespace {
 
@@ -17,19 +17,8 @@ using td::TensorDict;
 using td::data::BatchLoader;
 using td::data::BatchOptions;
 
-TensorDict Rows(int64_t n) {
-  return TensorDict({{"x", at::arange(n * 3, at::kFloat).view({n, 3})},
-                     {"y", at::arange(n, at::kLong)},
-                     {"n", {{"z", at::arange(n * 2, at::kDouble).view({n, 2})}}}},
-                    {n});
-}
-
-std::string TempDir(const std::string& name) {
-  const char* tmp = std::getenv("TEST_TMPDIR");
-  const std::string dir = std::string(tmp ? tmp : "/tmp") + "/" + name;
-  std::filesystem::remove_all(dir);
-  return dir;
-}
+using td::data::test::Rows;
+using td::testing_util::FreshDir;
 
 std::vector<TensorDict> Epoch(BatchLoader& loader) {
   std::vector<TensorDict> out;
@@ -103,7 +92,7 @@ TEST(BatchLoader, PrefetchGivesTheSameBatches) {
 
 TEST(BatchLoader, MemmapAndLazyStack) {
   TensorDict data = Rows(64);
-  TensorDict on_disk = data.memmap(TempDir("batches_memmap"));
+  TensorDict on_disk = data.memmap(FreshDir("batches_memmap") + "/td");
   ASSERT_TRUE(on_disk.is_memmap());
   BatchLoader dense(data, BatchOptions(16).shuffle(true).seed(1));
   BatchLoader disk(on_disk, BatchOptions(16).shuffle(true).seed(1).prefetch(true));

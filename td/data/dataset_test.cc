@@ -4,33 +4,21 @@
 #include <torch/data/dataloader.h>
 #include <torch/data/samplers.h>
 
-#include <cstdlib>
-#include <filesystem>
 #include <string>
 #include <vector>
 
 #include "td/backends/lazy_stack/lazy_stack.h"
+#include "td/backends/memmap/test_util.h"
 #include "td/core/stack.h"
 #include "td/core/testing.h"
+#include "td/data/test_rows.h"
 
 namespace {
 
 using td::TensorDict;
 
-// 10 rows: "x" [10, 3] = row * 3 + col, "y" [10] = row, "n"/"z" [10, 2].
-TensorDict Rows(int64_t n = 10) {
-  return TensorDict({{"x", at::arange(n * 3, at::kFloat).view({n, 3})},
-                     {"y", at::arange(n, at::kLong)},
-                     {"n", {{"z", at::arange(n * 2, at::kDouble).view({n, 2})}}}},
-                    {n});
-}
-
-std::string TempDir(const std::string& name) {
-  const char* tmp = std::getenv("TEST_TMPDIR");
-  const std::string dir = std::string(tmp ? tmp : "/tmp") + "/" + name;
-  std::filesystem::remove_all(dir);
-  return dir;
-}
+using td::data::test::Rows;
+using td::testing_util::FreshDir;
 
 // Runs a loader over `data` and returns the batches.
 template <class Sampler>
@@ -84,7 +72,7 @@ TEST(TensorDictDataset, RandomSamplerAndWorkers) {
 }
 
 TEST(TensorDictDataset, MemmapAndLazyStack) {
-  TensorDict on_disk = Rows(20).memmap(TempDir("ds_memmap"));
+  TensorDict on_disk = Rows(20).memmap(FreshDir("ds_memmap") + "/td");
   ASSERT_TRUE(on_disk.is_memmap());
   ExpectEveryRowOnce(Collect<torch::data::samplers::RandomSampler>(on_disk, 6, 2), 20);
 
