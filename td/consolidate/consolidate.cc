@@ -12,7 +12,7 @@
 #include "td/consolidate/layout.h"
 #include "td/core/dtype.h"
 #include "td/core/errors.h"
-#include "td/core/leaves.h"
+#include "td/core/internal/leaves.h"
 #include "td/executor/executor.h"
 
 namespace td {

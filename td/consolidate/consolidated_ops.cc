@@ -11,7 +11,7 @@
 
 #include "td/consolidate/layout.h"
 #include "td/core/errors.h"
-#include "td/core/leaves.h"
+#include "td/core/internal/leaves.h"
 
 namespace td {
 namespace consolidated {

@@ -17,7 +17,7 @@
 #include "td/consolidate/consolidate.h"
 #include "td/core/dtype.h"
 #include "td/core/errors.h"
-#include "td/core/leaves.h"
+#include "td/core/internal/leaves.h"
 
 namespace td {
 

@@ -12,7 +12,7 @@
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/synchronization/mutex.h"
-#include "td/core/entry_list.h"
+#include "td/core/internal/entry_list.h"
 #include "td/core/storage.h"
 #include "td/core/tensordict.h"
 

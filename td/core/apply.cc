@@ -6,7 +6,7 @@
 
 #include "td/core/dtype.h"
 #include "td/core/internal/tensordict_util.h"
-#include "td/core/leaves.h"
+#include "td/core/internal/leaves.h"
 #include "td/core/storage.h"
 
 namespace td {

@@ -1,7 +1,7 @@
 // softmax / log_softmax / logsumexp, prod, nansum / nanmean, quantile, min / max with indices,
 // cummax / cummin, grad / zero_grad, new_*, expand_as, broadcast_to, movedim, tensor_split and
 // device strings (declared in td/core/pointwise_members.inc). Built on NOTE [ Leaf maps ]
-// (td/core/leaves.h); errors follow NOTE [ Leaf-wise math ] (td/core/math_ops.cc).
+// (td/core/internal/leaves.h); errors follow NOTE [ Leaf-wise math ] (td/core/math_ops.cc).
 #include <ATen/ATen.h>
 #include <c10/core/impl/DeviceGuardImplInterface.h>
 
@@ -10,7 +10,7 @@
 #include <vector>
 
 #include "td/core/internal/tensordict_util.h"
-#include "td/core/leaves.h"
+#include "td/core/internal/leaves.h"
 #include "td/core/tensordict.h"
 
 namespace td {

@@ -7,7 +7,7 @@
 #include "absl/container/flat_hash_set.h"
 #include "td/core/dtype.h"
 #include "td/core/internal/tensordict_util.h"
-#include "td/core/leaves.h"
+#include "td/core/internal/leaves.h"
 #include "td/core/storage.h"
 
 namespace td {

@@ -9,7 +9,7 @@
 #include <utility>
 #include <vector>
 
-#include "td/core/entry_list.h"
+#include "td/core/internal/entry_list.h"
 #include "td/core/storage.h"
 
 namespace td {

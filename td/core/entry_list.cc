@@ -1,4 +1,4 @@
-#include "td/core/entry_list.h"
+#include "td/core/internal/entry_list.h"
 
 #include <utility>
 

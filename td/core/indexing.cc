@@ -2,7 +2,9 @@
 //
 // NOTE [ Batch indexing ]
 // An index list addresses the batch dims only, with torch's semantics for a tensor of shape
-// batch_size(). Before any leaf is touched the list is normalised once (NormalizeIndex):
+// batch_size(). Before any leaf is touched the list is read once (ExpandBatchIndex, in
+// internal/batch_index.h: the one reading the lazy backends use too) and normalised
+// (NormalizeIndex):
 //   - the Ellipsis is replaced by as many full slices as the batch dims it stands for (a leaf has
 //     more dims than the batch, so a leaf-level Ellipsis would cover feature dims too);
 //   - integers are checked against their batch dim, masks against the batch dims they cover,
@@ -22,7 +24,8 @@
 #include <type_traits>
 
 #include "td/core/dtype.h"
-#include "td/core/leaves.h"
+#include "td/core/internal/batch_index.h"
+#include "td/core/internal/leaves.h"
 #include "td/core/storage.h"
 #include "td/core/tensordict.h"
 
@@ -30,107 +33,28 @@ namespace td {
 namespace {
 
 using at::indexing::TensorIndex;
-using internal::AsInt;
+using internal::ExpandBatchIndex;
+using internal::IsMask;
 using internal::LeafTree;
-
-bool IsMask(const at::Tensor& t) {
-  return t.scalar_type() == at::kBool || t.scalar_type() == at::kByte;
-}
-
-// Slices with a negative step are refused, as torch refuses them for tensors; ValueError names
-// the index, the batch dim it applies to and the batch size. Runs before a backend's own
-// indexing hook so that every backend answers the same.
-void CheckSliceSteps(at::ArrayRef<TensorIndex> indices, at::IntArrayRef batch, const char* op) {
-  const int64_t bd = static_cast<int64_t>(batch.size());
-  auto width = [](const TensorIndex& index) -> int64_t {
-    if (index.is_integer() || index.is_slice()) return 1;
-    if (index.is_tensor() && index.tensor().defined()) {
-      return IsMask(index.tensor()) ? index.tensor().dim() : 1;
-    }
-    return 0;
-  };
-  int64_t consumed = 0;
-  for (const TensorIndex& index : indices) consumed += width(index);
-  int64_t dim = 0;
-  for (size_t p = 0; p < indices.size(); ++p) {
-    const TensorIndex& index = indices[p];
-    if (index.is_slice() && AsInt(index.slice().step()) < 0) {
-      Fail<ValueError>(op, ": negative slice steps are not supported (as for torch tensors): the slice with ",
-                       "step ", AsInt(index.slice().step()), " at position ", p, " applies to batch dim ", dim,
-                       " of batch size ", SizeRepr(batch), " (use flip(", dim,
-                       ") to reverse it)");
-    }
-    dim += index.is_ellipsis() ? std::max<int64_t>(bd - consumed, 0) : width(index);
-  }
-}
 
 struct NormalizedIndex {
   std::vector<TensorIndex> indices;
   bool advanced = false;
 };
 
-// See NOTE [ Batch indexing ].
-NormalizedIndex NormalizeIndex(at::ArrayRef<TensorIndex> indices, at::IntArrayRef batch) {
-  const int64_t bd = static_cast<int64_t>(batch.size());
-  int64_t consumed = 0;
-  int ellipses = 0;
-  for (const TensorIndex& index : indices) {
-    if (index.is_integer() || index.is_slice()) {
-      ++consumed;
-    } else if (index.is_tensor()) {
-      const at::Tensor& t = index.tensor();
-      if (!t.defined()) Fail<IndexError>("index: an index tensor is undefined");
-      consumed += IsMask(t) ? t.dim() : 1;
-    } else if (index.is_ellipsis()) {
-      ++ellipses;
-    }
-  }
-  if (ellipses > 1) Fail<IndexError>("index: an index can only have a single Ellipsis");
-  if (consumed > bd) {
-    Fail<IndexError>("too many indices for a TensorDict with batch size ", SizeRepr(batch),
-                     ": the index covers ", consumed, " dims but there are only ", bd,
-                     " batch dims");
-  }
+// See NOTE [ Batch indexing ]: the caller's items of `ex` (no appended full slices), each mask of
+// k >= 1 dims replaced by its k long index tensors.
+NormalizedIndex NormalizeIndex(internal::BatchIndex ex) {
   NormalizedIndex out;
-  out.indices.reserve(indices.size() + (ellipses ? bd - consumed : 0));
-  int64_t dim = 0;  // the batch dim the next index applies to
-  for (const TensorIndex& index : indices) {
-    if (index.is_ellipsis()) {
-      for (int64_t i = 0; i < bd - consumed; ++i) {
-        out.indices.emplace_back(at::indexing::Slice());
-        ++dim;
-      }
-    } else if (index.is_integer()) {
-      const int64_t v = AsInt(index.integer());
-      if (v < -batch[dim] || v >= batch[dim]) {
-        Fail<IndexError>("index ", v, " is out of range for batch dim ", dim, " of size ",
-                         batch[dim], " (TensorDict batch size ", SizeRepr(batch), ")");
-      }
-      out.indices.push_back(index);
-      ++dim;
-    } else if (index.is_slice()) {
-      out.indices.push_back(index);
-      ++dim;
-    } else if (index.is_tensor() && IsMask(index.tensor()) && index.tensor().dim() > 0) {
-      const at::Tensor& m = index.tensor();
-      const int64_t k = m.dim();
-      if (m.sizes() != batch.slice(dim, k)) {
-        Fail<IndexError>("the mask of shape ", SizeRepr(m.sizes()), " does not match batch dims ",
-                         dim, "..", dim + k - 1, " of the TensorDict's batch size ",
-                         SizeRepr(batch), " (expected a mask of shape ",
-                         SizeRepr(batch.slice(dim, k)), ")");
-      }
-      at::Tensor nz = at::nonzero(m);  // [n, k]
-      for (int64_t j = 0; j < k; ++j) out.indices.emplace_back(nz.select(1, j));
-      out.advanced = true;
-      dim += k;
-    } else if (index.is_tensor()) {
-      out.indices.push_back(index);
-      out.advanced = true;
-      if (!IsMask(index.tensor())) ++dim;
-    } else {  // None, bool
-      if (index.is_boolean()) out.advanced = true;
-      out.indices.push_back(index);
+  out.advanced = ex.has_tensor || ex.has_boolean;
+  out.indices.reserve(ex.given);
+  for (size_t i = 0; i < ex.given; ++i) {
+    TensorIndex& index = ex.items[i].index;
+    if (index.is_tensor() && IsMask(index.tensor()) && index.tensor().dim() > 0) {
+      const at::Tensor nz = at::nonzero(index.tensor());  // [n, k]
+      for (int64_t j = 0; j < nz.size(1); ++j) out.indices.emplace_back(nz.select(1, j));
+    } else {
+      out.indices.push_back(std::move(index));
     }
   }
   return out;
@@ -296,12 +220,12 @@ TensorDict TensorDict::index(std::initializer_list<TensorIndex> indices) const {
 }
 
 TensorDict TensorDict::index(at::ArrayRef<TensorIndex> indices) const {
-  CheckSliceSteps(indices, batch_size(), "index");
+  internal::BatchIndex ex = ExpandBatchIndex(indices, batch_size(), "index");
   // A backend may index natively (a lazy stack returns its member). See NOTE [ Storage interface ].
   if (const LazyStorage* lazy = storage_->lazy()) {
     if (std::optional<TensorDict> native = lazy->index(indices)) return *std::move(native);
   }
-  const NormalizedIndex norm = NormalizeIndex(indices, batch_size());
+  const NormalizedIndex norm = NormalizeIndex(std::move(ex));
   LeafTree tree(*this);
   std::vector<at::Tensor> out =
       !norm.advanced && internal::IsBasicIndex(norm.indices)
@@ -331,7 +255,7 @@ TensorDict& TensorDict::index_put_(std::initializer_list<TensorIndex> indices,
 
 TensorDict& TensorDict::index_put_(at::ArrayRef<TensorIndex> indices, const TensorDict& value) {
   if (value.is_same(*this)) Fail<ValueError>("index_put_: the value is the TensorDict itself");
-  CheckSliceSteps(indices, batch_size(), "index_put_");
+  internal::BatchIndex ex = ExpandBatchIndex(indices, batch_size(), "index_put_");
   // A backend may write natively (a lazy stack writes into its members); lazy backends otherwise
   // get the write through a dense copy of the keys it touches. See NOTE [ Storage interface ].
   if (LazyStorage* lazy = storage_->lazy(); lazy != nullptr && lazy->index_put_(indices, value)) {
@@ -346,7 +270,7 @@ TensorDict& TensorDict::index_put_(at::ArrayRef<TensorIndex> indices, const Tens
         *this, [&](TensorDict& dense) { dense.index_put_(indices, value); }, &touched);
     return *this;
   }
-  const NormalizedIndex norm = NormalizeIndex(indices, batch_size());
+  const NormalizedIndex norm = NormalizeIndex(std::move(ex));
   const std::vector<int64_t> indexed = ProbeBatch(norm, batch_size());
   PutPlan plan;
   PlanLevel(this, value, nullptr, *this, value.batch_dims(), indexed, &plan);
@@ -378,12 +302,12 @@ TensorDict& TensorDict::index_put_(std::initializer_list<TensorIndex> indices,
 
 TensorDict& TensorDict::index_put_(at::ArrayRef<TensorIndex> indices, const at::Tensor& value) {
   if (!value.defined()) Fail<ValueError>("index_put_: the value tensor is undefined");
-  CheckSliceSteps(indices, batch_size(), "index_put_");
+  internal::BatchIndex ex = ExpandBatchIndex(indices, batch_size(), "index_put_");
   if (HasLazyLevel(*this)) {  // NOTE [ Storage interface ]
     WriteThroughDenseCopy(*this, [&](TensorDict& dense) { dense.index_put_(indices, value); });
     return *this;
   }
-  const NormalizedIndex norm = NormalizeIndex(indices, batch_size());
+  const NormalizedIndex norm = NormalizeIndex(std::move(ex));
   const std::vector<int64_t> indexed = ProbeBatch(norm, batch_size());
   LeafTree tree(*this);
   for (size_t i = 0; i < tree.num_leaves(); ++i) {
@@ -411,12 +335,12 @@ TensorDict& TensorDict::index_put_(std::initializer_list<TensorIndex> indices,
 }
 
 TensorDict& TensorDict::index_put_(at::ArrayRef<TensorIndex> indices, const at::Scalar& value) {
-  CheckSliceSteps(indices, batch_size(), "index_put_");
+  internal::BatchIndex ex = ExpandBatchIndex(indices, batch_size(), "index_put_");
   if (HasLazyLevel(*this)) {  // NOTE [ Storage interface ]
     WriteThroughDenseCopy(*this, [&](TensorDict& dense) { dense.index_put_(indices, value); });
     return *this;
   }
-  const NormalizedIndex norm = NormalizeIndex(indices, batch_size());
+  const NormalizedIndex norm = NormalizeIndex(std::move(ex));
   ProbeBatch(norm, batch_size());  // validates the index before anything is written
   CheckInPlace(*this, "index_put_");
   LeafTree tree(*this);

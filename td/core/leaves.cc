@@ -1,4 +1,4 @@
-#include "td/core/leaves.h"
+#include "td/core/internal/leaves.h"
 
 #include <ATen/ATen.h>
 
@@ -7,7 +7,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "td/core/dtype.h"
-#include "td/core/entry_list.h"
+#include "td/core/internal/entry_list.h"
 #include "td/core/storage.h"
 
 namespace td {

@@ -3,7 +3,7 @@
 //
 // NOTE [ Leaf-wise math ]
 // Every operation here maps over the leaves with the machinery of NOTE [ Leaf maps ]
-// (td/core/leaves.h). Where LibTorch has a `_foreach_*` kernel, the whole leaf list goes through
+// (td/core/internal/leaves.h). Where LibTorch has a `_foreach_*` kernel, the whole leaf list goes through
 // one call; if that call throws, the operation reruns leaf by leaf (out-of-place operations
 // only, which have no side effects) so the error names the key. In-place operations validate
 // every leaf first -- the result dtype can be cast to the leaf's dtype, an operand broadcasts
@@ -16,7 +16,7 @@
 
 #include "td/core/dtype.h"
 #include "td/core/internal/leafwise.h"
-#include "td/core/leaves.h"
+#include "td/core/internal/leaves.h"
 #include "td/core/storage.h"
 #include "td/core/tensordict.h"
 

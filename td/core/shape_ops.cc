@@ -2,14 +2,14 @@
 // expand, flatten, unflatten, split, chunk, unbind, flip, roll, narrow, repeat, repeat_interleave,
 // gather, where, masked_fill(_), masked_select, pad. Each computes the result batch size from the
 // batch size with the tensor op's own rules, normalises dims against the batch dims, and maps
-// the op over every leaf (see NOTE [ Leaf maps ] in td/core/leaves.h).
+// the op over every leaf (see NOTE [ Leaf maps ] in td/core/internal/leaves.h).
 #include <ATen/ATen.h>
 #include <ATen/TensorIndexing.h>
 
 #include <numeric>
 
 #include "td/core/dtype.h"
-#include "td/core/leaves.h"
+#include "td/core/internal/leaves.h"
 #include "td/core/storage.h"
 #include "td/core/tensordict.h"
 

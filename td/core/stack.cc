@@ -5,7 +5,7 @@
 #include <string>
 
 #include "td/core/dtype.h"
-#include "td/core/leaves.h"
+#include "td/core/internal/leaves.h"
 
 namespace td {
 namespace {

@@ -6,7 +6,7 @@
 #include "absl/container/flat_hash_map.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
-#include "td/core/entry_list.h"
+#include "td/core/internal/entry_list.h"
 
 namespace td {
 namespace {

@@ -27,7 +27,7 @@
 //  * A backend with Capability::kLazy may return a freshly computed tensor from `get()`, so
 //    writing into that tensor changes nothing. Every in-place write of the core therefore hands
 //    the result of a lazy level back to the storage's `set_()`: see NOTE [ In-place writes ] in
-//    td/core/leaves.h, the one place that does it.
+//    td/core/internal/leaves.h, the one place that does it.
 //  * Batch indexing first offers the work to LazyStorage::index() / index_put_(); a backend
 //    returns nullopt / false to let the core do it leaf by leaf. A lazy backend uses the hooks
 //    to stay lazy (a lazy stack indexed along its stack dim returns the member itself) and to
@@ -131,7 +131,7 @@ struct EntryMeta {
   bool ragged() const;
 };
 
-class EntryList;    // td/core/entry_list.h
+class EntryList;    // td/core/internal/entry_list.h
 class LazyStorage;  // below
 
 // One level of entries. See NOTE [ Storage interface ].
@@ -241,7 +241,7 @@ class LazyStorage : public Storage {
   // In-place indexed write hook, called first by TensorDict::index_put_ with a TensorDict value:
   // validate, write and return true (throwing before anything is written when the value does
   // not fit), or return false to let the core validate and write leaf by leaf (NOTE [ In-place
-  // writes ] in td/core/leaves.h).
+  // writes ] in td/core/internal/leaves.h).
   virtual bool index_put_(at::ArrayRef<at::indexing::TensorIndex> indices,
                           const TensorDict& value);
   // Keys held by some parts of the storage but not by all of them (a lazy stack whose members

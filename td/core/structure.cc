@@ -11,7 +11,7 @@
 #include "absl/strings/str_split.h"
 #include "td/core/dtype.h"
 #include "td/core/internal/tensordict_util.h"
-#include "td/core/leaves.h"
+#include "td/core/internal/leaves.h"
 #include "td/core/storage.h"
 
 namespace td {

@@ -12,7 +12,7 @@
 #include "td/core/dtype.h"
 #include "td/core/internal/dict_util.h"
 #include "td/core/internal/tensordict_util.h"
-#include "td/core/entry_list.h"
+#include "td/core/internal/entry_list.h"
 #include "td/core/storage.h"
 
 namespace td {
@@ -307,6 +307,14 @@ bool TensorDict::contains(const NestedKey& key) const {
 }
 
 size_t TensorDict::size() const { return storage_->size(); }
+
+void TensorDict::for_each_entry(
+    absl::FunctionRef<void(const std::string& key, const Value& value)> fn) const {
+  for (const std::string& k : storage_->keys()) {
+    std::optional<Value> v = storage_->get(k);
+    if (v) fn(k, *v);
+  }
+}
 
 std::vector<NestedKey> TensorDict::keys(const KeysOptions& options) const {
   std::vector<NestedKey> out;

@@ -35,6 +35,7 @@
 #include <variant>
 #include <vector>
 
+#include "absl/functional/function_ref.h"
 #include "nlohmann/json.hpp"
 #include "td/core/dict_options.h"
 #include "td/core/errors.h"
@@ -140,6 +141,11 @@ class TensorDict {
   std::vector<NestedKey> keys(const KeysOptions& options = {}) const;
   std::vector<Value> values(const KeysOptions& options = {}) const;
   std::vector<Item> items(const KeysOptions& options = {}) const;
+  // Calls fn(key, value) for each entry of this level, in key order, nested TensorDicts as
+  // values (recurse through value.tensordict()): the one way to walk a level without building
+  // NestedKeys or a vector. On a lazy level, tensor values are computed as get() computes them.
+  //   td.for_each_entry([&](const std::string& k, const td::Value& v) { ... });
+  void for_each_entry(absl::FunctionRef<void(const std::string& key, const Value& value)> fn) const;
 
   // ---- writing ---------------------------------------------------------------------------
   // Inserts or replaces the entry; missing intermediate TensorDicts of a nested key are created.
@@ -201,7 +207,7 @@ class TensorDict {
 
   // ---- apply (td/core/tensordict.cc) -----------------------------------------------------
   // fn is called on every tensor leaf, nested ones included, in depth-first insertion order
-  // (see NOTE [ Leaf maps ] in td/core/leaves.h). The result is a new dense TensorDict with the
+  // (see NOTE [ Leaf maps ] in td/core/internal/leaves.h). The result is a new dense TensorDict with the
   // same structure: an undefined tensor returned by fn drops that entry, non-tensor entries are
   // carried as they are. An exception from fn is rethrown (same type for c10::Error subclasses)
   // with the key it happened on. Zipped TensorDicts (`others`) are matched by key: a leaf

@@ -126,7 +126,7 @@ at::Tensor BuildPayload(const PackedLayout& layout, const std::string& desc) {
 
 using Timeout = std::optional<std::chrono::milliseconds>;
 
-enum Flags : int64_t { kPerLeafFlag = 1 };
+constexpr int64_t kPerLeafFlag = 1;  // header word 5
 
 // The non-empty leaves of `layout` as contiguous 1-D byte tensors (the leaf's own memory when it
 // is contiguous), in layout order: the messages of WireFormat::kPerLeaf.

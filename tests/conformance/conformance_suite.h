@@ -151,6 +151,28 @@ TYPED_TEST_P(Conformance, ContentMatchesReference) {
   ExpectSame(t, ref);
 }
 
+// for_each_entry walks one level, in keys() order, nested levels as TensorDict values.
+TYPED_TEST_P(Conformance, ForEachEntryWalksOneLevel) {
+  TensorDict t = this->Make();
+  TensorDict ref = ReferenceContent();
+  std::vector<std::string> seen;
+  t.for_each_entry([&](const std::string& k, const Value& v) {
+    seen.push_back(k);
+    if (v.is_tensor()) {
+      EXPECT_TRUE(v.tensor().equal(ref.get(k))) << k;
+    } else {
+      ASSERT_TRUE(v.is_tensordict()) << k;
+      std::vector<std::string> inner;
+      v.tensordict().for_each_entry([&](const std::string& ik, const Value& iv) {
+        inner.push_back(ik);
+        EXPECT_TRUE(iv.tensor().equal(ref.get({k, ik}))) << k << "." << ik;
+      });
+      EXPECT_EQ(inner, std::vector<std::string>{"inner"});
+    }
+  });
+  EXPECT_EQ(seen, (std::vector<std::string>{"a", "b", "c", "n"}));
+}
+
 TYPED_TEST_P(Conformance, GetErrorsNameKeyAndExistingKeys) {
   TensorDict t = this->Make();
   TD_EXPECT_THROW_MSG(t.get("zz"), KeyError, {"'zz'", "['a', 'b', 'c', 'n']"});
@@ -766,7 +788,7 @@ TYPED_TEST_P(Conformance, Consolidate) {
 }
 
 REGISTER_TYPED_TEST_SUITE_P(Conformance, BackendIdAndCapabilities, ContentMatchesReference,
-                            GetErrorsNameKeyAndExistingKeys, SetNewKeys, SetReplacesExisting,
+                            ForEachEntryWalksOneLevel, GetErrorsNameKeyAndExistingKeys, SetNewKeys, SetReplacesExisting,
                             SetChecksBatchSize, SetInPlace, NestedHandleWritesThrough,
                             UpdateMergesNested, UpdateInPlaceIsAllOrNothing, DeletePopRename,
                             SelectExcludeSplitKeys, FlattenAndUnflattenKeys,

@@ -8,18 +8,18 @@
 #include "absl/container/flat_hash_set.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
-#include "td/backends/index_util.h"
 #include "td/core/dtype.h"
-#include "td/core/entry_list.h"
+#include "td/core/internal/batch_index.h"
+#include "td/core/internal/entry_list.h"
 
 namespace td {
 namespace {
 
 using at::indexing::TensorIndex;
-using backends_internal::ExpandedIndex;
-using backends_internal::ExpandIndices;
-using backends_internal::IsFullSlice;
-using backends_internal::Positions;
+using internal::BatchIndex;
+using internal::ExpandBatchIndex;
+using internal::IsFullSlice;
+using internal::Positions;
 
 constexpr std::string_view kBackendId = "lazy_stack";
 
@@ -365,12 +365,12 @@ class LazyStackStorage final : public LazyStorage {
   // index tensors anywhere but at the stack dim, or a multi-dim mask over the stack dim.
   std::optional<Selection> select(at::ArrayRef<TensorIndex> indices) const {
     const int64_t n = static_cast<int64_t>(members_.size());
-    std::optional<ExpandedIndex> ex =
-        ExpandIndices(indices, static_cast<int64_t>(batch_size().size()));
-    if (!ex) return std::nullopt;
-    const ExpandedIndex::Item* at_stack = nullptr;
+    // A bool scalar adds a dim of its own: left to the core.
+    const BatchIndex ex = ExpandBatchIndex(indices, batch_size(), "index");
+    if (ex.has_boolean) return std::nullopt;
+    const BatchIndex::Item* at_stack = nullptr;
     Selection sel;
-    for (const auto& item : ex->items) {
+    for (const auto& item : ex.items) {
       if (item.dim == dim_ && !item.index.is_none()) {
         at_stack = &item;
         continue;

@@ -11,10 +11,10 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
-#include "td/backends/index_util.h"
-#include "td/core/leaves.h"
+#include "td/core/internal/leaves.h"
 #include "td/core/dtype.h"
-#include "td/core/entry_list.h"
+#include "td/core/internal/batch_index.h"
+#include "td/core/internal/entry_list.h"
 #include "td/core/storage.h"
 
 namespace td {
@@ -289,15 +289,11 @@ TensorDict MakeView(const TensorDict& source, std::shared_ptr<const ViewOp> op) 
 TensorDict index_view(const TensorDict& source, at::ArrayRef<TensorIndex> indices) {
   // The core validates the index and reports errors in its words; the probe gives the batch.
   const TensorDict probe = TensorDict({}, source.batch_size()).index(indices);
-  std::optional<backends_internal::ExpandedIndex> ex =
-      backends_internal::ExpandIndices(indices, source.batch_dims());
-  if (!ex) {
-    Fail<c10::IndexError>("index_view: the index cannot be applied to batch size ",
-                          SizeRepr(source.batch_size()));
-  }
+  const internal::BatchIndex ex =
+      internal::ExpandBatchIndex(indices, source.batch_size(), "index_view");
   return MakeView(source, std::make_shared<IndexOp>(
                              source.batch_size().vec(), probe.batch_size().vec(),
-                             backends_internal::WithoutTrailingFullSlices(*ex, source.batch_size())));
+                             internal::WithoutTrailingFullSlices(ex, source.batch_size())));
 }
 
 TensorDict index_view(const TensorDict& source, std::initializer_list<TensorIndex> indices) {

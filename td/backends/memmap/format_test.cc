@@ -98,9 +98,18 @@ TEST(ParseLevelMetaTest, AcceptsOlderSpellings) {
 TEST(ParseLevelMetaTest, RoundTripsWhatItWrites) {
   LevelMeta meta;
   meta.batch_size = {2, 0};
-  meta.entries.push_back({"z first", EntryKind::kTensor, c10::kBool, {2, 0, 5}, 0, ""});
-  meta.entries.push_back({"n", EntryKind::kTensorDict, c10::kFloat, {}, 0, ""});
-  meta.entries.push_back({"s", EntryKind::kNonTensor, c10::kFloat, {}, 0, ""});
+  auto entry = [](std::string key, EntryKind kind, c10::ScalarType dtype,
+                  std::vector<int64_t> shape) {
+    EntryMeta e;
+    e.key = std::move(key);
+    e.kind = kind;
+    e.dtype = dtype;
+    e.shape = std::move(shape);
+    return e;
+  };
+  meta.entries.push_back(entry("z first", EntryKind::kTensor, c10::kBool, {2, 0, 5}));
+  meta.entries.push_back(entry("n", EntryKind::kTensorDict, c10::kFloat, {}));
+  meta.entries.push_back(entry("s", EntryKind::kNonTensor, c10::kFloat, {}));
   const std::string text = LevelMetaJson(meta);
   EXPECT_NE(text.find(R"("_type":"<class 'tensordict._td.TensorDict'>")"), std::string::npos);
   EXPECT_NE(text.find(R"("dtype":"torch.bool")"), std::string::npos);

@@ -26,7 +26,7 @@
 
 #include "absl/container/flat_hash_map.h"
 #include "td/backends/memmap/memory_mapped_tensor.h"
-#include "td/core/entry_list.h"
+#include "td/core/internal/entry_list.h"
 #include "td/core/storage.h"
 #include "td/core/tensordict.h"
 

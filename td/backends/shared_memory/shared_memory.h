@@ -28,7 +28,7 @@
 #include <vector>
 
 #include "absl/container/flat_hash_map.h"
-#include "td/core/entry_list.h"
+#include "td/core/internal/entry_list.h"
 #include "td/core/storage.h"
 #include "td/core/tensordict.h"
 

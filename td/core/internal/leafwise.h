@@ -1,6 +1,6 @@
 // Internal to td/core: the plumbing of the leaf-wise operations whose operands may be a
 // TensorDict, a tensor or a number (td::Operand): pointwise_ops.cc and reductions_ext.cc. Built on
-// NOTE [ Leaf maps ] (td/core/leaves.h) and following NOTE [ Leaf-wise math ]
+// NOTE [ Leaf maps ] (td/core/internal/leaves.h) and following NOTE [ Leaf-wise math ]
 // (td/core/math_ops.cc): one `_foreach_*` call over all leaves where LibTorch has one, a per-leaf
 // rerun for a keyed error when it throws, and in-place forms that validate every leaf (writable,
 // operands broadcast to the leaf's shape, op accepted on one-element probes of the dtypes)
@@ -13,7 +13,7 @@
 #include <optional>
 #include <vector>
 
-#include "td/core/leaves.h"
+#include "td/core/internal/leaves.h"
 #include "td/core/tensordict.h"
 
 namespace td {
