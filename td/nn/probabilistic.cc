@@ -103,6 +103,7 @@ at::Tensor ProbabilisticTensorDictModuleImpl::log_prob(const TensorDict& td) con
 }
 
 TensorDict ProbabilisticTensorDictModuleImpl::forward(const TensorDict& td) {
+  if (should_skip(td, options_.skip_existing())) return td;
   const std::shared_ptr<Distribution> dist = get_dist(td);
   at::Tensor draw;
   switch (current_interaction_type()) {

@@ -62,6 +62,9 @@ struct ProbabilisticTensorDictModuleOptions {
   TORCH_ARG(NestedKey, log_prob_key) = NestedKey("sample_log_prob");
   // Used when no SetInteractionType is live.
   TORCH_ARG(InteractionType, default_interaction_type) = InteractionType::kDeterministic;
+  // Skip the run when the draw (and the log-prob, when written) already exist (see
+  // SetSkipExisting, which overrides this while it lives).
+  TORCH_ARG(bool, skip_existing) = false;
   // The distribution parameter name of each in key (Python's in_keys={"loc": key} form).
   // Empty: the last component of each in key.
   TORCH_ARG(std::vector<std::string>, dist_param_names) = {};
