@@ -1,5 +1,6 @@
 // Python tensordict.nn call styles in C++: in_keys by argument name (Kwargs callables, by_name()
-// with arg_names) and skipping modules whose outputs exist (SetSkipExisting).
+// with arg_names), skipping modules whose outputs exist (SetSkipExisting), TensorDictSequential's
+// tensordict_out (forward_into), and partial_tolerant sequences on lazy stacks.
 #include <gtest/gtest.h>
 #include <torch/nn/modules/linear.h>
 #include <torch/nn/modules/rnn.h>
@@ -7,6 +8,7 @@
 #include <cmath>
 #include <sstream>
 
+#include "td/backends/lazy_stack/lazy_stack.h"
 #include "td/core/testing.h"
 #include "td/nn/common.h"
 #include "td/nn/probabilistic.h"
@@ -264,6 +266,133 @@ TEST(SkipExisting, ProbabilisticModule) {
       td::nn::ProbabilisticTensorDictModuleOptions().skip_existing(true));
   lazy(data);  // the scope (false) wins
   EXPECT_TRUE(at::equal(data.get("a"), loc));
+}
+
+// ---- TensorDictSequential::forward_into -----------------------------------------------------------
+
+TensorDictSequential PlusOneTimesTwo() {
+  return TensorDictSequential(
+      TensorDictModule([](at::Tensor x) { return x + 1; }, {"x"}, {"y"}),
+      TensorDictModule([](at::Tensor y) { return y * 2; }, {"y"}, {{"next", "z"}}));
+}
+
+TEST(TensorDictSequential, ForwardIntoAnotherTensorDict) {
+  TensorDictSequential seq = PlusOneTimesTwo();
+  const at::Tensor x = at::randn({3});
+  TensorDict data({{"x", x}, {"next", {{"w", at::zeros({3})}}}}, {3});
+  TensorDict out({}, {3});
+  TensorDict result = seq->forward_into(data, out);
+  EXPECT_TRUE(result.is_same(out));
+  EXPECT_EQ(out.keys(td::test::kLeaves), (Keys{"y", {"next", "z"}}));
+  EXPECT_TRUE(at::allclose(out.get("y"), at::add(x, 1)));
+  EXPECT_TRUE(at::allclose(out.get({"next", "z"}), at::mul(at::add(x, 1), 2)));
+  // The input is unchanged, its nested TensorDict included.
+  EXPECT_EQ(data.keys(td::test::kLeaves), (Keys{"x", {"next", "w"}}));
+
+  // out = td: the same as forward(td).
+  TensorDict same = seq->forward_into(data, data);
+  EXPECT_TRUE(same.is_same(data));
+  EXPECT_TRUE(at::allclose(data.get({"next", "z"}), at::mul(at::add(x, 1), 2)));
+
+  // Only the selected out keys are written.
+  TensorDictSequential selected = PlusOneTimesTwo();
+  selected->select_out_keys({{"next", "z"}});
+  TensorDict only_z({}, {3});
+  selected->forward_into(TensorDict({{"x", x}}, {3}), only_z);
+  EXPECT_EQ(only_z.keys(td::test::kLeaves), (Keys{{"next", "z"}}));
+}
+
+TEST(TensorDictSequential, ForwardIntoWritesNothingOnError) {
+  // "y" fits out's batch size [3, 2]; "z" (a sum over the last dim) does not.
+  TensorDictSequential seq(
+      TensorDictModule([](at::Tensor x) { return x + 1; }, {"x"}, {"y"}),
+      TensorDictModule([](at::Tensor y) { return y.sum(-1); }, {"y"}, {"z"}));
+  TensorDict data({{"x", at::zeros({3, 2})}}, {3});
+  TensorDict out({{"keep", at::ones({3, 2})}}, {3, 2});
+  TD_EXPECT_THROW_MSG(seq->forward_into(data, out), td::BatchSizeError, {"'z'"});
+  EXPECT_EQ(out.keys(), (Keys{"keep"}));
+  EXPECT_EQ(data.keys(), (Keys{"x"}));
+  // A failing module: neither TensorDict changes.
+  TensorDictSequential failing(
+      TensorDictModule([](at::Tensor x) { return x + 1; }, {"x"}, {"y"}),
+      TensorDictModule(tnn::Linear(5, 1), {"y"}, {"z"}));
+  TensorDict out2({}, {3});
+  EXPECT_THROW(failing->forward_into(data, out2), c10::Error);
+  EXPECT_EQ(out2.keys(), Keys{});
+  EXPECT_EQ(data.keys(), (Keys{"x"}));
+}
+
+// ---- partial_tolerant on lazy stacks --------------------------------------------------------------
+
+TensorDictSequential TolerantPolicy() {
+  return TensorDictSequential(
+      td::nn::TensorDictSequentialOptions().partial_tolerant(true),
+      TensorDictModule([](at::Tensor obs) { return obs * 2; }, {"obs"}, {"action"}),
+      TensorDictModule([](at::Tensor other) { return other - 1; }, {"other"}, {"value"}));
+}
+
+TEST(TensorDictSequential, PartialTolerantRunsOnLazyStackMembers) {
+  const at::Tensor o0 = at::randn({4}), t1 = at::randn({4}), o2 = at::randn({4}),
+                   t2 = at::randn({4});
+  TensorDict m0({{"obs", o0}}, {});
+  TensorDict m1({{"other", t1}}, {});
+  TensorDict m2({{"obs", o2}, {"other", t2}}, {});
+  td::LazyStackedTensorDict stack = td::lazy_stack({m0, m1, m2}, 0);
+  TensorDict result = TolerantPolicy()(stack);
+  EXPECT_TRUE(result.is_same(stack));
+  EXPECT_EQ(m0.keys(), (Keys{"obs", "action"}));
+  EXPECT_EQ(m1.keys(), (Keys{"other", "value"}));
+  EXPECT_EQ(m2.keys(), (Keys{"obs", "other", "action", "value"}));
+  EXPECT_TRUE(at::equal(m0.get("action"), at::mul(o0, 2)));
+  EXPECT_TRUE(at::equal(m1.get("value"), at::sub(t1, 1)));
+  EXPECT_TRUE(at::equal(m2.get("action"), at::mul(o2, 2)));
+  EXPECT_TRUE(at::equal(m2.get("value"), at::sub(t2, 1)));
+
+  // Members that are lazy stacks themselves are searched too.
+  TensorDict a({{"obs", o0}}, {}), b({{"other", t1}}, {});
+  td::LazyStackedTensorDict outer =
+      td::lazy_stack({td::lazy_stack({a, b}, 0), td::lazy_stack({b.clone(), a.clone()}, 0)}, 0);
+  TolerantPolicy()(outer);
+  EXPECT_TRUE(at::equal(a.get("action"), at::mul(o0, 2)));
+  EXPECT_TRUE(at::equal(b.get("value"), at::sub(t1, 1)));
+
+  // Without partial_tolerant the missing key is an error.
+  TensorDictSequential strict(
+      TensorDictModule([](at::Tensor obs) { return obs * 2; }, {"obs"}, {"action"}));
+  TD_EXPECT_THROW_MSG(strict(td::lazy_stack({TensorDict({{"obs", o0}}, {}),
+                                             TensorDict({{"other", t1}}, {})},
+                                            0)),
+                      td::KeyError, {"'obs'"});
+}
+
+TEST(TensorDictSequential, PartialTolerantLazyStackAllOrNothing) {
+  // The module fails on the second member holding "obs" (5 features for a Linear(4, 2)): no
+  // member gets "action".
+  TensorDictSequential seq(td::nn::TensorDictSequentialOptions().partial_tolerant(true),
+                           TensorDictModule(tnn::Linear(4, 2), {"obs"}, {"action"}));
+  TensorDict m0({{"obs", at::randn({4})}}, {});
+  TensorDict m1({{"other", at::randn({4})}}, {});
+  TensorDict m2({{"obs", at::randn({5})}}, {});
+  EXPECT_THROW(seq(td::lazy_stack({m0, m1, m2}, 0)), c10::Error);
+  EXPECT_FALSE(m0.contains("action"));
+  EXPECT_FALSE(m2.contains("action"));
+}
+
+TEST(TensorDictSequential, ForwardIntoLazyStackMembers) {
+  const at::Tensor o0 = at::randn({4}), t1 = at::randn({4});
+  TensorDict m0({{"obs", o0}}, {});
+  TensorDict m1({{"other", t1}}, {});
+  td::LazyStackedTensorDict in = td::lazy_stack({m0, m1}, 0);
+  TensorDict e0({}, {}), e1({}, {});
+  td::LazyStackedTensorDict out = td::lazy_stack({e0, e1}, 0);
+  TolerantPolicy()->forward_into(in, out);
+  EXPECT_EQ(e0.keys(), (Keys{"action"}));
+  EXPECT_EQ(e1.keys(), (Keys{"value"}));
+  EXPECT_TRUE(at::equal(e0.get("action"), at::mul(o0, 2)));
+  EXPECT_TRUE(at::equal(e1.get("value"), at::sub(t1, 1)));
+  // The input's members are unchanged.
+  EXPECT_EQ(m0.keys(), (Keys{"obs"}));
+  EXPECT_EQ(m1.keys(), (Keys{"other"}));
 }
 
 }  // namespace

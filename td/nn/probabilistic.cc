@@ -182,19 +182,7 @@ ProbabilisticTensorDictModuleImpl& ProbabilisticTensorDictSequentialImpl::probab
 
 std::shared_ptr<Distribution> ProbabilisticTensorDictSequentialImpl::get_dist(
     const TensorDict& td) {
-  TensorDict cur = td;
-  for (size_t i = 0; i + 1 < modules_.size(); ++i) {
-    TensorDictModuleBase& m = *modules_[i];
-    if (partial_tolerant()) {
-      const auto& keys = m.in_keys();
-      if (!std::all_of(keys.begin(), keys.end(),
-                       [&](const NestedKey& k) { return cur.contains(k); })) {
-        continue;
-      }
-    }
-    cur = m.forward(cur);
-  }
-  return probabilistic_module().get_dist(cur);
+  return probabilistic_module().get_dist(run_chain(td, modules_.size() - 1));
 }
 
 at::Tensor ProbabilisticTensorDictSequentialImpl::log_prob(const TensorDict& td) {
