@@ -25,6 +25,8 @@ std::string_view InteractionTypeName(InteractionType type) {
       return "RANDOM";
     case InteractionType::kDeterministic:
       return "DETERMINISTIC";
+    case InteractionType::kMedian:
+      return "MEDIAN";
   }
   return "?";
 }
@@ -118,6 +120,9 @@ TensorDict ProbabilisticTensorDictModuleImpl::forward(const TensorDict& td) {
       break;
     case InteractionType::kDeterministic:
       draw = dist->deterministic_sample();
+      break;
+    case InteractionType::kMedian:
+      draw = dist->median();
       break;
   }
   const bool selected_draw = std::find(out_keys_.begin(), out_keys_.end(),

@@ -34,9 +34,11 @@ enum class InteractionType {
   kMean,           // dist.mean()
   kRandom,         // dist.rsample() where it exists, else dist.sample()
   kDeterministic,  // dist.deterministic_sample(): the mean, or the mode for discrete ones
+  kMedian,         // dist.median() (Python's InteractionType.MEDIAN); not for Categorical
 };
 
-// "MODE", "MEAN", "RANDOM", "DETERMINISTIC".
+// "MODE", "MEAN", "RANDOM", "DETERMINISTIC", "MEDIAN".
+//   td::nn::InteractionTypeName(td::nn::InteractionType::kMedian);   // "MEDIAN"
 std::string_view InteractionTypeName(InteractionType type);
 
 // The interaction type set on this thread by the innermost live SetInteractionType, or nullopt.
