@@ -140,7 +140,8 @@ TEST(KeywordDispatch, PositionalModuleByArgumentNames) {
   TD_EXPECT_THROW_MSG(TensorDictModule(merge, td::nn::by_name({{"a", "x_1"}}), {"out"}),
                       td::ValueError, {"{'a': 'x_1'}", "arg_names"});
   TD_EXPECT_THROW_MSG(TensorDictModule(merge, td::nn::by_name({{"a", "x_1"}, {"c", "x_3"}}),
-                                       {"out"}, TensorDictModuleOptions().arg_names({"x_1", "x_2"})),
+                                       {"out"},
+                                       TensorDictModuleOptions().arg_names({"x_1", "x_2"})),
                       td::ValueError, {"in key 'c' names argument 'x_3'", "['x_1', 'x_2']"});
   TD_EXPECT_THROW_MSG(TensorDictModule(cell, td::nn::by_name({{"h0", "hx"}}), {"h1"},
                                        TensorDictModuleOptions().arg_names({"input", "hx"})),

@@ -110,8 +110,8 @@ TEST(CompositeDistribution, ParamKeysNestedKeysAndReparameterizedDraws) {
   const at::Tensor loc = at::randn({kB, 2}).requires_grad_();
   const at::Tensor scale = at::rand({kB, 2}) + 0.5;
   const at::Tensor tn_loc = at::rand({kB}), tn_scale = at::rand({kB}) + 0.2;
-  TensorDict params({{"loc", loc}, {"scale", scale}, {"tn", {{"loc", tn_loc}, {"scale", tn_scale}}}},
-                    {kB});
+  TensorDict params(
+      {{"loc", loc}, {"scale", scale}, {"tn", {{"loc", tn_loc}, {"scale", tn_scale}}}}, {kB});
   CompositeDistribution dist(
       params, {{{"agent", "move"}, {Normal::factory(), {"loc", "scale"}}},
                {"speed", {td::nn::TruncatedNormal::factory(0.0, 1.0),
@@ -270,7 +270,8 @@ TEST(ProbabilisticCompositeModule, ErrorsWriteNothing) {
   ProbabilisticTensorDictModule head({"params"}, {"disc", "cont"}, factory);
   Params p;
   TensorDict data({{"params", {{"disc", {{"logits", p.logits}}}}}}, {kB});
-  TD_EXPECT_THROW_MSG(head(data), td::KeyError, {"params['cont']", "ProbabilisticTensorDictModule"});
+  TD_EXPECT_THROW_MSG(head(data), td::KeyError,
+                      {"params['cont']", "ProbabilisticTensorDictModule"});
   EXPECT_EQ(data.keys(), (Keys{"params"}));
   // The log-prob write fails ("disc" was just written as a tensor): the draws are undone.
   ProbabilisticTensorDictModule bad_lp(
