@@ -23,7 +23,71 @@ std::string LeafKeys(const TensorDict& td) {
   return KeysRepr(td.keys(KeysOptions().include_nested(true).leaves_only(true)));
 }
 
+thread_local std::optional<bool> current_skip_existing;
+
+// {'obs': 'x', ('a', 'b'): 'h'}
+std::string ByNameRepr(const std::vector<NestedKey>& keys, const std::vector<std::string>& args) {
+  std::string out = "{";
+  for (size_t i = 0; i < keys.size(); ++i) {
+    absl::StrAppend(&out, i ? ", " : "", keys[i].repr(), ": '", args[i], "'");
+  }
+  return out + "}";
+}
+
 }  // namespace
+
+// ---- Kwargs -------------------------------------------------------------------------------------
+
+Kwargs::Kwargs(std::vector<Item> items) : items_(std::move(items)) {
+  for (size_t i = 0; i < items_.size(); ++i) {
+    for (size_t j = i + 1; j < items_.size(); ++j) {
+      if (items_[i].first == items_[j].first) {
+        Fail<ValueError>("Kwargs: argument '", items_[i].first, "' is given twice");
+      }
+    }
+  }
+}
+
+const at::Tensor* Kwargs::find(std::string_view name) const {
+  for (const Item& item : items_) {
+    if (item.first == name) return &item.second;
+  }
+  return nullptr;
+}
+
+const at::Tensor& Kwargs::at(std::string_view name) const {
+  if (const at::Tensor* t = find(name)) return *t;
+  Fail<KeyError>("Kwargs: no argument named '", name, "'; the arguments are ",
+                 KeysRepr(names()));
+}
+
+Kwargs& Kwargs::set(std::string name, at::Tensor value) {
+  for (Item& item : items_) {
+    if (item.first == name) {
+      item.second = std::move(value);
+      return *this;
+    }
+  }
+  items_.emplace_back(std::move(name), std::move(value));
+  return *this;
+}
+
+std::vector<std::string> Kwargs::names() const {
+  std::vector<std::string> out;
+  out.reserve(items_.size());
+  for (const Item& item : items_) out.push_back(item.first);
+  return out;
+}
+
+// ---- skip existing ------------------------------------------------------------------------------
+
+std::optional<bool> skip_existing() { return current_skip_existing; }
+
+SetSkipExisting::SetSkipExisting(bool mode) : previous_(current_skip_existing) {
+  current_skip_existing = mode;
+}
+
+SetSkipExisting::~SetSkipExisting() { current_skip_existing = previous_; }
 
 // ---- TensorDictModuleBase -----------------------------------------------------------------------
 
@@ -42,6 +106,15 @@ std::vector<at::Tensor> TensorDictModuleBase::forward_tensors(
     if (k != Discard()) result.push_back(out.get(k));
   }
   return result;
+}
+
+bool TensorDictModuleBase::should_skip(const TensorDict& td, bool module_default) const {
+  if (!current_skip_existing.value_or(module_default)) return false;
+  for (const NestedKey& k : out_keys_) {
+    if (k == Discard()) continue;
+    if (Contains(in_keys_, k) || !td.contains(k)) return false;
+  }
+  return true;
 }
 
 void TensorDictModuleBase::check_selection(const std::vector<NestedKey>& keys) const {
@@ -71,6 +144,119 @@ TensorDictModuleBase& TensorDictModuleBase::reset_out_keys() {
 // ---- run-time dispatch helpers ------------------------------------------------------------------
 
 namespace detail {
+
+void WriteTransaction::set(TensorDict td, const NestedKey& key, Value value) {
+  Undo u{td, key, td.find(key), std::nullopt};
+  if (!u.old && key.is_nested()) {
+    for (size_t d = 1; d < key.size(); ++d) {
+      NestedKey prefix(NestedKey::Parts(key.begin(), key.begin() + d));
+      if (!td.contains(prefix)) {
+        u.created = std::move(prefix);
+        break;
+      }
+    }
+  }
+  undo_.push_back(std::move(u));
+  td.set(key, std::move(value));
+}
+
+void WriteTransaction::rollback() noexcept {
+  for (auto it = undo_.rbegin(); it != undo_.rend(); ++it) {
+    try {
+      TensorDict& td = it->td;
+      if (it->old) {
+        td.set(it->key, *it->old);
+      } else if (it->created) {
+        if (td.contains(*it->created)) td.del_(*it->created);
+      } else if (td.contains(it->key)) {
+        td.del_(it->key);
+      }
+    } catch (...) {
+      // Undoing a write that was itself valid cannot fail; nothing more to do.
+    }
+  }
+  undo_.clear();
+}
+
+ResolvedInKeys ResolvePlain(std::vector<NestedKey> keys,
+                            const std::vector<std::string>& arg_names) {
+  ResolvedInKeys r;
+  if (!arg_names.empty()) {
+    if (arg_names.size() < keys.size()) {
+      Fail<ValueError>("TensorDictModule: arg_names ", KeysRepr(arg_names), " names ",
+                       arg_names.size(), " argument(s) but in_keys lists ", keys.size(), ": ",
+                       KeysRepr(keys));
+    }
+    r.args.assign(arg_names.begin(), arg_names.begin() + static_cast<int64_t>(keys.size()));
+  }
+  r.keys = std::move(keys);
+  return r;
+}
+
+ResolvedInKeys ResolveByName(const std::vector<std::pair<NestedKey, std::string>>& entries,
+                             const std::vector<std::string>& arg_names, bool keyword) {
+  ResolvedInKeys r;
+  for (const auto& [key, name] : entries) {
+    for (size_t i = 0; i < r.keys.size(); ++i) {
+      if (r.keys[i] == key) {
+        Fail<ValueError>("TensorDictModule: in key ", key.repr(), " is given twice (as '",
+                         r.args[i], "' and '", name, "')");
+      }
+      if (r.args[i] == name) {
+        Fail<ValueError>("TensorDictModule: argument '", name, "' is filled by two in keys, ",
+                         r.keys[i].repr(), " and ", key.repr());
+      }
+    }
+    r.keys.push_back(key);
+    r.args.push_back(name);
+  }
+  const std::string given = ByNameRepr(r.keys, r.args);
+  if (!keyword && arg_names.empty()) {
+    Fail<ValueError>("TensorDictModule: in_keys by argument name ", given,
+                     " need the module's argument names, in order, to place them: pass "
+                     "TensorDictModuleOptions().arg_names({...}) (or wrap a callable taking "
+                     "const td::nn::Kwargs&)");
+  }
+  std::vector<size_t> position(r.args.size());
+  for (size_t i = 0; i < r.args.size(); ++i) {
+    if (arg_names.empty()) break;
+    auto it = std::find(arg_names.begin(), arg_names.end(), r.args[i]);
+    if (it == arg_names.end()) {
+      Fail<ValueError>("TensorDictModule: in key ", r.keys[i].repr(), " names argument '",
+                       r.args[i], "', which is not among the module's arguments ",
+                       KeysRepr(arg_names));
+    }
+    position[i] = static_cast<size_t>(it - arg_names.begin());
+  }
+  if (keyword) return r;
+  // Position j takes the input whose argument is arg_names[j]; the given arguments must be the
+  // first r.args.size() ones (the rest may only be default arguments).
+  r.call_order.assign(r.args.size(), 0);
+  std::vector<bool> filled(arg_names.size(), false);
+  for (size_t i = 0; i < position.size(); ++i) filled[position[i]] = true;
+  for (size_t j = 0; j < r.args.size(); ++j) {
+    if (!filled[j]) {
+      Fail<ValueError>("TensorDictModule: argument '", arg_names[j], "' (position ", j,
+                       " of ", KeysRepr(arg_names), ") gets no in key while a later argument "
+                       "does; in_keys ", given, " may leave out only trailing (default) "
+                       "arguments");
+    }
+  }
+  bool identity = true;
+  for (size_t i = 0; i < position.size(); ++i) {
+    r.call_order[position[i]] = i;
+    identity = identity && position[i] == i;
+  }
+  if (identity) r.call_order.clear();
+  return r;
+}
+
+Kwargs MakeKwargs(const std::vector<std::string>& names, std::vector<at::Tensor>& inputs) {
+  std::vector<Kwargs::Item> items;
+  items.reserve(names.size());
+  for (size_t i = 0; i < names.size(); ++i) items.emplace_back(names[i], std::move(inputs[i]));
+  return Kwargs(std::move(items));
+}
 
 torch::nn::AnyValue AnyForward(torch::nn::AnyModule& m, std::vector<at::Tensor>& in) {
   switch (in.size()) {
@@ -172,10 +358,14 @@ Wrapped WrapSequential(std::shared_ptr<torch::nn::SequentialImpl> seq) {
 // ---- TensorDictModuleImpl -------------------------------------------------------------------------
 
 TensorDictModuleImpl::TensorDictModuleImpl(detail::Wrapped wrapped,
-                                           std::vector<NestedKey> in_keys,
-                                           std::vector<NestedKey> out_keys, OutputMode output)
-    : wrapped_(std::move(wrapped)), output_(output) {
-  in_keys_ = std::move(in_keys);
+                                           const detail::ResolvedInKeys& in,
+                                           std::vector<NestedKey> out_keys,
+                                           TensorDictModuleOptions options)
+    : wrapped_(std::move(wrapped)),
+      options_(std::move(options)),
+      in_args_(in.args),
+      call_order_(in.call_order) {
+  in_keys_ = in.keys;
   out_keys_source_ = std::move(out_keys);
   out_keys_ = out_keys_source_;
   for (size_t i = 0; i < out_keys_source_.size(); ++i) {
@@ -195,7 +385,7 @@ TensorDictModuleImpl::TensorDictModuleImpl(detail::Wrapped wrapped,
     } else {
       Fail<ValueError>("TensorDictModule: the ", wrapped_.what, " takes ", wrapped_.arity,
                        " tensor argument(s) but in_keys lists ", in_keys_.size(), ": ",
-                       KeysRepr(in_keys_));
+                       in_keys_repr());
     }
   }
   if (wrapped_.module) register_module("module", wrapped_.module);
@@ -213,13 +403,24 @@ detail::Wrapped TensorDictModuleImpl::WithCaptured(detail::Wrapped wrapped,
   return wrapped;
 }
 
+std::string TensorDictModuleImpl::in_keys_repr() const {
+  return in_args_.empty() ? KeysRepr(in_keys_) : ByNameRepr(in_keys_, in_args_);
+}
+
 std::string TensorDictModuleImpl::describe() const {
-  return absl::StrCat("TensorDictModule(module=", wrapped_.what, ", in_keys=", KeysRepr(in_keys_),
+  return absl::StrCat("TensorDictModule(module=", wrapped_.what, ", in_keys=", in_keys_repr(),
                       ", out_keys=", KeysRepr(out_keys_), ")");
 }
 
 detail::ModuleOutput TensorDictModuleImpl::invoke(std::vector<at::Tensor>& inputs) {
   try {
+    if (!call_order_.empty()) {
+      // by_name() in_keys of a positional module: position j takes input call_order_[j].
+      std::vector<at::Tensor> args;
+      args.reserve(call_order_.size());
+      for (size_t i : call_order_) args.push_back(std::move(inputs[i]));
+      return wrapped_.invoker(args);
+    }
     return wrapped_.invoker(inputs);
   } catch (c10::Error& e) {
     if (wrapped_.declared_arity >= 0) {
@@ -259,47 +460,13 @@ void TensorDictModuleImpl::write(const detail::ModuleOutput& r, TensorDict& out)
     }
   }
   // Write everything or nothing: on an error, undo the writes of this call.
-  struct Undo {
-    const NestedKey* key;
-    std::optional<Value> old;
-    std::optional<NestedKey> created;  // the outermost sub-TensorDict this write creates
-  };
-  absl::InlinedVector<Undo, 4> undo;
-  try {
-    for (auto& [key, value] : writes) {
-      Undo u{key, out.find(*key), std::nullopt};
-      if (!u.old && key->is_nested()) {
-        for (size_t d = 1; d < key->size(); ++d) {
-          NestedKey prefix(NestedKey::Parts(key->begin(), key->begin() + d));
-          if (!out.contains(prefix)) {
-            u.created = std::move(prefix);
-            break;
-          }
-        }
-      }
-      undo.push_back(std::move(u));
-      out.set(*key, std::move(value));
-    }
-  } catch (...) {
-    for (auto it = undo.rbegin(); it != undo.rend(); ++it) {
-      try {
-        if (it->old) {
-          out.set(*it->key, *it->old);
-        } else if (it->created) {
-          if (out.contains(*it->created)) out.del_(*it->created);
-        } else if (out.contains(*it->key)) {
-          out.del_(*it->key);
-        }
-      } catch (...) {
-        // Undoing a write that was itself valid cannot fail; nothing more to do.
-      }
-    }
-    throw;
-  }
+  detail::WriteTransaction tx;
+  for (auto& [key, value] : writes) tx.set(out, *key, std::move(value));
+  tx.commit();
 }
 
 TensorDict TensorDictModuleImpl::forward(const TensorDict& td) {
-  switch (output_) {
+  switch (options_.output()) {
     case OutputMode::kInput:
       return forward_into(td, td);
     case OutputMode::kCopy:
@@ -311,16 +478,30 @@ TensorDict TensorDictModuleImpl::forward(const TensorDict& td) {
 }
 
 TensorDict TensorDictModuleImpl::forward_into(const TensorDict& td, TensorDict out) {
+  if (should_skip(td, options_.skip_existing())) {
+    if (!out.is_same(td)) {
+      detail::WriteTransaction tx;
+      for (const NestedKey& k : out_keys_) {
+        if (k != Discard()) tx.set(out, k, td.get_value(k));
+      }
+      tx.commit();
+    }
+    return out;
+  }
   std::vector<at::Tensor> inputs;
   inputs.reserve(in_keys_.size());
-  for (const NestedKey& k : in_keys_) {
+  for (size_t i = 0; i < in_keys_.size(); ++i) {
+    const NestedKey& k = in_keys_[i];
     std::optional<Value> v = td.find(k);
+    auto arg = [&] {
+      return in_args_.empty() ? std::string() : absl::StrCat(" (argument '", in_args_[i], "')");
+    };
     if (!v) {
-      Fail<KeyError>(describe(), ": input key ", k.repr(),
+      Fail<KeyError>(describe(), ": input key ", k.repr(), arg(),
                      " is missing from the TensorDict; it has keys ", LeafKeys(td));
     }
     if (!v->is_tensor()) {
-      Fail<TypeError>(describe(), ": input key ", k.repr(), " is a ", v->kind(),
+      Fail<TypeError>(describe(), ": input key ", k.repr(), arg(), " is a ", v->kind(),
                       ", not a Tensor");
     }
     inputs.push_back(v->tensor());
@@ -380,7 +561,7 @@ void TensorDictModuleImpl::reset() {
 void TensorDictModuleImpl::pretty_print(std::ostream& stream) const {
   stream << "td::nn::TensorDictModule(";
   if (!wrapped_.module) stream << "module=" << wrapped_.what << ", ";
-  stream << "in_keys=" << KeysRepr(in_keys_) << ", out_keys=" << KeysRepr(out_keys_) << ")";
+  stream << "in_keys=" << in_keys_repr() << ", out_keys=" << KeysRepr(out_keys_) << ")";
 }
 
 }  // namespace td::nn

@@ -17,9 +17,25 @@
 // the wrapped module and the keys, its parameters() are the wrapped module's (so optimizers see
 // them, and from_module() lists them under "module", as in Python), to(device) moves them, and
 // it works inside torch::nn::Sequential (its forward takes and returns a TensorDict).
+//
+// Python's keyword form in_keys={"obs": "x", "hidden": "h"} (call fn(x=td["obs"], h=td["hidden"]))
+// has two C++ spellings: a callable taking `const td::nn::Kwargs&` with in_keys given as
+// {key, argument name} pairs, or any module with td::nn::by_name({...}) in_keys and the module's
+// argument names in TensorDictModuleOptions().arg_names(...):
+//   td::nn::TensorDictModule f([](const td::nn::Kwargs& kw) { return kw.at("x") - kw.at("h"); },
+//                              {{"obs", "x"}, {"hidden", "h"}}, {"y"});
+//   td::nn::TensorDictModule g(torch::nn::GRUCell(4, 8),
+//                              td::nn::by_name({{"h0", "hx"}, {"obs", "input"}}), {"h1"},
+//                              td::nn::TensorDictModuleOptions().arg_names({"input", "hx"}));
+//
+// Skipping modules whose outputs exist (Python's set_skip_existing): while a SetSkipExisting(true)
+// scope lives on this thread (or, outside any scope, when the module's option skip_existing is
+// set), a module whose out keys are all in its input is not run.
+//   { td::nn::SetSkipExisting skip(true); policy(data); }
 #pragma once
 
 #include <ATen/core/Tensor.h>
+#include <torch/arg.h>
 #include <torch/nn/cloneable.h>
 #include <torch/nn/module.h>
 #include <torch/nn/modules/container/any.h>
@@ -31,14 +47,90 @@
 #include <optional>
 #include <ostream>
 #include <string>
+#include <string_view>
 #include <tuple>
 #include <type_traits>
 #include <utility>
 #include <vector>
 
+#include "absl/container/inlined_vector.h"
 #include "td/core/tensordict.h"
 
 namespace td::nn {
+
+// The keyword arguments a TensorDictModule passes to a callable taking `const Kwargs&`: argument
+// name -> tensor, in in_keys order (Python's fn(x=td["obs"], h=td["hidden"])).
+//   td::nn::TensorDictModule m([](const td::nn::Kwargs& kw) { return kw.at("x") + kw.at("h"); },
+//                              {{"obs", "x"}, {"hidden", "h"}}, {"y"});
+class Kwargs {
+ public:
+  using Item = std::pair<std::string, at::Tensor>;
+  Kwargs() = default;
+  // Throws ValueError naming a name that appears twice.
+  //   td::nn::Kwargs kw({{"x", at::ones({2})}, {"h", at::zeros({2})}});
+  explicit Kwargs(std::vector<Item> items);
+  // The tensor passed as `name`. Throws KeyError naming `name` and the arguments present.
+  //   at::Tensor h = kw.at("h");
+  const at::Tensor& at(std::string_view name) const;
+  // The tensor passed as `name`, or nullptr.
+  const at::Tensor* find(std::string_view name) const;
+  bool contains(std::string_view name) const { return find(name) != nullptr; }
+  // Adds the argument, or replaces the tensor of an existing one (keeping its place).
+  Kwargs& set(std::string name, at::Tensor value);
+  size_t size() const { return items_.size(); }
+  bool empty() const { return items_.empty(); }
+  // The argument names, in order.
+  std::vector<std::string> names() const;
+  std::vector<Item>::const_iterator begin() const { return items_.begin(); }
+  std::vector<Item>::const_iterator end() const { return items_.end(); }
+
+ private:
+  std::vector<Item> items_;
+};
+
+// in_keys given as {key: argument name} pairs for any module (Python's in_keys={"obs": "x"}),
+// built by by_name(). A separate type because a braced {{"obs", "x"}} already means the nested
+// key ("obs", "x") in every other in_keys list.
+class InKeysByName {
+ public:
+  using Entry = std::pair<NestedKey, std::string>;
+  const std::vector<Entry>& entries() const { return entries_; }
+
+ private:
+  struct Tag {
+    explicit Tag() = default;
+  };
+  InKeysByName(Tag, std::vector<Entry> entries) : entries_(std::move(entries)) {}
+  friend InKeysByName by_name(std::vector<std::pair<NestedKey, std::string>> entries);
+  std::vector<Entry> entries_;
+};
+
+// in_keys by argument name: key -> the argument of the wrapped module it fills.
+//   td::nn::script_module(policy, td::nn::by_name({{"obs", "x"}, {"hidden", "h"}}), {"action"});
+inline InKeysByName by_name(std::vector<std::pair<NestedKey, std::string>> entries) {
+  return InKeysByName(InKeysByName::Tag(), std::move(entries));
+}
+
+// Whether modules skip their work when their outputs already exist, as set on this thread by the
+// innermost live SetSkipExisting, or nullopt outside any.
+std::optional<bool> skip_existing();
+
+// Python's set_skip_existing: while it lives, a TensorDictModule or ProbabilisticTensorDictModule
+// run on this thread whose out keys are all present in its input returns without running (a
+// module whose out keys include one of its in keys always runs). TensorDictSequential checks
+// each of its modules on its own. Scopes nest; SetSkipExisting(false) turns it off inside, also
+// for modules built with the skip_existing option.
+//   { td::nn::SetSkipExisting skip(true); seq(data); }   // only the missing outputs are computed
+class SetSkipExisting {
+ public:
+  explicit SetSkipExisting(bool mode = true);
+  ~SetSkipExisting();
+  SetSkipExisting(const SetSkipExisting&) = delete;
+  SetSkipExisting& operator=(const SetSkipExisting&) = delete;
+
+ private:
+  std::optional<bool> previous_;
+};
 
 // The interface of every module that reads and writes a TensorDict.
 class TensorDictModuleBase : public virtual torch::nn::Module {
@@ -72,6 +164,10 @@ class TensorDictModuleBase : public virtual torch::nn::Module {
  protected:
   // Checks `keys` against out_keys_source() (see select_out_keys).
   void check_selection(const std::vector<NestedKey>& keys) const;
+  // True when this module should not run on `td`: skip-existing is on (the innermost live
+  // SetSkipExisting, else `module_default`), every out key but "_" is in `td`, and none of them
+  // is also an in key.
+  bool should_skip(const TensorDict& td, bool module_default) const;
 
   std::vector<NestedKey> in_keys_;
   std::vector<NestedKey> out_keys_;
@@ -85,7 +181,62 @@ enum class OutputMode {
   kEmpty,  // into a new, empty TensorDict with the input's batch size and device
 };
 
+// How a TensorDictModule is called and where it writes.
+struct TensorDictModuleOptions {
+  // Where the outputs are written.
+  TORCH_ARG(OutputMode, output) = OutputMode::kInput;
+  // Skip the run when every out key is already in the input (see SetSkipExisting, which
+  // overrides this while it lives).
+  TORCH_ARG(bool, skip_existing) = false;
+  // The wrapped module's argument names, in order. With by_name() in_keys they decide which key
+  // fills which position; with plain in_keys they name the arguments in error messages.
+  TORCH_ARG(std::vector<std::string>, arg_names) = {};
+};
+
 namespace detail {
+
+// Writes into one or more TensorDicts, all or nothing: entries written through a transaction that
+// is destroyed before commit() are put back as they were (new nested TensorDicts removed).
+class WriteTransaction {
+ public:
+  WriteTransaction() = default;
+  WriteTransaction(const WriteTransaction&) = delete;
+  WriteTransaction& operator=(const WriteTransaction&) = delete;
+  ~WriteTransaction() {
+    if (!committed_) rollback();
+  }
+  // td.set(key, value), remembering what to undo. Throws what set() throws (the transaction
+  // still undoes its earlier writes).
+  void set(TensorDict td, const NestedKey& key, Value value);
+  void commit() { committed_ = true; }
+  void rollback() noexcept;
+
+ private:
+  struct Undo {
+    TensorDict td;
+    NestedKey key;
+    std::optional<Value> old;
+    std::optional<NestedKey> created;  // the outermost sub-TensorDict this write creates
+  };
+  absl::InlinedVector<Undo, 4> undo_;
+  bool committed_ = false;
+};
+
+// The keys of in_keys, their argument names (empty when not named) and the order in which the
+// inputs (in in_keys order) are passed to a positional module (empty: as they are).
+struct ResolvedInKeys {
+  std::vector<NestedKey> keys;
+  std::vector<std::string> args;
+  std::vector<size_t> call_order;
+};
+// Plain in_keys, named by `arg_names` when given. Throws ValueError when arg_names is shorter.
+ResolvedInKeys ResolvePlain(std::vector<NestedKey> keys, const std::vector<std::string>& arg_names);
+// {key: argument name} in_keys. `keyword`: the callable takes Kwargs (names are passed as such);
+// otherwise `arg_names` lists the positional module's arguments. Throws ValueError naming a
+// repeated key or name, a name arg_names lacks, missing arg_names, and an argument left out
+// before one that is given.
+ResolvedInKeys ResolveByName(const std::vector<std::pair<NestedKey, std::string>>& entries,
+                             const std::vector<std::string>& arg_names, bool keyword);
 
 // What the wrapped module returned: tensors in out_keys order, or a TensorDict.
 struct ModuleOutput {
@@ -286,6 +437,42 @@ Wrapped WrapOrShared(M&& m) {
   }
 }
 
+// A callable (not a module) that takes `const Kwargs&`.
+// (std::conjunction: a module holder's operator() must not be instantiated with Kwargs.)
+template <class D>
+constexpr bool kIsKwargsCallable = std::conjunction_v<
+    std::negation<std::is_base_of<torch::detail::ModuleHolderIndicator, D>>,
+    std::negation<IsSharedModule<D>>, std::negation<std::is_base_of<torch::nn::Module, D>>,
+    std::negation<std::is_same<D, torch::nn::AnyModule>>, std::is_invocable<D&, const Kwargs&>>;
+
+// Kwargs{names[i]: inputs[i]}; the names are known to be distinct.
+Kwargs MakeKwargs(const std::vector<std::string>& names, std::vector<at::Tensor>& inputs);
+
+template <class F>
+Wrapped WrapKwargsCallable(F fn, std::vector<std::string> names) {
+  Wrapped w;
+  w.what = "<callable>";
+  w.arity = static_cast<int64_t>(names.size());
+  w.invoker = [fn = std::move(fn), names = std::move(names)](std::vector<at::Tensor>& in) mutable {
+    return ToOutput(fn(static_cast<const Kwargs&>(MakeKwargs(names, in))));
+  };
+  return w;
+}
+
+template <class M>
+Wrapped WrapFor(M&& m, const ResolvedInKeys& in) {
+  if constexpr (kIsKwargsCallable<std::decay_t<M>>) {
+    return WrapKwargsCallable(std::forward<M>(m), in.args);
+  } else {
+    return WrapOrShared(std::forward<M>(m));
+  }
+}
+
+template <class M>
+using IfPositional = std::enable_if_t<!kIsKwargsCallable<std::decay_t<M>>>;
+template <class F>
+using IfKwargs = std::enable_if_t<kIsKwargsCallable<std::decay_t<F>>>;
+
 }  // namespace detail
 
 // A module a callable uses, with the name it is registered under (see TensorDictModuleImpl's
@@ -315,11 +502,45 @@ class TensorDictModuleImpl : public torch::nn::Cloneable<TensorDictModuleImpl>,
   //   TensorDictModuleImpl(torch::nn::Linear(3, 4), {"x"}, {"y"});
   //   TensorDictModuleImpl([](at::Tensor x) { return std::make_tuple(x - 1, x + 1); },
   //                        {{"input", "x"}}, {{"output", "x-1"}, {"output", "x+1"}});
-  template <class M>
+  template <class M, class = detail::IfPositional<M>>
   TensorDictModuleImpl(M&& module, std::vector<NestedKey> in_keys,
                        std::vector<NestedKey> out_keys, OutputMode output = OutputMode::kInput)
-      : TensorDictModuleImpl(detail::WrapOrShared(std::forward<M>(module)), std::move(in_keys),
-                             std::move(out_keys), output) {}
+      : TensorDictModuleImpl(std::forward<M>(module), std::move(in_keys), std::move(out_keys),
+                             TensorDictModuleOptions().output(output)) {}
+  // The same with options (output mode, skip_existing, arg_names naming the arguments in error
+  // messages). Throws ValueError as above, and when arg_names is shorter than in_keys.
+  //   TensorDictModuleImpl(net, {"obs"}, {"y"}, TensorDictModuleOptions().skip_existing(true));
+  template <class M, class = detail::IfPositional<M>>
+  TensorDictModuleImpl(M&& module, std::vector<NestedKey> in_keys,
+                       std::vector<NestedKey> out_keys, TensorDictModuleOptions options)
+      : TensorDictModuleImpl(detail::WrapOrShared(std::forward<M>(module)),
+                             detail::ResolvePlain(std::move(in_keys), options.arg_names()),
+                             std::move(out_keys), options) {}
+  // A callable taking `const Kwargs&`, with in_keys as {key, argument name} pairs: the call gets
+  // Kwargs{name: td[key]} in this order. Throws ValueError naming a repeated key or name, or a
+  // name that options.arg_names (when given) lacks.
+  //   TensorDictModuleImpl([](const Kwargs& kw) { return kw.at("x") * kw.at("h"); },
+  //                        {{"obs", "x"}, {"hidden", "h"}}, {"y"});
+  template <class F, class = detail::IfKwargs<F>>
+  TensorDictModuleImpl(F&& fn, const std::vector<std::pair<NestedKey, std::string>>& in_keys,
+                       std::vector<NestedKey> out_keys, TensorDictModuleOptions options = {})
+      : TensorDictModuleImpl(std::forward<F>(fn), by_name(in_keys), std::move(out_keys),
+                             std::move(options)) {}
+  // in_keys by argument name for any module: a Kwargs callable gets them as keyword arguments; a
+  // positional module (or callable) needs its argument names in options.arg_names, which decide
+  // the position each key fills whatever the order of the pairs (arguments may be left out only
+  // at the end, for default arguments). in_keys() lists the keys in the order given. Throws
+  // ValueError naming a repeated key or name, a name arg_names lacks, missing arg_names, an
+  // argument left out before one that is given, and as the first constructor.
+  //   TensorDictModuleImpl(MergeLinear(3, 4, 10), by_name({{"c", "x_2"}, {"a", "x_1"}}), {"out"},
+  //                        TensorDictModuleOptions().arg_names({"x_1", "x_2"}));
+  template <class M>
+  TensorDictModuleImpl(M&& module, const InKeysByName& in_keys, std::vector<NestedKey> out_keys,
+                       TensorDictModuleOptions options = {})
+      : TensorDictModuleImpl(
+            detail::ResolveByName(in_keys.entries(), options.arg_names(),
+                                  detail::kIsKwargsCallable<std::decay_t<M>>),
+            std::forward<M>(module), std::move(out_keys), options) {}
 
   // Wraps a callable that uses modules it captured, registering `modules` as children under
   // their names: parameters() lists theirs (so an optimizer built from it trains them), to()
@@ -336,16 +557,20 @@ class TensorDictModuleImpl : public torch::nn::Cloneable<TensorDictModuleImpl>,
   TensorDictModuleImpl(std::vector<CapturedModule> modules, F&& fn, std::vector<NestedKey> in_keys,
                        std::vector<NestedKey> out_keys, OutputMode output = OutputMode::kInput)
       : TensorDictModuleImpl(WithCaptured(detail::WrapCallable(std::forward<F>(fn)), modules),
-                             std::move(in_keys), std::move(out_keys), output) {}
+                             detail::ResolvePlain(std::move(in_keys), {}), std::move(out_keys),
+                             TensorDictModuleOptions().output(output)) {}
 
   // Reads in_keys from `td`, calls the wrapped module, writes out_keys into the TensorDict
-  // chosen by the output mode and returns it. Throws KeyError naming the missing key, the
-  // module and the keys that exist; ValueError naming out_keys and the number of outputs when
-  // they differ (never truncated); BatchSizeError from the write (nothing is written then:
-  // entries already written by this call are rolled back). Errors thrown by the wrapped module
-  // get the module and its keys added to their message.
+  // chosen by the output mode and returns it. Throws KeyError naming the missing key (and its
+  // argument name, when named), the module and the keys that exist; ValueError naming out_keys
+  // and the number of outputs when they differ (never truncated); BatchSizeError from the write
+  // (nothing is written then: entries already written by this call are rolled back). Errors
+  // thrown by the wrapped module get the module and its keys added to their message. When
+  // skipping (see SetSkipExisting) the module is not called and the existing outputs stand (in
+  // kCopy / kEmpty mode they are copied into the result).
   TensorDict forward(const TensorDict& td) override;
   // Like forward(), but writes into `out` (which may be `td` itself) and returns it.
+  //   module->forward_into(data, out);   // Python's module(data, tensordict_out=out)
   TensorDict forward_into(const TensorDict& td, TensorDict out);
   // Calls the wrapped module on `inputs` (in_keys order) and returns the out_keys entries
   // (without "_" and the keys not selected). Throws ValueError on a count mismatch.
@@ -354,29 +579,49 @@ class TensorDictModuleImpl : public torch::nn::Cloneable<TensorDictModuleImpl>,
 
   // The wrapped module (null for a callable).
   const std::shared_ptr<torch::nn::Module>& module() const { return wrapped_.module; }
-  OutputMode output_mode() const { return output_; }
+  // The argument name of each in key (by_name() / Kwargs in_keys, or options.arg_names); empty
+  // when the keys are plainly positional.
+  const std::vector<std::string>& in_key_args() const { return in_args_; }
+  const TensorDictModuleOptions& options() const { return options_; }
+  OutputMode output_mode() const { return options_.output(); }
   TensorDictModuleImpl& set_output_mode(OutputMode output) {
-    output_ = output;
+    options_.output(output);
+    return *this;
+  }
+  // The module's default for skipping when its outputs exist (SetSkipExisting overrides it).
+  //   module->set_skip_existing(true);
+  TensorDictModuleImpl& set_skip_existing(bool skip) {
+    options_.skip_existing(skip);
     return *this;
   }
 
   // Clones the wrapped module (used by clone(); a callable is copied).
   void reset() override;
   // td::nn::TensorDictModule(in_keys=['a'], out_keys=['b']) — the wrapped module is printed
-  // as the child "module" (a callable as module=<callable>).
+  // as the child "module" (a callable as module=<callable>); named in keys print as
+  // in_keys={'obs': 'x'}.
   void pretty_print(std::ostream& stream) const override;
 
  private:
-  TensorDictModuleImpl(detail::Wrapped wrapped, std::vector<NestedKey> in_keys,
-                       std::vector<NestedKey> out_keys, OutputMode output);
+  // (The options are taken by reference: the caller also reads them for the first argument.)
+  template <class M>
+  TensorDictModuleImpl(const detail::ResolvedInKeys& in, M&& module,
+                       std::vector<NestedKey> out_keys, const TensorDictModuleOptions& options)
+      : TensorDictModuleImpl(detail::WrapFor(std::forward<M>(module), in), in,
+                             std::move(out_keys), options) {}
+  TensorDictModuleImpl(detail::Wrapped wrapped, const detail::ResolvedInKeys& in,
+                       std::vector<NestedKey> out_keys, TensorDictModuleOptions options);
   static detail::Wrapped WithCaptured(detail::Wrapped wrapped,
                                       const std::vector<CapturedModule>& modules);
   detail::ModuleOutput invoke(std::vector<at::Tensor>& inputs);
   void write(const detail::ModuleOutput& result, TensorDict& out) const;
   std::string describe() const;
+  std::string in_keys_repr() const;
 
   detail::Wrapped wrapped_;
-  OutputMode output_ = OutputMode::kInput;
+  TensorDictModuleOptions options_;
+  std::vector<std::string> in_args_;
+  std::vector<size_t> call_order_;
 };
 
 // The module holder (like torch::nn::Linear for LinearImpl), with constructors that take braced
@@ -388,11 +633,35 @@ class TensorDictModule : public torch::nn::ModuleHolder<TensorDictModuleImpl> {
   TensorDictModule(std::nullptr_t) : ModuleHolder(nullptr) {}  // NOLINT
   TensorDictModule(std::shared_ptr<TensorDictModuleImpl> impl)  // NOLINT
       : ModuleHolder(std::move(impl)) {}
-  template <class M>
+  template <class M, class = detail::IfPositional<M>>
   TensorDictModule(M&& module, std::vector<NestedKey> in_keys, std::vector<NestedKey> out_keys,
                    OutputMode output = OutputMode::kInput)
       : ModuleHolder(std::make_shared<TensorDictModuleImpl>(
             std::forward<M>(module), std::move(in_keys), std::move(out_keys), output)) {}
+  //   td::nn::TensorDictModule m(net, {"obs"}, {"y"},
+  //                              td::nn::TensorDictModuleOptions().skip_existing(true));
+  template <class M, class = detail::IfPositional<M>>
+  TensorDictModule(M&& module, std::vector<NestedKey> in_keys, std::vector<NestedKey> out_keys,
+                   TensorDictModuleOptions options)
+      : ModuleHolder(std::make_shared<TensorDictModuleImpl>(
+            std::forward<M>(module), std::move(in_keys), std::move(out_keys),
+            std::move(options))) {}
+  // A Kwargs callable with {key, argument name} in_keys (Python's in_keys={"obs": "x"}):
+  //   td::nn::TensorDictModule m([](const td::nn::Kwargs& kw) { return kw.at("x") + 1; },
+  //                              {{"obs", "x"}}, {"y"});
+  template <class F, class = detail::IfKwargs<F>>
+  TensorDictModule(F&& fn, const std::vector<std::pair<NestedKey, std::string>>& in_keys,
+                   std::vector<NestedKey> out_keys, TensorDictModuleOptions options = {})
+      : ModuleHolder(std::make_shared<TensorDictModuleImpl>(
+            std::forward<F>(fn), in_keys, std::move(out_keys), std::move(options))) {}
+  // Any module with by_name() in_keys (see TensorDictModuleImpl):
+  //   td::nn::TensorDictModule m(merge, td::nn::by_name({{"c", "x_2"}, {"a", "x_1"}}), {"out"},
+  //                              td::nn::TensorDictModuleOptions().arg_names({"x_1", "x_2"}));
+  template <class M>
+  TensorDictModule(M&& module, const InKeysByName& in_keys, std::vector<NestedKey> out_keys,
+                   TensorDictModuleOptions options = {})
+      : ModuleHolder(std::make_shared<TensorDictModuleImpl>(
+            std::forward<M>(module), in_keys, std::move(out_keys), std::move(options))) {}
   // A callable using modules it captured, registered under their names (see
   // TensorDictModuleImpl).
   //   td::nn::TensorDictModule m({{"lin", lin}}, [lin](at::Tensor x) mutable { return lin(x); },

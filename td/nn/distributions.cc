@@ -52,6 +52,11 @@ at::Tensor Distribution::rsample(at::IntArrayRef) const {
   Fail<TypeError>(name(), " has no reparameterized sampling (rsample); use sample()");
 }
 
+at::Tensor Distribution::median() const {
+  Fail<c10::NotImplementedError>(name(), " has no median (torch.distributions defines none for "
+                                 "it); use InteractionType::kMode (mode()) instead");
+}
+
 std::vector<int64_t> Distribution::extended_shape(at::IntArrayRef sample_shape) const {
   return Concat(Concat(sample_shape, batch_shape_), event_shape_);
 }
@@ -302,6 +307,17 @@ at::Tensor TruncatedNormal::mean() const {
 }
 
 at::Tensor TruncatedNormal::mode() const { return loc_.clamp(low_, high_); }
+
+at::Tensor TruncatedNormal::median() const {
+  // Phi^-1((Phi(alpha) + Phi(beta)) / 2), computed in the lower tail (where ndtr and ndtri keep
+  // their precision) by symmetry when the interval lies above loc, and in double precision (float
+  // ndtri loses digits in the tails).
+  const at::Tensor a = alpha_.to(at::kDouble), b = beta_.to(at::kDouble);
+  const at::Tensor lower = at::special_ndtri(0.5 * (at::special_ndtr(a) + at::special_ndtr(b)));
+  const at::Tensor upper = -at::special_ndtri(0.5 * (at::special_ndtr(-a) + at::special_ndtr(-b)));
+  const at::Tensor z = at::where(a > 0, upper, lower).to(loc_.scalar_type());
+  return (loc_ + scale_ * z).clamp(low_, high_);
+}
 
 at::Tensor TruncatedNormal::entropy() const {
   const at::Tensor z = at::exp(log_z_);

@@ -50,6 +50,11 @@ class Distribution {
   // What InteractionType::kDeterministic draws: mean() by default, mode() for the discrete
   // distributions (whose mean is not a possible value).
   virtual at::Tensor deterministic_sample() const { return mean(); }
+  // The median (what InteractionType::kMedian draws), shape batch_shape + event_shape. The
+  // default throws c10::NotImplementedError naming the distribution and suggesting mode():
+  // Categorical and OneHotCategorical have none (nor in torch).
+  //   at::Tensor m = td::nn::TruncatedNormal(loc, scale, -1, 1).median();
+  virtual at::Tensor median() const;
 
  protected:
   std::vector<int64_t> extended_shape(at::IntArrayRef sample_shape) const;
@@ -84,6 +89,7 @@ class Normal : public Distribution {
   at::Tensor entropy() const override;
   at::Tensor mode() const override { return loc_; }
   at::Tensor mean() const override { return loc_; }
+  at::Tensor median() const override { return loc_; }
   const at::Tensor& loc() const { return loc_; }
   const at::Tensor& scale() const { return scale_; }
 
@@ -156,6 +162,7 @@ class Delta : public Distribution {
   at::Tensor entropy() const override;
   at::Tensor mode() const override { return param_; }
   at::Tensor mean() const override { return param_; }
+  at::Tensor median() const override { return param_; }
   const at::Tensor& param() const { return param_; }
 
  private:
@@ -165,7 +172,8 @@ class Delta : public Distribution {
 
 // A Normal(loc, scale) restricted to [low, high] and renormalized. rsample() inverts the CDF
 // (differentiable in loc and scale). mode() is loc clamped to [low, high]; mean() and entropy()
-// are the closed forms. Throws ValueError when low >= high, and as Normal does.
+// are the closed forms; median() is the inverse CDF at 0.5: loc + scale * Phi^-1((Phi(alpha) +
+// Phi(beta)) / 2). Throws ValueError when low >= high, and as Normal does.
 class TruncatedNormal : public Distribution {
  public:
   TruncatedNormal(at::Tensor loc, at::Tensor scale, double low = -1.0, double high = 1.0);
@@ -179,6 +187,7 @@ class TruncatedNormal : public Distribution {
   at::Tensor entropy() const override;
   at::Tensor mode() const override;
   at::Tensor mean() const override;
+  at::Tensor median() const override;
   double low() const { return low_; }
   double high() const { return high_; }
 

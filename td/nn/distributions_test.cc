@@ -127,6 +127,46 @@ TEST(TruncatedNormal, SupportDensityMoments) {
                       {"low", "high"});
 }
 
+TEST(Median, ClosedForms) {
+  // Normal: loc; Delta: the value.
+  const at::Tensor loc = at::tensor({0.3, -0.8, -3.0}, at::kDouble);
+  const at::Tensor scale = at::tensor({0.5, 1.5, 0.5}, at::kDouble);
+  EXPECT_TRUE(at::equal(td::nn::Normal(loc, scale).median(), loc));
+  const at::Tensor param = at::randn({2, 3});
+  EXPECT_TRUE(at::equal(td::nn::Delta(param).median(), param));
+
+  // TruncatedNormal on [-1, 1]: loc + scale * Phi^-1((Phi(alpha) + Phi(beta)) / 2), by hand
+  // with erf / erfinv (the third one lies far below the interval: alpha = 4, beta = 8).
+  td::nn::TruncatedNormal tn(loc, scale, -1.0, 1.0);
+  const at::Tensor alpha = (-1.0 - loc) / scale, beta = (1.0 - loc) / scale;
+  auto phi = [](const at::Tensor& x) { return 0.5 * (1 + at::erf(x / std::sqrt(2.0))); };
+  const at::Tensor p = 0.5 * (phi(alpha) + phi(beta));
+  const at::Tensor expected = loc + scale * std::sqrt(2.0) * at::erfinv(2 * p - 1);
+  const at::Tensor median = tn.median();
+  EXPECT_TRUE(at::allclose(median, expected, 1e-9, 1e-9)) << median << expected;
+  // The truncated CDF is 1/2 there: integrate the density from low to the median.
+  for (int64_t i = 0; i < 3; ++i) {
+    const double m = median[i].item<double>();
+    const at::Tensor grid = at::linspace(-1.0, m, 200001, at::kDouble);
+    td::nn::TruncatedNormal one(loc[i], scale[i], -1.0, 1.0);
+    const double mass = at::trapezoid(at::exp(one.log_prob(grid)), grid).item<double>();
+    EXPECT_NEAR(mass, 0.5, 1e-6) << "i=" << i;
+  }
+  // float32 parameters give the same value (also in the tail).
+  const at::Tensor median32 =
+      td::nn::TruncatedNormal(loc.to(at::kFloat), scale.to(at::kFloat)).median();
+  EXPECT_EQ(median32.scalar_type(), at::kFloat);
+  EXPECT_TRUE(at::allclose(median32.to(at::kDouble), expected, 1e-6, 1e-6))
+      << median32.to(at::kDouble) - expected;
+
+  // No median for the categorical distributions: a clear error pointing at kMode.
+  TD_EXPECT_THROW_MSG(td::nn::Categorical::from_logits(at::randn({3})).median(),
+                      c10::NotImplementedError,
+                      {"Categorical has no median", "InteractionType::kMode"});
+  TD_EXPECT_THROW_MSG(td::nn::OneHotCategorical::from_logits(at::randn({3})).median(),
+                      c10::NotImplementedError, {"OneHotCategorical has no median", "kMode"});
+}
+
 TEST(DistributionFactory, NamedParameters) {
   td::nn::DistParams params = {{"loc", at::zeros({2})}, {"scale", at::ones({2})}};
   auto d = td::nn::Normal::factory().make(params);

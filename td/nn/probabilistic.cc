@@ -2,6 +2,8 @@
 
 #include <ATen/ATen.h>
 
+#include <algorithm>
+
 #include "absl/strings/str_cat.h"
 
 namespace td::nn {
@@ -25,6 +27,8 @@ std::string_view InteractionTypeName(InteractionType type) {
       return "RANDOM";
     case InteractionType::kDeterministic:
       return "DETERMINISTIC";
+    case InteractionType::kMedian:
+      return "MEDIAN";
   }
   return "?";
 }
@@ -60,16 +64,54 @@ ProbabilisticTensorDictModuleImpl::ProbabilisticTensorDictModuleImpl(
   for (size_t i = 0; i < in_keys.size(); ++i) {
     param_names_.push_back(names.empty() ? in_keys[i].back() : names[i]);
   }
+  set_keys(std::move(in_keys), std::move(out_keys));
+}
+
+ProbabilisticTensorDictModuleImpl::ProbabilisticTensorDictModuleImpl(
+    std::vector<NestedKey> in_keys, std::vector<NestedKey> out_keys,
+    CompositeDistributionFactory distribution, ProbabilisticTensorDictModuleOptions options)
+    : composite_(std::move(distribution)), options_(std::move(options)) {
+  const std::vector<NestedKey> map_keys = composite_->keys();
+  std::vector<NestedKey> sorted_out = out_keys, sorted_map = map_keys;
+  std::sort(sorted_out.begin(), sorted_out.end());
+  std::sort(sorted_map.begin(), sorted_map.end());
+  if (map_keys.empty() || sorted_out != sorted_map) {
+    Fail<ValueError>("ProbabilisticTensorDictModule: with a composite distribution, out_keys ",
+                     KeysRepr(out_keys), " must be the keys of its distribution map ",
+                     KeysRepr(map_keys), " (in any order)");
+  }
+  if (!options_.dist_param_names().empty()) {
+    Fail<ValueError>("ProbabilisticTensorDictModule: dist_param_names ",
+                     KeysRepr(options_.dist_param_names()), " does not apply to ",
+                     composite_->name(), ": its parts name their parameters (CompositePart's "
+                     "param_keys)");
+  }
+  if (in_keys.empty()) {
+    Fail<ValueError>("ProbabilisticTensorDictModule: ", composite_->name(),
+                     " needs in_keys (a sub-TensorDict of parameters, or the parameter keys)");
+  }
+  num_draws_ = out_keys.size();
+  set_keys(std::move(in_keys), std::move(out_keys));
+}
+
+void ProbabilisticTensorDictModuleImpl::set_keys(std::vector<NestedKey> in_keys,
+                                                 std::vector<NestedKey> draw_keys) {
   in_keys_ = std::move(in_keys);
-  out_keys_source_ = std::move(out_keys);
+  out_keys_source_ = std::move(draw_keys);
   if (options_.return_log_prob()) {
-    if (options_.log_prob_key() == out_keys_source_[0]) {
+    if (std::find(out_keys_source_.begin(), out_keys_source_.end(), options_.log_prob_key()) !=
+        out_keys_source_.end()) {
       Fail<ValueError>("ProbabilisticTensorDictModule: log_prob_key ",
-                       options_.log_prob_key().repr(), " is also the draw's key");
+                       options_.log_prob_key().repr(), " is also the key of a draw ",
+                       KeysRepr(out_keys_source_));
     }
     out_keys_source_.push_back(options_.log_prob_key());
   }
   out_keys_ = out_keys_source_;
+}
+
+std::string ProbabilisticTensorDictModuleImpl::distribution_name() const {
+  return composite_ ? composite_->name() : distribution_.name;
 }
 
 InteractionType ProbabilisticTensorDictModuleImpl::current_interaction_type() const {
@@ -78,6 +120,10 @@ InteractionType ProbabilisticTensorDictModuleImpl::current_interaction_type() co
 
 std::shared_ptr<Distribution> ProbabilisticTensorDictModuleImpl::get_dist(
     const TensorDict& td) const {
+  if (composite_) {
+    Fail<TypeError>("ProbabilisticTensorDictModule: the distribution is a ", composite_->name(),
+                    "; use get_composite_dist()");
+  }
   DistParams params;
   params.reserve(in_keys_.size());
   for (size_t i = 0; i < in_keys_.size(); ++i) {
@@ -98,61 +144,108 @@ std::shared_ptr<Distribution> ProbabilisticTensorDictModuleImpl::get_dist(
   }
 }
 
+std::shared_ptr<CompositeDistribution> ProbabilisticTensorDictModuleImpl::get_composite_dist(
+    const TensorDict& td) const {
+  if (!composite_) {
+    Fail<TypeError>("ProbabilisticTensorDictModule: the distribution is a ", distribution_.name,
+                    ", not a CompositeDistribution; use get_dist()");
+  }
+  std::optional<TensorDict> params;
+  if (in_keys_.size() == 1) {
+    std::optional<Value> v = td.find(in_keys_[0]);
+    if (v && v->is_tensordict()) params = v->tensordict();
+  }
+  if (!params) {
+    params = TensorDict({}, td.batch_size(), td.device());
+    for (const NestedKey& k : in_keys_) {
+      std::optional<Value> v = td.find(k);
+      if (!v) {
+        Fail<KeyError>("ProbabilisticTensorDictModule(", composite_->name(), "): parameter key ",
+                       k.repr(), " is missing; the TensorDict has keys ", LeafKeys(td));
+      }
+      params->set(k, *std::move(v));
+    }
+  }
+  try {
+    return composite_->make(*params);
+  } catch (c10::Error& e) {
+    e.add_context(absl::StrCat("in ProbabilisticTensorDictModule(distribution=",
+                               composite_->name(), ", in_keys=", KeysRepr(in_keys_), ")"));
+    throw;
+  }
+}
+
 at::Tensor ProbabilisticTensorDictModuleImpl::log_prob(const TensorDict& td) const {
+  if (composite_) return get_composite_dist(td)->log_prob(td);
   return get_dist(td)->log_prob(td.get(out_keys_source_[0]));
 }
 
-TensorDict ProbabilisticTensorDictModuleImpl::forward(const TensorDict& td) {
-  const std::shared_ptr<Distribution> dist = get_dist(td);
-  at::Tensor draw;
-  switch (current_interaction_type()) {
+namespace {
+
+bool Selected(const std::vector<NestedKey>& keys, const NestedKey& key) {
+  return std::find(keys.begin(), keys.end(), key) != keys.end();
+}
+
+template <class Dist>
+auto Draw(const Dist& dist, InteractionType type) {
+  switch (type) {
     case InteractionType::kMode:
-      draw = dist->mode();
-      break;
+      return dist.mode();
     case InteractionType::kMean:
-      draw = dist->mean();
-      break;
+      return dist.mean();
     case InteractionType::kRandom:
-      draw = dist->has_rsample() ? dist->rsample() : dist->sample();
-      break;
+      return dist.has_rsample() ? dist.rsample() : dist.sample();
+    case InteractionType::kMedian:
+      return dist.median();
     case InteractionType::kDeterministic:
-      draw = dist->deterministic_sample();
       break;
   }
-  const bool selected_draw = std::find(out_keys_.begin(), out_keys_.end(),
-                                       out_keys_source_[0]) != out_keys_.end();
-  const bool selected_lp = options_.return_log_prob() &&
-                           std::find(out_keys_.begin(), out_keys_.end(),
-                                     options_.log_prob_key()) != out_keys_.end();
+  return dist.deterministic_sample();
+}
+
+}  // namespace
+
+TensorDict ProbabilisticTensorDictModuleImpl::forward(const TensorDict& td) {
+  if (should_skip(td, options_.skip_existing())) return td;
+  if (composite_) return forward_composite(td);
+  const std::shared_ptr<Distribution> dist = get_dist(td);
+  const at::Tensor draw = Draw(*dist, current_interaction_type());
+  const bool selected_draw = Selected(out_keys_, out_keys_source_[0]);
+  const bool selected_lp =
+      options_.return_log_prob() && Selected(out_keys_, options_.log_prob_key());
   at::Tensor lp;
   if (selected_lp) lp = dist->log_prob(draw);
   // Both writes or neither.
   TensorDict out = td;
-  std::optional<Value> previous;
-  if (selected_draw) {
-    previous = out.find(out_keys_source_[0]);
-    out.set(out_keys_source_[0], draw);
+  detail::WriteTransaction tx;
+  if (selected_draw) tx.set(out, out_keys_source_[0], draw);
+  if (selected_lp) tx.set(out, options_.log_prob_key(), lp);
+  tx.commit();
+  return out;
+}
+
+TensorDict ProbabilisticTensorDictModuleImpl::forward_composite(const TensorDict& td) {
+  const std::shared_ptr<CompositeDistribution> dist = get_composite_dist(td);
+  const TensorDict draw = Draw(*dist, current_interaction_type());
+  const bool selected_lp =
+      options_.return_log_prob() && Selected(out_keys_, options_.log_prob_key());
+  at::Tensor lp;
+  if (selected_lp) lp = dist->log_prob(draw);
+  // Every write or none.
+  TensorDict out = td;
+  detail::WriteTransaction tx;
+  for (size_t i = 0; i < num_draws_; ++i) {
+    const NestedKey& k = out_keys_source_[i];
+    if (Selected(out_keys_, k)) tx.set(out, k, draw.get_value(k));
   }
-  if (selected_lp) {
-    try {
-      out.set(options_.log_prob_key(), lp);
-    } catch (...) {
-      if (selected_draw) {
-        if (previous) {
-          out.set(out_keys_source_[0], *previous);
-        } else {
-          out.del_(out_keys_source_[0]);
-        }
-      }
-      throw;
-    }
-  }
+  if (selected_lp) tx.set(out, options_.log_prob_key(), lp);
+  tx.commit();
   return out;
 }
 
 void ProbabilisticTensorDictModuleImpl::pretty_print(std::ostream& stream) const {
   stream << "td::nn::ProbabilisticTensorDictModule(in_keys=" << KeysRepr(in_keys_)
-         << ", out_keys=" << KeysRepr(out_keys_) << ", distribution=" << distribution_.name
+         << ", out_keys=" << KeysRepr(out_keys_) << ", distribution=" << distribution_name()
          << ", default_interaction_type="
          << InteractionTypeName(options_.default_interaction_type())
          << ", return_log_prob=" << (options_.return_log_prob() ? "true" : "false") << ")";
@@ -181,24 +274,19 @@ ProbabilisticTensorDictModuleImpl& ProbabilisticTensorDictSequentialImpl::probab
 
 std::shared_ptr<Distribution> ProbabilisticTensorDictSequentialImpl::get_dist(
     const TensorDict& td) {
-  TensorDict cur = td;
-  for (size_t i = 0; i + 1 < modules_.size(); ++i) {
-    TensorDictModuleBase& m = *modules_[i];
-    if (partial_tolerant()) {
-      const auto& keys = m.in_keys();
-      if (!std::all_of(keys.begin(), keys.end(),
-                       [&](const NestedKey& k) { return cur.contains(k); })) {
-        continue;
-      }
-    }
-    cur = m.forward(cur);
-  }
-  return probabilistic_module().get_dist(cur);
+  return probabilistic_module().get_dist(run_chain(td, modules_.size() - 1));
+}
+
+std::shared_ptr<CompositeDistribution> ProbabilisticTensorDictSequentialImpl::get_composite_dist(
+    const TensorDict& td) {
+  return probabilistic_module().get_composite_dist(run_chain(td, modules_.size() - 1));
 }
 
 at::Tensor ProbabilisticTensorDictSequentialImpl::log_prob(const TensorDict& td) {
-  std::shared_ptr<Distribution> dist = get_dist(td);
-  return dist->log_prob(td.get(probabilistic_module().out_keys_source()[0]));
+  // The draw is read from `td` itself (a module before the last may write elsewhere).
+  ProbabilisticTensorDictModuleImpl& last = probabilistic_module();
+  if (last.is_composite()) return get_composite_dist(td)->log_prob(td);
+  return get_dist(td)->log_prob(td.get(last.out_keys_source()[0]));
 }
 
 std::shared_ptr<TensorDictSequentialImpl> ProbabilisticTensorDictSequentialImpl::make_like(

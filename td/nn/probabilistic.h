@@ -14,6 +14,9 @@
 //     td::nn::SetInteractionType random(td::nn::InteractionType::kRandom);
 //     policy(data);   // "hidden" is a draw, "sample_log_prob" its log-probability
 //   }
+//
+// With a CompositeDistributionFactory (td/nn/composite.h) the module draws several keys at once
+// (e.g. a discrete and a continuous action) and writes one summed log-probability.
 #pragma once
 
 #include <memory>
@@ -24,6 +27,7 @@
 #include <vector>
 
 #include "td/nn/common.h"
+#include "td/nn/composite.h"
 #include "td/nn/distributions.h"
 #include "td/nn/sequence.h"
 
@@ -34,9 +38,11 @@ enum class InteractionType {
   kMean,           // dist.mean()
   kRandom,         // dist.rsample() where it exists, else dist.sample()
   kDeterministic,  // dist.deterministic_sample(): the mean, or the mode for discrete ones
+  kMedian,         // dist.median() (Python's InteractionType.MEDIAN); not for Categorical
 };
 
-// "MODE", "MEAN", "RANDOM", "DETERMINISTIC".
+// "MODE", "MEAN", "RANDOM", "DETERMINISTIC", "MEDIAN".
+//   td::nn::InteractionTypeName(td::nn::InteractionType::kMedian);   // "MEDIAN"
 std::string_view InteractionTypeName(InteractionType type);
 
 // The interaction type set on this thread by the innermost live SetInteractionType, or nullopt.
@@ -62,8 +68,12 @@ struct ProbabilisticTensorDictModuleOptions {
   TORCH_ARG(NestedKey, log_prob_key) = NestedKey("sample_log_prob");
   // Used when no SetInteractionType is live.
   TORCH_ARG(InteractionType, default_interaction_type) = InteractionType::kDeterministic;
+  // Skip the run when the draw (and the log-prob, when written) already exist (see
+  // SetSkipExisting, which overrides this while it lives).
+  TORCH_ARG(bool, skip_existing) = false;
   // The distribution parameter name of each in key (Python's in_keys={"loc": key} form).
-  // Empty: the last component of each in key.
+  // Empty: the last component of each in key. Not for a composite distribution (its parts name
+  // their parameters).
   TORCH_ARG(std::vector<std::string>, dist_param_names) = {};
 };
 
@@ -78,28 +88,61 @@ class ProbabilisticTensorDictModuleImpl
                                     std::vector<NestedKey> out_keys,
                                     DistributionFactory distribution,
                                     ProbabilisticTensorDictModuleOptions options = {});
+  // A composite distribution (Python's distribution_class=CompositeDistribution): `out_keys`
+  // are the draws' keys, the keys of the factory's map (in any order); the log-prob written is
+  // their sum (CompositeDistribution::log_prob). The parameters: when `in_keys` is one key
+  // holding a sub-TensorDict, that sub-TensorDict (Python's layout, e.g. {"params": {"disc":
+  // {"logits": ...}, ...}}); otherwise a TensorDict holding the in_keys entries at their keys,
+  // which the parts' param_keys name. Throws ValueError when out_keys are not the map's keys
+  // (naming both), when log_prob_key is one of them, or when dist_param_names is given.
+  //   td::nn::ProbabilisticTensorDictModule head(
+  //       {"params"}, {"disc", "cont"},
+  //       td::nn::CompositeDistribution::factory({{"disc", td::nn::Categorical::factory()},
+  //                                               {"cont", td::nn::Normal::factory()}}),
+  //       td::nn::ProbabilisticTensorDictModuleOptions().return_log_prob(true));
+  ProbabilisticTensorDictModuleImpl(std::vector<NestedKey> in_keys,
+                                    std::vector<NestedKey> out_keys,
+                                    CompositeDistributionFactory distribution,
+                                    ProbabilisticTensorDictModuleOptions options = {});
 
-  // Builds the distribution, writes the draw (and its log-probability) into `td`, returns
+  // Builds the distribution, writes the draw(s) (and the log-probability) into `td`, returns
   // `td`. Throws KeyError naming a missing parameter key; a distribution's own errors (bad
   // shapes, non-positive scale) get this module added to their message. On an error nothing is
   // written.
   TensorDict forward(const TensorDict& td) override;
-  // The distribution built from `td`'s parameter entries.
+  // The distribution built from `td`'s parameter entries. Throws TypeError for a composite
+  // module (see get_composite_dist).
   std::shared_ptr<Distribution> get_dist(const TensorDict& td) const;
-  // The log-probability of the entry under out_keys()[0] in `td`.
+  // The composite distribution built from `td`'s parameters. Throws TypeError for a module with
+  // a single distribution.
+  //   auto dist = head->get_composite_dist(data);   // dist->entropy(), dist->sample(), ...
+  std::shared_ptr<CompositeDistribution> get_composite_dist(const TensorDict& td) const;
+  // The log-probability of the draw already in `td` (out_keys()[0]; for a composite, the sum
+  // over the draws' keys).
   at::Tensor log_prob(const TensorDict& td) const;
   // The interaction type forward() would use now.
   InteractionType current_interaction_type() const;
 
   const ProbabilisticTensorDictModuleOptions& options() const { return options_; }
+  // The single distribution's factory (empty for a composite module).
   const DistributionFactory& distribution() const { return distribution_; }
+  // The composite distribution's factory, when the module has one.
+  const std::optional<CompositeDistributionFactory>& composite() const { return composite_; }
+  bool is_composite() const { return composite_.has_value(); }
   void reset() override {}
   void pretty_print(std::ostream& stream) const override;
 
  private:
+  // Sets in_keys / out_keys (adding the log-prob key); `draw_keys` are the sampled keys.
+  void set_keys(std::vector<NestedKey> in_keys, std::vector<NestedKey> draw_keys);
+  std::string distribution_name() const;
+  TensorDict forward_composite(const TensorDict& td);
+
   DistributionFactory distribution_;
+  std::optional<CompositeDistributionFactory> composite_;
   ProbabilisticTensorDictModuleOptions options_;
   std::vector<std::string> param_names_;
+  size_t num_draws_ = 1;
 };
 
 // The holder:
@@ -117,6 +160,13 @@ class ProbabilisticTensorDictModule
       : ModuleHolder(std::make_shared<ProbabilisticTensorDictModuleImpl>(
             std::move(in_keys), std::move(out_keys), std::move(distribution),
             std::move(options))) {}
+  //   td::nn::ProbabilisticTensorDictModule head({"params"}, {"disc", "cont"}, composite_factory);
+  ProbabilisticTensorDictModule(std::vector<NestedKey> in_keys, std::vector<NestedKey> out_keys,
+                                CompositeDistributionFactory distribution,
+                                ProbabilisticTensorDictModuleOptions options = {})
+      : ModuleHolder(std::make_shared<ProbabilisticTensorDictModuleImpl>(
+            std::move(in_keys), std::move(out_keys), std::move(distribution),
+            std::move(options))) {}
 };
 
 // A TensorDictSequential whose last module is a ProbabilisticTensorDictModule.
@@ -130,7 +180,10 @@ class ProbabilisticTensorDictSequentialImpl : public TensorDictSequentialImpl {
   // Runs every module but the last on `td` (writing their outputs into it) and returns the
   // distribution of the last one.
   std::shared_ptr<Distribution> get_dist(const TensorDict& td);
-  // get_dist(td)->log_prob(the draw already in td).
+  // The same for a last module with a composite distribution.
+  //   auto dist = policy->get_composite_dist(data);
+  std::shared_ptr<CompositeDistribution> get_composite_dist(const TensorDict& td);
+  // The log-probability of the draw(s) already in td under the distribution built from it.
   at::Tensor log_prob(const TensorDict& td);
   ProbabilisticTensorDictModuleImpl& probabilistic_module() const;
   void pretty_print(std::ostream& stream) const override;

@@ -127,6 +127,37 @@ TEST(ProbabilisticTensorDictModule, CategoricalAndParamNames) {
   EXPECT_FALSE(fresh.contains("extra"));
 }
 
+TEST(ProbabilisticTensorDictModule, MedianInteraction) {
+  EXPECT_EQ(td::nn::InteractionTypeName(InteractionType::kMedian), "MEDIAN");
+  ProbabilisticTensorDictModule tn({"loc", "scale"}, {"action"},
+                                   td::nn::TruncatedNormal::factory(-1.0, 1.0),
+                                   ProbabilisticTensorDictModuleOptions().return_log_prob(true));
+  const at::Tensor loc = at::tensor({0.9f, -0.2f, 3.0f}), scale = at::tensor({0.5f, 2.0f, 1.0f});
+  td::TensorDict data({{"loc", loc}, {"scale", scale}}, {3});
+  {
+    td::nn::SetInteractionType median(InteractionType::kMedian);
+    tn(data);
+  }
+  td::nn::TruncatedNormal dist(loc, scale, -1.0, 1.0);
+  EXPECT_TRUE(at::equal(data.get("action"), dist.median()));
+  EXPECT_TRUE(at::allclose(data.get("sample_log_prob"), dist.log_prob(dist.median())));
+  // The default interaction type can be the median too.
+  ProbabilisticTensorDictModule normal(
+      {"loc", "scale"}, {"x"}, td::nn::Normal::factory(),
+      ProbabilisticTensorDictModuleOptions().default_interaction_type(InteractionType::kMedian));
+  normal(data);
+  EXPECT_TRUE(at::equal(data.get("x"), loc));
+  std::ostringstream os;
+  os << *normal;
+  EXPECT_NE(os.str().find("default_interaction_type=MEDIAN"), std::string::npos) << os.str();
+  // A categorical head has none: the error names it and suggests kMode; nothing is written.
+  ProbabilisticTensorDictModule cat({"logits"}, {"a"}, td::nn::Categorical::factory());
+  td::TensorDict d2({{"logits", at::randn({3, 4})}}, {3});
+  td::nn::SetInteractionType median(InteractionType::kMedian);
+  TD_EXPECT_THROW_MSG(cat(d2), c10::NotImplementedError, {"Categorical has no median", "kMode"});
+  EXPECT_FALSE(d2.contains("a"));
+}
+
 TEST(ProbabilisticTensorDictModule, Errors) {
   ProbabilisticTensorDictModule m({"loc", "scale"}, {"x"}, td::nn::Normal::factory());
   TD_EXPECT_THROW_MSG(m(td::TensorDict({{"loc", at::zeros({2})}}, {2})), td::KeyError,

@@ -2,6 +2,7 @@
 
 #include <ATen/ATen.h>
 
+#include <algorithm>
 #include <iostream>
 #include <mutex>
 #include <optional>
@@ -141,10 +142,14 @@ struct ScriptCall {
   std::vector<NestedKey> out_keys;
 
   std::vector<at::Tensor> operator()(const std::vector<at::Tensor>& inputs) {
-    std::vector<c10::IValue> args(inputs.begin(), inputs.end());
+    return call(std::vector<c10::IValue>(inputs.begin(), inputs.end()), {});
+  }
+
+  // Calls the method with positional `args` and keyword `kwargs`; the outputs in out_keys order.
+  std::vector<at::Tensor> call(std::vector<c10::IValue> args, const torch::jit::Kwargs& kwargs) {
     c10::IValue result;
     try {
-      result = module.get_method(method)(std::move(args));
+      result = module.get_method(method)(std::move(args), kwargs);
     } catch (c10::Error& e) {
       e.add_context(c10::str("calling TorchScript method ", schema));
       throw;
@@ -183,6 +188,45 @@ struct ScriptCall {
   }
 };
 
+// The callable of script_module() with in_keys by name: the method called with keywords.
+struct ScriptKwargsCall {
+  ScriptCall call;
+
+  std::vector<at::Tensor> operator()(const Kwargs& kwargs) {
+    torch::jit::Kwargs named;
+    for (const auto& [name, tensor] : kwargs) named.emplace(name, tensor);
+    return call.call({}, named);
+  }
+};
+
+// The method `options.method()` of `module` (ValueError naming the methods when it has none).
+torch::jit::Method FindMethod(const JitModule& module, const ScriptModuleOptions& options) {
+  auto method = module.find_method(options.method());
+  if (!method) {
+    std::vector<std::string> names;
+    for (const torch::jit::Method& m : module.get_methods()) names.push_back(m.name());
+    Fail<ValueError>("script_module: the TorchScript module ", module.type()->repr_str(),
+                     " has no method '", options.method(), "'; its methods are ",
+                     KeysRepr(names));
+  }
+  return *method;
+}
+
+void CheckTakesTensor(const c10::Argument& a, const std::string& schema_text,
+                      const NestedKey& key) {
+  if (!c10::TensorType::get()->isSubtypeOf(*a.type())) {
+    Fail<TypeError>("script_module: argument '", a.name(), "' of ", schema_text, " has type ",
+                    a.type()->repr_str(), ", which does not take a Tensor (in key ", key.repr(),
+                    ")");
+  }
+}
+
+TensorDictModule WithMirror(TensorDictModule result, const JitModule& module) {
+  RegisterMirrorSetter();
+  result->register_module("module", std::make_shared<ScriptMirror>(module));
+  return result;
+}
+
 // ---- from_module ------------------------------------------------------------------------------
 
 TensorDict FromScript(const JitModule& module, const FromModuleOptions& options) {
@@ -207,15 +251,8 @@ TensorDict FromScript(const JitModule& module, const FromModuleOptions& options)
 TensorDictModule script_module(JitModule module, std::vector<NestedKey> in_keys,
                                std::vector<NestedKey> out_keys,
                                const ScriptModuleOptions& options) {
-  auto method = module.find_method(options.method());
-  if (!method) {
-    std::vector<std::string> names;
-    for (const torch::jit::Method& m : module.get_methods()) names.push_back(m.name());
-    Fail<ValueError>("script_module: the TorchScript module ", module.type()->repr_str(),
-                     " has no method '", options.method(), "'; its methods are ",
-                     KeysRepr(names));
-  }
-  const c10::FunctionSchema& schema = method->function().getSchema();
+  const torch::jit::Method method = FindMethod(module, options);
+  const c10::FunctionSchema& schema = method.function().getSchema();
   const std::string schema_text = c10::str(schema);
   // The first argument is `self`.
   const std::vector<c10::Argument>& args = schema.arguments();
@@ -233,26 +270,60 @@ TensorDictModule script_module(JitModule module, std::vector<NestedKey> in_keys,
                      KeysRepr(in_keys));
   }
   for (size_t i = 0; i < in_keys.size(); ++i) {
-    const c10::Argument& a = args[i + 1];
-    if (!c10::TensorType::get()->isSubtypeOf(*a.type())) {
-      Fail<TypeError>("script_module: argument '", a.name(), "' of ", schema_text, " has type ",
-                      a.type()->repr_str(), ", which does not take a Tensor (in key ",
-                      in_keys[i].repr(), ")");
+    CheckTakesTensor(args[i + 1], schema_text, in_keys[i]);
+  }
+  ScriptCall call{module, options.method(), schema_text, out_keys};
+  return WithMirror(TensorDictModule(std::move(call), std::move(in_keys), std::move(out_keys),
+                                     options.output()),
+                    module);
+}
+
+TensorDictModule script_module(JitModule module, const InKeysByName& in_keys,
+                               std::vector<NestedKey> out_keys,
+                               const ScriptModuleOptions& options) {
+  const torch::jit::Method method = FindMethod(module, options);
+  const c10::FunctionSchema& schema = method.function().getSchema();
+  const std::string schema_text = c10::str(schema);
+  const std::vector<c10::Argument>& args = schema.arguments();
+  detail::ResolveByName(in_keys.entries(), {}, /*keyword=*/true);  // repeated keys or names
+  std::vector<std::string> names;  // the arguments but `self`
+  for (size_t i = 1; i < args.size(); ++i) names.push_back(args[i].name());
+  std::vector<bool> given(args.size(), false);
+  for (const auto& [key, name] : in_keys.entries()) {
+    auto it = std::find(names.begin(), names.end(), name);
+    if (it == names.end()) {
+      Fail<ValueError>("script_module: ", schema_text, " has no argument named '", name,
+                       "' (in key ", key.repr(), "); its arguments are ", KeysRepr(names));
+    }
+    const size_t i = static_cast<size_t>(it - names.begin()) + 1;
+    CheckTakesTensor(args[i], schema_text, key);
+    given[i] = true;
+  }
+  for (size_t i = 1; i < args.size(); ++i) {
+    if (!given[i] && !args[i].default_value()) {
+      std::vector<std::string> named;
+      for (const auto& entry : in_keys.entries()) named.push_back(entry.second);
+      Fail<ValueError>("script_module: argument '", args[i].name(), "' of ", schema_text,
+                       " has no default and no in key fills it; in_keys name ",
+                       KeysRepr(named));
     }
   }
-  RegisterMirrorSetter();
-  auto mirror = std::make_shared<ScriptMirror>(module);
-  ScriptCall call{module, options.method(), schema_text, out_keys};
-  TensorDictModule result(std::move(call), std::move(in_keys), std::move(out_keys),
-                          options.output());
-  result->register_module("module", std::move(mirror));
-  return result;
+  ScriptKwargsCall call{ScriptCall{module, options.method(), schema_text, out_keys}};
+  return WithMirror(TensorDictModule(std::move(call), in_keys, std::move(out_keys),
+                                     TensorDictModuleOptions().output(options.output())),
+                    module);
 }
 
 TensorDictModule load_script_module(const std::string& path, std::vector<NestedKey> in_keys,
                                     std::vector<NestedKey> out_keys,
                                     const ScriptModuleOptions& options) {
   return script_module(torch::jit::load(path), std::move(in_keys), std::move(out_keys), options);
+}
+
+TensorDictModule load_script_module(const std::string& path, const InKeysByName& in_keys,
+                                    std::vector<NestedKey> out_keys,
+                                    const ScriptModuleOptions& options) {
+  return script_module(torch::jit::load(path), in_keys, std::move(out_keys), options);
 }
 
 TensorDict from_module(const JitModule& module, const FromModuleOptions& options) {

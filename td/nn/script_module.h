@@ -6,6 +6,8 @@
 //   torch::jit::script::Module policy = torch::jit::load("policy.pt");
 //   td::nn::TensorDictModule actor = td::nn::script_module(policy, {"obs"}, {"action"});
 //   actor(data);                                          // data["action"] = policy(data["obs"])
+//   auto gru = td::nn::script_module(policy, td::nn::by_name({{"h0", "hidden"}, {"o", "obs"}}),
+//                                    {"action"});             // keys placed by argument name
 //
 //   td::TensorDict ckpt = td::TensorDict::load_memmap("ckpt");   // written by Python
 //   {
@@ -70,10 +72,29 @@ TensorDictModule script_module(torch::jit::script::Module module, std::vector<Ne
                                std::vector<NestedKey> out_keys,
                                const ScriptModuleOptions& options = {});
 
+// Python's in_keys={"obs": "x", "hidden": "h"} for a scripted method: its schema knows the
+// argument names, so each key fills the argument it names (a keyword call), whatever the order
+// of the pairs; arguments no key names must have defaults. in_keys() lists the keys, in order;
+// in_key_args() the names. Throws ValueError naming an argument name the schema lacks (with the
+// schema and its argument names), a required argument no key fills, or a repeated key or name;
+// TypeError naming an argument that does not take a Tensor; at call time, KeyError naming a
+// missing key and its argument, then as script_module above.
+//   auto policy = td::nn::script_module(torch::jit::load("gru.pt"),
+//                                       td::nn::by_name({{"h0", "hidden"}, {"o", "obs"}}),
+//                                       {"action", {"next", "hidden"}});
+TensorDictModule script_module(torch::jit::script::Module module, const InKeysByName& in_keys,
+                               std::vector<NestedKey> out_keys,
+                               const ScriptModuleOptions& options = {});
+
 // torch::jit::load(path) + script_module(). Throws what torch::jit::load throws (c10::Error
 // naming the file) and what script_module throws.
 //   auto actor = td::nn::load_script_module("policy.pt", {"obs"}, {"action"});
 TensorDictModule load_script_module(const std::string& path, std::vector<NestedKey> in_keys,
+                                    std::vector<NestedKey> out_keys,
+                                    const ScriptModuleOptions& options = {});
+// The same with in_keys by argument name.
+//   auto actor = td::nn::load_script_module("policy.pt", td::nn::by_name({{"o", "obs"}}), {"a"});
+TensorDictModule load_script_module(const std::string& path, const InKeysByName& in_keys,
                                     std::vector<NestedKey> out_keys,
                                     const ScriptModuleOptions& options = {});
 

@@ -129,6 +129,69 @@ def forward(self, x: Tensor, n: int = 2) -> Tensor:
   TD_EXPECT_THROW_MSG(r(data), td::TypeError, {"returned a Int", "forward("});
 }
 
+TEST(ScriptModule, InKeysByArgumentName) {
+  // Python: TensorDictModule(gru, in_keys={"h0": "hidden", "o": "obs"}, ...): the schema's names
+  // place the keys, whatever the order of the pairs.
+  auto gru = td::nn::script_module(Load("gru_policy.pt"),
+                                   td::nn::by_name({{"h0", "hidden"}, {"o", "obs"}}),
+                                   {"action", {"next", "hidden"}});
+  EXPECT_EQ(gru->in_keys(), (std::vector<NestedKey>{"h0", "o"}));
+  EXPECT_EQ(gru->in_key_args(), (std::vector<std::string>{"hidden", "obs"}));
+  TensorDict data({{"o", Ref("gru_obs")}, {"h0", Ref("gru_hidden")}}, {});
+  gru(data);
+  ExpectClose(data.get("action"), Ref("gru_action"));
+  ExpectClose(data.get({"next", "hidden"}), Ref("gru_next_hidden"));
+  EXPECT_EQ(gru->parameters().size(), 6u);  // the scripted module's, as for positional in_keys
+
+  // Two tensor arguments with distinct roles, and an optional one left to its default.
+  torch::jit::script::Module m("TwoArgs");
+  m.define(R"(
+def forward(self, x: Tensor, h: Tensor, bias: Optional[Tensor] = None) -> Tensor:
+    y = x - 2 * h
+    if bias is not None:
+        y = y + bias
+    return y
+)");
+  const at::Tensor obs = at::randn({4, 3}), hidden = at::randn({4, 3}), b = at::randn({4, 3});
+  auto two = td::nn::script_module(m, td::nn::by_name({{"hidden", "h"}, {"obs", "x"}}), {"y"});
+  TensorDict d2({{"obs", obs}, {"hidden", hidden}, {"b", b}}, {4});
+  two(d2);
+  EXPECT_TRUE(at::allclose(d2.get("y"), at::sub(obs, at::mul(hidden, 2))));
+  auto three = td::nn::script_module(
+      m, td::nn::by_name({{"b", "bias"}, {"hidden", "h"}, {"obs", "x"}}), {"y"});
+  three(d2);
+  EXPECT_TRUE(at::allclose(d2.get("y"), at::add(at::sub(obs, at::mul(hidden, 2)), b)));
+
+  // Errors name the argument, the schema and what was expected.
+  TD_EXPECT_THROW_MSG(
+      td::nn::script_module(m, td::nn::by_name({{"obs", "x"}, {"hidden", "hh"}}), {"y"}),
+      td::ValueError,
+      {"no argument named 'hh'", "(in key 'hidden')", "forward(", "['x', 'h', 'bias']"});
+  TD_EXPECT_THROW_MSG(td::nn::script_module(m, td::nn::by_name({{"hidden", "h"}}), {"y"}),
+                      td::ValueError, {"argument 'x'", "no default", "['h']"});
+  TD_EXPECT_THROW_MSG(
+      td::nn::script_module(m, td::nn::by_name({{"obs", "x"}, {"hidden", "x"}}), {"y"}),
+      td::ValueError, {"argument 'x' is filled by two in keys"});
+  torch::jit::script::Module scaled("Scaled");
+  scaled.define("def forward(self, x: Tensor, n: int = 2) -> Tensor:\n    return x * n\n");
+  TD_EXPECT_THROW_MSG(
+      td::nn::script_module(scaled, td::nn::by_name({{"obs", "x"}, {"k", "n"}}), {"y"}),
+      td::TypeError, {"argument 'n'", "int", "(in key 'k')"});
+  TensorDict partial({{"obs", obs}}, {4});
+  TD_EXPECT_THROW_MSG(two(partial), td::KeyError, {"input key 'hidden' (argument 'h') is missing"});
+  EXPECT_FALSE(partial.contains("y"));
+  // The method's own error gets the schema.
+  TensorDict bad({{"obs", at::zeros({4, 3})}, {"hidden", at::zeros({4, 5})}}, {4});
+  TD_EXPECT_THROW_MSG(two(bad), c10::Error, {"calling TorchScript method forward("});
+
+  // load_script_module takes them too.
+  auto loaded = td::nn::load_script_module(
+      kDir + "gru_policy.pt", td::nn::by_name({{"o", "obs"}, {"h0", "hidden"}}), {"a", "h1"});
+  TensorDict d3({{"o", Ref("gru_obs")}, {"h0", Ref("gru_hidden")}}, {});
+  loaded(d3);
+  ExpectClose(d3.get("a"), Ref("gru_action"));
+}
+
 TEST(ScriptModule, FromModuleNamesLikeUpstream) {
   torch::jit::script::Module mlp = Load("mlp_policy.pt");
   TensorDict params = td::nn::from_module(mlp);

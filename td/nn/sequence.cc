@@ -5,6 +5,7 @@
 #include <algorithm>
 
 #include "absl/strings/str_cat.h"
+#include "td/backends/lazy_stack/lazy_stack.h"
 
 namespace td::nn {
 namespace {
@@ -21,6 +22,71 @@ bool AnyIn(const std::vector<NestedKey>& keys, const std::vector<NestedKey>& poo
 void AppendNew(std::vector<NestedKey>& to, const std::vector<NestedKey>& keys) {
   for (const NestedKey& k : keys) {
     if (!Contains(to, k)) to.push_back(k);
+  }
+}
+
+const NestedKey& Discard() {
+  static const auto* key = new NestedKey("_");
+  return *key;
+}
+
+bool HasAll(const TensorDict& td, const std::vector<NestedKey>& keys) {
+  return std::all_of(keys.begin(), keys.end(), [&](const NestedKey& k) { return td.contains(k); });
+}
+
+// A new TensorDict sharing the tensors (so that writes into it leave `td` alone); a lazy stack
+// stays a lazy stack (of copies of its members), keeping the keys only some members hold.
+TensorDict ShallowCopy(const TensorDict& td) {
+  if (!LazyStackedTensorDict::is_lazy_stack(td)) return td.copy();
+  LazyStackedTensorDict stack(td);
+  std::vector<TensorDict> members;
+  members.reserve(stack.tensordicts().size());
+  for (const TensorDict& m : stack.tensordicts()) members.push_back(ShallowCopy(m));
+  return lazy_stack(members, stack.stack_dim());
+}
+
+// Runs `module` on (a shallow copy of) every member of the lazy stack `td` that holds all its in
+// keys, descending into members that are lazy stacks themselves; collects (member, result).
+void RunOnMembers(TensorDictModuleBase& module, const TensorDict& td,
+                  std::vector<std::pair<TensorDict, TensorDict>>& results) {
+  for (const TensorDict& member : LazyStackedTensorDict(td).tensordicts()) {
+    if (HasAll(member, module.in_keys())) {
+      results.emplace_back(member, module.forward(ShallowCopy(member)));
+    } else if (LazyStackedTensorDict::is_lazy_stack(member)) {
+      RunOnMembers(module, member, results);
+    }
+  }
+}
+
+// Removes `key` from `td`, or from each member of a lazy stack holding it.
+void DeleteWherePresent(const TensorDict& td, const NestedKey& key) {
+  TensorDict t = td;
+  if (t.contains(key)) {
+    t.del_(key);
+  } else if (LazyStackedTensorDict::is_lazy_stack(t)) {
+    for (const TensorDict& m : LazyStackedTensorDict(t).tensordicts()) DeleteWherePresent(m, key);
+  }
+}
+
+// Writes `key` of `from` into `to` through `tx`: the whole entry when `from` holds it, else
+// member by member when both are lazy stacks of as many members along the same dim.
+void WriteOut(const TensorDict& from, TensorDict& to, const NestedKey& key,
+              detail::WriteTransaction& tx) {
+  if (std::optional<Value> v = from.find(key)) {
+    tx.set(to, key, *std::move(v));
+    return;
+  }
+  if (!LazyStackedTensorDict::is_lazy_stack(from) || !LazyStackedTensorDict::is_lazy_stack(to)) {
+    return;
+  }
+  LazyStackedTensorDict src(from), dst(to);
+  if (src.tensordicts().size() != dst.tensordicts().size() ||
+      src.stack_dim() != dst.stack_dim()) {
+    return;
+  }
+  for (size_t i = 0; i < src.tensordicts().size(); ++i) {
+    TensorDict target = dst.tensordicts()[i];  // a handle: writes reach the stack's member
+    WriteOut(src.tensordicts()[i], target, key, tx);
   }
 }
 
@@ -70,31 +136,53 @@ std::shared_ptr<TensorDictModuleBase> TensorDictSequentialImpl::operator[](size_
   return modules_[i];
 }
 
-TensorDict TensorDictSequentialImpl::forward(const TensorDict& td) {
-  TensorDict cur = td;
-  for (size_t i = 0; i < modules_.size(); ++i) {
-    TensorDictModuleBase& m = *modules_[i];
-    if (options_.partial_tolerant()) {
-      const auto& keys = m.in_keys();
-      if (!std::all_of(keys.begin(), keys.end(),
-                       [&](const NestedKey& k) { return cur.contains(k); })) {
-        continue;
+TensorDict TensorDictSequentialImpl::run_module(size_t i, const TensorDict& td) {
+  TensorDictModuleBase& m = *modules_[i];
+  try {
+    if (!options_.partial_tolerant() || HasAll(td, m.in_keys())) return m.forward(td);
+    if (!LazyStackedTensorDict::is_lazy_stack(td)) return td;  // skipped
+    // Run on the members holding every in key, then write all their outputs, or none.
+    std::vector<std::pair<TensorDict, TensorDict>> results;
+    RunOnMembers(m, td, results);
+    detail::WriteTransaction tx;
+    for (auto& [member, result] : results) {
+      if (result.is_same(member)) continue;
+      for (const NestedKey& k : m.out_keys()) {
+        if (k == Discard()) continue;
+        if (std::optional<Value> v = result.find(k)) tx.set(member, k, *std::move(v));
       }
     }
-    try {
-      cur = m.forward(cur);
-    } catch (c10::Error& e) {
-      e.add_context(absl::StrCat("in module ", i, " of TensorDictSequential(in_keys=",
-                                 KeysRepr(in_keys_), ", out_keys=", KeysRepr(out_keys_), ")"));
-      throw;
-    }
+    tx.commit();
+    return td;
+  } catch (c10::Error& e) {
+    e.add_context(absl::StrCat("in module ", i, " of TensorDictSequential(in_keys=",
+                               KeysRepr(in_keys_), ", out_keys=", KeysRepr(out_keys_), ")"));
+    throw;
   }
+}
+
+TensorDict TensorDictSequentialImpl::run_chain(TensorDict td, size_t end) {
+  for (size_t i = 0; i < end; ++i) td = run_module(i, td);
+  return td;
+}
+
+TensorDict TensorDictSequentialImpl::forward(const TensorDict& td) {
+  TensorDict cur = run_chain(td, modules_.size());
   if (out_keys_.size() != out_keys_source_.size()) {
     for (const NestedKey& k : out_keys_source_) {
-      if (!Contains(out_keys_, k) && !Contains(in_keys_, k) && cur.contains(k)) cur.del_(k);
+      if (!Contains(out_keys_, k) && !Contains(in_keys_, k)) DeleteWherePresent(cur, k);
     }
   }
   return cur;
+}
+
+TensorDict TensorDictSequentialImpl::forward_into(const TensorDict& td, TensorDict out) {
+  if (out.is_same(td)) return forward(td);
+  const TensorDict result = run_chain(ShallowCopy(td), modules_.size());
+  detail::WriteTransaction tx;
+  for (const NestedKey& k : out_keys_) WriteOut(result, out, k, tx);
+  tx.commit();
+  return out;
 }
 
 TensorDictModuleBase& TensorDictSequentialImpl::select_out_keys(

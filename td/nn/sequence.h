@@ -11,6 +11,12 @@
 // The modules are registered under "module" as a torch::nn::ModuleList (as in Python), so
 // from_module(seq) lists parameters under {"module", "<index>", ...}. Like torch::nn::Sequential,
 // clone() deep-copies every module.
+//
+// With partial_tolerant, a module whose in keys are not all in the TensorDict is skipped — unless
+// the TensorDict is a lazy stack (td::lazy_stack): then the module runs on each stacked
+// TensorDict that holds all its in keys and writes there, as in Python.
+//   auto s = td::lazy_stack({with_obs, without_obs});
+//   tolerant(s);   // modules reading "obs" run on the first member only
 #pragma once
 
 #include <torch/nn/modules/container/modulelist.h>
@@ -26,7 +32,8 @@
 namespace td::nn {
 
 struct TensorDictSequentialOptions {
-  // Skip the modules whose in_keys are not all present, instead of failing.
+  // Skip the modules whose in_keys are not all present, instead of failing (on a lazy stack: run
+  // them on the members that hold them all).
   TORCH_ARG(bool, partial_tolerant) = false;
   // Keep only these out keys (see TensorDictModuleBase::select_out_keys).
   TORCH_ARG(std::optional<std::vector<NestedKey>>, selected_out_keys) = std::nullopt;
@@ -42,9 +49,17 @@ class TensorDictSequentialImpl : public TensorDictModuleBase {
                                     TensorDictSequentialOptions options = {});
 
   // Runs every module in order on `td` (each gets what the previous returned) and returns the
-  // result. With partial_tolerant, modules with a missing input are skipped. Errors of a module
-  // get its index added to their message.
+  // result. With partial_tolerant, modules with a missing input are skipped (on a lazy stack, run
+  // on the members that hold their inputs; all of them write, or none). Errors of a module get
+  // its index added to their message.
   TensorDict forward(const TensorDict& td) override;
+  // Python's seq(td, tensordict_out=out): runs the chain reading from `td` and writes every
+  // out key (the selected ones) into `out`, which it returns. `td` is left unchanged unless
+  // `out` is `td` (then this is forward(td)). Keys a skipped module did not produce are not
+  // written; on a lazy-stack input, keys written into only some members go into the matching
+  // members of `out` when it is a lazy stack of as many members. On an error `out` is unchanged.
+  //   td::TensorDict out = seq->forward_into(data, data.empty());
+  TensorDict forward_into(const TensorDict& td, TensorDict out);
 
   // Number of modules, the i-th one (throws IndexError naming i and size()), and all of them.
   size_t size() const { return modules_.size(); }
@@ -83,6 +98,11 @@ class TensorDictSequentialImpl : public TensorDictModuleBase {
   virtual std::shared_ptr<TensorDictSequentialImpl> make_like(
       std::vector<std::shared_ptr<TensorDictModuleBase>> modules) const;
   void recompute_keys();
+  // Runs module i on `td` (partial_tolerant and lazy stacks as in forward()), adding the
+  // module's index to its errors; returns what the next module reads.
+  TensorDict run_module(size_t i, const TensorDict& td);
+  // Runs modules [0, end) in order from `td`.
+  TensorDict run_chain(TensorDict td, size_t end);
 
   std::vector<std::shared_ptr<TensorDictModuleBase>> modules_;
   torch::nn::ModuleList list_;

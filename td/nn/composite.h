@@ -1,0 +1,128 @@
+// CompositeDistribution (Python's tensordict.nn.CompositeDistribution): one distribution per out
+// key, built from a TensorDict of parameters. Its draws are TensorDicts (one entry per out key)
+// and its log-probability is the sum of the parts', so a policy with a discrete and a continuous
+// head draws both and scores them together.
+//
+//   td::TensorDict params({{"disc", {{"logits", logits}}},                      // [B, K]
+//                          {"cont", {{"loc", loc}, {"scale", scale}}}}, {B});   // [B, 2]
+//   td::nn::CompositeDistribution dist(params, {{"disc", td::nn::Categorical::factory()},
+//                                               {"cont", td::nn::Normal::factory()}});
+//   td::TensorDict draw = dist.sample();     // {"disc": [B] int64, "cont": [B, 2]}
+//   at::Tensor lp = dist.log_prob(draw);     // [B]: Categorical's + Normal's summed over dim 1
+//
+// The batch shape is the parameters' batch size. Each part's batch shape must start with it;
+// log_prob() and entropy() sum each part's result over its dims beyond the batch shape (Normal's
+// per-coordinate log-densities above), so every part contributes a [*sample_shape, *batch_shape]
+// tensor. ProbabilisticTensorDictModule takes a CompositeDistributionFactory (see
+// probabilistic.h); under InteractionType::kRandom it draws rsample() when every part has one,
+// sample() otherwise (so a Categorical part makes the whole draw gradient-free, as upstream).
+#pragma once
+
+#include <ATen/core/Tensor.h>
+
+#include <memory>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "td/core/tensordict.h"
+#include "td/nn/distributions.h"
+
+namespace td::nn {
+
+// One distribution of a CompositeDistribution: its factory and where its parameters are.
+struct CompositePart {
+  // Reads every tensor of the sub-TensorDict params[out key], named by its key (Python's
+  // layout: params["cont"] = {"loc": ..., "scale": ...}).
+  //   td::nn::CompositePart part = td::nn::Normal::factory();
+  CompositePart(DistributionFactory factory);  // NOLINT: a factory is a part
+  // Reads `param_keys` of params, each named by its last component.
+  //   td::nn::CompositePart part(td::nn::Normal::factory(), {"mu", {"cont", "scale"}});
+  CompositePart(DistributionFactory factory, std::vector<NestedKey> param_keys);
+
+  DistributionFactory factory;
+  std::vector<NestedKey> param_keys;
+};
+
+// Out key -> part, in order (Python's distribution_map).
+using CompositeMap = std::vector<std::pair<NestedKey, CompositePart>>;
+
+class CompositeDistribution;
+
+// Builds a CompositeDistribution from a parameter TensorDict (see
+// ProbabilisticTensorDictModule).
+struct CompositeDistributionFactory {
+  CompositeMap map;
+  // CompositeDistribution(params, map).
+  std::shared_ptr<CompositeDistribution> make(const TensorDict& params) const;
+  // "CompositeDistribution(disc: Categorical, cont: Normal)".
+  std::string name() const;
+  // The out keys, in order.
+  std::vector<NestedKey> keys() const;
+};
+
+class CompositeDistribution {
+ public:
+  // Builds every part. Throws ValueError for an empty map, a repeated out key, an empty factory,
+  // or a part whose batch shape does not start with params.batch_size() (naming the key, the
+  // distribution and both shapes); KeyError naming the out key, the missing parameter key and
+  // the keys params has; the part's own errors with the out key added.
+  //   td::nn::CompositeDistribution dist(params, {{"disc", td::nn::Categorical::factory()}});
+  CompositeDistribution(const TensorDict& params, CompositeMap map);
+  //   auto f = td::nn::CompositeDistribution::factory({{"disc", td::nn::Categorical::factory()},
+  //                                                    {"cont", td::nn::Normal::factory()}});
+  static CompositeDistributionFactory factory(CompositeMap map);
+
+  // "CompositeDistribution(disc: Categorical, cont: Normal)".
+  std::string name() const;
+  // The parameters' batch size.
+  at::IntArrayRef batch_shape() const { return batch_shape_; }
+  // The out keys, in order.
+  const std::vector<NestedKey>& keys() const { return keys_; }
+  // The part drawn under `key`. Throws KeyError naming the key and keys().
+  const Distribution& dist(const NestedKey& key) const;
+
+  // Draws as a TensorDict with batch size sample_shape + batch_shape(), one entry per out key
+  // (nested keys nest). sample() records no gradient.
+  //   td::TensorDict draws = dist.sample({10});
+  TensorDict sample(at::IntArrayRef sample_shape = {}) const;
+  // True when every part has rsample().
+  bool has_rsample() const;
+  // Reparameterized draws. Throws TypeError naming the parts without rsample().
+  TensorDict rsample(at::IntArrayRef sample_shape = {}) const;
+  TensorDict mode() const;
+  TensorDict mean() const;
+  // Throws NotImplementedError (with the out key) for a part without a median (Categorical).
+  TensorDict median() const;
+  TensorDict deterministic_sample() const;
+
+  // The sum over the parts of their log-probabilities of sample[key], each summed over its dims
+  // beyond batch_shape(): shape [*sample_shape, *batch_shape]. Throws KeyError naming a missing
+  // key and the sample's keys; ValueError naming the key, the entry's shape and the shape the
+  // part draws when they differ, or when the parts' sample dims disagree.
+  //   at::Tensor lp = dist.log_prob(draws);
+  at::Tensor log_prob(const TensorDict& sample) const;
+  // Python's log_prob_composite: a TensorDict (batch size [*sample_shape, *batch_shape]) holding
+  // each part's log-probability, not reduced, under "<key>_log_prob" (the last component
+  // suffixed), and their reduced sum under "sample_log_prob" when include_sum. Same errors as
+  // log_prob().
+  //   dist.log_prob_composite(draws).get({"cont_log_prob"});   // [B, 2]
+  TensorDict log_prob_composite(const TensorDict& sample, bool include_sum = true) const;
+  // The sum of the parts' entropies, each summed over its dims beyond batch_shape().
+  at::Tensor entropy() const;
+
+ private:
+  template <class Fn>
+  TensorDict collect(at::IntArrayRef sample_shape, const char* what, Fn fn) const;
+  // Part i's log-probability of `sample`, and the same reduced to [*sample_shape, *batch].
+  std::pair<at::Tensor, at::Tensor> part_log_prob(const TensorDict& sample, size_t i) const;
+  at::Tensor reduce(const at::Tensor& t, size_t i) const;
+
+  std::vector<NestedKey> keys_;
+  std::vector<std::shared_ptr<Distribution>> dists_;
+  std::vector<int64_t> batch_shape_;
+  std::optional<at::Device> device_;
+};
+
+}  // namespace td::nn
