@@ -6,7 +6,6 @@
 #include <string>
 
 #include "absl/strings/str_cat.h"
-#include "td/core/storage.h"
 
 namespace td::nn {
 
@@ -47,10 +46,11 @@ struct Step {
 // Whether `params` (may be absent) only holds keys a Linear has.
 bool LinearKeysOnly(const std::optional<TensorDict>& params) {
   if (!params) return true;
-  for (const std::string& k : params->storage().keys()) {
-    if (k != "weight" && k != "bias") return false;
-  }
-  return true;
+  bool only = true;
+  params->for_each_entry([&only](const std::string& k, const Value&) {
+    only = only && (k == "weight" || k == "bias");
+  });
+  return only;
 }
 
 at::Tensor StackedOrOwn(const std::optional<TensorDict>& params, const char* name,

@@ -11,7 +11,6 @@
 #include "td/core/dtype.h"
 #include "td/core/stack.h"
 #include "td/nn/params.h"
-#include "td/core/storage.h"
 
 namespace td::nn {
 namespace {
@@ -301,10 +300,8 @@ class ModuleSwapper {
     ChildMap& children = ChildrenOf(m);
     std::shared_ptr<const TensorMemberSetter> setter;
     bool setter_looked_up = false;
-    const Storage& s = params.storage();
-    for (const std::string& k : s.keys()) {
-      std::optional<Value> v = s.get(k);
-      if (!v) continue;
+    params.for_each_entry([&](const std::string& k, const Value& entry) {
+      const Value* v = &entry;
       if (v->is_tensordict()) {
         std::shared_ptr<Module>* child = children.find(k);
         if (child == nullptr) {
@@ -318,7 +315,7 @@ class ModuleSwapper {
         const int32_t child_node = static_cast<int32_t>(g.nodes_.size());
         g.nodes_.push_back({node, k});
         Level(v->tensordict(), **child, *child, child_node, g);
-        continue;
+        return;
       }
       if (!v->is_tensor()) {
         Fail<TypeError>("to_module: key ", PathOf(g, node, k).repr(),
@@ -354,7 +351,7 @@ class ModuleSwapper {
         at::NoGradGuard no_grad;
         g.slots_.push_back({keep, &m, nullptr, node, buffer, k, slot->detach().clone()});
         slot->copy_(value);
-        continue;
+        return;
       }
       if (!setter_looked_up) {
         setter = FindSetter(m);
@@ -374,7 +371,7 @@ class ModuleSwapper {
       g.slots_.push_back({keep, &m, setter, node, buffer, k, *slot});
       *slot = value;
       (*setter)(m, k, value);
-    }
+    });
   }
 };
 

@@ -4,7 +4,6 @@
 #include <torch/nn/module.h>
 
 #include "td/core/dtype.h"
-#include "td/core/storage.h"
 
 namespace td::nn {
 
@@ -35,10 +34,8 @@ void TensorDictParamsImpl::register_from(const TensorDict& params, bool fresh) {
     return;
   }
   order_.clear();
-  const Storage& s = params.storage();
-  for (const std::string& k : s.keys()) {
-    std::optional<Value> v = s.get(k);
-    if (!v) continue;
+  params.for_each_entry([&](const std::string& k, const Value& entry) {
+    const Value* v = &entry;
     if (k.empty() || k.find('.') != std::string::npos) {
       Fail<ValueError>("TensorDictParams: key '", k,
                        "' cannot name a module parameter (empty, or contains a '.')");
@@ -60,7 +57,7 @@ void TensorDictParamsImpl::register_from(const TensorDict& params, bool fresh) {
     } else {
       order_.emplace_back(k, Kind::kNonTensor);
     }
-  }
+  });
 }
 
 TensorDict TensorDictParamsImpl::params() const {

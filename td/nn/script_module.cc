@@ -10,7 +10,6 @@
 #include <utility>
 
 #include "td/core/dtype.h"
-#include "td/core/storage.h"
 
 namespace td::nn {
 namespace {
@@ -365,10 +364,8 @@ class ScriptModuleSwapper {
   static void Level(const TensorDict& params, const ObjectPtr& obj,
                     const std::vector<std::string>& prefix, ScriptModuleParamsGuard& g) {
     const c10::ClassTypePtr& type = obj->type();
-    const Storage& s = params.storage();
-    for (const std::string& k : s.keys()) {
-      std::optional<Value> v = s.get(k);
-      if (!v) continue;
+    params.for_each_entry([&](const std::string& k, const Value& entry) {
+      const Value* v = &entry;
       const NestedKey path = Path(prefix, k);
       auto slot = type->findAttributeSlot(k);
       const bool is_tensor_slot = slot && (type->is_parameter(*slot) || type->is_buffer(*slot));
@@ -385,7 +382,7 @@ class ScriptModuleSwapper {
         std::vector<std::string> sub = prefix;
         sub.push_back(k);
         Level(v->tensordict(), obj->getSlot(*slot).toObject(), sub, g);
-        continue;
+        return;
       }
       if (!v->is_tensor()) {
         Fail<TypeError>("to_module: key ", path.repr(),
@@ -415,13 +412,13 @@ class ScriptModuleSwapper {
         record.previous = old.detach().clone();
         g.slots_.push_back(std::move(record));
         old.copy_(value);
-        continue;
+        return;
       }
       for (auto& [list, index] : SetSlot(obj, *slot, value)) {
         record.aliases.push_back({std::move(list), index});
       }
       g.slots_.push_back(std::move(record));
-    }
+    });
   }
 };
 
