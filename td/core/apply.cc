@@ -6,6 +6,7 @@
 
 #include "td/core/dtype.h"
 #include "td/core/internal/tensordict_util.h"
+#include "td/core/internal/in_place.h"
 #include "td/core/internal/leaves.h"
 #include "td/core/storage.h"
 
@@ -183,38 +184,29 @@ TensorDict TensorDict::named_apply(const NamedNaryLeafFn& fn, const std::vector<
 TensorDict& TensorDict::apply_(const LeafFn& fn) { return apply_(fn, ApplyOptions()); }
 
 TensorDict& TensorDict::apply_(const LeafFn& fn, const ApplyOptions& options) {
-  if (HasLazyLevel(*this)) {  // NOTE [ Storage interface ]: write through set_()
-    WriteThroughDenseCopy(*this, [&](TensorDict& dense) { dense.apply_(fn, options); });
-    return *this;
-  }
-  internal::LeafTree tree(*this);
-  ApplyInPlace(tree, [&](size_t, const at::Tensor& x) { return fn(x); }, options);
+  internal::WriteLeaves(*this, "apply_", [&](const internal::LeafTree& tree) {
+    ApplyInPlace(tree, [&](size_t, const at::Tensor& x) { return fn(x); }, options);
+  });
   return *this;
 }
 
 TensorDict& TensorDict::apply_(const BinaryLeafFn& fn, const TensorDict& other,
                                const ApplyOptions& options) {
-  if (HasLazyLevel(*this)) {  // NOTE [ Storage interface ]: write through set_()
-    WriteThroughDenseCopy(*this, [&](TensorDict& dense) { dense.apply_(fn, other, options); });
-    return *this;
-  }
-  internal::LeafTree tree(*this);
-  std::vector<std::vector<at::Tensor>> aligned = AlignOthers(tree, {other}, options);
-  ApplyInPlace(tree, [&](size_t i, const at::Tensor& x) { return fn(x, aligned[0][i]); },
-               options);
+  internal::WriteLeaves(*this, "apply_", [&](const internal::LeafTree& tree) {
+    std::vector<std::vector<at::Tensor>> aligned = AlignOthers(tree, {other}, options);
+    ApplyInPlace(tree, [&](size_t i, const at::Tensor& x) { return fn(x, aligned[0][i]); },
+                 options);
+  });
   return *this;
 }
 
 TensorDict& TensorDict::apply_(const NaryLeafFn& fn, const std::vector<TensorDict>& others,
                                const ApplyOptions& options) {
-  if (HasLazyLevel(*this)) {  // NOTE [ Storage interface ]: write through set_()
-    WriteThroughDenseCopy(*this, [&](TensorDict& dense) { dense.apply_(fn, others, options); });
-    return *this;
-  }
-  internal::LeafTree tree(*this);
-  std::vector<std::vector<at::Tensor>> aligned = AlignOthers(tree, others, options);
-  ApplyInPlace(tree, [&](size_t i, const at::Tensor& x) { return fn(Gather(aligned, x, i)); },
-               options);
+  internal::WriteLeaves(*this, "apply_", [&](const internal::LeafTree& tree) {
+    std::vector<std::vector<at::Tensor>> aligned = AlignOthers(tree, others, options);
+    ApplyInPlace(tree, [&](size_t i, const at::Tensor& x) { return fn(Gather(aligned, x, i)); },
+                 options);
+  });
   return *this;
 }
 

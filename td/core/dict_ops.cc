@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "td/core/internal/dict_util.h"
+#include "td/core/internal/in_place.h"
 #include "td/core/internal/tensordict_util.h"
 #include "td/core/storage.h"
 #include "td/core/tensordict.h"
@@ -126,17 +127,15 @@ TensorDict& TensorDict::update(const TensorDict& other, const UpdateOptions& opt
 
 TensorDict& TensorDict::set_at_(const NestedKey& key, const at::Tensor& value,
                                 at::ArrayRef<at::indexing::TensorIndex> index) {
-  const at::Tensor target = TensorAt(*this, key);  // KeyError / TypeError
+  TensorAt(*this, key);  // KeyError / TypeError
   WithKeyContext(key, "set_at_ of", [&] {
-    if (HasLazyLevel(*this)) {
-      // Write through set_ so lazy levels see it (NOTE [ Storage interface ]).
-      at::Tensor copy = target.clone();
-      copy.index_put_(index, value);
-      set_(key, copy);
-    } else {
-      at::Tensor t = target;
-      t.index_put_(index, value);
-    }
+    internal::WriteInPlace(
+        *this,
+        [&](TensorDict& dst) {
+          at::Tensor t = TensorAt(dst, key);
+          t.index_put_(index, value);
+        },
+        [&] { return std::vector<NestedKey>{key}; });
   });
   return *this;
 }

@@ -25,6 +25,7 @@
 
 #include "td/core/dtype.h"
 #include "td/core/internal/batch_index.h"
+#include "td/core/internal/in_place.h"
 #include "td/core/internal/leaves.h"
 #include "td/core/storage.h"
 #include "td/core/tensordict.h"
@@ -257,41 +258,42 @@ TensorDict& TensorDict::index_put_(at::ArrayRef<TensorIndex> indices, const Tens
   if (value.is_same(*this)) Fail<ValueError>("index_put_: the value is the TensorDict itself");
   internal::BatchIndex ex = ExpandBatchIndex(indices, batch_size(), "index_put_");
   // A backend may write natively (a lazy stack writes into its members); lazy backends otherwise
-  // get the write through a dense copy of the keys it touches. See NOTE [ Storage interface ].
+  // get the write through a dense copy of the keys it touches (NOTE [ In-place writes ]).
   if (LazyStorage* lazy = storage_->lazy(); lazy != nullptr && lazy->index_put_(indices, value)) {
-    return *this;
-  }
-  if (HasLazyLevel(*this)) {
-    std::vector<NestedKey> touched;
-    for (NestedKey& k : value.keys(KeysOptions().include_nested(true).leaves_only(true))) {
-      if (contains(k)) touched.push_back(std::move(k));
-    }
-    WriteThroughDenseCopy(
-        *this, [&](TensorDict& dense) { dense.index_put_(indices, value); }, &touched);
     return *this;
   }
   const NormalizedIndex norm = NormalizeIndex(std::move(ex));
   const std::vector<int64_t> indexed = ProbeBatch(norm, batch_size());
-  PutPlan plan;
-  PlanLevel(this, value, nullptr, *this, value.batch_dims(), indexed, &plan);
-  // Everything is valid: create, then write.
-  for (const PutPlan::Create& c : plan.levels) {
-    auto [parent, last] = parent_of(c.key, /*create=*/false);
-    parent.storage_->set(last, TensorDict(MakeDenseStorage(c.batch, parent.device())));
-  }
-  for (PutPlan::NewLeaf& n : plan.new_leaves) {
-    auto [parent, last] = parent_of(n.key, /*create=*/false);
-    at::TensorOptions options = n.value.options();
-    if (parent.device()) options = options.device(*parent.device());
-    at::Tensor fresh = at::zeros(n.shape, options);
-    parent.storage_->set(last, fresh);
-    plan.writes.emplace_back(fresh, n.value);
-  }
-  for (PutPlan::NewOther& n : plan.new_other) {
-    auto [parent, last] = parent_of(n.key, /*create=*/false);
-    parent.storage_->set(last, std::move(n.value));
-  }
-  for (const auto& [target, v] : plan.writes) WriteLeaf(target, v, norm.indices);
+  auto write = [&](TensorDict& dst) {
+    PutPlan plan;
+    PlanLevel(&dst, value, nullptr, dst, value.batch_dims(), indexed, &plan);
+    // Everything is valid: create, then write.
+    for (const PutPlan::Create& c : plan.levels) {
+      auto [parent, last] = dst.parent_of(c.key, /*create=*/false);
+      parent.storage_->set(last, TensorDict(MakeDenseStorage(c.batch, parent.device())));
+    }
+    for (PutPlan::NewLeaf& n : plan.new_leaves) {
+      auto [parent, last] = dst.parent_of(n.key, /*create=*/false);
+      at::TensorOptions options = n.value.options();
+      if (parent.device()) options = options.device(*parent.device());
+      at::Tensor fresh = at::zeros(n.shape, options);
+      parent.storage_->set(last, fresh);
+      plan.writes.emplace_back(fresh, n.value);
+    }
+    for (PutPlan::NewOther& n : plan.new_other) {
+      auto [parent, last] = dst.parent_of(n.key, /*create=*/false);
+      parent.storage_->set(last, std::move(n.value));
+    }
+    for (const auto& [target, v] : plan.writes) WriteLeaf(target, v, norm.indices);
+  };
+  // Only the keys the value writes need a dense copy when a level is lazy.
+  internal::WriteInPlace(*this, write, [&] {
+    std::vector<NestedKey> touched;
+    for (NestedKey& k : value.keys(KeysOptions().include_nested(true).leaves_only(true))) {
+      if (contains(k)) touched.push_back(std::move(k));
+    }
+    return touched;
+  });
   return *this;
 }
 
@@ -303,29 +305,26 @@ TensorDict& TensorDict::index_put_(std::initializer_list<TensorIndex> indices,
 TensorDict& TensorDict::index_put_(at::ArrayRef<TensorIndex> indices, const at::Tensor& value) {
   if (!value.defined()) Fail<ValueError>("index_put_: the value tensor is undefined");
   internal::BatchIndex ex = ExpandBatchIndex(indices, batch_size(), "index_put_");
-  if (HasLazyLevel(*this)) {  // NOTE [ Storage interface ]
-    WriteThroughDenseCopy(*this, [&](TensorDict& dense) { dense.index_put_(indices, value); });
-    return *this;
-  }
   const NormalizedIndex norm = NormalizeIndex(std::move(ex));
   const std::vector<int64_t> indexed = ProbeBatch(norm, batch_size());
-  LeafTree tree(*this);
-  for (size_t i = 0; i < tree.num_leaves(); ++i) {
-    std::vector<int64_t> slot = Concat(indexed, tree.leaves()[i].sizes().slice(batch_dims()));
-    if (!BroadcastsTo(value.sizes(), slot)) {
-      Fail<ValueError>("index_put_: the value of shape ", SizeRepr(value.sizes()),
-                       " cannot be broadcast to the indexed shape ", SizeRepr(slot), " of key ",
-                       tree.key(i).repr());
+  internal::WriteLeaves(*this, "index_put_", [&](const LeafTree& tree) {
+    for (size_t i = 0; i < tree.num_leaves(); ++i) {
+      std::vector<int64_t> slot = Concat(indexed, tree.leaves()[i].sizes().slice(batch_dims()));
+      if (!BroadcastsTo(value.sizes(), slot)) {
+        Fail<ValueError>("index_put_: the value of shape ", SizeRepr(value.sizes()),
+                         " cannot be broadcast to the indexed shape ", SizeRepr(slot), " of key ",
+                         tree.key(i).repr());
+      }
     }
-  }
-  CheckInPlace(*this, "index_put_");
-  internal::MapEach(
-      tree,
-      [&](size_t, const at::Tensor& leaf) {
-        WriteLeaf(leaf, value, norm.indices);
-        return at::Tensor();
-      },
-      "writing into");
+    CheckInPlace(tree.root(), "index_put_");
+    internal::MapEach(
+        tree,
+        [&](size_t, const at::Tensor& leaf) {
+          WriteLeaf(leaf, value, norm.indices);
+          return at::Tensor();
+        },
+        "writing into");
+  });
   return *this;
 }
 
@@ -336,22 +335,19 @@ TensorDict& TensorDict::index_put_(std::initializer_list<TensorIndex> indices,
 
 TensorDict& TensorDict::index_put_(at::ArrayRef<TensorIndex> indices, const at::Scalar& value) {
   internal::BatchIndex ex = ExpandBatchIndex(indices, batch_size(), "index_put_");
-  if (HasLazyLevel(*this)) {  // NOTE [ Storage interface ]
-    WriteThroughDenseCopy(*this, [&](TensorDict& dense) { dense.index_put_(indices, value); });
-    return *this;
-  }
   const NormalizedIndex norm = NormalizeIndex(std::move(ex));
   ProbeBatch(norm, batch_size());  // validates the index before anything is written
-  CheckInPlace(*this, "index_put_");
-  LeafTree tree(*this);
-  internal::MapEach(
-      tree,
-      [&](size_t, const at::Tensor& leaf) {
-        at::Tensor target = leaf;
-        target.index_put_(norm.indices, value);
-        return at::Tensor();
-      },
-      "writing into");
+  internal::WriteLeaves(*this, "index_put_", [&](const LeafTree& tree) {
+    CheckInPlace(tree.root(), "index_put_");
+    internal::MapEach(
+        tree,
+        [&](size_t, const at::Tensor& leaf) {
+          at::Tensor target = leaf;
+          target.index_put_(norm.indices, value);
+          return at::Tensor();
+        },
+        "writing into");
+  });
   return *this;
 }
 

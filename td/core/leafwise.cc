@@ -4,6 +4,7 @@
 #include <ATen/ATen.h>
 
 #include "td/core/dtype.h"
+#include "td/core/internal/in_place.h"
 #include "td/core/storage.h"
 
 namespace td {
@@ -89,14 +90,10 @@ TensorDict LeafwiseOut(const TensorDict& td, const std::vector<const Operand*>& 
   return tree.Rebuild(std::move(out), td.batch_size(), /*check=*/true);
 }
 
-TensorDict& LeafwiseIn(TensorDict& td, const std::vector<const Operand*>& operands,
-                       const ForeachInFn& foreach, const EachInFn& each, const char* op) {
-  if (HasLazyLevel(td)) {  // NOTE [ Storage interface ]: write through set_()
-    WriteThroughDenseCopy(td,
-                          [&](TensorDict& dense) { LeafwiseIn(dense, operands, foreach, each, op); });
-    return td;
-  }
-  LeafTree tree(td);
+namespace {
+
+void LeafwiseInLeaves(const LeafTree& tree, const std::vector<const Operand*>& operands,
+                      const ForeachInFn& foreach, const EachInFn& each, const char* op) {
   std::vector<ResolvedOperand> rs = ResolveAll(tree, operands);
   for (size_t i = 0; i < tree.num_leaves(); ++i) {
     const at::Tensor& leaf = tree.leaves()[i];
@@ -124,8 +121,8 @@ TensorDict& LeafwiseIn(TensorDict& td, const std::vector<const Operand*>& operan
       RethrowWithKey(tree.key(i), op);
     }
   }
-  if (tree.num_leaves() == 0) return td;
-  if (foreach && foreach(tree.leaves(), rs)) return td;
+  if (tree.num_leaves() == 0) return;
+  if (foreach && foreach(tree.leaves(), rs)) return;
   MapEach(
       tree,
       [&](size_t i, const at::Tensor& x) {
@@ -134,6 +131,14 @@ TensorDict& LeafwiseIn(TensorDict& td, const std::vector<const Operand*>& operan
         return at::Tensor();
       },
       op);
+}
+
+}  // namespace
+
+TensorDict& LeafwiseIn(TensorDict& td, const std::vector<const Operand*>& operands,
+                       const ForeachInFn& foreach, const EachInFn& each, const char* op) {
+  WriteLeaves(td, op,
+              [&](const LeafTree& tree) { LeafwiseInLeaves(tree, operands, foreach, each, op); });
   return td;
 }
 

@@ -15,6 +15,7 @@
 #include <algorithm>
 
 #include "td/core/dtype.h"
+#include "td/core/internal/in_place.h"
 #include "td/core/internal/leafwise.h"
 #include "td/core/internal/leaves.h"
 #include "td/core/storage.h"
@@ -86,14 +87,10 @@ TensorDict BinaryForeachOr(
 using internal::CheckWritable;
 using internal::Probe;
 
-// Validates then applies an in-place unary op; `dry(probe)` runs it on a one-element tensor.
-TensorDict& UnaryInPlace(TensorDict& td, const std::function<void(at::TensorList)>& foreach,
-                         const std::function<void(at::Tensor&)>& each, const char* op) {
-  if (HasLazyLevel(td)) {  // NOTE [ Storage interface ]: write through set_()
-    WriteThroughDenseCopy(td, [&](TensorDict& dense) { UnaryInPlace(dense, foreach, each, op); });
-    return td;
-  }
-  LeafTree tree(td);
+// Validates, then applies an in-place unary op to the leaves of `tree`: `each` first runs on a
+// one-element probe of every leaf, so a leaf it cannot take fails before anything is written.
+void UnaryInPlaceLeaves(const LeafTree& tree, const std::function<void(at::TensorList)>& foreach,
+                        const std::function<void(at::Tensor&)>& each, const char* op) {
   for (size_t i = 0; i < tree.num_leaves(); ++i) {
     CheckWritable(tree, i, op);
     try {
@@ -103,7 +100,7 @@ TensorDict& UnaryInPlace(TensorDict& td, const std::function<void(at::TensorList
       internal::RethrowWithKey(tree.key(i), op);
     }
   }
-  if (tree.num_leaves() == 0) return td;
+  if (tree.num_leaves() == 0) return;
   if (foreach) {
     foreach(tree.leaves());
   } else {
@@ -116,20 +113,13 @@ TensorDict& UnaryInPlace(TensorDict& td, const std::function<void(at::TensorList
         },
         op);
   }
-  return td;
 }
 
-// Validates then applies an in-place binary op with aligned operands.
-TensorDict& BinaryInPlace(TensorDict& td, const TensorDict& other,
-                          const std::function<void(at::TensorList, at::TensorList)>& foreach,
-                          const std::function<void(at::Tensor&, const at::Tensor&)>& each,
-                          const char* op) {
-  if (HasLazyLevel(td)) {  // NOTE [ Storage interface ]: write through set_()
-    WriteThroughDenseCopy(
-        td, [&](TensorDict& dense) { BinaryInPlace(dense, other, foreach, each, op); });
-    return td;
-  }
-  LeafTree tree(td);
+// Validates, then applies an in-place binary op with operands aligned to the leaves of `tree`.
+void BinaryInPlaceLeaves(const LeafTree& tree, const TensorDict& other,
+                         const std::function<void(at::TensorList, at::TensorList)>& foreach,
+                         const std::function<void(at::Tensor&, const at::Tensor&)>& each,
+                         const char* op) {
   std::vector<at::Tensor> others = Operand(tree, other);
   for (size_t i = 0; i < tree.num_leaves(); ++i) {
     const at::Tensor& leaf = tree.leaves()[i];
@@ -153,7 +143,7 @@ TensorDict& BinaryInPlace(TensorDict& td, const TensorDict& other,
       internal::RethrowWithKey(tree.key(i), op);
     }
   }
-  if (tree.num_leaves() == 0) return td;
+  if (tree.num_leaves() == 0) return;
   if (foreach) {
     foreach(tree.leaves(), others);
   } else {
@@ -166,6 +156,22 @@ TensorDict& BinaryInPlace(TensorDict& td, const TensorDict& other,
         },
         op);
   }
+}
+
+// The in-place ops write through NOTE [ In-place writes ].
+TensorDict& UnaryInPlace(TensorDict& td, const std::function<void(at::TensorList)>& foreach,
+                         const std::function<void(at::Tensor&)>& each, const char* op) {
+  internal::WriteLeaves(td, op,
+                        [&](const LeafTree& tree) { UnaryInPlaceLeaves(tree, foreach, each, op); });
+  return td;
+}
+
+TensorDict& BinaryInPlace(TensorDict& td, const TensorDict& other,
+                          const std::function<void(at::TensorList, at::TensorList)>& foreach,
+                          const std::function<void(at::Tensor&, const at::Tensor&)>& each,
+                          const char* op) {
+  internal::WriteLeaves(
+      td, op, [&](const LeafTree& tree) { BinaryInPlaceLeaves(tree, other, foreach, each, op); });
   return td;
 }
 
@@ -290,40 +296,38 @@ TensorDict TensorDict::detach() const {
 }
 
 TensorDict& TensorDict::detach_() {
-  if (HasLazyLevel(*this)) {  // NOTE [ Storage interface ]: get() may compute fresh tensors
-    Fail<TypeError>("detach_: this TensorDict has a lazy level (backend '", backend(),
-                    "'), whose tensors are computed on every read; call it on the TensorDicts "
-                    "the lazy one reads (a lazy stack's members, a view's source)");
-  }
-  LeafTree tree(*this);
-  MapEach(
-      tree,
-      [](size_t, const at::Tensor& t) {
-        at::Tensor x = t;
-        x.detach_();
-        return at::Tensor();
+  internal::WriteLeaves(
+      *this, "detach_",
+      [](const LeafTree& tree) {
+        MapEach(
+            tree,
+            [](size_t, const at::Tensor& t) {
+              at::Tensor x = t;
+              x.detach_();
+              return at::Tensor();
+            },
+            "detaching");
       },
-      "detaching");
+      internal::LazyLevels::kReject);
   return *this;
 }
 
 TensorDict& TensorDict::requires_grad_(bool requires_grad) {
-  if (HasLazyLevel(*this)) {  // NOTE [ Storage interface ]: get() may compute fresh tensors
-    Fail<TypeError>("requires_grad_: this TensorDict has a lazy level (backend '", backend(),
-                    "'), whose tensors are computed on every read; call it on the TensorDicts "
-                    "the lazy one reads (a lazy stack's members, a view's source)");
-  }
-  LeafTree tree(*this);
-  MapEach(
-      tree,
-      [&](size_t, const at::Tensor& t) {
-        if (t.is_floating_point() || t.is_complex()) {
-          at::Tensor x = t;
-          x.requires_grad_(requires_grad);
-        }
-        return at::Tensor();
+  internal::WriteLeaves(
+      *this, "requires_grad_",
+      [&](const LeafTree& tree) {
+        MapEach(
+            tree,
+            [&](size_t, const at::Tensor& t) {
+              if (t.is_floating_point() || t.is_complex()) {
+                at::Tensor x = t;
+                x.requires_grad_(requires_grad);
+              }
+              return at::Tensor();
+            },
+            "setting requires_grad on");
       },
-      "setting requires_grad on");
+      internal::LazyLevels::kReject);
   return *this;
 }
 

@@ -9,6 +9,7 @@
 #include <numeric>
 
 #include "td/core/dtype.h"
+#include "td/core/internal/in_place.h"
 #include "td/core/internal/leaves.h"
 #include "td/core/storage.h"
 #include "td/core/tensordict.h"
@@ -449,19 +450,16 @@ TensorDict TensorDict::masked_fill(const at::Tensor& mask, const at::Scalar& val
 
 TensorDict& TensorDict::masked_fill_(const at::Tensor& mask, const at::Scalar& value) {
   CheckLeadingMask(mask, batch_size(), "masked_fill_");
-  if (HasLazyLevel(*this)) {  // NOTE [ Storage interface ]
-    WriteThroughDenseCopy(*this, [&](TensorDict& dense) { dense.masked_fill_(mask, value); });
-    return *this;
-  }
-  LeafTree tree(*this);
-  MapEach(
-      tree,
-      [&](size_t, const at::Tensor& t) {
-        at::Tensor target = t;
-        target.masked_fill_(MaskForLeaf(mask, t), value);
-        return at::Tensor();
-      },
-      "masked_fill_ on");
+  internal::WriteLeaves(*this, "masked_fill_", [&](const LeafTree& tree) {
+    MapEach(
+        tree,
+        [&](size_t, const at::Tensor& t) {
+          at::Tensor target = t;
+          target.masked_fill_(MaskForLeaf(mask, t), value);
+          return at::Tensor();
+        },
+        "masked_fill_ on");
+  });
   return *this;
 }
 

@@ -109,46 +109,6 @@ void Storage::append_new(std::vector<std::pair<std::string, Value>> entries) {
   for (auto& [key, value] : entries) set(key, std::move(value));
 }
 
-bool HasLazyLevel(const TensorDict& td) {
-  const Storage& s = td.storage();
-  if (s.capabilities().has(Capability::kLazy)) return true;
-  for (const std::string& k : s.keys()) {
-    std::optional<EntryMeta> m = s.meta(k);
-    if (m && m->kind == EntryMeta::Kind::kTensorDict && HasLazyLevel(s.get(k)->tensordict())) {
-      return true;
-    }
-  }
-  return false;
-}
-
-void WriteThroughDenseCopy(TensorDict& td, const std::function<void(TensorDict&)>& write,
-                           const std::vector<NestedKey>* only_keys) {
-  if (!HasLazyLevel(td)) {
-    write(td);
-    return;
-  }
-  TensorDict work = only_keys ? td.select(*only_keys, /*strict=*/false).to_dense() : td.to_dense();
-  write(work);
-  const std::vector<TensorDict::Item> leaves =
-      work.items(KeysOptions().include_nested(true).leaves_only(true));
-  std::vector<bool> exists(leaves.size());
-  for (size_t i = 0; i < leaves.size(); ++i) {
-    exists[i] = td.contains(leaves[i].first);
-    if (!exists[i] && td.is_locked()) {
-      Fail<LockedError>("cannot create key ", leaves[i].first.repr(),
-                        ": the TensorDict is locked (call unlock_() first)");
-    }
-  }
-  for (size_t i = 0; i < leaves.size(); ++i) {
-    const Value& v = leaves[i].second;
-    if (exists[i] && v.is_tensor()) {
-      td.set_(leaves[i].first, v.tensor());
-    } else if (!exists[i]) {
-      td.set(leaves[i].first, v);
-    }
-  }
-}
-
 bool RegisterStorageBackend(std::string id, StorageFactory factory) {
   Registry& r = GetRegistry();
   std::lock_guard<std::mutex> lock(r.mu);

@@ -25,9 +25,9 @@
 //    computing the tensor (and with -1 for dims that differ between the parts of a ragged
 //    backend).
 //  * A backend with Capability::kLazy may return a freshly computed tensor from `get()`, so
-//    writing into that tensor changes nothing. Every in-place write of the core therefore hands
-//    the result of a lazy level back to the storage's `set_()`: see NOTE [ In-place writes ] in
-//    td/core/internal/leaves.h, the one place that does it.
+//    writing into that tensor changes nothing. Every in-place write of the core therefore goes
+//    through internal::WriteLeaves / WriteInPlace, which hand the result of a lazy level back
+//    to the storage's `set_()`: NOTE [ In-place writes ] in td/core/internal/in_place.h.
 //  * Batch indexing first offers the work to LazyStorage::index() / index_put_(); a backend
 //    returns nullopt / false to let the core do it leaf by leaf. A lazy backend uses the hooks
 //    to stay lazy (a lazy stack indexed along its stack dim returns the member itself) and to
@@ -264,19 +264,6 @@ class LazyStorage : public Storage {
  private:
   int lazy_depth_ = 1;
 };
-
-// True when `td` or a TensorDict nested in it is on a Capability::kLazy backend (reads metadata
-// only). See NOTE [ Storage interface ].
-bool HasLazyLevel(const TensorDict& td);
-
-// Runs the in-place operation `write` so that lazy backends see it (NOTE [ Storage interface ]):
-// on `td` itself when no level is lazy; otherwise on a dense copy of its entries (only the leaves
-// `only_keys` lists, when given), after which every leaf of the copy is written back into `td`:
-// set_() for the keys td has, set() for keys `write` created. Throws what `write` throws (then
-// nothing was written back), and LockedError naming the key, before writing anything back, when
-// `write` created a key and td is locked.
-void WriteThroughDenseCopy(TensorDict& td, const std::function<void(TensorDict&)>& write,
-                           const std::vector<NestedKey>* only_keys = nullptr);
 
 // The default in-memory backend (td/core/dense_storage.h); also the storage of every
 // operation's result.

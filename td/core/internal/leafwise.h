@@ -61,8 +61,8 @@ using ForeachInFn =
 // foreach's results); every result must keep its level's batch dims (BatchSizeError).
 TensorDict LeafwiseOut(const TensorDict& td, const std::vector<const Operand*>& operands,
                        const ForeachOutFn& foreach, const EachOutFn& each, const char* what);
-// In place: validates every leaf, then each(leaf, args) (or foreach) writes. A lazy level is
-// written through a dense copy (NOTE [ Storage interface ]).
+// In place: validates every leaf, then each(leaf, args) (or foreach) writes, through
+// NOTE [ In-place writes ] (internal/in_place.h).
 TensorDict& LeafwiseIn(TensorDict& td, const std::vector<const Operand*>& operands,
                        const ForeachInFn& foreach, const EachInFn& each, const char* op);
 

@@ -44,6 +44,16 @@ class LeafTree {
   explicit LeafTree(const TensorDict& td);
 
   const TensorDict& root() const { return levels_[0].td; }
+  // True when a level (the root or a nested TensorDict) is on a Capability::kLazy backend, whose
+  // leaves may be freshly computed tensors: see NOTE [ In-place writes ] (internal/in_place.h).
+  bool has_lazy_level() const { return first_lazy_level_ >= 0; }
+  // The first lazy level, depth first (only when has_lazy_level()): its key (nullopt for the
+  // root) and its TensorDict.
+  std::optional<NestedKey> lazy_level_key() const {
+    if (first_lazy_level_ == 0) return std::nullopt;
+    return LevelKey(first_lazy_level_, nullptr);
+  }
+  const TensorDict& lazy_level() const { return levels_[first_lazy_level_].td; }
   // Every tensor leaf, depth first.
   const std::vector<at::Tensor>& leaves() const { return leaves_; }
   size_t num_leaves() const { return leaves_.size(); }
@@ -114,6 +124,7 @@ class LeafTree {
   // flattening a small TensorDict allocates only the root's entries and the leaf list.
   absl::InlinedVector<Level, 3> levels_;
   std::vector<at::Tensor> leaves_;
+  int64_t first_lazy_level_ = -1;
   absl::InlinedVector<std::pair<int32_t, int32_t>, 32> leaf_pos_;  // (level, entry) of each leaf
 };
 

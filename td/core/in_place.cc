@@ -1,0 +1,83 @@
+#include "td/core/internal/in_place.h"
+
+#include <optional>
+#include <string>
+
+#include "td/core/errors.h"
+#include "td/core/storage.h"
+
+namespace td {
+namespace internal {
+namespace {
+
+// True when `td` or a TensorDict nested in it is on a lazy backend (reads metadata only).
+bool HasLazyLevel(const TensorDict& td) {
+  const Storage& s = td.storage();
+  if (s.lazy() != nullptr) return true;
+  bool lazy = false;
+  td.for_each_entry([&](const std::string&, const Value& v) {
+    if (!lazy && v.is_tensordict()) lazy = HasLazyLevel(v.tensordict());
+  });
+  return lazy;
+}
+
+// Writes every tensor leaf of `dense` (a written copy of td's entries) back into td: set_() for
+// the keys td has; set() for keys the write created, after checking that td may take them.
+void WriteBack(TensorDict& td, const TensorDict& dense, bool may_create) {
+  const std::vector<TensorDict::Item> leaves =
+      dense.items(KeysOptions().include_nested(true).leaves_only(true));
+  std::vector<bool> exists(leaves.size(), true);
+  if (may_create) {
+    for (size_t i = 0; i < leaves.size(); ++i) {
+      exists[i] = td.contains(leaves[i].first);
+      if (!exists[i] && td.is_locked()) {
+        Fail<LockedError>("cannot create key ", leaves[i].first.repr(),
+                          ": the TensorDict is locked (call unlock_() first)");
+      }
+    }
+  }
+  for (size_t i = 0; i < leaves.size(); ++i) {
+    const Value& v = leaves[i].second;
+    if (exists[i] && v.is_tensor()) {
+      td.set_(leaves[i].first, v.tensor());
+    } else if (!exists[i]) {
+      td.set(leaves[i].first, v);
+    }
+  }
+}
+
+}  // namespace
+
+void WriteLeaves(TensorDict& td, const char* what, absl::FunctionRef<void(const LeafTree&)> write,
+                 LazyLevels lazy) {
+  std::optional<LeafTree> tree(std::in_place, td);
+  if (!tree->has_lazy_level()) {
+    write(*tree);
+    return;
+  }
+  if (lazy == LazyLevels::kReject) {
+    const std::optional<NestedKey> key = tree->lazy_level_key();
+    Fail<TypeError>(what, ": ", key ? "entry " + key->repr() : std::string("this TensorDict"),
+                    " is on the lazy backend '", tree->lazy_level().backend(),
+                    "', whose tensors are computed on every read; call ", what,
+                    " on the TensorDicts it reads (a lazy stack's members, a view's source)");
+  }
+  tree.reset();
+  TensorDict dense = td.to_dense();
+  write(LeafTree(dense));
+  WriteBack(td, dense, /*may_create=*/false);
+}
+
+void WriteInPlace(TensorDict& td, absl::FunctionRef<void(TensorDict&)> write,
+                  absl::FunctionRef<std::vector<NestedKey>()> only_keys) {
+  if (!HasLazyLevel(td)) {
+    write(td);
+    return;
+  }
+  TensorDict dense = td.select(only_keys(), /*strict=*/false).to_dense();
+  write(dense);
+  WriteBack(td, dense, /*may_create=*/true);
+}
+
+}  // namespace internal
+}  // namespace td

@@ -1,0 +1,108 @@
+// The conformance suite's fixture: the reference content every backend holds, the comparison
+// helpers and the typed test suite itself (TYPED_TEST_SUITE_P). The tests are in
+// conformance_dict.h and conformance_ops.h; conformance_suite.h registers them, and is what a
+// backend's test includes. See NOTE [ Storage interface ] in
+// td/core/storage.h for the rules the suite checks.
+//
+// How a backend joins
+// -------------------
+// 1. Write a traits type (in tests/conformance/<backend>_conformance_test.cc, or beside the
+//    backend) with:
+//      static constexpr const char* kBackendId;  // what TensorDict::backend() reports
+//      static td::Capabilities capabilities();   // what the backend declares; must equal
+//                                                // storage().capabilities() of Make()'s result
+//      static td::TensorDict Make();             // a NEW TensorDict on the backend holding
+//                                                // exactly td::conformance::ReferenceContent()
+//    ReferenceContent() is the same logical content for every backend: batch size [4, 3, 2, 1],
+//    keys "a" float32 (*B, 5), "b" float32 (*B, 10), "c" int64 (*B, 3) and ("n", "inner")
+//    float32 (*B, 2) (sub-TensorDict "n" with batch size B), inserted in that order.
+// 2. Instantiate the suite and add a cc_test depending on //tests/conformance:suite:
+//      using MyTypes = ::testing::Types<MyTraits>;
+//      INSTANTIATE_TYPED_TEST_SUITE_P(My, Conformance, MyTypes);
+// 3. A test that needs a capability the backend lacks is skipped with GTEST_SKIP() naming the
+//    backend and the missing capability (never silently passed): declare capabilities honestly.
+//    Error paths are checked on every backend.
+// Every test compares the backend's results with the same operation on the dense
+// ReferenceContent(), so "conforms" means "gives the dense answer".
+#pragma once
+
+#include <ATen/ATen.h>
+#include <gtest/gtest.h>
+
+#include <functional>
+#include <sstream>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/strings/str_replace.h"
+#include "td/backends/lazy_stack/lazy_stack.h"
+#include "td/consolidate/consolidate.h"
+#include "td/consolidate/consolidated_ops.h"
+#include "td/core/stack.h"
+#include "td/core/storage.h"
+#include "td/core/tensordict.h"
+#include "td/core/testing.h"
+
+namespace td {
+namespace conformance {
+
+// The batch size of the reference content.
+inline std::vector<int64_t> Batch() { return {4, 3, 2, 1}; }
+
+// Batch() followed by `feature` dims.
+inline std::vector<int64_t> Shape(std::initializer_list<int64_t> feature) {
+  std::vector<int64_t> s = Batch();
+  s.insert(s.end(), feature.begin(), feature.end());
+  return s;
+}
+
+// Deterministic, distinct values of the given shape and dtype.
+inline at::Tensor Values(at::IntArrayRef shape, double scale, double offset,
+                         at::ScalarType dtype = at::kFloat) {
+  int64_t n = 1;
+  for (int64_t d : shape) n *= d;
+  return (at::arange(n, at::kDouble) * scale + offset).to(dtype).view(shape);
+}
+
+// The logical content every backend's traits Make() must hold (see the top of this file).
+inline TensorDict ReferenceContent() {
+  TensorDict t({}, Batch());
+  t.set("a", Values(Shape({5}), 0.5, -10.0));
+  t.set("b", Values(Shape({10}), -0.25, 3.0));
+  t.set("c", Values(Shape({3}), 1, 7, at::kLong));
+  t.set({"n", "inner"}, Values(Shape({2}), 2.0, 1000.0));
+  return t;
+}
+
+// Throws (failing the test with the difference) unless `actual` has the same batch size, keys,
+// dtypes, shapes and values as `expected`.
+inline void ExpectSame(const TensorDict& actual, const TensorDict& expected) {
+  EXPECT_EQ(actual.batch_size(), expected.batch_size());
+  try {
+    assert_allclose(actual, expected, AllCloseOptions().rtol(0).atol(0));
+  } catch (const c10::Error& e) {
+    ADD_FAILURE() << "TensorDicts differ: " << e.what_without_backtrace();
+  }
+}
+
+template <class Traits>
+class Conformance : public ::testing::Test {
+ protected:
+  static TensorDict Make() { return Traits::Make(); }
+  static bool Has(Capability c) { return Traits::capabilities().has(c); }
+};
+
+TYPED_TEST_SUITE_P(Conformance);
+
+// Skips the rest of the test, naming the backend and the capability it lacks.
+#define TD_CONFORMANCE_REQUIRE(cap)                                                        \
+  do {                                                                                     \
+    if (!TypeParam::capabilities().has(::td::Capability::cap)) {                           \
+      GTEST_SKIP() << "the '" << TypeParam::kBackendId << "' backend lacks " #cap " ("     \
+                   << ::td::CapabilityName(::td::Capability::cap) << ")";                  \
+    }                                                                                      \
+  } while (0)
+
+}  // namespace conformance
+}  // namespace td
