@@ -5,6 +5,10 @@
 //  * SendRecvLarge: 10 leaves of [4096, 256] floats (40 MiB; bytes/s = both directions);
 //  * AllReduce100x64 / AllReduceLarge: all_reduce of the same TensorDicts;
 //  * ...PerLeaf: send with WireFormat::kPerLeaf (one message per leaf, no packing copy).
+// Our point-to-point cases first agree on the structure with init_remote / from_remote_init, once
+// per case and direction (NOTE [ Agreed structures ] in td/distributed/p2p.cc), as a program that
+// sends the same TensorDict again and again does; SendRecv10x64x8/ours_without_init_remote skips
+// that step (header and data then travel as two messages).
 // Each iteration is a round trip: rank 0 sends and receives back (all_reduce: one all_reduce on
 // both ranks). The benchmark process is rank 0; it forks rank 1, which serves the commands
 // "run case C for N iterations" sent by rank 0 before each batch of iterations.
@@ -31,7 +35,7 @@ using WorkPtr = decltype(std::declval<dist::ProcessGroup&>().send(
 enum Case : int64_t {
   kSmallOurs, kSmallHand, kMidOurs, kMidHand, kLargeOurs, kLargeHand,
   kReduceSmallOurs, kReduceSmallHand, kReduceLargeOurs, kReduceLargeHand,
-  kMidPerLeaf, kLargePerLeaf, kMidOneMessage, kLargeOneMessage, kNumCases
+  kMidPerLeaf, kLargePerLeaf, kMidOneMessage, kLargeOneMessage, kMidNoInit, kNumCases
 };
 constexpr int kCommandTag = 1000;
 
@@ -48,6 +52,7 @@ struct Data {
   // The same bytes as `mid` / `large` in one tensor: what one c10d message of that size costs.
   td::TensorDict mid_flat = MakeTd(1, {10 * 64 * 8});
   td::TensorDict large_flat = MakeTd(1, {10 * 4096 * 256});
+  bool agreed[kNumCases] = {};
 };
 
 std::vector<at::Tensor> Leaves(const td::TensorDict& t) {
@@ -84,7 +89,7 @@ td::TensorDict& Pick(Data& d, int64_t c) {
   switch (c) {
     case kSmallOurs: case kSmallHand: case kReduceSmallOurs: case kReduceSmallHand:
       return d.small;
-    case kMidOurs: case kMidHand: case kMidPerLeaf:
+    case kMidOurs: case kMidHand: case kMidPerLeaf: case kMidNoInit:
       return d.mid;
     case kMidOneMessage:
       return d.mid_flat;
@@ -101,9 +106,11 @@ void Step(const dist::ProcessGroupPtr& pg, Data& d, int64_t c, int rank) {
   const int peer = 1 - rank;
   const bool per_leaf = c == kMidPerLeaf || c == kLargePerLeaf;
   const bool one_message = c == kMidOneMessage || c == kLargeOneMessage;
-  const bool ours = (c % 2 == 0 || per_leaf) && !one_message;
-  const auto options = dist::P2POptions().wire_format(per_leaf ? dist::WireFormat::kPerLeaf
-                                                               : dist::WireFormat::kPacked);
+  const bool ours = (c % 2 == 0 || per_leaf || c == kMidNoInit) && !one_message;
+  const auto options =
+      dist::P2POptions()
+          .tag(static_cast<int>(c) + 1)
+          .wire_format(per_leaf ? dist::WireFormat::kPerLeaf : dist::WireFormat::kPacked);
   if (c >= kReduceSmallOurs && c <= kReduceLargeHand) {
     if (ours) {
       dist::all_reduce(pg, t, dist::ReduceOp::kSum, dist::CollectiveOptions().check_structure(false));
@@ -113,17 +120,27 @@ void Step(const dist::ProcessGroupPtr& pg, Data& d, int64_t c, int rank) {
     t.mul_(0.5);  // keep the values bounded
     return;
   }
+  if (ours && c != kMidNoInit && !d.agreed[c]) {  // once per case, both directions
+    if (rank == 0) {
+      dist::init_remote(pg, t, peer, options);
+      dist::from_remote_init(pg, peer, options);
+    } else {
+      dist::from_remote_init(pg, peer, options);
+      dist::init_remote(pg, t, peer, options);
+    }
+    d.agreed[c] = true;
+  }
   if (rank == 0) {
     if (ours) {
       dist::send(pg, t, peer, options);
-      dist::recv(pg, t, peer);
+      dist::recv(pg, t, peer, options);
     } else {
       HandSend(pg, t, peer);
       HandRecv(pg, t, peer);
     }
   } else {
     if (ours) {
-      dist::recv(pg, t, peer);
+      dist::recv(pg, t, peer, options);
       dist::send(pg, t, peer, options);
     } else {
       HandRecv(pg, t, peer);
@@ -194,6 +211,7 @@ TD_DIST_BENCH(SmallOurs, kSmallOurs, "SendRecv100x64/ours");
 TD_DIST_BENCH(SmallHand, kSmallHand, "SendRecv100x64/hand");
 TD_DIST_BENCH(MidOurs, kMidOurs, "SendRecv10x64x8/ours");
 TD_DIST_BENCH(MidHand, kMidHand, "SendRecv10x64x8/hand");
+TD_DIST_BENCH(MidNoInit, kMidNoInit, "SendRecv10x64x8/ours_without_init_remote");
 TD_DIST_BENCH(LargeOurs, kLargeOurs, "SendRecvLarge/ours");
 TD_DIST_BENCH(LargeHand, kLargeHand, "SendRecvLarge/hand");
 TD_DIST_BENCH(MidPerLeaf, kMidPerLeaf, "SendRecv10x64x8PerLeaf/ours");

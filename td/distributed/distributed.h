@@ -2,8 +2,9 @@
 // c10d process group works). Point to point: send / recv / isend / irecv, init_remote /
 // from_remote_init; collectives: broadcast, reduce, all_reduce, all_gather, scatter, gather.
 // Every call moves ALL leaves of a TensorDict in one buffer (NOTE [ Packed layout ] in
-// td/distributed/packing.h): a send is a small header plus one message, a collective is one
-// c10d call (one per dtype for reductions), whatever the number of leaves.
+// td/distributed/packing.h): a send is a small header plus one message (after init_remote, one
+// message alone), a collective is one c10d call (one per dtype for reductions), whatever the
+// number of leaves.
 //
 //   auto pg = td::distributed::init_process_group(td::distributed::options_from_env());
 //   if (pg->getRank() == 0) {
@@ -107,7 +108,11 @@ Work irecv(const ProcessGroupPtr& pg, TensorDict& td, int src, const P2POptions&
 
 // Ships the whole structure (keys, nesting, batch sizes, device, shapes, dtypes, non-tensor
 // data) and the data of `td` to `dst`, whose from_remote_init returns a TensorDict equal to it;
-// later send/recv pairs reuse that TensorDict.
+// later send/recv pairs reuse that TensorDict. Both ranks also record the structure for this
+// group, pair of ranks and tag: a later send of a TensorDict of that structure is then ONE
+// message (header and data together; kPerLeaf: no message of byte counts), and a TensorDict of
+// another structure still travels, announced by its header. A later init_remote on the same
+// tag replaces the record.
 //   auto copy = from_remote_init(pg, 0);     // on rank 1, after init_remote(pg, td, 1) on 0
 void init_remote(const ProcessGroupPtr& pg, const TensorDict& td, int dst,
                  const P2POptions& options = {});

@@ -15,6 +15,7 @@
 #include "td/core/stack.h"
 #include "td/core/testing.h"
 #include "td/distributed/multiprocess_testing.h"
+#include "td/distributed/packing.h"
 
 namespace td {
 namespace distributed {
@@ -209,6 +210,68 @@ TEST(DistributedTest, InitRemoteShipsStructureThenSendRecvReuseIt) {
       ExpectSame(got, Sample(3));
       TensorDict empty;
       recv(pg, empty, 0);
+    }
+  }));
+}
+
+// NOTE [ Agreed structures ] in p2p.cc: after init_remote, a send of that structure is one
+// message; other structures, and receivers holding another structure, still work or fail cleanly.
+TEST(DistributedTest, AfterInitRemoteASendOfTheAgreedStructureIsOneMessage) {
+  ExpectAllPassed(RunRanks(RunOptions(), [](int rank, const ProcessGroupPtr& pg) {
+    const auto per_leaf = P2POptions().wire_format(WireFormat::kPerLeaf);
+    TensorDict other({{"z", at::arange(6, at::kFloat).view({2, 3})}}, {2});
+    if (rank == 0) {
+      init_remote(pg, Sample(2), 1);
+      send(pg, Sample(4), 1);            // seen whole by a raw c10d recv
+      send(pg, other, 1);                // another structure: header first
+      send(pg, Sample(5), 1, per_leaf);  // header, then the leaves
+      send(pg, Sample(6), 1);            // refused: the receiver holds another structure
+      send(pg, Sample(6), 1, per_leaf);  // refused and drained
+      Work a = isend(pg, Sample(7), 1);
+      Work b = isend(pg, Sample(8), 1);
+      a.wait();
+      b.wait();
+      init_remote(pg, other, 1, P2POptions().tag(3));  // tag 3 agrees on its own structure
+      send(pg, other, 1, P2POptions().tag(3));
+      send(pg, Sample(9), 1);  // tag 0 keeps its agreement
+    } else {
+      TensorDict got = from_remote_init(pg, 0);
+      ExpectSame(got, Sample(2));
+      // One message on the header's tag holds header and data: a raw c10d recv of exactly that
+      // size gets all of it.
+      const internal::PackedLayout layout(Sample(4));
+      std::vector<at::Tensor> raw = {at::zeros({64 + layout.nbytes()}, at::kByte)};
+      pg->recv(raw, 0, 0)->wait(std::chrono::milliseconds(20000));
+      const auto* h = reinterpret_cast<const int64_t*>(raw[0].data_ptr<uint8_t>());
+      EXPECT_EQ(h[1], 1);  // kData
+      EXPECT_EQ(h[3], 0);  // no description
+      EXPECT_EQ(h[4], layout.nbytes());
+      EXPECT_EQ(h[5], 2);  // agreed, packed
+      TensorDict landed = Zeros(Sample(4));
+      internal::PackedLayout(landed).Unpack(raw[0].narrow(0, 64, layout.nbytes()), landed);
+      ExpectSame(landed, Sample(4));
+      TensorDict like_other = other.clone().zero_();
+      recv(pg, like_other, 0);  // would read a stray payload of the send above, had there been one
+      ExpectSame(like_other, other);
+      recv(pg, got, 0);
+      ExpectSame(got, Sample(5));
+      TensorDict wrong({{"f32", at::zeros({4, 5})}}, {4});
+      TD_EXPECT_THROW_MSG(recv(pg, wrong, 0), ValueError,
+                          {"present on the sender side", "nothing was written"});
+      EXPECT_EQ(wrong.get("f32").abs().sum().item<float>(), 0.f);
+      TD_EXPECT_THROW_MSG(recv(pg, wrong, 0), ValueError, {"present on the sender side"});
+      TensorDict first = Zeros(got), second = Zeros(got);
+      Work a = irecv(pg, first, 0);
+      Work b = irecv(pg, second, 0);
+      a.wait();
+      b.wait();
+      ExpectSame(first, Sample(7));
+      ExpectSame(second, Sample(8));
+      TensorDict on3 = from_remote_init(pg, 0, P2POptions().tag(3));
+      recv(pg, on3, 0, P2POptions().tag(3));
+      ExpectSame(on3, other);
+      recv(pg, got, 0);
+      ExpectSame(got, Sample(9));
     }
   }));
 }

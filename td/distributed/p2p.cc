@@ -2,11 +2,17 @@
 // layout ] in packing.h).
 #include <ATen/ATen.h>
 
+#include <c10/util/intrusive_ptr.h>
+
+#include <algorithm>
 #include <climits>
 #include <cstring>
 #include <functional>
+#include <memory>
+#include <mutex>
 #include <string>
 #include <utility>
+#include <vector>
 
 #include "td/distributed/distributed.h"
 #include "td/distributed/internal.h"
@@ -100,6 +106,13 @@ using internal::WorkPtr;
 enum Kind : int64_t { kData = 1, kInit = 2 };
 
 constexpr int64_t kMaxBytes = int64_t{1} << 46;
+// Header word 5: how the rest of the message travels.
+constexpr int64_t kPerLeafFlag = 1;  // one message per leaf follows
+constexpr int64_t kAgreedFlag = 2;   // the structure is the agreed one (NOTE [ Agreed structures ])
+// The header's room at the front of a one-message send: the data starts aligned.
+constexpr int64_t kHeaderBytes = internal::kHeaderWords * static_cast<int64_t>(sizeof(int64_t));
+constexpr int64_t kInlinePrefix = (kHeaderBytes + internal::kAlign - 1) / internal::kAlign *
+                                  internal::kAlign;
 
 int HeaderTag(const P2POptions& o, const char* call) {
   if (o.tag() < 0 || o.tag() > INT_MAX / 2 - 1) {
@@ -109,24 +122,116 @@ int HeaderTag(const P2POptions& o, const char* call) {
   return o.tag() * 2;
 }
 
+// NOTE [ Agreed structures ]
+// init_remote(td, dst, tag) and the from_remote_init(src, tag) that receives it leave both ranks
+// with the same record: on this group, from this rank to that one, on this tag, TensorDicts have
+// this structure (signature, fingerprint, data bytes, leaf bytes). Afterwards:
+//  * a send whose TensorDict has the agreed structure is ONE message: the header with the packed
+//    data behind it (kPacked), or the header alone and then the leaves (kPerLeaf, without the
+//    message of byte counts);
+//  * every receive on that group, peer and tag posts its first buffer with room for the header and
+//    the agreed data, so that either kind of first message fits. A sender whose TensorDict
+//    differs from the agreement sends the header alone first, as without an agreement, and the
+//    receiver then takes the messages it announces.
+// A receiver whose TensorDict differs from the agreed structure gets the usual ValueError naming
+// the first difference (the agreed signature stands for the sender's) and nothing is written; the
+// message was consumed whole. Gloo refuses a message larger than the buffer posted for it (and
+// does not recover), which is why both sides decide from the same record, never from a guess. A
+// later init_remote on the same group, peers and tag replaces the record on both sides; a record
+// ends with its group (it keeps a weak reference, so a new group never finds an old record).
+struct Agreement {
+  uint64_t fingerprint = 0;
+  int64_t nbytes = 0;
+  std::string signature;
+  std::vector<int64_t> leaf_bytes;  // non-empty leaves, layout order (kPerLeaf)
+};
+
+enum class Side { kSend, kRecv };
+
+class Agreements {
+ public:
+  static Agreements& Get() {
+    static auto* registry = new Agreements();  // never destroyed: sends may run at exit
+    return *registry;
+  }
+
+  std::shared_ptr<const Agreement> Find(const ProcessGroupPtr& pg, int peer, int tag, Side side) {
+    std::lock_guard<std::mutex> lock(mu_);
+    for (const Entry& e : entries_) {
+      if (e.raw == pg.get() && e.peer == peer && e.tag == tag && e.side == side) return e.agreement;
+    }
+    return nullptr;
+  }
+
+  void Record(const ProcessGroupPtr& pg, int peer, int tag, Side side, Agreement agreement) {
+    auto shared = std::make_shared<const Agreement>(std::move(agreement));
+    std::lock_guard<std::mutex> lock(mu_);
+    entries_.erase(std::remove_if(entries_.begin(), entries_.end(),
+                                  [&](const Entry& e) {
+                                    return e.group.expired() ||
+                                           (e.raw == pg.get() && e.peer == peer && e.tag == tag &&
+                                            e.side == side);
+                                  }),
+                   entries_.end());
+    entries_.push_back(Entry{c10::weak_intrusive_ptr<ProcessGroup>(pg), pg.get(), peer, tag, side,
+                             std::move(shared)});
+  }
+
+ private:
+  struct Entry {
+    // Keeps the group's memory (not the group) alive, so `raw` is never another group's address.
+    c10::weak_intrusive_ptr<ProcessGroup> group;
+    const ProcessGroup* raw;
+    int peer;
+    int tag;
+    Side side;
+    std::shared_ptr<const Agreement> agreement;
+  };
+  std::mutex mu_;
+  std::vector<Entry> entries_;
+};
+
+Agreement AgreementOf(const PackedLayout& layout) {
+  Agreement a;
+  a.fingerprint = layout.fingerprint();
+  a.nbytes = layout.nbytes();
+  a.signature = layout.signature();
+  for (const auto& leaf : layout.leaves()) {
+    if (leaf.tensor.numel() > 0) a.leaf_bytes.push_back(leaf.tensor.nbytes());
+  }
+  return a;
+}
+
+bool Matches(const Agreement* agreed, const PackedLayout& layout) {
+  return agreed != nullptr && agreed->fingerprint == layout.fingerprint() &&
+         agreed->nbytes == layout.nbytes() && agreed->signature == layout.signature();
+}
+
+// The size of the first buffer a receive posts: the header, or the header and the agreed data.
+int64_t FirstBytes(const Agreement* agreed) {
+  return agreed != nullptr ? kInlinePrefix + agreed->nbytes : kHeaderBytes;
+}
+
+// Writes `bytes` at the start of `buf` (a uint8 buffer on any device).
+void WriteFront(at::Tensor& buf, const void* bytes, size_t n) {
+  if (n == 0) return;
+  if (buf.is_cpu()) {
+    std::memcpy(buf.data_ptr<uint8_t>(), bytes, n);
+    return;
+  }
+  at::Tensor d = at::empty({static_cast<int64_t>(n)}, at::kByte);
+  std::memcpy(d.data_ptr<uint8_t>(), bytes, n);
+  buf.narrow(0, 0, d.numel()).copy_(d);
+}
+
 // [description | padding | data] with the layout's data packed in.
 at::Tensor BuildPayload(const PackedLayout& layout, const std::string& desc) {
-  int64_t prefix = AlignUp(static_cast<int64_t>(desc.size()));
-  at::Tensor buf = layout.Pack(prefix);
-  if (desc.empty()) return buf;
-  if (buf.is_cpu()) {
-    std::memcpy(buf.data_ptr<uint8_t>(), desc.data(), desc.size());
-  } else {
-    at::Tensor d = at::empty({static_cast<int64_t>(desc.size())}, at::kByte);
-    std::memcpy(d.data_ptr<uint8_t>(), desc.data(), desc.size());
-    buf.narrow(0, 0, d.numel()).copy_(d);
-  }
+  at::Tensor buf = layout.Pack(AlignUp(static_cast<int64_t>(desc.size())));
+  WriteFront(buf, desc.data(), desc.size());
   return buf;
 }
 
 using Timeout = std::optional<std::chrono::milliseconds>;
-
-constexpr int64_t kPerLeafFlag = 1;  // header word 5
 
 // The non-empty leaves of `layout` as contiguous 1-D byte tensors (the leaf's own memory when it
 // is contiguous), in layout order: the messages of WireFormat::kPerLeaf.
@@ -172,36 +277,47 @@ void WaitAll(const std::vector<WorkPtr>& works, const Timeout& timeout, const st
   }
 }
 
+// Posts the messages of one send. `agreed`: the layout is the agreed structure of this group,
+// peer and tag (NOTE [ Agreed structures ]), so no description travels.
 std::shared_ptr<Outgoing> Post(const ProcessGroupPtr& pg, Kind kind, const PackedLayout& layout,
-                               const std::string& desc, WireFormat format, int dst, int tag,
-                               const Timeout& timeout, const std::string& what) {
+                               const std::string& desc, WireFormat format, bool agreed, int dst,
+                               int tag, const Timeout& timeout, const std::string& what) {
   auto out = std::make_shared<Outgoing>();
   const bool per_leaf = format == WireFormat::kPerLeaf;
   std::vector<at::Tensor> leaves;
   if (per_leaf) leaves = LeafBytes(layout);
-  at::Tensor header = at::empty({internal::kHeaderWords}, at::kLong);
-  int64_t* h = header.data_ptr<int64_t>();
+  int64_t h[internal::kHeaderWords];
   uint64_t fp = layout.fingerprint();
   h[0] = internal::kMagic;
   h[1] = kind;
   std::memcpy(&h[2], &fp, sizeof(fp));
-  h[3] = static_cast<int64_t>(desc.size());
+  h[3] = agreed ? 0 : static_cast<int64_t>(desc.size());
   // Packed: the data bytes. Per leaf: the payload carries, after the description, the byte
-  // count of each leaf message that follows (so that a receiver that refuses them can drain).
-  h[4] = per_leaf ? static_cast<int64_t>(leaves.size() * sizeof(int64_t)) : layout.nbytes();
-  h[5] = per_leaf ? kPerLeafFlag : 0;
-  out->buffers.push_back({header});
-  at::Tensor payload;
-  if (per_leaf) {
-    int64_t prefix = AlignUp(h[3]);
-    payload = internal::ScratchBytes(prefix + h[4], at::kCPU);
-    std::memcpy(payload.data_ptr<uint8_t>(), desc.data(), desc.size());
-    auto* sizes = reinterpret_cast<int64_t*>(payload.data_ptr<uint8_t>() + prefix);
-    for (size_t i = 0; i < leaves.size(); ++i) sizes[i] = leaves[i].numel();
+  // count of each leaf message that follows (so that a receiver that refuses them can drain);
+  // agreed, there is no payload.
+  h[4] = per_leaf ? (agreed ? 0 : static_cast<int64_t>(leaves.size() * sizeof(int64_t)))
+                  : layout.nbytes();
+  h[5] = (per_leaf ? kPerLeafFlag : 0) | (agreed ? kAgreedFlag : 0);
+  if (agreed && !per_leaf) {  // one message: header, padding, data
+    at::Tensor buf = layout.Pack(kInlinePrefix);
+    WriteFront(buf, h, sizeof(h));
+    out->buffers.push_back({buf});
   } else {
-    payload = BuildPayload(layout, desc);
+    at::Tensor header = at::empty({internal::kHeaderWords}, at::kLong);
+    std::memcpy(header.data_ptr<int64_t>(), h, sizeof(h));
+    out->buffers.push_back({header});
+    at::Tensor payload;
+    if (per_leaf && !agreed) {
+      int64_t prefix = AlignUp(h[3]);
+      payload = internal::ScratchBytes(prefix + h[4], at::kCPU);
+      std::memcpy(payload.data_ptr<uint8_t>(), desc.data(), desc.size());
+      auto* sizes = reinterpret_cast<int64_t*>(payload.data_ptr<uint8_t>() + prefix);
+      for (size_t i = 0; i < leaves.size(); ++i) sizes[i] = leaves[i].numel();
+    } else if (!per_leaf) {
+      payload = BuildPayload(layout, desc);
+    }
+    if (payload.defined() && payload.numel() > 0) out->buffers.push_back({payload});
   }
-  if (payload.numel() > 0) out->buffers.push_back({payload});
   for (at::Tensor& l : leaves) out->buffers.push_back({std::move(l)});
   PostAll(pg, *out, dst, tag, timeout, what);
   return out;
@@ -216,28 +332,59 @@ struct Incoming {
   bool per_leaf = false;
 };
 
-WorkPtr PostHeader(const ProcessGroupPtr& pg, std::vector<at::Tensor>& header, int src, int tag,
-                   const std::string& what) {
-  header = {at::zeros({internal::kHeaderWords}, at::kLong)};
-  return internal::Transport(what, [&] { return pg->recv(header, src, tag); });
+// The first message of a receive: a buffer of FirstBytes(agreed) bytes, posted at once.
+struct FirstMessage {
+  std::vector<at::Tensor> buffer;
+  WorkPtr work;
+  std::shared_ptr<const Agreement> agreed;
+};
+
+FirstMessage PostFirst(const ProcessGroupPtr& pg, int src, int tag, const std::string& what) {
+  FirstMessage first;
+  first.agreed = Agreements::Get().Find(pg, src, tag, Side::kRecv);
+  first.buffer = {internal::ScratchBytes(FirstBytes(first.agreed.get()), at::kCPU)};
+  first.work = internal::Transport(what, [&] { return pg->recv(first.buffer, src, tag); });
+  return first;
 }
 
-// Waits for the header, then receives the payload it announces (per leaf: not the leaves yet).
-Incoming Receive(const ProcessGroupPtr& pg, std::vector<at::Tensor>& header,
-                 const WorkPtr& header_work, int src, int tag, const Timeout& timeout,
-                 const std::string& what) {
-  internal::Wait(header_work, timeout, what);
-  const int64_t* h = header[0].data_ptr<int64_t>();
+// Waits for the first message, then receives the payload it announces (per leaf: not the leaves
+// yet).
+Incoming Receive(const ProcessGroupPtr& pg, const FirstMessage& first, int src, int tag,
+                 const Timeout& timeout, const std::string& what) {
+  internal::Wait(first.work, timeout, what);
+  int64_t h[internal::kHeaderWords];
+  std::memcpy(h, first.buffer[0].data_ptr<uint8_t>(), sizeof(h));
+  const Agreement* agreed = first.agreed.get();
+  const bool is_agreed = (h[5] & kAgreedFlag) != 0;
+  const bool per_leaf = (h[5] & kPerLeafFlag) != 0;
+  uint64_t fp;
+  std::memcpy(&fp, &h[2], sizeof(fp));
   if (h[0] != internal::kMagic || (h[1] != kData && h[1] != kInit) || h[3] < 0 ||
-      h[3] > kMaxBytes || h[4] < 0 || h[4] > kMaxBytes || (h[5] != 0 && h[5] != kPerLeafFlag) ||
-      (h[5] == kPerLeafFlag && h[4] % static_cast<int64_t>(sizeof(int64_t)) != 0)) {
+      h[3] > kMaxBytes || h[4] < 0 || h[4] > kMaxBytes || (h[5] & ~(kPerLeafFlag | kAgreedFlag)) ||
+      (per_leaf && h[4] % static_cast<int64_t>(sizeof(int64_t)) != 0)) {
     Fail(what, ": the message from rank ", src,
          " is not a td::distributed message (was it sent by plain c10d on the same tag?)");
   }
   Incoming in;
   in.kind = static_cast<Kind>(h[1]);
-  in.per_leaf = h[5] == kPerLeafFlag;
-  std::memcpy(&in.fingerprint, &h[2], sizeof(uint64_t));
+  in.per_leaf = per_leaf;
+  in.fingerprint = fp;
+  if (is_agreed) {
+    if (agreed == nullptr || fp != agreed->fingerprint || h[1] != kData || h[3] != 0 ||
+        h[4] != (per_leaf ? 0 : agreed->nbytes)) {
+      Fail(what, ": rank ", src,
+           " sent a TensorDict of the structure its init_remote agreed on, but this rank holds "
+           "no such agreement for it on this tag (from_remote_init was not called here, or on "
+           "another group or tag)");
+    }
+    in.desc = agreed->signature;
+    if (per_leaf) {
+      in.leaf_bytes = agreed->leaf_bytes;
+    } else {
+      in.data = first.buffer[0].narrow(0, kInlinePrefix, agreed->nbytes);
+    }
+    return in;
+  }
   int64_t prefix = AlignUp(h[3]);
   std::vector<at::Tensor> payload = {internal::ScratchBytes(prefix + h[4], at::kCPU)};
   if (payload[0].numel() > 0) {
@@ -362,8 +509,9 @@ Work isend(const ProcessGroupPtr& pg, const TensorDict& td, int dst, const P2POp
   int tag = HeaderTag(options, "send");
   PackedLayout layout(td);
   std::string what = What("send", dst, "destination");
-  auto out = Post(pg, kData, layout, layout.signature(), options.wire_format(), dst, tag,
-                  options.timeout(), what);
+  std::shared_ptr<const Agreement> agreed = Agreements::Get().Find(pg, dst, tag, Side::kSend);
+  auto out = Post(pg, kData, layout, layout.signature(), options.wire_format(),
+                  Matches(agreed.get(), layout), dst, tag, options.timeout(), what);
   auto impl = std::make_unique<Work::Impl>();
   impl->finish = [out, timeout = options.timeout(), what = std::move(what)] {
     WaitAll(out->works, timeout, what);
@@ -379,12 +527,11 @@ Work irecv(const ProcessGroupPtr& pg, TensorDict& td, int src, const P2POptions&
   internal::CheckPeer(pg, src, "recv", "source", false);
   int tag = HeaderTag(options, "recv");
   std::string what = What("recv", src, "source");
-  auto header = std::make_shared<std::vector<at::Tensor>>();
-  WorkPtr header_work = PostHeader(pg, *header, src, tag, what);
+  auto first = std::make_shared<FirstMessage>(PostFirst(pg, src, tag, what));
   auto impl = std::make_unique<Work::Impl>();
-  impl->finish = [pg, td, header, header_work, src, tag, timeout = options.timeout(),
+  impl->finish = [pg, td, first, src, tag, timeout = options.timeout(),
                   what = std::move(what)]() mutable {
-    Incoming in = Receive(pg, *header, header_work, src, tag, timeout, what);
+    Incoming in = Receive(pg, *first, src, tag, timeout, what);
     PackedLayout layout(td);
     Deliver(pg, in, td, layout, src, tag, timeout, what);
   };
@@ -398,7 +545,11 @@ void init_remote(const ProcessGroupPtr& pg, const TensorDict& td, int dst,
   PackedLayout layout(td);
   std::string desc = internal::StructureToJson(td).dump();
   std::string what = What("init_remote", dst, "destination");
-  auto out = Post(pg, kInit, layout, desc, WireFormat::kPacked, dst, tag, options.timeout(), what);
+  auto out = Post(pg, kInit, layout, desc, WireFormat::kPacked, /*agreed=*/false, dst, tag,
+                  options.timeout(), what);
+  // From the next send on, the receiver posts room for this structure (NOTE [ Agreed
+  // structures ]); recorded once posted, in message order.
+  Agreements::Get().Record(pg, dst, tag, Side::kSend, AgreementOf(layout));
   WaitAll(out->works, options.timeout(), what);
 }
 
@@ -406,14 +557,19 @@ TensorDict from_remote_init(const ProcessGroupPtr& pg, int src, const P2POptions
   internal::CheckPeer(pg, src, "from_remote_init", "source", false);
   int tag = HeaderTag(options, "from_remote_init");
   std::string what = What("from_remote_init", src, "source");
-  std::vector<at::Tensor> header;
-  WorkPtr header_work = PostHeader(pg, header, src, tag, what);
-  Incoming in = Receive(pg, header, header_work, src, tag, options.timeout(), what);
+  FirstMessage first = PostFirst(pg, src, tag, what);
+  Incoming in = Receive(pg, first, src, tag, options.timeout(), what);
   if (in.kind != kInit) {
     Drain(pg, in, src, tag, options.timeout(), what);
     Fail<ValueError>(what, ": rank ", src,
                      " sent a plain send(); from_remote_init expects init_remote");
   }
+  // The sender has recorded this structure: record it here before anything can fail, so that
+  // the next receive posts room for what the sender will send (NOTE [ Agreed structures ]).
+  Agreement sizes;
+  sizes.fingerprint = in.fingerprint;
+  sizes.nbytes = in.data.numel();
+  Agreements::Get().Record(pg, src, tag, Side::kRecv, sizes);
   nlohmann::json structure = nlohmann::json::parse(in.desc, nullptr, /*allow_exceptions=*/false);
   if (structure.is_discarded()) Fail<ValueError>(what, ": the structure received is not JSON");
   TensorDict td = internal::EmptyFromJson(structure);
@@ -422,6 +578,7 @@ TensorDict from_remote_init(const ProcessGroupPtr& pg, int src, const P2POptions
     Fail<ValueError>(what, ": the structure received does not describe the data received (",
                      layout.nbytes(), " bytes expected, ", in.data.numel(), " received)");
   }
+  Agreements::Get().Record(pg, src, tag, Side::kRecv, AgreementOf(layout));
   if (layout.nbytes() > 0) layout.Unpack(in.data, td);
   return td;
 }

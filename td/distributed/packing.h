@@ -14,11 +14,14 @@
 // - A message (send/recv, init_remote) is a header of kHeaderWords int64 (magic, kind,
 //   fingerprint, description bytes, data bytes) sent alone, then one byte buffer:
 //   [description | padding to kAlign | data]. The description is the signature for send, the
-//   full structure (JSON, see StructureToJson) for init_remote. Header word 5 is 0.
+//   full structure (JSON, see StructureToJson) for init_remote. Header word 5 holds flags: 0.
 // - WireFormat::kPerLeaf (send only): header word 5 is 1 and word 4 the byte size of an int64
 //   array; the byte buffer is [signature | padding to kAlign | one int64 byte count per
 //   non-empty leaf], followed by one message per non-empty leaf (its bytes, contiguous), in
 //   leaf order, on the buffer's tag.
+// - After init_remote agreed on a structure (NOTE [ Agreed structures ] in p2p.cc), a send of that
+//   structure sets bit 2 of header word 5 and no description travels: kPacked is ONE message,
+//   [header | padding to kAlign | data]; kPerLeaf is the header alone, then the leaves.
 #pragma once
 
 #include <ATen/core/Tensor.h>
