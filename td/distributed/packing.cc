@@ -3,6 +3,7 @@
 #include <ATen/ATen.h>
 
 #include <algorithm>
+#include <cstring>
 #include <mutex>
 #include <sstream>
 #include <utility>
@@ -127,6 +128,19 @@ at::Tensor PackedLayout::GroupView(const at::Tensor& data, size_t g) const {
   return data.narrow(0, group.offset, bytes).view(group.dtype);
 }
 
+namespace {
+
+// Small CPU leaves move with memcpy: an ATen copy_ or cat costs microseconds of dispatch per
+// call, more than copying a few KiB, and a TensorDict of many small leaves pays it per leaf.
+// Larger ones keep ATen's copy, which runs on several threads.
+constexpr int64_t kMemcpyMaxBytes = int64_t{256} << 10;
+
+bool Memcpyable(const at::Tensor& t) {
+  return t.is_cpu() && t.is_contiguous() && t.nbytes() <= static_cast<size_t>(kMemcpyMaxBytes);
+}
+
+}  // namespace
+
 at::Tensor PackedLayout::Pack(int64_t prefix) const {
   at::Tensor buffer = Allocate(prefix);
   at::Tensor data = buffer.narrow(0, prefix, nbytes_);
@@ -134,6 +148,18 @@ at::Tensor PackedLayout::Pack(int64_t prefix) const {
   for (size_t g = 0; g < groups_.size(); ++g) {
     const Group& group = groups_[g];
     if (group.numel == 0) continue;
+    if (data.is_cpu() && std::all_of(group.leaves.begin(), group.leaves.end(), [&](size_t i) {
+          return Memcpyable(leaves_[i].tensor);
+        })) {
+      auto* out = data.data_ptr<uint8_t>() + group.offset;
+      for (size_t i : group.leaves) {
+        const at::Tensor& t = leaves_[i].tensor;
+        if (t.numel() == 0) continue;
+        std::memcpy(out, t.data_ptr(), t.nbytes());
+        out += t.nbytes();
+      }
+      continue;
+    }
     at::Tensor out = GroupView(data, g);
     flat.clear();
     for (size_t i : group.leaves) {
@@ -150,25 +176,37 @@ at::Tensor PackedLayout::Pack(int64_t prefix) const {
 }
 
 void PackedLayout::Unpack(const at::Tensor& data, TensorDict& td) const {
-  std::vector<at::Tensor> pieces(leaves_.size());
-  for (size_t g = 0; g < groups_.size(); ++g) {
-    at::Tensor view = GroupView(data, g);
-    int64_t at_elem = 0;
-    for (size_t i : groups_[g].leaves) {
-      const at::Tensor& t = leaves_[i].tensor;
-      pieces[i] = view.narrow(0, at_elem, t.numel()).view(t.sizes());
-      at_elem += t.numel();
+  // Byte offset of every leaf in `data`.
+  std::vector<int64_t> offsets(leaves_.size());
+  for (const Group& group : groups_) {
+    int64_t at = group.offset;
+    for (size_t i : group.leaves) {
+      offsets[i] = at;
+      at += static_cast<int64_t>(leaves_[i].tensor.nbytes());
     }
   }
+  auto piece = [&](size_t i) {
+    const at::Tensor& t = leaves_[i].tensor;
+    return data.narrow(0, offsets[i], static_cast<int64_t>(t.nbytes()))
+        .view(t.scalar_type())
+        .view(t.sizes());
+  };
   if (td.backend() == "dense") {
     // The dense backend hands out its own tensors: writing them is writing the TensorDict.
     for (size_t i = 0; i < leaves_.size(); ++i) {
-      if (pieces[i].numel() > 0) leaves_[i].tensor.copy_(pieces[i]);
+      const at::Tensor& t = leaves_[i].tensor;
+      if (t.numel() == 0) continue;
+      if (data.is_cpu() && Memcpyable(t) && !t.requires_grad()) {
+        std::memcpy(t.data_ptr(), data.data_ptr<uint8_t>() + offsets[i], t.nbytes());
+      } else {
+        at::Tensor target = t;
+        target.copy_(piece(i));
+      }
     }
     return;
   }
   TensorDict incoming;
-  for (size_t i = 0; i < leaves_.size(); ++i) incoming.set(leaves_[i].key, pieces[i]);
+  for (size_t i = 0; i < leaves_.size(); ++i) incoming.set(leaves_[i].key, piece(i));
   td.update_(incoming);
 }
 
