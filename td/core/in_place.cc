@@ -4,22 +4,10 @@
 #include <string>
 
 #include "td/core/errors.h"
-#include "td/core/storage.h"
 
 namespace td {
 namespace internal {
 namespace {
-
-// True when `td` or a TensorDict nested in it is on a lazy backend (reads metadata only).
-bool HasLazyLevel(const TensorDict& td) {
-  const Storage& s = td.storage();
-  if (s.lazy() != nullptr) return true;
-  bool lazy = false;
-  td.for_each_entry([&](const std::string&, const Value& v) {
-    if (!lazy && v.is_tensordict()) lazy = HasLazyLevel(v.tensordict());
-  });
-  return lazy;
-}
 
 // Writes every tensor leaf of `dense` (a written copy of td's entries) back into td: set_() for
 // the keys td has; set() for keys the write created, after checking that td may take them.
@@ -50,19 +38,18 @@ void WriteBack(TensorDict& td, const TensorDict& dense, bool may_create) {
 
 void WriteLeaves(TensorDict& td, const char* what, absl::FunctionRef<void(const LeafTree&)> write,
                  LazyLevels lazy) {
-  std::optional<LeafTree> tree(std::in_place, td);
-  if (!tree->has_lazy_level()) {
-    write(*tree);
+  const LeafTree tree(td, /*stop_at_lazy=*/true);
+  if (!tree.has_lazy_level()) {
+    write(tree);
     return;
   }
   if (lazy == LazyLevels::kReject) {
-    const std::optional<NestedKey> key = tree->lazy_level_key();
+    const std::optional<NestedKey> key = tree.lazy_level_key();
     Fail<TypeError>(what, ": ", key ? "entry " + key->repr() : std::string("this TensorDict"),
-                    " is on the lazy backend '", tree->lazy_level().backend(),
+                    " is on the lazy backend '", tree.lazy_level().backend(),
                     "', whose tensors are computed on every read; call ", what,
                     " on the TensorDicts it reads (a lazy stack's members, a view's source)");
   }
-  tree.reset();
   TensorDict dense = td.to_dense();
   write(LeafTree(dense));
   WriteBack(td, dense, /*may_create=*/false);
@@ -70,7 +57,7 @@ void WriteLeaves(TensorDict& td, const char* what, absl::FunctionRef<void(const 
 
 void WriteInPlace(TensorDict& td, absl::FunctionRef<void(TensorDict&)> write,
                   absl::FunctionRef<std::vector<NestedKey>()> only_keys) {
-  if (!HasLazyLevel(td)) {
+  if (!LeafTree(td, /*stop_at_lazy=*/true).has_lazy_level()) {
     write(td);
     return;
   }

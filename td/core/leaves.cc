@@ -20,13 +20,16 @@ bool StartsWith(at::IntArrayRef shape, at::IntArrayRef prefix) {
 
 }  // namespace
 
-LeafTree::LeafTree(const TensorDict& td) { AddLevel(td, -1, -1); }
+LeafTree::LeafTree(const TensorDict& td, bool stop_at_lazy) : stop_at_lazy_(stop_at_lazy) {
+  AddLevel(td, -1, -1);
+}
 
 void LeafTree::AddLevel(const TensorDict& td, int64_t parent, int64_t parent_entry) {
   const Storage& s = td.storage();
   const int64_t me = static_cast<int64_t>(levels_.size());
   if (first_lazy_level_ < 0 && s.lazy() != nullptr) first_lazy_level_ = me;
   levels_.push_back(Level{td, parent, parent_entry, {}});
+  if (stop_at_lazy_ && first_lazy_level_ >= 0) return;
   const size_t n = s.size();
   levels_[me].entries.reserve(n);
   if (parent < 0) {  // most leaves usually sit at the root: one allocation each

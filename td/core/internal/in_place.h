@@ -8,11 +8,12 @@
 // the leaves of a TensorDict they flattened themselves, and never ask whether a level is lazy.
 // They write through one of these:
 //   * WriteLeaves(td, what, write): `write(tree)` validates, then writes into tree.leaves() in
-//     place. The flattener notes each level's backend as it walks (LeafTree::has_lazy_level()).
-//     When no level is lazy, `tree` is td's own flattening, so the writes land in td's tensors:
-//     one walk, no copy. When one is, `tree` flattens a dense copy of td and, after `write`
-//     returns, every leaf of the copy is written back through the storage with set_() (a lazy
-//     stack writes into its members, a view into its source).
+//     place. The flattener notes each level's backend as it walks and stops at the first lazy
+//     one without reading it (LeafTree(td, /*stop_at_lazy=*/true)). When no level is lazy,
+//     `tree` is td's own flattening, so the writes land in td's tensors: one walk, no copy. When
+//     one is, `tree` flattens a dense copy of td (the lazy entries computed once, by to_dense())
+//     and, after `write` returns, every leaf of the copy is written back through the storage
+//     with set_() (a lazy stack writes into its members, a view into its source).
 //   * WriteInPlace(td, write, only_keys): for writes that are not leaf by leaf (index_put_ of a
 //     TensorDict value, which may create keys; set_at_ of one key): `write(target)` gets td
 //     itself when no level is lazy, otherwise a dense copy of the keys `only_keys()` lists,

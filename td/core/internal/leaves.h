@@ -41,7 +41,11 @@ namespace internal {
 class LeafTree {
  public:
   // Flattens `td` (see NOTE [ Leaf maps ]).
-  explicit LeafTree(const TensorDict& td);
+  explicit LeafTree(const TensorDict& td) : LeafTree(td, /*stop_at_lazy=*/false) {}
+  // With `stop_at_lazy`, the walk reads no entry of a lazy level: at the first one it stops
+  // descending (has_lazy_level() is then true and the leaves are incomplete), so a caller that
+  // must not flatten lazy levels learns it without computing what they compute.
+  LeafTree(const TensorDict& td, bool stop_at_lazy);
 
   const TensorDict& root() const { return levels_[0].td; }
   // True when a level (the root or a nested TensorDict) is on a Capability::kLazy backend, whose
@@ -125,6 +129,7 @@ class LeafTree {
   absl::InlinedVector<Level, 3> levels_;
   std::vector<at::Tensor> leaves_;
   int64_t first_lazy_level_ = -1;
+  bool stop_at_lazy_ = false;
   absl::InlinedVector<std::pair<int32_t, int32_t>, 32> leaf_pos_;  // (level, entry) of each leaf
 };
 
