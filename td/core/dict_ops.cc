@@ -127,7 +127,8 @@ TensorDict& TensorDict::update(const TensorDict& other, const UpdateOptions& opt
 
 TensorDict& TensorDict::set_at_(const NestedKey& key, const at::Tensor& value,
                                 at::ArrayRef<at::indexing::TensorIndex> index) {
-  TensorAt(*this, key);  // KeyError / TypeError
+  // KeyError / TypeError come from TensorAt on the written TensorDict (td itself, or the dense
+  // copy of `key` when a level is lazy: one read of a lazy entry, not two).
   WithKeyContext(key, "set_at_ of", [&] {
     internal::WriteInPlace(
         *this,

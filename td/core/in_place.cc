@@ -61,7 +61,7 @@ void WriteInPlace(TensorDict& td, absl::FunctionRef<void(TensorDict&)> write,
     write(td);
     return;
   }
-  TensorDict dense = td.select(only_keys(), /*strict=*/false).to_dense();
+  TensorDict dense = td.select(only_keys(), /*strict=*/true).to_dense();  // KeyError if missing
   write(dense);
   WriteBack(td, dense, /*may_create=*/true);
 }

@@ -309,6 +309,9 @@ TYPED_TEST_P(Conformance, EveryInPlaceOpWritesThrough) {
     op(want);
     ExpectSame(t, want);
   }
+  // A key it lacks is a KeyError naming it, lazy levels included, and writes nothing.
+  TD_EXPECT_THROW_MSG(t.set_at_("zz", at::ones({5}), {0}), KeyError, {"'zz'"});
+  ExpectSame(t, want);
   // Gradient flags belong to the tensors themselves: a lazy level, whose tensors are computed
   // on every read, refuses them, naming the operation and the backend.
   if (this->Has(Capability::kLazy)) {

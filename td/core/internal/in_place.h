@@ -16,8 +16,9 @@
 //     with set_() (a lazy stack writes into its members, a view into its source).
 //   * WriteInPlace(td, write, only_keys): for writes that are not leaf by leaf (index_put_ of a
 //     TensorDict value, which may create keys; set_at_ of one key): `write(target)` gets td
-//     itself when no level is lazy, otherwise a dense copy of the keys `only_keys()` lists,
-//     written back the same way, keys `write` created with set().
+//     itself when no level is lazy, otherwise a dense copy of the keys `only_keys()` lists (all
+//     of which td must have: KeyError otherwise), written back the same way, keys `write`
+//     created with set().
 // When `write` throws, nothing has been written back. With LazyLevels::kReject (detach_,
 // requires_grad_: properties of the tensors themselves, which a write-back of values cannot
 // carry) a lazy level is a TypeError naming the operation and the backend instead.
