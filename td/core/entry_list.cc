@@ -67,13 +67,7 @@ void PlaceNested(const EntryList* into, int into_depth, const TensorDict& sub,
   }
 }
 
-int64_t EntryList::position(std::string_view key) const {
-  if (index_.empty()) {
-    for (size_t i = 0; i < entries_.size(); ++i) {
-      if (entries_[i].first == key) return static_cast<int64_t>(i);
-    }
-    return -1;
-  }
+int64_t EntryList::indexed_position(std::string_view key) const {
   auto it = index_.find(absl::string_view(key.data(), key.size()));
   return it == index_.end() ? -1 : it->second;
 }
@@ -85,7 +79,7 @@ std::vector<std::string> EntryList::keys() const {
   return out;
 }
 
-size_t EntryList::set(std::string_view key, Value value) {
+size_t EntryList::set(std::string_view key, Value&& value) {
   if (value.is_tensordict()) {
     const std::string quoted = c10::str("'", key, "'");
     PlaceNested(this, depth_, value.tensordict(), quoted, /*record=*/false);

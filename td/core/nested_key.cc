@@ -19,6 +19,16 @@ NestedKey::NestedKey(std::initializer_list<NestedKey> parts) {
   for (const NestedKey& p : parts) nested_.insert(nested_.end(), p.begin(), p.end());
 }
 
+NestedKey::NestedKey(std::initializer_list<const char*> parts) {
+  if (parts.size() == 0) Fail<ValueError>("a NestedKey needs at least one component");
+  if (parts.size() == 1) {
+    head_ = *parts.begin();
+    return;
+  }
+  nested_.reserve(parts.size());
+  for (const char* p : parts) nested_.emplace_back(p);
+}
+
 NestedKey::NestedKey(Parts parts) {
   if (parts.empty()) Fail<ValueError>("a NestedKey needs at least one component");
   if (parts.size() == 1) {

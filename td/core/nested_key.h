@@ -37,6 +37,8 @@ class NestedKey {
   // Concatenates the components of each element: {"a", {"b", "c"}} == ("a", "b", "c").
   // Throws c10::ValueError when the result is empty.
   NestedKey(std::initializer_list<NestedKey> parts);  // NOLINT
+  // A braced list of literals, {"a", "b"}: each string is built once, in place.
+  NestedKey(std::initializer_list<const char*> parts);  // NOLINT
   // Throws c10::ValueError when `parts` is empty.
   explicit NestedKey(Parts parts);
   explicit NestedKey(const std::vector<std::string>& parts)
@@ -87,6 +89,22 @@ class NestedKey {
 };
 
 std::ostream& operator<<(std::ostream& os, const NestedKey& key);
+
+namespace internal {
+// How a write names its key in error messages: the caller's NestedKey, or a flat key kept as a
+// string_view, so that a write of a literal key builds no NestedKey unless it fails.
+class KeyForErrors {
+ public:
+  KeyForErrors(const NestedKey& key) : nested_(&key) {}  // NOLINT
+  explicit KeyForErrors(std::string_view flat) : flat_(flat) {}
+  NestedKey key() const { return nested_ != nullptr ? *nested_ : NestedKey(flat_); }
+  std::string repr() const { return key().repr(); }
+
+ private:
+  const NestedKey* nested_ = nullptr;
+  std::string_view flat_;
+};
+}  // namespace internal
 
 // Formats a list of keys as Python prints a list: ['a', ('b', 'c')].
 std::string KeysRepr(const std::vector<NestedKey>& keys);

@@ -24,6 +24,19 @@ TEST(NestedKeyTest, BuildsFromStringsAndBraces) {
   EXPECT_EQ(NestedKey(std::vector<std::string>{"a", "b"}), ab);
 }
 
+TEST(NestedKeyTest, BracedLiteralsBuildTheSameKeyAsBracedKeys) {
+  // {"a", "b"} takes the initializer_list<const char*> constructor; mixing in a string or a
+  // nested brace takes the NestedKey one: both give the same components.
+  NestedKey literals = {"a", "b", "c"};
+  NestedKey mixed = {std::string("a"), "b", NestedKey("c")};
+  EXPECT_EQ(literals, mixed);
+  EXPECT_EQ(literals.size(), 3u);
+  NestedKey one = {"only"};
+  EXPECT_FALSE(one.is_nested());
+  EXPECT_EQ(one, NestedKey("only"));
+  EXPECT_THROW(NestedKey(std::initializer_list<const char*>{}), c10::ValueError);
+}
+
 TEST(NestedKeyTest, NestedBracesFlattenLikeTuples) {
   NestedKey k = {"nested", {"supernested", {"key"}}};
   EXPECT_EQ(k, NestedKey({"nested", "supernested", "key"}));

@@ -22,19 +22,22 @@ using internal::CheckedBatch;
 using internal::StartsWith;
 using internal::WithKeyContext;
 
-// Walks a nested key; nullptr when any level is missing or is not a TensorDict. The result is
-// valid while `holders` lives and the TensorDict is not written.
-const Value* LookupNested(const Storage& root, const NestedKey& key,
+// Walks the parts of a nested key (any range of strings or literals); nullptr when any level is
+// missing or is not a TensorDict. The result is valid while `holders` lives and the TensorDict
+// is not written.
+template <class Parts>
+const Value* LookupNested(const Storage& root, const Parts& parts,
                           std::optional<Value> (&holders)[2]) {
   const Storage* s = &root;
   const Value* v = nullptr;
-  for (size_t i = 0; i < key.size(); ++i) {
-    v = FindEntry(*s, key[i], &holders[i % 2]);
-    if (v == nullptr) return nullptr;
-    if (i + 1 < key.size()) {
+  size_t i = 0;
+  for (const auto& part : parts) {
+    if (v != nullptr) {  // the previous part named a level
       if (!v->is_tensordict()) return nullptr;
       s = &v->tensordict().storage();
     }
+    v = FindEntry(*s, std::string_view(part), &holders[i++ % 2]);
+    if (v == nullptr) return nullptr;
   }
   return v;
 }
@@ -246,7 +249,7 @@ void TensorDict::fail_missing(const NestedKey& key, size_t depth) const {
 
 std::optional<Value> TensorDict::find(const NestedKey& key) const {
   std::optional<Value> holders[2];
-  const Value* v = LookupNested(*storage_, key, holders);
+  const Value* v = LookupNested(*storage_, key.parts(), holders);
   if (v == nullptr) return std::nullopt;
   if (v->is_tensordict() && storage_->locked()) {  // NOTE [ Locks span levels ]
     internal::NoteLockParent(*this, key, v->tensordict());
@@ -265,7 +268,7 @@ Value TensorDict::get_value(const NestedKey& key) const {
 
 at::Tensor TensorDict::get(const NestedKey& key) const {
   std::optional<Value> holders[2];
-  const Value* v = LookupNested(*storage_, key, holders);
+  const Value* v = LookupNested(*storage_, key.parts(), holders);
   if (v == nullptr) get_value(key);  // throws the KeyError
   if (!v->is_tensor()) {
     Fail<TypeError>("entry ", key.repr(), " is a ", v->kind(), ", not a Tensor",
@@ -274,9 +277,23 @@ at::Tensor TensorDict::get(const NestedKey& key) const {
   return v->tensor();
 }
 
-at::Tensor TensorDict::get(const NestedKey& key, const at::Tensor& default_value) const {
+at::Tensor TensorDict::get_flat(std::string_view key) const {
+  std::optional<Value> holder;
+  const Value* v = FindEntry(*storage_, key, &holder);
+  if (v != nullptr && v->is_tensor()) return v->tensor();
+  return get(NestedKey(key));  // throws the KeyError / TypeError
+}
+
+at::Tensor TensorDict::get(std::initializer_list<const char*> key) const {
   std::optional<Value> holders[2];
   const Value* v = LookupNested(*storage_, key, holders);
+  if (v != nullptr && v->is_tensor()) return v->tensor();
+  return get(NestedKey(key));  // throws the KeyError / TypeError (or ValueError for {})
+}
+
+at::Tensor TensorDict::get(const NestedKey& key, const at::Tensor& default_value) const {
+  std::optional<Value> holders[2];
+  const Value* v = LookupNested(*storage_, key.parts(), holders);
   if (v == nullptr) return default_value;
   if (!v->is_tensor()) {
     Fail<TypeError>("entry ", key.repr(), " is a ", v->kind(), ", not a Tensor");
@@ -303,7 +320,7 @@ nlohmann::json TensorDict::get_non_tensor(const NestedKey& key) const {
 bool TensorDict::contains(const NestedKey& key) const {
   if (!key.is_nested()) return storage_->contains(key.front());
   std::optional<Value> holders[2];
-  return LookupNested(*storage_, key, holders) != nullptr;
+  return LookupNested(*storage_, key.parts(), holders) != nullptr;
 }
 
 size_t TensorDict::size() const { return storage_->size(); }
@@ -347,16 +364,9 @@ std::vector<TensorDict::Item> TensorDict::items(const KeysOptions& options) cons
 
 // ---- writing ------------------------------------------------------------------------------
 
-Value TensorDict::validate(Value value, const NestedKey& full_key) const {
+void TensorDict::validate(Value& value, const internal::KeyForErrors& full_key) const {
   const std::vector<int64_t>& bs = storage_->batch_size();
   const std::optional<at::Device>& device = storage_->device();
-  if (value.is_plain_dict()) {
-    TensorDict sub(MakeDenseStorage(bs, device));
-    for (const Item& item : value.plain_dict()) {
-      WithKeyContext(full_key, "setting", [&] { sub.set(item.first, item.second); });
-    }
-    return sub;
-  }
   if (value.is_tensor()) {
     const at::Tensor& t = value.tensor();
     if (!t.defined()) Fail<ValueError>("cannot set key ", full_key.repr(), " to an undefined tensor");
@@ -365,8 +375,16 @@ Value TensorDict::validate(Value value, const NestedKey& full_key) const {
                            SizeRepr(t.sizes()), " does not start with the batch size ",
                            SizeRepr(bs));
     }
-    if (device && t.device() != *device) return t.to(*device);
-    return value;
+    if (device && t.device() != *device) value = t.to(*device);
+    return;
+  }
+  if (value.is_plain_dict()) {
+    TensorDict sub(MakeDenseStorage(bs, device));
+    for (const Item& item : value.plain_dict()) {
+      WithKeyContext(full_key.key(), "setting", [&] { sub.set(item.first, item.second); });
+    }
+    value = std::move(sub);
+    return;
   }
   if (value.is_tensordict()) {
     const TensorDict& sub = value.tensordict();
@@ -380,13 +398,12 @@ Value TensorDict::validate(Value value, const NestedKey& full_key) const {
     }
     const EntryList* held = storage_->held_entries();  // NOTE [ Nesting depth ]
     PlaceNested(held, held ? held->depth() : 0, sub, full_key.repr(), /*record=*/false);
-    if (device && sub.device() != device) return sub.to(*device);
-    return value;
+    if (device && sub.device() != device) value = sub.to(*device);
   }
-  return value;
 }
 
-void TensorDict::set_at_level(std::string_view key, Value value, const NestedKey& full_key) {
+void TensorDict::set_at_level(std::string_view key, Value&& value,
+                              const internal::KeyForErrors& full_key) {
   Storage& s = *storage_;
   if (s.locked() || !s.capabilities().has(Capability::kNewKeys)) {
     std::optional<Value> current = s.get(key);
@@ -417,7 +434,8 @@ void TensorDict::set_at_level(std::string_view key, Value value, const NestedKey
 
 TensorDict& TensorDict::set(const NestedKey& key, Value value) {
   if (!key.is_nested()) {
-    set_at_level(key.front(), validate(std::move(value), key), key);
+    validate(value, key);
+    set_at_level(key.front(), std::move(value), key);
     return *this;
   }
   // Levels a nested key would create beyond the depth limit are refused before any is created
@@ -435,7 +453,15 @@ TensorDict& TensorDict::set(const NestedKey& key, Value value) {
                 /*record=*/false);
   }
   auto [parent, last] = parent_of(key, /*create=*/true);
-  parent.set_at_level(last, parent.validate(std::move(value), key), key);
+  parent.validate(value, key);
+  parent.set_at_level(last, std::move(value), key);
+  return *this;
+}
+
+TensorDict& TensorDict::set_flat(std::string_view key, Value&& value) {
+  const internal::KeyForErrors name{key};
+  validate(value, name);
+  set_at_level(key, std::move(value), name);
   return *this;
 }
 
@@ -580,9 +606,11 @@ TensorDict& TensorDict::rename_key_(const NestedKey& old_key, const NestedKey& n
   Value v = get_value(old_key);
   // Validate against the destination level before anything changes.
   if (new_key.is_nested() && contains(new_key.parent())) {
-    get_tensordict(new_key.parent()).validate(v, new_key);
+    Value probe = v;
+    get_tensordict(new_key.parent()).validate(probe, new_key);
   } else if (!new_key.is_nested()) {
-    validate(v, new_key);
+    Value probe = v;
+    validate(probe, new_key);
   }
   del_(old_key);
   set(new_key, std::move(v));

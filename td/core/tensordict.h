@@ -123,6 +123,10 @@ class TensorDict {
   // The tensor under `key`. Throws KeyError naming the key and the keys that exist, or TypeError
   // when the entry is a sub-TensorDict or non-tensor data.
   at::Tensor get(const NestedKey& key) const;
+  // The same for keys written as literals, `get("obs")` and `get({"next", "obs"})`: the parts are
+  // looked up as they are, without building a NestedKey (the fast path for hot loops).
+  at::Tensor get(const char* key) const { return get_flat(key); }
+  at::Tensor get(std::initializer_list<const char*> key) const;
   // The tensor under `key`, or `default_value` when there is no such entry.
   at::Tensor get(const NestedKey& key, const at::Tensor& default_value) const;
   // The sub-TensorDict under `key` (a handle: writing to it writes to this TensorDict).
@@ -153,6 +157,8 @@ class TensorDict {
   // are not the batch size (naming the key, the shape and the batch size), LockedError when the
   // key is new and the TensorDict is locked.
   TensorDict& set(const NestedKey& key, Value value);
+  // The same for a flat literal key, `set("obs", t)`, without building a NestedKey.
+  TensorDict& set(const char* key, Value value);
   TensorDict& set_non_tensor(const NestedKey& key, nlohmann::json data);
   // Copies `value` into the existing tensor under `key`. The value must have exactly the
   // tensor's shape: set_ does not broadcast (ones({5}) into a [3, 4, 5] tensor is an error; pass
@@ -609,8 +615,15 @@ class TensorDict {
   // returned string_view points into `key`.
   std::pair<TensorDict, std::string_view> parent_of(const NestedKey& key, bool create) const;
   [[noreturn]] void fail_missing(const NestedKey& key, size_t depth) const;
-  void set_at_level(std::string_view key, Value value, const NestedKey& full_key);
-  Value validate(Value value, const NestedKey& full_key) const;
+  // get() of a one-part key (inline callers pass literals, whose length is then known).
+  at::Tensor get_flat(std::string_view key) const;
+  // set() of a one-part key.
+  TensorDict& set_flat(std::string_view key, Value&& value);
+  // Writes a validated `value` under `key` of this level (lock and backend rules).
+  void set_at_level(std::string_view key, Value&& value, const internal::KeyForErrors& full_key);
+  // Checks `value` against this level (batch size, kind, nesting) and puts it in the form it is
+  // stored in (moved to the device, a plain dict made a TensorDict), in place.
+  void validate(Value& value, const internal::KeyForErrors& full_key) const;
 
   std::shared_ptr<Storage> storage_;
 };
@@ -650,6 +663,11 @@ class Value {
 };
 
 std::ostream& operator<<(std::ostream& os, const TensorDict& td);
+
+// Inline so that a literal key's length is known where it is written.
+inline TensorDict& TensorDict::set(const char* key, Value value) {
+  return set_flat(key, std::move(value));
+}
 
 }  // namespace td
 

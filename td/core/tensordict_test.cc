@@ -3,6 +3,7 @@
 #include <ATen/ATen.h>
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <map>
 #include <sstream>
 #include <unordered_map>
@@ -101,6 +102,51 @@ TEST(TensorDictTest, GetErrorsNameKeyAndExistingKeys) {
   TD_EXPECT_THROW_MSG(t.get_tensordict("a"), c10::TypeError, {"'a'", "not a TensorDict"});
   TD_EXPECT_THROW_MSG(t.get_non_tensor("a"), c10::TypeError, {"'a'", "not non-tensor"});
   TD_EXPECT_THROW_MSG(t.get("s", at::ones({1})), c10::TypeError, {"'s'"});
+}
+
+// get("k") / get({"a", "b"}) / set("k", v) look keys up without building a NestedKey; they must
+// find exactly what the NestedKey overloads find, for every key length (short keys are compared
+// word-wise) and for keys that differ only in their first or last byte.
+TEST(TensorDictTest, LiteralKeyOverloadsMatchNestedKeyOverloads) {
+  for (int64_t width : {1, 5, 12, 20}) {  // 20 keys: the hashed index (past 12 entries) too
+    TensorDict t({}, {2});
+    std::vector<std::string> keys;
+    for (size_t len = 1; len <= 20; ++len) {
+      std::string base(len, 'k');
+      std::string first = base, last = base;
+      first.front() = 'f';
+      last.back() = 'l';
+      for (const std::string& k : {base, first, last}) {
+        if (std::find(keys.begin(), keys.end(), k) != keys.end()) continue;
+        if (static_cast<int64_t>(keys.size()) >= width * 3) break;
+        keys.push_back(k);
+        t.set(k.c_str(), at::full({2}, static_cast<double>(keys.size())));
+      }
+    }
+    for (const std::string& k : keys) {
+      at::Tensor by_literal = t.get(k.c_str());
+      EXPECT_TRUE(by_literal.is_same(t.get(NestedKey(k)))) << k;
+      EXPECT_TRUE(by_literal.is_same(t.get({k.c_str()}))) << k;
+    }
+    std::string absent(21, 'k');
+    TD_EXPECT_THROW_MSG(t.get(absent.c_str()), KeyError, {"not found"});
+  }
+  TensorDict t = Sample();
+  EXPECT_TRUE(t.get({"n", "y", "z"}).is_same(t.get(NestedKey({"n", "y", "z"}))));
+  TD_EXPECT_THROW_MSG(t.get({"n", "y"}), c10::TypeError, {"('n', 'y')", "TensorDict"});
+  TD_EXPECT_THROW_MSG(t.get({"n", "y", "q"}), KeyError, {"('n', 'y', 'q')", "['z']"});
+  TD_EXPECT_THROW_MSG(t.get({"s", "q"}), KeyError, {"('s', 'q')", "NonTensorData"});
+  TD_EXPECT_THROW_MSG(t.get(std::initializer_list<const char*>{}), c10::ValueError,
+                      {"at least one component"});
+  // set("k", v) validates as set(NestedKey("k"), v) does, naming the key; nothing is written.
+  TD_EXPECT_THROW_MSG(t.set("d", at::zeros({4, 3})), BatchSizeError, {"'d'", "torch.Size([4, 3])"});
+  EXPECT_FALSE(t.contains("d"));
+  t.lock_();
+  TD_EXPECT_THROW_MSG(t.set("d", at::zeros({3, 4})), LockedError, {"'d'"});
+  at::Tensor a = t.get("a");
+  t.set("a", at::ones({3, 4, 5}));  // locked: same shape is written in place
+  EXPECT_TRUE(t.get("a").is_same(a));
+  EXPECT_TRUE(a.eq(1).all().item<bool>());
 }
 
 TEST(TensorDictTest, SetCreatesReplacesAndChecksBatch) {

@@ -5,16 +5,45 @@
 #pragma once
 
 #include <cstdint>
+#include <cstring>
 #include <optional>
 #include <string>
 #include <string_view>
 #include <utility>
 #include <vector>
 
+#include "absl/base/attributes.h"
 #include "absl/container/flat_hash_map.h"
 #include "td/core/storage.h"
 
 namespace td {
+
+// True when the n bytes at a and b are equal. Keys are short: up to 16 bytes this is two
+// overlapping word compares inline (no call into libc's memcmp, whose call costs as much as a
+// whole small-level lookup).
+ABSL_ATTRIBUTE_ALWAYS_INLINE inline bool SameBytes(const char* a, const char* b, size_t n) {
+  if (n >= 8) {
+    if (n > 16) return std::memcmp(a, b, n) == 0;
+    uint64_t a0, b0, a1, b1;
+    std::memcpy(&a0, a, 8);
+    std::memcpy(&b0, b, 8);
+    std::memcpy(&a1, a + n - 8, 8);
+    std::memcpy(&b1, b + n - 8, 8);
+    return ((a0 ^ b0) | (a1 ^ b1)) == 0;
+  }
+  if (n >= 4) {
+    uint32_t a0, b0, a1, b1;
+    std::memcpy(&a0, a, 4);
+    std::memcpy(&b0, b, 4);
+    std::memcpy(&a1, a + n - 4, 4);
+    std::memcpy(&b1, b + n - 4, 4);
+    return ((a0 ^ b0) | (a1 ^ b1)) == 0;
+  }
+  for (size_t i = 0; i < n; ++i) {
+    if (a[i] != b[i]) return false;
+  }
+  return true;
+}
 
 class EntryList {
  public:
@@ -26,8 +55,18 @@ class EntryList {
   const Entry& operator[](size_t i) const { return entries_[i]; }
   Value& value(size_t i) { return entries_[i].second; }
 
-  // Position of `key`, or -1.
-  int64_t position(std::string_view key) const;
+  // Position of `key`, or -1. Small levels (the common case) are scanned inline.
+  int64_t position(std::string_view key) const {
+    if (!index_.empty()) return indexed_position(key);
+    const size_t n = entries_.size();
+    for (size_t i = 0; i < n; ++i) {
+      const std::string& k = entries_[i].first;
+      if (k.size() == key.size() && SameBytes(k.data(), key.data(), key.size())) {
+        return static_cast<int64_t>(i);
+      }
+    }
+    return -1;
+  }
   const Value* find(std::string_view key) const {
     const int64_t i = position(key);
     return i < 0 ? nullptr : &entries_[i].second;
@@ -38,7 +77,7 @@ class EntryList {
   // sub-TensorDict value is placed one level below this one (NOTE [ Nesting depth ] in
   // entry_list.cc): throws NestingError, before changing anything, when that would nest a level
   // deeper than kMaxNestingDepth or make the value contain this level.
-  size_t set(std::string_view key, Value value);
+  size_t set(std::string_view key, Value&& value);
   // Appends entries whose keys the list does not hold yet (placed as by set()).
   void append_new(std::vector<Entry> entries);
   // The depth of this level: 0 for a root, else the deepest depth it was ever set at
@@ -54,6 +93,7 @@ class EntryList {
   // Up to this many entries a linear scan beats hashing; past it the index is kept.
   static constexpr size_t kIndexThreshold = 12;
   void rebuild_index();
+  int64_t indexed_position(std::string_view key) const;
 
   friend void PlaceNested(const EntryList* into, int into_depth, const TensorDict& sub,
                           std::string_view key, bool record);
@@ -76,7 +116,7 @@ void PlaceNested(const EntryList* into, int into_depth, const TensorDict& sub,
 // The entry `key` of `s`: the held Value without a copy when `s` holds its entries
 // (Storage::held_entries()), else get()'s result kept alive in `*holder`. nullptr when absent.
 // Valid until the next write to `s` (or while `*holder` lives).
-inline const Value* FindEntry(const Storage& s, std::string_view key,
+ABSL_ATTRIBUTE_ALWAYS_INLINE inline const Value* FindEntry(const Storage& s, std::string_view key,
                               std::optional<Value>* holder) {
   if (const EntryList* held = s.held_entries()) return held->find(key);
   *holder = s.get(key);
