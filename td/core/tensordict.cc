@@ -42,6 +42,13 @@ const Value* LookupNested(const Storage& root, const Parts& parts,
   return v;
 }
 
+// The tensor `v` points to: moved out of `holder` when the entry was computed into it (a lazy
+// level's fresh tensor: no reference count traffic), else copied from the held entry.
+at::Tensor TakeTensor(const Value* v, std::optional<Value>& holder) {
+  if (holder && v == &*holder) return std::move(holder->mutable_tensor());
+  return v->tensor();
+}
+
 // Calls fn(full_key, value) for each entry of `td` as KeysOptions asks, depth first.
 template <class Fn>
 void ForEachEntry(const TensorDict& td, const KeysOptions& options, const NestedKey* prefix,
@@ -274,20 +281,20 @@ at::Tensor TensorDict::get(const NestedKey& key) const {
     Fail<TypeError>("entry ", key.repr(), " is a ", v->kind(), ", not a Tensor",
                     v->is_tensordict() ? " (use get_tensordict())" : " (use get_non_tensor())");
   }
-  return v->tensor();
+  return TakeTensor(v, holders[(key.size() - 1) % 2]);
 }
 
 at::Tensor TensorDict::get_flat(std::string_view key) const {
   std::optional<Value> holder;
   const Value* v = FindEntry(*storage_, key, &holder);
-  if (v != nullptr && v->is_tensor()) return v->tensor();
+  if (v != nullptr && v->is_tensor()) return TakeTensor(v, holder);
   return get(NestedKey(key));  // throws the KeyError / TypeError
 }
 
 at::Tensor TensorDict::get(std::initializer_list<const char*> key) const {
   std::optional<Value> holders[2];
   const Value* v = LookupNested(*storage_, key, holders);
-  if (v != nullptr && v->is_tensor()) return v->tensor();
+  if (v != nullptr && v->is_tensor()) return TakeTensor(v, holders[(key.size() - 1) % 2]);
   return get(NestedKey(key));  // throws the KeyError / TypeError (or ValueError for {})
 }
 
