@@ -92,17 +92,12 @@ bool LazyStorage::index_put_(at::ArrayRef<at::indexing::TensorIndex>, const Tens
 
 bool Storage::rename_key(std::string_view, std::string_view) { return false; }
 
-void LazyStorage::add_lazy_source(const TensorDict& source, std::string_view what) {
-  const LazyStorage* lazy = source.storage().lazy();
-  const int depth = lazy == nullptr ? 1 : lazy->lazy_depth_ + 1;
-  if (depth > kMaxNestingDepth) {
-    Fail<NestingError>(what, ": the result would be computed through ", depth,
-                       " lazy levels (views of views, lazy stacks of lazy stacks), and lazy "
-                       "levels chain at most ", kMaxNestingDepth,
-                       " deep (td::kMaxNestingDepth); call to_dense() on the source, or build "
-                       "the view on view_source()");
-  }
-  lazy_depth_ = std::max(lazy_depth_, depth);
+void LazyStorage::fail_lazy_depth(int depth, std::string_view what) {
+  Fail<NestingError>(what, ": the result would be computed through ", depth,
+                     " lazy levels (views of views, lazy stacks of lazy stacks), and lazy "
+                     "levels chain at most ", kMaxNestingDepth,
+                     " deep (td::kMaxNestingDepth); call to_dense() on the source, or build "
+                     "the view on view_source()");
 }
 
 void Storage::append_new(std::vector<std::pair<std::string, Value>> entries) {

@@ -169,9 +169,12 @@ class Storage {
   // The fast path to the entries: backends that keep their entries as Values in an EntryList
   // (EntryStorage: dense, memmap, shared_memory) return it, so that the core reads an entry or
   // walks a level without copying; nullptr (the default) for backends whose entries are computed
-  // (read through get()). Valid until the next write to this storage. The one accessor of its
-  // kind: lookups by key, in-order walks and "does it hold Values" all come from it.
-  virtual const EntryList* held_entries() const { return nullptr; }
+  // (read through get()). The pointer is the same for the storage's whole life (callers may
+  // keep it); the entries it shows, and references into them, are valid until the next write
+  // to this storage. The one accessor of its kind: lookups by key, in-order walks and "does it
+  // hold Values" all come from it.
+  // Not virtual: a field EntryStorage's constructor sets, read without a call on every lookup.
+  const EntryList* held_entries() const { return held_entries_; }
   // Adds entries whose keys are distinct and absent from this storage, already validated (the
   // core filling the fresh result of an operation). The default calls set() for each.
   virtual void append_new(std::vector<std::pair<std::string, Value>> entries);
@@ -216,11 +219,13 @@ class Storage {
 
  private:
   friend class LazyStorage;
+  friend class EntryStorage;
   std::vector<int64_t> batch_size_;
   std::optional<at::Device> device_;
   bool locked_ = false;
   std::vector<LockParent> lock_parents_;
   LazyStorage* lazy_ = nullptr;  // set by LazyStorage's constructor
+  const EntryList* held_entries_ = nullptr;  // set by EntryStorage's constructor
 };
 
 // The base of every Capability::kLazy backend (lazy stacks, views): entries are computed from
@@ -259,9 +264,16 @@ class LazyStorage : public Storage {
   // source before keeping it). Throws NestingError naming `what` and the depth, changing
   // nothing, when that would make the chain of lazy levels longer than kMaxNestingDepth.
   //   LazyViewStorage(TensorDict source, ...) { add_lazy_source(source, "index_view"); ... }
-  void add_lazy_source(const TensorDict& source, std::string_view what);
+  void add_lazy_source(const TensorDict& source, std::string_view what) {
+    const LazyStorage* lazy = source.storage().lazy();
+    const int depth = lazy == nullptr ? 1 : lazy->lazy_depth_ + 1;
+    if (depth > kMaxNestingDepth) fail_lazy_depth(depth, what);
+    if (depth > lazy_depth_) lazy_depth_ = depth;
+  }
 
  private:
+  [[noreturn]] static void fail_lazy_depth(int depth, std::string_view what);
+
   int lazy_depth_ = 1;
 };
 

@@ -117,23 +117,12 @@ std::string_view Value::kind() const {
   }
 }
 
-const at::Tensor& Value::tensor() const {
-  if (!is_tensor()) Fail<TypeError>("expected a Tensor, but the entry is a ", kind());
-  return std::get<0>(v_);
-}
-
-at::Tensor& Value::mutable_tensor() {
-  if (!is_tensor()) Fail<TypeError>("expected a Tensor, but the entry is a ", kind());
-  return std::get<0>(v_);
-}
-
-const TensorDict& Value::tensordict() const {
-  if (!is_tensordict()) Fail<TypeError>("expected a TensorDict, but the entry is a ", kind());
-  return std::get<1>(v_);
+void Value::fail_kind(const char* expected) const {
+  Fail<TypeError>("expected ", expected, ", but the entry is a ", kind());
 }
 
 const nlohmann::json& Value::non_tensor() const {
-  if (!is_non_tensor()) Fail<TypeError>("expected non-tensor data, but the entry is a ", kind());
+  if (!is_non_tensor()) fail_kind("non-tensor data");
   return std::get<2>(v_).data;
 }
 

@@ -649,16 +649,27 @@ class Value {
   bool is_plain_dict() const { return v_.index() == 3; }
 
   // Throw TypeError naming what the entry is when it is of another kind.
-  const at::Tensor& tensor() const;
-  const TensorDict& tensordict() const;
+  const at::Tensor& tensor() const {
+    if (!is_tensor()) fail_kind("a Tensor");
+    return *std::get_if<0>(&v_);
+  }
+  const TensorDict& tensordict() const {
+    if (!is_tensordict()) fail_kind("a TensorDict");
+    return *std::get_if<1>(&v_);
+  }
   const nlohmann::json& non_tensor() const;
-  at::Tensor& mutable_tensor();
+  at::Tensor& mutable_tensor() {
+    if (!is_tensor()) fail_kind("a Tensor");
+    return *std::get_if<0>(&v_);
+  }
   const Items& plain_dict() const { return *std::get<3>(v_); }
 
   // "Tensor", "TensorDict", "NonTensorData".
   std::string_view kind() const;
 
  private:
+  [[noreturn]] void fail_kind(const char* expected) const;
+
   std::variant<at::Tensor, TensorDict, NonTensorData, std::shared_ptr<const Items>> v_;
 };
 

@@ -33,18 +33,27 @@ std::string MembersRepr(const std::vector<int64_t>& idx) {
   return absl::StrCat(idx.size() == 1 ? "member " : "members ", absl::StrJoin(idx, ", "));
 }
 
-// The entry `key` of a member, or nullptr; without copying it when the member's backend holds
-// Values (the pointer is valid until the member is written), else kept alive in `*holder`.
+// The entry `key` of a member's storage `m`, or nullptr; without copying
+// it when the member's backend holds Values (the pointer is valid until the member is written), else kept alive in `*holder`.
 // Members built alike hold their keys in the same order: `hint` is where the key was found in
 // the first member, tried before the backend's own lookup.
-const Value* PeekEntry(const TensorDict& m, std::string_view key, size_t hint,
+const Value* PeekEntry(const Storage& m, std::string_view key, size_t hint,
                        std::optional<Value>* holder) {
-  const Storage& s = m.storage();
-  if (const EntryList* held = s.held_entries();
-      held != nullptr && hint < held->size() && (*held)[hint].first == key) {
-    return &(*held)[hint].second;
+  const EntryList* held = m.held_entries();
+  if (held != nullptr && hint < held->size()) {
+    const auto& [k, v] = (*held)[hint];
+    if (k.size() == key.size() && SameBytes(k.data(), key.data(), key.size())) return &v;
   }
-  return FindEntry(s, key, holder);
+  return FindEntry(m, key, holder);
+}
+
+// IntArrayRef's operator== calls memcmp; shapes are a few dims, compared inline here.
+bool SameShape(at::IntArrayRef a, at::IntArrayRef b) {
+  if (a.size() != b.size()) return false;
+  for (size_t i = 0; i < a.size(); ++i) {
+    if (a[i] != b[i]) return false;
+  }
+  return true;
 }
 
 size_t PositionHint(const TensorDict& m, std::string_view key) {
@@ -60,10 +69,7 @@ size_t PositionHint(const TensorDict& m, std::string_view key) {
 // `owned_` and borrowed from there. Borrows are released, never destroyed.
 class BorrowedTensors {
  public:
-  explicit BorrowedTensors(size_t n) {
-    parts_.reserve(n);
-    owned_.reserve(n);
-  }
+  explicit BorrowedTensors(size_t n) : n_(n) { parts_.reserve(n); }
   BorrowedTensors(const BorrowedTensors&) = delete;
   BorrowedTensors& operator=(const BorrowedTensors&) = delete;
   ~BorrowedTensors() {
@@ -71,6 +77,7 @@ class BorrowedTensors {
   }
   void borrow(const at::Tensor& t) { parts_.push_back(Traits::createBorrow(t)); }
   void own(at::Tensor t) {
+    owned_.reserve(n_);  // never reallocates while borrowed from
     owned_.push_back(std::move(t));
     borrow(owned_.back());
   }
@@ -79,6 +86,7 @@ class BorrowedTensors {
  private:
   using Traits = c10::MaybeOwnedTraits<at::Tensor>;
   std::vector<at::Tensor> parts_;
+  size_t n_;
   std::vector<at::Tensor> owned_;
 };
 
@@ -94,11 +102,19 @@ class LazyStackStorage final : public LazyStorage {
   LazyStackStorage(std::vector<TensorDict> members, int64_t dim)
       : LazyStorage({}, std::nullopt), members_(std::move(members)), dim_(dim) {
     TORCH_INTERNAL_ASSERT(!members_.empty());
-    for (const TensorDict& m : members_) add_lazy_source(m, "lazy_stack");
+    // One pass over the members: nesting depth, lock, shared device.
     bool all_locked = true;
-    for (const TensorDict& m : members_) all_locked = all_locked && m.is_locked();
+    const Storage& first = members_[0].storage();
+    std::optional<at::Device> device = first.device();
+    for (const TensorDict& m : members_) {
+      const Storage& s = m.storage();
+      add_lazy_source(m, "lazy_stack");
+      all_locked = all_locked && s.locked();
+      if (s.device() != device) device = std::nullopt;
+    }
     assign_locked(all_locked);
-    refresh();
+    assign_batch_size(InsertDim(first.batch_size(), dim_, static_cast<int64_t>(members_.size())));
+    set_device(device);
   }
 
   std::string_view backend_id() const override { return kBackendId; }
@@ -135,18 +151,16 @@ class LazyStackStorage final : public LazyStorage {
     std::optional<Value> first = MemberEntry(members_[0], key);
     if (!first) return std::nullopt;
     if (first->is_tensor()) {
-      // The hot path: one pass collecting the tensors, then one at::stack.
+      // The hot path: one pass collecting the tensors, then one at::stack (which checks the
+      // shapes: only when it throws are they compared here, for the error naming the members).
       BorrowedTensors parts(n);
       parts.borrow(first->tensor());
-      const at::IntArrayRef shape = first->tensor().sizes();
       const size_t hint = PositionHint(members_[0], key);
-      bool ragged = false;
       std::optional<Value> holder;
       for (size_t i = 1; i < n; ++i) {
-        const Value* v = PeekEntry(members_[i], key, hint, &holder);
+        const Value* v = PeekEntry(members_[i].storage(), key, hint, &holder);
         if (v == nullptr) return std::nullopt;
         if (!v->is_tensor()) fail_kinds(key);
-        ragged = ragged || v->tensor().sizes() != shape;
         if (holder) {  // computed by the member's backend: keep it alive here
           parts.own(v->tensor());
           holder.reset();
@@ -154,8 +168,15 @@ class LazyStackStorage final : public LazyStorage {
           parts.borrow(v->tensor());
         }
       }
-      if (ragged) fail_ragged(key, parts.parts());
-      return at::stack(parts.parts(), dim_);
+      try {
+        return at::stack(parts.parts(), dim_);
+      } catch (const c10::Error&) {
+        const std::vector<at::Tensor>& p = parts.parts();
+        for (const at::Tensor& t : p) {
+          if (!SameShape(t.sizes(), p[0].sizes())) fail_ragged(key, p);
+        }
+        throw;
+      }
     }
     if (first->is_tensordict()) {
       std::vector<TensorDict> subs;
@@ -648,8 +669,9 @@ LazyStackedTensorDict lazy_stack(const std::vector<TensorDict>& tds, int64_t dim
                           SizeRepr(tds[0].batch_size()), " (expected a dim in [", -out_dims, ", ",
                           out_dims - 1, "])");
   }
+  const at::IntArrayRef batch = tds[0].batch_size();
   for (size_t i = 1; i < tds.size(); ++i) {
-    if (tds[i].batch_size() != tds[0].batch_size()) {
+    if (!SameShape(tds[i].storage().batch_size(), batch)) {
       Fail<BatchSizeError>("lazy_stack: TensorDict ", i, " has batch size ",
                            SizeRepr(tds[i].batch_size()), " but TensorDict 0 has ",
                            SizeRepr(tds[0].batch_size()), "; stacked TensorDicts share one batch "

@@ -129,7 +129,9 @@ ABSL_ATTRIBUTE_ALWAYS_INLINE inline const Value* FindEntry(const Storage& s, std
 class EntryStorage : public Storage {
  public:
   EntryStorage(std::vector<int64_t> batch_size, std::optional<at::Device> device)
-      : Storage(std::move(batch_size), device) {}
+      : Storage(std::move(batch_size), device) {
+    held_entries_ = &entries_;
+  }
 
   size_t size() const override { return entries_.size(); }
   std::vector<std::string> keys() const override { return entries_.keys(); }
@@ -139,7 +141,6 @@ class EntryStorage : public Storage {
     if (v == nullptr) return std::nullopt;
     return *v;
   }
-  const EntryList* held_entries() const override { return &entries_; }
 
  protected:
   EntryList& entries() { return entries_; }
