@@ -65,6 +65,32 @@ TEST(ShapeOpsTest, ViewReshapeFlattenUnflatten) {
                       {"dimension 2", "torch.Size([3, 4])", "[-2, 1]"});
 }
 
+// One level with no nested TensorDict takes the one-loop path (NOTE [ Flat leaf maps ]): same
+// results as the nested path, non-tensor entries carried, key order kept, errors name the key.
+TEST(ShapeOpsTest, FlatTensorDictsMatchTheLeafTreePath) {
+  TensorDict flat({{"b", at::randn({3, 4, 2})}, {"s", "a string!"}, {"a", at::randn({3, 4})}},
+                  {3, 4});
+  TensorDict nested = flat.clone();
+  nested.set("n", TensorDict({}, {3, 4}));  // an empty level: forces the LeafTree path
+  for (const auto& op : std::vector<std::function<TensorDict(const TensorDict&)>>{
+           [](const TensorDict& t) { return t.unsqueeze(1); },
+           [](const TensorDict& t) { return t.reshape({2, 6}); },
+           [](const TensorDict& t) { return t.permute({1, 0}); },
+           [](const TensorDict& t) { return t.index({1}); },
+           [](const TensorDict& t) { return t.index({Slice(0, 2), at::tensor({0, 3}, at::kLong)}); }}) {
+    TensorDict f = op(flat);
+    TensorDict n = op(nested);
+    EXPECT_EQ(f.keys(), (std::vector<NestedKey>{"b", "s", "a"}));
+    EXPECT_EQ(f.batch_size(), n.batch_size());
+    EXPECT_EQ(f.get_non_tensor("s"), "a string!");
+    EXPECT_TRUE(f.get("a").equal(n.get("a")));
+    EXPECT_TRUE(f.get("b").equal(n.get("b")));
+  }
+  TD_EXPECT_THROW_MSG(flat.transpose(0, 1).view({12}), c10::Error, {"view", "'b'"});
+  TD_EXPECT_THROW_MSG(TensorDict({{"s", "x"}}, {3}).index({5}), c10::IndexError, {"5"});
+  EXPECT_EQ(TensorDict({{"s", "x"}}, {3, 2}).index({1}).batch_size(), at::IntArrayRef({2}));
+}
+
 TEST(ShapeOpsTest, SqueezeUnsqueezePermuteTranspose) {
   TensorDict t = SampleTensorDict();
   TensorDict u = t.unsqueeze(1);
