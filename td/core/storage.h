@@ -138,7 +138,7 @@ class LazyStorage;  // below
 class Storage {
  public:
   Storage(std::vector<int64_t> batch_size, std::optional<at::Device> device)
-      : batch_size_(std::move(batch_size)), device_(device) {}
+      : batch_size_(batch_size.begin(), batch_size.end()), device_(device) {}
   virtual ~Storage() = default;
   Storage(const Storage&) = delete;
   Storage& operator=(const Storage&) = delete;
@@ -180,7 +180,7 @@ class Storage {
   virtual void append_new(std::vector<std::pair<std::string, Value>> entries);
   // Replaces the batch size (already validated against every leaf by the core).
   virtual void set_batch_size(std::vector<int64_t> batch_size) {
-    batch_size_ = std::move(batch_size);
+    batch_size_.assign(batch_size.begin(), batch_size.end());
   }
   // Renames entry `old_key` to `new_key` of this level (replacing an existing `new_key`) and
   // returns true, or returns false (the default) to let the core move the value (get, erase,
@@ -206,7 +206,7 @@ class Storage {
   };
   std::vector<LockParent>& lock_parents() { return lock_parents_; }
 
-  const std::vector<int64_t>& batch_size() const { return batch_size_; }
+  at::IntArrayRef batch_size() const { return batch_size_; }
   const std::optional<at::Device>& device() const { return device_; }
   void set_device(std::optional<at::Device> device) { device_ = device; }
   bool locked() const { return locked_; }
@@ -214,13 +214,17 @@ class Storage {
  protected:
   // For backends that keep the batch size or lock flag of other TensorDicts in step (without
   // the side effects of their own set_batch_size / set_locked overrides).
-  void assign_batch_size(std::vector<int64_t> batch_size) { batch_size_ = std::move(batch_size); }
+  void assign_batch_size(at::IntArrayRef batch_size) {
+    batch_size_.assign(batch_size.begin(), batch_size.end());
+  }
   void assign_locked(bool locked) { locked_ = locked; }
 
  private:
   friend class LazyStorage;
   friend class EntryStorage;
-  std::vector<int64_t> batch_size_;
+  // Inline: reading a batch size (every write's check, a lazy stack's members) touches no other
+  // allocation, and making a storage allocates once less.
+  c10::SmallVector<int64_t, 5> batch_size_;
   std::optional<at::Device> device_;
   bool locked_ = false;
   std::vector<LockParent> lock_parents_;

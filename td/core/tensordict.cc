@@ -361,7 +361,7 @@ std::vector<TensorDict::Item> TensorDict::items(const KeysOptions& options) cons
 // ---- writing ------------------------------------------------------------------------------
 
 void TensorDict::validate(Value& value, const internal::KeyForErrors& full_key) const {
-  const std::vector<int64_t>& bs = storage_->batch_size();
+  const at::IntArrayRef bs = storage_->batch_size();
   const std::optional<at::Device>& device = storage_->device();
   if (value.is_tensor()) {
     const at::Tensor& t = value.tensor();
@@ -375,7 +375,7 @@ void TensorDict::validate(Value& value, const internal::KeyForErrors& full_key) 
     return;
   }
   if (value.is_plain_dict()) {
-    TensorDict sub(MakeDenseStorage(bs, device));
+    TensorDict sub(MakeDenseStorage(bs.vec(), device));
     for (const Item& item : value.plain_dict()) {
       WithKeyContext(full_key.key(), "setting", [&] { sub.set(item.first, item.second); });
     }

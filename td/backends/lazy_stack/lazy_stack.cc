@@ -102,12 +102,19 @@ class LazyStackStorage final : public LazyStorage {
   LazyStackStorage(std::vector<TensorDict> members, int64_t dim)
       : LazyStorage({}, std::nullopt), members_(std::move(members)), dim_(dim) {
     TORCH_INTERNAL_ASSERT(!members_.empty());
-    // One pass over the members: nesting depth, lock, shared device.
+    // One pass over the members: batch sizes, nesting depth, lock, shared device.
     bool all_locked = true;
     const Storage& first = members_[0].storage();
     std::optional<at::Device> device = first.device();
-    for (const TensorDict& m : members_) {
+    for (size_t i = 0; i < members_.size(); ++i) {
+      const TensorDict& m = members_[i];
       const Storage& s = m.storage();
+      if (!SameShape(s.batch_size(), first.batch_size())) {
+        Fail<BatchSizeError>("lazy_stack: TensorDict ", i, " has batch size ",
+                             SizeRepr(s.batch_size()), " but TensorDict 0 has ",
+                             SizeRepr(first.batch_size()), "; stacked TensorDicts share one "
+                             "batch size");
+      }
       add_lazy_source(m, "lazy_stack");
       all_locked = all_locked && s.locked();
       if (s.device() != device) device = std::nullopt;
@@ -669,15 +676,7 @@ LazyStackedTensorDict lazy_stack(const std::vector<TensorDict>& tds, int64_t dim
                           SizeRepr(tds[0].batch_size()), " (expected a dim in [", -out_dims, ", ",
                           out_dims - 1, "])");
   }
-  const at::IntArrayRef batch = tds[0].batch_size();
-  for (size_t i = 1; i < tds.size(); ++i) {
-    if (!SameShape(tds[i].storage().batch_size(), batch)) {
-      Fail<BatchSizeError>("lazy_stack: TensorDict ", i, " has batch size ",
-                           SizeRepr(tds[i].batch_size()), " but TensorDict 0 has ",
-                           SizeRepr(tds[0].batch_size()), "; stacked TensorDicts share one batch "
-                           "size");
-    }
-  }
+  // The constructor checks the batch sizes, in its one pass over the members.
   return LazyStackedTensorDict(TensorDict(std::make_shared<LazyStackStorage>(tds, d)));
 }
 

@@ -250,7 +250,7 @@ class LazyViewStorage final : public LazyStorage,
   }
 
   void set_batch_size(std::vector<int64_t> batch_size) override {
-    if (batch_size == Storage::batch_size()) return;
+    if (at::IntArrayRef(batch_size) == Storage::batch_size()) return;
     Fail<BatchSizeError>("cannot set the batch size of a '", op_->id(), "' view to ",
                          SizeRepr(batch_size), ": it follows its source (batch size ",
                          SizeRepr(source_.batch_size()),

@@ -153,11 +153,11 @@ using memmap_internal::KindOf;
 
 }  // namespace
 
-std::string MemmapStorage::MetaJson(const std::vector<int64_t>& batch_size,
+std::string MemmapStorage::MetaJson(at::IntArrayRef batch_size,
                                     const std::string* skip_key, const std::string* add_key,
                                     const Value* add_value) const {
   memmap_format::LevelMeta meta;
-  meta.batch_size = batch_size;
+  meta.batch_size = batch_size.vec();
   for (const auto& [key, v] : entries().entries()) {
     if ((skip_key != nullptr && key == *skip_key) || (add_key != nullptr && key == *add_key)) {
       continue;
@@ -219,7 +219,7 @@ void MemmapStorage::set(std::string_view key_view, Value value) {
   }
   change.drop.push_back(name);
   change.meta_json = MetaJson(batch_size(), nullptr, &key, &value);
-  const std::vector<int64_t> batch = batch_size();
+  const std::vector<int64_t> batch = batch_size().vec();
   Value stored = value;
   change.write = [&](int dirfd) {
     if (kind == EntryKind::kTensor) {

@@ -88,7 +88,7 @@ class MemmapStorage final : public EntryStorage {
   void RequireNotField(std::string_view what, std::string_view key) const;
   // meta.json of this level from the entries in memory with `batch_size`, without `skip_key`,
   // with `add_key` set to `add_value` (in its place when it exists, else last).
-  std::string MetaJson(const std::vector<int64_t>& batch_size, const std::string* skip_key,
+  std::string MetaJson(at::IntArrayRef batch_size, const std::string* skip_key,
                        const std::string* add_key, const Value* add_value) const;
   int OpenLevel() const;  // a new descriptor of dir_ (caller closes)
 
