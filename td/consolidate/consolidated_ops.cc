@@ -27,8 +27,8 @@ namespace {
 constexpr int64_t kMemcpyBytes = int64_t{1} << 20;
 
 // The result of an operation: `owner` holds the new buffer laid out as `layout`; the structure is
-// `tree`'s.
-TensorDict Rebuilt(const internal::LeafTree& tree, const at::Tensor& owner,
+// `td`'s (whose levels all hold their entries: BufferOfTensorDict(td) found its buffer).
+TensorDict Rebuilt(const TensorDict& td, const at::Tensor& owner,
                    std::shared_ptr<const BufferLayout> layout,
                    std::optional<std::optional<at::Device>> device = std::nullopt) {
   std::optional<Buffer> b = consolidate_internal::Adopt(owner, layout);
@@ -37,7 +37,7 @@ TensorDict Rebuilt(const internal::LeafTree& tree, const at::Tensor& owner,
         : consolidate_internal::SlotViews(
               owner.storage(), owner.storage_offset() * static_cast<int64_t>(owner.element_size()),
               *layout);
-  return tree.Rebuild(std::move(views), tree.root().batch_size(), /*check=*/false, device);
+  return consolidate_internal::RebuildHeld(td, std::move(views), device);
 }
 
 // `out`, the result of an element-wise function over `whole`, as a flat contiguous tensor;
@@ -61,8 +61,7 @@ std::shared_ptr<const BufferLayout> LayoutFor(const Buffer& b, at::ScalarType dt
 TensorDict Unary(const TensorDict& td, const char* op,
                  const std::function<at::Tensor(const at::Tensor&)>& kernel,
                  const std::function<TensorDict()>& fallback) {
-  internal::LeafTree tree(td);
-  std::optional<Buffer> b = consolidate_internal::BufferOf(tree.leaves());
+  std::optional<Buffer> b = consolidate_internal::BufferOfTensorDict(td);
   if (!b || !b->layout().uniform_dtype) return fallback();
   at::Tensor whole = WholeBuffer(*b, *b->layout().uniform_dtype);
   at::Tensor out = kernel(whole);
@@ -70,7 +69,7 @@ TensorDict Unary(const TensorDict& td, const char* op,
     return fallback();
   }
   out = FlatResult(out, whole, op);
-  return Rebuilt(tree, out, LayoutFor(*b, out.scalar_type()));
+  return Rebuilt(td, out, LayoutFor(*b, out.scalar_type()));
 }
 
 // The buffers of two operands whose leaves under the same keys sit at the same offsets, or
@@ -79,7 +78,8 @@ struct Pair {
   Buffer a, b;
 };
 std::optional<Pair> SameLayout(const internal::LeafTree& tree, const TensorDict& other) {
-  std::optional<Buffer> a = consolidate_internal::BufferOf(tree.leaves());
+  // Of the root's held levels: results are rebuilt from them (Rebuilt).
+  std::optional<Buffer> a = consolidate_internal::BufferOfTensorDict(tree.root());
   if (!a || !a->layout().uniform_dtype) return std::nullopt;
   std::vector<at::Tensor> aligned;
   try {
@@ -108,8 +108,7 @@ std::optional<Pair> SameLayoutFast(const TensorDict& td, const TensorDict& other
 TensorDict Binary(const TensorDict& td, const TensorDict& other, const char* op,
                   const std::function<at::Tensor(const at::Tensor&, const at::Tensor&)>& kernel,
                   const std::function<TensorDict()>& fallback) {
-  internal::LeafTree tree(td);
-  std::optional<Pair> p = SameLayout(tree, other);
+  std::optional<Pair> p = SameLayoutFast(td, other);
   if (!p) return fallback();
   const at::ScalarType dtype = *p->a.layout().uniform_dtype;
   at::Tensor wa = WholeBuffer(p->a, dtype);
@@ -118,7 +117,7 @@ TensorDict Binary(const TensorDict& td, const TensorDict& other, const char* op,
     return fallback();
   }
   out = FlatResult(out, wa, op);
-  return Rebuilt(tree, out, LayoutFor(p->a, out.scalar_type()));
+  return Rebuilt(td, out, LayoutFor(p->a, out.scalar_type()));
 }
 
 // Writes `r` (a function's result over `whole`) into `whole` unless it is `whole` itself.
@@ -130,8 +129,7 @@ void WriteBack(const at::Tensor& whole, const at::Tensor& r, const char* op) {
 }  // namespace
 
 TensorDict clone(const TensorDict& td) {
-  internal::LeafTree tree(td);
-  std::optional<Buffer> b = consolidate_internal::BufferOf(tree.leaves());
+  std::optional<Buffer> b = consolidate_internal::BufferOfTensorDict(td);
   if (!b) return td.clone();
   at::Tensor src = WholeBuffer(*b, at::kByte);
   at::Tensor dst = src.device().is_cpu()
@@ -142,12 +140,11 @@ TensorDict clone(const TensorDict& td) {
   } else {
     dst.copy_(src);
   }
-  return Rebuilt(tree, dst, b->ctx->layout);
+  return Rebuilt(td, dst, b->ctx->layout);
 }
 
 TensorDict to(const TensorDict& td, at::ScalarType dtype) {
-  internal::LeafTree tree(td);
-  std::optional<Buffer> b = consolidate_internal::BufferOf(tree.leaves());
+  std::optional<Buffer> b = consolidate_internal::BufferOfTensorDict(td);
   if (!b || !b->layout().uniform_dtype || !at::isFloatingType(*b->layout().uniform_dtype) ||
       !at::isFloatingType(dtype) || *b->layout().uniform_dtype == dtype) {
     return td.to(dtype);
@@ -156,24 +153,22 @@ TensorDict to(const TensorDict& td, at::ScalarType dtype) {
   at::Tensor out = src.device().is_cpu() ? consolidate_internal::AllocateHost(src.numel(), dtype)
                                          : at::empty({src.numel()}, src.options().dtype(dtype));
   out.copy_(src);
-  return Rebuilt(tree, out, LayoutFor(*b, dtype));
+  return Rebuilt(td, out, LayoutFor(*b, dtype));
 }
 
 TensorDict to(const TensorDict& td, at::Device device, bool non_blocking) {
-  internal::LeafTree tree(td);
-  std::optional<Buffer> b = consolidate_internal::BufferOf(tree.leaves());
+  std::optional<Buffer> b = consolidate_internal::BufferOfTensorDict(td);
   if (!b || b->storage.device() == device) return td.to(device, non_blocking);
   at::Tensor out = WholeBuffer(*b, at::kByte).to(device, /*non_blocking=*/non_blocking);
-  return Rebuilt(tree, out, b->ctx->layout, std::optional<std::optional<at::Device>>(device));
+  return Rebuilt(td, out, b->ctx->layout, std::optional<std::optional<at::Device>>(device));
 }
 
 TensorDict pin_memory(const TensorDict& td) {
-  internal::LeafTree tree(td);
-  std::optional<Buffer> b = consolidate_internal::BufferOf(tree.leaves());
+  std::optional<Buffer> b = consolidate_internal::BufferOfTensorDict(td);
   if (!b || !b->storage.device().is_cpu() || !at::globalContext().hasCUDA()) {
     return td.pin_memory();
   }
-  return Rebuilt(tree, WholeBuffer(*b, at::kByte).pin_memory(), b->ctx->layout);
+  return Rebuilt(td, WholeBuffer(*b, at::kByte).pin_memory(), b->ctx->layout);
 }
 
 TensorDict& share_memory_(TensorDict& td) {

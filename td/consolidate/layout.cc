@@ -192,33 +192,70 @@ std::vector<at::Tensor> SlotViews(const c10::Storage& storage, int64_t base,
   return out;
 }
 
-bool LeavesMatch(const std::vector<at::Tensor>& leaves, const Buffer& buffer) {
+namespace {
+
+// True when `t` is the contiguous view of `slot` in the buffer whose storage is `impl`. Reads the
+// tensor's fields without reference-count traffic (no Storage or Tensor copies): this runs for
+// every leaf before each fast path.
+bool LeafMatches(const at::Tensor& t, const BufferLayout::Slot& slot, const c10::StorageImpl* impl,
+                 int64_t base) {
+  if (!t.defined()) return false;
+  const c10::TensorImpl* ti = t.unsafeGetTensorImpl();
+  if (ti->unsafe_storage().unsafeGetStorageImpl() != impl || ti->layout() != at::kStrided ||
+      ti->dtype() != slot.dtype || !ti->is_contiguous()) {
+    return false;
+  }
+  const at::IntArrayRef sizes = ti->sizes();
+  if (sizes.size() != slot.shape.size()) return false;
+  for (size_t d = 0; d < sizes.size(); ++d) {
+    if (sizes[d] != slot.shape[d]) return false;
+  }
+  return ti->storage_offset() * static_cast<int64_t>(c10::elementSize(slot.dtype)) ==
+         base + slot.offset;
+}
+
+// The first tensor leaf of `td`, depth first (nullptr when none is reached through levels that
+// hold their entries).
+const at::Tensor* FirstHeldLeaf(const TensorDict& td) {
+  const EntryList* entries = td.storage().held_entries();
+  if (entries == nullptr) return nullptr;
+  for (const EntryList::Entry& e : entries->entries()) {
+    if (e.second.is_tensor()) return &e.second.tensor();
+    if (e.second.is_tensordict()) {
+      if (const at::Tensor* t = FirstHeldLeaf(e.second.tensordict())) return t;
+    }
+  }
+  return nullptr;
+}
+
+// Matches the leaves of `td`, depth first from slot `*next`, against `buffer`'s slots.
+bool HeldLeavesMatch(const TensorDict& td, const Buffer& buffer, size_t* next) {
+  const EntryList* entries = td.storage().held_entries();
+  if (entries == nullptr) return false;
   const BufferLayout& layout = buffer.layout();
-  if (layout.slots.size() != leaves.size()) return false;
   const c10::StorageImpl* impl = buffer.storage.unsafeGetStorageImpl();
-  const int64_t base = buffer.ctx->base;
-  for (size_t i = 0; i < leaves.size(); ++i) {
-    const at::Tensor& t = leaves[i];
-    const BufferLayout::Slot& s = layout.slots[i];
-    if (!t.defined() || t.layout() != at::kStrided || !t.has_storage() ||
-        t.storage().unsafeGetStorageImpl() != impl || t.scalar_type() != s.dtype ||
-        t.sizes() != at::IntArrayRef(s.shape) || !t.is_contiguous() ||
-        t.storage_offset() * static_cast<int64_t>(c10::elementSize(s.dtype)) != base + s.offset) {
-      return false;
+  for (const EntryList::Entry& e : entries->entries()) {
+    if (e.second.is_tensor()) {
+      if (*next >= layout.slots.size() ||
+          !LeafMatches(e.second.tensor(), layout.slots[*next], impl, buffer.ctx->base)) {
+        return false;
+      }
+      ++*next;
+    } else if (e.second.is_tensordict()) {
+      if (!HeldLeavesMatch(e.second.tensordict(), buffer, next)) return false;
     }
   }
   return true;
 }
 
-bool HeldLeaves(const TensorDict& td, std::vector<at::Tensor>* out) {
-  const EntryList* entries = td.storage().held_entries();
-  if (entries == nullptr) return false;
-  for (const EntryList::Entry& e : entries->entries()) {
-    if (e.second.is_tensor()) {
-      out->push_back(e.second.tensor());
-    } else if (e.second.is_tensordict()) {
-      if (!HeldLeaves(e.second.tensordict(), out)) return false;
-    }
+}  // namespace
+
+bool LeavesMatch(const std::vector<at::Tensor>& leaves, const Buffer& buffer) {
+  const BufferLayout& layout = buffer.layout();
+  if (layout.slots.size() != leaves.size()) return false;
+  const c10::StorageImpl* impl = buffer.storage.unsafeGetStorageImpl();
+  for (size_t i = 0; i < leaves.size(); ++i) {
+    if (!LeafMatches(leaves[i], layout.slots[i], impl, buffer.ctx->base)) return false;
   }
   return true;
 }
@@ -243,10 +280,56 @@ bool SameStructure(const TensorDict& a, const TensorDict& b) {
   return true;
 }
 
+namespace {
+
+TensorDict RebuildLevel(const TensorDict& td, std::vector<at::Tensor>& views, size_t* next,
+                        const std::optional<at::Device>& device) {
+  const EntryList* held = td.storage().held_entries();
+  TORCH_INTERNAL_ASSERT(held != nullptr, "RebuildHeld: a level does not hold its entries");
+  std::vector<EntryList::Entry> entries;
+  entries.reserve(held->size());
+  for (const auto& [key, v] : held->entries()) {
+    if (v.is_tensor()) {
+      TORCH_INTERNAL_ASSERT(*next < views.size(), "RebuildHeld: too few views");
+      entries.emplace_back(key, std::move(views[(*next)++]));
+    } else if (v.is_tensordict()) {
+      const TensorDict& sub = v.tensordict();
+      std::optional<at::Device> sub_device = sub.device();
+      if (device != td.device()) sub_device = device;
+      entries.emplace_back(key, RebuildLevel(sub, views, next, sub_device));
+    } else {
+      entries.emplace_back(key, v);
+    }
+  }
+  std::shared_ptr<Storage> storage = MakeDenseStorage(td.batch_size().vec(), device);
+  storage->append_new(std::move(entries));
+  return TensorDict(std::move(storage));
+}
+
+}  // namespace
+
+TensorDict RebuildHeld(const TensorDict& td, std::vector<at::Tensor> views,
+                       std::optional<std::optional<at::Device>> device) {
+  size_t next = 0;
+  TensorDict out = RebuildLevel(td, views, &next, device ? *device : td.device());
+  TORCH_INTERNAL_ASSERT(next == views.size(), "RebuildHeld: ", views.size(), " views for ", next,
+                        " leaves");
+  return out;
+}
+
 std::optional<Buffer> BufferOfTensorDict(const TensorDict& td) {
-  std::vector<at::Tensor> leaves;
-  if (!HeldLeaves(td, &leaves)) return std::nullopt;
-  return BufferOf(leaves);
+  const at::Tensor* first = FirstHeldLeaf(td);
+  if (first == nullptr || !first->defined() || first->layout() != at::kStrided ||
+      !first->has_storage()) {
+    return std::nullopt;
+  }
+  Buffer b{first->storage(), ContextOf(first->storage())};
+  size_t matched = 0;
+  if (b.ctx == nullptr || !HeldLeavesMatch(td, b, &matched) ||
+      matched != b.layout().slots.size()) {
+    return std::nullopt;
+  }
+  return b;
 }
 
 std::optional<Buffer> BufferOf(const std::vector<at::Tensor>& leaves) {

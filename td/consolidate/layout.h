@@ -122,15 +122,20 @@ inline std::vector<at::Tensor> SlotViews(const Buffer& b) {
 // The buffer of a consolidated set of leaves (depth-first order), or nullopt when they are not
 // (NOTE [ Consolidated buffer layout ], "Recognition").
 std::optional<Buffer> BufferOf(const std::vector<at::Tensor>& leaves);
-// The tensor leaves of `td` in depth-first insertion order, read straight from the levels'
-// entries (no key copies) into `out`; false when some level does not hold its entries (lazy
-// backends: never consolidated).
-bool HeldLeaves(const TensorDict& td, std::vector<at::Tensor>* out);
 // True when `a` and `b` have the same keys, kinds (tensor / sub-TensorDict / other) and order at
 // every level; false otherwise or when a level does not hold its entries.
 bool SameStructure(const TensorDict& a, const TensorDict& b);
-// BufferOf(HeldLeaves(td)).
+// BufferOf(the leaves of `td` in depth-first insertion order), matched straight from the
+// levels' entries (no leaf list, no key or tensor copies); nullopt when some level does not hold
+// its entries (lazy backends: never consolidated).
 std::optional<Buffer> BufferOfTensorDict(const TensorDict& td);
+// A dense TensorDict of `td`'s structure (keys, order, batch sizes, non-tensor entries) holding
+// `views[i]` in place of leaf i, depth first; every level of `td` holds its entries (as when
+// BufferOfTensorDict(td) found a buffer). The root gets `device` (td's when nullopt); nested
+// levels keep theirs unless the root's changes. The consolidated operations' results are built
+// this way: no flattening, no key copies beyond the result's own.
+TensorDict RebuildHeld(const TensorDict& td, std::vector<at::Tensor> views,
+                       std::optional<std::optional<at::Device>> device = std::nullopt);
 // Whether `leaves` sit in `buffer` exactly as its layout says.
 bool LeavesMatch(const std::vector<at::Tensor>& leaves, const Buffer& buffer);
 

@@ -68,8 +68,8 @@ void PlaceNested(const EntryList* into, int into_depth, const TensorDict& sub,
 }
 
 int64_t EntryList::indexed_position(std::string_view key) const {
-  auto it = index_.find(absl::string_view(key.data(), key.size()));
-  return it == index_.end() ? -1 : it->second;
+  auto it = index_.find(key);
+  return it == index_.end() ? -1 : static_cast<int64_t>(*it);
 }
 
 std::vector<std::string> EntryList::keys() const {
@@ -94,7 +94,7 @@ size_t EntryList::set(std::string_view key, Value&& value) {
   entries_.emplace_back(std::string(key), std::move(value));
   const size_t pos = entries_.size() - 1;
   if (!index_.empty()) {
-    index_.emplace(entries_.back().first, static_cast<int64_t>(pos));
+    index_.insert(static_cast<uint32_t>(pos));
   } else if (entries_.size() > kIndexThreshold) {
     rebuild_index();
   }
@@ -135,7 +135,7 @@ void EntryList::rebuild_index() {
   if (entries_.size() <= kIndexThreshold) return;
   index_.reserve(entries_.size());
   for (size_t i = 0; i < entries_.size(); ++i) {
-    index_.emplace(entries_[i].first, static_cast<int64_t>(i));
+    index_.insert(static_cast<uint32_t>(i));
   }
 }
 

@@ -306,6 +306,31 @@ TEST(TensorDictTest, InsertionOrderKeptPastIndexThreshold) {
   EXPECT_EQ(t.get("1")[0].item<int64_t>(), 1);
 }
 
+// The index of a large level refers to entries by position: it must follow growth (the entries
+// reallocate), replacement, erasure, renames and results built whole (clone).
+TEST(TensorDictTest, LargeLevelsFindEveryKey) {
+  auto name = [](int i) { return "a_key_longer_than_the_small_string_buffer_" + std::to_string(i); };
+  TensorDict t({}, {2});
+  for (int i = 0; i < 200; ++i) {
+    t.set(name(i), at::full({2}, i));
+    ASSERT_EQ(t.get(name(i / 2))[0].item<int64_t>(), i / 2) << i;
+  }
+  t.set(name(7), at::full({2}, -7));  // replaced in place
+  EXPECT_EQ(t.get(name(7))[0].item<int64_t>(), -7);
+  t.del_(name(0));
+  t.rename_key_(name(1), "renamed");
+  EXPECT_FALSE(t.contains(name(0)));
+  EXPECT_FALSE(t.contains(name(1)));
+  EXPECT_FALSE(t.contains("a_key_longer_than_the_small_string_buffer_"));
+  TensorDict c = t.clone();
+  for (const TensorDict& d : {t, c}) {
+    EXPECT_EQ(d.get("renamed")[0].item<int64_t>(), 1);
+    for (int i = 2; i < 200; ++i) {
+      ASSERT_EQ(d.get(name(i))[0].item<int64_t>(), i == 7 ? -7 : i) << i;
+    }
+  }
+}
+
 TEST(TensorDictTest, SelectExcludeSplitKeys) {
   TensorDict t = Sample();
   t.set("long", TensorDict({{"q", at::ones({3, 4, 5})}}, {3, 4, 5}));

@@ -13,7 +13,8 @@
 #include <vector>
 
 #include "absl/base/attributes.h"
-#include "absl/container/flat_hash_map.h"
+#include "absl/container/flat_hash_set.h"
+#include "absl/hash/hash.h"
 #include "td/core/storage.h"
 
 namespace td {
@@ -48,6 +49,11 @@ ABSL_ATTRIBUTE_ALWAYS_INLINE inline bool SameBytes(const char* a, const char* b,
 class EntryList {
  public:
   using Entry = std::pair<std::string, Value>;
+
+  EntryList() = default;
+  // The index refers to this object's entries: an EntryList stays where it was made.
+  EntryList(const EntryList&) = delete;
+  EntryList& operator=(const EntryList&) = delete;
 
   size_t size() const { return entries_.size(); }
   bool empty() const { return entries_.empty(); }
@@ -98,8 +104,28 @@ class EntryList {
   friend void PlaceNested(const EntryList* into, int into_depth, const TensorDict& sub,
                           std::string_view key, bool record);
 
+  // The index holds positions into entries_ and hashes / compares them through the keys stored
+  // there (looked up by string_view), so building it copies no key.
+  struct PositionHash {
+    using is_transparent = void;
+    const std::vector<Entry>* entries;
+    size_t operator()(uint32_t i) const { return (*this)(std::string_view((*entries)[i].first)); }
+    size_t operator()(std::string_view key) const {
+      return absl::Hash<absl::string_view>()(absl::string_view(key.data(), key.size()));
+    }
+  };
+  struct PositionEq {
+    using is_transparent = void;
+    const std::vector<Entry>* entries;
+    bool operator()(uint32_t a, uint32_t b) const { return a == b; }  // keys are distinct
+    bool operator()(uint32_t a, std::string_view key) const { return (*entries)[a].first == key; }
+    bool operator()(std::string_view key, uint32_t a) const { return (*entries)[a].first == key; }
+  };
+
   std::vector<Entry> entries_;
-  absl::flat_hash_map<std::string, int64_t> index_;  // empty while size() <= kIndexThreshold
+  // Empty while size() <= kIndexThreshold.
+  absl::flat_hash_set<uint32_t, PositionHash, PositionEq> index_{0, PositionHash{&entries_},
+                                                                 PositionEq{&entries_}};
   // Raised through const pointers when a level is placed deeper (a property of the level's
   // position, not of its entries); written only by writes, which the caller serialises.
   mutable int depth_ = 0;
