@@ -68,6 +68,7 @@ void PlaceNested(const EntryList* into, int into_depth, const TensorDict& sub,
 }
 
 int64_t EntryList::indexed_position(std::string_view key) const {
+  if (!indexed_.load(std::memory_order_acquire)) build_index();
   auto it = index_.find(key);
   return it == index_.end() ? -1 : static_cast<int64_t>(*it);
 }
@@ -93,11 +94,7 @@ size_t EntryList::set(std::string_view key, Value&& value) {
   if (entries_.capacity() == 0) entries_.reserve(kInitialCapacity);
   entries_.emplace_back(std::string(key), std::move(value));
   const size_t pos = entries_.size() - 1;
-  if (!index_.empty()) {
-    index_.insert(static_cast<uint32_t>(pos));
-  } else if (entries_.size() > kIndexThreshold) {
-    rebuild_index();
-  }
+  if (indexed_.load(std::memory_order_relaxed)) index_.insert(static_cast<uint32_t>(pos));
   return pos;
 }
 
@@ -119,24 +116,29 @@ void EntryList::append_new(std::vector<Entry> entries) {
     entries_.reserve(entries_.size() + entries.size());
     for (Entry& e : entries) entries_.push_back(std::move(e));
   }
-  rebuild_index();
+  reset_index();
 }
 
 bool EntryList::erase(std::string_view key) {
   const int64_t i = position(key);
   if (i < 0) return false;
   entries_.erase(entries_.begin() + i);
-  rebuild_index();
+  reset_index();
   return true;
 }
 
-void EntryList::rebuild_index() {
+void EntryList::reset_index() {
+  indexed_.store(false, std::memory_order_relaxed);
   index_.clear();
-  if (entries_.size() <= kIndexThreshold) return;
+}
+
+void EntryList::build_index() const {
+  absl::MutexLock lock(&index_mu_);
+  if (indexed_.load(std::memory_order_relaxed)) return;  // another reader built it
+  index_.clear();
   index_.reserve(entries_.size());
-  for (size_t i = 0; i < entries_.size(); ++i) {
-    index_.insert(static_cast<uint32_t>(i));
-  }
+  for (size_t i = 0; i < entries_.size(); ++i) index_.insert(static_cast<uint32_t>(i));
+  indexed_.store(true, std::memory_order_release);
 }
 
 }  // namespace td

@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <map>
 #include <sstream>
+#include <thread>
 #include <unordered_map>
 
 #include "td/core/storage.h"
@@ -328,6 +329,27 @@ TEST(TensorDictTest, LargeLevelsFindEveryKey) {
     for (int i = 2; i < 200; ++i) {
       ASSERT_EQ(d.get(name(i))[0].item<int64_t>(), i == 7 ? -7 : i) << i;
     }
+  }
+}
+
+// NOTE [ Lazy key index ]: readers of a fresh result may build the index concurrently.
+TEST(TensorDictTest, ConcurrentReadersOfALargeLevelAllFindTheirKeys) {
+  TensorDict t({}, {});
+  for (int i = 0; i < 100; ++i) t.set("k" + std::to_string(i), at::full({}, i));
+  for (int round = 0; round < 20; ++round) {
+    const TensorDict fresh = t.clone();  // its index is not built yet
+    std::vector<int> wrong(4, 0);
+    std::vector<std::thread> readers;
+    for (int r = 0; r < 4; ++r) {
+      readers.emplace_back([&, r] {
+        for (int i = 0; i < 100; ++i) {
+          const int k = (i * 7 + r * 13) % 100;
+          if (fresh.get("k" + std::to_string(k)).item<int64_t>() != k) ++wrong[r];
+        }
+      });
+    }
+    for (std::thread& th : readers) th.join();
+    EXPECT_EQ(wrong, std::vector<int>(4, 0)) << round;
   }
 }
 

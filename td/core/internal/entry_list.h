@@ -4,6 +4,7 @@
 // this only stores and finds.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <cstring>
 #include <optional>
@@ -14,6 +15,7 @@
 
 #include "absl/base/attributes.h"
 #include "absl/container/flat_hash_set.h"
+#include "absl/synchronization/mutex.h"
 #include "absl/hash/hash.h"
 #include "td/core/storage.h"
 
@@ -63,7 +65,7 @@ class EntryList {
 
   // Position of `key`, or -1. Small levels (the common case) are scanned inline.
   int64_t position(std::string_view key) const {
-    if (!index_.empty()) return indexed_position(key);
+    if (entries_.size() > kIndexThreshold) return indexed_position(key);
     const size_t n = entries_.size();
     for (size_t i = 0; i < n; ++i) {
       const std::string& k = entries_[i].first;
@@ -96,9 +98,12 @@ class EntryList {
   // Most levels hold a handful of entries: the first set() allocates room for this many
   // (append_new brings its own vector, so an operation's result allocates once).
   static constexpr size_t kInitialCapacity = 8;
-  // Up to this many entries a linear scan beats hashing; past it the index is kept.
+  // Up to this many entries a linear scan beats hashing; past it lookups use the index.
   static constexpr size_t kIndexThreshold = 12;
-  void rebuild_index();
+  // Drops the index; the next lookup of a large level builds it again.
+  void reset_index();
+  // Builds the index if it is not built (safe from concurrent readers).
+  void build_index() const;
   int64_t indexed_position(std::string_view key) const;
 
   friend void PlaceNested(const EntryList* into, int into_depth, const TensorDict& sub,
@@ -123,9 +128,15 @@ class EntryList {
   };
 
   std::vector<Entry> entries_;
-  // Empty while size() <= kIndexThreshold.
-  absl::flat_hash_set<uint32_t, PositionHash, PositionEq> index_{0, PositionHash{&entries_},
-                                                                 PositionEq{&entries_}};
+  // NOTE [ Lazy key index ]: built by the first lookup of a large level, not when a level is
+  // filled: most operation results (clone, math, indexing) are iterated or consumed without a
+  // lookup by key. Concurrent readers of a const TensorDict may race to build it: `indexed_`
+  // (acquire / release) says it is complete, `index_mu_` lets one of them build it. Writers
+  // (serialised by the caller, like every write) keep a built index in step or drop it.
+  mutable absl::flat_hash_set<uint32_t, PositionHash, PositionEq> index_{
+      0, PositionHash{&entries_}, PositionEq{&entries_}};
+  mutable std::atomic<bool> indexed_{false};
+  mutable absl::Mutex index_mu_;
   // Raised through const pointers when a level is placed deeper (a property of the level's
   // position, not of its entries); written only by writes, which the caller serialises.
   mutable int depth_ = 0;
