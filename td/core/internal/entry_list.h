@@ -15,33 +15,32 @@
 
 #include "absl/base/attributes.h"
 #include "absl/container/flat_hash_set.h"
-#include "absl/synchronization/mutex.h"
 #include "absl/hash/hash.h"
+#include "absl/synchronization/mutex.h"
 #include "td/core/storage.h"
 
 namespace td {
+
+namespace entry_list_internal {
+// The first and last sizeof(Word) bytes of a and b are equal (n >= sizeof(Word)).
+template <class Word>
+ABSL_ATTRIBUTE_ALWAYS_INLINE inline bool SameEnds(const char* a, const char* b, size_t n) {
+  Word a0, b0, a1, b1;
+  std::memcpy(&a0, a, sizeof(Word));
+  std::memcpy(&b0, b, sizeof(Word));
+  std::memcpy(&a1, a + n - sizeof(Word), sizeof(Word));
+  std::memcpy(&b1, b + n - sizeof(Word), sizeof(Word));
+  return ((a0 ^ b0) | (a1 ^ b1)) == 0;
+}
+}  // namespace entry_list_internal
 
 // True when the n bytes at a and b are equal. Keys are short: up to 16 bytes this is two
 // overlapping word compares inline (no call into libc's memcmp, whose call costs as much as a
 // whole small-level lookup).
 ABSL_ATTRIBUTE_ALWAYS_INLINE inline bool SameBytes(const char* a, const char* b, size_t n) {
-  if (n >= 8) {
-    if (n > 16) return std::memcmp(a, b, n) == 0;
-    uint64_t a0, b0, a1, b1;
-    std::memcpy(&a0, a, 8);
-    std::memcpy(&b0, b, 8);
-    std::memcpy(&a1, a + n - 8, 8);
-    std::memcpy(&b1, b + n - 8, 8);
-    return ((a0 ^ b0) | (a1 ^ b1)) == 0;
-  }
-  if (n >= 4) {
-    uint32_t a0, b0, a1, b1;
-    std::memcpy(&a0, a, 4);
-    std::memcpy(&b0, b, 4);
-    std::memcpy(&a1, a + n - 4, 4);
-    std::memcpy(&b1, b + n - 4, 4);
-    return ((a0 ^ b0) | (a1 ^ b1)) == 0;
-  }
+  if (n > 16) return std::memcmp(a, b, n) == 0;
+  if (n >= 8) return entry_list_internal::SameEnds<uint64_t>(a, b, n);
+  if (n >= 4) return entry_list_internal::SameEnds<uint32_t>(a, b, n);
   for (size_t i = 0; i < n; ++i) {
     if (a[i] != b[i]) return false;
   }
