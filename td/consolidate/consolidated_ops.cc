@@ -135,10 +135,10 @@ TensorDict clone(const TensorDict& td) {
   at::Tensor dst = src.device().is_cpu()
                        ? consolidate_internal::AllocateHost(src.numel(), at::kByte)
                        : at::empty({src.numel()}, src.options());
-  if (src.device().is_cpu()) {
+  if (src.device().is_cpu() && src.numel() < kMemcpyBytes) {
     if (src.numel() > 0) std::memcpy(dst.data_ptr(), src.data_ptr(), src.numel());
   } else {
-    dst.copy_(src);
+    dst.copy_(src);  // large: spread over LibTorch's threads (which also fault the pages in)
   }
   return Rebuilt(td, dst, b->ctx->layout);
 }
