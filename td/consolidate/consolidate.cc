@@ -106,7 +106,7 @@ TensorDict consolidate(const TensorDict& td, const ConsolidateOptions& options) 
   const std::vector<at::Tensor>& leaves = tree.leaves();
   for (size_t i = 0; i < leaves.size(); ++i) {
     if (leaves[i].layout() != at::kStrided) {
-      Fail<ValueError>("consolidate: the leaf ", tree.key(i).repr(), " is a ",
+      TD_FAIL(ValueError, "consolidate: the leaf ", tree.key(i).repr(), " is a ",
                        leaves[i].layout(), " tensor; only strided tensors can be consolidated");
     }
   }
@@ -121,7 +121,7 @@ TensorDict consolidate(const TensorDict& td, const ConsolidateOptions& options) 
     device = leaves[0].device();
   }
   if (options.filename() && !device.is_cpu()) {
-    Fail<ValueError>("consolidate: filename and device ", device,
+    TD_FAIL(ValueError, "consolidate: filename and device ", device,
                      " are exclusive (a consolidated file is on the CPU)");
   }
   auto layout = std::make_shared<BufferLayout>(BufferLayout::Plan(leaves));

@@ -44,7 +44,7 @@ TensorDict Rebuilt(const TensorDict& td, const at::Tensor& owner,
 // ValueError when it has another number of elements.
 at::Tensor FlatResult(const at::Tensor& out, const at::Tensor& whole, const char* op) {
   if (out.numel() != whole.numel()) {
-    Fail<ValueError>("td::consolidated::", op, ": the function returned ", out.numel(),
+    TD_FAIL(ValueError, "td::consolidated::", op, ": the function returned ", out.numel(),
                      " elements for a buffer of ", whole.numel(),
                      ": it must be element-wise (same number of elements as its input)");
   }

@@ -45,13 +45,13 @@ Json LevelJson(const TensorDict& t, const std::vector<std::string>& prefix) {
     parts.push_back(k);
     if (value.is_tensor()) {
       if (k.rfind("<NJT", 0) == 0) {
-        Fail<ValueError>("consolidated file: the leaf ", NestedKey(parts).repr(),
+        TD_FAIL(ValueError, "consolidated file: the leaf ", NestedKey(parts).repr(),
                          " starts with \"<NJT\", which the format reserves for nested tensors");
       }
       level["leaves"][k] = nullptr;
     } else if (value.is_tensordict()) {
       if (IsReservedLevelKey(k)) {
-        Fail<ValueError>("consolidated file: the sub-TensorDict ", NestedKey(parts).repr(),
+        TD_FAIL(ValueError, "consolidated file: the sub-TensorDict ", NestedKey(parts).repr(),
                          " has a name the format uses for its own fields (cls, non_tensors, "
                          "leaves, cls_metadata, size)");
       }
@@ -75,7 +75,7 @@ Json LevelJson(const TensorDict& t, const std::vector<std::string>& prefix) {
 }
 
 [[noreturn]] void Bad(const std::string& file, const std::string& what) {
-  Fail<MemmapError>("consolidated file ", file, ": ", what);
+  TD_FAIL(MemmapError, "consolidated file ", file, ": ", what);
 }
 
 int64_t GetInt(const Json& v, const std::string& file, const std::string& what) {
@@ -220,7 +220,7 @@ std::string DumpMetadata(const TensorDict& td, const BufferLayout& layout,
   try {
     return meta.dump();
   } catch (const nlohmann::json::exception& e) {
-    Fail<ValueError>("consolidated file ", filename,
+    TD_FAIL(ValueError, "consolidated file ", filename,
                      ": a key or non-tensor value is not valid UTF-8 (", e.what(), ")");
   }
 }
@@ -233,14 +233,14 @@ PendingFile::PendingFile(std::string filename, int64_t data_bytes, const std::st
   const int64_t total = data_bytes + meta_bytes + 8;
   int fd = ::open(tmp_.c_str(), O_CREAT | O_EXCL | O_WRONLY | O_CLOEXEC, 0644);
   if (fd < 0) {
-    Fail<MemmapError>("consolidated file ", filename_, ": cannot create ", tmp_, ": ",
+    TD_FAIL(MemmapError, "consolidated file ", filename_, ": cannot create ", tmp_, ": ",
                       std::strerror(errno));
   }
   if (::ftruncate(fd, total) != 0) {
     const int err = errno;
     ::close(fd);
     ::unlink(tmp_.c_str());
-    Fail<MemmapError>("consolidated file ", filename_, ": cannot size ", tmp_, " to ", total,
+    TD_FAIL(MemmapError, "consolidated file ", filename_, ": cannot size ", tmp_, " to ", total,
                       " bytes: ", std::strerror(err));
   }
   ::close(fd);
@@ -248,7 +248,7 @@ PendingFile::PendingFile(std::string filename, int64_t data_bytes, const std::st
     mapping_ = at::from_file(tmp_, /*shared=*/true, total, at::TensorOptions().dtype(at::kByte));
   } catch (const c10::Error& e) {
     ::unlink(tmp_.c_str());
-    Fail<MemmapError>("consolidated file ", filename_, ": cannot map ", tmp_, ": ",
+    TD_FAIL(MemmapError, "consolidated file ", filename_, ": cannot map ", tmp_, ": ",
                       e.what_without_backtrace());
   }
   auto* p = static_cast<uint8_t*>(mapping_.data_ptr());
@@ -262,7 +262,7 @@ PendingFile::~PendingFile() {
 
 void PendingFile::Commit() {
   if (::rename(tmp_.c_str(), filename_.c_str()) != 0) {
-    Fail<MemmapError>("consolidated file ", filename_, ": cannot rename ", tmp_, " into place: ",
+    TD_FAIL(MemmapError, "consolidated file ", filename_, ": cannot rename ", tmp_, " into place: ",
                       std::strerror(errno));
   }
   committed_ = true;
@@ -287,7 +287,7 @@ void save_consolidated(const TensorDict& td, const std::string& filename) {
   const std::string tmp = c10::str(filename, ".tmp.", ::getpid(), ".s", counter++);
   int fd = ::open(tmp.c_str(), O_CREAT | O_EXCL | O_WRONLY | O_CLOEXEC, 0644);
   if (fd < 0) {
-    Fail<MemmapError>("consolidated file ", filename, ": cannot create ", tmp, ": ",
+    TD_FAIL(MemmapError, "consolidated file ", filename, ": cannot create ", tmp, ": ",
                       std::strerror(errno));
   }
   const int64_t meta_bytes = static_cast<int64_t>(meta.size());
@@ -304,7 +304,7 @@ void save_consolidated(const TensorDict& td, const std::string& filename) {
         const int err = errno;
         ::close(fd);
         ::unlink(tmp.c_str());
-        Fail<MemmapError>("consolidated file ", filename, ": cannot write ", tmp, ": ",
+        TD_FAIL(MemmapError, "consolidated file ", filename, ": cannot write ", tmp, ": ",
                           std::strerror(err));
       }
       c += w;
@@ -318,7 +318,7 @@ void save_consolidated(const TensorDict& td, const std::string& filename) {
   if (::rename(tmp.c_str(), filename.c_str()) != 0) {
     const int err = errno;
     ::unlink(tmp.c_str());
-    Fail<MemmapError>("consolidated file ", filename, ": cannot rename ", tmp, " into place: ",
+    TD_FAIL(MemmapError, "consolidated file ", filename, ": cannot rename ", tmp, " into place: ",
                       std::strerror(err));
   }
 }

@@ -71,21 +71,21 @@ TensorDict FinishApply(const TensorDict& self, const internal::LeafTree& tree,
 void CheckInPlaceValue(const NestedKey& key, const at::Tensor& leaf, const at::Tensor& value,
                        const char* op, const char* what) {
   if (value.sizes() != leaf.sizes()) {
-    Fail<ValueError>(op, ": ", what, " for key ", key.repr(), " has shape ",
+    TD_FAIL(ValueError, op, ": ", what, " for key ", key.repr(), " has shape ",
                      SizeRepr(value.sizes()), " but the leaf has shape ", SizeRepr(leaf.sizes()),
                      ": in-place results must have exactly the leaf's shape (no broadcasting, as "
                      "for set_: expand the result to the leaf's shape on purpose, or use apply() "
                      "for a new TensorDict)");
   }
   if (leaf.is_meta() && !value.is_meta()) {
-    Fail<ValueError>(op, ": the leaf under key ", key.repr(), " (shape ", SizeRepr(leaf.sizes()),
+    TD_FAIL(ValueError, op, ": the leaf under key ", key.repr(), " (shape ", SizeRepr(leaf.sizes()),
                      ") is a meta tensor and holds no data to copy ", what, " into");
   }
   try {
     at::assert_no_internal_overlap(leaf);
     at::assert_no_partial_overlap(leaf, value);
   } catch (const c10::Error& e) {
-    Fail<ValueError>(op, ": cannot copy ", what, " for key ", key.repr(), " (shape ",
+    TD_FAIL(ValueError, op, ": cannot copy ", what, " for key ", key.repr(), " (shape ",
                      SizeRepr(value.sizes()), ") into the leaf (shape ", SizeRepr(leaf.sizes()),
                      "): ", e.what_without_backtrace(),
                      " (expected a result that is the leaf itself or does not share its memory; "
@@ -216,7 +216,7 @@ TensorDict ToDenseImpl(const TensorDict& src, const NestedKey* prefix) {
   std::vector<std::string> exclusive =
       s.lazy() != nullptr ? s.lazy()->exclusive_keys() : std::vector<std::string>();
   if (!exclusive.empty()) {
-    Fail<KeyError>("cannot make a dense TensorDict", prefix ? " under " : "",
+    TD_FAIL(KeyError, "cannot make a dense TensorDict", prefix ? " under " : "",
                    prefix ? prefix->repr() : "", ": keys ", KeysRepr(exclusive),
                    " are held by only some of the stacked TensorDicts (keys() lists the common "
                    "ones); select(keys()) first to drop them, or set them on every member");

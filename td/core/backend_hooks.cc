@@ -17,7 +17,7 @@ std::atomic<const SharedMemoryHooks*> g_shared_memory{nullptr};
 const MemmapHooks& Memmap(const char* member) {
   const MemmapHooks* h = g_memmap.load(std::memory_order_acquire);
   if (h == nullptr) {
-    Fail<c10::Error>("TensorDict::", member,
+    TD_FAIL(c10::Error, "TensorDict::", member,
                      " needs the memmap backend, which is not linked into this program: add "
                      "\"@tensordict//td/backends/memmap\" (//td/backends/memmap inside the "
                      "tensordict workspace) to the deps of your target");
@@ -28,7 +28,7 @@ const MemmapHooks& Memmap(const char* member) {
 const SharedMemoryHooks& SharedMemory(const char* member) {
   const SharedMemoryHooks* h = g_shared_memory.load(std::memory_order_acquire);
   if (h == nullptr) {
-    Fail<c10::Error>("TensorDict::", member,
+    TD_FAIL(c10::Error, "TensorDict::", member,
                      " needs the shared_memory backend, which is not linked into this program: "
                      "add \"@tensordict//td/backends/shared_memory\" "
                      "(//td/backends/shared_memory inside the tensordict workspace) to the deps "

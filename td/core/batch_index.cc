@@ -33,14 +33,14 @@ BatchIndex ExpandBatchIndex(at::ArrayRef<TensorIndex> indices, at::IntArrayRef b
   int ellipses = 0;
   for (const TensorIndex& index : indices) {
     if (index.is_tensor() && !index.tensor().defined()) {
-      Fail<IndexError>(op, ": an index tensor is undefined");
+      TD_FAIL(IndexError, op, ": an index tensor is undefined");
     }
     if (index.is_ellipsis()) ++ellipses;
     consumed += ConsumedDims(index);
   }
-  if (ellipses > 1) Fail<IndexError>(op, ": an index can only have a single Ellipsis");
+  if (ellipses > 1) TD_FAIL(IndexError, op, ": an index can only have a single Ellipsis");
   if (consumed > bd) {
-    Fail<IndexError>("too many indices for a TensorDict with batch size ", SizeRepr(batch),
+    TD_FAIL(IndexError, "too many indices for a TensorDict with batch size ", SizeRepr(batch),
                      ": the index covers ", consumed, " dims but there are only ", bd,
                      " batch dims");
   }
@@ -53,12 +53,12 @@ BatchIndex ExpandBatchIndex(at::ArrayRef<TensorIndex> indices, at::IntArrayRef b
     if (index.is_integer()) {
       const int64_t v = AsInt(index.integer());
       if (v < -batch[dim] || v >= batch[dim]) {
-        Fail<IndexError>("index ", v, " is out of range for batch dim ", dim, " of size ",
+        TD_FAIL(IndexError, "index ", v, " is out of range for batch dim ", dim, " of size ",
                          batch[dim], " (TensorDict batch size ", SizeRepr(batch), ")");
       }
     } else if (index.is_slice()) {
       if (AsInt(index.slice().step()) < 0) {
-        Fail<ValueError>(op, ": negative slice steps are not supported (as for torch tensors): ",
+        TD_FAIL(ValueError, op, ": negative slice steps are not supported (as for torch tensors): ",
                          "the slice with step ", AsInt(index.slice().step()), " at position ",
                          position, " applies to batch dim ", dim, " of batch size ",
                          SizeRepr(batch), " (use flip(", dim, ") to reverse it)");
@@ -72,7 +72,7 @@ BatchIndex ExpandBatchIndex(at::ArrayRef<TensorIndex> indices, at::IntArrayRef b
       const at::Tensor& t = index.tensor();
       const bool mask = IsMask(t);
       if (mask && n > 0 && t.sizes() != batch.slice(dim, n)) {
-        Fail<IndexError>("the mask of shape ", SizeRepr(t.sizes()), " does not match batch dims ",
+        TD_FAIL(IndexError, "the mask of shape ", SizeRepr(t.sizes()), " does not match batch dims ",
                          dim, "..", dim + n - 1, " of the TensorDict's batch size ",
                          SizeRepr(batch), " (expected a mask of shape ",
                          SizeRepr(batch.slice(dim, n)), ")");
@@ -129,7 +129,7 @@ std::vector<int64_t> Positions(const TensorIndex& index, int64_t size, bool* sin
     const int64_t i = AsInt(index.integer());
     const int64_t p = i < 0 ? i + size : i;
     if (p < 0 || p >= size) {
-      Fail<IndexError>("index ", i, " is out of bounds for a dim of size ", size);
+      TD_FAIL(IndexError, "index ", i, " is out of bounds for a dim of size ", size);
     }
     *single = true;
     out.push_back(p);
@@ -139,7 +139,7 @@ std::vector<int64_t> Positions(const TensorIndex& index, int64_t size, bool* sin
     // Python's slice semantics (what Tensor::index does for a slice).
     const auto& s = index.slice();
     const int64_t step = AsInt(s.step());
-    if (step <= 0) Fail<ValueError>("slice step must be positive, got ", step);
+    if (step <= 0) TD_FAIL(ValueError, "slice step must be positive, got ", step);
     auto clamp = [size](int64_t v) {
       if (v < 0) v += size;
       return std::min(std::max<int64_t>(v, 0), size);

@@ -30,7 +30,7 @@ std::vector<int64_t> WrapDims(const TensorDict& td, at::IntArrayRef dims, const 
   for (int64_t d : dims) {
     const int64_t w = WrapBatchDim(d, td.batch_dims(), td.batch_size(), op);
     if (std::find(ds.begin(), ds.end(), w) != ds.end()) {
-      Fail<ValueError>(op, ": dim ", d, " appears twice in ", dims);
+      TD_FAIL(ValueError, op, ": dim ", d, " appears twice in ", dims);
     }
     ds.push_back(w);
   }
@@ -144,7 +144,7 @@ at::Tensor NewTensor(const at::Tensor& leaf, const at::Tensor& data, const NewOp
 at::Device NormalizeDevice(at::Device device) {
   if (device.has_index() || device.is_cpu() || device.type() == at::kMeta) return device;
   if (!c10::impl::hasDeviceGuardImpl(device.type())) {
-    Fail<c10::Error>("device ", device.str(),
+    TD_FAIL(c10::Error, "device ", device.str(),
                      " is not available: this LibTorch build has no support for it");
   }
   const at::Device current = c10::impl::getDeviceGuardImpl(device.type())->getDevice();
@@ -296,7 +296,7 @@ TensorDict TensorDict::new_full(at::IntArrayRef size, const at::Scalar& fill_val
 }
 
 TensorDict TensorDict::new_tensor(const at::Tensor& data, const NewOptions& o) const {
-  if (!data.defined()) Fail<ValueError>("new_tensor: data is an undefined tensor");
+  if (!data.defined()) TD_FAIL(ValueError, "new_tensor: data is an undefined tensor");
   LeafTree tree(*this);
   std::vector<at::Tensor> out = MapEach(
       tree, [&](size_t, const at::Tensor& x) { return NewTensor(x, data, o); }, "new_tensor of");
@@ -328,7 +328,7 @@ TensorDict TensorDict::broadcast_to(at::IntArrayRef shape) const { return expand
 
 TensorDict TensorDict::movedim(at::IntArrayRef source, at::IntArrayRef destination) const {
   if (source.size() != destination.size()) {
-    Fail<ValueError>("movedim: source ", source, " and destination ", destination,
+    TD_FAIL(ValueError, "movedim: source ", source, " and destination ", destination,
                      " must have the same number of dims");
   }
   const std::vector<int64_t> src = WrapDims(*this, source, "movedim");
@@ -351,7 +351,7 @@ TensorDict TensorDict::movedim(at::IntArrayRef source, at::IntArrayRef destinati
 
 std::vector<TensorDict> TensorDict::tensor_split(int64_t sections, int64_t dim) const {
   if (sections < 1) {
-    Fail<ValueError>("tensor_split: the number of sections must be at least 1, got ", sections);
+    TD_FAIL(ValueError, "tensor_split: the number of sections must be at least 1, got ", sections);
   }
   const int64_t d = WrapBatchDim(dim, batch_dims(), batch_size(), "tensor_split");
   const int64_t len = batch_size()[d];

@@ -32,7 +32,7 @@ TensorDict ZipImpl(const TensorDict& a, const TensorDict& b,
     if (!sa.contains(k)) only_b.push_back(k);
   }
   if (!only_a.empty() || !only_b.empty()) {
-    Fail<KeyError>("the TensorDicts have different keys", prefix ? " under " : "",
+    TD_FAIL(KeyError, "the TensorDicts have different keys", prefix ? " under " : "",
                    prefix ? prefix->repr() : "", ": only in the first: ", KeysRepr(only_a),
                    ", only in the second: ", KeysRepr(only_b));
   }
@@ -103,7 +103,7 @@ bool allclose(const TensorDict& a, const TensorDict& b, const AllCloseOptions& o
 
 void assert_allclose(const TensorDict& a, const TensorDict& b, const AllCloseOptions& options) {
   if (a.batch_size() != b.batch_size()) {
-    Fail<BatchSizeError>("batch sizes differ: ", SizeRepr(a.batch_size()), " vs ",
+    TD_FAIL(BatchSizeError, "batch sizes differ: ", SizeRepr(a.batch_size()), " vs ",
                          SizeRepr(b.batch_size()));
   }
   const KeysOptions all_leaves = KeysOptions().include_nested(true).leaves_only(true);
@@ -118,19 +118,19 @@ void assert_allclose(const TensorDict& a, const TensorDict& b, const AllCloseOpt
     if (!sa.contains(k)) only_b.push_back(k);
   }
   if (!only_a.empty() || !only_b.empty()) {
-    Fail<KeyError>("the TensorDicts have different keys: only in the first: ", KeysRepr(only_a),
+    TD_FAIL(KeyError, "the TensorDicts have different keys: only in the first: ", KeysRepr(only_a),
                    ", only in the second: ", KeysRepr(only_b));
   }
   for (const NestedKey& k : ka) {
     Value va = a.get_value(k);
     Value vb = b.get_value(k);
     if (va.kind() != vb.kind()) {
-      Fail<c10::Error>("key ", k.repr(), " is a ", va.kind(), " in the first and a ", vb.kind(),
+      TD_FAIL(c10::Error, "key ", k.repr(), " is a ", va.kind(), " in the first and a ", vb.kind(),
                        " in the second");
     }
     if (va.is_non_tensor()) {
       if (va.non_tensor() != vb.non_tensor()) {
-        Fail<c10::Error>("key ", k.repr(), " differs: ", va.non_tensor().dump(), " vs ",
+        TD_FAIL(c10::Error, "key ", k.repr(), " differs: ", va.non_tensor().dump(), " vs ",
                          vb.non_tensor().dump());
       }
       continue;
@@ -138,11 +138,11 @@ void assert_allclose(const TensorDict& a, const TensorDict& b, const AllCloseOpt
     const at::Tensor& ta = va.tensor();
     const at::Tensor& tb = vb.tensor();
     if (ta.sizes() != tb.sizes()) {
-      Fail<c10::Error>("key ", k.repr(), " has shape ", SizeRepr(ta.sizes()), " vs ",
+      TD_FAIL(c10::Error, "key ", k.repr(), " has shape ", SizeRepr(ta.sizes()), " vs ",
                        SizeRepr(tb.sizes()));
     }
     if (ta.scalar_type() != tb.scalar_type()) {
-      Fail<c10::Error>("key ", k.repr(), " has dtype ", DtypeName(ta.scalar_type()), " vs ",
+      TD_FAIL(c10::Error, "key ", k.repr(), " has dtype ", DtypeName(ta.scalar_type()), " vs ",
                        DtypeName(tb.scalar_type()));
     }
     const bool floating = ta.is_floating_point() || ta.is_complex();
@@ -155,7 +155,7 @@ void assert_allclose(const TensorDict& a, const TensorDict& b, const AllCloseOpt
         detail = absl::StrCat(" (max abs difference ",
                               (ta - tb.to(ta.device())).abs().max().item<double>(), ")");
       }
-      Fail<c10::Error>("key ", k.repr(), " differs", detail);
+      TD_FAIL(c10::Error, "key ", k.repr(), " differs", detail);
     }
   }
 }

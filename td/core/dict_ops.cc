@@ -69,7 +69,7 @@ TensorDict& TensorDict::update(const TensorDict& other, const UpdateOptions& opt
     const std::vector<Item> all = other.items(leaves);
     for (const NestedKey& k : *options.keys_to_update()) {
       if (!other.contains(k)) {
-        Fail<KeyError>("update: key ", k.repr(), " of keys_to_update is not in the other TensorDict");
+        TD_FAIL(KeyError, "update: key ", k.repr(), " of keys_to_update is not in the other TensorDict");
       }
       for (const Item& item : all) {
         if (item.first.starts_with(k)) entries.push_back(item);
@@ -88,13 +88,13 @@ TensorDict& TensorDict::update(const TensorDict& other, const UpdateOptions& opt
       const at::Tensor& dst = mine->tensor();
       const at::Tensor& src = item.second.tensor();
       if (dst.sizes() != src.sizes()) {
-        Fail<ValueError>("update(inplace): key ", item.first.repr(), " has shape ",
+        TD_FAIL(ValueError, "update(inplace): key ", item.first.repr(), " has shape ",
                          SizeRepr(dst.sizes()), " but the new value has shape ",
                          SizeRepr(src.sizes()));
       }
       inplace[i] = true;
     } else if (is_locked() && !mine) {
-      Fail<LockedError>("update: cannot add key ", item.first.repr(),
+      TD_FAIL(LockedError, "update: cannot add key ", item.first.repr(),
                         " to a locked TensorDict (unlock_() first)");
     } else if (item.second.is_tensor()) {
       // The batch size of the level the tensor goes to (when that level exists already).
@@ -106,7 +106,7 @@ TensorDict& TensorDict::update(const TensorDict& other, const UpdateOptions& opt
       }
       const at::Tensor& t = item.second.tensor();
       if (level && !internal::StartsWith(t.sizes(), level->batch_size())) {
-        Fail<BatchSizeError>("update: batch size mismatch for key ", item.first.repr(),
+        TD_FAIL(BatchSizeError, "update: batch size mismatch for key ", item.first.repr(),
                              ": the value's shape ", SizeRepr(t.sizes()),
                              " does not start with the batch size ",
                              SizeRepr(level->batch_size()));
@@ -162,7 +162,7 @@ TensorDict& TensorDict::update_at_(const TensorDict& other,
   if (!missing.empty()) {
     std::string names;
     for (const NestedKey& k : missing) names += (names.empty() ? "" : ", ") + k.repr();
-    Fail<KeyError>("update_at_: keys [", names,
+    TD_FAIL(KeyError, "update_at_: keys [", names,
                    "] of the other TensorDict are not in this one (update_at_ writes existing "
                    "keys only)");
   }
@@ -173,7 +173,7 @@ TensorDict& TensorDict::update_at_(const TensorDict& other,
 
 TensorDict::Item TensorDict::popitem() {
   std::vector<NestedKey> ks = keys();
-  if (ks.empty()) Fail<KeyError>("popitem(): the TensorDict is empty");
+  if (ks.empty()) TD_FAIL(KeyError, "popitem(): the TensorDict is empty");
   NestedKey last = ks.back();
   Value v = pop(last);
   return Item(std::move(last), std::move(v));
@@ -187,7 +187,7 @@ Value TensorDict::setdefault(const NestedKey& key, Value default_value) {
 
 TensorDict& TensorDict::clear() {
   if (is_locked() && size() > 0) {
-    Fail<LockedError>("clear(): cannot remove the entries of a locked TensorDict (unlock_() first)");
+    TD_FAIL(LockedError, "clear(): cannot remove the entries of a locked TensorDict (unlock_() first)");
   }
   for (const NestedKey& k : keys()) del_(k);
   return *this;
@@ -255,7 +255,7 @@ TensorDict& TensorDict::load_state_dict(const StateDict& state, bool strict,
   for (const auto& entry : state.metadata) {
     const std::optional<at::Device>& d = entry.value().device;
     if (entry.key().empty() && d && device() && *d != *device()) {
-      Fail<ValueError>("load_state_dict: the state dict was saved on device ", d->str(),
+      TD_FAIL(ValueError, "load_state_dict: the state dict was saved on device ", d->str(),
                        " but this TensorDict is on ", device()->str());
     }
   }

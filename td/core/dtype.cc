@@ -33,7 +33,7 @@ std::string DtypeName(c10::ScalarType dtype) {
   for (const auto& s : kSpellings) {
     if (s.type == dtype) return std::string(s.name);
   }
-  Fail<TypeError>("dtype ", dtype, " has no tensordict spelling");
+  TD_FAIL(TypeError, "dtype ", dtype, " has no tensordict spelling");
 }
 
 std::optional<c10::ScalarType> ParseDtypeName(std::string_view name) {

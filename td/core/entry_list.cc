@@ -36,7 +36,7 @@ void PlaceNested(const EntryList* into, int into_depth, const TensorDict& sub,
     Pending p = std::move(stack.back());
     stack.pop_back();
     if (p.depth > kMaxNestingDepth) {
-      Fail<NestingError>("cannot set key ", key, ": it would nest a TensorDict ", p.depth,
+      TD_FAIL(NestingError, "cannot set key ", key, ": it would nest a TensorDict ", p.depth,
                          " levels deep, and TensorDicts nest at most ", kMaxNestingDepth,
                          " levels (td::kMaxNestingDepth; the level written into is at depth ",
                          into_depth, ")");
@@ -44,7 +44,7 @@ void PlaceNested(const EntryList* into, int into_depth, const TensorDict& sub,
     const EntryList* held = p.storage->held_entries();
     if (held != nullptr) {
       if (held == into) {
-        Fail<NestingError>("cannot set key ", key,
+        TD_FAIL(NestingError, "cannot set key ", key,
                            ": the value contains the TensorDict it is set into (a TensorDict "
                            "cannot contain itself)");
       }

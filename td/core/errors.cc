@@ -2,19 +2,19 @@
 
 namespace td {
 
-void ThrowIfError(const absl::Status& status) {
+void ThrowIfError(const absl::Status& status, const compat::SourceLoc& loc) {
   if (status.ok()) return;
   std::string msg(status.message());
   switch (status.code()) {
     case absl::StatusCode::kNotFound:
-      throw KeyError(std::move(msg), std::string());
+      throw compat::MakeError<KeyError>(loc, std::move(msg));
     case absl::StatusCode::kInvalidArgument:
     case absl::StatusCode::kFailedPrecondition:
-      throw ValueError(std::move(msg), std::string());
+      throw compat::MakeError<ValueError>(loc, std::move(msg));
     case absl::StatusCode::kOutOfRange:
-      throw IndexError(std::move(msg), std::string());
+      throw compat::MakeError<IndexError>(loc, std::move(msg));
     default:
-      throw c10::Error(std::move(msg), std::string());
+      throw compat::MakeError<c10::Error>(loc, std::move(msg));
   }
 }
 

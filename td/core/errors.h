@@ -17,6 +17,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "td/compat/torch.h"
 
 namespace td {
 
@@ -70,21 +71,33 @@ using TypeError = c10::TypeError;
 using ValueError = c10::ValueError;
 using IndexError = c10::IndexError;
 
-// Throws `E` with the pieces streamed together (anything with an `operator<<`).
-// Example: `td::Fail<td::KeyError>("key ", key, " not found");`
-template <class E = c10::Error, class... Args>
-[[noreturn]] void Fail(const Args&... args) {
-  throw E(c10::str(args...), std::string());
+// Throws `E` with the pieces streamed together (anything with an `operator<<`), recording the
+// caller's function, file and line (td/compat/torch.h, MakeError): the one way the library
+// raises its errors.
+//   TD_FAIL(td::KeyError, "key ", key, " not found");
+// e.what() is the message plus the line "Exception raised from <function> at <file>:<line>";
+// e.what_without_backtrace() is the message alone.
+#define TD_FAIL(E, ...)                                                                        \
+  ::td::internal::FailAt<E>(                                                                   \
+      ::td::compat::SourceLoc{__func__, __FILE__, static_cast<uint32_t>(__LINE__)}, __VA_ARGS__)
+
+namespace internal {
+template <class E, class... Args>
+[[noreturn]] void FailAt(const compat::SourceLoc& loc, const Args&... args) {
+  throw compat::MakeError<E>(loc, c10::str(args...));
 }
+}  // namespace internal
 
 // See NOTE [ Errors: exceptions at the API, Status inside ]. Throws c10::Error (or the type
 // matching the status code: kNotFound -> KeyError, kInvalidArgument -> ValueError,
-// kOutOfRange -> IndexError) carrying the status message.
-void ThrowIfError(const absl::Status& status);
+// kOutOfRange -> IndexError) carrying the status message and the caller's location.
+void ThrowIfError(const absl::Status& status,
+                  const compat::SourceLoc& loc = compat::SourceLoc::current());
 
 template <class T>
-T ValueOrThrow(absl::StatusOr<T> value) {
-  ThrowIfError(value.status());
+T ValueOrThrow(absl::StatusOr<T> value,
+               const compat::SourceLoc& loc = compat::SourceLoc::current()) {
+  ThrowIfError(value.status(), loc);
   return *std::move(value);
 }
 

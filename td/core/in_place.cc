@@ -19,7 +19,7 @@ void WriteBack(TensorDict& td, const TensorDict& dense, bool may_create) {
     for (size_t i = 0; i < leaves.size(); ++i) {
       exists[i] = td.contains(leaves[i].first);
       if (!exists[i] && td.is_locked()) {
-        Fail<LockedError>("cannot create key ", leaves[i].first.repr(),
+        TD_FAIL(LockedError, "cannot create key ", leaves[i].first.repr(),
                           ": the TensorDict is locked (call unlock_() first)");
       }
     }
@@ -45,7 +45,7 @@ void WriteLeaves(TensorDict& td, const char* what, absl::FunctionRef<void(const 
   }
   if (lazy == LazyLevels::kReject) {
     const std::optional<NestedKey> key = tree.lazy_level_key();
-    Fail<TypeError>(what, ": ", key ? "entry " + key->repr() : std::string("this TensorDict"),
+    TD_FAIL(TypeError, what, ": ", key ? "entry " + key->repr() : std::string("this TensorDict"),
                     " is on the lazy backend '", tree.lazy_level().backend(),
                     "', whose tensors are computed on every read; call ", what,
                     " on the TensorDicts it reads (a lazy stack's members, a view's source)");

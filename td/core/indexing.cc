@@ -95,7 +95,7 @@ std::vector<int64_t> Concat(at::IntArrayRef a, at::IntArrayRef b) {
 void CheckInPlace(const TensorDict& td, const char* op) {
   const Storage& s = td.storage();
   if (!s.capabilities().has(Capability::kInPlaceWrite)) {
-    Fail<TypeError>(op, ": the '", s.backend_id(),
+    TD_FAIL(TypeError, op, ": the '", s.backend_id(),
                     "' backend does not support in-place writes into its tensors");
   }
 }
@@ -124,10 +124,10 @@ struct PutPlan {
 
 void FailLockedCreate(const TensorDict& level, const NestedKey& key) {
   if (level.is_locked()) {
-    Fail<LockedError>("index_put_ would create key ", key.repr(),
+    TD_FAIL(LockedError, "index_put_ would create key ", key.repr(),
                       ": the TensorDict is locked (call unlock_() first)");
   }
-  Fail<KeyError>("index_put_ would create key ", key.repr(), ": the '", level.backend(),
+  TD_FAIL(KeyError, "index_put_ would create key ", key.repr(), ": the '", level.backend(),
                  "' backend does not take new keys");
 }
 
@@ -154,13 +154,13 @@ void PlanLevel(const TensorDict* dst, const TensorDict& src, const NestedKey* pr
       at::IntArrayRef feature = t.sizes().slice(std::min<int64_t>(value_bd, t.dim()));
       if (cur) {
         if (!cur->is_tensor()) {
-          Fail<TypeError>("index_put_: key ", key.repr(), " is a Tensor in the value but a ",
+          TD_FAIL(TypeError, "index_put_: key ", key.repr(), " is a Tensor in the value but a ",
                           cur->kind(), " in the TensorDict");
         }
         const at::Tensor& target = cur->tensor();
         std::vector<int64_t> slot = Concat(indexed, target.sizes().slice(root.batch_dims()));
         if (!BroadcastsTo(t.sizes(), slot)) {
-          Fail<ValueError>("index_put_: the value for key ", key.repr(), " has shape ",
+          TD_FAIL(ValueError, "index_put_: the value for key ", key.repr(), " has shape ",
                            SizeRepr(t.sizes()), ", which cannot be broadcast to the indexed shape ",
                            SizeRepr(slot), " (the tensor's shape is ", SizeRepr(target.sizes()),
                            ")");
@@ -170,7 +170,7 @@ void PlanLevel(const TensorDict* dst, const TensorDict& src, const NestedKey* pr
         std::vector<int64_t> shape = Concat(root.batch_size(), feature);
         std::vector<int64_t> slot = Concat(indexed, feature);
         if (t.dim() < value_bd || !BroadcastsTo(t.sizes(), slot)) {
-          Fail<ValueError>("index_put_: the value for new key ", key.repr(), " has shape ",
+          TD_FAIL(ValueError, "index_put_: the value for new key ", key.repr(), " has shape ",
                            SizeRepr(t.sizes()), ", which cannot be broadcast to the indexed shape ",
                            SizeRepr(slot));
         }
@@ -180,7 +180,7 @@ void PlanLevel(const TensorDict* dst, const TensorDict& src, const NestedKey* pr
       const TensorDict& sub = v->tensordict();
       if (cur) {
         if (!cur->is_tensordict()) {
-          Fail<TypeError>("index_put_: key ", key.repr(), " is a TensorDict in the value but a ",
+          TD_FAIL(TypeError, "index_put_: key ", key.repr(), " is a TensorDict in the value but a ",
                           cur->kind(), " in the TensorDict");
         }
         TensorDict sub_dst = cur->tensordict();
@@ -193,7 +193,7 @@ void PlanLevel(const TensorDict* dst, const TensorDict& src, const NestedKey* pr
     } else {
       if (cur) {
         if (!cur->is_non_tensor() || !(cur->non_tensor() == v->non_tensor())) {
-          Fail<ValueError>("index_put_: non-tensor entry ", key.repr(), " is ",
+          TD_FAIL(ValueError, "index_put_: non-tensor entry ", key.repr(), " is ",
                            v->non_tensor().dump(), " in the value but ",
                            cur->is_non_tensor() ? cur->non_tensor().dump()
                                                 : std::string("a ") + std::string(cur->kind()),
@@ -282,7 +282,7 @@ TensorDict& TensorDict::index_put_(std::initializer_list<TensorIndex> indices,
 }
 
 TensorDict& TensorDict::index_put_(at::ArrayRef<TensorIndex> indices, const TensorDict& value) {
-  if (value.is_same(*this)) Fail<ValueError>("index_put_: the value is the TensorDict itself");
+  if (value.is_same(*this)) TD_FAIL(ValueError, "index_put_: the value is the TensorDict itself");
   internal::BatchIndex ex = ExpandBatchIndex(indices, batch_size(), "index_put_");
   // A backend may write natively (a lazy stack writes into its members); lazy backends otherwise
   // get the write through a dense copy of the keys it touches (NOTE [ In-place writes ]).
@@ -330,7 +330,7 @@ TensorDict& TensorDict::index_put_(std::initializer_list<TensorIndex> indices,
 }
 
 TensorDict& TensorDict::index_put_(at::ArrayRef<TensorIndex> indices, const at::Tensor& value) {
-  if (!value.defined()) Fail<ValueError>("index_put_: the value tensor is undefined");
+  if (!value.defined()) TD_FAIL(ValueError, "index_put_: the value tensor is undefined");
   internal::BatchIndex ex = ExpandBatchIndex(indices, batch_size(), "index_put_");
   const NormalizedIndex norm = NormalizeIndex(std::move(ex));
   const std::vector<int64_t> indexed = ProbeBatch(norm, batch_size());
@@ -338,7 +338,7 @@ TensorDict& TensorDict::index_put_(at::ArrayRef<TensorIndex> indices, const at::
     for (size_t i = 0; i < tree.num_leaves(); ++i) {
       std::vector<int64_t> slot = Concat(indexed, tree.leaves()[i].sizes().slice(batch_dims()));
       if (!BroadcastsTo(value.sizes(), slot)) {
-        Fail<ValueError>("index_put_: the value of shape ", SizeRepr(value.sizes()),
+        TD_FAIL(ValueError, "index_put_: the value of shape ", SizeRepr(value.sizes()),
                          " cannot be broadcast to the indexed shape ", SizeRepr(slot), " of key ",
                          tree.key(i).repr());
       }

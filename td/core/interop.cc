@@ -88,7 +88,7 @@ c10::IValue JsonToIValue(const nlohmann::json& j) {
       return c10::IValue(dict);
     }
     default:
-      Fail<TypeError>("non-tensor data ", j.dump(), " cannot be converted to an IValue");
+      TD_FAIL(TypeError, "non-tensor data ", j.dump(), " cannot be converted to an IValue");
   }
 }
 
@@ -146,7 +146,7 @@ c10::IValue TensorDict::to_ivalue() const {
 TensorDict TensorDict::from_ivalue(const c10::IValue& value, at::IntArrayRef batch_size,
                                    std::optional<at::Device> device) {
   if (!value.isGenericDict()) {
-    Fail<TypeError>("from_ivalue needs a dict, got ", value.tagKind());
+    TD_FAIL(TypeError, "from_ivalue needs a dict, got ", value.tagKind());
   }
   const c10::impl::GenericDict dict = value.toGenericDict();
   // Without a batch size, the one to_ivalue recorded (NOTE in tensordict.h at from_ivalue).
@@ -155,7 +155,7 @@ TensorDict TensorDict::from_ivalue(const c10::IValue& value, at::IntArrayRef bat
   if (recorded) {
     const c10::IValue& b = dict.at(std::string(kIValueBatchSizeKey));
     if (!b.isIntList()) {
-      Fail<TypeError>("from_ivalue: '", kIValueBatchSizeKey, "' must be a list of ints, got ",
+      TD_FAIL(TypeError, "from_ivalue: '", kIValueBatchSizeKey, "' must be a list of ints, got ",
                       b.tagKind());
     }
     batch = b.toIntVector();
@@ -167,7 +167,7 @@ TensorDict TensorDict::from_ivalue(const c10::IValue& value, at::IntArrayRef bat
   TensorDict out({}, batch, device);
   for (const auto& entry : dict) {
     if (!entry.key().isString()) {
-      Fail<TypeError>("from_ivalue needs string keys, got a ", entry.key().tagKind(), " key");
+      TD_FAIL(TypeError, "from_ivalue needs string keys, got a ", entry.key().tagKind(), " key");
     }
     const std::string& k = entry.key().toStringRef();
     if (k == kIValueBatchSizeKey || k == kIValueDeviceKey) continue;
@@ -179,7 +179,7 @@ TensorDict TensorDict::from_ivalue(const c10::IValue& value, at::IntArrayRef bat
     } else if (std::optional<nlohmann::json> j = IValueToJson(v)) {
       out.set(NestedKey(k), NonTensorData(*std::move(j)));
     } else {
-      Fail<TypeError>("from_ivalue: key '", k, "' holds a ", v.tagKind(),
+      TD_FAIL(TypeError, "from_ivalue: key '", k, "' holds a ", v.tagKind(),
                       ", which is not a tensor, dict or JSON-like value");
     }
   }
@@ -207,19 +207,19 @@ TensorDict& TensorDict::load_state_dict(const torch::OrderedDict<std::string, at
     std::optional<Value> mine = find(key);
     if (mine && mine->is_tensor()) {
       if (mine->tensor().sizes() != entry.value().sizes()) {
-        Fail<ValueError>("load_state_dict: key '", entry.key(), "' has shape ",
+        TD_FAIL(ValueError, "load_state_dict: key '", entry.key(), "' has shape ",
                          SizeRepr(entry.value().sizes()), " but the TensorDict holds ",
                          SizeRepr(mine->tensor().sizes()));
       }
       existing.emplace_back(key, entry.value());
     } else if (mine) {
-      Fail<TypeError>("load_state_dict: key '", entry.key(), "' is a ", mine->kind(),
+      TD_FAIL(TypeError, "load_state_dict: key '", entry.key(), "' is a ", mine->kind(),
                       " in the TensorDict, not a Tensor");
     } else if (strict) {
       unexpected.push_back(entry.key());
     } else {
       if (!StartsWith(entry.value().sizes(), batch_size())) {
-        Fail<BatchSizeError>("load_state_dict: key '", entry.key(), "' has shape ",
+        TD_FAIL(BatchSizeError, "load_state_dict: key '", entry.key(), "' has shape ",
                              SizeRepr(entry.value().sizes()),
                              ", which does not start with the batch size ",
                              SizeRepr(batch_size()));
@@ -233,7 +233,7 @@ TensorDict& TensorDict::load_state_dict(const torch::OrderedDict<std::string, at
       if (!seen.contains(k) && get_value(k).is_tensor()) missing.push_back(k);
     }
     if (!missing.empty() || !unexpected.empty()) {
-      Fail<KeyError>("load_state_dict: missing keys ", KeysRepr(missing), ", unexpected keys ",
+      TD_FAIL(KeyError, "load_state_dict: missing keys ", KeysRepr(missing), ", unexpected keys ",
                      KeysRepr(unexpected));
     }
   }

@@ -2,6 +2,7 @@
 #include "td/core/internal/leafwise.h"
 
 #include <ATen/ATen.h>
+#include <c10/core/GradMode.h>
 
 #include "td/core/dtype.h"
 #include "td/core/internal/in_place.h"
@@ -17,7 +18,7 @@ at::Tensor Probe(const at::Tensor& t) { return at::ones({1}, t.options()); }
 void CheckWritable(const LeafTree& tree, size_t i, const char* op) {
   const at::Tensor& leaf = tree.leaves()[i];
   if (at::GradMode::is_enabled() && leaf.requires_grad() && leaf.is_leaf()) {
-    Fail<c10::Error>(op, ": key ", tree.key(i).repr(),
+    TD_FAIL(c10::Error, op, ": key ", tree.key(i).repr(),
                      " is a leaf tensor that requires grad and cannot be modified in place "
                      "(use at::NoGradGuard or detach_() first)");
   }
@@ -56,7 +57,7 @@ ResolvedOperand Resolve(const LeafTree& tree, const Operand& operand) {
   if (operand.is_scalar()) {
     r.scalar = operand.scalar();
   } else if (operand.is_tensor()) {
-    if (!operand.tensor().defined()) Fail<ValueError>("the operand is an undefined tensor");
+    if (!operand.tensor().defined()) TD_FAIL(ValueError, "the operand is an undefined tensor");
     r.list.assign(tree.num_leaves(), operand.tensor());
   } else {
     r.list = tree.Align(operand.tensordict(), LeafTree::AlignOptions().name("the operand"));
@@ -108,7 +109,7 @@ void LeafwiseInLeaves(const LeafTree& tree, const std::vector<const Operand*>& o
         shape.clear();
       }
       if (shape != leaf.sizes()) {
-        Fail<ValueError>(op, ": the operand for key ", tree.key(i).repr(), " has shape ",
+        TD_FAIL(ValueError, op, ": the operand for key ", tree.key(i).repr(), " has shape ",
                          SizeRepr(a.t.sizes()), ", which does not broadcast to the leaf's shape ",
                          SizeRepr(leaf.sizes()));
       }

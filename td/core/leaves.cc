@@ -118,14 +118,14 @@ void LeafTree::AlignLevel(int64_t level, const TensorDict& other, const AlignOpt
     switch (e.kind) {
       case Kind::kTensor:
         if (!v->is_tensor()) {
-          Fail<TypeError>("key ", LevelKey(level, &e.key).repr(), " is a Tensor in the first ",
+          TD_FAIL(TypeError, "key ", LevelKey(level, &e.key).repr(), " is a Tensor in the first ",
                           "TensorDict but a ", v->kind(), " in ", options.Describe());
         }
         (*out)[e.index] = v->tensor();
         break;
       case Kind::kTensorDict:
         if (!v->is_tensordict()) {
-          Fail<TypeError>("key ", LevelKey(level, &e.key).repr(),
+          TD_FAIL(TypeError, "key ", LevelKey(level, &e.key).repr(),
                           " is a TensorDict in the first TensorDict but a ", v->kind(), " in ",
                           options.Describe());
         }
@@ -134,12 +134,12 @@ void LeafTree::AlignLevel(int64_t level, const TensorDict& other, const AlignOpt
       case Kind::kOther:
         if (options.check_non_tensor()) {
           if (!v->is_non_tensor()) {
-            Fail<TypeError>("key ", LevelKey(level, &e.key).repr(),
+            TD_FAIL(TypeError, "key ", LevelKey(level, &e.key).repr(),
                             " is non-tensor data in the first TensorDict but a ", v->kind(),
                             " in ", options.Describe());
           }
           if (!(v->non_tensor() == e.other->non_tensor())) {
-            Fail<ValueError>("non-tensor entry ", LevelKey(level, &e.key).repr(), " differs: ",
+            TD_FAIL(ValueError, "non-tensor entry ", LevelKey(level, &e.key).repr(), " differs: ",
                              e.other->non_tensor().dump(), " in the first TensorDict, ",
                              v->non_tensor().dump(), " in ", options.Describe(),
                              " (non-tensor entries must be equal to be combined)");
@@ -164,11 +164,11 @@ std::vector<at::Tensor> LeafTree::Align(const TensorDict& other,
   AlignLevel(0, other, options, &out, &missing, &extra);
   if (!missing.empty() || !extra.empty()) {
     if (options.strict_keys()) {
-      Fail<KeyError>("the TensorDicts have different keys: ", KeysRepr(missing),
+      TD_FAIL(KeyError, "the TensorDicts have different keys: ", KeysRepr(missing),
                      " only in the first TensorDict, ", KeysRepr(extra), " only in ",
                      options.Describe());
     }
-    Fail<KeyError>("keys ", KeysRepr(missing), " of the first TensorDict are missing in ",
+    TD_FAIL(KeyError, "keys ", KeysRepr(missing), " of the first TensorDict are missing in ",
                    options.Describe(), " (pass a default value to use for missing keys)");
   }
   return out;
@@ -188,7 +188,7 @@ TensorDict LeafTree::RebuildLevel(int64_t level, std::vector<at::Tensor>& output
         if (!t.defined()) break;
         if (check) {
           if (!StartsWith(t.sizes(), batch)) {
-            Fail<BatchSizeError>("the result for key ", LevelKey(level, &e.key).repr(),
+            TD_FAIL(BatchSizeError, "the result for key ", LevelKey(level, &e.key).repr(),
                                  " has shape ", SizeRepr(t.sizes()),
                                  ", which does not start with the batch size ", SizeRepr(batch));
           }
@@ -244,7 +244,7 @@ void RethrowWithKey(const NestedKey& key, const char* what) {
     e.add_context(absl::StrCat("while ", what, " key ", key.repr()));
     throw;
   } catch (const std::exception& e) {
-    Fail<c10::Error>(e.what(), "\n(while ", what, " key ", key.repr(), ")");
+    TD_FAIL(c10::Error, e.what(), "\n(while ", what, " key ", key.repr(), ")");
   }
 }
 
@@ -323,7 +323,7 @@ at::Tensor IndexBasic(const at::Tensor& leaf, at::ArrayRef<at::indexing::TensorI
 
 int64_t WrapBatchDim(int64_t dim, int64_t ndim, at::IntArrayRef batch_size, const char* op) {
   if (dim < -ndim || dim >= ndim || ndim == 0) {
-    Fail<IndexError>(op, ": dimension ", dim, " is out of range for a TensorDict with batch size ",
+    TD_FAIL(IndexError, op, ": dimension ", dim, " is out of range for a TensorDict with batch size ",
                      SizeRepr(batch_size), " (expected a dim in [", -ndim, ", ", ndim - 1, "])");
   }
   return dim < 0 ? dim + ndim : dim;

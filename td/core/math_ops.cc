@@ -132,7 +132,7 @@ void BinaryInPlaceLeaves(const LeafTree& tree, const TensorDict& other,
       shape.clear();
     }
     if (shape != leaf.sizes()) {
-      Fail<ValueError>(op, ": the operand for key ", tree.key(i).repr(), " has shape ",
+      TD_FAIL(ValueError, op, ": the operand for key ", tree.key(i).repr(), " has shape ",
                        SizeRepr(o.sizes()), ", which does not broadcast to the leaf's shape ",
                        SizeRepr(leaf.sizes()));
     }
@@ -210,7 +210,7 @@ TensorDict Reduce(const TensorDict& td, const ReduceOptions& options, const char
   for (int64_t d : *options.dim()) {
     const int64_t w = internal::WrapBatchDim(d, bd, td.batch_size(), op);
     if (std::find(ds.begin(), ds.end(), w) != ds.end()) {
-      Fail<ValueError>(op, ": dim ", d, " appears twice in ", *options.dim());
+      TD_FAIL(ValueError, op, ": dim ", d, " appears twice in ", *options.dim());
     }
     ds.push_back(w);
   }
@@ -267,7 +267,7 @@ TensorDict TensorDict::to(at::ScalarType dtype) const {
 
 TensorDict TensorDict::to(at::Device device, at::ScalarType dtype, bool non_blocking) const {
   if (!at::isFloatingType(dtype)) {
-    Fail<TypeError>("to(device, dtype) casts the floating-point leaves and needs a floating "
+    TD_FAIL(TypeError, "to(device, dtype) casts the floating-point leaves and needs a floating "
                     "dtype, got ", DtypeName(dtype));
   }
   LeafTree tree(*this);
@@ -501,7 +501,7 @@ TensorDict TensorDict::sign() const {
 
 TensorDict TensorDict::clamp(const std::optional<at::Scalar>& min,
                              const std::optional<at::Scalar>& max) const {
-  if (!min && !max) Fail<ValueError>("clamp: at least one of min and max is needed");
+  if (!min && !max) TD_FAIL(ValueError, "clamp: at least one of min and max is needed");
   return MapLeaves(
       *this,
       [&](const at::Tensor& t) {
@@ -513,7 +513,7 @@ TensorDict TensorDict::clamp(const std::optional<at::Scalar>& min,
 
 TensorDict& TensorDict::clamp_(const std::optional<at::Scalar>& min,
                                const std::optional<at::Scalar>& max) {
-  if (!min && !max) Fail<ValueError>("clamp_: at least one of min and max is needed");
+  if (!min && !max) TD_FAIL(ValueError, "clamp_: at least one of min and max is needed");
   return UnaryInPlace(
       *this, {},
       [&](at::Tensor& t) {

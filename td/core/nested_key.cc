@@ -10,7 +10,7 @@ namespace td {
 NestedKey::NestedKey(std::initializer_list<NestedKey> parts) {
   size_t n = 0;
   for (const NestedKey& p : parts) n += p.size();
-  if (n == 0) Fail<ValueError>("a NestedKey needs at least one component");
+  if (n == 0) TD_FAIL(ValueError, "a NestedKey needs at least one component");
   if (n == 1) {
     head_ = parts.begin()->front();
     return;
@@ -20,7 +20,7 @@ NestedKey::NestedKey(std::initializer_list<NestedKey> parts) {
 }
 
 NestedKey::NestedKey(std::initializer_list<const char*> parts) {
-  if (parts.size() == 0) Fail<ValueError>("a NestedKey needs at least one component");
+  if (parts.size() == 0) TD_FAIL(ValueError, "a NestedKey needs at least one component");
   if (parts.size() == 1) {
     head_ = *parts.begin();
     return;
@@ -30,7 +30,7 @@ NestedKey::NestedKey(std::initializer_list<const char*> parts) {
 }
 
 NestedKey::NestedKey(Parts parts) {
-  if (parts.empty()) Fail<ValueError>("a NestedKey needs at least one component");
+  if (parts.empty()) TD_FAIL(ValueError, "a NestedKey needs at least one component");
   if (parts.size() == 1) {
     head_ = std::move(parts.front());
   } else {

@@ -2,8 +2,9 @@
 // math family over every leaf (declared in td/core/tensordict.h and td/core/pointwise_ops.h).
 // Plumbing: td/core/internal/leafwise.h, following NOTE [ Leaf-wise math ] in math_ops.cc.
 #include <ATen/ATen.h>
-#include <torch/version.h>
 
+#include "td/compat/foreach.h"
+#include "td/compat/torch.h"
 #include "td/core/internal/leafwise.h"
 #include "td/core/tensordict.h"
 
@@ -19,7 +20,7 @@ using internal::ResolvedOperand;
 
 void RequireTensorOperand(const Operand& o, const char* op, const char* name) {
   if (o.is_scalar()) {
-    Fail<TypeError>(op, ": ", name, " must be a TensorDict or a tensor, got the number ",
+    TD_FAIL(TypeError, op, ": ", name, " must be a TensorDict or a tensor, got the number ",
                     o.scalar().toDouble());
   }
 }
@@ -35,31 +36,20 @@ void LerpIn(at::Tensor& x, const std::vector<LeafArg>& a) {
   }
 }
 
-// No _foreach_lerp before LibTorch 2.0: then lerp goes leaf by leaf.
+// One _foreach_lerp kernel where LibTorch has it (td/compat/foreach.h); else leaf by leaf.
 ForeachOutFn LerpForeach() {
-#if TORCH_VERSION_MAJOR >= 2
-  return [](at::TensorList l, const std::vector<ResolvedOperand>& r)
-             -> std::optional<std::vector<at::Tensor>> {
-    if (r[1].is_scalar()) return at::_foreach_lerp(l, r[0].list, *r[1].scalar);
-    return at::_foreach_lerp(l, r[0].list, r[1].list);
+  if (!compat::kHasForeachLerp) return {};
+  return [](at::TensorList l, const std::vector<ResolvedOperand>& r) {
+    return r[1].is_scalar() ? compat::ForeachLerp(l, r[0].list, *r[1].scalar)
+                            : compat::ForeachLerp(l, r[0].list, r[1].list);
   };
-#else
-  return {};
-#endif
 }
 ForeachInFn LerpForeachIn() {
-#if TORCH_VERSION_MAJOR >= 2
+  if (!compat::kHasForeachLerp) return {};
   return [](at::TensorList l, const std::vector<ResolvedOperand>& r) {
-    if (r[1].is_scalar()) {
-      at::_foreach_lerp_(l, r[0].list, *r[1].scalar);
-    } else {
-      at::_foreach_lerp_(l, r[0].list, r[1].list);
-    }
-    return true;
+    return r[1].is_scalar() ? compat::ForeachLerp_(l, r[0].list, *r[1].scalar)
+                            : compat::ForeachLerp_(l, r[0].list, r[1].list);
   };
-#else
-  return {};
-#endif
 }
 
 }  // namespace

@@ -39,22 +39,22 @@ std::vector<int64_t> InferShape(at::IntArrayRef shape, int64_t numel, at::IntArr
   int64_t known = 1;
   for (size_t i = 0; i < out.size(); ++i) {
     if (out[i] == -1) {
-      if (infer >= 0) Fail<ValueError>(op, ": only one dimension can be -1, got ", shape);
+      if (infer >= 0) TD_FAIL(ValueError, op, ": only one dimension can be -1, got ", shape);
       infer = static_cast<int64_t>(i);
     } else if (out[i] < 0) {
-      Fail<ValueError>(op, ": invalid size ", out[i], " in shape ", shape);
+      TD_FAIL(ValueError, op, ": invalid size ", out[i], " in shape ", shape);
     } else {
       known *= out[i];
     }
   }
   if (infer >= 0) {
     if (known == 0 || numel % known != 0) {
-      Fail<ValueError>(op, ": shape ", shape, " is invalid for a TensorDict with batch size ",
+      TD_FAIL(ValueError, op, ": shape ", shape, " is invalid for a TensorDict with batch size ",
                        SizeRepr(batch), " (", numel, " elements)");
     }
     out[infer] = numel / known;
   } else if (known != numel) {
-    Fail<ValueError>(op, ": shape ", shape, " is invalid for a TensorDict with batch size ",
+    TD_FAIL(ValueError, op, ": shape ", shape, " is invalid for a TensorDict with batch size ",
                      SizeRepr(batch), " (", numel, " elements)");
   }
   return out;
@@ -99,16 +99,16 @@ at::Tensor MaskForLeaf(const at::Tensor& mask, const at::Tensor& leaf) {
 // Checks a condition / mask of where(), masked_fill(): bool, covering leading batch dims, each
 // of its dims 1 or the batch dim.
 void CheckLeadingMask(const at::Tensor& mask, at::IntArrayRef batch, const char* op) {
-  if (!mask.defined()) Fail<ValueError>(op, ": the mask is undefined");
+  if (!mask.defined()) TD_FAIL(ValueError, op, ": the mask is undefined");
   if (mask.scalar_type() != at::kBool) {
-    Fail<TypeError>(op, ": the mask must be a bool tensor, got ", DtypeName(mask.scalar_type()));
+    TD_FAIL(TypeError, op, ": the mask must be a bool tensor, got ", DtypeName(mask.scalar_type()));
   }
   bool ok = mask.dim() <= static_cast<int64_t>(batch.size());
   for (int64_t i = 0; ok && i < mask.dim(); ++i) {
     ok = mask.size(i) == 1 || mask.size(i) == batch[i];
   }
   if (!ok) {
-    Fail<ValueError>(op, ": the mask of shape ", SizeRepr(mask.sizes()),
+    TD_FAIL(ValueError, op, ": the mask of shape ", SizeRepr(mask.sizes()),
                      " does not match the leading batch dims of batch size ", SizeRepr(batch),
                      " (each of its dims must be 1 or the batch dim)");
   }
@@ -168,7 +168,7 @@ TensorDict TensorDict::unsqueeze(int64_t dim) const {
 TensorDict TensorDict::permute(at::IntArrayRef dims) const {
   const int64_t bd = batch_dims();
   if (static_cast<int64_t>(dims.size()) != bd) {
-    Fail<ValueError>("permute: got ", dims.size(), " dims ", dims,
+    TD_FAIL(ValueError, "permute: got ", dims.size(), " dims ", dims,
                      " for a TensorDict with batch size ", SizeRepr(batch_size()), " (", bd,
                      " batch dims)");
   }
@@ -177,7 +177,7 @@ TensorDict TensorDict::permute(at::IntArrayRef dims) const {
   std::vector<int64_t> nb(bd);
   for (int64_t i = 0; i < bd; ++i) {
     perm[i] = WrapBatchDim(dims[i], bd, batch_size(), "permute");
-    if (seen[perm[i]]) Fail<ValueError>("permute: dim ", dims[i], " repeats in ", dims);
+    if (seen[perm[i]]) TD_FAIL(ValueError, "permute: dim ", dims[i], " repeats in ", dims);
     seen[perm[i]] = true;
     nb[i] = batch_size()[perm[i]];
   }
@@ -201,7 +201,7 @@ TensorDict TensorDict::expand(at::IntArrayRef shape) const {
   const int64_t bd = batch_dims();
   const int64_t nd = static_cast<int64_t>(shape.size());
   if (nd < bd) {
-    Fail<ValueError>("expand: the shape ", shape, " has fewer dims than the batch size ",
+    TD_FAIL(ValueError, "expand: the shape ", shape, " has fewer dims than the batch size ",
                      SizeRepr(batch_size()));
   }
   std::vector<int64_t> nb = shape.vec();
@@ -209,14 +209,14 @@ TensorDict TensorDict::expand(at::IntArrayRef shape) const {
     const int64_t j = i - (nd - bd);  // the aligned old batch dim
     if (j < 0) {
       if (nb[i] < 0) {
-        Fail<ValueError>("expand: the new leading dim ", i, " of ", shape, " must be >= 0");
+        TD_FAIL(ValueError, "expand: the new leading dim ", i, " of ", shape, " must be >= 0");
       }
       continue;
     }
     const int64_t old = batch_size()[j];
     if (nb[i] == -1) nb[i] = old;
     if (nb[i] != old && old != 1) {
-      Fail<ValueError>("expand: cannot expand batch size ", SizeRepr(batch_size()), " to ",
+      TD_FAIL(ValueError, "expand: cannot expand batch size ", SizeRepr(batch_size()), " to ",
                        shape, ": dim ", j, " has size ", old, " (only dims of size 1 expand)");
     }
   }
@@ -228,7 +228,7 @@ TensorDict TensorDict::flatten(int64_t start_dim, int64_t end_dim) const {
   if (batch_dims() == 0) return unsqueeze(0);  // torch: a 0-dim tensor flattens to [1]
   const int64_t s = WrapBatchDim(start_dim, batch_dims(), batch_size(), "flatten");
   const int64_t e = WrapBatchDim(end_dim, batch_dims(), batch_size(), "flatten");
-  if (s > e) Fail<ValueError>("flatten: start_dim ", start_dim, " comes after end_dim ", end_dim);
+  if (s > e) TD_FAIL(ValueError, "flatten: start_dim ", start_dim, " comes after end_dim ", end_dim);
   std::vector<int64_t> nb(batch_size().begin(), batch_size().begin() + s);
   nb.push_back(Numel(batch_size().slice(s, e - s + 1)));
   nb.insert(nb.end(), batch_size().begin() + e + 1, batch_size().end());
@@ -238,7 +238,7 @@ TensorDict TensorDict::flatten(int64_t start_dim, int64_t end_dim) const {
 
 TensorDict TensorDict::unflatten(int64_t dim, at::IntArrayRef sizes) const {
   const int64_t d = WrapBatchDim(dim, batch_dims(), batch_size(), "unflatten");
-  if (sizes.empty()) Fail<ValueError>("unflatten: sizes must not be empty");
+  if (sizes.empty()) TD_FAIL(ValueError, "unflatten: sizes must not be empty");
   std::vector<int64_t> piece = InferShape(sizes, batch_size()[d], batch_size(), "unflatten");
   std::vector<int64_t> nb(batch_size().begin(), batch_size().begin() + d);
   nb.insert(nb.end(), piece.begin(), piece.end());
@@ -250,7 +250,7 @@ TensorDict TensorDict::unflatten(int64_t dim, at::IntArrayRef sizes) const {
 
 std::vector<TensorDict> TensorDict::split(int64_t split_size, int64_t dim) const {
   const int64_t d = WrapBatchDim(dim, batch_dims(), batch_size(), "split");
-  if (split_size <= 0) Fail<ValueError>("split: split_size must be positive, got ", split_size);
+  if (split_size <= 0) TD_FAIL(ValueError, "split: split_size must be positive, got ", split_size);
   return split(SplitSizes(batch_size()[d], split_size), d);
 }
 
@@ -258,11 +258,11 @@ std::vector<TensorDict> TensorDict::split(at::IntArrayRef split_sizes, int64_t d
   const int64_t d = WrapBatchDim(dim, batch_dims(), batch_size(), "split");
   int64_t total = 0;
   for (int64_t s : split_sizes) {
-    if (s < 0) Fail<ValueError>("split: negative size in ", split_sizes);
+    if (s < 0) TD_FAIL(ValueError, "split: negative size in ", split_sizes);
     total += s;
   }
   if (total != batch_size()[d]) {
-    Fail<ValueError>("split: sizes ", split_sizes, " sum to ", total, " but batch dim ", d,
+    TD_FAIL(ValueError, "split: sizes ", split_sizes, " sum to ", total, " but batch dim ", d,
                      " has size ", batch_size()[d], " (batch size ", SizeRepr(batch_size()), ")");
   }
   std::vector<std::vector<int64_t>> batches;
@@ -280,7 +280,7 @@ std::vector<TensorDict> TensorDict::split(at::IntArrayRef split_sizes, int64_t d
 
 std::vector<TensorDict> TensorDict::chunk(int64_t chunks, int64_t dim) const {
   const int64_t d = WrapBatchDim(dim, batch_dims(), batch_size(), "chunk");
-  if (chunks <= 0) Fail<ValueError>("chunk: chunks must be positive, got ", chunks);
+  if (chunks <= 0) TD_FAIL(ValueError, "chunk: chunks must be positive, got ", chunks);
   const int64_t size = batch_size()[d];
   const int64_t split_size = std::max<int64_t>((size + chunks - 1) / chunks, 1);
   return split(SplitSizes(size, split_size), d);
@@ -305,7 +305,7 @@ TensorDict TensorDict::flip(at::IntArrayRef dims) const {
 
 TensorDict TensorDict::roll(at::IntArrayRef shifts, at::IntArrayRef dims) const {
   if (shifts.size() != dims.size() || dims.empty()) {
-    Fail<ValueError>("roll: needs one shift per dim, got shifts ", shifts, " and dims ", dims);
+    TD_FAIL(ValueError, "roll: needs one shift per dim, got shifts ", shifts, " and dims ", dims);
   }
   std::vector<int64_t> ds;
   for (int64_t d : dims) ds.push_back(WrapBatchDim(d, batch_dims(), batch_size(), "roll"));
@@ -318,7 +318,7 @@ TensorDict TensorDict::narrow(int64_t dim, int64_t start, int64_t length) const 
   const int64_t size = batch_size()[d];
   const int64_t s = start < 0 ? start + size : start;
   if (s < 0 || s > size || length < 0 || s + length > size) {
-    Fail<IndexError>("narrow: start ", start, " and length ", length,
+    TD_FAIL(IndexError, "narrow: start ", start, " and length ", length,
                      " are out of range for batch dim ", d, " of size ", size, " (batch size ",
                      SizeRepr(batch_size()), ")");
   }
@@ -332,12 +332,12 @@ TensorDict TensorDict::repeat(at::IntArrayRef repeats) const {
   const int64_t bd = batch_dims();
   const int64_t nr = static_cast<int64_t>(repeats.size());
   if (nr < bd) {
-    Fail<ValueError>("repeat: got ", nr, " repeats ", repeats, " for a TensorDict with batch size ",
+    TD_FAIL(ValueError, "repeat: got ", nr, " repeats ", repeats, " for a TensorDict with batch size ",
                      SizeRepr(batch_size()), " (at least ", bd, " needed)");
   }
   std::vector<int64_t> nb(nr);
   for (int64_t i = 0; i < nr; ++i) {
-    if (repeats[i] < 0) Fail<ValueError>("repeat: negative repeat in ", repeats);
+    if (repeats[i] < 0) TD_FAIL(ValueError, "repeat: negative repeat in ", repeats);
     const int64_t j = i - (nr - bd);
     nb[i] = repeats[i] * (j >= 0 ? batch_size()[j] : 1);
   }
@@ -350,7 +350,7 @@ TensorDict TensorDict::repeat(at::IntArrayRef repeats) const {
 }
 
 TensorDict TensorDict::repeat_interleave(int64_t repeats, std::optional<int64_t> dim) const {
-  if (repeats < 0) Fail<ValueError>("repeat_interleave: repeats must be >= 0, got ", repeats);
+  if (repeats < 0) TD_FAIL(ValueError, "repeat_interleave: repeats must be >= 0, got ", repeats);
   if (!dim) return flatten().repeat_interleave(repeats, 0);
   const int64_t d = WrapBatchDim(*dim, batch_dims(), batch_size(), "repeat_interleave");
   std::vector<int64_t> nb = batch_size().vec();
@@ -365,17 +365,17 @@ TensorDict TensorDict::repeat_interleave(const at::Tensor& repeats,
   const int64_t d = WrapBatchDim(*dim, batch_dims(), batch_size(), "repeat_interleave");
   if (!repeats.defined() || repeats.dim() > 1 ||
       (repeats.dim() == 1 && repeats.size(0) != batch_size()[d] && repeats.size(0) != 1)) {
-    Fail<ValueError>("repeat_interleave: repeats must be a scalar or have one entry per element of "
+    TD_FAIL(ValueError, "repeat_interleave: repeats must be a scalar or have one entry per element of "
                      "batch dim ", d, " (size ", batch_size()[d], "), got shape ",
                      repeats.defined() ? SizeRepr(repeats.sizes()) : "undefined");
   }
   if (at::isFloatingType(repeats.scalar_type()) || repeats.scalar_type() == at::kBool) {
-    Fail<TypeError>("repeat_interleave: repeats must be an integer tensor, got ",
+    TD_FAIL(TypeError, "repeat_interleave: repeats must be an integer tensor, got ",
                     DtypeName(repeats.scalar_type()));
   }
   at::Tensor r = repeats.to(at::kLong);
   if (r.numel() > 0 && r.min().item<int64_t>() < 0) {
-    Fail<ValueError>("repeat_interleave: repeats must be >= 0");
+    TD_FAIL(ValueError, "repeat_interleave: repeats must be >= 0");
   }
   std::vector<int64_t> nb = batch_size().vec();
   nb[d] = r.dim() == 0 || r.size(0) == 1 ? nb[d] * r.reshape({-1})[0].item<int64_t>()
@@ -390,15 +390,15 @@ TensorDict TensorDict::gather(int64_t dim, const at::Tensor& index) const {
   const int64_t bd = batch_dims();
   const int64_t d = WrapBatchDim(dim, bd, batch_size(), "gather");
   if (!index.defined() || index.scalar_type() != at::kLong) {
-    Fail<TypeError>("gather: the index must be a long tensor");
+    TD_FAIL(TypeError, "gather: the index must be a long tensor");
   }
   if (index.dim() != bd) {
-    Fail<ValueError>("gather: the index of shape ", SizeRepr(index.sizes()), " must have ", bd,
+    TD_FAIL(ValueError, "gather: the index of shape ", SizeRepr(index.sizes()), " must have ", bd,
                      " dims, one per batch dim of batch size ", SizeRepr(batch_size()));
   }
   for (int64_t i = 0; i < bd; ++i) {
     if (i != d && index.size(i) > batch_size()[i]) {
-      Fail<ValueError>("gather: the index of shape ", SizeRepr(index.sizes()),
+      TD_FAIL(ValueError, "gather: the index of shape ", SizeRepr(index.sizes()),
                        " is larger than the batch size ", SizeRepr(batch_size()), " in dim ", i);
     }
   }
@@ -406,7 +406,7 @@ TensorDict TensorDict::gather(int64_t dim, const at::Tensor& index) const {
     const int64_t lo = index.min().item<int64_t>();
     const int64_t hi = index.max().item<int64_t>();
     if (lo < 0 || hi >= batch_size()[d]) {
-      Fail<IndexError>("gather: index values must be in [0, ", batch_size()[d],
+      TD_FAIL(IndexError, "gather: index values must be in [0, ", batch_size()[d],
                        ") for batch dim ", d, " (batch size ", SizeRepr(batch_size()), "), got [",
                        lo, ", ", hi, "]");
     }
@@ -422,7 +422,7 @@ TensorDict TensorDict::gather(int64_t dim, const at::Tensor& index) const {
 TensorDict TensorDict::where(const at::Tensor& condition, const TensorDict& other) const {
   CheckLeadingMask(condition, batch_size(), "where");
   if (other.batch_size() != batch_size()) {
-    Fail<BatchSizeError>("where: the other TensorDict's batch size ", SizeRepr(other.batch_size()),
+    TD_FAIL(BatchSizeError, "where: the other TensorDict's batch size ", SizeRepr(other.batch_size()),
                          " differs from ", SizeRepr(batch_size()));
   }
   LeafTree tree(*this);
@@ -468,23 +468,23 @@ TensorDict& TensorDict::masked_fill_(const at::Tensor& mask, const at::Scalar& v
 
 TensorDict TensorDict::masked_select(const at::Tensor& mask) const {
   if (!mask.defined() || mask.scalar_type() != at::kBool) {
-    Fail<TypeError>("masked_select: the mask must be a bool tensor");
+    TD_FAIL(TypeError, "masked_select: the mask must be a bool tensor");
   }
-  if (mask.dim() == 0) Fail<ValueError>("masked_select: the mask must have at least one dim");
+  if (mask.dim() == 0) TD_FAIL(ValueError, "masked_select: the mask must have at least one dim");
   return index({mask});
 }
 
 TensorDict TensorDict::pad(at::IntArrayRef pad, const at::Scalar& value) const {
   const int64_t bd = batch_dims();
   if (pad.size() % 2 != 0 || static_cast<int64_t>(pad.size()) > 2 * bd) {
-    Fail<ValueError>("pad: expected (before, after) pairs for at most ", bd,
+    TD_FAIL(ValueError, "pad: expected (before, after) pairs for at most ", bd,
                      " batch dims of batch size ", SizeRepr(batch_size()), ", got ", pad);
   }
   std::vector<int64_t> nb = batch_size().vec();
   for (size_t i = 0; i < pad.size() / 2; ++i) {
     nb[i] += pad[2 * i] + pad[2 * i + 1];
     if (nb[i] < 0) {
-      Fail<ValueError>("pad: padding ", pad, " makes batch dim ", i, " negative (batch size ",
+      TD_FAIL(ValueError, "pad: padding ", pad, " makes batch dim ", i, " negative (batch size ",
                        SizeRepr(batch_size()), ")");
     }
   }

@@ -34,13 +34,13 @@ std::vector<std::vector<at::Tensor>> AlignAll(const LeafTree& tree,
 }  // namespace
 
 TensorDict stack(const std::vector<TensorDict>& tds, int64_t dim) {
-  if (tds.empty()) Fail<ValueError>("stack: expected a non-empty list of TensorDicts");
+  if (tds.empty()) TD_FAIL(ValueError, "stack: expected a non-empty list of TensorDicts");
   const TensorDict& first = tds[0];
   const int64_t d = internal::WrapBatchDim(dim, first.batch_dims() + 1, first.batch_size(),
                                            "stack");
   for (size_t j = 1; j < tds.size(); ++j) {
     if (tds[j].batch_size() != first.batch_size()) {
-      Fail<BatchSizeError>("stack: TensorDict ", j, " has batch size ",
+      TD_FAIL(BatchSizeError, "stack: TensorDict ", j, " has batch size ",
                            SizeRepr(tds[j].batch_size()), " but TensorDict 0 has ",
                            SizeRepr(first.batch_size()), " (stack needs equal batch sizes)");
     }
@@ -58,7 +58,7 @@ TensorDict stack(const std::vector<TensorDict>& tds, int64_t dim) {
 }
 
 TensorDict cat(const std::vector<TensorDict>& tds, int64_t dim) {
-  if (tds.empty()) Fail<ValueError>("cat: expected a non-empty list of TensorDicts");
+  if (tds.empty()) TD_FAIL(ValueError, "cat: expected a non-empty list of TensorDicts");
   const TensorDict& first = tds[0];
   const int64_t d = internal::WrapBatchDim(dim, first.batch_dims(), first.batch_size(), "cat");
   std::vector<int64_t> batch = first.batch_size().vec();
@@ -67,7 +67,7 @@ TensorDict cat(const std::vector<TensorDict>& tds, int64_t dim) {
     bool ok = b.size() == batch.size();
     for (size_t k = 0; ok && k < b.size(); ++k) ok = static_cast<int64_t>(k) == d || b[k] == batch[k];
     if (!ok) {
-      Fail<BatchSizeError>("cat: TensorDict ", j, " has batch size ", SizeRepr(b),
+      TD_FAIL(BatchSizeError, "cat: TensorDict ", j, " has batch size ", SizeRepr(b),
                            " but TensorDict 0 has ", SizeRepr(first.batch_size()),
                            " (cat along dim ", d, " needs the other batch dims equal)");
     }

@@ -93,7 +93,7 @@ bool LazyStorage::index_put_(at::ArrayRef<at::indexing::TensorIndex>, const Tens
 bool Storage::rename_key(std::string_view, std::string_view) { return false; }
 
 void LazyStorage::fail_lazy_depth(int depth, std::string_view what) {
-  Fail<NestingError>(what, ": the result would be computed through ", depth,
+  TD_FAIL(NestingError, what, ": the result would be computed through ", depth,
                      " lazy levels (views of views, lazy stacks of lazy stacks), and lazy "
                      "levels chain at most ", kMaxNestingDepth,
                      " deep (td::kMaxNestingDepth); call to_dense() on the source, or build "

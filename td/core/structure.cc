@@ -87,7 +87,7 @@ void LockTree(const TensorDict& root) {
 void UnlockTree(const TensorDict& root) {
   std::lock_guard<std::recursive_mutex> guard(LockRecordsMutex());
   if (std::optional<NestedKey> path = LockedPath(root.storage())) {
-    Fail<LockedError>("cannot unlock the TensorDict at key ", path->repr(),
+    TD_FAIL(LockedError, "cannot unlock the TensorDict at key ", path->repr(),
                       " on its own: it belongs to a locked TensorDict (unlock_() that one, which "
                       "unlocks every level below it)");
   }
@@ -181,7 +181,7 @@ TensorDict TensorDict::flatten_keys(std::string_view separator) const {
             continue;
           }
           if (out.storage_->contains(name)) {
-            Fail<ValueError>("flatten_keys: two entries flatten to the same key '", name,
+            TD_FAIL(ValueError, "flatten_keys: two entries flatten to the same key '", name,
                              "' with separator '", separator, "'");
           }
           out.storage_->set(name, std::move(v));
@@ -204,7 +204,7 @@ TensorDict TensorDict::unflatten_keys(std::string_view separator) const {
       NestedKey::Parts p(key.parts().begin(), key.parts().begin() + i);
       std::optional<Value> existing = out.find(NestedKey(std::move(p)));
       if (existing && (i == key.size() || !existing->is_tensordict())) {
-        Fail<ValueError>("unflatten_keys: key '", k, "' collides with another entry at ",
+        TD_FAIL(ValueError, "unflatten_keys: key '", k, "' collides with another entry at ",
                          NestedKey(NestedKey::Parts(key.parts().begin(), key.parts().begin() + i))
                              .repr());
       }

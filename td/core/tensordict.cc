@@ -74,7 +74,7 @@ void CheckBatchFits(const TensorDict& td, at::IntArrayRef nb, const NestedKey* p
     NestedKey full = prefix ? *prefix + NestedKey(k) : NestedKey(k);
     if (m->kind == EntryMeta::Kind::kTensor) {
       if (!StartsWith(m->shape, nb)) {
-        Fail<BatchSizeError>("batch size ", SizeRepr(nb), " does not fit key ", full.repr(),
+        TD_FAIL(BatchSizeError, "batch size ", SizeRepr(nb), " does not fit key ", full.repr(),
                              ": its shape ", SizeRepr(m->shape), " does not start with ",
                              SizeRepr(nb));
       }
@@ -118,7 +118,7 @@ std::string_view Value::kind() const {
 }
 
 void Value::fail_kind(const char* expected) const {
-  Fail<TypeError>("expected ", expected, ", but the entry is a ", kind());
+  TD_FAIL(TypeError, "expected ", expected, ", but the entry is a ", kind());
 }
 
 const nlohmann::json& Value::non_tensor() const {
@@ -206,7 +206,7 @@ std::pair<TensorDict, std::string_view> TensorDict::parent_of(const NestedKey& k
     if (!v) {
       if (!create) fail_missing(key, i);
       if (cur.is_locked()) {
-        Fail<LockedError>("cannot create ", NestedKey(key[i]).repr(), " for key ", key.repr(),
+        TD_FAIL(LockedError, "cannot create ", NestedKey(key[i]).repr(), " for key ", key.repr(),
                           ": the TensorDict is locked (call unlock_() first)");
       }
       TensorDict sub(MakeDenseStorage(cur.batch_size().vec(), cur.device()));
@@ -217,7 +217,7 @@ std::pair<TensorDict, std::string_view> TensorDict::parent_of(const NestedKey& k
       continue;
     }
     if (!v->is_tensordict()) {
-      Fail<KeyError>("key ", key.repr(), " not found: ", NestedKey(key.parts()[i]).repr(),
+      TD_FAIL(KeyError, "key ", key.repr(), " not found: ", NestedKey(key.parts()[i]).repr(),
                      " at depth ", i, " is a ", v->kind(), ", not a TensorDict");
     }
     cur = v->tensordict();
@@ -238,7 +238,7 @@ void TensorDict::fail_missing(const NestedKey& key, size_t depth) const {
     NestedKey::Parts p(key.parts().begin(), key.parts().begin() + depth);
     where = absl::StrCat(" under ", NestedKey(std::move(p)).repr());
   }
-  Fail<KeyError>("key ", key.repr(), " not found in TensorDict: no entry ",
+  TD_FAIL(KeyError, "key ", key.repr(), " not found in TensorDict: no entry ",
                  NestedKey(key[depth]).repr(), where, "; existing keys",
                  depth > 0 ? " there" : "", ": ", KeysRepr(level->storage_->keys()));
 }
@@ -267,7 +267,7 @@ at::Tensor TensorDict::get(const NestedKey& key) const {
   const Value* v = LookupNested(*storage_, key.parts(), holders);
   if (v == nullptr) get_value(key);  // throws the KeyError
   if (!v->is_tensor()) {
-    Fail<TypeError>("entry ", key.repr(), " is a ", v->kind(), ", not a Tensor",
+    TD_FAIL(TypeError, "entry ", key.repr(), " is a ", v->kind(), ", not a Tensor",
                     v->is_tensordict() ? " (use get_tensordict())" : " (use get_non_tensor())");
   }
   return TakeTensor(v, holders[(key.size() - 1) % 2]);
@@ -292,7 +292,7 @@ at::Tensor TensorDict::get(const NestedKey& key, const at::Tensor& default_value
   const Value* v = LookupNested(*storage_, key.parts(), holders);
   if (v == nullptr) return default_value;
   if (!v->is_tensor()) {
-    Fail<TypeError>("entry ", key.repr(), " is a ", v->kind(), ", not a Tensor");
+    TD_FAIL(TypeError, "entry ", key.repr(), " is a ", v->kind(), ", not a Tensor");
   }
   return v->tensor();
 }
@@ -300,7 +300,7 @@ at::Tensor TensorDict::get(const NestedKey& key, const at::Tensor& default_value
 TensorDict TensorDict::get_tensordict(const NestedKey& key) const {
   Value v = get_value(key);
   if (!v.is_tensordict()) {
-    Fail<TypeError>("entry ", key.repr(), " is a ", v.kind(), ", not a TensorDict");
+    TD_FAIL(TypeError, "entry ", key.repr(), " is a ", v.kind(), ", not a TensorDict");
   }
   return v.tensordict();
 }
@@ -308,7 +308,7 @@ TensorDict TensorDict::get_tensordict(const NestedKey& key) const {
 nlohmann::json TensorDict::get_non_tensor(const NestedKey& key) const {
   Value v = get_value(key);
   if (!v.is_non_tensor()) {
-    Fail<TypeError>("entry ", key.repr(), " is a ", v.kind(), ", not non-tensor data");
+    TD_FAIL(TypeError, "entry ", key.repr(), " is a ", v.kind(), ", not non-tensor data");
   }
   return v.non_tensor();
 }
@@ -365,9 +365,9 @@ void TensorDict::validate(Value& value, const internal::KeyForErrors& full_key) 
   const std::optional<at::Device>& device = storage_->device();
   if (value.is_tensor()) {
     const at::Tensor& t = value.tensor();
-    if (!t.defined()) Fail<ValueError>("cannot set key ", full_key.repr(), " to an undefined tensor");
+    if (!t.defined()) TD_FAIL(ValueError, "cannot set key ", full_key.repr(), " to an undefined tensor");
     if (!StartsWith(t.sizes(), bs)) {
-      Fail<BatchSizeError>("batch size mismatch for key ", full_key.repr(), ": the value's shape ",
+      TD_FAIL(BatchSizeError, "batch size mismatch for key ", full_key.repr(), ": the value's shape ",
                            SizeRepr(t.sizes()), " does not start with the batch size ",
                            SizeRepr(bs));
     }
@@ -385,10 +385,10 @@ void TensorDict::validate(Value& value, const internal::KeyForErrors& full_key) 
   if (value.is_tensordict()) {
     const TensorDict& sub = value.tensordict();
     if (sub.storage_ == storage_) {
-      Fail<ValueError>("cannot set key ", full_key.repr(), " to the TensorDict itself");
+      TD_FAIL(ValueError, "cannot set key ", full_key.repr(), " to the TensorDict itself");
     }
     if (!StartsWith(sub.batch_size(), bs)) {
-      Fail<BatchSizeError>("batch size mismatch for key ", full_key.repr(),
+      TD_FAIL(BatchSizeError, "batch size mismatch for key ", full_key.repr(),
                            ": the nested TensorDict's batch size ", SizeRepr(sub.batch_size()),
                            " does not start with the batch size ", SizeRepr(bs));
     }
@@ -405,10 +405,10 @@ void TensorDict::set_at_level(std::string_view key, Value&& value,
     std::optional<Value> current = s.get(key);
     if (!current) {
       if (s.locked()) {
-        Fail<LockedError>("cannot add key ", full_key.repr(),
+        TD_FAIL(LockedError, "cannot add key ", full_key.repr(),
                           ": the TensorDict is locked (call unlock_() first)");
       }
-      Fail<KeyError>("cannot add key ", full_key.repr(), ": the '", s.backend_id(),
+      TD_FAIL(KeyError, "cannot add key ", full_key.repr(), ": the '", s.backend_id(),
                      "' backend does not take new keys");
     }
     if (s.locked()) {
@@ -419,7 +419,7 @@ void TensorDict::set_at_level(std::string_view key, Value&& value,
         return;
       }
       if (current->kind() != value.kind() || !value.is_non_tensor()) {
-        Fail<LockedError>("cannot replace key ", full_key.repr(), " (", current->kind(),
+        TD_FAIL(LockedError, "cannot replace key ", full_key.repr(), " (", current->kind(),
                           ") with a ", value.kind(),
                           " of another shape: the TensorDict is locked (call unlock_() first)");
       }
@@ -439,7 +439,7 @@ TensorDict& TensorDict::set(const NestedKey& key, Value value) {
   const EntryList* held = storage_->held_entries();
   const int depth = held ? held->depth() : 0;
   if (depth + static_cast<int64_t>(key.size()) - 1 > kMaxNestingDepth) {
-    Fail<NestingError>("cannot set key ", key.repr(), ": its ", key.size(),
+    TD_FAIL(NestingError, "cannot set key ", key.repr(), ": its ", key.size(),
                        " parts would nest TensorDicts ", depth + key.size() - 1,
                        " levels deep, and TensorDicts nest at most ", kMaxNestingDepth,
                        " levels (td::kMaxNestingDepth)");
@@ -470,18 +470,18 @@ TensorDict& TensorDict::set_(const NestedKey& key, const at::Tensor& value) {
   std::optional<EntryMeta> current = parent.storage_->meta(last);
   if (!current) fail_missing(key, key.size() - 1);
   if (current->kind != EntryMeta::Kind::kTensor) {
-    Fail<TypeError>("set_ needs a Tensor under key ", key.repr(), ", but the entry is a ",
+    TD_FAIL(TypeError, "set_ needs a Tensor under key ", key.repr(), ", but the entry is a ",
                     current->kind == EntryMeta::Kind::kTensorDict ? "TensorDict" : "NonTensorData");
   }
-  if (!value.defined()) Fail<ValueError>("set_ of key ", key.repr(), " with an undefined tensor");
+  if (!value.defined()) TD_FAIL(ValueError, "set_ of key ", key.repr(), " with an undefined tensor");
   if (at::IntArrayRef(current->shape) != value.sizes()) {
-    Fail<ValueError>("set_ of key ", key.repr(), ": the value's shape ", SizeRepr(value.sizes()),
+    TD_FAIL(ValueError, "set_ of key ", key.repr(), ": the value's shape ", SizeRepr(value.sizes()),
                      " differs from the existing tensor's shape ", SizeRepr(current->shape),
                      current->ragged() ? " (-1: the size differs between the stacked parts)"
                                        : " (set_ does not broadcast: expand the value first)");
   }
   if (current->device.is_meta() && !value.is_meta()) {
-    Fail<ValueError>("set_ of key ", key.repr(), ": the existing tensor of shape ",
+    TD_FAIL(ValueError, "set_ of key ", key.repr(), ": the existing tensor of shape ",
                      SizeRepr(current->shape),
                      " is on the meta device and holds no data to copy into (use set() to "
                      "replace it)");
@@ -537,11 +537,11 @@ TensorDict& TensorDict::update_(const TensorDict& other) {
     std::optional<Value> mine = find(item.first);
     if (!mine) fail_missing(item.first, item.first.size() - 1);
     if (!mine->is_tensor()) {
-      Fail<TypeError>("update_: entry ", item.first.repr(), " is a ", mine->kind(),
+      TD_FAIL(TypeError, "update_: entry ", item.first.repr(), " is a ", mine->kind(),
                       ", not a Tensor");
     }
     if (mine->tensor().sizes() != item.second.tensor().sizes()) {
-      Fail<ValueError>("update_ of key ", item.first.repr(), ": the value's shape ",
+      TD_FAIL(ValueError, "update_ of key ", item.first.repr(), ": the value's shape ",
                        SizeRepr(item.second.tensor().sizes()),
                        " differs from the existing tensor's shape ",
                        SizeRepr(mine->tensor().sizes()));
@@ -562,7 +562,7 @@ TensorDict& TensorDict::del_(const NestedKey& key) {
   auto [parent, last] = parent_of(key, /*create=*/false);
   if (!parent.storage_->contains(last)) fail_missing(key, key.size() - 1);
   if (parent.is_locked()) {
-    Fail<LockedError>("cannot delete key ", key.repr(),
+    TD_FAIL(LockedError, "cannot delete key ", key.repr(),
                       ": the TensorDict is locked (call unlock_() first)");
   }
   parent.storage_->erase(last);
@@ -585,11 +585,11 @@ TensorDict& TensorDict::rename_key_(const NestedKey& old_key, const NestedKey& n
   if (old_key == new_key) return *this;
   if (!contains(old_key)) get_value(old_key);  // throws the KeyError
   if (safe && contains(new_key)) {
-    Fail<KeyError>("rename_key_: key ", new_key.repr(),
+    TD_FAIL(KeyError, "rename_key_: key ", new_key.repr(),
                    " already exists (pass safe=false to overwrite it)");
   }
   if (is_locked()) {
-    Fail<LockedError>("cannot rename key ", old_key.repr(), " to ", new_key.repr(),
+    TD_FAIL(LockedError, "cannot rename key ", old_key.repr(), " to ", new_key.repr(),
                       ": the TensorDict is locked (call unlock_() first)");
   }
   // Within one level the backend may rename natively (a view renames in its source, a lazy

@@ -86,11 +86,11 @@ struct BatchLoader::Epoch {
 BatchLoader::BatchLoader(TensorDict data, BatchOptions options)
     : data_(std::move(data)), options_(options) {
   if (data_.batch_dims() == 0) {
-    Fail<ValueError>("BatchLoader: the TensorDict has batch size ", SizeRepr(data_.batch_size()),
+    TD_FAIL(ValueError, "BatchLoader: the TensorDict has batch size ", SizeRepr(data_.batch_size()),
                      "; batches are taken along the first batch dim, so it needs at least one");
   }
   if (options_.batch_size() < 1) {
-    Fail<ValueError>("BatchLoader: batch_size must be at least 1, got ", options_.batch_size());
+    TD_FAIL(ValueError, "BatchLoader: batch_size must be at least 1, got ", options_.batch_size());
   }
   rows_ = data_.batch_size()[0];
   if (options_.prefetch()) prefetcher_ = std::make_shared<Prefetcher>();

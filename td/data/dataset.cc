@@ -10,7 +10,7 @@ namespace td::data {
 
 TensorDictDataset::TensorDictDataset(TensorDict data) : data_(std::move(data)) {
   if (data_.batch_dims() == 0) {
-    Fail<ValueError>("TensorDictDataset: the TensorDict has batch size ",
+    TD_FAIL(ValueError, "TensorDictDataset: the TensorDict has batch size ",
                      SizeRepr(data_.batch_size()),
                      "; rows are taken along the first batch dim, so it needs at least one");
   }
@@ -19,7 +19,7 @@ TensorDictDataset::TensorDictDataset(TensorDict data) : data_(std::move(data)) {
 
 TensorDict TensorDictDataset::get(size_t index) {
   if (index >= rows_) {
-    Fail<IndexError>("TensorDictDataset: row ", index, " is out of range for a dataset of ",
+    TD_FAIL(IndexError, "TensorDictDataset: row ", index, " is out of range for a dataset of ",
                      rows_, " rows (batch size ", SizeRepr(data_.batch_size()), ")");
   }
   return data_.index({static_cast<int64_t>(index)});
@@ -28,7 +28,7 @@ TensorDict TensorDictDataset::get(size_t index) {
 c10::optional<size_t> TensorDictDataset::size() const { return rows_; }
 
 TensorDict Stack::apply_batch(std::vector<TensorDict> rows) {
-  if (rows.empty()) Fail<ValueError>("td::data::Stack: cannot collate an empty batch");
+  if (rows.empty()) TD_FAIL(ValueError, "td::data::Stack: cannot collate an empty batch");
   return td::stack(rows, 0);
 }
 

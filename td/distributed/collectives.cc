@@ -76,7 +76,7 @@ void CheckStructure(const ProcessGroupPtr& pg, const PackedLayout& layout,
   });
   std::string s0 = BytesToString(sigs[0][0], outs[0][0].data_ptr<int64_t>()[2]);
   std::string sr = BytesToString(sigs[0][differing], outs[0][differing].data_ptr<int64_t>()[2]);
-  Fail<ValueError>(what, ": the TensorDict of rank ", differing, " differs from rank 0's: ",
+  TD_FAIL(ValueError, what, ": the TensorDict of rank ", differing, " differs from rank 0's: ",
                    internal::DescribeMismatch(sr, c10::str("rank ", differing), s0, "rank 0"),
                    "; nothing was exchanged");
 }
@@ -104,12 +104,12 @@ void CheckReducible(const PackedLayout& layout, ReduceOp op, const std::string& 
   for (const auto& leaf : layout.leaves()) {
     at::ScalarType t = leaf.tensor.scalar_type();
     if (op == ReduceOp::kAvg && !at::isFloatingType(t) && !at::isComplexType(t)) {
-      Fail<ValueError>(what, ": ReduceOp::kAvg needs floating-point leaves; key ",
+      TD_FAIL(ValueError, what, ": ReduceOp::kAvg needs floating-point leaves; key ",
                        leaf.key.repr(), " is ", t);
     }
     if (at::isComplexType(t) && t != at::kComplexHalf) {
       if (op != ReduceOp::kSum && op != ReduceOp::kAvg) {
-        Fail<ValueError>(what, ": complex leaves can only be summed or averaged; key ",
+        TD_FAIL(ValueError, what, ": complex leaves can only be summed or averaged; key ",
                          leaf.key.repr(), " is ", t);
       }
       continue;
@@ -119,7 +119,7 @@ void CheckReducible(const PackedLayout& layout, ReduceOp op, const std::string& 
       case at::kByte: case at::kShort: case at::kInt: case at::kLong: case at::kBool:
         break;
       default:
-        Fail<ValueError>(what, ": key ", leaf.key.repr(), " has dtype ", t,
+        TD_FAIL(ValueError, what, ": key ", leaf.key.repr(), " has dtype ", t,
                          ", which c10d cannot reduce");
     }
   }
@@ -208,7 +208,7 @@ void reduce(const ProcessGroupPtr& pg, TensorDict& td, int dst, ReduceOp op,
 
 void all_reduce(const ProcessGroupPtr& pg, TensorDict& td, ReduceOp op,
                 const CollectiveOptions& options) {
-  if (!pg) Fail<ValueError>("td::distributed::all_reduce: the process group is null");
+  if (!pg) TD_FAIL(ValueError, "td::distributed::all_reduce: the process group is null");
   std::string what = What(pg, "all_reduce");
   PackedLayout layout(td);
   CheckReducible(layout, op, what);
@@ -239,7 +239,7 @@ std::vector<TensorDict> Materialize(const TensorDict& td, const std::vector<at::
 
 std::vector<TensorDict> all_gather(const ProcessGroupPtr& pg, const TensorDict& td,
                                    const CollectiveOptions& options) {
-  if (!pg) Fail<ValueError>("td::distributed::all_gather: the process group is null");
+  if (!pg) TD_FAIL(ValueError, "td::distributed::all_gather: the process group is null");
   std::string what = What(pg, "all_gather");
   PackedLayout layout(td);
   CheckStructure(pg, layout, options, what);
@@ -313,7 +313,7 @@ TensorDict scatter(const ProcessGroupPtr& pg, const std::vector<TensorDict>& tds
   bo = WithTimeout(bo, options.timeout());
   Collective(what, options.timeout(), [&] { return pg->broadcast(header, bo); });
   if (header[0].data_ptr<int64_t>()[0] != 1) {
-    Fail<ValueError>(what, ": ", root ? error : c10::str("the inputs of source rank ", src,
+    TD_FAIL(ValueError, what, ": ", root ? error : c10::str("the inputs of source rank ", src,
                                                          " are invalid (see its error)"));
   }
   std::vector<at::Tensor> structure = {at::empty({header[0].data_ptr<int64_t>()[1]}, at::kByte)};
@@ -321,7 +321,7 @@ TensorDict scatter(const ProcessGroupPtr& pg, const std::vector<TensorDict>& tds
   Collective(what, options.timeout(), [&] { return pg->broadcast(structure, bo); });
   nlohmann::json parsed = nlohmann::json::parse(BytesToString(structure[0], structure[0].numel()),
                                                 nullptr, /*allow_exceptions=*/false);
-  if (parsed.is_discarded()) Fail<ValueError>(what, ": the structure received is not JSON");
+  if (parsed.is_discarded()) TD_FAIL(ValueError, what, ": the structure received is not JSON");
   TensorDict out = internal::EmptyFromJson(parsed);
   PackedLayout layout(out);
   if (layout.nbytes() == 0) return out;

@@ -20,7 +20,7 @@ int EnvInt(const char* name, int fallback, long lo, long hi) {
   char* end = nullptr;
   long x = std::strtol(v, &end, 10);
   if (*end != '\0' || x < lo || x > hi) {
-    Fail<ValueError>("td::distributed::options_from_env: ", name, "='", v,
+    TD_FAIL(ValueError, "td::distributed::options_from_env: ", name, "='", v,
                      "' is not an integer in [", lo, ", ", hi, "]");
   }
   return static_cast<int>(x);
@@ -28,19 +28,19 @@ int EnvInt(const char* name, int fallback, long lo, long hi) {
 
 void Validate(const GroupOptions& o) {
   if (o.world_size() < 1) {
-    Fail<ValueError>("td::distributed::init_process_group: world_size must be >= 1, got ",
+    TD_FAIL(ValueError, "td::distributed::init_process_group: world_size must be >= 1, got ",
                      o.world_size());
   }
   if (o.rank() < 0 || o.rank() >= o.world_size()) {
-    Fail<ValueError>("td::distributed::init_process_group: rank ", o.rank(),
+    TD_FAIL(ValueError, "td::distributed::init_process_group: rank ", o.rank(),
                      " is outside [0, world_size=", o.world_size(), ")");
   }
   if (o.file_store_path().empty() && (o.master_port() < 1 || o.master_port() > 65535)) {
-    Fail<ValueError>("td::distributed::init_process_group: master_port ", o.master_port(),
+    TD_FAIL(ValueError, "td::distributed::init_process_group: master_port ", o.master_port(),
                      " is outside 1..65535");
   }
   if (o.timeout().count() <= 0) {
-    Fail<ValueError>("td::distributed::init_process_group: timeout must be positive");
+    TD_FAIL(ValueError, "td::distributed::init_process_group: timeout must be positive");
   }
 }
 
@@ -88,11 +88,11 @@ ProcessGroupPtr init_process_group(const GroupOptions& o) {
     gloo->threads = o.threads();
     return c10::make_intrusive<c10d::ProcessGroupGloo>(store, o.rank(), o.world_size(), gloo);
   } catch (const c10::Error& e) {
-    Fail<TransportError>("td::distributed::init_process_group: rank ", o.rank(), " of ",
+    TD_FAIL(TransportError, "td::distributed::init_process_group: rank ", o.rank(), " of ",
                          o.world_size(), " could not join the group via ", where, ": ",
                          e.what_without_backtrace());
   } catch (const std::exception& e) {
-    Fail<TransportError>("td::distributed::init_process_group: rank ", o.rank(), " of ",
+    TD_FAIL(TransportError, "td::distributed::init_process_group: rank ", o.rank(), " of ",
                          o.world_size(), " could not join the group via ", where, ": ", e.what());
   }
 }

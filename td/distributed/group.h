@@ -12,25 +12,20 @@
 
 #include <c10/util/Exception.h>
 #include <torch/arg.h>
-#include <torch/csrc/api/include/torch/version.h>
-#include <torch/csrc/distributed/c10d/ProcessGroup.hpp>
 
 #include <chrono>
 #include <cstdint>
 #include <optional>
 #include <string>
 
+#include "td/compat/c10d.h"
+
 namespace td {
 namespace distributed {
 
-// The process-group type of every call. LibTorch 1.x: c10d::ProcessGroup (ProcessGroupGloo
-// derives from it); 2.x: c10d::Backend (ProcessGroupGloo derives from it there). Both have the
-// same send/recv/collective signatures, which is all this package uses.
-#if TORCH_VERSION_MAJOR >= 2
-using ProcessGroup = c10d::Backend;
-#else
-using ProcessGroup = c10d::ProcessGroup;
-#endif
+// The process-group type of every call: c10d::ProcessGroup on LibTorch 1.x, c10d::Backend on 2.x
+// (td/compat/c10d.h); ProcessGroupGloo derives from it on both.
+using ProcessGroup = compat::ProcessGroupBase;
 using ProcessGroupPtr = c10::intrusive_ptr<ProcessGroup>;
 
 // The transport failed: a peer died or closed its connection, a wait timed out, the group was

@@ -24,7 +24,7 @@ namespace {
 
 int FreePort() {
   int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  if (fd < 0) Fail("socket() failed");
+  if (fd < 0) TD_FAIL(c10::Error, "socket() failed");
   sockaddr_in addr{};
   addr.sin_family = AF_INET;
   addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
@@ -33,7 +33,7 @@ int FreePort() {
   if (::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0 ||
       ::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len) != 0) {
     ::close(fd);
-    Fail("could not find a free port");
+    TD_FAIL(c10::Error, "could not find a free port");
   }
   int port = ntohs(addr.sin_port);
   ::close(fd);
@@ -69,7 +69,7 @@ int FreePort() {
 std::string MakeTempDir() {
   const char* base = std::getenv("TEST_TMPDIR");
   std::string tmpl = std::string(base ? base : "/tmp") + "/td_distributed_XXXXXX";
-  if (::mkdtemp(tmpl.data()) == nullptr) Fail("mkdtemp failed for ", tmpl);
+  if (::mkdtemp(tmpl.data()) == nullptr) TD_FAIL(c10::Error, "mkdtemp failed for ", tmpl);
   return tmpl;
 }
 
@@ -82,7 +82,7 @@ std::vector<std::string> RunRanks(const RunOptions& o,
   std::vector<pid_t> pids;
   for (int r = 0; r < o.world_size(); ++r) {
     pid_t pid = ::fork();
-    if (pid < 0) Fail("fork failed");
+    if (pid < 0) TD_FAIL(c10::Error, "fork failed");
     if (pid == 0) ChildMain(r, o, store, port, fn);
     pids.push_back(pid);
   }

@@ -58,7 +58,7 @@ bool Work::completed() const { return !impl_ || impl_->done; }
 namespace internal {
 
 void FailTransport(const std::string& what, const std::string& message) {
-  Fail<TransportError>(what, ": transport failure: ", message);
+  TD_FAIL(TransportError, what, ": transport failure: ", message);
 }
 
 void Wait(const WorkPtr& work, const std::optional<std::chrono::milliseconds>& timeout,
@@ -84,13 +84,13 @@ void WaitQuietly(const std::vector<WorkPtr>& works,
 
 void CheckPeer(const ProcessGroupPtr& pg, int peer, const char* call, const char* role,
                bool allow_self) {
-  if (!pg) Fail<ValueError>("td::distributed::", call, ": the process group is null");
+  if (!pg) TD_FAIL(ValueError, "td::distributed::", call, ": the process group is null");
   if (peer < 0 || peer >= pg->getSize()) {
-    Fail<ValueError>("td::distributed::", call, ": ", role, " rank ", peer,
+    TD_FAIL(ValueError, "td::distributed::", call, ": ", role, " rank ", peer,
                      " is outside the group [0, ", pg->getSize(), ")");
   }
   if (!allow_self && peer == pg->getRank()) {
-    Fail<ValueError>("td::distributed::", call, ": ", role, " rank ", peer,
+    TD_FAIL(ValueError, "td::distributed::", call, ": ", role, " rank ", peer,
                      " is this process's own rank");
   }
 }
@@ -116,7 +116,7 @@ constexpr int64_t kInlinePrefix = (kHeaderBytes + internal::kAlign - 1) / intern
 
 int HeaderTag(const P2POptions& o, const char* call) {
   if (o.tag() < 0 || o.tag() > INT_MAX / 2 - 1) {
-    Fail<ValueError>("td::distributed::", call, ": tag ", o.tag(), " is outside [0, ",
+    TD_FAIL(ValueError, "td::distributed::", call, ": tag ", o.tag(), " is outside [0, ",
                      INT_MAX / 2 - 1, "]");
   }
   return o.tag() * 2;
@@ -362,7 +362,7 @@ Incoming Receive(const ProcessGroupPtr& pg, const FirstMessage& first, int src, 
   if (h[0] != internal::kMagic || (h[1] != kData && h[1] != kInit) || h[3] < 0 ||
       h[3] > kMaxBytes || h[4] < 0 || h[4] > kMaxBytes || (h[5] & ~(kPerLeafFlag | kAgreedFlag)) ||
       (per_leaf && h[4] % static_cast<int64_t>(sizeof(int64_t)) != 0)) {
-    Fail(what, ": the message from rank ", src,
+    TD_FAIL(c10::Error, what, ": the message from rank ", src,
          " is not a td::distributed message (was it sent by plain c10d on the same tag?)");
   }
   Incoming in;
@@ -372,7 +372,7 @@ Incoming Receive(const ProcessGroupPtr& pg, const FirstMessage& first, int src, 
   if (is_agreed) {
     if (agreed == nullptr || fp != agreed->fingerprint || h[1] != kData || h[3] != 0 ||
         h[4] != (per_leaf ? 0 : agreed->nbytes)) {
-      Fail(what, ": rank ", src,
+      TD_FAIL(c10::Error, what, ": rank ", src,
            " sent a TensorDict of the structure its init_remote agreed on, but this rank holds "
            "no such agreement for it on this tag (from_remote_init was not called here, or on "
            "another group or tag)");
@@ -398,7 +398,7 @@ Incoming Receive(const ProcessGroupPtr& pg, const FirstMessage& first, int src, 
     in.leaf_bytes.assign(sizes, sizes + h[4] / static_cast<int64_t>(sizeof(int64_t)));
     for (int64_t b : in.leaf_bytes) {
       if (b <= 0 || b > kMaxBytes) {
-        Fail(what, ": the message from rank ", src, " announces a leaf of ", b, " bytes");
+        TD_FAIL(c10::Error, what, ": the message from rank ", src, " announces a leaf of ", b, " bytes");
       }
     }
     in.data = at::Tensor();
@@ -438,7 +438,7 @@ void Deliver(const ProcessGroupPtr& pg, const Incoming& in, TensorDict& td,
              const PackedLayout& layout, int src, int tag, const Timeout& timeout,
              const std::string& what) {
   if (in.kind != kData) {
-    Fail<ValueError>(what, ": rank ", src,
+    TD_FAIL(ValueError, what, ": rank ", src,
                      " sent an init_remote message; receive it with from_remote_init");
   }
   std::vector<int64_t> expected;
@@ -450,7 +450,7 @@ void Deliver(const ProcessGroupPtr& pg, const Incoming& in, TensorDict& td,
   if (in.fingerprint != layout.fingerprint() || in.desc != layout.signature() ||
       (in.per_leaf ? in.leaf_bytes != expected : in.data.numel() != layout.nbytes())) {
     Drain(pg, in, src, tag, timeout, what);
-    Fail<ValueError>(what, ": the TensorDict sent by rank ", src,
+    TD_FAIL(ValueError, what, ": the TensorDict sent by rank ", src,
                      " differs from the receiving one: ",
                      internal::DescribeMismatch(in.desc, "sender", layout.signature(),
                                                 "receiver"),
@@ -561,7 +561,7 @@ TensorDict from_remote_init(const ProcessGroupPtr& pg, int src, const P2POptions
   Incoming in = Receive(pg, first, src, tag, options.timeout(), what);
   if (in.kind != kInit) {
     Drain(pg, in, src, tag, options.timeout(), what);
-    Fail<ValueError>(what, ": rank ", src,
+    TD_FAIL(ValueError, what, ": rank ", src,
                      " sent a plain send(); from_remote_init expects init_remote");
   }
   // The sender has recorded this structure: record it here before anything can fail, so that
@@ -571,11 +571,11 @@ TensorDict from_remote_init(const ProcessGroupPtr& pg, int src, const P2POptions
   sizes.nbytes = in.data.numel();
   Agreements::Get().Record(pg, src, tag, Side::kRecv, sizes);
   nlohmann::json structure = nlohmann::json::parse(in.desc, nullptr, /*allow_exceptions=*/false);
-  if (structure.is_discarded()) Fail<ValueError>(what, ": the structure received is not JSON");
+  if (structure.is_discarded()) TD_FAIL(ValueError, what, ": the structure received is not JSON");
   TensorDict td = internal::EmptyFromJson(structure);
   PackedLayout layout(td);
   if (layout.fingerprint() != in.fingerprint || layout.nbytes() != in.data.numel()) {
-    Fail<ValueError>(what, ": the structure received does not describe the data received (",
+    TD_FAIL(ValueError, what, ": the structure received does not describe the data received (",
                      layout.nbytes(), " bytes expected, ", in.data.numel(), " received)");
   }
   Agreements::Get().Record(pg, src, tag, Side::kRecv, AgreementOf(layout));

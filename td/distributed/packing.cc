@@ -313,7 +313,7 @@ TensorDict EmptyFromJson(const nlohmann::json& s) {
       if (kind == "tensor") {
         int dtype = e.at("dtype").get<int>();
         if (dtype < 0 || dtype >= static_cast<int>(at::ScalarType::NumOptions)) {
-          Fail<ValueError>("dtype code ", dtype, " of key '", key, "' is unknown");
+          TD_FAIL(ValueError, "dtype code ", dtype, " of key '", key, "' is unknown");
         }
         at::TensorOptions opts = at::TensorOptions().dtype(static_cast<at::ScalarType>(dtype));
         if (device) opts = opts.device(*device);
@@ -323,12 +323,12 @@ TensorDict EmptyFromJson(const nlohmann::json& s) {
       } else if (kind == "non_tensor") {
         td.set_non_tensor(key, e.at("value"));
       } else {
-        Fail<ValueError>("entry kind '", kind, "' of key '", key, "' is unknown");
+        TD_FAIL(ValueError, "entry kind '", kind, "' of key '", key, "' is unknown");
       }
     }
     return td;
   } catch (const nlohmann::json::exception& e) {
-    Fail<ValueError>("td::distributed: malformed TensorDict structure received: ", e.what());
+    TD_FAIL(ValueError, "td::distributed: malformed TensorDict structure received: ", e.what());
   }
 }
 

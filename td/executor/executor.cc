@@ -4,7 +4,6 @@
 #include <ATen/Parallel.h>
 #include <ATen/ThreadLocalState.h>
 #include <c10/util/Exception.h>
-#include <dlfcn.h>
 #include <oneapi/tbb/blocked_range.h>
 #include <oneapi/tbb/global_control.h>
 #include <oneapi/tbb/info.h>
@@ -18,6 +17,8 @@
 #include <map>
 #include <memory>
 #include <mutex>
+
+#include "td/compat/omp.h"
 
 namespace td {
 namespace parallel {
@@ -45,24 +46,6 @@ tbb::task_arena& ArenaFor(int threads) {
   return *arena;
 }
 
-#if AT_PARALLEL_OPENMP
-// OpenMP's per-thread nthreads, looked up in the OpenMP runtime LibTorch itself loaded (official
-// LibTorch builds ship a renamed libgomp; linking our own could pick a second runtime).
-struct OmpApi {
-  void (*set_num_threads)(int) = nullptr;
-  int (*get_max_threads)() = nullptr;
-};
-const OmpApi& Omp() {
-  static const OmpApi api = [] {
-    OmpApi a;
-    a.set_num_threads = reinterpret_cast<void (*)(int)>(dlsym(RTLD_DEFAULT, "omp_set_num_threads"));
-    a.get_max_threads = reinterpret_cast<int (*)()>(dlsym(RTLD_DEFAULT, "omp_get_max_threads"));
-    if (!a.set_num_threads || !a.get_max_threads) a = OmpApi();
-    return a;
-  }();
-  return api;
-}
-#endif
 
 }  // namespace
 
@@ -85,9 +68,8 @@ void set_num_threads(int n) {
 bool in_parallel_task() { return t_task_depth > 0; }
 
 IntraOpThreadsGuard::IntraOpThreadsGuard(int n) {
-#if AT_PARALLEL_OPENMP
-  const OmpApi& omp = Omp();
-  if (!omp.set_num_threads) return;
+  const compat::OpenMpApi& omp = compat::OpenMp();
+  if (!omp) return;
   // LibTorch sets OpenMP's nthreads on a thread the first time it runs an op there; do that now,
   // so that it cannot overwrite the cap later.
   at::get_num_threads();
@@ -97,15 +79,10 @@ IntraOpThreadsGuard::IntraOpThreadsGuard(int n) {
     omp.set_num_threads(cap);
     previous_ = current;
   }
-#else
-  (void)n;
-#endif
 }
 
 IntraOpThreadsGuard::~IntraOpThreadsGuard() {
-#if AT_PARALLEL_OPENMP
-  if (previous_ > 0) Omp().set_num_threads(previous_);
-#endif
+  if (previous_ > 0) compat::OpenMp().set_num_threads(previous_);
 }
 
 int intra_op_threads_per_task(int threads, int64_t tasks) {

@@ -42,7 +42,7 @@ Kwargs::Kwargs(std::vector<Item> items) : items_(std::move(items)) {
   for (size_t i = 0; i < items_.size(); ++i) {
     for (size_t j = i + 1; j < items_.size(); ++j) {
       if (items_[i].first == items_[j].first) {
-        Fail<ValueError>("Kwargs: argument '", items_[i].first, "' is given twice");
+        TD_FAIL(ValueError, "Kwargs: argument '", items_[i].first, "' is given twice");
       }
     }
   }
@@ -57,7 +57,7 @@ const at::Tensor* Kwargs::find(std::string_view name) const {
 
 const at::Tensor& Kwargs::at(std::string_view name) const {
   if (const at::Tensor* t = find(name)) return *t;
-  Fail<KeyError>("Kwargs: no argument named '", name, "'; the arguments are ",
+  TD_FAIL(KeyError, "Kwargs: no argument named '", name, "'; the arguments are ",
                  KeysRepr(names()));
 }
 
@@ -94,7 +94,7 @@ SetSkipExisting::~SetSkipExisting() { current_skip_existing = previous_; }
 std::vector<at::Tensor> TensorDictModuleBase::forward_tensors(
     const std::vector<at::Tensor>& inputs) {
   if (inputs.size() != in_keys_.size()) {
-    Fail<ValueError>(name(), ": got ", inputs.size(), " input tensor(s) but in_keys lists ",
+    TD_FAIL(ValueError, name(), ": got ", inputs.size(), " input tensor(s) but in_keys lists ",
                      in_keys_.size(), ": ", KeysRepr(in_keys_));
   }
   TensorDict td;
@@ -120,7 +120,7 @@ bool TensorDictModuleBase::should_skip(const TensorDict& td, bool module_default
 void TensorDictModuleBase::check_selection(const std::vector<NestedKey>& keys) const {
   for (const NestedKey& k : keys) {
     if (!Contains(out_keys_source_, k)) {
-      Fail<KeyError>(name(), ": cannot select out key ", k.repr(),
+      TD_FAIL(KeyError, name(), ": cannot select out key ", k.repr(),
                      ": it is not among the out keys ", KeysRepr(out_keys_source_));
     }
   }
@@ -183,7 +183,7 @@ ResolvedInKeys ResolvePlain(std::vector<NestedKey> keys,
   ResolvedInKeys r;
   if (!arg_names.empty()) {
     if (arg_names.size() < keys.size()) {
-      Fail<ValueError>("TensorDictModule: arg_names ", KeysRepr(arg_names), " names ",
+      TD_FAIL(ValueError, "TensorDictModule: arg_names ", KeysRepr(arg_names), " names ",
                        arg_names.size(), " argument(s) but in_keys lists ", keys.size(), ": ",
                        KeysRepr(keys));
     }
@@ -199,11 +199,11 @@ ResolvedInKeys ResolveByName(const std::vector<std::pair<NestedKey, std::string>
   for (const auto& [key, name] : entries) {
     for (size_t i = 0; i < r.keys.size(); ++i) {
       if (r.keys[i] == key) {
-        Fail<ValueError>("TensorDictModule: in key ", key.repr(), " is given twice (as '",
+        TD_FAIL(ValueError, "TensorDictModule: in key ", key.repr(), " is given twice (as '",
                          r.args[i], "' and '", name, "')");
       }
       if (r.args[i] == name) {
-        Fail<ValueError>("TensorDictModule: argument '", name, "' is filled by two in keys, ",
+        TD_FAIL(ValueError, "TensorDictModule: argument '", name, "' is filled by two in keys, ",
                          r.keys[i].repr(), " and ", key.repr());
       }
     }
@@ -212,7 +212,7 @@ ResolvedInKeys ResolveByName(const std::vector<std::pair<NestedKey, std::string>
   }
   const std::string given = ByNameRepr(r.keys, r.args);
   if (!keyword && arg_names.empty()) {
-    Fail<ValueError>("TensorDictModule: in_keys by argument name ", given,
+    TD_FAIL(ValueError, "TensorDictModule: in_keys by argument name ", given,
                      " need the module's argument names, in order, to place them: pass "
                      "TensorDictModuleOptions().arg_names({...}) (or wrap a callable taking "
                      "const td::nn::Kwargs&)");
@@ -222,7 +222,7 @@ ResolvedInKeys ResolveByName(const std::vector<std::pair<NestedKey, std::string>
     if (arg_names.empty()) break;
     auto it = std::find(arg_names.begin(), arg_names.end(), r.args[i]);
     if (it == arg_names.end()) {
-      Fail<ValueError>("TensorDictModule: in key ", r.keys[i].repr(), " names argument '",
+      TD_FAIL(ValueError, "TensorDictModule: in key ", r.keys[i].repr(), " names argument '",
                        r.args[i], "', which is not among the module's arguments ",
                        KeysRepr(arg_names));
     }
@@ -236,7 +236,7 @@ ResolvedInKeys ResolveByName(const std::vector<std::pair<NestedKey, std::string>
   for (size_t i = 0; i < position.size(); ++i) filled[position[i]] = true;
   for (size_t j = 0; j < r.args.size(); ++j) {
     if (!filled[j]) {
-      Fail<ValueError>("TensorDictModule: argument '", arg_names[j], "' (position ", j,
+      TD_FAIL(ValueError, "TensorDictModule: argument '", arg_names[j], "' (position ", j,
                        " of ", KeysRepr(arg_names), ") gets no in key while a later argument "
                        "does; in_keys ", given, " may leave out only trailing (default) "
                        "arguments");
@@ -279,7 +279,7 @@ torch::nn::AnyValue AnyForward(torch::nn::AnyModule& m, std::vector<at::Tensor>&
     case 8:
       return m.any_forward(in[0], in[1], in[2], in[3], in[4], in[5], in[6], in[7]);
     default:
-      Fail<ValueError>("TensorDictModule: a type-erased module (AnyModule, Sequential) takes at "
+      TD_FAIL(ValueError, "TensorDictModule: a type-erased module (AnyModule, Sequential) takes at "
                        "most 8 inputs, got ",
                        in.size(), "; wrap a callable taking const std::vector<at::Tensor>&");
   }
@@ -317,12 +317,12 @@ ModuleOutput FromAnyValue(torch::nn::AnyValue&& v, const std::string& what) {
       TryTuple<std::tuple<Tensor>>(v, out)) {
     return out;
   }
-  Fail<TypeError>("TensorDictModule: ", what, " returned a ", c10::demangle(v.type_info().name()),
+  TD_FAIL(TypeError, "TensorDictModule: ", what, " returned a ", c10::demangle(v.type_info().name()),
                   "; expected a Tensor, a tuple, pair or vector of Tensors, or a TensorDict");
 }
 
 ModuleOutput SequentialForward(torch::nn::SequentialImpl& seq, std::vector<at::Tensor>& in) {
-  if (seq.is_empty()) Fail<ValueError>("TensorDictModule: the wrapped Sequential is empty");
+  if (seq.is_empty()) TD_FAIL(ValueError, "TensorDictModule: the wrapped Sequential is empty");
   auto it = seq.begin();
   torch::nn::AnyValue value = AnyForward(*it, in);
   for (++it; it != seq.end(); ++it) value = it->any_forward(std::move(value));
@@ -330,7 +330,7 @@ ModuleOutput SequentialForward(torch::nn::SequentialImpl& seq, std::vector<at::T
 }
 
 Wrapped WrapAny(torch::nn::AnyModule module) {
-  if (module.is_empty()) Fail<ValueError>("TensorDictModule: the AnyModule is empty");
+  if (module.is_empty()) TD_FAIL(ValueError, "TensorDictModule: the AnyModule is empty");
   Wrapped w;
   w.module = module.ptr();
   w.what = w.module->name();
@@ -373,7 +373,7 @@ TensorDictModuleImpl::TensorDictModuleImpl(detail::Wrapped wrapped,
     if (k != Discard() &&
         std::find(out_keys_source_.begin() + i + 1, out_keys_source_.end(), k) !=
             out_keys_source_.end()) {
-      Fail<ValueError>("TensorDictModule: out key ", k.repr(), " appears twice in out_keys ",
+      TD_FAIL(ValueError, "TensorDictModule: out key ", k.repr(), " appears twice in out_keys ",
                        KeysRepr(out_keys_source_));
     }
   }
@@ -383,7 +383,7 @@ TensorDictModuleImpl::TensorDictModuleImpl(detail::Wrapped wrapped,
       // only AnyModule knows; it checks at call time (invoke() names the in keys then).
       wrapped_ = wrapped_.as_any();
     } else {
-      Fail<ValueError>("TensorDictModule: the ", wrapped_.what, " takes ", wrapped_.arity,
+      TD_FAIL(ValueError, "TensorDictModule: the ", wrapped_.what, " takes ", wrapped_.arity,
                        " tensor argument(s) but in_keys lists ", in_keys_.size(), ": ",
                        in_keys_repr());
     }
@@ -396,7 +396,7 @@ detail::Wrapped TensorDictModuleImpl::WithCaptured(detail::Wrapped wrapped,
                                                    const std::vector<CapturedModule>& modules) {
   for (const CapturedModule& m : modules) {
     if (m.module == nullptr) {
-      Fail<ValueError>("TensorDictModule: captured module '", m.name, "' is null");
+      TD_FAIL(ValueError, "TensorDictModule: captured module '", m.name, "' is null");
     }
     wrapped.captured.emplace_back(m.name, m.module);
   }
@@ -442,14 +442,14 @@ void TensorDictModuleImpl::write(const detail::ModuleOutput& r, TensorDict& out)
       if (k == Discard() || (!all_selected && !Contains(out_keys_, k))) continue;
       std::optional<Value> v = r.tensordict->find(k);
       if (!v) {
-        Fail<KeyError>(describe(), " returned a TensorDict without out key ", k.repr(),
+        TD_FAIL(KeyError, describe(), " returned a TensorDict without out key ", k.repr(),
                        "; it has keys ", LeafKeys(*r.tensordict));
       }
       writes.emplace_back(&k, *std::move(v));
     }
   } else {
     if (r.tensors.size() != out_keys_source_.size()) {
-      Fail<ValueError>(describe(), " returned ", r.tensors.size(), " tensor(s) but out_keys lists ",
+      TD_FAIL(ValueError, describe(), " returned ", r.tensors.size(), " tensor(s) but out_keys lists ",
                        out_keys_source_.size(), " key(s): ", KeysRepr(out_keys_source_),
                        "; every output needs a key (\"_\" discards one)");
     }
@@ -497,11 +497,11 @@ TensorDict TensorDictModuleImpl::forward_into(const TensorDict& td, TensorDict o
       return in_args_.empty() ? std::string() : absl::StrCat(" (argument '", in_args_[i], "')");
     };
     if (!v) {
-      Fail<KeyError>(describe(), ": input key ", k.repr(), arg(),
+      TD_FAIL(KeyError, describe(), ": input key ", k.repr(), arg(),
                      " is missing from the TensorDict; it has keys ", LeafKeys(td));
     }
     if (!v->is_tensor()) {
-      Fail<TypeError>(describe(), ": input key ", k.repr(), arg(), " is a ", v->kind(),
+      TD_FAIL(TypeError, describe(), ": input key ", k.repr(), arg(), " is a ", v->kind(),
                       ", not a Tensor");
     }
     inputs.push_back(v->tensor());
@@ -514,7 +514,7 @@ TensorDict TensorDictModuleImpl::forward_into(const TensorDict& td, TensorDict o
 std::vector<at::Tensor> TensorDictModuleImpl::forward_tensors(
     const std::vector<at::Tensor>& inputs) {
   if (inputs.size() != in_keys_.size()) {
-    Fail<ValueError>(describe(), ": got ", inputs.size(), " input tensor(s) but in_keys lists ",
+    TD_FAIL(ValueError, describe(), ": got ", inputs.size(), " input tensor(s) but in_keys lists ",
                      in_keys_.size());
   }
   std::vector<at::Tensor> args = inputs;
@@ -526,7 +526,7 @@ std::vector<at::Tensor> TensorDictModuleImpl::forward_tensors(
       if (k == Discard()) continue;
       std::optional<Value> v = r.tensordict->find(k);
       if (!v || !v->is_tensor()) {
-        Fail<KeyError>(describe(), " returned a TensorDict without tensor out key ", k.repr(),
+        TD_FAIL(KeyError, describe(), " returned a TensorDict without tensor out key ", k.repr(),
                        "; it has keys ", LeafKeys(*r.tensordict));
       }
       result.push_back(v->tensor());
@@ -534,7 +534,7 @@ std::vector<at::Tensor> TensorDictModuleImpl::forward_tensors(
     return result;
   }
   if (r.tensors.size() != out_keys_source_.size()) {
-    Fail<ValueError>(describe(), " returned ", r.tensors.size(), " tensor(s) but out_keys lists ",
+    TD_FAIL(ValueError, describe(), " returned ", r.tensors.size(), " tensor(s) but out_keys lists ",
                      out_keys_source_.size(), " key(s): ", KeysRepr(out_keys_source_));
   }
   for (size_t i = 0; i < r.tensors.size(); ++i) {
@@ -547,7 +547,7 @@ std::vector<at::Tensor> TensorDictModuleImpl::forward_tensors(
 
 void TensorDictModuleImpl::reset() {
   if (!wrapped_.captured.empty()) {
-    Fail<ValueError>("TensorDictModule: cannot clone a module whose callable captured modules (",
+    TD_FAIL(ValueError, "TensorDictModule: cannot clone a module whose callable captured modules (",
                      wrapped_.captured.front().first,
                      ", ...): the copy's callable would still use the original modules; build a "
                      "new TensorDictModule around copies instead");

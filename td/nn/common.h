@@ -41,6 +41,7 @@
 #include <torch/nn/modules/container/any.h>
 #include <torch/nn/modules/container/sequential.h>
 #include <torch/nn/pimpl.h>
+#include <torch/utils.h>
 
 #include <functional>
 #include <memory>
@@ -54,6 +55,7 @@
 #include <vector>
 
 #include "absl/container/inlined_vector.h"
+#include "td/compat/module_access.h"
 #include "td/core/tensordict.h"
 
 namespace td::nn {
@@ -172,6 +174,72 @@ class TensorDictModuleBase : public virtual torch::nn::Module {
   std::vector<NestedKey> in_keys_;
   std::vector<NestedKey> out_keys_;
   std::vector<NestedKey> out_keys_source_;
+};
+
+// NOTE [ Cloning TensorDict modules ]
+// The base of a TensorDict module that clone() can copy: what torch::nn::Cloneable<Derived> is to
+// a torch::nn::Module. Derive `struct MyImpl : td::nn::Cloneable<MyImpl>` (not from both
+// torch::nn::Cloneable and TensorDictModuleBase: from LibTorch 2.0 on, torch::nn::Cloneable has a
+// non-virtual torch::nn::Module base, and the class would hold two). clone() copies the object,
+// calls reset() on the copy to build fresh parameters, buffers and submodules, then copies this
+// module's values into them (onto `device` when given), exactly as torch::nn::Cloneable does;
+// a parent's clone() deep-copies a child that derives from this class the same way.
+template <class Derived>
+class Cloneable : public TensorDictModuleBase {
+ public:
+  // Builds the module's parameters, buffers and submodules (called on the copy by clone()).
+  virtual void reset() = 0;
+
+  std::shared_ptr<torch::nn::Module> clone(
+      const compat::OptionalDevice& device = compat::OptionalDevice()) const override {
+    torch::NoGradGuard no_grad;
+    auto copy = std::make_shared<Derived>(static_cast<const Derived&>(*this));
+    compat::ParametersOf(*copy).clear();
+    compat::BuffersOf(*copy).clear();
+    compat::ChildrenOf(*copy).clear();
+    copy->reset();
+    CheckSameRegistry(*copy);
+    for (const auto& item : compat::ParametersOf(*this)) {
+      const at::Tensor& t = item.value();
+      if (!t.defined()) continue;
+      compat::ParametersOf(*copy)[item.key()].set_data(CopyOf(t, device));
+    }
+    for (const auto& item : compat::BuffersOf(*this)) {
+      const at::Tensor& t = item.value();
+      if (!t.defined()) continue;
+      compat::BuffersOf(*copy)[item.key()].set_data(CopyOf(t, device));
+    }
+    for (const auto& item : compat::ChildrenOf(*this)) {
+      compat::CloneInto(*compat::ChildrenOf(*copy)[item.key()], *item.value(), device);
+    }
+    return copy;
+  }
+
+ private:
+  static at::Tensor CopyOf(const at::Tensor& t, const compat::OptionalDevice& device) {
+    return device && t.device() != *device ? t.to(*device) : t.clone();
+  }
+  // reset() must rebuild what the module had, or the values have nowhere to go.
+  void CheckSameRegistry(const torch::nn::Module& copy) const {
+    const size_t p = compat::ParametersOf(*this).size(), b = compat::BuffersOf(*this).size(),
+                 c = compat::ChildrenOf(*this).size();
+    if (compat::ParametersOf(copy).size() != p || compat::BuffersOf(copy).size() != b ||
+        compat::ChildrenOf(copy).size() != c) {
+      TD_FAIL(c10::Error, name(), "::clone: reset() built ", compat::ParametersOf(copy).size(),
+              " parameters, ", compat::BuffersOf(copy).size(), " buffers and ",
+              compat::ChildrenOf(copy).size(), " submodules, but the module has ", p, ", ", b,
+              " and ", c, "; reset() must register everything the module holds");
+    }
+  }
+  // Called by a parent's clone() on the child its reset() built: becomes a copy of `other`.
+  void clone_(torch::nn::Module& other, const compat::OptionalDevice& device) final {
+    auto copy = std::dynamic_pointer_cast<Derived>(other.clone(device));
+    if (!copy) {
+      TD_FAIL(c10::Error, name(), "::clone: the submodule to copy is a ", other.name(),
+              ", not a ", name());
+    }
+    static_cast<Derived&>(*this) = std::move(*copy);
+  }
 };
 
 // Where TensorDictModule writes its outputs.
@@ -493,8 +561,7 @@ struct CapturedModule {
   std::shared_ptr<torch::nn::Module> module;
 };
 
-class TensorDictModuleImpl : public torch::nn::Cloneable<TensorDictModuleImpl>,
-                             public TensorDictModuleBase {
+class TensorDictModuleImpl : public Cloneable<TensorDictModuleImpl> {
  public:
   // Wraps `module` (see the file comment for what it may be). Throws ValueError when the
   // callable's or the module's number of tensor arguments is known and differs from the number

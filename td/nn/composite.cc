@@ -33,7 +33,7 @@ DistParams PartParams(const TensorDict& params, const NestedKey& key, const Comp
   if (part.param_keys.empty()) {
     std::optional<Value> sub = params.find(key);
     if (!sub || !sub->is_tensordict()) {
-      Fail<KeyError>("CompositeDistribution: the parameters of ", key.repr(), " (",
+      TD_FAIL(KeyError, "CompositeDistribution: the parameters of ", key.repr(), " (",
                      part.factory.name, ") are read from the sub-TensorDict params[", key.repr(),
                      "], which ", sub ? "is not a TensorDict" : "does not exist",
                      "; params has keys ", LeafKeys(params),
@@ -43,7 +43,7 @@ DistParams PartParams(const TensorDict& params, const NestedKey& key, const Comp
     for (const NestedKey& k : sub_td.keys()) {
       const Value v = sub_td.get_value(k);
       if (!v.is_tensor()) {
-        Fail<TypeError>("CompositeDistribution: parameter ", (key + k).repr(), " of ",
+        TD_FAIL(TypeError, "CompositeDistribution: parameter ", (key + k).repr(), " of ",
                         key.repr(), " (", part.factory.name, ") is a ", v.kind(),
                         ", not a Tensor");
       }
@@ -54,7 +54,7 @@ DistParams PartParams(const TensorDict& params, const NestedKey& key, const Comp
   for (const NestedKey& k : part.param_keys) {
     std::optional<Value> v = params.find(k);
     if (!v || !v->is_tensor()) {
-      Fail<KeyError>("CompositeDistribution: parameter key ", k.repr(), " of ", key.repr(), " (",
+      TD_FAIL(KeyError, "CompositeDistribution: parameter key ", k.repr(), " of ", key.repr(), " (",
                      part.factory.name, ") ", v ? "is not a Tensor" : "is missing",
                      "; params has keys ", LeafKeys(params));
     }
@@ -100,13 +100,13 @@ CompositeDistributionFactory CompositeDistribution::factory(CompositeMap map) {
 
 CompositeDistribution::CompositeDistribution(const TensorDict& params, CompositeMap map)
     : batch_shape_(params.batch_size().vec()), device_(params.device()) {
-  if (map.empty()) Fail<ValueError>("CompositeDistribution: the distribution map is empty");
+  if (map.empty()) TD_FAIL(ValueError, "CompositeDistribution: the distribution map is empty");
   for (const auto& [key, part] : map) {
     if (std::find(keys_.begin(), keys_.end(), key) != keys_.end()) {
-      Fail<ValueError>("CompositeDistribution: out key ", key.repr(), " appears twice");
+      TD_FAIL(ValueError, "CompositeDistribution: out key ", key.repr(), " appears twice");
     }
     if (!part.factory.make) {
-      Fail<ValueError>("CompositeDistribution: the factory of ", key.repr(), " is empty");
+      TD_FAIL(ValueError, "CompositeDistribution: the factory of ", key.repr(), " is empty");
     }
     std::shared_ptr<Distribution> dist;
     try {
@@ -117,7 +117,7 @@ CompositeDistribution::CompositeDistribution(const TensorDict& params, Composite
       throw;
     }
     if (!StartsWith(dist->batch_shape(), batch_shape_)) {
-      Fail<ValueError>("CompositeDistribution: ", key.repr(), " (", dist->name(),
+      TD_FAIL(ValueError, "CompositeDistribution: ", key.repr(), " (", dist->name(),
                        ") has batch shape ", SizeRepr(dist->batch_shape()),
                        ", which does not start with the parameters' batch size ",
                        SizeRepr(batch_shape_));
@@ -139,7 +139,7 @@ const Distribution& CompositeDistribution::dist(const NestedKey& key) const {
   for (size_t i = 0; i < keys_.size(); ++i) {
     if (keys_[i] == key) return *dists_[i];
   }
-  Fail<KeyError>("CompositeDistribution: no distribution under ", key.repr(), "; its keys are ",
+  TD_FAIL(KeyError, "CompositeDistribution: no distribution under ", key.repr(), "; its keys are ",
                  KeysRepr(keys_));
 }
 
@@ -179,7 +179,7 @@ TensorDict CompositeDistribution::rsample(at::IntArrayRef sample_shape) const {
     }
   }
   if (!lacking.empty()) {
-    Fail<TypeError>("CompositeDistribution::rsample needs a reparameterized sample of every "
+    TD_FAIL(TypeError, "CompositeDistribution::rsample needs a reparameterized sample of every "
                     "part; ", absl::StrJoin(lacking, ", "), " has none; use sample()");
   }
   return collect(sample_shape, "rsample",
@@ -218,7 +218,7 @@ std::pair<at::Tensor, at::Tensor> CompositeDistribution::part_log_prob(const Ten
   const Distribution& d = *dists_[i];
   std::optional<Value> v = sample.find(key);
   if (!v || !v->is_tensor()) {
-    Fail<KeyError>("CompositeDistribution::log_prob: the sample's entry ", key.repr(), " (",
+    TD_FAIL(KeyError, "CompositeDistribution::log_prob: the sample's entry ", key.repr(), " (",
                    d.name(), ") ", v ? "is not a Tensor" : "is missing", "; it has keys ",
                    LeafKeys(sample));
   }
@@ -227,7 +227,7 @@ std::pair<at::Tensor, at::Tensor> CompositeDistribution::part_log_prob(const Ten
   drawn.insert(drawn.end(), d.event_shape().begin(), d.event_shape().end());
   const auto n = static_cast<int64_t>(drawn.size());
   if (value.dim() < n || value.sizes().slice(value.dim() - n) != at::IntArrayRef(drawn)) {
-    Fail<ValueError>("CompositeDistribution::log_prob: the sample's entry ", key.repr(),
+    TD_FAIL(ValueError, "CompositeDistribution::log_prob: the sample's entry ", key.repr(),
                      " has shape ", SizeRepr(value.sizes()), " but ", d.name(), " draws shape ",
                      SizeRepr(drawn), " (batch ", SizeRepr(d.batch_shape()), " + event ",
                      SizeRepr(d.event_shape()), "), after any sample dims");
@@ -247,7 +247,7 @@ TensorDict CompositeDistribution::log_prob_composite(const TensorDict& sample,
   for (size_t i = 0; i < keys_.size(); ++i) {
     parts.push_back(part_log_prob(sample, i));
     if (parts[i].second.sizes() != parts[0].second.sizes()) {
-      Fail<ValueError>("CompositeDistribution::log_prob: ", keys_[i].repr(), " gives log-probs "
+      TD_FAIL(ValueError, "CompositeDistribution::log_prob: ", keys_[i].repr(), " gives log-probs "
                        "of shape ", SizeRepr(parts[i].second.sizes()), " but ", keys_[0].repr(),
                        " gives ", SizeRepr(parts[0].second.sizes()),
                        "; the sample's entries must share their sample dims");
@@ -258,7 +258,7 @@ TensorDict CompositeDistribution::log_prob_composite(const TensorDict& sample,
   for (size_t i = 0; i < keys_.size(); ++i) {
     const NestedKey lp_key = LogProbKey(keys_[i]);
     if (out.contains(lp_key) || (include_sum && lp_key == NestedKey("sample_log_prob"))) {
-      Fail<ValueError>("CompositeDistribution::log_prob_composite: the log-prob key ",
+      TD_FAIL(ValueError, "CompositeDistribution::log_prob_composite: the log-prob key ",
                        lp_key.repr(), " of ", keys_[i].repr(), " is taken by another entry");
     }
     out.set(lp_key, parts[i].first);

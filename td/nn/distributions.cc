@@ -23,14 +23,14 @@ std::vector<int64_t> BroadcastShape(const at::Tensor& a, const at::Tensor& b, co
   try {
     return at::infer_size(a.sizes(), b.sizes());
   } catch (const c10::Error&) {
-    Fail<ValueError>(dist, ": ", a_name, " of shape ", SizeRepr(a.sizes()), " and ", b_name,
+    TD_FAIL(ValueError, dist, ": ", a_name, " of shape ", SizeRepr(a.sizes()), " and ", b_name,
                      " of shape ", SizeRepr(b.sizes()), " do not broadcast together");
   }
 }
 
 void CheckPositive(const at::Tensor& scale, const char* dist) {
   if (scale.numel() > 0 && !(scale > 0).all().item<bool>()) {
-    Fail<ValueError>(dist, ": scale must be positive everywhere; got min ",
+    TD_FAIL(ValueError, dist, ": scale must be positive everywhere; got min ",
                      scale.min().item<double>(), " (shape ", SizeRepr(scale.sizes()), ")");
   }
 }
@@ -49,11 +49,11 @@ at::Tensor NormalLogPdf(const at::Tensor& x) { return -0.5 * x * x - kLogSqrt2Pi
 // ---- Distribution ---------------------------------------------------------------------------------
 
 at::Tensor Distribution::rsample(at::IntArrayRef) const {
-  Fail<TypeError>(name(), " has no reparameterized sampling (rsample); use sample()");
+  TD_FAIL(TypeError, name(), " has no reparameterized sampling (rsample); use sample()");
 }
 
 at::Tensor Distribution::median() const {
-  Fail<c10::NotImplementedError>(name(), " has no median (torch.distributions defines none for "
+  TD_FAIL(c10::NotImplementedError, name(), " has no median (torch.distributions defines none for "
                                  "it); use InteractionType::kMode (mode()) instead");
 }
 
@@ -68,7 +68,7 @@ const at::Tensor& DistParam(const DistParams& params, const std::string& name,
   }
   std::vector<std::string> given;
   for (const auto& p : params) given.push_back(p.first);
-  Fail<KeyError>(distribution, " needs a parameter named '", name, "'; got ", KeysRepr(given),
+  TD_FAIL(KeyError, distribution, " needs a parameter named '", name, "'; got ", KeysRepr(given),
                  " (the distribution parameter names are the last components of in_keys, or "
                  "dist_param_names)");
 }
@@ -117,7 +117,7 @@ Categorical::Categorical(at::Tensor logits, at::Tensor probs)
 
 Categorical Categorical::from_logits(const at::Tensor& logits) {
   if (logits.dim() < 1) {
-    Fail<ValueError>("Categorical: logits need at least one dim (the classes); got shape ",
+    TD_FAIL(ValueError, "Categorical: logits need at least one dim (the classes); got shape ",
                      SizeRepr(logits.sizes()));
   }
   at::Tensor normalized = logits - logits.logsumexp(-1, /*keepdim=*/true);
@@ -127,11 +127,11 @@ Categorical Categorical::from_logits(const at::Tensor& logits) {
 
 Categorical Categorical::from_probs(const at::Tensor& probs) {
   if (probs.dim() < 1) {
-    Fail<ValueError>("Categorical: probs need at least one dim (the classes); got shape ",
+    TD_FAIL(ValueError, "Categorical: probs need at least one dim (the classes); got shape ",
                      SizeRepr(probs.sizes()));
   }
   if (probs.numel() > 0 && !(probs >= 0).all().item<bool>()) {
-    Fail<ValueError>("Categorical: probs must be non-negative; got min ",
+    TD_FAIL(ValueError, "Categorical: probs must be non-negative; got min ",
                      probs.min().item<double>());
   }
   at::Tensor normalized = probs / probs.sum(-1, /*keepdim=*/true);
@@ -259,7 +259,7 @@ at::Tensor Delta::entropy() const {
 TruncatedNormal::TruncatedNormal(at::Tensor loc, at::Tensor scale, double low, double high)
     : low_(low), high_(high) {
   if (!(low < high)) {
-    Fail<ValueError>("TruncatedNormal: low (", low, ") must be smaller than high (", high, ")");
+    TD_FAIL(ValueError, "TruncatedNormal: low (", low, ") must be smaller than high (", high, ")");
   }
   batch_shape_ = BroadcastShape(loc, scale, "TruncatedNormal", "loc", "scale");
   CheckPositive(scale, "TruncatedNormal");
@@ -333,7 +333,7 @@ namespace {
 
 std::function<at::Tensor(const at::Tensor&)> BiasedSoftplus(double bias, double min_val) {
   if (!(bias > min_val)) {
-    Fail<ValueError>("NormalParamExtractor: biased_softplus needs bias (", bias,
+    TD_FAIL(ValueError, "NormalParamExtractor: biased_softplus needs bias (", bias,
                      ") > min_val (", min_val, ")");
   }
   const double shift = std::log(std::expm1(bias - min_val));  // inverse softplus
@@ -355,7 +355,7 @@ std::function<at::Tensor(const at::Tensor&)> ScaleMapping(const std::string& nam
       return BiasedSoftplus(bias, min_val);
     }
   }
-  Fail<ValueError>("NormalParamExtractor: unknown scale_mapping '", name,
+  TD_FAIL(ValueError, "NormalParamExtractor: unknown scale_mapping '", name,
                    "'; expected 'biased_softplus_<bias>[_<min>]', 'softplus', 'exp', 'relu' or "
                    "'none'");
 }
@@ -367,7 +367,7 @@ NormalParamExtractorImpl::NormalParamExtractorImpl(NormalParamExtractorOptions o
 
 std::tuple<at::Tensor, at::Tensor> NormalParamExtractorImpl::forward(const at::Tensor& x) {
   if (x.dim() < 1 || x.size(-1) % 2 != 0) {
-    Fail<ValueError>("NormalParamExtractor: the last dim must be even (loc and scale halves); "
+    TD_FAIL(ValueError, "NormalParamExtractor: the last dim must be even (loc and scale halves); "
                      "got shape ",
                      SizeRepr(x.sizes()));
   }

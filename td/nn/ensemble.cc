@@ -13,7 +13,7 @@ namespace detail {
 
 std::vector<TensorDict> EnsembleMembers(const TensorDict& stacked_params) {
   if (stacked_params.batch_dims() == 0) {
-    Fail<ValueError>("ensemble: the stacked parameters need a leading batch dim (one entry per "
+    TD_FAIL(ValueError, "ensemble: the stacked parameters need a leading batch dim (one entry per "
                      "member); got batch size ",
                      SizeRepr(stacked_params.batch_size()));
   }
@@ -141,10 +141,10 @@ std::optional<at::Tensor> batched_ensemble_forward(torch::nn::Module& module,
 EnsembleModuleImpl::EnsembleModuleImpl(std::vector<std::shared_ptr<TensorDictModuleBase>> members,
                                        EnsembleOptions options)
     : options_(options) {
-  if (members.empty()) Fail<ValueError>("EnsembleModule needs at least one member");
+  if (members.empty()) TD_FAIL(ValueError, "EnsembleModule needs at least one member");
   std::vector<std::shared_ptr<torch::nn::Module>> modules;
   for (size_t i = 0; i < members.size(); ++i) {
-    if (!members[i]) Fail<ValueError>("EnsembleModule: member ", i, " is null");
+    if (!members[i]) TD_FAIL(ValueError, "EnsembleModule: member ", i, " is null");
     modules.push_back(members[i]);
   }
   module_ = members.front();
@@ -154,8 +154,8 @@ EnsembleModuleImpl::EnsembleModuleImpl(std::vector<std::shared_ptr<TensorDictMod
 EnsembleModuleImpl::EnsembleModuleImpl(std::shared_ptr<TensorDictModuleBase> module,
                                        int64_t num_copies, EnsembleOptions options)
     : options_(options) {
-  if (!module) Fail<ValueError>("EnsembleModule: the module is null");
-  if (num_copies < 1) Fail<ValueError>("EnsembleModule: num_copies must be >= 1, got ", num_copies);
+  if (!module) TD_FAIL(ValueError, "EnsembleModule: the module is null");
+  if (num_copies < 1) TD_FAIL(ValueError, "EnsembleModule: num_copies must be >= 1, got ", num_copies);
   module_ = std::move(module);
   init(from_module(*module_).expand({num_copies}).apply([](const at::Tensor& t) {
     return t.detach().clone();

@@ -73,8 +73,7 @@ at::Tensor ensemble_forward(Holder module, const TensorDict& stacked_params,
 // are stacked under the module's out_keys. When the wrapped module is a TensorDictModule with
 // one in key and one out key around a batchable module (see batched_ensemble_forward), all
 // members run in one batched computation.
-class EnsembleModuleImpl : public torch::nn::Cloneable<EnsembleModuleImpl>,
-                           public TensorDictModuleBase {
+class EnsembleModuleImpl : public Cloneable<EnsembleModuleImpl> {
  public:
   // Members built independently (so they start from different initializations): the first one
   // runs the computation, every member contributes its parameters. Throws ValueError for an
@@ -154,7 +153,7 @@ at::Tensor ensemble_forward(Holder module, const TensorDict& stacked_params,
                             const at::Tensor& x, const EnsembleOptions& options) {
   const int64_t n = stacked_params.batch_dims() > 0 ? stacked_params.batch_size()[0] : 0;
   if (options.per_member_input() && (x.dim() == 0 || x.size(0) != n)) {
-    Fail<ValueError>("ensemble_forward: per_member_input needs x with ", n,
+    TD_FAIL(ValueError, "ensemble_forward: per_member_input needs x with ", n,
                      " (members) as its dim 0; got x of shape ", SizeRepr(x.sizes()));
   }
   if (options.batched()) {

@@ -8,6 +8,7 @@
 #include <shared_mutex>
 #include <unordered_map>
 
+#include "td/compat/module_access.h"
 #include "td/core/dtype.h"
 #include "td/core/stack.h"
 #include "td/nn/params.h"
@@ -19,74 +20,14 @@ using torch::nn::Module;
 using TensorMap = torch::OrderedDict<std::string, at::Tensor>;
 using ChildMap = torch::OrderedDict<std::string, std::shared_ptr<Module>>;
 
-// ---- access to a module's registry -----------------------------------------------------------
-// torch::nn::Module keeps its registered parameters (protected), buffers and children (private)
-// in OrderedDicts and offers only copies of them. See NOTE [ Swapping tensors into LibTorch
-// modules ]: to_module must replace the registered slot itself. An explicit template
-// instantiation may name private members ([temp.spec]/6: access checking does not apply to
-// names in explicit instantiations); the friend function it defines hands out the
-// pointer-to-member. This is the only place that reaches into LibTorch's internals; the member
-// names are checked by the compiler, so a LibTorch version that renames them fails to build
-// instead of misbehaving.
-template <class Tag, typename Tag::type kMember>
-struct MemberThief {
-  friend typename Tag::type Steal(Tag) { return kMember; }
-};
-
-struct ParametersTag {
-  using type = TensorMap Module::*;
-  friend type Steal(ParametersTag);
-};
-struct BuffersTag {
-  using type = TensorMap Module::*;
-  friend type Steal(BuffersTag);
-};
-struct ChildrenTag {
-  using type = ChildMap Module::*;
-  friend type Steal(ChildrenTag);
-};
-template struct MemberThief<ParametersTag, &Module::parameters_>;
-template struct MemberThief<BuffersTag, &Module::buffers_>;
-template struct MemberThief<ChildrenTag, &Module::children_>;
-
-// RNN/LSTM/GRU read their weights from the protected `flat_weights_` vector (in the order of
-// `flat_weights_names_`), filled from the registry when the module is built.
-// Each instantiation of these tags befriends its own non-template Steal overload, defined by the
-// matching MemberThief instantiation below: the non-template friend is the point of the idiom, so
-// GCC's warning that it is not a template is silenced here and only here.
-#if defined(__GNUC__) && !defined(__clang__)
-#pragma GCC diagnostic push
-#pragma GCC diagnostic ignored "-Wnon-template-friend"
-#endif
-template <class Impl>
-struct FlatWeightsTag {
-  using type = std::vector<at::Tensor> torch::nn::detail::RNNImplBase<Impl>::*;
-  friend type Steal(FlatWeightsTag);
-};
-template <class Impl>
-struct FlatNamesTag {
-  using type = std::vector<std::string> torch::nn::detail::RNNImplBase<Impl>::*;
-  friend type Steal(FlatNamesTag);
-};
-#if defined(__GNUC__) && !defined(__clang__)
-#pragma GCC diagnostic pop
-#endif
-#define TD_NN_STEAL_RNN(Impl)                                                                \
-  template struct MemberThief<FlatWeightsTag<Impl>,                                          \
-                              &torch::nn::detail::RNNImplBase<Impl>::flat_weights_>;         \
-  template struct MemberThief<FlatNamesTag<Impl>,                                            \
-                              &torch::nn::detail::RNNImplBase<Impl>::flat_weights_names_>
-TD_NN_STEAL_RNN(torch::nn::RNNImpl);
-TD_NN_STEAL_RNN(torch::nn::LSTMImpl);
-TD_NN_STEAL_RNN(torch::nn::GRUImpl);
-#undef TD_NN_STEAL_RNN
-
-TensorMap& ParamsOf(Module& m) { return m.*Steal(ParametersTag{}); }
-TensorMap& BuffersOf(Module& m) { return m.*Steal(BuffersTag{}); }
-ChildMap& ChildrenOf(Module& m) { return m.*Steal(ChildrenTag{}); }
-const TensorMap& ParamsOf(const Module& m) { return m.*Steal(ParametersTag{}); }
-const TensorMap& BuffersOf(const Module& m) { return m.*Steal(BuffersTag{}); }
-const ChildMap& ChildrenOf(const Module& m) { return m.*Steal(ChildrenTag{}); }
+// The registries themselves (see NOTE [ Swapping tensors into LibTorch modules ]: to_module must
+// replace the registered slot); td/compat/module_access.h is the one place that reaches them.
+TensorMap& ParamsOf(Module& m) { return compat::ParametersOf(m); }
+TensorMap& BuffersOf(Module& m) { return compat::BuffersOf(m); }
+ChildMap& ChildrenOf(Module& m) { return compat::ChildrenOf(m); }
+const TensorMap& ParamsOf(const Module& m) { return compat::ParametersOf(m); }
+const TensorMap& BuffersOf(const Module& m) { return compat::BuffersOf(m); }
+const ChildMap& ChildrenOf(const Module& m) { return compat::ChildrenOf(m); }
 
 // ---- the member table ------------------------------------------------------------------------
 
@@ -100,19 +41,11 @@ TensorMemberSetter Members(std::vector<std::pair<std::string, at::Tensor Impl::*
   return detail::MemberSetter<Impl>(std::move(members));
 }
 
-template <class Impl>
+// RNN/LSTM/GRU read their weights from a flat list filled from the registry when the module is
+// built; to_module points that list's slot at the new tensor too.
 TensorMemberSetter RnnMembers() {
   return [](Module& module, const std::string& name, const at::Tensor& value) {
-    auto& base = static_cast<torch::nn::detail::RNNImplBase<Impl>&>(dynamic_cast<Impl&>(module));
-    const std::vector<std::string>& names = base.*Steal(FlatNamesTag<Impl>{});
-    std::vector<at::Tensor>& weights = base.*Steal(FlatWeightsTag<Impl>{});
-    for (size_t i = 0; i < names.size() && i < weights.size(); ++i) {
-      if (names[i] == name) {
-        weights[i] = value;
-        return true;
-      }
-    }
-    return false;
+    return compat::SetRnnFlatWeight(module, name, value);
   };
 }
 
@@ -181,9 +114,9 @@ void AddBuiltins(Registry& r) {
   AddCell<tnn::RNNCellImpl>(r);
   AddCell<tnn::LSTMCellImpl>(r);
   AddCell<tnn::GRUCellImpl>(r);
-  Add<tnn::RNNImpl>(r, RnnMembers<tnn::RNNImpl>());
-  Add<tnn::LSTMImpl>(r, RnnMembers<tnn::LSTMImpl>());
-  Add<tnn::GRUImpl>(r, RnnMembers<tnn::GRUImpl>());
+  Add<tnn::RNNImpl>(r, RnnMembers());
+  Add<tnn::LSTMImpl>(r, RnnMembers());
+  Add<tnn::GRUImpl>(r, RnnMembers());
   Add<tnn::NLLLossImpl>(r, Members<tnn::NLLLossImpl>({{"weight", &tnn::NLLLossImpl::weight}}));
   Add<tnn::CrossEntropyLossImpl>(
       r, Members<tnn::CrossEntropyLossImpl>({{"weight", &tnn::CrossEntropyLossImpl::weight}}));
@@ -287,7 +220,7 @@ class ModuleSwapper {
 
   [[noreturn]] static void FailUnknown(const ModuleParamsGuard& g, int32_t node, Module& m,
                                        const std::string& k) {
-    Fail<KeyError>("to_module: key ", PathOf(g, node, k).repr(), " matches nothing in ",
+    TD_FAIL(KeyError, "to_module: key ", PathOf(g, node, k).repr(), " matches nothing in ",
                    Where(g, node, m), ": its parameters are ", ListKeys(ParamsOf(m)),
                    ", buffers ", ListKeys(BuffersOf(m)), ", submodules ",
                    KeysRepr(ChildrenOf(m).keys()));
@@ -306,7 +239,7 @@ class ModuleSwapper {
         std::shared_ptr<Module>* child = children.find(k);
         if (child == nullptr) {
           if (own_params.find(k) || own_buffers.find(k)) {
-            Fail<TypeError>("to_module: key ", PathOf(g, node, k).repr(),
+            TD_FAIL(TypeError, "to_module: key ", PathOf(g, node, k).repr(),
                             " holds a TensorDict, but in ", Where(g, node, m),
                             " it names a tensor, not a submodule");
           }
@@ -318,7 +251,7 @@ class ModuleSwapper {
         return;
       }
       if (!v->is_tensor()) {
-        Fail<TypeError>("to_module: key ", PathOf(g, node, k).repr(),
+        TD_FAIL(TypeError, "to_module: key ", PathOf(g, node, k).repr(),
                         " holds non-tensor data; only tensors can go into a module");
       }
       bool buffer = false;
@@ -329,7 +262,7 @@ class ModuleSwapper {
       }
       if (slot == nullptr) {
         if (children.find(k)) {
-          Fail<TypeError>("to_module: key ", PathOf(g, node, k).repr(),
+          TD_FAIL(TypeError, "to_module: key ", PathOf(g, node, k).repr(),
                           " holds a Tensor, but in ", Where(g, node, m),
                           " it names a submodule (expected a TensorDict)");
         }
@@ -337,14 +270,14 @@ class ModuleSwapper {
       }
       const at::Tensor& value = v->tensor();
       if (slot->defined() && slot->sizes() != value.sizes()) {
-        Fail<ValueError>("to_module: key ", PathOf(g, node, k).repr(), " has shape ",
+        TD_FAIL(ValueError, "to_module: key ", PathOf(g, node, k).repr(), " has shape ",
                          SizeRepr(value.sizes()), " but the ", buffer ? "buffer" : "parameter",
                          " it replaces in ", Where(g, node, m), " has shape ",
                          SizeRepr(slot->sizes()));
       }
       if (g.inplace_) {
         if (!slot->defined()) {
-          Fail<ValueError>("to_module(inplace): key ", PathOf(g, node, k).repr(),
+          TD_FAIL(ValueError, "to_module(inplace): key ", PathOf(g, node, k).repr(),
                            " names an undefined ", buffer ? "buffer" : "parameter", " of ",
                            Where(g, node, m), "; there is no tensor to copy into");
         }
@@ -357,7 +290,7 @@ class ModuleSwapper {
         setter = FindSetter(m);
         setter_looked_up = true;
         if (!setter) {
-          Fail<TypeError>(
+          TD_FAIL(TypeError, 
               "to_module: cannot swap key ", PathOf(g, node, k).repr(), " into ",
               Where(g, node, m), ": to_module does not know which member handles the forward() "
               "of ", c10::demangle(typeid(m).name()), " reads, and swapping only the registered "
@@ -425,7 +358,7 @@ void ModuleParamsGuard::restore_slots() {
       (*it->setter)(m, it->name, it->previous);
     }
   }
-  if (!failures.empty()) Fail<c10::Error>("to_module: could not restore", failures);
+  if (!failures.empty()) TD_FAIL(c10::Error, "to_module: could not restore", failures);
 }
 
 TensorDict ModuleParamsGuard::swapped_out() const {
@@ -461,7 +394,7 @@ TensorDict swap_into_module(const TensorDict& params, torch::nn::Module& module,
 }
 
 void register_tensor_members(std::type_index type, TensorMemberSetter setter) {
-  if (!setter) Fail<ValueError>("register_tensor_members: empty setter");
+  if (!setter) TD_FAIL(ValueError, "register_tensor_members: empty setter");
   Registry& r = GetRegistry();
   std::unique_lock<std::shared_mutex> lock(r.mu);
   r.setters[type] = std::make_shared<const TensorMemberSetter>(std::move(setter));
@@ -475,11 +408,11 @@ bool has_tensor_members(std::type_index type) {
 
 TensorDict from_modules(const std::vector<std::shared_ptr<torch::nn::Module>>& modules,
                         const FromModuleOptions& options) {
-  if (modules.empty()) Fail<ValueError>("from_modules needs at least one module");
+  if (modules.empty()) TD_FAIL(ValueError, "from_modules needs at least one module");
   std::vector<TensorDict> tds;
   tds.reserve(modules.size());
   for (size_t i = 0; i < modules.size(); ++i) {
-    if (!modules[i]) Fail<ValueError>("from_modules: module ", i, " is null");
+    if (!modules[i]) TD_FAIL(ValueError, "from_modules: module ", i, " is null");
     tds.push_back(FromModuleImpl(*modules[i], FromModuleOptions(options).lock(false)));
   }
   TensorDict out;

@@ -37,7 +37,7 @@ void TensorDictParamsImpl::register_from(const TensorDict& params, bool fresh) {
   params.for_each_entry([&](const std::string& k, const Value& entry) {
     const Value* v = &entry;
     if (k.empty() || k.find('.') != std::string::npos) {
-      Fail<ValueError>("TensorDictParams: key '", k,
+      TD_FAIL(ValueError, "TensorDictParams: key '", k,
                        "' cannot name a module parameter (empty, or contains a '.')");
     }
     if (v->is_tensor()) {

@@ -49,16 +49,16 @@ ProbabilisticTensorDictModuleImpl::ProbabilisticTensorDictModuleImpl(
     DistributionFactory distribution, ProbabilisticTensorDictModuleOptions options)
     : distribution_(std::move(distribution)), options_(std::move(options)) {
   if (!distribution_.make) {
-    Fail<ValueError>("ProbabilisticTensorDictModule: the distribution factory is empty");
+    TD_FAIL(ValueError, "ProbabilisticTensorDictModule: the distribution factory is empty");
   }
   if (out_keys.size() != 1) {
-    Fail<ValueError>("ProbabilisticTensorDictModule: out_keys must hold exactly one key (the "
+    TD_FAIL(ValueError, "ProbabilisticTensorDictModule: out_keys must hold exactly one key (the "
                      "draw); got ",
                      KeysRepr(out_keys));
   }
   const auto& names = options_.dist_param_names();
   if (!names.empty() && names.size() != in_keys.size()) {
-    Fail<ValueError>("ProbabilisticTensorDictModule: dist_param_names ", KeysRepr(names),
+    TD_FAIL(ValueError, "ProbabilisticTensorDictModule: dist_param_names ", KeysRepr(names),
                      " must name each of the in_keys ", KeysRepr(in_keys));
   }
   for (size_t i = 0; i < in_keys.size(); ++i) {
@@ -76,18 +76,18 @@ ProbabilisticTensorDictModuleImpl::ProbabilisticTensorDictModuleImpl(
   std::sort(sorted_out.begin(), sorted_out.end());
   std::sort(sorted_map.begin(), sorted_map.end());
   if (map_keys.empty() || sorted_out != sorted_map) {
-    Fail<ValueError>("ProbabilisticTensorDictModule: with a composite distribution, out_keys ",
+    TD_FAIL(ValueError, "ProbabilisticTensorDictModule: with a composite distribution, out_keys ",
                      KeysRepr(out_keys), " must be the keys of its distribution map ",
                      KeysRepr(map_keys), " (in any order)");
   }
   if (!options_.dist_param_names().empty()) {
-    Fail<ValueError>("ProbabilisticTensorDictModule: dist_param_names ",
+    TD_FAIL(ValueError, "ProbabilisticTensorDictModule: dist_param_names ",
                      KeysRepr(options_.dist_param_names()), " does not apply to ",
                      composite_->name(), ": its parts name their parameters (CompositePart's "
                      "param_keys)");
   }
   if (in_keys.empty()) {
-    Fail<ValueError>("ProbabilisticTensorDictModule: ", composite_->name(),
+    TD_FAIL(ValueError, "ProbabilisticTensorDictModule: ", composite_->name(),
                      " needs in_keys (a sub-TensorDict of parameters, or the parameter keys)");
   }
   num_draws_ = out_keys.size();
@@ -101,7 +101,7 @@ void ProbabilisticTensorDictModuleImpl::set_keys(std::vector<NestedKey> in_keys,
   if (options_.return_log_prob()) {
     if (std::find(out_keys_source_.begin(), out_keys_source_.end(), options_.log_prob_key()) !=
         out_keys_source_.end()) {
-      Fail<ValueError>("ProbabilisticTensorDictModule: log_prob_key ",
+      TD_FAIL(ValueError, "ProbabilisticTensorDictModule: log_prob_key ",
                        options_.log_prob_key().repr(), " is also the key of a draw ",
                        KeysRepr(out_keys_source_));
     }
@@ -121,7 +121,7 @@ InteractionType ProbabilisticTensorDictModuleImpl::current_interaction_type() co
 std::shared_ptr<Distribution> ProbabilisticTensorDictModuleImpl::get_dist(
     const TensorDict& td) const {
   if (composite_) {
-    Fail<TypeError>("ProbabilisticTensorDictModule: the distribution is a ", composite_->name(),
+    TD_FAIL(TypeError, "ProbabilisticTensorDictModule: the distribution is a ", composite_->name(),
                     "; use get_composite_dist()");
   }
   DistParams params;
@@ -129,7 +129,7 @@ std::shared_ptr<Distribution> ProbabilisticTensorDictModuleImpl::get_dist(
   for (size_t i = 0; i < in_keys_.size(); ++i) {
     std::optional<Value> v = td.find(in_keys_[i]);
     if (!v || !v->is_tensor()) {
-      Fail<KeyError>("ProbabilisticTensorDictModule(", distribution_.name, "): parameter key ",
+      TD_FAIL(KeyError, "ProbabilisticTensorDictModule(", distribution_.name, "): parameter key ",
                      in_keys_[i].repr(), v ? " is not a Tensor" : " is missing",
                      "; the TensorDict has keys ", LeafKeys(td));
     }
@@ -147,7 +147,7 @@ std::shared_ptr<Distribution> ProbabilisticTensorDictModuleImpl::get_dist(
 std::shared_ptr<CompositeDistribution> ProbabilisticTensorDictModuleImpl::get_composite_dist(
     const TensorDict& td) const {
   if (!composite_) {
-    Fail<TypeError>("ProbabilisticTensorDictModule: the distribution is a ", distribution_.name,
+    TD_FAIL(TypeError, "ProbabilisticTensorDictModule: the distribution is a ", distribution_.name,
                     ", not a CompositeDistribution; use get_dist()");
   }
   std::optional<TensorDict> params;
@@ -160,7 +160,7 @@ std::shared_ptr<CompositeDistribution> ProbabilisticTensorDictModuleImpl::get_co
     for (const NestedKey& k : in_keys_) {
       std::optional<Value> v = td.find(k);
       if (!v) {
-        Fail<KeyError>("ProbabilisticTensorDictModule(", composite_->name(), "): parameter key ",
+        TD_FAIL(KeyError, "ProbabilisticTensorDictModule(", composite_->name(), "): parameter key ",
                        k.repr(), " is missing; the TensorDict has keys ", LeafKeys(td));
       }
       params->set(k, *std::move(v));
@@ -258,10 +258,10 @@ ProbabilisticTensorDictSequentialImpl::ProbabilisticTensorDictSequentialImpl(
     TensorDictSequentialOptions options)
     : TensorDictSequentialImpl(std::move(modules), std::move(options)) {
   if (modules_.empty()) {
-    Fail<ValueError>("ProbabilisticTensorDictSequential needs at least one module");
+    TD_FAIL(ValueError, "ProbabilisticTensorDictSequential needs at least one module");
   }
   if (!std::dynamic_pointer_cast<ProbabilisticTensorDictModuleImpl>(modules_.back())) {
-    Fail<TypeError>("ProbabilisticTensorDictSequential: the last module must be a "
+    TD_FAIL(TypeError, "ProbabilisticTensorDictSequential: the last module must be a "
                     "ProbabilisticTensorDictModule; got ",
                     modules_.back()->name());
   }

@@ -78,8 +78,7 @@ struct ProbabilisticTensorDictModuleOptions {
 };
 
 class ProbabilisticTensorDictModuleImpl
-    : public torch::nn::Cloneable<ProbabilisticTensorDictModuleImpl>,
-      public TensorDictModuleBase {
+    : public Cloneable<ProbabilisticTensorDictModuleImpl> {
  public:
   // `in_keys` hold the distribution's parameters, `out_keys` has exactly one key (the draw).
   // out_keys() is that key plus the log-prob key when return_log_prob. Throws ValueError when

@@ -127,7 +127,7 @@ void FlattenOutput(const c10::IValue& v, const std::string& schema, std::vector<
   } else if (v.isTensorList()) {
     for (const at::Tensor& t : v.toTensorVector()) out.push_back(t);
   } else {
-    Fail<TypeError>("TorchScript method ", schema, " returned a ", v.tagKind(),
+    TD_FAIL(TypeError, "TorchScript method ", schema, " returned a ", v.tagKind(),
                     " (", v.type()->repr_str(), "); expected a Tensor, a tuple or list of "
                     "Tensors, or a Dict[str, Tensor]");
   }
@@ -154,7 +154,7 @@ struct ScriptCall {
       throw;
     } catch (const std::exception& e) {
       // The interpreter reports errors of the scripted code as std::runtime_error.
-      Fail<c10::Error>("calling TorchScript method ", schema, " failed: ", e.what());
+      TD_FAIL(c10::Error, "calling TorchScript method ", schema, " failed: ", e.what());
     }
     std::vector<at::Tensor> out;
     if (!result.isGenericDict()) {
@@ -174,11 +174,11 @@ struct ScriptCall {
         std::vector<std::string> names;
         for (const auto& e : dict) names.push_back(e.key().isString() ? e.key().toStringRef()
                                                                       : e.key().tagKind());
-        Fail<KeyError>("TorchScript method ", schema, " returned a dict without the entry '",
+        TD_FAIL(KeyError, "TorchScript method ", schema, " returned a dict without the entry '",
                        name, "' for out key ", k.repr(), "; its keys are ", KeysRepr(names));
       }
       if (!it->value().isTensor()) {
-        Fail<TypeError>("TorchScript method ", schema, " returned a dict whose entry '", name,
+        TD_FAIL(TypeError, "TorchScript method ", schema, " returned a dict whose entry '", name,
                         "' is a ", it->value().tagKind(), ", not a Tensor");
       }
       out.push_back(it->value().toTensor());
@@ -204,7 +204,7 @@ torch::jit::Method FindMethod(const JitModule& module, const ScriptModuleOptions
   if (!method) {
     std::vector<std::string> names;
     for (const torch::jit::Method& m : module.get_methods()) names.push_back(m.name());
-    Fail<ValueError>("script_module: the TorchScript module ", module.type()->repr_str(),
+    TD_FAIL(ValueError, "script_module: the TorchScript module ", module.type()->repr_str(),
                      " has no method '", options.method(), "'; its methods are ",
                      KeysRepr(names));
   }
@@ -214,7 +214,7 @@ torch::jit::Method FindMethod(const JitModule& module, const ScriptModuleOptions
 void CheckTakesTensor(const c10::Argument& a, const std::string& schema_text,
                       const NestedKey& key) {
   if (!c10::TensorType::get()->isSubtypeOf(*a.type())) {
-    Fail<TypeError>("script_module: argument '", a.name(), "' of ", schema_text, " has type ",
+    TD_FAIL(TypeError, "script_module: argument '", a.name(), "' of ", schema_text, " has type ",
                     a.type()->repr_str(), ", which does not take a Tensor (in key ", key.repr(),
                     ")");
   }
@@ -262,7 +262,7 @@ TensorDictModule script_module(JitModule module, std::vector<NestedKey> in_keys,
     if (!args[i].default_value()) required = positional;
   }
   if (in_keys.size() < required || in_keys.size() > positional) {
-    Fail<ValueError>("script_module: ", schema_text, " takes ",
+    TD_FAIL(ValueError, "script_module: ", schema_text, " takes ",
                      required == positional ? c10::str(required)
                                             : c10::str(required, " to ", positional),
                      " positional argument(s) but in_keys lists ", in_keys.size(), ": ",
@@ -291,7 +291,7 @@ TensorDictModule script_module(JitModule module, const InKeysByName& in_keys,
   for (const auto& [key, name] : in_keys.entries()) {
     auto it = std::find(names.begin(), names.end(), name);
     if (it == names.end()) {
-      Fail<ValueError>("script_module: ", schema_text, " has no argument named '", name,
+      TD_FAIL(ValueError, "script_module: ", schema_text, " has no argument named '", name,
                        "' (in key ", key.repr(), "); its arguments are ", KeysRepr(names));
     }
     const size_t i = static_cast<size_t>(it - names.begin()) + 1;
@@ -302,7 +302,7 @@ TensorDictModule script_module(JitModule module, const InKeysByName& in_keys,
     if (!given[i] && !args[i].default_value()) {
       std::vector<std::string> named;
       for (const auto& entry : in_keys.entries()) named.push_back(entry.second);
-      Fail<ValueError>("script_module: argument '", args[i].name(), "' of ", schema_text,
+      TD_FAIL(ValueError, "script_module: argument '", args[i].name(), "' of ", schema_text,
                        " has no default and no in key fills it; in_keys name ",
                        KeysRepr(named));
     }
@@ -371,12 +371,12 @@ class ScriptModuleSwapper {
       const bool is_tensor_slot = slot && (type->is_parameter(*slot) || type->is_buffer(*slot));
       const bool is_module_slot = slot && type->getAttribute(*slot)->is_module();
       if (!is_tensor_slot && !is_module_slot) {
-        Fail<KeyError>("to_module: key ", path.repr(), " matches nothing in ", Where(prefix, obj),
+        TD_FAIL(KeyError, "to_module: key ", path.repr(), " matches nothing in ", Where(prefix, obj),
                        ": ", Inventory(obj));
       }
       if (v->is_tensordict()) {
         if (!is_module_slot) {
-          Fail<TypeError>("to_module: key ", path.repr(), " holds a TensorDict, but in ",
+          TD_FAIL(TypeError, "to_module: key ", path.repr(), " holds a TensorDict, but in ",
                           Where(prefix, obj), " it names a tensor, not a submodule");
         }
         std::vector<std::string> sub = prefix;
@@ -385,24 +385,24 @@ class ScriptModuleSwapper {
         return;
       }
       if (!v->is_tensor()) {
-        Fail<TypeError>("to_module: key ", path.repr(),
+        TD_FAIL(TypeError, "to_module: key ", path.repr(),
                         " holds non-tensor data; only tensors can go into a module");
       }
       if (is_module_slot) {
-        Fail<TypeError>("to_module: key ", path.repr(), " holds a Tensor, but in ",
+        TD_FAIL(TypeError, "to_module: key ", path.repr(), " holds a Tensor, but in ",
                         Where(prefix, obj), " it names a submodule (expected a TensorDict)");
       }
       const bool buffer = type->is_buffer(*slot);
       const c10::IValue current = obj->getSlot(*slot);
       const at::Tensor& value = v->tensor();
       if (!current.isTensor()) {
-        Fail<ValueError>("to_module: key ", path.repr(), " names the ",
+        TD_FAIL(ValueError, "to_module: key ", path.repr(), " names the ",
                          buffer ? "buffer" : "parameter", " of ", Where(prefix, obj),
                          ", which is None; there is no tensor to replace");
       }
       const at::Tensor old = current.toTensor();
       if (old.sizes() != value.sizes()) {
-        Fail<ValueError>("to_module: key ", path.repr(), " has shape ", SizeRepr(value.sizes()),
+        TD_FAIL(ValueError, "to_module: key ", path.repr(), " has shape ", SizeRepr(value.sizes()),
                          " but the ", buffer ? "buffer" : "parameter", " it replaces in ",
                          Where(prefix, obj), " has shape ", SizeRepr(old.sizes()));
       }

@@ -97,7 +97,7 @@ TensorDictSequentialImpl::TensorDictSequentialImpl(
     TensorDictSequentialOptions options)
     : modules_(std::move(modules)), options_(std::move(options)) {
   for (size_t i = 0; i < modules_.size(); ++i) {
-    if (!modules_[i]) Fail<ValueError>("TensorDictSequential: module ", i, " is null");
+    if (!modules_[i]) TD_FAIL(ValueError, "TensorDictSequential: module ", i, " is null");
     list_->push_back(std::shared_ptr<torch::nn::Module>(modules_[i]));
   }
   register_module("module", list_);
@@ -122,7 +122,7 @@ void TensorDictSequentialImpl::recompute_keys() {
 }
 
 void TensorDictSequentialImpl::append_module(std::shared_ptr<TensorDictModuleBase> module) {
-  if (!module) Fail<ValueError>("TensorDictSequential::append: the module is null");
+  if (!module) TD_FAIL(ValueError, "TensorDictSequential::append: the module is null");
   modules_.push_back(module);
   list_->push_back(std::shared_ptr<torch::nn::Module>(std::move(module)));
   recompute_keys();
@@ -130,7 +130,7 @@ void TensorDictSequentialImpl::append_module(std::shared_ptr<TensorDictModuleBas
 
 std::shared_ptr<TensorDictModuleBase> TensorDictSequentialImpl::operator[](size_t i) const {
   if (i >= modules_.size()) {
-    Fail<IndexError>("TensorDictSequential: index ", i, " is out of range for ", modules_.size(),
+    TD_FAIL(IndexError, "TensorDictSequential: index ", i, " is out of range for ", modules_.size(),
                      " module(s)");
   }
   return modules_[i];
@@ -243,7 +243,7 @@ TensorDictSequential TensorDictSequentialImpl::select_subsequence(
     if (keep[i]) kept.push_back(mods[i]);
   }
   if (kept.empty()) {
-    Fail<ValueError>("select_subsequence: no modules left after selection with in_keys ",
+    TD_FAIL(ValueError, "select_subsequence: no modules left after selection with in_keys ",
                      KeysRepr(in_keys ? *in_keys : in_keys_), " and out_keys ",
                      KeysRepr(out_keys ? *out_keys : out_keys_),
                      "; make sure the in_keys and out_keys are coherent");

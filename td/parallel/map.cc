@@ -56,7 +56,7 @@ struct ChunkPlan {
 
 int Workers(const MapOptions& options) {
   if (options.num_workers() < 0) {
-    Fail<ValueError>("map: num_workers must be >= 0 (0 means td::parallel::num_threads()), got ",
+    TD_FAIL(ValueError, "map: num_workers must be >= 0 (0 means td::parallel::num_threads()), got ",
                      options.num_workers());
   }
   return options.num_workers() > 0 ? options.num_workers() : num_threads();
@@ -67,25 +67,25 @@ ChunkPlan PlanChunks(const TensorDict& data, const MapOptions& options, int work
   const int64_t dims = data.batch_dims();
   int64_t dim = options.dim();
   if (dim < -dims || dim >= dims) {
-    Fail<IndexError>("map: dim ", options.dim(), " is not a batch dim of a TensorDict with batch size ",
+    TD_FAIL(IndexError, "map: dim ", options.dim(), " is not a batch dim of a TensorDict with batch size ",
                      SizeRepr(data.batch_size()), " (expected a dim in [", -dims, ", ", dims, "))");
   }
   plan.dim = dim < 0 ? dim + dims : dim;
   plan.rows = data.batch_size()[plan.dim];
   if (options.chunksize() && options.num_chunks()) {
-    Fail<ValueError>("map: give chunksize (", *options.chunksize(), ") or num_chunks (",
+    TD_FAIL(ValueError, "map: give chunksize (", *options.chunksize(), ") or num_chunks (",
                      *options.num_chunks(), "), not both");
   }
   if (options.chunksize() && *options.chunksize() < 0) {
-    Fail<ValueError>("map: chunksize must be >= 0 (0 means one item at a time), got ",
+    TD_FAIL(ValueError, "map: chunksize must be >= 0 (0 means one item at a time), got ",
                      *options.chunksize());
   }
   if (options.num_chunks() && *options.num_chunks() < 1) {
-    Fail<ValueError>("map: num_chunks must be >= 1, got ", *options.num_chunks());
+    TD_FAIL(ValueError, "map: num_chunks must be >= 1, got ", *options.num_chunks());
   }
   if (options.chunksize() && *options.chunksize() == 0) {
     if (plan.rows == 0) {
-      Fail<ValueError>("map: chunksize 0 maps item by item, but dim ", plan.dim,
+      TD_FAIL(ValueError, "map: chunksize 0 maps item by item, but dim ", plan.dim,
                        " of batch size ", SizeRepr(data.batch_size()), " has no items");
     }
     plan.unbind = true;
@@ -131,7 +131,7 @@ uint64_t BaseSeed(const MapOptions& options) {
 
 void CheckOut(const TensorDict& data, const TensorDict& out, const ChunkPlan& plan) {
   if (out.batch_dims() <= plan.dim || out.batch_size()[plan.dim] != plan.rows) {
-    Fail<BatchSizeError>("map: out has batch size ", SizeRepr(out.batch_size()),
+    TD_FAIL(BatchSizeError, "map: out has batch size ", SizeRepr(out.batch_size()),
                          " but the results of a TensorDict with batch size ",
                          SizeRepr(data.batch_size()), " need ", plan.rows, " rows along dim ",
                          plan.dim);
@@ -155,7 +155,7 @@ ChunkResult RunChunk(const TensorDict& data, const ChunkFn& fn, const ChunkPlan&
     e.add_context(absl::StrCat("while mapping ", plan.describe(i)));
     throw;
   } catch (const std::exception& e) {
-    Fail<c10::Error>(e.what(), "\n(while mapping ", plan.describe(i), ")");
+    TD_FAIL(c10::Error, e.what(), "\n(while mapping ", plan.describe(i), ")");
   }
   if (!r || r->is_same(chunk)) return {std::move(chunk), true};
   return {std::move(*r), false};
@@ -256,12 +256,12 @@ struct MapIterState {
   MapIterState(const TensorDict& d, ChunkFn f, const MapOptions& options)
       : data(d), fn(std::move(f)) {
     if (options.out()) {
-      Fail<ValueError>("map_iter: out is not accepted (it yields each result instead); use map");
+      TD_FAIL(ValueError, "map_iter: out is not accepted (it yields each result instead); use map");
     }
     const int workers = Workers(options);
     plan = PlanChunks(data, options, workers);
     if (options.prefetch() < 0) {
-      Fail<ValueError>("map_iter: prefetch must be >= 0 (0 means 2 * num_workers), got ",
+      TD_FAIL(ValueError, "map_iter: prefetch must be >= 0 (0 means 2 * num_workers), got ",
                        options.prefetch());
     }
     const int64_t ahead = options.prefetch() > 0 ? options.prefetch() : 2 * int64_t{workers};

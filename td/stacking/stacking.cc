@@ -36,12 +36,12 @@ TensorDict maybe_dense_stack(const std::vector<TensorDict>& tds, int64_t dim) {
 }
 
 TensorDict pad_sequence(const std::vector<TensorDict>& tds, const PadSequenceOptions& options) {
-  if (tds.empty()) Fail<ValueError>("pad_sequence: the list of TensorDicts is empty");
+  if (tds.empty()) TD_FAIL(ValueError, "pad_sequence: the list of TensorDicts is empty");
   const int64_t nd = tds[0].batch_dims();
-  if (nd == 0) Fail<ValueError>("pad_sequence: the TensorDicts have no batch dims to pad");
+  if (nd == 0) TD_FAIL(ValueError, "pad_sequence: the TensorDicts have no batch dims to pad");
   int64_t d = options.pad_dim();
   if (d < -nd || d >= nd) {
-    Fail<c10::IndexError>("pad_sequence: pad_dim ", options.pad_dim(), " is out of range for batch size ",
+    TD_FAIL(c10::IndexError, "pad_sequence: pad_dim ", options.pad_dim(), " is out of range for batch size ",
                           SizeRepr(tds[0].batch_size()));
   }
   if (d < 0) d += nd;
@@ -51,7 +51,7 @@ TensorDict pad_sequence(const std::vector<TensorDict>& tds, const PadSequenceOpt
     bool ok = static_cast<int64_t>(b.size()) == nd;
     for (int64_t j = 0; ok && j < nd; ++j) ok = j == d || b[j] == tds[0].batch_size()[j];
     if (!ok) {
-      Fail<ValueError>("pad_sequence: TensorDict ", i, " has batch size ", SizeRepr(b),
+      TD_FAIL(ValueError, "pad_sequence: TensorDict ", i, " has batch size ", SizeRepr(b),
                        ", which differs from TensorDict 0's ", SizeRepr(tds[0].batch_size()),
                        " outside pad_dim ", d);
     }

@@ -34,7 +34,7 @@ std::string Join(const std::string& dir, std::string_view name) {
 }
 
 [[noreturn]] void FailErrno(std::string_view what, const std::string& path) {
-  Fail<MemmapError>(what, " ", path, ": ", std::strerror(errno));
+  TD_FAIL(MemmapError, what, " ", path, ": ", std::strerror(errno));
 }
 
 bool IsDir(const std::string& path) {
@@ -66,16 +66,16 @@ std::optional<nlohmann::json> ReadMeta(const std::string& prefix) {
   const std::string path = Join(prefix, kMeta);
   struct stat st;
   if (::lstat(path.c_str(), &st) != 0) return std::nullopt;
-  if (!S_ISREG(st.st_mode)) Fail<MemmapError>(path, " is not a regular file");
-  if (st.st_size > (int64_t{64} << 20)) Fail<MemmapError>(path, " is larger than 64 MiB");
+  if (!S_ISREG(st.st_mode)) TD_FAIL(MemmapError, path, " is not a regular file");
+  if (st.st_size > (int64_t{64} << 20)) TD_FAIL(MemmapError, path, " is larger than 64 MiB");
   std::ifstream in(path, std::ios::binary);
   if (!in) FailErrno("cannot open", path);
   std::stringstream buf;
   buf << in.rdbuf();
   nlohmann::json j = nlohmann::json::parse(buf.str(), nullptr, /*allow_exceptions=*/false);
-  if (j.is_discarded()) Fail<MemmapError>(path, ": malformed JSON");
+  if (j.is_discarded()) TD_FAIL(MemmapError, path, ": malformed JSON");
   if (!j.is_object() || !j.contains("_type") || !j["_type"].is_string()) {
-    Fail<MemmapError>(path, ": expected a JSON object with a string \"_type\"");
+    TD_FAIL(MemmapError, path, ": expected a JSON object with a string \"_type\"");
   }
   return j;
 }
@@ -97,7 +97,7 @@ std::string LastComponent(const std::string& name) {
 void RefusePickle(const std::string& prefix) {
   const std::string pickle = Join(prefix, "other.pickle");
   if (Exists(pickle)) {
-    Fail<MemmapError>(pickle, ": pickled non-tensor fields are not loaded (pickle can run code); "
+    TD_FAIL(MemmapError, pickle, ": pickled non-tensor fields are not loaded (pickle can run code); "
                       "store them as JSON-serialisable values");
   }
 }
@@ -109,7 +109,7 @@ TensorDict LoadFields(const std::string& prefix, const nlohmann::json& meta,
   RefusePickle(prefix);
   const std::string inner = Join(prefix, kInner);
   if (!IsDir(inner)) {
-    Fail<MemmapError>(inner, ": missing (a tensorclass directory keeps its fields there)");
+    TD_FAIL(MemmapError, inner, ": missing (a tensorclass directory keeps its fields there)");
   }
   TensorDict td = TensorDict::load_memmap(inner, options);
   std::vector<std::pair<std::string, nlohmann::json>> extra;
@@ -119,12 +119,12 @@ TensorDict LoadFields(const std::string& prefix, const nlohmann::json& meta,
       bool known = false;
       for (std::string_view f : *fields) known = known || f == key;
       if (!known) {
-        Fail<MemmapError>(Join(prefix, kMeta), ": non-tensor field '", key, "' is not a field of ",
+        TD_FAIL(MemmapError, Join(prefix, kMeta), ": non-tensor field '", key, "' is not a field of ",
                           cls);
       }
     }
     if (td.contains(key)) {
-      Fail<MemmapError>(Join(prefix, kMeta), ": field '", key, "' is stored both in meta.json and ",
+      TD_FAIL(MemmapError, Join(prefix, kMeta), ": field '", key, "' is stored both in meta.json and ",
                         "in _tensordict");
     }
     extra.emplace_back(key, value);
@@ -154,22 +154,22 @@ std::map<std::string, Registered>& Registry() {
 }  // namespace
 
 std::string PrepareClassDir(const std::string& prefix, bool exists_ok) {
-  if (prefix.empty()) Fail<ValueError>("memmap: empty prefix");
+  if (prefix.empty()) TD_FAIL(ValueError, "memmap: empty prefix");
   if (Exists(prefix)) {
-    if (!IsDir(prefix)) Fail<ValueError>("memmap: ", prefix, " exists and is not a directory");
+    if (!IsDir(prefix)) TD_FAIL(ValueError, "memmap: ", prefix, " exists and is not a directory");
     std::optional<nlohmann::json> meta = ReadMeta(prefix);
     if (meta) {
       if ((*meta)["_type"].get<std::string>() == kTensorDictType) {
-        Fail<ValueError>("memmap: ", prefix, " holds a TensorDict memmap directory; a "
+        TD_FAIL(ValueError, "memmap: ", prefix, " holds a TensorDict memmap directory; a "
                          "tensorclass is written as meta.json + _tensordict/, choose another "
                          "prefix or remove it");
       }
       if (!exists_ok) {
-        Fail<ValueError>("memmap: ", prefix, " already holds a tensorclass directory and "
+        TD_FAIL(ValueError, "memmap: ", prefix, " already holds a tensorclass directory and "
                          "MemmapOptions::exists_ok is false");
       }
     } else if (!IsEmptyDir(prefix)) {
-      Fail<ValueError>("memmap: ", prefix, " is a non-empty directory without meta.json (not a "
+      TD_FAIL(ValueError, "memmap: ", prefix, " is a non-empty directory without meta.json (not a "
                        "memmap directory); it is never written into");
     }
   } else {
@@ -227,17 +227,17 @@ TensorDict LoadClassTensorDict(const std::string& prefix, std::string_view cls,
                                std::string_view python_name, const LoadMemmapOptions& options,
                                const std::vector<std::string_view>& fields) {
   std::optional<nlohmann::json> meta = ReadMeta(prefix);
-  if (!meta) Fail<MemmapError>(Join(prefix, kMeta), ": missing (not a memmap directory)");
+  if (!meta) TD_FAIL(MemmapError, Join(prefix, kMeta), ": missing (not a memmap directory)");
   const std::string type = (*meta)["_type"].get<std::string>();
   if (type == kTensorDictType) {
-    Fail<MemmapError>(prefix, " holds a TensorDict, not a ", cls,
+    TD_FAIL(MemmapError, prefix, " holds a TensorDict, not a ", cls,
                       " (load it with TensorDict::load_memmap and ", cls,
                       "::from_tensordict)");
   }
   const std::string qual = QualifiedName(type);
   const std::string want(python_name);
   if (qual != want && LastComponent(qual) != LastComponent(want)) {
-    Fail<MemmapError>(Join(prefix, kMeta), ": \"_type\" is ", type, ", but ", cls, " is ",
+    TD_FAIL(MemmapError, Join(prefix, kMeta), ": \"_type\" is ", type, ", but ", cls, " is ",
                       PythonTypeString(want));
   }
   return LoadFields(prefix, *meta, options, &fields, cls);
@@ -249,7 +249,7 @@ void RegisterClass(const std::string& python_name, const std::type_info& type, c
   auto it = Registry().find(python_name);
   if (it != Registry().end()) {
     if (it->second.type == std::type_index(type)) return;
-    Fail<ValueError>("register_tensorclass: '", python_name, "' is already registered for ",
+    TD_FAIL(ValueError, "register_tensorclass: '", python_name, "' is already registered for ",
                      it->second.cls, ", cannot register ", cls);
   }
   Registry().emplace(python_name, Registered{std::type_index(type), cls, std::move(factory)});
@@ -260,7 +260,7 @@ void RegisterClass(const std::string& python_name, const std::type_info& type, c
 LoadedMemmap load_memmap_any(const std::string& prefix, const LoadMemmapOptions& options) {
   std::optional<nlohmann::json> meta = tc_detail::ReadMeta(prefix);
   if (!meta) {
-    Fail<MemmapError>(tc_detail::Join(prefix, tc_detail::kMeta),
+    TD_FAIL(MemmapError, tc_detail::Join(prefix, tc_detail::kMeta),
                       ": missing (not a memmap directory)");
   }
   const std::string type = (*meta)["_type"].get<std::string>();
@@ -279,7 +279,7 @@ LoadedMemmap load_memmap_any(const std::string& prefix, const LoadMemmapOptions&
       for (auto i = reg.begin(); i != reg.end(); ++i) {
         if (tc_detail::LastComponent(i->first) == last) {
           if (it != reg.end()) {
-            Fail<ValueError>("load_memmap_any: ", type, " matches both ", it->first, " and ",
+            TD_FAIL(ValueError, "load_memmap_any: ", type, " matches both ", it->first, " and ",
                              i->first, " by class name; register the full name ", qual);
           }
           it = i;

@@ -55,7 +55,7 @@ class LoadedMemmap {
   template <class D>
   D get() const {
     if (!holds<D>()) {
-      Fail<TypeError>("the memmap directory holds a ", python_type_,
+      TD_FAIL(TypeError, "the memmap directory holds a ", python_type_,
                       is_tensorclass() ? "" : " (no C++ class registered under that name)",
                       ", not a ", D::kClassName);
     }

@@ -41,7 +41,7 @@ D forward(TensorDictModuleBase& module, const D& data) {
     for (std::string_view f : D::field_names()) {
       fields += (fields.empty() ? "'" : ", '") + std::string(f) + "'";
     }
-    Fail<KeyError>("td::nn::forward: the module writes ", list, ", which ",
+    TD_FAIL(KeyError, "td::nn::forward: the module writes ", list, ", which ",
                    bad.size() > 1 ? "are not fields" : "is not a field", " of ", D::kClassName,
                    " (fields: [", fields, "])");
   }

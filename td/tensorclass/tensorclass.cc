@@ -69,19 +69,19 @@ std::string JsonMismatch(const nlohmann::json& j, std::string_view want) {
 
 void FailFieldType(std::string_view cls, std::string_view name, std::string_view what,
                    std::string_view declared) {
-  Fail<TypeError>(cls, " field '", name, "' holds ", what, ", but it is declared as ", declared);
+  TD_FAIL(TypeError, cls, " field '", name, "' holds ", what, ", but it is declared as ", declared);
 }
 
 void FailMissing(std::string_view cls, const std::vector<std::string>& missing,
                  const std::vector<std::string_view>& fields) {
   std::vector<std::string_view> m(missing.begin(), missing.end());
-  Fail<KeyError>(cls, ": missing required field", m.size() > 1 ? "s " : " ", NamesRepr(m),
+  TD_FAIL(KeyError, cls, ": missing required field", m.size() > 1 ? "s " : " ", NamesRepr(m),
                  " (fields: ", NamesRepr(fields), ")");
 }
 
 void FailUnknown(std::string_view cls, const std::string& name,
                  const std::vector<std::string_view>& fields) {
-  Fail<KeyError>(cls, " has no field '", name, "' (fields: ", NamesRepr(fields), ")");
+  TD_FAIL(KeyError, cls, " has no field '", name, "' (fields: ", NamesRepr(fields), ")");
 }
 
 std::string KeyMismatch(std::string_view cls, const std::vector<std::string>& missing,
@@ -115,7 +115,7 @@ TensorDict FieldsEqualAt(const TensorDict& a, const TensorDict& b, bool equal,
     if (!a.storage().contains(k)) only_b.push_back(k);
   }
   if (!only_a.empty() || !only_b.empty()) {
-    Fail<KeyError>("cannot compare: different fields",
+    TD_FAIL(KeyError, "cannot compare: different fields",
                    where.empty() ? std::string() : absl::StrCat(" under '", where, "'"),
                    ": only in the first: ",
                    NamesRepr(only_a), ", only in the second: ", NamesRepr(only_b));
@@ -162,7 +162,7 @@ std::string EntryRepr(const TensorDict& td, const std::string& key) {
   const Storage& s = td.storage();
   const char* shared = s.capabilities().has(Capability::kCrossProcess) ? "True" : "False";
   std::optional<EntryMeta> m = s.meta(key);  // ragged dims print as -1, as TensorDict's repr
-  if (!m) Fail<KeyError>("no entry '", key, "'");
+  if (!m) TD_FAIL(KeyError, "no entry '", key, "'");
   if (m->kind == EntryMeta::Kind::kTensor) {
     return absl::StrCat("Tensor(shape=", SizeRepr(m->shape), ", device=", m->device.str(),
                         ", dtype=", DtypeName(m->dtype), ", is_shared=", shared, ")");

@@ -243,7 +243,7 @@ class TensorClass : public tc_detail::TensorClassTag {
   //   MyData d = MyData::from_tensordict(td::TensorDict({{"image", x}, ...}, {100}));
   static Derived from_tensordict(TensorDict td) {
     std::string why = check_tensordict(td, /*throw_keys=*/true);
-    if (!why.empty()) Fail<TypeError>(Derived::kClassName, ".from_tensordict: ", why);
+    if (!why.empty()) TD_FAIL(TypeError, Derived::kClassName, ".from_tensordict: ", why);
     return Derived(tc_detail::WrapTag{}, std::move(td));
   }
   // "" when `td` can be wrapped as Derived, else why not. With `throw_keys`, missing and extra
@@ -270,7 +270,7 @@ class TensorClass : public tc_detail::TensorClassTag {
     }
     std::string keys = tc_detail::KeyMismatch(Derived::kClassName, missing, extra, names());
     if (!keys.empty()) {
-      if (throw_keys) Fail<KeyError>(Derived::kClassName, ": ", keys);
+      if (throw_keys) TD_FAIL(KeyError, Derived::kClassName, ": ", keys);
       return keys;
     }
     return why;
@@ -544,7 +544,7 @@ class TensorClass : public tc_detail::TensorClassTag {
       size_t i = 0;
       while (i < all.size() && all[i] != f.name) ++i;
       if (i == all.size()) tc_detail::FailUnknown(Derived::kClassName, f.name, all);
-      if (given[i]) Fail<ValueError>(Derived::kClassName, ": field '", f.name, "' is given twice");
+      if (given[i]) TD_FAIL(ValueError, Derived::kClassName, ": field '", f.name, "' is given twice");
       given[i] = &f;
     }
     std::vector<std::string> missing;

@@ -8,6 +8,7 @@
 #include "absl/container/flat_hash_set.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "td/compat/borrowed_tensors.h"
 #include "td/core/dtype.h"
 #include "td/core/internal/batch_index.h"
 #include "td/core/internal/entry_list.h"
@@ -63,32 +64,9 @@ size_t PositionHint(const TensorDict& m, std::string_view key) {
   return i < 0 ? 0 : static_cast<size_t>(i);
 }
 
-// The tensors to stack, borrowed from the members without touching their reference counts (as
-// ATen's c10::MaybeOwned does): a lazy stack's get() is one at::stack over tensors that stay
-// alive in the members for the whole call. Tensors a backend computes on the fly are kept in
-// `owned_` and borrowed from there. Borrows are released, never destroyed.
-class BorrowedTensors {
- public:
-  explicit BorrowedTensors(size_t n) : n_(n) { parts_.reserve(n); }
-  BorrowedTensors(const BorrowedTensors&) = delete;
-  BorrowedTensors& operator=(const BorrowedTensors&) = delete;
-  ~BorrowedTensors() {
-    for (at::Tensor& t : parts_) Traits::destroyBorrow(t);
-  }
-  void borrow(const at::Tensor& t) { parts_.push_back(Traits::createBorrow(t)); }
-  void own(at::Tensor t) {
-    owned_.reserve(n_);  // never reallocates while borrowed from
-    owned_.push_back(std::move(t));
-    borrow(owned_.back());
-  }
-  const std::vector<at::Tensor>& parts() const { return parts_; }
-
- private:
-  using Traits = c10::MaybeOwnedTraits<at::Tensor>;
-  std::vector<at::Tensor> parts_;
-  size_t n_;
-  std::vector<at::Tensor> owned_;
-};
+// The tensors to stack are borrowed from the members (td/compat/borrowed_tensors.h): a lazy
+// stack's get() is one at::stack over tensors that stay alive in the members for the whole call.
+using compat::BorrowedTensors;
 
 std::optional<Value> MemberEntry(const TensorDict& m, std::string_view key) {
   return m.storage().get(key);
@@ -110,7 +88,7 @@ class LazyStackStorage final : public LazyStorage {
       const TensorDict& m = members_[i];
       const Storage& s = m.storage();
       if (!SameShape(s.batch_size(), first.batch_size())) {
-        Fail<BatchSizeError>("lazy_stack: TensorDict ", i, " has batch size ",
+        TD_FAIL(BatchSizeError, "lazy_stack: TensorDict ", i, " has batch size ",
                              SizeRepr(s.batch_size()), " but TensorDict 0 has ",
                              SizeRepr(first.batch_size()), "; stacked TensorDicts share one "
                              "batch size");
@@ -194,7 +172,7 @@ class LazyStackStorage final : public LazyStorage {
         if (!v) return std::nullopt;
         if (!v->is_tensordict()) fail_kinds(key);
         if (v->tensordict().batch_size() != subs[0].batch_size()) {
-          Fail<BatchSizeError>("key '", key, "' cannot be read as a lazy stack: the members' "
+          TD_FAIL(BatchSizeError, "key '", key, "' cannot be read as a lazy stack: the members' "
                                "sub-TensorDicts have batch sizes ",
                                SizeRepr(subs[0].batch_size()), " (member 0) and ",
                                SizeRepr(v->tensordict().batch_size()), " (member ", i, ")");
@@ -273,7 +251,7 @@ class LazyStackStorage final : public LazyStorage {
     for (size_t i = 0; i < members_.size(); ++i) {
       if (!members_[i].contains(k)) continue;
       if (members_[i].is_locked()) {
-        Fail<LockedError>("cannot delete key ", k.repr(), " from the lazy stack: member ", i,
+        TD_FAIL(LockedError, "cannot delete key ", k.repr(), " from the lazy stack: member ", i,
                           " is locked (call unlock_() on it first)");
       }
       holders.push_back(i);
@@ -287,7 +265,7 @@ class LazyStackStorage final : public LazyStorage {
     const NestedKey to{std::string(new_key)};
     for (size_t i = 0; i < members_.size(); ++i) {
       if (members_[i].is_locked()) {
-        Fail<LockedError>("cannot rename key ", from.repr(), " to ", to.repr(),
+        TD_FAIL(LockedError, "cannot rename key ", from.repr(), " to ", to.repr(),
                           " in the lazy stack: member ", i, " is locked (call unlock_() first)");
       }
     }
@@ -298,7 +276,7 @@ class LazyStackStorage final : public LazyStorage {
   void set_batch_size(std::vector<int64_t> batch_size) override {
     const int64_t n = static_cast<int64_t>(members_.size());
     if (static_cast<int64_t>(batch_size.size()) <= dim_ || batch_size[dim_] != n) {
-      Fail<BatchSizeError>("batch size ", SizeRepr(batch_size), " does not keep the stack dim ",
+      TD_FAIL(BatchSizeError, "batch size ", SizeRepr(batch_size), " does not keep the stack dim ",
                            dim_, " of size ", n, " of this lazy stack (batch size ",
                            SizeRepr(Storage::batch_size()),
                            "); call to_dense() first to change it freely");
@@ -364,10 +342,10 @@ class LazyStackStorage final : public LazyStorage {
 
   void check_new_member(const TensorDict& td) const {
     if (locked()) {
-      Fail<LockedError>("cannot add a TensorDict to a locked lazy stack (call unlock_() first)");
+      TD_FAIL(LockedError, "cannot add a TensorDict to a locked lazy stack (call unlock_() first)");
     }
     if (td.batch_size() != members_[0].batch_size()) {
-      Fail<BatchSizeError>("cannot add a TensorDict of batch size ", SizeRepr(td.batch_size()),
+      TD_FAIL(BatchSizeError, "cannot add a TensorDict of batch size ", SizeRepr(td.batch_size()),
                            " to a lazy stack of TensorDicts of batch size ",
                            SizeRepr(members_[0].batch_size()));
     }
@@ -495,7 +473,7 @@ class LazyStackStorage final : public LazyStorage {
         in_place = at::IntArrayRef(mine->shape) == at::IntArrayRef(expected);
       }
       if (!in_place) {
-        Fail<LockedError>("cannot set key '", key, "' on the lazy stack: member ", i,
+        TD_FAIL(LockedError, "cannot set key '", key, "' on the lazy stack: member ", i,
                           " is locked (call unlock_() first)");
       }
     }
@@ -507,7 +485,7 @@ class LazyStackStorage final : public LazyStorage {
       std::optional<Value> v = MemberEntry(members_[i], key);
       kinds.push_back(absl::StrCat(i, ": ", v ? std::string(v->kind()) : "missing"));
     }
-    Fail<c10::TypeError>("key '", key, "' holds entries of different kinds in the stacked "
+    TD_FAIL(c10::TypeError, "key '", key, "' holds entries of different kinds in the stacked "
                          "TensorDicts (", absl::StrJoin(kinds, ", "), ")");
   }
 
@@ -530,7 +508,7 @@ class LazyStackStorage final : public LazyStorage {
                                    MembersRepr(groups[g].second), ")"));
     }
     if (groups.size() > 4) shown.push_back(absl::StrCat("and ", groups.size() - 4, " more"));
-    Fail<c10::ValueError>(
+    TD_FAIL(c10::ValueError, 
         "key '", key, "' cannot be stacked into one tensor: the stacked TensorDicts hold shapes ",
         absl::StrJoin(shown, ", "), ". Read it with td::LazyStackedTensorDict: get_list(\"", key,
         "\") for the tensors as a list, get_padded(\"", key,
@@ -559,7 +537,7 @@ std::vector<TensorDict> Unstack(const TensorDict& value, int64_t dim, int64_t n)
 LazyStackStorage& StackStorage(const TensorDict& td) {
   auto* s = dynamic_cast<LazyStackStorage*>(&td.storage());
   if (s == nullptr) {
-    Fail<c10::TypeError>("expected a TensorDict on the lazy_stack backend, got one on the '",
+    TD_FAIL(c10::TypeError, "expected a TensorDict on the lazy_stack backend, got one on the '",
                          td.backend(), "' backend (build one with td::lazy_stack)");
   }
   return *s;
@@ -592,7 +570,7 @@ LazyStackedTensorDict& LazyStackedTensorDict::insert(int64_t index, const Tensor
   const int64_t n = static_cast<int64_t>(s.members().size());
   const int64_t pos = index < 0 ? index + n : index;
   if (pos < 0 || pos > n) {
-    Fail<c10::IndexError>("insert: index ", index, " is out of range for a lazy stack of ", n,
+    TD_FAIL(c10::IndexError, "insert: index ", index, " is out of range for a lazy stack of ", n,
                           " TensorDicts");
   }
   s.check_new_member(td);
@@ -614,7 +592,7 @@ std::vector<at::Tensor> LazyStackedTensorDict::get_list(const NestedKey& key) co
     if (!members[i].contains(key)) lacking.push_back(static_cast<int64_t>(i));
   }
   if (!lacking.empty()) {
-    Fail<KeyError>("key ", key.repr(), " is missing from ", MembersRepr(lacking), " of the ",
+    TD_FAIL(KeyError, "key ", key.repr(), " is missing from ", MembersRepr(lacking), " of the ",
                    members.size(), " stacked TensorDicts");
   }
   std::vector<at::Tensor> out;
@@ -627,14 +605,14 @@ at::Tensor LazyStackedTensorDict::get_padded(const NestedKey& key,
                                              const PadOptions& options) const {
   const bool right = options.padding_side() == "right";
   if (!right && options.padding_side() != "left") {
-    Fail<c10::ValueError>("get_padded: padding_side must be \"left\" or \"right\", got \"",
+    TD_FAIL(c10::ValueError, "get_padded: padding_side must be \"left\" or \"right\", got \"",
                           options.padding_side(), "\"");
   }
   std::vector<at::Tensor> parts = get_list(key);
   std::vector<int64_t> max = parts[0].sizes().vec();
   for (size_t i = 1; i < parts.size(); ++i) {
     if (parts[i].dim() != parts[0].dim()) {
-      Fail<c10::ValueError>("get_padded: key ", key.repr(), " has ", parts[0].dim(),
+      TD_FAIL(c10::ValueError, "get_padded: key ", key.repr(), " has ", parts[0].dim(),
                             " dims in member 0 (shape ", SizeRepr(parts[0].sizes()), ") but ",
                             parts[i].dim(), " in member ", i, " (shape ",
                             SizeRepr(parts[i].sizes()), "); only sizes can be padded");
@@ -656,7 +634,7 @@ at::Tensor LazyStackedTensorDict::get_padded(const NestedKey& key,
 
 at::Tensor LazyStackedTensorDict::get_nested(const NestedKey& key) const {
   if (stack_dim() != 0) {
-    Fail<c10::ValueError>("get_nested: a nested tensor is ragged along its first dim, but this "
+    TD_FAIL(c10::ValueError, "get_nested: a nested tensor is ragged along its first dim, but this "
                           "lazy stack is along dim ", stack_dim(),
                           "; use get_list() or get_padded() for key ", key.repr());
   }
@@ -668,11 +646,11 @@ LazyStackedTensorDict LazyStackedTensorDict::get_lazy_stack(const NestedKey& key
 }
 
 LazyStackedTensorDict lazy_stack(const std::vector<TensorDict>& tds, int64_t dim) {
-  if (tds.empty()) Fail<c10::ValueError>("lazy_stack needs at least one TensorDict");
+  if (tds.empty()) TD_FAIL(c10::ValueError, "lazy_stack needs at least one TensorDict");
   const int64_t out_dims = tds[0].batch_dims() + 1;
   const int64_t d = dim < 0 ? dim + out_dims : dim;
   if (d < 0 || d >= out_dims) {
-    Fail<c10::IndexError>("lazy_stack: dim ", dim, " is out of range for TensorDicts of batch size ",
+    TD_FAIL(c10::IndexError, "lazy_stack: dim ", dim, " is out of range for TensorDicts of batch size ",
                           SizeRepr(tds[0].batch_size()), " (expected a dim in [", -out_dims, ", ",
                           out_dims - 1, "])");
   }

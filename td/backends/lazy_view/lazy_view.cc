@@ -251,7 +251,7 @@ class LazyViewStorage final : public LazyStorage,
 
   void set_batch_size(std::vector<int64_t> batch_size) override {
     if (at::IntArrayRef(batch_size) == Storage::batch_size()) return;
-    Fail<BatchSizeError>("cannot set the batch size of a '", op_->id(), "' view to ",
+    TD_FAIL(BatchSizeError, "cannot set the batch size of a '", op_->id(), "' view to ",
                          SizeRepr(batch_size), ": it follows its source (batch size ",
                          SizeRepr(source_.batch_size()),
                          "); call to_dense() for a free-standing TensorDict");
@@ -273,7 +273,7 @@ class LazyViewStorage final : public LazyStorage,
 int64_t WrapDim(int64_t dim, int64_t n, const TensorDict& source, const char* op) {
   const int64_t d = dim < 0 ? dim + n : dim;
   if (d < 0 || d >= n) {
-    Fail<c10::IndexError>(op, ": dim ", dim, " is out of range for batch size ",
+    TD_FAIL(c10::IndexError, op, ": dim ", dim, " is out of range for batch size ",
                           SizeRepr(source.batch_size()), " (expected a dim in [", -n, ", ",
                           n - 1, "])");
   }
@@ -311,7 +311,7 @@ TensorDict permute_view(const TensorDict& source, at::IntArrayRef dims) {
     if (ok) seen[d[i]] = true;
   }
   if (!ok) {
-    Fail<c10::ValueError>("permute_view: ", dims, " is not a permutation of the ", n,
+    TD_FAIL(c10::ValueError, "permute_view: ", dims, " is not a permutation of the ", n,
                           " batch dims of batch size ", SizeRepr(source.batch_size()));
   }
   return MakeView(source, std::make_shared<PermuteOp>(source.batch_size().vec(), std::move(d)));
@@ -335,7 +335,7 @@ TensorDict unsqueeze_view(const TensorDict& source, int64_t dim) {
 TensorDict squeeze_view(const TensorDict& source, int64_t dim) {
   const int64_t d = WrapDim(dim, source.batch_dims(), source, "squeeze_view");
   if (source.batch_size()[d] != 1) {
-    Fail<c10::ValueError>("squeeze_view: batch dim ", dim, " of batch size ",
+    TD_FAIL(c10::ValueError, "squeeze_view: batch dim ", dim, " of batch size ",
                           SizeRepr(source.batch_size()), " has size ", source.batch_size()[d],
                           ", not 1");
   }
@@ -362,7 +362,7 @@ TensorDict reshape_view(const TensorDict& source, at::IntArrayRef shape) {
     if (ok) view[infer] = numel / known;
   }
   if (!ok || known * (infer >= 0 ? view[infer] : 1) != numel) {
-    Fail<c10::ValueError>("reshape_view: shape ", shape, " is invalid for batch size ",
+    TD_FAIL(c10::ValueError, "reshape_view: shape ", shape, " is invalid for batch size ",
                           SizeRepr(source.batch_size()), " (", numel, " elements)");
   }
   return MakeView(source, std::make_shared<ReshapeOp>(source.batch_size().vec(), view));
@@ -375,7 +375,7 @@ bool is_lazy_view(const TensorDict& td) {
 TensorDict view_source(const TensorDict& view) {
   const auto* s = dynamic_cast<const LazyViewStorage*>(&view.storage());
   if (s == nullptr) {
-    Fail<c10::TypeError>("view_source: the TensorDict is on the '", view.backend(),
+    TD_FAIL(c10::TypeError, "view_source: the TensorDict is on the '", view.backend(),
                          "' backend, not a lazy view");
   }
   return s->source();

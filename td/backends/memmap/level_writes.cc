@@ -102,7 +102,7 @@ LevelPlace Locate(int dirfd, const std::string& dir) {
     Check(ErrnoError(errno, "cannot resolve", dir));
   }
   if (real == "/" || real.find(" (deleted)") != std::string::npos) {
-    Fail<MemmapError>("memmap: the directory ", dir, " is gone (removed or replaced while open)");
+    TD_FAIL(MemmapError, "memmap: the directory ", dir, " is gone (removed or replaced while open)");
   }
   const size_t slash = real.rfind('/');
   return LevelPlace{slash == 0 ? "/" : real.substr(0, slash), real.substr(slash + 1)};
@@ -193,13 +193,13 @@ void MemmapStorage::set(std::string_view key_view, Value value) {
   const std::string name = memmap_format::EntryFileName(key, kind);
   if (name == memmap_format::kMetaFile ||
       name.compare(0, memmap_format::kTempPrefix.size(), memmap_format::kTempPrefix) == 0) {
-    Fail<ValueError>("key ", nk.repr(), " cannot be memory-mapped: its file name '", name,
+    TD_FAIL(ValueError, "key ", nk.repr(), " cannot be memory-mapped: its file name '", name,
                      "' is reserved by the memmap format");
   }
   for (const auto& [other, v] : entries().entries()) {
     const std::vector<std::string> files = FilesOf(other, v);
     if (other != key && std::find(files.begin(), files.end(), name) != files.end()) {
-      Fail<ValueError>("key ", nk.repr(), " cannot be memory-mapped next to key ",
+      TD_FAIL(ValueError, "key ", nk.repr(), " cannot be memory-mapped next to key ",
                        NestedKey(other).repr(), ": both use the file name '", name, "'");
     }
   }

@@ -66,7 +66,7 @@ void MemmapStorage::AddField(std::string key, Value value, std::string meta_path
 void MemmapStorage::RequireNotField(std::string_view what, std::string_view key) const {
   auto it = fields_.find(absl::string_view(key.data(), key.size()));
   if (it == fields_.end()) return;
-  Fail<ValueError>("cannot ", what, " key ", NestedKey(key).repr(), ": it is a field of a ",
+  TD_FAIL(ValueError, "cannot ", what, " key ", NestedKey(key).repr(), ": it is a field of a ",
                    "tensorclass, stored in ", it->second, ", which this TensorDict does not ",
                    "rewrite");
 }
@@ -92,7 +92,7 @@ bool MemmapStorage::IsField(const std::string& key) const { return fields_.conta
 
 void MemmapStorage::RequireWritable(std::string_view what, std::string_view key) const {
   if (mode_ == MemmapMode::kReadOnly) {
-    Fail<ValueError>("cannot ", what, " key ", NestedKey(key).repr(), ": the memmap TensorDict at ",
+    TD_FAIL(ValueError, "cannot ", what, " key ", NestedKey(key).repr(), ": the memmap TensorDict at ",
                      dir_, " was opened read-only (MemmapMode::kReadOnly)");
   }
 }

@@ -35,7 +35,7 @@ constexpr size_t kNameMax = 255;
 void ValidateLevel(const TensorDict& td, const std::string& dir, const WriteOptions& o,
                    const NestedKey* prefix, int depth) {
   if (depth > kMaxNestingDepth) {
-    Fail<NestingError>("memmap: TensorDicts nested more than ", kMaxNestingDepth,
+    TD_FAIL(NestingError, "memmap: TensorDicts nested more than ", kMaxNestingDepth,
                        " levels deep cannot be written (td::kMaxNestingDepth)");
   }
   if (LazyStackedTensorDict::is_lazy_stack(td)) {
@@ -54,41 +54,41 @@ void ValidateLevel(const TensorDict& td, const std::string& dir, const WriteOpti
     const NestedKey full = prefix ? *prefix + NestedKey(k) : NestedKey(k);
     const absl::Status key_ok = memmap_format::CheckWritableKey(k, "memmap");
     if (!key_ok.ok()) {
-      Fail<ValueError>(std::string(key_ok.message()), " (full key ", full.repr(), ")");
+      TD_FAIL(ValueError, std::string(key_ok.message()), " (full key ", full.repr(), ")");
     }
     const EntryKind kind = KindOf(*v);
     const std::string name = memmap_format::EntryFileName(k, kind);
     if (name.size() > kNameMax) {
-      Fail<ValueError>("memmap: key ", full.repr(), " gives the file name '", name, "' of ",
+      TD_FAIL(ValueError, "memmap: key ", full.repr(), " gives the file name '", name, "' of ",
                        name.size(), " bytes; file systems allow ", kNameMax);
     }
     if (name == memmap_format::kMetaFile ||
         name.compare(0, memmap_format::kTempPrefix.size(), memmap_format::kTempPrefix) == 0) {
-      Fail<ValueError>("memmap: key ", full.repr(), " cannot be memory-mapped: its file name '",
+      TD_FAIL(ValueError, "memmap: key ", full.repr(), " cannot be memory-mapped: its file name '",
                        name, "' is reserved by the memmap format");
     }
     auto [it, fresh] = names.emplace(name, k);
     if (!fresh) {
-      Fail<ValueError>("memmap: keys ", NestedKey(it->second).repr(), " and ", full.repr(),
+      TD_FAIL(ValueError, "memmap: keys ", NestedKey(it->second).repr(), " and ", full.repr(),
                        " would both be stored as '", JoinPath(dir, name), "'");
     }
     if (v->is_tensor()) {
       const at::Tensor& t = v->tensor();
       if (t.layout() != at::kStrided) {
-        Fail<ValueError>("memmap: key ", full.repr(), " holds a ", c10::str(t.layout()),
+        TD_FAIL(ValueError, "memmap: key ", full.repr(), " holds a ", c10::str(t.layout()),
                          " tensor; only strided (dense) tensors can be memory-mapped");
       }
       try {
         DtypeName(t.scalar_type());
       } catch (const c10::Error&) {
-        Fail<TypeError>("memmap: key ", full.repr(), " has dtype ", t.scalar_type(),
+        TD_FAIL(TypeError, "memmap: key ", full.repr(), " has dtype ", t.scalar_type(),
                         ", which the memmap format cannot name");
       }
       if (!o.like && !o.copy_existing) {
         std::optional<std::string> file = MemoryMappedTensor::filename_of(t);
         const std::string dest = JoinPath(dir, name);
         if (file && *file != dest) {
-          Fail<ValueError>("memmap: key ", full.repr(), " is already memory-mapped to ", *file,
+          TD_FAIL(ValueError, "memmap: key ", full.repr(), " is already memory-mapped to ", *file,
                            "; pass MemmapOptions().copy_existing(true) to copy it to ", dest);
         }
       }
@@ -97,7 +97,7 @@ void ValidateLevel(const TensorDict& td, const std::string& dir, const WriteOpti
     } else {
       const absl::Status ok = memmap_format::CheckWritableJson(
           v->non_tensor(), absl::StrCat("memmap: non-tensor data of key ", full.repr()));
-      if (!ok.ok()) Fail<ValueError>(std::string(ok.message()));
+      if (!ok.ok()) TD_FAIL(ValueError, std::string(ok.message()));
     }
   }
 }
@@ -242,10 +242,10 @@ struct Target {
 };
 
 Target ParseTarget(const std::string& prefix) {
-  if (prefix.empty()) Fail<ValueError>("memmap: the prefix (target directory) is empty");
+  if (prefix.empty()) TD_FAIL(ValueError, "memmap: the prefix (target directory) is empty");
   Target t;
   t.path = AbsolutePath(prefix);
-  if (t.path == "/") Fail<ValueError>("memmap: cannot write to the root directory '/'");
+  if (t.path == "/") TD_FAIL(ValueError, "memmap: cannot write to the root directory '/'");
   const size_t slash = t.path.rfind('/');
   t.parent = slash == 0 ? "/" : t.path.substr(0, slash);
   t.base = t.path.substr(slash + 1);
@@ -260,11 +260,11 @@ void CheckTarget(int parent_fd, const Target& t, bool exists_ok) {
     Check(ErrnoError(errno, "cannot stat", t.path));
   }
   if (S_ISLNK(st.st_mode)) {
-    Fail<ValueError>("memmap: ", t.path, " is a symlink; refusing to write through it (pass the "
+    TD_FAIL(ValueError, "memmap: ", t.path, " is a symlink; refusing to write through it (pass the "
                      "directory it points to)");
   }
   if (!S_ISDIR(st.st_mode)) {
-    Fail<ValueError>("memmap: ", t.path, " exists and is not a directory");
+    TD_FAIL(ValueError, "memmap: ", t.path, " exists and is not a directory");
   }
   UniqueFd dir = ValueOrThrowMemmap(OpenDirShared(parent_fd, t.base, t.path));
   std::vector<DirEntry> entries = ValueOrThrowMemmap(ListDir(dir.get(), t.path));
@@ -273,11 +273,11 @@ void CheckTarget(int parent_fd, const Target& t, bool exists_ok) {
     return e.name == memmap_format::kMetaFile && e.type == EntryType::kFile;
   });
   if (!is_memmap) {
-    Fail<ValueError>("memmap: ", t.path, " is a non-empty directory without meta.json, not a "
+    TD_FAIL(ValueError, "memmap: ", t.path, " is a non-empty directory without meta.json, not a "
                      "memmap directory; refusing to replace it");
   }
   if (!exists_ok) {
-    Fail<ValueError>("memmap: ", t.path,
+    TD_FAIL(ValueError, "memmap: ", t.path,
                      " already holds a memmap directory (pass MemmapOptions().exists_ok(true) "
                      "to replace it)");
   }
@@ -498,7 +498,7 @@ TensorDict& MemmapInPlace(TensorDict& td, const std::string& prefix, const Memma
   if (td.backend() == "memmap") {
     const auto& ms = static_cast<const MemmapStorage&>(td.storage());
     if (memmap_internal::AbsolutePath(prefix) == ms.path()) return td;
-    Fail<ValueError>("memmap_: this TensorDict is already memory-mapped at ", ms.path(),
+    TD_FAIL(ValueError, "memmap_: this TensorDict is already memory-mapped at ", ms.path(),
                      "; use memmap(\"", prefix, "\") to write a copy");
   }
   TensorDict mapped = td.memmap(prefix, options);
@@ -509,13 +509,13 @@ TensorDict& MemmapInPlace(TensorDict& td, const std::string& prefix, const Memma
 
 TensorDict LoadMemmap(const std::string& prefix, const LoadMemmapOptions& options) {
   using namespace memmap_internal;  // NOLINT
-  if (prefix.empty()) Fail<ValueError>("load_memmap: the prefix (directory) is empty");
+  if (prefix.empty()) TD_FAIL(ValueError, "load_memmap: the prefix (directory) is empty");
   std::string path = AbsolutePath(prefix);
   // Every directory on the way stays locked (shared) while loading: NOTE [ Readers and removers
   // of memmap directories ] in fs.h.
   absl::StatusOr<UniqueFd> root = OpenDirSharedPath(path, /*follow_symlink=*/true);
   if (!root.ok()) {
-    Fail<MemmapError>("load_memmap: no memmap directory at ", path, ": ", root.status().message());
+    TD_FAIL(MemmapError, "load_memmap: no memmap directory at ", path, ": ", root.status().message());
   }
   UniqueFd dir = *std::move(root);
   std::vector<UniqueFd> ancestors;
@@ -524,7 +524,7 @@ TensorDict LoadMemmap(const std::string& prefix, const LoadMemmapOptions& option
       std::string sub_path;
       absl::StatusOr<UniqueFd> sub = OpenSubTensorDict(dir.get(), part, path, &sub_path);
       if (!sub.ok()) {
-        Fail<MemmapError>("load_memmap: no sub-TensorDict ", options.sub_path()->repr(), " under ",
+        TD_FAIL(MemmapError, "load_memmap: no sub-TensorDict ", options.sub_path()->repr(), " under ",
                           AbsolutePath(prefix), ": ", sub.status().message());
       }
       ancestors.push_back(std::move(dir));

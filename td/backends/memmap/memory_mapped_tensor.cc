@@ -141,14 +141,14 @@ MemoryMappedTensor Create(at::IntArrayRef shape, at::ScalarType dtype, const std
   flags |= exists_ok ? O_TRUNC : O_EXCL;
   int raw = ::open(path.c_str(), flags, 0644);
   if (raw < 0 && errno == EEXIST) {
-    Fail<ValueError>("MemoryMappedTensor: file ", path,
+    TD_FAIL(ValueError, "MemoryMappedTensor: file ", path,
                      " already exists (pass exists_ok = true to replace it)");
   }
   if (raw < 0) memmap_internal::Check(memmap_internal::ErrnoError(errno, "cannot create", path));
   UniqueFd fd(raw);
   struct stat st;
   if (::fstat(fd.get(), &st) != 0 || !S_ISREG(st.st_mode)) {
-    Fail<MemmapError>("MemoryMappedTensor: ", path, " is not a regular file");
+    TD_FAIL(MemmapError, "MemoryMappedTensor: ", path, " is not a regular file");
   }
   ::fcntl(fd.get(), F_SETFL, ::fcntl(fd.get(), F_GETFL) & ~O_NONBLOCK);
   if (data != nullptr) {
@@ -168,7 +168,7 @@ MemoryMappedTensor MemoryMappedTensor::from_tensor(const at::Tensor& tensor,
                                                    const std::string& filename, bool exists_ok) {
   TORCH_CHECK_VALUE(tensor.defined(), "MemoryMappedTensor::from_tensor: undefined tensor");
   if (tensor.layout() != at::kStrided) {
-    Fail<ValueError>("MemoryMappedTensor::from_tensor: a ", tensor.layout(),
+    TD_FAIL(ValueError, "MemoryMappedTensor::from_tensor: a ", tensor.layout(),
                      " tensor cannot be memory-mapped; only strided (dense) tensors can");
   }
   return Create(tensor.sizes(), tensor.scalar_type(), filename, exists_ok, &tensor);
@@ -207,7 +207,7 @@ MemoryMappedTensor MemoryMappedTensor::from_filename(const std::string& filename
   UniqueFd fd(raw);
   struct stat st;
   if (::fstat(fd.get(), &st) != 0 || !S_ISREG(st.st_mode)) {
-    Fail<MemmapError>("MemoryMappedTensor: ", path, " is not a regular file");
+    TD_FAIL(MemmapError, "MemoryMappedTensor: ", path, " is not a regular file");
   }
   return MemoryMappedTensor(memmap_internal::ValueOrThrowMemmap(
       memmap_internal::MapFile(fd.get(), path, dtype, shape.vec(), mode)));

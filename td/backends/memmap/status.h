@@ -17,18 +17,20 @@
 namespace td {
 namespace memmap_internal {
 
-inline void Check(const absl::Status& status) {
+inline void Check(const absl::Status& status,
+                  const compat::SourceLoc& loc = compat::SourceLoc::current()) {
   if (status.ok()) return;
   std::string msg(status.message());
   if (status.code() == absl::StatusCode::kInvalidArgument) {
-    throw ValueError(std::move(msg), std::string());
+    throw compat::MakeError<ValueError>(loc, std::move(msg));
   }
-  throw MemmapError(std::move(msg), std::string());
+  throw compat::MakeError<MemmapError>(loc, std::move(msg));
 }
 
 template <class T>
-T ValueOrThrowMemmap(absl::StatusOr<T> value) {
-  Check(value.status());
+T ValueOrThrowMemmap(absl::StatusOr<T> value,
+                     const compat::SourceLoc& loc = compat::SourceLoc::current()) {
+  Check(value.status(), loc);
   return *std::move(value);
 }
 

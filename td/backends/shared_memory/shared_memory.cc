@@ -46,7 +46,7 @@ struct Segment {
 os::MappedRegion MapSegment(int fd, size_t length, const std::string& what) {
   absl::StatusOr<os::MappedRegion> r =
       os::MappedRegion::Map(fd, length, PROT_READ | PROT_WRITE, MAP_SHARED, what);
-  if (!r.ok()) Fail<c10::Error>(std::string(r.status().message()));
+  if (!r.ok()) TD_FAIL(c10::Error, std::string(r.status().message()));
   return *std::move(r);
 }
 
@@ -65,7 +65,7 @@ const SegmentRef* RefOf(const at::Tensor& t) {
 }
 
 [[noreturn]] void FailErrno(int err, const std::string& what) {
-  Fail<c10::Error>(what, ": ", std::strerror(err));
+  TD_FAIL(c10::Error, what, ": ", std::strerror(err));
 }
 
 Token RandomToken() {
@@ -112,7 +112,7 @@ size_t AlignUp(size_t n) { return (n + kAlign - 1) / kAlign * kAlign; }
 
 void CheckShareable(const at::Tensor& t, const NestedKey& key) {
   if (t.layout() != at::kStrided) {
-    Fail<ValueError>("share_memory_: key ", key.repr(), " holds a ", t.layout(),
+    TD_FAIL(ValueError, "share_memory_: key ", key.repr(), " holds a ", t.layout(),
                      " tensor; only strided (dense) tensors can be shared");
   }
 }
@@ -181,7 +181,7 @@ struct HandleWriter {
         const at::Tensor& t = v->tensor();
         const SegmentRef* ref = RefOf(t);
         if (ref == nullptr) {
-          Fail<ValueError>("SharedMemoryHandle: key ", full.repr(),
+          TD_FAIL(ValueError, "SharedMemoryHandle: key ", full.repr(),
                            " is not in shared memory (call share_memory_() first)");
         }
         const size_t offset = static_cast<size_t>(static_cast<const char*>(t.data_ptr()) -
@@ -215,7 +215,7 @@ std::shared_ptr<Segment> OpenSegment(const shm_handle::SegmentRef& ref) {
   link[n] = '\0';
   const std::string expected = absl::StrCat("/memfd:", std::string(kMemfdName), " ");
   if (std::strncmp(link, expected.c_str(), expected.size()) != 0) {
-    Fail<c10::Error>("AttachSharedMemory: ", where, " is ", link, ", not a tensordict segment");
+    TD_FAIL(c10::Error, "AttachSharedMemory: ", where, " is ", link, ", not a tensordict segment");
   }
   auto seg = std::make_shared<Segment>();
   seg->fd = os::UniqueFd(::open(where.c_str(), O_RDWR | O_CLOEXEC));
@@ -223,7 +223,7 @@ std::shared_ptr<Segment> OpenSegment(const shm_handle::SegmentRef& ref) {
   struct stat st;
   if (::fstat(seg->fd.get(), &st) != 0) FailErrno(errno, absl::StrCat("AttachSharedMemory: stat ", where));
   if (static_cast<uint64_t>(st.st_size) != ref.size) {
-    Fail<c10::Error>("AttachSharedMemory: segment ", where, " has ", st.st_size,
+    TD_FAIL(c10::Error, "AttachSharedMemory: segment ", where, " has ", st.st_size,
                      " bytes, the handle says ", ref.size);
   }
   seg->region = MapSegment(seg->fd.get(), static_cast<size_t>(ref.size),
@@ -231,7 +231,7 @@ std::shared_ptr<Segment> OpenSegment(const shm_handle::SegmentRef& ref) {
   const char* h = static_cast<const char*>(seg->addr());
   if (std::memcmp(h, kMagic, sizeof(kMagic)) != 0 ||
       std::memcmp(h + 8, ref.token.data(), 16) != 0) {
-    Fail<c10::Error>("AttachSharedMemory: segment ", where,
+    TD_FAIL(c10::Error, "AttachSharedMemory: segment ", where,
                      " does not carry the handle's token (a different segment now uses that "
                      "descriptor)");
   }
@@ -271,7 +271,7 @@ bool IsSharedMemoryTensor(const at::Tensor& tensor) { return RefOf(tensor) != nu
 at::Tensor ToSharedMemory(const at::Tensor& tensor) {
   TORCH_CHECK_VALUE(tensor.defined(), "ToSharedMemory: undefined tensor");
   if (tensor.layout() != at::kStrided) {
-    Fail<ValueError>("ToSharedMemory: a ", tensor.layout(),
+    TD_FAIL(ValueError, "ToSharedMemory: a ", tensor.layout(),
                      " tensor cannot be shared; only strided (dense) tensors can");
   }
   const size_t nbytes = static_cast<size_t>(tensor.numel()) * tensor.element_size();
@@ -293,7 +293,7 @@ std::string SharedMemoryHandle(const TensorDict& td) {
 TensorDict AttachSharedMemory(const std::string& handle) {
   absl::StatusOr<shm_handle::Handle> parsed = shm_handle::ParseHandle(handle);
   if (!parsed.ok()) {
-    Fail<ValueError>("AttachSharedMemory: ", std::string(parsed.status().message()));
+    TD_FAIL(ValueError, "AttachSharedMemory: ", std::string(parsed.status().message()));
   }
   std::vector<std::shared_ptr<Segment>> segments;
   for (const shm_handle::SegmentRef& s : parsed->segments) segments.push_back(OpenSegment(s));
@@ -307,7 +307,7 @@ namespace {
 // TensorDict::share_memory_ (registered as a hook: NOTE [ Backend entry points ]).
 TensorDict& ShareMemory(TensorDict& td) {
   if (td.is_memmap()) {
-    Fail<ValueError>("share_memory_: this TensorDict is memory-mapped to files; memmap and "
+    TD_FAIL(ValueError, "share_memory_: this TensorDict is memory-mapped to files; memmap and "
                      "shared memory are mutually exclusive");
   }
   std::vector<Leaf> leaves;

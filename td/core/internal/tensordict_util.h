@@ -25,7 +25,7 @@ inline bool StartsWith(at::IntArrayRef shape, at::IntArrayRef prefix) {
 // `batch_size` as a vector; throws ValueError when a dim is negative.
 inline std::vector<int64_t> CheckedBatch(at::IntArrayRef batch_size) {
   for (int64_t d : batch_size) {
-    if (d < 0) Fail<ValueError>("batch size ", SizeRepr(batch_size), " has a negative dim");
+    if (d < 0) TD_FAIL(ValueError, "batch size ", SizeRepr(batch_size), " has a negative dim");
   }
   return batch_size.vec();
 }
@@ -43,7 +43,7 @@ auto WithKeyContext(const NestedKey& key, const char* what, Body&& body) {
     e.add_context(absl::StrCat("while ", what, " key ", key.repr()));
     throw;
   } catch (const std::exception& e) {
-    Fail<c10::Error>(e.what(), "\n(while ", what, " key ", key.repr(), ")");
+    TD_FAIL(c10::Error, e.what(), "\n(while ", what, " key ", key.repr(), ")");
   }
 }
 

@@ -6,7 +6,7 @@
 
 int main() {
   try {
-    td::Fail<td::KeyError>("key ", std::string("'a'"), " not found");
+    TD_FAIL(td::KeyError, "key ", std::string("'a'"), " not found");
     REQUIRE(false);
   } catch (const td::KeyError& e) {
     REQUIRE(std::string(e.what()).find("key 'a' not found") != std::string::npos);

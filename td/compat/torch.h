@@ -1,0 +1,77 @@
+// The one place that knows how the LibTorch versions this library builds against differ
+// (1.13 and 2.x). See NOTE [ LibTorch versions ].
+//
+// NOTE [ LibTorch versions ]
+// Code outside td/compat never tests TORCH_VERSION_* and never names a LibTorch symbol that exists
+// in only some versions: it asks this target. Where a difference can be detected from the
+// headers themselves (`__has_include`, a constructor that exists or not), the check is made on
+// that rather than on a version number, so a LibTorch between or after the versions tested
+// (1.13.1 and 2.6.0, see tools/bazelw-debian13) gets the right branch. The private members this
+// library relies on (td/compat/module_access.h) and the OpenMP runtime lookup (td/compat/omp.h)
+// live here too; //td/compat:compat_test fails on any LibTorch whose layout they no longer
+// match.
+#pragma once
+
+#include <c10/util/Exception.h>
+#include <c10/util/StringUtil.h>
+#include <torch/csrc/api/include/torch/version.h>
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <type_traits>
+#include <utility>
+
+#if __has_include(<c10/util/Lazy.h>)
+#include <c10/util/Lazy.h>
+#endif
+
+namespace td::compat {
+
+// The LibTorch this translation unit is compiled against.
+inline constexpr int kTorchVersionMajor = TORCH_VERSION_MAJOR;
+inline constexpr int kTorchVersionMinor = TORCH_VERSION_MINOR;
+
+// at::_foreach_lerp / _foreach_lerp_ exist (LibTorch >= 2.0).
+inline constexpr bool kHasForeachLerp = TORCH_VERSION_MAJOR >= 2;
+
+// Where an error was raised: captured by TD_FAIL (td/core/errors.h) with __func__ / __FILE__ /
+// __LINE__, or as a default argument with `SourceLoc::current()` (GCC and Clang evaluate the
+// builtins at the call site).
+struct SourceLoc {
+  const char* function;
+  const char* file;
+  uint32_t line;
+
+  static constexpr SourceLoc current(const char* function = __builtin_FUNCTION(),
+                                     const char* file = __builtin_FILE(),
+                                     uint32_t line = __builtin_LINE()) {
+    return SourceLoc{function, file, line};
+  }
+};
+
+// A c10::Error (or subclass) with message `msg` whose backtrace part is the one line
+// "Exception raised from <function> at <file>:<line>", as TORCH_CHECK's first line reads, without
+// capturing a stack (cheap enough for errors a caller catches and recovers from):
+//   e.what()                    -> "<msg>\nException raised from Get at td/core/tensordict.cc:88"
+//   e.what_without_backtrace()  -> "<msg>"
+// LibTorch 1.13 takes the backtrace as a string; 2.x as a lazily computed value.
+template <class E>
+E MakeError(const SourceLoc& loc, std::string msg) {
+  static_assert(std::is_base_of_v<c10::Error, E>, "td errors derive from c10::Error");
+  std::string where =
+      c10::str("Exception raised from ", loc.function, " at ", loc.file, ":", loc.line);
+  if constexpr (std::is_constructible_v<E, std::string, std::string>) {
+    return E(std::move(msg), std::move(where));
+  } else {
+#if __has_include(<c10/util/Lazy.h>)
+    return E(std::move(msg),
+             std::make_shared<c10::PrecomputedLazyValue<std::string>>(std::move(where)));
+#else
+    static_assert(std::is_constructible_v<E, std::string, std::string>,
+                  "unknown c10::Error constructors: update td/compat/torch.h");
+#endif
+  }
+}
+
+}  // namespace td::compat
