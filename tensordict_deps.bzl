@@ -120,10 +120,14 @@ def _system_library_impl(ctx):
     glob_libs = []
     if ctx.attr.link_all_with_prefix:
         prefix = "lib" + ctx.attr.link_all_with_prefix
+        excluded = ["lib" + e for e in ctx.attr.link_all_except]
         for f in ctx.path(lib_dir).readdir():
             name = f.basename
-            if name.startswith(prefix) and name.endswith(".so"):
-                glob_libs.append("-l" + name[len("lib"):-len(".so")])
+            if not (name.startswith(prefix) and name.endswith(".so")):
+                continue
+            if [e for e in excluded if name.startswith(e)]:
+                continue
+            glob_libs.append("-l" + name[len("lib"):-len(".so")])
         glob_libs = sorted(glob_libs)
 
     substitutions = {
@@ -159,6 +163,7 @@ flags needed for the library directory, empty for default ones),
         "lib_probe": attr.string(doc = "A file that must exist in lib_dir (also used to autodetect it)."),
         "extra_lib_dirs": attr.string_list(doc = "More directories for -L/-rpath."),
         "link_all_with_prefix": attr.string(doc = "Link every lib<prefix>*.so of lib_dir."),
+        "link_all_except": attr.string_list(doc = "...but none whose name starts with lib<one of these>."),
         "build_file_template": attr.label(mandatory = True, allow_single_file = True),
         "substitutions": attr.string_dict(),
     },
@@ -257,6 +262,10 @@ def tensordict_deps(
         lib_dir = system_lib_dir,
         lib_probe = "libabsl_base.so",
         link_all_with_prefix = "absl_",
+        # Abseil's flags libraries register their flags when loaded; linked into every binary
+        # (nothing here uses them), Abseil 20240722's crash at startup registering
+        # libabsl_log_flags' flags. Leave them out.
+        link_all_except = ["absl_flags", "absl_log_flags"],
         build_file_template = Label("//third_party:absl/BUILD.tpl"),
     )
     _maybe(

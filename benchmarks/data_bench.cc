@@ -66,7 +66,7 @@ void BM_Pass_Ours(benchmark::State& state) {
       Dataset(), td::data::BatchOptions(kBatch).shuffle(true).seed(1).prefetch(state.range(0)));
   for (auto _ : state) {
     int64_t n = 0;
-    for (const td::TensorDict& batch : loader) {
+    for (td::TensorDict batch : loader) {
       benchmark::DoNotOptimize(batch);
       n += batch.batch_size()[0];
     }

@@ -11,12 +11,23 @@
 
 namespace {
 
+// Whether a run failed: Google Benchmark before 1.8 says so in `error_occurred`, later versions
+// in `skipped` (Debian 12 ships 1.7, Debian 13 ships 1.9).
+template <class Run>
+auto Failed(const Run& run, int) -> decltype(run.error_occurred, bool()) {
+  return run.error_occurred;
+}
+template <class Run>
+auto Failed(const Run& run, long) -> decltype(run.skipped, bool()) {
+  return static_cast<int>(run.skipped) != 0;
+}
+
 class RatioReporter : public benchmark::ConsoleReporter {
  public:
   void ReportRuns(const std::vector<Run>& runs) override {
     ConsoleReporter::ReportRuns(runs);
     for (const Run& run : runs) {
-      if (run.error_occurred) continue;
+      if (Failed(run, 0)) continue;
       const bool median = run.run_type == Run::RT_Aggregate && run.aggregate_name == "median";
       const bool single = run.run_type == Run::RT_Iteration && run.repetitions <= 1;
       if (!median && !single) continue;

@@ -6,10 +6,13 @@
 # Usage: tools/install_deps.sh [--check]
 #   --check   only report missing packages (exit 1 if any), install nothing.
 #
-# Targets Debian 12 (bookworm): Bazel 4.2.3 (bazel-bootstrap, pulls in
+# Debian 12 (bookworm): Bazel 4.2.3 (bazel-bootstrap, pulls in
 # default-jdk-headless, which Bazel's server needs), LibTorch 1.13.1 (CPU),
 # Abseil 20220623, oneTBB 2021.8, GoogleTest 1.12, Google Benchmark 1.7.1,
-# nlohmann/json 3.11.
+# nlohmann/json 3.11, clang 14.
+# Debian 13 (trixie; tools/bazelw-debian13 runs this inside its root): the
+# same packages, giving LibTorch 2.6.0, GCC 14, Abseil 20240722, oneTBB 2022.1,
+# GoogleTest 1.16, Google Benchmark 1.9, clang 19.
 set -euo pipefail
 
 PACKAGES=(
@@ -29,8 +32,12 @@ PACKAGES=(
   python3-torch
   # clang + its runtimes (libFuzzer, sanitizers) for fuzz targets.
   clang
-  libclang-rt-14-dev
 )
+# The sanitizer and libFuzzer runtimes of the distribution's default clang.
+case "$(. /etc/os-release 2>/dev/null && echo "${VERSION_CODENAME:-}")" in
+  trixie) PACKAGES+=(libclang-rt-19-dev) ;;
+  *) PACKAGES+=(libclang-rt-14-dev) ;;
+esac
 
 missing=()
 # dpkg-query prints one "<package> <status>" line per known package and

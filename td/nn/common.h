@@ -238,7 +238,7 @@ class Cloneable : public TensorDictModuleBase {
       TD_FAIL(c10::Error, name(), "::clone: the submodule to copy is a ", other.name(),
               ", not a ", name());
     }
-    static_cast<Derived&>(*this) = std::move(*copy);
+    static_cast<Derived&>(*this) = *copy;
   }
 };
 

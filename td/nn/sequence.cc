@@ -49,7 +49,8 @@ TensorDict ShallowCopy(const TensorDict& td) {
 // keys, descending into members that are lazy stacks themselves; collects (member, result).
 void RunOnMembers(TensorDictModuleBase& module, const TensorDict& td,
                   std::vector<std::pair<TensorDict, TensorDict>>& results) {
-  for (const TensorDict& member : LazyStackedTensorDict(td).tensordicts()) {
+  const LazyStackedTensorDict stack(td);
+  for (const TensorDict& member : stack.tensordicts()) {
     if (HasAll(member, module.in_keys())) {
       results.emplace_back(member, module.forward(ShallowCopy(member)));
     } else if (LazyStackedTensorDict::is_lazy_stack(member)) {
@@ -64,7 +65,8 @@ void DeleteWherePresent(const TensorDict& td, const NestedKey& key) {
   if (t.contains(key)) {
     t.del_(key);
   } else if (LazyStackedTensorDict::is_lazy_stack(t)) {
-    for (const TensorDict& m : LazyStackedTensorDict(t).tensordicts()) DeleteWherePresent(m, key);
+    const LazyStackedTensorDict stack(t);
+    for (const TensorDict& m : stack.tensordicts()) DeleteWherePresent(m, key);
   }
 }
 

@@ -40,7 +40,8 @@ void ValidateLevel(const TensorDict& td, const std::string& dir, const WriteOpti
   }
   if (LazyStackedTensorDict::is_lazy_stack(td)) {
     // Python's layout: member i in the sub-directory "i" (NOTE [ Memmap directory format ]).
-    const std::vector<TensorDict>& members = LazyStackedTensorDict(td).tensordicts();
+    const LazyStackedTensorDict stack(td);
+    const std::vector<TensorDict>& members = stack.tensordicts();
     for (size_t i = 0; i < members.size(); ++i) {
       ValidateLevel(members[i], JoinPath(dir, std::to_string(i)), o, prefix, depth + 1);
     }
@@ -321,8 +322,9 @@ TensorDict WriteAndLoad(const TensorDict& td, const std::string& prefix,
 void ReplaceLeaves(const TensorDict& td, const TensorDict& mapped) {
   if (LazyStackedTensorDict::is_lazy_stack(td)) {
     // The members hold the tensors; `mapped` is the lazy stack loaded from the same layout.
-    const std::vector<TensorDict>& mine = LazyStackedTensorDict(td).tensordicts();
-    const std::vector<TensorDict>& theirs = LazyStackedTensorDict(mapped).tensordicts();
+    const LazyStackedTensorDict mine_stack(td), theirs_stack(mapped);
+    const std::vector<TensorDict>& mine = mine_stack.tensordicts();
+    const std::vector<TensorDict>& theirs = theirs_stack.tensordicts();
     for (size_t i = 0; i < mine.size(); ++i) ReplaceLeaves(mine[i], theirs[i]);
     return;
   }

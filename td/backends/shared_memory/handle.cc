@@ -182,7 +182,12 @@ absl::StatusOr<SegmentRef> ParseSegment(const Json& j, size_t index) {
   s.pid = *pid;
   s.fd = *fd;
   s.size = static_cast<uint64_t>(*size);
-  s.token = absl::HexStringToBytes(hex);
+  // Validated above: 32 lowercase hex digits.
+  s.token.clear();
+  for (size_t i = 0; i < hex.size(); i += 2) {
+    const auto digit = [](char c) { return c <= '9' ? c - '0' : c - 'a' + 10; };
+    s.token.push_back(static_cast<char>(digit(hex[i]) * 16 + digit(hex[i + 1])));
+  }
   return s;
 }
 
