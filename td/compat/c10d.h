@@ -7,6 +7,10 @@
 
 #include <torch/csrc/api/include/torch/version.h>
 #include <torch/csrc/distributed/c10d/ProcessGroup.hpp>
+#include <torch/csrc/distributed/c10d/TCPStore.hpp>
+
+#include <type_traits>
+#include <utility>
 
 // 1.13 already ships c10d/Backend.hpp, but its ProcessGroupGloo still derives from ProcessGroup:
 // the version decides (//td/compat:compat_test checks the base on each version).
@@ -21,5 +25,21 @@ using ProcessGroupBase = c10d::Backend;
 #else
 using ProcessGroupBase = c10d::ProcessGroup;
 #endif
+
+namespace internal {
+template <class T, class = void>
+struct HasUseLibUv : std::false_type {};
+template <class T>
+struct HasUseLibUv<T, std::void_t<decltype(std::declval<T&>().useLibUV)>> : std::true_type {};
+}  // namespace internal
+
+// Makes a TCPStore use the server every LibTorch has. From 2.2 on TCPStoreOptions can ask for a
+// libuv server, and from 2.4 on that is the default; LibTorch built without libuv (Debian's)
+// then refuses to start the store ("use_libuv was requested but PyTorch was build without libuv
+// support").
+template <class Options>
+void UseClassicTcpStoreServer(Options& options) {
+  if constexpr (internal::HasUseLibUv<Options>::value) options.useLibUV = false;
+}
 
 }  // namespace td::compat

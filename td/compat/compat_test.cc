@@ -136,6 +136,18 @@ TEST(CompatTest, ForeachLerpMatchesLerpWhereItExists) {
   EXPECT_TRUE(at::allclose(c[1], (*out)[1]));
 }
 
+TEST(CompatTest, TcpStoreStartsWithTheClassicServer) {
+  c10d::TCPStoreOptions options;
+  options.port = 0;  // any free port
+  options.isServer = true;
+  options.numWorkers = 1;
+  options.waitWorkers = false;
+  td::compat::UseClassicTcpStoreServer(options);
+  c10d::TCPStore store("127.0.0.1", options);
+  store.set("k", std::vector<uint8_t>{1, 2});
+  EXPECT_EQ(store.get("k"), (std::vector<uint8_t>{1, 2}));
+}
+
 TEST(CompatTest, GlooDerivesFromTheProcessGroupBase) {
   static_assert(std::is_base_of_v<td::compat::ProcessGroupBase, c10d::ProcessGroupGloo>);
   SUCCEED();

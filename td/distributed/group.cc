@@ -77,6 +77,7 @@ ProcessGroupPtr init_process_group(const GroupOptions& o) {
       so.numWorkers = static_cast<std::size_t>(o.world_size());
       so.waitWorkers = true;
       so.timeout = o.timeout();
+      compat::UseClassicTcpStoreServer(so);
       store = c10::make_intrusive<c10d::TCPStore>(o.master_addr(), so);
     }
     auto gloo = c10d::ProcessGroupGloo::Options::create(o.timeout());

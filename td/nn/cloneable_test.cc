@@ -22,8 +22,9 @@ struct ScaledLinearImpl : td::nn::Cloneable<ScaledLinearImpl> {
     lin = register_module("lin", torch::nn::Linear(4, 2));
   }
   td::TensorDict forward(const td::TensorDict& td) override {
-    td.set("action", lin(td.get("obs")) * scale + offset);
-    return td;
+    td::TensorDict out = td;  // a handle: writes go to the caller's TensorDict
+    out.set("action", lin(td.get("obs")) * scale + offset);
+    return out;
   }
   at::Tensor scale, offset;
   torch::nn::Linear lin{nullptr};
@@ -39,9 +40,9 @@ struct TwiceImpl : td::nn::Cloneable<TwiceImpl> {
   }
   void reset() override { inner = register_module("inner", ScaledLinear()); }
   td::TensorDict forward(const td::TensorDict& td) override {
-    inner->forward(td);
-    td.set("action", td.get("action") * 2);
-    return td;
+    td::TensorDict out = inner->forward(td);
+    out.set("action", out.get("action") * 2);
+    return out;
   }
   ScaledLinear inner{nullptr};
 };

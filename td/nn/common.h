@@ -137,6 +137,12 @@ class SetSkipExisting {
 // The interface of every module that reads and writes a TensorDict.
 class TensorDictModuleBase : public virtual torch::nn::Module {
  public:
+  TensorDictModuleBase() = default;
+  // Copies only: torch::nn::Module is a virtual base, which a defaulted move assignment would
+  // move once per path to it (GCC's -Wvirtual-move-assign); td::nn::Cloneable copy-assigns.
+  TensorDictModuleBase(const TensorDictModuleBase&) = default;
+  TensorDictModuleBase& operator=(const TensorDictModuleBase&) = default;
+
   // Reads in_keys() from `td`, writes out_keys(), returns the TensorDict written to (the input
   // itself unless the module was told otherwise).
   virtual TensorDict forward(const TensorDict& td) = 0;

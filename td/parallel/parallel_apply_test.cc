@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include <chrono>
+#include <condition_variable>
 #include <mutex>
 #include <set>
 #include <atomic>
@@ -88,17 +89,19 @@ TEST(ParallelApplyTest, ParallelEqualsSerial) {
             at::IntArrayRef({12}));
 }
 
-// Records which threads fn ran on.
+// Records which threads fn ran on. With `meet`, every call waits (at most 60 s, a safety net)
+// until calls have run on two threads: a plan that runs on two threads shows two however loaded
+// the machine is, instead of the first thread finishing every leaf before the second starts.
 struct Threads {
   std::mutex mu;
+  std::condition_variable cv;
   std::set<std::thread::id> ids;
-  TensorDict::LeafFn fn(int sleep_ms) {
-    return [this, sleep_ms](const at::Tensor& x) {
-      {
-        std::lock_guard<std::mutex> lock(mu);
-        ids.insert(std::this_thread::get_id());
-      }
-      std::this_thread::sleep_for(std::chrono::milliseconds(sleep_ms));
+  TensorDict::LeafFn fn(bool meet) {
+    return [this, meet](const at::Tensor& x) {
+      std::unique_lock<std::mutex> lock(mu);
+      ids.insert(std::this_thread::get_id());
+      cv.notify_all();
+      if (meet) cv.wait_for(lock, std::chrono::seconds(60), [&] { return ids.size() >= 2; });
       return x + 1;
     };
   }
@@ -107,26 +110,26 @@ struct Threads {
 TEST(ParallelApplyTest, SmallTensorDictsStaySerialLargeOnesGoParallel) {
   TensorDict small = Sample();  // 12 leaves, ~400 elements
   Threads s;
-  small.apply(s.fn(2), ApplyOptions().num_threads(2));
+  small.apply(s.fn(false), ApplyOptions().num_threads(2));
   EXPECT_EQ(s.ids, std::set<std::thread::id>{std::this_thread::get_id()});
 
   // The same leaves count as large once the threshold is below their total numel.
   Threads l;
-  small.apply(l.fn(5), ApplyOptions().num_threads(2).min_parallel_numel(100));
+  small.apply(l.fn(true), ApplyOptions().num_threads(2).min_parallel_numel(100));
   EXPECT_EQ(l.ids.size(), 2u);
 
   TensorDict large = Sample(/*feature=*/20000);  // > kDefaultMinParallelCost elements
   Threads d;
-  large.apply(d.fn(5), ApplyOptions().num_threads(2));
+  large.apply(d.fn(true), ApplyOptions().num_threads(2));
   EXPECT_EQ(d.ids.size(), 2u);
 
   // parallel(false) wins over size; td::parallel::set_num_threads(1) turns everything serial.
   Threads off;
-  large.apply(off.fn(1), ApplyOptions().num_threads(2).parallel(false));
+  large.apply(off.fn(false), ApplyOptions().num_threads(2).parallel(false));
   EXPECT_EQ(off.ids.size(), 1u);
   parallel::set_num_threads(1);
   Threads one;
-  large.apply(one.fn(1));
+  large.apply(one.fn(false));
   EXPECT_EQ(one.ids.size(), 1u);
   parallel::set_num_threads(0);
 }

@@ -86,6 +86,18 @@ inline void ExpectSame(const TensorDict& actual, const TensorDict& expected) {
   }
 }
 
+// For transcendental functions (exp, sigmoid, ...): ATen's vectorised and scalar kernels may
+// differ in the last bits, and which one runs depends on the memory layout (a transposed view, an
+// offset into a consolidated buffer) and on the LibTorch version; values must agree to rounding.
+inline void ExpectClose(const TensorDict& actual, const TensorDict& expected) {
+  EXPECT_EQ(actual.batch_size(), expected.batch_size());
+  try {
+    assert_allclose(actual, expected, AllCloseOptions().rtol(1e-6).atol(1e-30));
+  } catch (const c10::Error& e) {
+    ADD_FAILURE() << "TensorDicts differ beyond rounding: " << e.what_without_backtrace();
+  }
+}
+
 template <class Traits>
 class Conformance : public ::testing::Test {
  protected:

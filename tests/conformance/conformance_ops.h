@@ -230,7 +230,6 @@ TYPED_TEST_P(Conformance, Math) {
       {"(x + other) * 2", [&](const TensorDict& x) { return (x + other) * 2; }},
       {"-x", [](const TensorDict& x) { return -x; }},
       {"abs", [](const TensorDict& x) { return x.abs(); }},
-      {"sigmoid", [](const TensorDict& x) { return x.sigmoid(); }},
       {"floor", [](const TensorDict& x) { return x.floor(); }},
       {"sign", [](const TensorDict& x) { return x.sign(); }},
       {"clamp(-1, 1)", [](const TensorDict& x) { return x.clamp(-1, 1); }},
@@ -244,6 +243,7 @@ TYPED_TEST_P(Conformance, Math) {
     SCOPED_TRACE(name);
     ExpectSame(op(t), op(ref));
   }
+  ExpectClose(t.sigmoid(), ref.sigmoid());
   TD_EXPECT_THROW_MSG(t.add(ref.exclude({"b"})), KeyError, {"'b'"});
   ExpectSame(t, ReferenceContent());  // nothing above wrote into t
 }
@@ -342,7 +342,7 @@ TYPED_TEST_P(Conformance, Consolidate) {
   TensorDict floats = consolidate(t.exclude({"c"}));
   EXPECT_TRUE(is_consolidated(floats));
   ExpectSame(consolidated::mul(floats, 2), ref * 2);
-  ExpectSame(consolidated::exp(floats), ref.exp());
+  ExpectClose(consolidated::exp(floats), ref.exp());
   ExpectSame(consolidated::to(floats, at::kDouble), ref.to(at::kDouble));
   TensorDict acc = consolidated::clone(floats);
   consolidated::add_(acc, floats);
