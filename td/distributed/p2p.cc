@@ -133,6 +133,10 @@ int HeaderTag(const P2POptions& o, const char* call) {
 //    the agreed data, so that either kind of first message fits. A sender whose TensorDict
 //    differs from the agreement sends the header alone first, as without an agreement, and the
 //    receiver then takes the messages it announces.
+// The receiving side records the agreement whenever it takes an init_remote message: in
+// from_remote_init, and in a recv that refuses the message (AcceptInit), since the sender has
+// recorded it either way. A receive posted before the init_remote message is taken (a pending
+// irecv) has posted room for the agreement of its posting time.
 // A receiver whose TensorDict differs from the agreed structure gets the usual ValueError naming
 // the first difference (the agreed signature stands for the sender's) and nothing is written; the
 // message was consumed whole. Gloo refuses a message larger than the buffer posted for it (and
@@ -434,12 +438,42 @@ void Drain(const ProcessGroupPtr& pg, const Incoming& in, int src, int tag,
   ReceiveLeaves(pg, scratch, src, tag, timeout, what);
 }
 
+// Takes the structure of an init_remote message on the receiving side, whether from_remote_init
+// accepts it or recv refuses it: the sender recorded the agreement when it posted the message, so
+// the receiver records it too before anything can fail (NOTE [ Agreed structures ]); otherwise
+// the sender's next send of that structure would be one message larger than the buffer this
+// side posts for it. Returns the TensorDict the message describes, leaves uninitialised; throws
+// ValueError when the structure is invalid (the sizes are recorded all the same).
+TensorDict AcceptInit(const ProcessGroupPtr& pg, const Incoming& in, int src, int tag,
+                      const std::string& what) {
+  Agreement sizes;
+  sizes.fingerprint = in.fingerprint;
+  sizes.nbytes = in.data.numel();
+  Agreements::Get().Record(pg, src, tag, Side::kRecv, sizes);
+  nlohmann::json structure = nlohmann::json::parse(in.desc, nullptr, /*allow_exceptions=*/false);
+  if (structure.is_discarded()) TD_FAIL(ValueError, what, ": the structure received is not JSON");
+  TensorDict td = internal::EmptyFromJson(structure);
+  PackedLayout layout(td);
+  if (layout.fingerprint() != in.fingerprint || layout.nbytes() != in.data.numel()) {
+    TD_FAIL(ValueError, what, ": the structure received does not describe the data received (",
+            layout.nbytes(), " bytes expected, ", in.data.numel(), " received)");
+  }
+  Agreements::Get().Record(pg, src, tag, Side::kRecv, AgreementOf(layout));
+  return td;
+}
+
 void Deliver(const ProcessGroupPtr& pg, const Incoming& in, TensorDict& td,
              const PackedLayout& layout, int src, int tag, const Timeout& timeout,
              const std::string& what) {
   if (in.kind != kData) {
+    // Refused, but the agreement it carries stands on both sides.
+    try {
+      AcceptInit(pg, in, src, tag, what);
+    } catch (const ValueError&) {
+    }
     TD_FAIL(ValueError, what, ": rank ", src,
-                     " sent an init_remote message; receive it with from_remote_init");
+            " sent an init_remote message; receive it with from_remote_init (the message is "
+            "consumed and its structure agreed on; nothing was written)");
   }
   std::vector<int64_t> expected;
   if (in.per_leaf) {
@@ -564,21 +598,8 @@ TensorDict from_remote_init(const ProcessGroupPtr& pg, int src, const P2POptions
     TD_FAIL(ValueError, what, ": rank ", src,
                      " sent a plain send(); from_remote_init expects init_remote");
   }
-  // The sender has recorded this structure: record it here before anything can fail, so that
-  // the next receive posts room for what the sender will send (NOTE [ Agreed structures ]).
-  Agreement sizes;
-  sizes.fingerprint = in.fingerprint;
-  sizes.nbytes = in.data.numel();
-  Agreements::Get().Record(pg, src, tag, Side::kRecv, sizes);
-  nlohmann::json structure = nlohmann::json::parse(in.desc, nullptr, /*allow_exceptions=*/false);
-  if (structure.is_discarded()) TD_FAIL(ValueError, what, ": the structure received is not JSON");
-  TensorDict td = internal::EmptyFromJson(structure);
+  TensorDict td = AcceptInit(pg, in, src, tag, what);
   PackedLayout layout(td);
-  if (layout.fingerprint() != in.fingerprint || layout.nbytes() != in.data.numel()) {
-    TD_FAIL(ValueError, what, ": the structure received does not describe the data received (",
-                     layout.nbytes(), " bytes expected, ", in.data.numel(), " received)");
-  }
-  Agreements::Get().Record(pg, src, tag, Side::kRecv, AgreementOf(layout));
   if (layout.nbytes() > 0) layout.Unpack(in.data, td);
   return td;
 }
