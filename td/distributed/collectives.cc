@@ -1,5 +1,8 @@
 // broadcast / reduce / all_reduce / all_gather / gather / scatter over a TensorDict: one c10d
 // call on the packed byte buffer (reductions: one per dtype group), NOTE [ Packed layout ].
+// A receiving rank checks that it can write every leaf (PackedLayout::CheckWritable) after the
+// exchange and before writing any: a rank that cannot write throws alone, with its TensorDict
+// unchanged, and no other rank is left waiting in a collective it skipped.
 #include <ATen/ATen.h>
 
 #include <cstring>
@@ -190,7 +193,15 @@ void broadcast(const ProcessGroupPtr& pg, TensorDict& td, int src,
   o.rootRank = src;
   Collective(what, options.timeout(),
              [&] { return pg->broadcast(buf, WithTimeout(o, options.timeout())); });
-  if (pg->getRank() != src) layout.Unpack(buf[0], td);
+  if (pg->getRank() != src) {
+    layout.CheckWritable(what);
+    layout.Unpack(buf[0], td);
+  }
+}
+
+void broadcast(const ProcessGroupPtr& pg, TensorDict&& td, int src,
+               const CollectiveOptions& options) {
+  broadcast(pg, td, src, options);
 }
 
 void reduce(const ProcessGroupPtr& pg, TensorDict& td, int dst, ReduceOp op,
@@ -203,7 +214,15 @@ void reduce(const ProcessGroupPtr& pg, TensorDict& td, int dst, ReduceOp op,
   if (layout.nbytes() == 0) return;
   at::Tensor buffer = layout.Pack();
   ReduceGroups(pg, layout, buffer, op, dst, options.timeout(), what);
-  if (pg->getRank() == dst) layout.Unpack(buffer, td);
+  if (pg->getRank() == dst) {
+    layout.CheckWritable(what);
+    layout.Unpack(buffer, td);
+  }
+}
+
+void reduce(const ProcessGroupPtr& pg, TensorDict&& td, int dst, ReduceOp op,
+            const CollectiveOptions& options) {
+  reduce(pg, td, dst, op, options);
 }
 
 void all_reduce(const ProcessGroupPtr& pg, TensorDict& td, ReduceOp op,
@@ -216,7 +235,13 @@ void all_reduce(const ProcessGroupPtr& pg, TensorDict& td, ReduceOp op,
   if (layout.nbytes() == 0) return;
   at::Tensor buffer = layout.Pack();
   ReduceGroups(pg, layout, buffer, op, std::nullopt, options.timeout(), what);
+  layout.CheckWritable(what);
   layout.Unpack(buffer, td);
+}
+
+void all_reduce(const ProcessGroupPtr& pg, TensorDict&& td, ReduceOp op,
+                const CollectiveOptions& options) {
+  all_reduce(pg, td, op, options);
 }
 
 namespace {

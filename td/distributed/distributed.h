@@ -95,10 +95,16 @@ void send(const ProcessGroupPtr& pg, const TensorDict& td, int dst,
           const P2POptions& options = {});
 // Receives into the leaves of `td` (same keys, shapes and dtypes as the sender's; nested keys
 // too) from rank `src`. Writes in place: a memmap or shared-memory TensorDict is written
-// through. Throws ValueError naming the first differing key/shape/dtype when the structures
-// differ (td untouched), TransportError when the transport fails or times out.
+// through; leaves that require grad are written under no-grad. Throws ValueError naming the first
+// differing key/shape/dtype when the structures differ, or the key of a leaf that cannot be
+// written in place (PackedLayout::CheckWritable); td is then untouched and the message consumed.
+// TransportError when the transport fails or times out.
 //   recv(pg, td, 0);
 void recv(const ProcessGroupPtr& pg, TensorDict& td, int src, const P2POptions& options = {});
+// A TensorDict is a handle: a temporary one writes through to the tensors it holds, e.g. a
+// module's parameters (written under no-grad, as load_state_dict does):
+//   recv(pg, td::nn::from_module(*policy), 0);
+void recv(const ProcessGroupPtr& pg, TensorDict&& td, int src, const P2POptions& options = {});
 // Non-blocking forms: the leaves are packed before isend returns (td may change afterwards);
 // irecv writes `td` when wait() returns. Pending irecvs of the same src and tag must be waited
 // in the order they were posted.
@@ -120,7 +126,15 @@ TensorDict from_remote_init(const ProcessGroupPtr& pg, int src, const P2POptions
 
 // Collectives: every rank of the group calls them with TensorDicts of the same structure.
 // Copies `src`'s leaves into every other rank's `td` (in place).
+// Receiving ranks write their leaves under no-grad (as load_state_dict does), so parameters
+// that require grad are written in place; a temporary TensorDict writes through to its tensors:
+//   broadcast(pg, td::nn::from_module(*policy), 0);   // the learner's weights to every actor
+// A rank whose leaves cannot all be written (an expanded view, an inference tensor) throws
+// ValueError naming the key after the exchange, with its TensorDict unchanged; reduce and
+// all_reduce do the same.
 void broadcast(const ProcessGroupPtr& pg, TensorDict& td, int src,
+               const CollectiveOptions& options = {});
+void broadcast(const ProcessGroupPtr& pg, TensorDict&& td, int src,
                const CollectiveOptions& options = {});
 // Reduces every leaf over the ranks into `td` on `dst` (other ranks' tds are left unspecified
 // by c10d's reduce; treat them as scratch). kAvg needs floating-point leaves. Every dtype but
@@ -128,9 +142,13 @@ void broadcast(const ProcessGroupPtr& pg, TensorDict& td, int src,
 // Throws ValueError naming the key otherwise.
 void reduce(const ProcessGroupPtr& pg, TensorDict& td, int dst, ReduceOp op = ReduceOp::kSum,
             const CollectiveOptions& options = {});
+void reduce(const ProcessGroupPtr& pg, TensorDict&& td, int dst, ReduceOp op = ReduceOp::kSum,
+            const CollectiveOptions& options = {});
 // Reduces every leaf over the ranks into every rank's `td` (one c10d all_reduce per dtype).
 //   all_reduce(pg, grads, ReduceOp::kAvg);
 void all_reduce(const ProcessGroupPtr& pg, TensorDict& td, ReduceOp op = ReduceOp::kSum,
+                const CollectiveOptions& options = {});
+void all_reduce(const ProcessGroupPtr& pg, TensorDict&& td, ReduceOp op = ReduceOp::kSum,
                 const CollectiveOptions& options = {});
 // Every rank's `td`, in rank order (new dense TensorDicts shaped like `td`).
 std::vector<TensorDict> all_gather(const ProcessGroupPtr& pg, const TensorDict& td,

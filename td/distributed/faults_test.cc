@@ -4,6 +4,7 @@
 // receiving TensorDict is unchanged. Two real processes over a FileStore (multiprocess_testing.h).
 #include <ATen/ATen.h>
 #include <gtest/gtest.h>
+#include <torch/nn/modules/linear.h>
 
 #include <chrono>
 #include <string>
@@ -12,6 +13,7 @@
 #include "td/core/testing.h"
 #include "td/distributed/distributed.h"
 #include "td/distributed/multiprocess_testing.h"
+#include "td/nn/functional.h"
 
 namespace td {
 namespace distributed {
@@ -78,6 +80,90 @@ TEST(FaultsTest, RecvRefusingASecondLargerInitRemoteKeepsTheAgreementInStep) {
       TensorDict v = bigger.clone().zero_();
       recv(pg, v, 0);
       EXPECT_TRUE(AllEqual(v, 6));
+    }
+  }));
+}
+
+
+// {"a": zeros(4), "b": `b`}, batch [4].
+TensorDict WithLeafB(at::Tensor b) { return TensorDict({{"a", at::zeros({4})}, {"b", b}}, {4}); }
+
+// A leaf that requires grad is written under no-grad (as load_state_dict does); a leaf that
+// cannot be written in place (an expanded view) is refused before any leaf is written.
+TEST(FaultsTest, RecvWritesLeavesThatRequireGradAndRefusesUnwritableOnesWhole) {
+  ExpectAllPassed(RunRanks(RunOptions(), [](int rank, const ProcessGroupPtr& pg) {
+    const auto per_leaf = P2POptions().wire_format(WireFormat::kPerLeaf);
+    TensorDict ones = WithLeafB(at::ones({4}));
+    ones.set("a", at::ones({4}));
+    if (rank == 0) {
+      for (const P2POptions& o : {P2POptions(), per_leaf}) {
+        send(pg, ones, 1, o);  // into a leaf that requires grad
+        send(pg, ones, 1, o);  // refused: expanded leaf
+        send(pg, ones, 1, o);  // still arrives: the refused message was consumed
+      }
+    } else {
+      for (const char* format : {"packed", "per leaf"}) {
+        SCOPED_TRACE(format);
+        at::Tensor param = at::zeros({4}).requires_grad_();
+        TensorDict grad_leaf = WithLeafB(param);
+        recv(pg, grad_leaf, 0);
+        EXPECT_TRUE(AllEqual(grad_leaf, 1));
+        EXPECT_TRUE(param.requires_grad());
+        EXPECT_TRUE(param.is_leaf());
+        EXPECT_TRUE(at::equal(param, at::ones({4})));
+        TensorDict expanded = WithLeafB(at::zeros({1}).expand({4}));
+        TD_EXPECT_THROW_MSG(recv(pg, expanded, 0), ValueError,
+                            {"td::distributed::recv (source rank 0)", "key 'b'",
+                             "share memory", "nothing was written"});
+        EXPECT_TRUE(AllEqual(expanded, 0));
+        TensorDict plain = WithLeafB(at::zeros({4}));
+        recv(pg, plain, 0);
+        EXPECT_TRUE(AllEqual(plain, 1));
+      }
+    }
+  }));
+}
+
+// Shipping a learner's weights to an actor as users write it: the parameters of the receiving
+// module are written in place and stay trainable leaves.
+TEST(FaultsTest, BroadcastIntoModuleParametersFromModule) {
+  ExpectAllPassed(RunRanks(RunOptions(), [](int rank, const ProcessGroupPtr& pg) {
+    at::manual_seed(rank + 1);
+    torch::nn::Linear policy(3, 2);
+    at::Tensor weight = policy->weight;
+    broadcast(pg, td::nn::from_module(*policy), 0);
+    std::vector<TensorDict> all = all_gather(pg, td::nn::from_module(*policy));
+    ASSERT_EQ(all.size(), 2u);
+    EXPECT_TRUE(at::equal(all[1].get("weight"), all[0].get("weight")));
+    EXPECT_TRUE(at::equal(all[1].get("bias"), all[0].get("bias")));
+    EXPECT_TRUE(policy->weight.is_same(weight));  // written in place
+    EXPECT_TRUE(policy->weight.is_leaf());
+    EXPECT_TRUE(policy->weight.requires_grad());
+    policy->forward(at::ones({1, 3})).sum().backward();
+    EXPECT_TRUE(policy->weight.grad().defined());
+    all_reduce(pg, td::nn::from_module(*policy), ReduceOp::kAvg);  // same weights: unchanged
+    EXPECT_TRUE(at::allclose(policy->weight, all[0].get("weight")));
+  }));
+}
+
+// A rank that cannot write its leaves throws alone, unchanged, after the exchange; the others
+// complete the collective.
+TEST(FaultsTest, CollectivesRefuseUnwritableLeavesOnTheRankThatHoldsThem) {
+  ExpectAllPassed(RunRanks(RunOptions(), [](int rank, const ProcessGroupPtr& pg) {
+    TensorDict mine = rank == 0 ? WithLeafB(at::ones({4})) : WithLeafB(at::zeros({1}).expand({4}));
+    if (rank == 0) mine.set("a", at::ones({4}));
+    if (rank == 1) {
+      TD_EXPECT_THROW_MSG(broadcast(pg, mine, 0), ValueError,
+                          {"td::distributed::broadcast (source rank 0; rank 1 of 2)", "key 'b'",
+                           "nothing was written"});
+      EXPECT_TRUE(AllEqual(mine, 0));
+      TD_EXPECT_THROW_MSG(all_reduce(pg, mine), ValueError,
+                          {"td::distributed::all_reduce (rank 1 of 2)", "key 'b'"});
+      EXPECT_TRUE(AllEqual(mine, 0));
+    } else {
+      broadcast(pg, mine, 0);
+      all_reduce(pg, mine);
+      EXPECT_TRUE(AllEqual(mine, 1));  // 1 + 0 from rank 1
     }
   }));
 }

@@ -243,7 +243,7 @@ std::vector<at::Tensor> LeafBytes(const PackedLayout& layout) {
   std::vector<at::Tensor> out;
   for (const auto& leaf : layout.leaves()) {
     if (leaf.tensor.numel() == 0) continue;
-    out.push_back(leaf.tensor.contiguous().reshape({-1}).view(at::kByte));
+    out.push_back(leaf.tensor.detach().contiguous().reshape({-1}).view(at::kByte));
   }
   return out;
 }
@@ -490,6 +490,12 @@ void Deliver(const ProcessGroupPtr& pg, const Incoming& in, TensorDict& td,
                                                 "receiver"),
                      "; nothing was written");
   }
+  try {
+    layout.CheckWritable(what);
+  } catch (const ValueError&) {
+    Drain(pg, in, src, tag, timeout, what);
+    throw;
+  }
   if (in.per_leaf) {
     // Dense contiguous CPU leaves receive in place; the others through a temporary.
     const bool dense = td.backend() == "dense";
@@ -501,10 +507,11 @@ void Deliver(const ProcessGroupPtr& pg, const Incoming& in, TensorDict& td,
       const at::Tensor& t = leaf.tensor;
       leaves.push_back(&leaf);
       direct.push_back(dense && t.is_cpu() && t.is_contiguous());
-      targets.push_back(direct.back() ? t.reshape({-1}).view(at::kByte)
+      targets.push_back(direct.back() ? t.detach().reshape({-1}).view(at::kByte)
                                       : at::empty({t.numel() * t.element_size()}, at::kByte));
     }
     ReceiveLeaves(pg, targets, src, tag, timeout, what);
+    at::NoGradGuard no_grad;  // as PackedLayout::Unpack
     TensorDict incoming;
     for (size_t i = 0; i < leaves.size(); ++i) {
       if (direct[i]) continue;
@@ -555,6 +562,10 @@ Work isend(const ProcessGroupPtr& pg, const TensorDict& td, int dst, const P2POp
 
 void recv(const ProcessGroupPtr& pg, TensorDict& td, int src, const P2POptions& options) {
   irecv(pg, td, src, options).wait();
+}
+
+void recv(const ProcessGroupPtr& pg, TensorDict&& td, int src, const P2POptions& options) {
+  recv(pg, td, src, options);
 }
 
 Work irecv(const ProcessGroupPtr& pg, TensorDict& td, int src, const P2POptions& options) {

@@ -1,6 +1,9 @@
 #include "td/distributed/packing.h"
 
 #include <ATen/ATen.h>
+#include <ATen/MemoryOverlap.h>
+#include <c10/core/GradMode.h>
+#include <c10/core/InferenceMode.h>
 
 #include <algorithm>
 #include <cstring>
@@ -142,6 +145,7 @@ bool Memcpyable(const at::Tensor& t) {
 }  // namespace
 
 at::Tensor PackedLayout::Pack(int64_t prefix) const {
+  at::NoGradGuard no_grad;  // leaves that require grad pack as plain data (cat_out refuses them)
   at::Tensor buffer = Allocate(prefix);
   at::Tensor data = buffer.narrow(0, prefix, nbytes_);
   std::vector<at::Tensor> flat;
@@ -175,7 +179,27 @@ at::Tensor PackedLayout::Pack(int64_t prefix) const {
   return buffer;
 }
 
+void PackedLayout::CheckWritable(const std::string& what) const {
+  for (const Leaf& leaf : leaves_) {
+    const at::Tensor& t = leaf.tensor;
+    if (t.numel() == 0) continue;
+    if (at::has_internal_overlap(t) == at::MemOverlap::Yes) {
+      TD_FAIL(ValueError, what, ": key ", leaf.key.repr(), " of the receiving TensorDict (shape ",
+              t.sizes(), ", strides ", t.strides(),
+              ") is a view whose elements share memory (expand, broadcast_to) and cannot be "
+              "written in place; give it its own memory (clone or contiguous); nothing was "
+              "written");
+    }
+    if (t.is_inference() && !c10::InferenceMode::is_enabled()) {
+      TD_FAIL(ValueError, what, ": key ", leaf.key.repr(),
+              " of the receiving TensorDict is an inference tensor, which can only be written "
+              "inside c10::InferenceMode; nothing was written");
+    }
+  }
+}
+
 void PackedLayout::Unpack(const at::Tensor& data, TensorDict& td) const {
+  at::NoGradGuard no_grad;  // as load_state_dict: parameters are written as plain data
   // Byte offset of every leaf in `data`.
   std::vector<int64_t> offsets(leaves_.size());
   for (const Group& group : groups_) {

@@ -76,7 +76,14 @@ class PackedLayout {
   // Writes the packed data (uint8, nbytes() bytes) into the leaves of `td` (the TensorDict this
   // layout was made from): in place on the dense backend, through update_ on the others (memmap
   // files and shared memory are written in place). The data must have this layout.
+  // Writes happen under no-grad, as load_state_dict's do: a leaf that requires grad (a module's
+  // parameter from td::nn::from_module) is written in place, with no autograd history. Call
+  // CheckWritable first: a leaf that cannot be written would otherwise fail half way.
   void Unpack(const at::Tensor& data, TensorDict& td) const;
+  // Throws ValueError "<what>: key '<k>' of the receiving TensorDict ..." unless Unpack can write
+  // every non-empty leaf: not a view whose elements share memory (expand, broadcast_to), not an
+  // inference tensor outside c10::InferenceMode.
+  void CheckWritable(const std::string& what) const;
 
  private:
   std::vector<Leaf> leaves_;
