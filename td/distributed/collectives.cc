@@ -185,6 +185,7 @@ void broadcast(const ProcessGroupPtr& pg, TensorDict& td, int src,
                const CollectiveOptions& options) {
   internal::CheckPeer(pg, src, "broadcast", "source", true);
   std::string what = What(pg, "broadcast", {{"source", src}});
+  internal::CheckTimeout(options.timeout(), what);
   PackedLayout layout(td);
   CheckStructure(pg, layout, options, what);
   if (layout.nbytes() == 0) return;
@@ -208,6 +209,7 @@ void reduce(const ProcessGroupPtr& pg, TensorDict& td, int dst, ReduceOp op,
             const CollectiveOptions& options) {
   internal::CheckPeer(pg, dst, "reduce", "destination", true);
   std::string what = What(pg, "reduce", {{"destination", dst}});
+  internal::CheckTimeout(options.timeout(), what);
   PackedLayout layout(td);
   CheckReducible(layout, op, what);
   CheckStructure(pg, layout, options, what);
@@ -229,6 +231,7 @@ void all_reduce(const ProcessGroupPtr& pg, TensorDict& td, ReduceOp op,
                 const CollectiveOptions& options) {
   if (!pg) TD_FAIL(ValueError, "td::distributed::all_reduce: the process group is null");
   std::string what = What(pg, "all_reduce");
+  internal::CheckTimeout(options.timeout(), what);
   PackedLayout layout(td);
   CheckReducible(layout, op, what);
   CheckStructure(pg, layout, options, what);
@@ -266,6 +269,7 @@ std::vector<TensorDict> all_gather(const ProcessGroupPtr& pg, const TensorDict& 
                                    const CollectiveOptions& options) {
   if (!pg) TD_FAIL(ValueError, "td::distributed::all_gather: the process group is null");
   std::string what = What(pg, "all_gather");
+  internal::CheckTimeout(options.timeout(), what);
   PackedLayout layout(td);
   CheckStructure(pg, layout, options, what);
   std::vector<std::vector<at::Tensor>> outs(1);
@@ -283,6 +287,7 @@ std::vector<TensorDict> gather(const ProcessGroupPtr& pg, const TensorDict& td, 
                                const CollectiveOptions& options) {
   internal::CheckPeer(pg, dst, "gather", "destination", true);
   std::string what = What(pg, "gather", {{"destination", dst}});
+  internal::CheckTimeout(options.timeout(), what);
   PackedLayout layout(td);
   CheckStructure(pg, layout, options, what);
   const bool root = pg->getRank() == dst;
@@ -306,6 +311,7 @@ TensorDict scatter(const ProcessGroupPtr& pg, const std::vector<TensorDict>& tds
                    const CollectiveOptions& options) {
   internal::CheckPeer(pg, src, "scatter", "source", true);
   std::string what = What(pg, "scatter", {{"source", src}});
+  internal::CheckTimeout(options.timeout(), what);
   const int world = pg->getSize();
   const bool root = pg->getRank() == src;
   // The source checks its inputs, then broadcasts [ok, structure bytes] and the structure, so

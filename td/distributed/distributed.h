@@ -40,7 +40,7 @@ enum class WireFormat {
   // transport failure leaves them untouched. Fastest for many small leaves.
   kPacked,
   // A header, one message with the structure signature, then one message per non-empty leaf,
-  // sent from the leaf's own memory and received straight into the receiver's leaf (dense
+  // sent from the leaf's own memory (isend: from a copy taken before it returns) and received straight into the receiver's leaf (dense
   // TensorDict, contiguous CPU leaf; the others through a temporary): no packing copy on either
   // side, which pays off for large leaves. The structure is still checked before any leaf is
   // written, but a transport failure part-way leaves the leaves received so far written.
@@ -51,7 +51,11 @@ enum class WireFormat {
 struct P2POptions {
   // Messages of different tags never mix (the matching recv must use the same tag). >= 0.
   TORCH_ARG(int, tag) = 0;
-  // Bound on each wait of the call; nullopt: the group's timeout.
+  // Bound on each wait of the call; nullopt: the group's timeout. Must be positive: 0 or a
+  // negative value is a ValueError naming the call (c10d would read 0 and -1 ms as the group's
+  // timeout, other negative values as already expired). A timeout that fires makes Gloo close
+  // its connection to the peer for good, on both ranks: every later call between the two ranks,
+  // on any tag, fails with TransportError (create a new group to go on).
   TORCH_ARG(std::optional<std::chrono::milliseconds>, timeout) = std::nullopt;
   // send / isend only (init_remote always packs).
   TORCH_ARG(WireFormat, wire_format) = WireFormat::kPacked;
@@ -63,6 +67,8 @@ struct CollectiveOptions {
   // different TensorDicts all throw a ValueError naming the first difference instead of
   // exchanging mismatched bytes. Turn off only when the structures are known to be equal.
   TORCH_ARG(bool, check_structure) = true;
+  // As P2POptions::timeout: positive or nullopt (the group's timeout); once one fires, the
+  // connections it waited on are closed for good on every rank involved.
   TORCH_ARG(std::optional<std::chrono::milliseconds>, timeout) = std::nullopt;
 };
 
@@ -105,7 +111,8 @@ void recv(const ProcessGroupPtr& pg, TensorDict& td, int src, const P2POptions& 
 // module's parameters (written under no-grad, as load_state_dict does):
 //   recv(pg, td::nn::from_module(*policy), 0);
 void recv(const ProcessGroupPtr& pg, TensorDict&& td, int src, const P2POptions& options = {});
-// Non-blocking forms: the leaves are packed before isend returns (td may change afterwards);
+// Non-blocking forms: the leaves are packed (kPerLeaf: copied) before isend returns (td may
+// change afterwards);
 // irecv writes `td` when wait() returns. Pending irecvs of the same src and tag must be waited
 // in the order they were posted.
 Work isend(const ProcessGroupPtr& pg, const TensorDict& td, int dst,

@@ -168,6 +168,70 @@ TEST(FaultsTest, CollectivesRefuseUnwritableLeavesOnTheRankThatHoldsThem) {
   }));
 }
 
+// isend copies the leaves before it returns, in both wire formats: the receiver, which only
+// posts its receives once the sender has overwritten its TensorDict, gets the values of the time
+// of isend. (Gloo sends a leaf's bytes only once the receiver has posted its receive, so without
+// the copy the receiver would see the overwritten values.)
+TEST(FaultsTest, IsendSendsTheValuesOfItsCall) {
+  ExpectAllPassed(RunRanks(RunOptions(), [](int rank, const ProcessGroupPtr& pg) {
+    const auto go = P2POptions().tag(9);
+    TensorDict signal({{"x", at::zeros({1})}}, {1});
+    for (WireFormat format : {WireFormat::kPerLeaf, WireFormat::kPacked}) {
+      if (rank == 0) {
+        TensorDict t = Sample(1);
+        Work w = isend(pg, t, 1, P2POptions().wire_format(format));
+        t.fill_(9);
+        send(pg, signal, 1, go);  // only now does rank 1 post its receive
+        w.wait();
+      } else {
+        recv(pg, signal, 0, go);
+        TensorDict u = Sample(0);
+        recv(pg, u, 0);
+        EXPECT_TRUE(AllEqual(u, 1)) << (format == WireFormat::kPerLeaf ? "per leaf" : "packed");
+      }
+    }
+  }));
+}
+
+// A timeout must be positive; 0 and negative values are refused before anything is posted, so
+// the group stays usable.
+TEST(FaultsTest, NonPositiveTimeoutsAreRefused) {
+  ExpectAllPassed(RunRanks(RunOptions(), [](int rank, const ProcessGroupPtr& pg) {
+    const int peer = 1 - rank;
+    TensorDict t = Sample(0);
+    for (int64_t ms : {0, -1, -5}) {
+      SCOPED_TRACE(ms);
+      const auto p2p = P2POptions().timeout(std::chrono::milliseconds(ms));
+      const auto coll = CollectiveOptions().timeout(std::chrono::milliseconds(ms));
+      const std::string says = "timeout of " + std::to_string(ms) + " ms: a timeout must be positive";
+      const std::string peer_s = std::to_string(peer);
+      TD_EXPECT_THROW_MSG(send(pg, t, peer, p2p), ValueError,
+                          {"td::distributed::send (destination rank " + peer_s + ")", says});
+      TD_EXPECT_THROW_MSG(isend(pg, t, peer, p2p), ValueError, {says});
+      TD_EXPECT_THROW_MSG(recv(pg, t, peer, p2p), ValueError,
+                          {"td::distributed::recv (source rank " + peer_s + ")", says});
+      TD_EXPECT_THROW_MSG(irecv(pg, t, peer, p2p), ValueError, {says});
+      TD_EXPECT_THROW_MSG(init_remote(pg, t, peer, p2p), ValueError, {says});
+      TD_EXPECT_THROW_MSG(from_remote_init(pg, peer, p2p), ValueError, {says});
+      TD_EXPECT_THROW_MSG(broadcast(pg, t, 0, coll), ValueError,
+                          {"td::distributed::broadcast", says});
+      TD_EXPECT_THROW_MSG(all_reduce(pg, t, ReduceOp::kSum, coll), ValueError, {says});
+      TD_EXPECT_THROW_MSG(reduce(pg, t, 0, ReduceOp::kSum, coll), ValueError, {says});
+      TD_EXPECT_THROW_MSG(all_gather(pg, t, coll), ValueError, {says});
+      TD_EXPECT_THROW_MSG(gather(pg, t, 0, coll), ValueError, {says});
+      TD_EXPECT_THROW_MSG(scatter(pg, {}, 0, coll), ValueError, {says});
+    }
+    EXPECT_TRUE(AllEqual(t, 0));
+    // Nothing was posted: the pair still works.
+    if (rank == 0) {
+      send(pg, Sample(4), 1, P2POptions().timeout(std::chrono::milliseconds(10000)));
+    } else {
+      recv(pg, t, 0, P2POptions().timeout(std::chrono::milliseconds(10000)));
+      EXPECT_TRUE(AllEqual(t, 4));
+    }
+  }));
+}
+
 }  // namespace
 }  // namespace distributed
 }  // namespace td

@@ -82,6 +82,15 @@ void WaitQuietly(const std::vector<WorkPtr>& works,
   }
 }
 
+void CheckTimeout(const std::optional<std::chrono::milliseconds>& timeout,
+                  const std::string& what) {
+  if (timeout && timeout->count() <= 0) {
+    TD_FAIL(ValueError, what, ": timeout of ", timeout->count(),
+            " ms: a timeout must be positive (leave it unset, std::nullopt, for the group's "
+            "timeout)");
+  }
+}
+
 void CheckPeer(const ProcessGroupPtr& pg, int peer, const char* call, const char* role,
                bool allow_self) {
   if (!pg) TD_FAIL(ValueError, "td::distributed::", call, ": the process group is null");
@@ -237,13 +246,17 @@ at::Tensor BuildPayload(const PackedLayout& layout, const std::string& desc) {
 
 using Timeout = std::optional<std::chrono::milliseconds>;
 
-// The non-empty leaves of `layout` as contiguous 1-D byte tensors (the leaf's own memory when it
-// is contiguous), in layout order: the messages of WireFormat::kPerLeaf.
-std::vector<at::Tensor> LeafBytes(const PackedLayout& layout) {
+// The non-empty leaves of `layout` as contiguous 1-D byte tensors, in layout order: the messages
+// of WireFormat::kPerLeaf. `snapshot`: copies taken now (isend returns before Gloo reads the
+// leaves, which happens only once the receiver has posted its receives); otherwise the leaf's own
+// memory when it is contiguous (send, which returns only once the leaves are sent).
+std::vector<at::Tensor> LeafBytes(const PackedLayout& layout, bool snapshot) {
   std::vector<at::Tensor> out;
   for (const auto& leaf : layout.leaves()) {
     if (leaf.tensor.numel() == 0) continue;
-    out.push_back(leaf.tensor.detach().contiguous().reshape({-1}).view(at::kByte));
+    at::Tensor t = leaf.tensor.detach();
+    t = snapshot ? t.clone(at::MemoryFormat::Contiguous) : t.contiguous();
+    out.push_back(t.reshape({-1}).view(at::kByte));
   }
   return out;
 }
@@ -282,14 +295,16 @@ void WaitAll(const std::vector<WorkPtr>& works, const Timeout& timeout, const st
 }
 
 // Posts the messages of one send. `agreed`: the layout is the agreed structure of this group,
-// peer and tag (NOTE [ Agreed structures ]), so no description travels.
+// peer and tag (NOTE [ Agreed structures ]), so no description travels. `snapshot`: per-leaf
+// messages are copies (LeafBytes); packed ones always are.
 std::shared_ptr<Outgoing> Post(const ProcessGroupPtr& pg, Kind kind, const PackedLayout& layout,
-                               const std::string& desc, WireFormat format, bool agreed, int dst,
-                               int tag, const Timeout& timeout, const std::string& what) {
+                               const std::string& desc, WireFormat format, bool agreed,
+                               bool snapshot, int dst, int tag, const Timeout& timeout,
+                               const std::string& what) {
   auto out = std::make_shared<Outgoing>();
   const bool per_leaf = format == WireFormat::kPerLeaf;
   std::vector<at::Tensor> leaves;
-  if (per_leaf) leaves = LeafBytes(layout);
+  if (per_leaf) leaves = LeafBytes(layout, snapshot);
   int64_t h[internal::kHeaderWords];
   uint64_t fp = layout.fingerprint();
   h[0] = internal::kMagic;
@@ -539,25 +554,32 @@ std::string What(const char* call, int peer, const char* role) {
   return c10::str("td::distributed::", call, " (", role, " rank ", peer, ")");
 }
 
-}  // namespace
-
-void send(const ProcessGroupPtr& pg, const TensorDict& td, int dst, const P2POptions& options) {
-  isend(pg, td, dst, options).wait();
-}
-
-Work isend(const ProcessGroupPtr& pg, const TensorDict& td, int dst, const P2POptions& options) {
+// send (snapshot false: it waits before returning) and isend (true).
+Work StartSend(const ProcessGroupPtr& pg, const TensorDict& td, int dst, const P2POptions& options,
+               bool snapshot) {
   internal::CheckPeer(pg, dst, "send", "destination", false);
   int tag = HeaderTag(options, "send");
-  PackedLayout layout(td);
   std::string what = What("send", dst, "destination");
+  internal::CheckTimeout(options.timeout(), what);
+  PackedLayout layout(td);
   std::shared_ptr<const Agreement> agreed = Agreements::Get().Find(pg, dst, tag, Side::kSend);
   auto out = Post(pg, kData, layout, layout.signature(), options.wire_format(),
-                  Matches(agreed.get(), layout), dst, tag, options.timeout(), what);
+                  Matches(agreed.get(), layout), snapshot, dst, tag, options.timeout(), what);
   auto impl = std::make_unique<Work::Impl>();
   impl->finish = [out, timeout = options.timeout(), what = std::move(what)] {
     WaitAll(out->works, timeout, what);
   };
   return Work(std::move(impl));
+}
+
+}  // namespace
+
+void send(const ProcessGroupPtr& pg, const TensorDict& td, int dst, const P2POptions& options) {
+  StartSend(pg, td, dst, options, /*snapshot=*/false).wait();
+}
+
+Work isend(const ProcessGroupPtr& pg, const TensorDict& td, int dst, const P2POptions& options) {
+  return StartSend(pg, td, dst, options, /*snapshot=*/true);
 }
 
 void recv(const ProcessGroupPtr& pg, TensorDict& td, int src, const P2POptions& options) {
@@ -572,6 +594,7 @@ Work irecv(const ProcessGroupPtr& pg, TensorDict& td, int src, const P2POptions&
   internal::CheckPeer(pg, src, "recv", "source", false);
   int tag = HeaderTag(options, "recv");
   std::string what = What("recv", src, "source");
+  internal::CheckTimeout(options.timeout(), what);
   auto first = std::make_shared<FirstMessage>(PostFirst(pg, src, tag, what));
   auto impl = std::make_unique<Work::Impl>();
   impl->finish = [pg, td, first, src, tag, timeout = options.timeout(),
@@ -587,11 +610,12 @@ void init_remote(const ProcessGroupPtr& pg, const TensorDict& td, int dst,
                  const P2POptions& options) {
   internal::CheckPeer(pg, dst, "init_remote", "destination", false);
   int tag = HeaderTag(options, "init_remote");
+  std::string what = What("init_remote", dst, "destination");
+  internal::CheckTimeout(options.timeout(), what);
   PackedLayout layout(td);
   std::string desc = internal::StructureToJson(td).dump();
-  std::string what = What("init_remote", dst, "destination");
-  auto out = Post(pg, kInit, layout, desc, WireFormat::kPacked, /*agreed=*/false, dst, tag,
-                  options.timeout(), what);
+  auto out = Post(pg, kInit, layout, desc, WireFormat::kPacked, /*agreed=*/false,
+                  /*snapshot=*/false, dst, tag, options.timeout(), what);
   // From the next send on, the receiver posts room for this structure (NOTE [ Agreed
   // structures ]); recorded once posted, in message order.
   Agreements::Get().Record(pg, dst, tag, Side::kSend, AgreementOf(layout));
@@ -602,6 +626,7 @@ TensorDict from_remote_init(const ProcessGroupPtr& pg, int src, const P2POptions
   internal::CheckPeer(pg, src, "from_remote_init", "source", false);
   int tag = HeaderTag(options, "from_remote_init");
   std::string what = What("from_remote_init", src, "source");
+  internal::CheckTimeout(options.timeout(), what);
   FirstMessage first = PostFirst(pg, src, tag, what);
   Incoming in = Receive(pg, first, src, tag, options.timeout(), what);
   if (in.kind != kInit) {
