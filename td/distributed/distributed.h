@@ -59,6 +59,15 @@ struct P2POptions {
   TORCH_ARG(std::optional<std::chrono::milliseconds>, timeout) = std::nullopt;
   // send / isend only (init_remote always packs).
   TORCH_ARG(WireFormat, wire_format) = WireFormat::kPacked;
+  // Receives only: the most bytes a message's header may make this rank allocate before the
+  // structure is checked (NOTE [ Bounded receives ] in p2p.cc). recv / irecv always take a
+  // message the size of the receiving TensorDict's own, and take (then refuse, naming the first
+  // difference) a differing one of up to max(that size, max_bytes); from_remote_init takes
+  // init_remote messages of up to max_bytes (raise it for larger TensorDicts). A larger
+  // announcement is a ValueError and its bytes are left unreceived, after which every receive
+  // from that rank on that tag throws the same error (the pair can no longer tell where the next
+  // message starts). >= 0.
+  TORCH_ARG(int64_t, max_bytes) = int64_t{1} << 30;
 };
 
 // Options of the collectives.

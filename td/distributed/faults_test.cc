@@ -7,12 +7,14 @@
 #include <torch/nn/modules/linear.h>
 
 #include <chrono>
+#include <cstring>
 #include <string>
 #include <vector>
 
 #include "td/core/testing.h"
 #include "td/distributed/distributed.h"
 #include "td/distributed/multiprocess_testing.h"
+#include "td/distributed/packing.h"
 #include "td/nn/functional.h"
 
 namespace td {
@@ -229,6 +231,132 @@ TEST(FaultsTest, NonPositiveTimeoutsAreRefused) {
       recv(pg, t, 0, P2POptions().timeout(std::chrono::milliseconds(10000)));
       EXPECT_TRUE(AllEqual(t, 4));
     }
+  }));
+}
+
+// ---- Hostile headers and structures: raw c10d messages on td::distributed's tags ------------
+// P2P tag t uses c10d tag 2t for headers and 2t + 1 for what follows (NOTE [ Packed layout ]).
+
+void RawSend(const ProcessGroupPtr& pg, const at::Tensor& t, int c10d_tag) {
+  std::vector<at::Tensor> bufs = {t};
+  pg->send(bufs, 1, c10d_tag)->wait(std::chrono::milliseconds(10000));
+}
+
+void SendHeader(const ProcessGroupPtr& pg, int tag, int64_t kind, int64_t desc_bytes,
+                int64_t data_bytes, int64_t flags) {
+  at::Tensor h = at::tensor({internal::kMagic, kind, int64_t{0}, desc_bytes, data_bytes, flags},
+                            at::kLong);
+  RawSend(pg, h, 2 * tag);
+}
+
+// An init_remote message whose structure is `desc`, with `data_bytes` bytes of data.
+void SendInit(const ProcessGroupPtr& pg, int tag, const std::string& desc, int64_t data_bytes) {
+  SendHeader(pg, tag, internal::kKindInit, static_cast<int64_t>(desc.size()), data_bytes, 0);
+  at::Tensor payload = at::zeros({internal::AlignUp(static_cast<int64_t>(desc.size())) + data_bytes},
+                                 at::kByte);
+  std::memcpy(payload.data_ptr<uint8_t>(), desc.data(), desc.size());
+  RawSend(pg, payload, 2 * tag + 1);
+}
+
+std::string Level(const std::string& entries, const std::string& device = "null") {
+  return R"({"batch_size":[],"device":)" + device + R"(,"entries":[)" + entries + "]}";
+}
+
+std::string TensorEntry(const std::string& shape, int dtype = 6) {
+  return R"({"key":"a","kind":"tensor","dtype":)" + std::to_string(dtype) + R"(,"shape":)" +
+         shape + "}";
+}
+
+// A header may not make the receiver allocate more than its limit (its own TensorDict's message
+// size or P2POptions::max_bytes); refused messages leave their tag unusable, by a named error.
+TEST(FaultsTest, HostileHeadersAreRefusedBeforeAllocating) {
+  ExpectAllPassed(RunRanks(RunOptions(), [](int rank, const ProcessGroupPtr& pg) {
+    if (rank == 0) {
+      SendHeader(pg, 1, internal::kKindData, 0, int64_t{1} << 46, 0);
+      SendHeader(pg, 2, internal::kKindData, 0, int64_t{12} << 30, 0);
+      SendHeader(pg, 3, internal::kKindInit, 0, int64_t{12} << 30, 0);
+      RawSend(pg, at::full({6}, 7, at::kLong), 2 * 4);  // not ours
+      SendHeader(pg, 5, internal::kKindData, 0, 16, internal::kPerLeafFlag);
+      RawSend(pg, at::full({2}, int64_t{1} << 40, at::kLong), 2 * 5 + 1);  // two 1 TiB leaves
+      send(pg, Sample(7), 1, P2POptions().tag(6));
+      return;
+    }
+    TensorDict u = Sample(0);
+    auto on = [](int tag) { return P2POptions().tag(tag); };
+    const std::string who = "td::distributed::recv (source rank 0)";
+    TD_EXPECT_THROW_MSG(recv(pg, u, 0, on(1)), ValueError,
+                        {who, "announced 70368744177664 bytes", "nothing was written"});
+    // The bytes announced were never received: the tag stays refused, by the same error.
+    TD_EXPECT_THROW_MSG(recv(pg, u, 0, on(1)), ValueError, {who, "announced 70368744177664 bytes"});
+    TD_EXPECT_THROW_MSG(recv(pg, u, 0, on(2)), ValueError, {who, "announced 12884901888 bytes"});
+    TD_EXPECT_THROW_MSG(from_remote_init(pg, 0, on(3)), ValueError,
+                        {"td::distributed::from_remote_init (source rank 0)",
+                         "announced 12884901888 bytes", "P2POptions::max_bytes"});
+    TD_EXPECT_THROW_MSG(recv(pg, u, 0, on(4)), ValueError,
+                        {who, "not a td::distributed message"});
+    TD_EXPECT_THROW_MSG(recv(pg, u, 0, on(5)), ValueError,
+                        {who, "announced 2199023255552 bytes (2 leaf messages)"});
+    EXPECT_TRUE(AllEqual(u, 0));
+    EXPECT_LT(internal::ScratchPoolBytes(), int64_t{1} << 20);  // nothing large was allocated
+    // A message the size of the receiving TensorDict is always taken, whatever max_bytes says.
+    recv(pg, u, 0, on(6).max_bytes(0));
+    EXPECT_TRUE(AllEqual(u, 7));
+    TD_EXPECT_THROW_MSG(recv(pg, u, 0, on(6).max_bytes(-1)), ValueError, {"max_bytes -1"});
+  }));
+}
+
+// init_remote structures are checked before anything is allocated for them; each refused message
+// is consumed whole, so the tag stays usable.
+TEST(FaultsTest, HostileInitRemoteStructuresAreRefusedByName) {
+  struct Case {
+    std::string desc;
+    int64_t data_bytes;
+    std::vector<std::string> says;
+  };
+  // 100,000 levels: a parser that recursed before checking the depth would overflow the stack.
+  std::string deep;
+  for (int i = 0; i < 100000; ++i) {
+    deep += R"({"batch_size":[],"device":null,"entries":[{"key":"n","kind":"tensordict","value":)";
+  }
+  deep += Level("");
+  for (int i = 0; i < 100000; ++i) deep += "}]}";
+  const std::vector<Case> cases = {
+      {Level(TensorEntry("[-1]")), 64, {"key 'a'", "holds a size that is not an integer"}},
+      {Level(TensorEntry("[4,4611686018427387904,4]")), 64,
+       {"key 'a'", "more bytes than an int64 counts"}},
+      {Level(TensorEntry("[1099511627776]")), 64, {"key 'a'", "more than the 64 bytes of data"}},
+      {Level(TensorEntry("[4]", 99)), 64, {"key 'a'", "dtype 99 is not a dtype code"}},
+      {Level(TensorEntry("[4]"), R"("cuda:0")"), 64, {"device 'cuda:0' is not available"}},
+      {Level(TensorEntry("[4]"), R"("nonsense:3")"), 64, {"'nonsense:3' is not a device name"}},
+      {Level(R"({"key":"a","kind":"socket"})"), 0, {"entry kind 'socket' is unknown"}},
+      {"{{{", 0, {"is not JSON"}},
+      {deep, 0, {"nests deeper than td::kMaxNestingDepth (128) levels"}},
+  };
+  ExpectAllPassed(RunRanks(RunOptions(), [&cases](int rank, const ProcessGroupPtr& pg) {
+    if (rank == 0) {
+      for (const Case& c : cases) SendInit(pg, 0, c.desc, c.data_bytes);
+      init_remote(pg, Sample(1), 1);
+      send(pg, Sample(2), 1);
+      return;
+    }
+    for (const Case& c : cases) {
+      SCOPED_TRACE(c.desc.substr(0, 120));
+      std::vector<std::string> says = c.says;
+      says.push_back("td::distributed::from_remote_init (source rank 0)");
+      if (c.says[0] != "is not JSON") says.push_back("the TensorDict structure received is invalid");
+      if (c.says[0] == "device 'cuda:0' is not available" && at::hasCUDA()) {
+        try {  // a CUDA build takes that device; the message must still be consumed
+          from_remote_init(pg, 0);
+        } catch (const ValueError&) {
+        }
+        continue;
+      }
+      TD_EXPECT_THROW_MSG(from_remote_init(pg, 0), ValueError, (says));
+    }
+    TensorDict u = from_remote_init(pg, 0);
+    EXPECT_TRUE(AllEqual(u, 1));
+    recv(pg, u, 0);
+    EXPECT_TRUE(AllEqual(u, 2));
   }));
 }
 

@@ -325,7 +325,9 @@ nlohmann::json StructureToJson(const TensorDict& td) {
   return level;
 }
 
-TensorDict EmptyFromJson(const nlohmann::json& s) {
+namespace {
+
+TensorDict EmptyFromJsonAt(const nlohmann::json& s, int depth) {
   try {
     std::vector<int64_t> batch = s.at("batch_size").get<std::vector<int64_t>>();
     std::optional<at::Device> device;
@@ -343,7 +345,11 @@ TensorDict EmptyFromJson(const nlohmann::json& s) {
         if (device) opts = opts.device(*device);
         td.set(key, at::empty(e.at("shape").get<std::vector<int64_t>>(), opts));
       } else if (kind == "tensordict") {
-        td.set(key, EmptyFromJson(e.at("value")));
+        if (depth + 1 > kMaxNestingDepth) {  // checked before descending (ValidateStructure too)
+          TD_FAIL(NestingError, "td::distributed: the TensorDict structure under key '", key,
+                  "' nests deeper than td::kMaxNestingDepth (", kMaxNestingDepth, ") levels");
+        }
+        td.set(key, EmptyFromJsonAt(e.at("value"), depth + 1));
       } else if (kind == "non_tensor") {
         td.set_non_tensor(key, e.at("value"));
       } else {
@@ -355,6 +361,10 @@ TensorDict EmptyFromJson(const nlohmann::json& s) {
     TD_FAIL(ValueError, "td::distributed: malformed TensorDict structure received: ", e.what());
   }
 }
+
+}  // namespace
+
+TensorDict EmptyFromJson(const nlohmann::json& s) { return EmptyFromJsonAt(s, 0); }
 
 }  // namespace internal
 }  // namespace distributed

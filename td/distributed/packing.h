@@ -19,6 +19,9 @@
 //   array; the byte buffer is [signature | padding to kAlign | one int64 byte count per
 //   non-empty leaf], followed by one message per non-empty leaf (its bytes, contiguous), in
 //   leaf order, on the buffer's tag.
+// - A receiver reads the header and the structure as untrusted input (wire.h: ParseHeader,
+//   ValidateStructure) and allocates no more than its limit for what a header announces (NOTE
+//   [ Bounded receives ] in p2p.cc).
 // - After init_remote agreed on a structure (NOTE [ Agreed structures ] in p2p.cc), a send of that
 //   structure sets bit 2 of header word 5 and no description travels: kPacked is ONE message,
 //   [header | padding to kAlign | data]; kPerLeaf is the header alone, then the leaves.
@@ -32,14 +35,13 @@
 
 #include "nlohmann/json.hpp"
 #include "td/core/tensordict.h"
+#include "td/distributed/wire.h"  // kHeaderWords, kMagic, the header's flags
 
 namespace td {
 namespace distributed {
 namespace internal {
 
 constexpr int64_t kAlign = 64;
-constexpr int64_t kHeaderWords = 6;
-constexpr int64_t kMagic = 0x5444445354ll;  // "TDDST"
 
 inline int64_t AlignUp(int64_t n) { return (n + kAlign - 1) / kAlign * kAlign; }
 
@@ -121,7 +123,8 @@ std::string DescribeMismatch(const std::string& a, const std::string& a_name,
 nlohmann::json StructureToJson(const TensorDict& td);
 // A TensorDict of that structure with uninitialised CPU leaves (device recorded as in the
 // structure when it is the CPU, else the leaves are allocated there). Throws ValueError on a
-// malformed structure.
+// malformed structure; a structure from another process is checked with ValidateStructure
+// (wire.h) first, which bounds what this allocates.
 TensorDict EmptyFromJson(const nlohmann::json& structure);
 
 // 64-bit FNV-1a.
