@@ -221,9 +221,27 @@ bool Matches(const Agreement* agreed, const PackedLayout& layout) {
          agreed->nbytes == layout.nbytes() && agreed->signature == layout.signature();
 }
 
-// The size of the first buffer a receive posts: the header, or the header and the agreed data.
+// NOTE [ Messages larger than the receive ]
+// Gloo hands a message to the oldest receive posted for its peer and tag and learns the message's
+// size only from its preamble, on its I/O thread. A message longer than that receive's buffer
+// fails GLOO_ENFORCE_LE(op.preamble.length, op.nbytes) (gloo/transport/tcp/pair.cc) on that
+// thread, outside any call of ours, and the process ends in std::terminate (SIGABRT). Gloo has
+// no probe (no way to learn a message's size before posting its buffer) and no way to skip a
+// message, so no receive can be made safe against every size. What this library does:
+//  * its own messages always fit: both sides derive sizes from the same header or agreement
+//    (NOTE [ Agreed structures ]);
+//  * the first buffer of every receive has room for at least kFirstBufferMinBytes, so a stray
+//    message of up to that size on a header tag (a plain c10d send on a td::distributed tag) is
+//    read as a header, refused by name ("not a td::distributed message") and consumed;
+//  * the receives that follow a header (tag 2 * tag + 1) are posted with the sizes it announced:
+//    a stray message there, or a longer one on a header tag, still ends the process.
+constexpr int64_t kFirstBufferMinBytes = int64_t{64} << 10;
+
+// The size of the first buffer a receive posts: room for the header, or for the header and the
+// agreed data, and never less than kFirstBufferMinBytes.
 int64_t FirstBytes(const Agreement* agreed) {
-  return agreed != nullptr ? kInlinePrefix + agreed->nbytes : kHeaderBytes;
+  return std::max(kFirstBufferMinBytes, agreed != nullptr ? kInlinePrefix + agreed->nbytes
+                                                          : kHeaderBytes);
 }
 
 // Writes `bytes` at the start of `buf` (a uint8 buffer on any device).
