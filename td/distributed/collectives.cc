@@ -5,6 +5,7 @@
 // unchanged, and no other rank is left waiting in a collective it skipped.
 #include <ATen/ATen.h>
 
+#include <cstdint>
 #include <cstring>
 #include <string>
 #include <utility>
@@ -12,6 +13,7 @@
 #include "td/distributed/distributed.h"
 #include "td/distributed/internal.h"
 #include "td/distributed/packing.h"
+#include "td/distributed/wire.h"
 
 namespace td {
 namespace distributed {
@@ -353,6 +355,9 @@ TensorDict scatter(const ProcessGroupPtr& pg, const std::vector<TensorDict>& tds
   nlohmann::json parsed = nlohmann::json::parse(BytesToString(structure[0], structure[0].numel()),
                                                 nullptr, /*allow_exceptions=*/false);
   if (parsed.is_discarded()) TD_FAIL(ValueError, what, ": the structure received is not JSON");
+  // Keys, shapes, dtypes, devices and depth, before allocating (no bound on the leaves' bytes:
+  // the data has not arrived yet).
+  internal::ValidateStructure(parsed, INT64_MAX, internal::DeviceAvailable, what);
   TensorDict out = internal::EmptyFromJson(parsed);
   PackedLayout layout(out);
   if (layout.nbytes() == 0) return out;

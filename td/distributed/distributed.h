@@ -54,8 +54,9 @@ struct P2POptions {
   // Bound on each wait of the call; nullopt: the group's timeout. Must be positive: 0 or a
   // negative value is a ValueError naming the call (c10d would read 0 and -1 ms as the group's
   // timeout, other negative values as already expired). A timeout that fires makes Gloo close
-  // its connection to the peer for good, on both ranks: every later call between the two ranks,
-  // on any tag, fails with TransportError (create a new group to go on).
+  // the connections of the rank that timed out for good (the one to that peer at least), on both
+  // ends: every later call between the two ranks, on any tag, fails with TransportError; treat
+  // the group as unusable and create a new one.
   TORCH_ARG(std::optional<std::chrono::milliseconds>, timeout) = std::nullopt;
   // send / isend only (init_remote always packs).
   TORCH_ARG(WireFormat, wire_format) = WireFormat::kPacked;

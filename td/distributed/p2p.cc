@@ -83,6 +83,8 @@ void WaitQuietly(const std::vector<WorkPtr>& works,
   }
 }
 
+bool DeviceAvailable(const c10::Device& d) { return d.is_cpu() || (d.is_cuda() && at::hasCUDA()); }
+
 void CheckTimeout(const std::optional<std::chrono::milliseconds>& timeout,
                   const std::string& what) {
   if (timeout && timeout->count() <= 0) {
@@ -525,9 +527,6 @@ void Drain(const ProcessGroupPtr& pg, const Incoming& in, int src, int tag,
   ReceiveLeaves(pg, scratch, src, tag, timeout, what);
 }
 
-// The devices an init_remote structure may put leaves on: the CPU, and CUDA in a CUDA build.
-bool DeviceAvailable(const c10::Device& d) { return d.is_cpu() || (d.is_cuda() && at::hasCUDA()); }
-
 // Takes the structure of an init_remote message on the receiving side, whether from_remote_init
 // accepts it or recv refuses it: the sender recorded the agreement when it posted the message, so
 // the receiver records it too before anything can fail (NOTE [ Agreed structures ]); otherwise
@@ -546,7 +545,7 @@ TensorDict AcceptInit(const ProcessGroupPtr& pg, const Incoming& in, int src, in
             " is not JSON; nothing was allocated");
   }
   // Before anything is allocated (NOTE [ Bounded receives ]).
-  internal::ValidateStructure(structure, in.data.numel(), DeviceAvailable, what);
+  internal::ValidateStructure(structure, in.data.numel(), internal::DeviceAvailable, what);
   TensorDict td;
   try {
     td = internal::EmptyFromJson(structure);
