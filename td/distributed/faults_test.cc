@@ -3,6 +3,7 @@
 // headers and structures. In every case the process survives, the error names the call, and the
 // receiving TensorDict is unchanged. Two real processes over a FileStore (multiprocess_testing.h).
 #include <ATen/ATen.h>
+#include <c10/core/InferenceMode.h>
 #include <gtest/gtest.h>
 #include <torch/nn/modules/linear.h>
 
@@ -101,7 +102,8 @@ TEST(FaultsTest, RecvWritesLeavesThatRequireGradAndRefusesUnwritableOnesWhole) {
       for (const P2POptions& o : {P2POptions(), per_leaf}) {
         send(pg, ones, 1, o);  // into a leaf that requires grad
         send(pg, ones, 1, o);  // refused: expanded leaf
-        send(pg, ones, 1, o);  // still arrives: the refused message was consumed
+        send(pg, ones, 1, o);  // refused: inference tensor
+        send(pg, ones, 1, o);  // still arrives: the refused messages were consumed
       }
     } else {
       for (const char* format : {"packed", "per leaf"}) {
@@ -118,6 +120,16 @@ TEST(FaultsTest, RecvWritesLeavesThatRequireGradAndRefusesUnwritableOnesWhole) {
                             {"td::distributed::recv (source rank 0)", "key 'b'",
                              "share memory", "nothing was written"});
         EXPECT_TRUE(AllEqual(expanded, 0));
+        at::Tensor inference;
+        {
+          c10::InferenceMode guard;
+          inference = at::zeros({4});
+        }
+        TensorDict frozen = WithLeafB(inference);
+        TD_EXPECT_THROW_MSG(recv(pg, frozen, 0), ValueError,
+                            {"td::distributed::recv (source rank 0)", "key 'b'",
+                             "inference tensor", "nothing was written"});
+        EXPECT_TRUE(AllEqual(frozen, 0));
         TensorDict plain = WithLeafB(at::zeros({4}));
         recv(pg, plain, 0);
         EXPECT_TRUE(AllEqual(plain, 1));
