@@ -177,6 +177,21 @@ std::vector<int> AllBut(int n, int excluded) {
   return out;
 }
 
+// Returns on `victim` once every other rank has sent it a message (on `tag`), i.e. has finished
+// making the group: a peer that dies while another rank is still connecting makes that rank's
+// init_process_group fail instead (Gloo connects every pair).
+void HeardFromAll(const ProcessGroupPtr& pg, int victim, int tag) {
+  const int rank = pg->getRank();
+  if (rank != victim) {
+    send(pg, Data(1), victim, P2POptions().tag(tag));
+    return;
+  }
+  for (int r : AllBut(pg->getSize(), victim)) {
+    TensorDict ack = Data(0);
+    recv(pg, ack, r, P2POptions().tag(tag));
+  }
+}
+
 // ---- Rendezvous and every call over a slow link ---------------------------------------------
 
 TEST_P(MultiHostTest, EveryCallIsCorrectOverASlowLink) {
@@ -338,6 +353,7 @@ void MultiHostTest::PeerKilled(When when, int victim) const {
             broadcast(pg, t, victim, CollectiveOptions().check_structure(false));
           }
         };
+        HeardFromAll(pg, victim, 4);
         if (rank == victim) {
           if (when == When::kBefore) ::raise(SIGKILL);
           TensorDict t = Data(5, floats);
@@ -350,10 +366,7 @@ void MultiHostTest::PeerKilled(When when, int victim) const {
           if (killer.joinable()) killer.join();  // kDuring never gets here
           // kAfter: die once every survivor has said it holds the data (dying right after the
           // send could reset connections whose last bytes are still in flight).
-          for (int r : AllBut(n, victim)) {
-            TensorDict ack = Data(0);
-            recv(pg, ack, r, P2POptions().tag(3));
-          }
+          HeardFromAll(pg, victim, 3);
           ::raise(SIGKILL);
         }
         TensorDict t = Data(0, floats);
@@ -361,7 +374,7 @@ void MultiHostTest::PeerKilled(When when, int victim) const {
         if (when == When::kAfter) {
           transfer(t);
           EXPECT_TRUE(AllEqual(t, 5));
-          send(pg, Data(1), victim, P2POptions().tag(3));
+          HeardFromAll(pg, victim, 3);
           TensorDict next = Data(0);
           if (n == 2) {
             ExpectTransportError([&] { recv(pg, next, victim); }, who);
@@ -409,6 +422,7 @@ void MultiHostTest::LinkCut(int cut) const {
       OnHosts().final_barrier(false), [net, cut, this](int rank, const ProcessGroupPtr& pg) {
         const int n = pg->getSize();
         const int64_t floats = 4 * kMiB / 4;
+        HeardFromAll(pg, cut, 4);
         auto transfer = [&](TensorDict& t) {
           if (n == 2) {
             if (rank == cut) {
