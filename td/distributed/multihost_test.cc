@@ -1,9 +1,10 @@
 // td::distributed across hosts (docs/distributed.md, "Multi-host"): one rank per network
 // namespace (netns_testing.h), every byte between ranks over veth links through a bridge, the
 // rendezvous through a TCPStore on rank 0's host address, Gloo bound to each host's own address.
-// World sizes 2 and 4: every call over a slow link (tc tbf), interface selection on hosts with
-// two NICs, a peer SIGKILLed before / during / after a large transfer, a link cut mid-transfer;
-// the survivors get a named error, keep their TensorDicts unchanged, and build a new group.
+// World sizes 2 and 4: every call over a slow link (tc tbf) and over a delayed, lossy one (a
+// relay, netns_testing.h), interface selection on hosts with two NICs, a peer SIGKILLed before /
+// during / after a large transfer, a link cut mid-transfer; the survivors get a named error,
+// keep their TensorDicts unchanged, and build a new group.
 // Skipped (with the reason) where network namespaces cannot be made.
 #include <ATen/ATen.h>
 #include <gtest/gtest.h>
@@ -192,12 +193,65 @@ void HeardFromAll(const ProcessGroupPtr& pg, int victim, int tag) {
   }
 }
 
-// ---- Rendezvous and every call over a slow link ---------------------------------------------
+// ---- Rendezvous and every call over a slow, a delayed and a lossy link ------------------------
+
+// Every call, 256 KiB leaves: point to point in both wire formats, blocking and not, both
+// directions, init_remote; every collective. Values checked on every rank.
+void EveryCall(int rank, const ProcessGroupPtr& pg) {
+  const int n = pg->getSize();
+  const int64_t floats = 64 << 10;
+  if (rank == 0) {
+    for (int r = 1; r < n; ++r) {
+      const auto on = P2POptions().tag(r);
+      init_remote(pg, Data(1, floats), r, on);
+      send(pg, Data(2, floats), r, on);
+      send(pg, Data(3, floats), r, P2POptions(on).wire_format(WireFormat::kPerLeaf));
+      isend(pg, Data(4, floats), r, on).wait();
+    }
+    for (int r = 1; r < n; ++r) {
+      TensorDict back = Data(0, floats);
+      recv(pg, back, r);
+      EXPECT_TRUE(AllEqual(back, 10 + r)) << "from rank " << r;
+    }
+  } else {
+    const auto on = P2POptions().tag(rank);
+    TensorDict got = from_remote_init(pg, 0, on);
+    EXPECT_TRUE(AllEqual(got, 1));
+    recv(pg, got, 0, on);
+    EXPECT_TRUE(AllEqual(got, 2));
+    recv(pg, got, 0, on);
+    EXPECT_TRUE(AllEqual(got, 3));
+    irecv(pg, got, 0, on).wait();
+    EXPECT_TRUE(AllEqual(got, 4));
+    send(pg, Data(10 + rank, floats), 0);
+  }
+  TensorDict b = Data(rank == n - 1 ? 7 : 0, floats);
+  broadcast(pg, b, n - 1);
+  EXPECT_TRUE(AllEqual(b, 7));
+  TensorDict s = Data(rank + 1, floats);
+  all_reduce(pg, s);
+  EXPECT_TRUE(AllEqual(s, n * (n + 1) / 2));
+  TensorDict m = Data(rank, floats);
+  reduce(pg, m, 1, ReduceOp::kMax);
+  if (rank == 1) {
+    EXPECT_TRUE(AllEqual(m, n - 1));
+  }
+  std::vector<TensorDict> all = all_gather(pg, Data(rank, floats));
+  ASSERT_EQ(static_cast<int>(all.size()), n);
+  for (int r = 0; r < n; ++r) EXPECT_TRUE(AllEqual(all[r], r)) << "all_gather " << r;
+  std::vector<TensorDict> at0 = gather(pg, Data(20 + rank, floats), 0);
+  EXPECT_EQ(static_cast<int>(at0.size()), rank == 0 ? n : 0);
+  for (int r = 0; r < static_cast<int>(at0.size()); ++r) EXPECT_TRUE(AllEqual(at0[r], 20 + r));
+  std::vector<TensorDict> parts;
+  if (rank == 0) {
+    for (int r = 0; r < n; ++r) parts.push_back(Data(100 + r, floats));
+  }
+  EXPECT_TRUE(AllEqual(scatter(pg, parts, 0), 100 + rank));
+}
 
 TEST_P(MultiHostTest, EveryCallIsCorrectOverASlowLink) {
   SlowLinks();
   ExpectAllPassed(RunRanks(OnHosts(), [](int rank, const ProcessGroupPtr& pg) {
-    const int n = pg->getSize();
     // The link is slow: 2 MiB take about 1 s at 2 MB/s (never less than 0.5 s).
     pg->barrier()->wait(kGroupTimeout);
     if (rank == 0) send(pg, Data(1, 2 * kMiB / 4), 1);
@@ -208,57 +262,37 @@ TEST_P(MultiHostTest, EveryCallIsCorrectOverASlowLink) {
       EXPECT_GE(Clock::now() - start, milliseconds(500)) << "the link is not rate-limited";
       EXPECT_TRUE(AllEqual(big, 1));
     }
-    // Point to point, 256 KiB leaves, both wire formats, blocking and not, both directions.
-    const int64_t floats = 64 << 10;
-    if (rank == 0) {
-      for (int r = 1; r < n; ++r) {
-        const auto on = P2POptions().tag(r);
-        init_remote(pg, Data(1, floats), r, on);
-        send(pg, Data(2, floats), r, on);
-        send(pg, Data(3, floats), r, P2POptions(on).wire_format(WireFormat::kPerLeaf));
-        isend(pg, Data(4, floats), r, on).wait();
-      }
-      for (int r = 1; r < n; ++r) {
-        TensorDict back = Data(0, floats);
-        recv(pg, back, r);
-        EXPECT_TRUE(AllEqual(back, 10 + r)) << "from rank " << r;
-      }
-    } else {
-      const auto on = P2POptions().tag(rank);
-      TensorDict got = from_remote_init(pg, 0, on);
-      EXPECT_TRUE(AllEqual(got, 1));
-      recv(pg, got, 0, on);
-      EXPECT_TRUE(AllEqual(got, 2));
-      recv(pg, got, 0, on);
-      EXPECT_TRUE(AllEqual(got, 3));
-      irecv(pg, got, 0, on).wait();
-      EXPECT_TRUE(AllEqual(got, 4));
-      send(pg, Data(10 + rank, floats), 0);
-    }
-    // Collectives.
-    TensorDict b = Data(rank == n - 1 ? 7 : 0, floats);
-    broadcast(pg, b, n - 1);
-    EXPECT_TRUE(AllEqual(b, 7));
-    TensorDict s = Data(rank + 1, floats);
-    all_reduce(pg, s);
-    EXPECT_TRUE(AllEqual(s, n * (n + 1) / 2));
-    TensorDict m = Data(rank, floats);
-    reduce(pg, m, 1, ReduceOp::kMax);
-    if (rank == 1) {
-      EXPECT_TRUE(AllEqual(m, n - 1));
-    }
-    std::vector<TensorDict> all = all_gather(pg, Data(rank, floats));
-    ASSERT_EQ(static_cast<int>(all.size()), n);
-    for (int r = 0; r < n; ++r) EXPECT_TRUE(AllEqual(all[r], r)) << "all_gather " << r;
-    std::vector<TensorDict> at0 = gather(pg, Data(20 + rank, floats), 0);
-    EXPECT_EQ(static_cast<int>(at0.size()), rank == 0 ? n : 0);
-    for (int r = 0; r < static_cast<int>(at0.size()); ++r) EXPECT_TRUE(AllEqual(at0[r], 20 + r));
-    std::vector<TensorDict> parts;
-    if (rank == 0) {
-      for (int r = 0; r < n; ++r) parts.push_back(Data(100 + r, floats));
-    }
-    EXPECT_TRUE(AllEqual(scatter(pg, parts, 0), 100 + rank));
+    EveryCall(rank, pg);
   }));
+}
+
+// Host 0's link (the store's and rank 0's) through a relay holding every frame 20 ms and dropping
+// 1% of them: TCP retransmits, every call still delivers exactly what was sent.
+TEST_P(MultiHostTest, EveryCallIsCorrectOverADelayedLossyLink) {
+  net_->Relay(0, milliseconds(20), 0.01);
+  ExpectAllPassed(RunRanks(OnHosts(), [](int rank, const ProcessGroupPtr& pg) {
+    // The link is delayed: a round trip between ranks 0 and 1 crosses it twice (>= 40 ms).
+    TensorDict ping = Data(rank);
+    const auto start = Clock::now();
+    for (int i = 0; i < 5; ++i) {
+      if (rank == 0) {
+        send(pg, ping, 1);
+        recv(pg, ping, 1);
+      } else if (rank == 1) {
+        recv(pg, ping, 0);
+        send(pg, ping, 0);
+      }
+    }
+    if (rank <= 1) {
+      EXPECT_GE(Clock::now() - start, milliseconds(200)) << "the link is not delayed";
+      EXPECT_TRUE(AllEqual(ping, 0));
+    }
+    EveryCall(rank, pg);
+  }));
+  std::cerr << "relay: " << net_->RelayedFrames() << " frames forwarded, " << net_->DroppedFrames()
+            << " dropped" << std::endl;
+  EXPECT_GT(net_->RelayedFrames(), 0);
+  EXPECT_GT(net_->DroppedFrames(), 0) << "no frame was lost: the loss was not exercised";
 }
 
 // ---- Interface selection on hosts with two NICs ------------------------------------------------

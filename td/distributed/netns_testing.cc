@@ -1,21 +1,33 @@
 #include "td/distributed/netns_testing.h"
 
+#include <arpa/inet.h>
 #include <dirent.h>
 #include <fcntl.h>
+#include <linux/if_packet.h>
+#include <net/ethernet.h>
+#include <net/if.h>
+#include <poll.h>
 #include <sched.h>
 #include <signal.h>
 #include <spawn.h>
+#include <sys/mman.h>
+#include <sys/prctl.h>
+#include <sys/socket.h>
 #include <sys/types.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cerrno>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <deque>
 #include <fstream>
+#include <new>
 #include <sstream>
+#include <thread>
 #include <utility>
 
 #include "td/core/errors.h"
@@ -223,6 +235,92 @@ int64_t DevCounter(const std::string& ifname, int field) {
 
 std::atomic<int> g_serial{0};
 
+// ---- The relay ----------------------------------------------------------------------------------
+// Two AF_PACKET sockets, one on each of two interfaces of the switch namespace; what arrives on
+// one leaves on the other `delay` later, unless dropped. PACKET_VNET_HDR on both: a frame is read
+// and written with its virtio-net header, so offloaded frames (GSO super-frames, checksums left
+// to the hardware, which a veth never computes) pass through as they came.
+
+int PacketSocket(const std::string& ifname) {
+  int fd = ::socket(AF_PACKET, SOCK_RAW, htons(ETH_P_ALL));
+  if (fd < 0) return -1;
+  int one = 1;
+  ::setsockopt(fd, SOL_PACKET, PACKET_VNET_HDR, &one, sizeof(one));
+  sockaddr_ll addr{};
+  addr.sll_family = AF_PACKET;
+  addr.sll_protocol = htons(ETH_P_ALL);
+  addr.sll_ifindex = static_cast<int>(::if_nametoindex(ifname.c_str()));
+  if (addr.sll_ifindex == 0 || ::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0) {
+    ::close(fd);
+    return -1;
+  }
+  packet_mreq promisc{};
+  promisc.mr_ifindex = addr.sll_ifindex;
+  promisc.mr_type = PACKET_MR_PROMISC;
+  ::setsockopt(fd, SOL_PACKET, PACKET_ADD_MEMBERSHIP, &promisc, sizeof(promisc));
+  int buf = 4 << 20;
+  ::setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &buf, sizeof(buf));
+  ::setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &buf, sizeof(buf));
+  return fd;
+}
+
+struct Frame {
+  std::chrono::steady_clock::time_point due;
+  std::string bytes;
+};
+
+template <class Counters>
+[[noreturn]] void RelayMain(const std::string& switch_ns, const std::string& a,
+                            const std::string& b, std::chrono::milliseconds delay, double loss,
+                            Counters* counters) {
+  int ns = ::open(switch_ns.c_str(), O_RDONLY | O_CLOEXEC);
+  if (ns < 0 || ::setns(ns, CLONE_NEWNET) != 0) ::_exit(10);
+  const int fds[2] = {PacketSocket(a), PacketSocket(b)};
+  if (fds[0] < 0 || fds[1] < 0) ::_exit(11);
+  std::deque<Frame> queue[2];  // queue[i]: read on fds[i], to be written on fds[1 - i]
+  uint64_t rng = 0x9E3779B97F4A7C15ull;
+  const uint64_t drop_below = static_cast<uint64_t>(loss * 18446744073709551615.0);
+  std::string buf(256 << 10, '\0');
+  for (;;) {
+    auto now = std::chrono::steady_clock::now();
+    for (int i = 0; i < 2; ++i) {
+      while (!queue[i].empty() && queue[i].front().due <= now) {
+        const std::string& f = queue[i].front().bytes;
+        if (::send(fds[1 - i], f.data(), f.size(), 0) >= 0) counters->forwarded++;
+        queue[i].pop_front();
+      }
+    }
+    int wait_ms = 1000;
+    for (const auto& q : queue) {
+      if (q.empty()) continue;
+      auto ms = std::chrono::ceil<std::chrono::milliseconds>(q.front().due - now).count();
+      wait_ms = std::min<int>(wait_ms, static_cast<int>(std::max<int64_t>(ms, 0)));
+    }
+    pollfd p[2] = {{fds[0], POLLIN, 0}, {fds[1], POLLIN, 0}};
+    if (::poll(p, 2, wait_ms) <= 0) continue;
+    for (int i = 0; i < 2; ++i) {
+      if (!(p[i].revents & POLLIN)) continue;
+      for (;;) {
+        sockaddr_ll from{};
+        socklen_t len = sizeof(from);
+        ssize_t n = ::recvfrom(fds[i], buf.data(), buf.size(), MSG_DONTWAIT,
+                               reinterpret_cast<sockaddr*>(&from), &len);
+        if (n <= 0) break;
+        if (from.sll_pkttype == PACKET_OUTGOING) continue;  // our own writes
+        rng ^= rng << 13;
+        rng ^= rng >> 7;
+        rng ^= rng << 17;
+        if (rng < drop_below) {
+          counters->dropped++;
+          continue;
+        }
+        queue[i].push_back({std::chrono::steady_clock::now() + delay,
+                            std::string(buf.data(), static_cast<size_t>(n))});
+      }
+    }
+  }
+}
+
 }  // namespace
 
 std::unique_ptr<VirtualNetwork> VirtualNetwork::Create(const NetworkOptions& options,
@@ -267,7 +365,12 @@ std::unique_ptr<VirtualNetwork> VirtualNetwork::Create(const NetworkOptions& opt
 }
 
 VirtualNetwork::VirtualNetwork(const NetworkOptions& options, std::string prefix, int subnet)
-    : options_(options), prefix_(std::move(prefix)), subnet_(subnet) {}
+    : options_(options), prefix_(std::move(prefix)), subnet_(subnet) {
+  void* shared = ::mmap(nullptr, sizeof(Counters), PROT_READ | PROT_WRITE,
+                        MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+  if (shared == MAP_FAILED) TD_FAIL(c10::Error, "VirtualNetwork: mmap failed");
+  counters_ = new (shared) Counters();
+}
 
 std::string VirtualNetwork::Namespace(int host) const {
   return prefix_ + "h" + std::to_string(host);
@@ -310,6 +413,13 @@ void VirtualNetwork::Build() {
 }
 
 VirtualNetwork::~VirtualNetwork() {
+  for (pid_t pid : relays_) {
+    ::kill(pid, SIGKILL);
+    while (::waitpid(pid, nullptr, 0) < 0 && errno == EINTR) {
+    }
+  }
+  counters_->~Counters();
+  ::munmap(counters_, sizeof(Counters));
   // The switch first: deleting it destroys every veth pair and bridge at once.
   for (const std::string& name : made_) {
     Run(Ip(), {"netns", "del", name});
@@ -349,6 +459,41 @@ void VirtualNetwork::Cut(int host, int nic) const {
 
 void VirtualNetwork::Restore(int host, int nic) const {
   Must(Ip(), {"-n", prefix_ + "sw", "link", "set", Port(host, nic), "up"});
+}
+
+void VirtualNetwork::Relay(int host, std::chrono::milliseconds delay, double loss) {
+  TORCH_CHECK(host >= 0 && host < options_.hosts(), "VirtualNetwork: no host ", host);
+  TORCH_CHECK(loss >= 0 && loss < 1, "VirtualNetwork: loss ", loss, " is outside [0, 1)");
+  const std::string sw = prefix_ + "sw", port = Port(host, 0);
+  const std::string q = "q" + std::to_string(host), qb = "qb" + std::to_string(host);
+  // host --veth-- port ==relay== q --veth-- qb on br0
+  Must(Ip(), {"-n", sw, "link", "set", port, "nomaster"});
+  Must(Ip(), {"-n", sw, "link", "add", q, "type", "veth", "peer", "name", qb});
+  Must(Ip(), {"-n", sw, "link", "set", qb, "master", "br0"});
+  Must(Ip(), {"-n", sw, "link", "set", qb, "up"});
+  Must(Ip(), {"-n", sw, "link", "set", q, "up"});
+  const std::string ns_path = "/run/netns/" + sw;
+  const pid_t parent = ::getpid();
+  std::fflush(stdout);
+  std::fflush(stderr);
+  pid_t pid = ::fork();
+  if (pid < 0) TD_FAIL(c10::Error, "VirtualNetwork: fork failed");
+  if (pid == 0) {
+    ::prctl(PR_SET_PDEATHSIG, SIGKILL);
+    if (::getppid() != parent) ::_exit(12);
+    for (int sig : {SIGTERM, SIGINT, SIGHUP}) ::signal(sig, SIG_DFL);
+    RelayMain(ns_path, port, q, delay, loss, counters_);
+  }
+  relays_.push_back(pid);
+  // The relay is up once it forwards; ARP and IPv6 chatter cross it within a second or so, but
+  // nothing needs to: a frame sent before it listens is simply lost, as on a lossy link.
+  int ws = 0;
+  std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  if (::waitpid(pid, &ws, WNOHANG) == pid) {
+    relays_.pop_back();
+    TD_FAIL(c10::Error, "VirtualNetwork: the relay of host ", host, " exited with ",
+            WIFEXITED(ws) ? WEXITSTATUS(ws) : -1, " (10: setns, 11: packet sockets)");
+  }
 }
 
 int64_t VirtualNetwork::RxBytes(const std::string& ifname) { return DevCounter(ifname, 0); }

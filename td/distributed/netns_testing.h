@@ -2,7 +2,8 @@
 // joined by veth pairs to one bridge per NIC in a "switch" namespace (root and iproute2 needed).
 // Rank r of a multi-host test runs in host r's namespace (Enter, after fork), binds Gloo to its
 // own address and finds the TCPStore at another host's address, so every byte between ranks
-// crosses a veth link that the test can slow down (tc tbf) or cut (link down).
+// crosses a veth link that the test can slow down (tc tbf), delay and make lossy (a relay
+// process: this kernel has no netem) or cut (link down).
 //
 //   std::string why;
 //   auto net = test::VirtualNetwork::Create(test::NetworkOptions().hosts(4), &why);
@@ -19,6 +20,10 @@
 
 #include <torch/arg.h>
 
+#include <sys/types.h>
+
+#include <atomic>
+#include <chrono>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -65,6 +70,15 @@ class VirtualNetwork {
   // e.g. a thread of a rank.
   void Cut(int host, int nic = 0) const;
   void Restore(int host, int nic = 0) const;
+  // Puts a relay process between host `host`'s NIC-0 link and its bridge (this kernel has no
+  // netem): every frame, both ways, is held `delay` and then forwarded, or dropped with
+  // probability `loss` (a fixed pseudo-random sequence). Frames travel whole, offloads included
+  // (PACKET_VNET_HDR), so TCP sees a link with latency and loss, nothing else. Call it before
+  // forking the ranks (it forks the relay); the destructor stops it.
+  void Relay(int host, std::chrono::milliseconds delay, double loss);
+  // Frames the relays have forwarded / dropped so far (any process may read them).
+  int64_t RelayedFrames() const { return counters_->forwarded.load(); }
+  int64_t DroppedFrames() const { return counters_->dropped.load(); }
 
   // Bytes received / sent so far by interface `ifname` of the calling thread's network namespace
   // (/proc/thread-self/net/dev); throws c10::Error when there is no such interface.
@@ -76,10 +90,17 @@ class VirtualNetwork {
   void Build();
   std::string Port(int host, int nic) const;
 
+  struct Counters {
+    std::atomic<int64_t> forwarded{0};
+    std::atomic<int64_t> dropped{0};
+  };
+
   NetworkOptions options_;
   std::string prefix_;
   int subnet_;
   std::vector<std::string> made_;  // namespaces created, in order
+  std::vector<pid_t> relays_;
+  Counters* counters_;  // shared with the relay processes (MAP_SHARED)
 };
 
 }  // namespace test
