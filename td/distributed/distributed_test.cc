@@ -504,6 +504,35 @@ TEST(DistributedTest, OptionsFromEnvironment) {
   }));
 }
 
+// device_interface binds Gloo by interface name; GLOO_SOCKET_IFNAME sets it (and replaces a
+// device_hostname, as the variable does in PyTorch). The multi-host suite checks where the bytes
+// go; here, the errors.
+TEST(DistributedTest, DeviceInterface) {
+  ExpectAllPassed(RunRanks(RunOptions().world_size(1), [](int, const ProcessGroupPtr&) {
+    ::setenv("GLOO_SOCKET_IFNAME", "lo", 1);
+    GroupOptions o = options_from_env(GroupOptions().device_hostname("10.9.9.9"));
+    EXPECT_EQ(o.device_interface(), "lo");
+    EXPECT_EQ(o.device_hostname(), "");
+    ::unsetenv("GLOO_SOCKET_IFNAME");
+    EXPECT_EQ(options_from_env().device_interface(), "");
+    const std::string dir = test::MakeTempDir();
+    ProcessGroupPtr pg = init_process_group(o.file_store_path(dir + "/a"));
+    TensorDict t({{"x", at::ones({3})}}, {3});
+    all_reduce(pg, t);
+    EXPECT_TRUE(at::equal(t.get("x"), at::ones({3})));
+    TD_EXPECT_THROW_MSG(
+        init_process_group(GroupOptions().file_store_path(dir + "/b").device_interface("tdnone7")),
+        TransportError,
+        {"td::distributed::init_process_group: rank 0 of 1 could not join the group",
+         "Gloo on interface(s) tdnone7"});
+    TD_EXPECT_THROW_MSG(init_process_group(GroupOptions().device_interface("lo,")), ValueError,
+                        {"device_interface 'lo,' holds an empty interface name"});
+    TD_EXPECT_THROW_MSG(
+        init_process_group(GroupOptions().device_interface("lo").device_hostname("127.0.0.1")),
+        ValueError, {"device_hostname '127.0.0.1' and device_interface 'lo' are both set"});
+  }));
+}
+
 }  // namespace
 }  // namespace distributed
 }  // namespace td

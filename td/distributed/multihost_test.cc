@@ -336,30 +336,6 @@ TEST_P(MultiNicTest, GlooUsesTheChosenInterface) {
   }));
 }
 
-// An interface that does not exist: the rendezvous fails with a TransportError naming it.
-TEST_P(MultiNicTest, AnUnknownInterfaceIsANamedError) {
-  const VirtualNetwork* net = net_.get();
-  RunOptions o = OnHosts().final_barrier(false).group_options(nullptr);
-  // The ranks make their groups themselves (RunRanks would fail before calling them).
-  std::vector<std::string> status = RunRanks(
-      RunOptions(o).world_size(1), [net](int, const ProcessGroupPtr&) {
-        TD_EXPECT_THROW_MSG(
-            init_process_group(GroupOptions()
-                                   .world_size(1)
-                                   .master_addr(net->Address(0))
-                                   .master_port(kPort + 10)
-                                   .device_interface("eth7")
-                                   .timeout(kGroupTimeout)),
-            TransportError, {"could not join the group", "interface(s) eth7"});
-        TD_EXPECT_THROW_MSG(init_process_group(GroupOptions().device_interface("eth1,")),
-                            ValueError, {"device_interface 'eth1,' holds an empty interface name"});
-        TD_EXPECT_THROW_MSG(
-            init_process_group(GroupOptions().device_interface("eth1").device_hostname("x")),
-            ValueError, {"are both set"});
-      });
-  ExpectAllPassed(status);
-}
-
 // ---- A peer SIGKILLed before, during and after a large transfer -------------------------------
 
 // The victim sends 4 MiB (world 2: send to the survivor; world 4: broadcast) over slow links.
