@@ -70,9 +70,9 @@ struct GroupOptions {
 };
 
 // Options from MASTER_ADDR, MASTER_PORT, RANK, WORLD_SIZE, LOCAL_RANK and GLOO_SOCKET_IFNAME
-// (device_interface; unset ones keep
-// `defaults`' values). Throws td::ValueError naming the variable when one is not a number or out
-// of range (rank >= world_size, port outside 1..65535).
+// (into device_interface, clearing device_hostname); unset ones keep `defaults`' values. Throws
+// td::ValueError naming the variable when one is not a number or out of range (rank >=
+// world_size, port outside 1..65535).
 //   auto pg = init_process_group(options_from_env());
 GroupOptions options_from_env(const GroupOptions& defaults = {});
 

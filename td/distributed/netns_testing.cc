@@ -245,7 +245,10 @@ int PacketSocket(const std::string& ifname) {
   int fd = ::socket(AF_PACKET, SOCK_RAW, htons(ETH_P_ALL));
   if (fd < 0) return -1;
   int one = 1;
-  ::setsockopt(fd, SOL_PACKET, PACKET_VNET_HDR, &one, sizeof(one));
+  if (::setsockopt(fd, SOL_PACKET, PACKET_VNET_HDR, &one, sizeof(one)) != 0) {
+    ::close(fd);
+    return -1;
+  }
   sockaddr_ll addr{};
   addr.sll_family = AF_PACKET;
   addr.sll_protocol = htons(ETH_P_ALL);
