@@ -1,7 +1,11 @@
 // broadcast / reduce / all_reduce / all_gather / gather / scatter over a TensorDict: one c10d
 // call on the packed byte buffer (reductions: one per dtype group), NOTE [ Packed layout ].
+// A receiving rank checks that it can write every leaf (PackedLayout::CheckWritable) after the
+// exchange and before writing any: a rank that cannot write throws alone, with its TensorDict
+// unchanged, and no other rank is left waiting in a collective it skipped.
 #include <ATen/ATen.h>
 
+#include <cstdint>
 #include <cstring>
 #include <string>
 #include <utility>
@@ -9,6 +13,7 @@
 #include "td/distributed/distributed.h"
 #include "td/distributed/internal.h"
 #include "td/distributed/packing.h"
+#include "td/distributed/wire.h"
 
 namespace td {
 namespace distributed {
@@ -182,6 +187,7 @@ void broadcast(const ProcessGroupPtr& pg, TensorDict& td, int src,
                const CollectiveOptions& options) {
   internal::CheckPeer(pg, src, "broadcast", "source", true);
   std::string what = What(pg, "broadcast", {{"source", src}});
+  internal::CheckTimeout(options.timeout(), what);
   PackedLayout layout(td);
   CheckStructure(pg, layout, options, what);
   if (layout.nbytes() == 0) return;
@@ -190,33 +196,57 @@ void broadcast(const ProcessGroupPtr& pg, TensorDict& td, int src,
   o.rootRank = src;
   Collective(what, options.timeout(),
              [&] { return pg->broadcast(buf, WithTimeout(o, options.timeout())); });
-  if (pg->getRank() != src) layout.Unpack(buf[0], td);
+  if (pg->getRank() != src) {
+    layout.CheckWritable(what);
+    layout.Unpack(buf[0], td);
+  }
+}
+
+void broadcast(const ProcessGroupPtr& pg, TensorDict&& td, int src,
+               const CollectiveOptions& options) {
+  broadcast(pg, td, src, options);
 }
 
 void reduce(const ProcessGroupPtr& pg, TensorDict& td, int dst, ReduceOp op,
             const CollectiveOptions& options) {
   internal::CheckPeer(pg, dst, "reduce", "destination", true);
   std::string what = What(pg, "reduce", {{"destination", dst}});
+  internal::CheckTimeout(options.timeout(), what);
   PackedLayout layout(td);
   CheckReducible(layout, op, what);
   CheckStructure(pg, layout, options, what);
   if (layout.nbytes() == 0) return;
   at::Tensor buffer = layout.Pack();
   ReduceGroups(pg, layout, buffer, op, dst, options.timeout(), what);
-  if (pg->getRank() == dst) layout.Unpack(buffer, td);
+  if (pg->getRank() == dst) {
+    layout.CheckWritable(what);
+    layout.Unpack(buffer, td);
+  }
+}
+
+void reduce(const ProcessGroupPtr& pg, TensorDict&& td, int dst, ReduceOp op,
+            const CollectiveOptions& options) {
+  reduce(pg, td, dst, op, options);
 }
 
 void all_reduce(const ProcessGroupPtr& pg, TensorDict& td, ReduceOp op,
                 const CollectiveOptions& options) {
   if (!pg) TD_FAIL(ValueError, "td::distributed::all_reduce: the process group is null");
   std::string what = What(pg, "all_reduce");
+  internal::CheckTimeout(options.timeout(), what);
   PackedLayout layout(td);
   CheckReducible(layout, op, what);
   CheckStructure(pg, layout, options, what);
   if (layout.nbytes() == 0) return;
   at::Tensor buffer = layout.Pack();
   ReduceGroups(pg, layout, buffer, op, std::nullopt, options.timeout(), what);
+  layout.CheckWritable(what);
   layout.Unpack(buffer, td);
+}
+
+void all_reduce(const ProcessGroupPtr& pg, TensorDict&& td, ReduceOp op,
+                const CollectiveOptions& options) {
+  all_reduce(pg, td, op, options);
 }
 
 namespace {
@@ -241,6 +271,7 @@ std::vector<TensorDict> all_gather(const ProcessGroupPtr& pg, const TensorDict& 
                                    const CollectiveOptions& options) {
   if (!pg) TD_FAIL(ValueError, "td::distributed::all_gather: the process group is null");
   std::string what = What(pg, "all_gather");
+  internal::CheckTimeout(options.timeout(), what);
   PackedLayout layout(td);
   CheckStructure(pg, layout, options, what);
   std::vector<std::vector<at::Tensor>> outs(1);
@@ -258,6 +289,7 @@ std::vector<TensorDict> gather(const ProcessGroupPtr& pg, const TensorDict& td, 
                                const CollectiveOptions& options) {
   internal::CheckPeer(pg, dst, "gather", "destination", true);
   std::string what = What(pg, "gather", {{"destination", dst}});
+  internal::CheckTimeout(options.timeout(), what);
   PackedLayout layout(td);
   CheckStructure(pg, layout, options, what);
   const bool root = pg->getRank() == dst;
@@ -281,6 +313,7 @@ TensorDict scatter(const ProcessGroupPtr& pg, const std::vector<TensorDict>& tds
                    const CollectiveOptions& options) {
   internal::CheckPeer(pg, src, "scatter", "source", true);
   std::string what = What(pg, "scatter", {{"source", src}});
+  internal::CheckTimeout(options.timeout(), what);
   const int world = pg->getSize();
   const bool root = pg->getRank() == src;
   // The source checks its inputs, then broadcasts [ok, structure bytes] and the structure, so
@@ -322,6 +355,9 @@ TensorDict scatter(const ProcessGroupPtr& pg, const std::vector<TensorDict>& tds
   nlohmann::json parsed = nlohmann::json::parse(BytesToString(structure[0], structure[0].numel()),
                                                 nullptr, /*allow_exceptions=*/false);
   if (parsed.is_discarded()) TD_FAIL(ValueError, what, ": the structure received is not JSON");
+  // Keys, shapes, dtypes, devices and depth, before allocating (no bound on the leaves' bytes:
+  // the data has not arrived yet).
+  internal::ValidateStructure(parsed, INT64_MAX, internal::DeviceAvailable, what);
   TensorDict out = internal::EmptyFromJson(parsed);
   PackedLayout layout(out);
   if (layout.nbytes() == 0) return out;

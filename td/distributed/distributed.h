@@ -40,7 +40,7 @@ enum class WireFormat {
   // transport failure leaves them untouched. Fastest for many small leaves.
   kPacked,
   // A header, one message with the structure signature, then one message per non-empty leaf,
-  // sent from the leaf's own memory and received straight into the receiver's leaf (dense
+  // sent from the leaf's own memory (isend: from a copy taken before it returns) and received straight into the receiver's leaf (dense
   // TensorDict, contiguous CPU leaf; the others through a temporary): no packing copy on either
   // side, which pays off for large leaves. The structure is still checked before any leaf is
   // written, but a transport failure part-way leaves the leaves received so far written.
@@ -51,10 +51,24 @@ enum class WireFormat {
 struct P2POptions {
   // Messages of different tags never mix (the matching recv must use the same tag). >= 0.
   TORCH_ARG(int, tag) = 0;
-  // Bound on each wait of the call; nullopt: the group's timeout.
+  // Bound on each wait of the call; nullopt: the group's timeout. Must be positive: 0 or a
+  // negative value is a ValueError naming the call (c10d would read 0 and -1 ms as the group's
+  // timeout, other negative values as already expired). A timeout that fires makes Gloo close
+  // the connections of the rank that timed out for good (the one to that peer at least), on both
+  // ends: every later call between the two ranks, on any tag, fails with TransportError; treat
+  // the group as unusable and create a new one.
   TORCH_ARG(std::optional<std::chrono::milliseconds>, timeout) = std::nullopt;
   // send / isend only (init_remote always packs).
   TORCH_ARG(WireFormat, wire_format) = WireFormat::kPacked;
+  // Receives only: the most bytes a message's header may make this rank allocate before the
+  // structure is checked (NOTE [ Bounded receives ] in p2p.cc). recv / irecv always take a
+  // message the size of the receiving TensorDict's own, and take (then refuse, naming the first
+  // difference) a differing one of up to max(that size, max_bytes); from_remote_init takes
+  // init_remote messages of up to max_bytes (raise it for larger TensorDicts). A larger
+  // announcement is a ValueError and its bytes are left unreceived, after which every receive
+  // from that rank on that tag throws the same error (the pair can no longer tell where the next
+  // message starts). >= 0.
+  TORCH_ARG(int64_t, max_bytes) = int64_t{1} << 30;
 };
 
 // Options of the collectives.
@@ -63,6 +77,8 @@ struct CollectiveOptions {
   // different TensorDicts all throw a ValueError naming the first difference instead of
   // exchanging mismatched bytes. Turn off only when the structures are known to be equal.
   TORCH_ARG(bool, check_structure) = true;
+  // As P2POptions::timeout: positive or nullopt (the group's timeout); once one fires, the
+  // connections it waited on are closed for good on every rank involved.
   TORCH_ARG(std::optional<std::chrono::milliseconds>, timeout) = std::nullopt;
 };
 
@@ -95,11 +111,18 @@ void send(const ProcessGroupPtr& pg, const TensorDict& td, int dst,
           const P2POptions& options = {});
 // Receives into the leaves of `td` (same keys, shapes and dtypes as the sender's; nested keys
 // too) from rank `src`. Writes in place: a memmap or shared-memory TensorDict is written
-// through. Throws ValueError naming the first differing key/shape/dtype when the structures
-// differ (td untouched), TransportError when the transport fails or times out.
+// through; leaves that require grad are written under no-grad. Throws ValueError naming the first
+// differing key/shape/dtype when the structures differ, or the key of a leaf that cannot be
+// written in place (PackedLayout::CheckWritable); td is then untouched and the message consumed.
+// TransportError when the transport fails or times out.
 //   recv(pg, td, 0);
 void recv(const ProcessGroupPtr& pg, TensorDict& td, int src, const P2POptions& options = {});
-// Non-blocking forms: the leaves are packed before isend returns (td may change afterwards);
+// A TensorDict is a handle: a temporary one writes through to the tensors it holds, e.g. a
+// module's parameters (written under no-grad, as load_state_dict does):
+//   recv(pg, td::nn::from_module(*policy), 0);
+void recv(const ProcessGroupPtr& pg, TensorDict&& td, int src, const P2POptions& options = {});
+// Non-blocking forms: the leaves are packed (kPerLeaf: copied) before isend returns (td may
+// change afterwards);
 // irecv writes `td` when wait() returns. Pending irecvs of the same src and tag must be waited
 // in the order they were posted.
 Work isend(const ProcessGroupPtr& pg, const TensorDict& td, int dst,
@@ -120,7 +143,15 @@ TensorDict from_remote_init(const ProcessGroupPtr& pg, int src, const P2POptions
 
 // Collectives: every rank of the group calls them with TensorDicts of the same structure.
 // Copies `src`'s leaves into every other rank's `td` (in place).
+// Receiving ranks write their leaves under no-grad (as load_state_dict does), so parameters
+// that require grad are written in place; a temporary TensorDict writes through to its tensors:
+//   broadcast(pg, td::nn::from_module(*policy), 0);   // the learner's weights to every actor
+// A rank whose leaves cannot all be written (an expanded view, an inference tensor) throws
+// ValueError naming the key after the exchange, with its TensorDict unchanged; reduce and
+// all_reduce do the same.
 void broadcast(const ProcessGroupPtr& pg, TensorDict& td, int src,
+               const CollectiveOptions& options = {});
+void broadcast(const ProcessGroupPtr& pg, TensorDict&& td, int src,
                const CollectiveOptions& options = {});
 // Reduces every leaf over the ranks into `td` on `dst` (other ranks' tds are left unspecified
 // by c10d's reduce; treat them as scratch). kAvg needs floating-point leaves. Every dtype but
@@ -128,9 +159,13 @@ void broadcast(const ProcessGroupPtr& pg, TensorDict& td, int src,
 // Throws ValueError naming the key otherwise.
 void reduce(const ProcessGroupPtr& pg, TensorDict& td, int dst, ReduceOp op = ReduceOp::kSum,
             const CollectiveOptions& options = {});
+void reduce(const ProcessGroupPtr& pg, TensorDict&& td, int dst, ReduceOp op = ReduceOp::kSum,
+            const CollectiveOptions& options = {});
 // Reduces every leaf over the ranks into every rank's `td` (one c10d all_reduce per dtype).
 //   all_reduce(pg, grads, ReduceOp::kAvg);
 void all_reduce(const ProcessGroupPtr& pg, TensorDict& td, ReduceOp op = ReduceOp::kSum,
+                const CollectiveOptions& options = {});
+void all_reduce(const ProcessGroupPtr& pg, TensorDict&& td, ReduceOp op = ReduceOp::kSum,
                 const CollectiveOptions& options = {});
 // Every rank's `td`, in rank order (new dense TensorDicts shaped like `td`).
 std::vector<TensorDict> all_gather(const ProcessGroupPtr& pg, const TensorDict& td,

@@ -412,13 +412,10 @@ TEST(DistributedTest, PeerDyingFailsTheSurvivorWithinTheTimeout) {
     }
     pg->barrier()->wait();
     TensorDict td({{"a", at::zeros({1000})}}, {1000});
-    auto start = std::chrono::steady_clock::now();
     // Whether c10d notices the lost peer when the recv is posted or while it is awaited, the
-    // error is the same.
+    // error is the same. (A survivor that never threw would be killed at the run's deadline.)
     TD_EXPECT_THROW_MSG(recv(pg, td, 1), TransportError,
                         {"td::distributed::recv (source rank 1): transport failure: "});
-    auto took = std::chrono::steady_clock::now() - start;
-    EXPECT_LT(took, std::chrono::milliseconds(10000));
   }));
 }
 
@@ -436,7 +433,6 @@ TEST(DistributedTest, PeerGoneBeforePostingFailsEveryCallWithTheSameError) {
     // posts it (gloo::IoException from pg->recv / send / allreduce ... themselves).
     std::this_thread::sleep_for(std::chrono::milliseconds(500));
     TensorDict td({{"a", at::zeros({1000})}, {"b", at::zeros({1000}, at::kLong)}}, {1000});
-    auto start = std::chrono::steady_clock::now();
     const char* failure = "transport failure: ";
     TD_EXPECT_THROW_MSG(recv(pg, td, 1), TransportError,
                         {"td::distributed::recv (source rank 1)", failure});
@@ -459,25 +455,30 @@ TEST(DistributedTest, PeerGoneBeforePostingFailsEveryCallWithTheSameError) {
                         {"td::distributed::all_gather (rank 0 of 2)", failure});
     TD_EXPECT_THROW_MSG(scatter(pg, {td, td}, 0), TransportError,
                         {"td::distributed::scatter (source rank 0; rank 0 of 2)", failure});
-    EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::milliseconds(10000));
   }));
 }
 
-TEST(DistributedTest, RecvTimesOutWithoutASender) {
-  // Gloo closes the pair after a timeout, so the group is unusable afterwards: no final barrier.
-  auto options = RunOptions().final_barrier(false);
+// The call's own timeout ends the wait: the group's timeout outlasts the run's deadline, so a
+// timeout that did not fire would get the run killed. A fired timeout closes Gloo's connections
+// for good, on both ranks (P2POptions::timeout): rank 0's next send fails, and rank 1's pending
+// receive from it fails instead of getting that send. No final barrier: the group is unusable.
+TEST(DistributedTest, RecvTimesOutWithoutASenderAndTheConnectionStaysClosed) {
+  auto options = RunOptions()
+                     .group_timeout(std::chrono::milliseconds(120000))
+                     .final_barrier(false);
   ExpectAllPassed(RunRanks(options, [](int rank, const ProcessGroupPtr& pg) {
     pg->barrier()->wait();
+    TensorDict td({{"a", at::zeros({4})}}, {4});
     if (rank == 1) {
-      std::this_thread::sleep_for(std::chrono::milliseconds(3000));
+      TD_EXPECT_THROW_MSG(recv(pg, td, 0, P2POptions().tag(4)), TransportError,
+                          {"td::distributed::recv (source rank 0): transport failure: "});
       return;
     }
-    TensorDict td({{"a", at::zeros({4})}}, {4});
-    auto start = std::chrono::steady_clock::now();
     TD_EXPECT_THROW_MSG(
-        recv(pg, td, 1, P2POptions().tag(3).timeout(std::chrono::milliseconds(500))), c10::Error,
-        {"td::distributed::recv (source rank 1)"});
-    EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::milliseconds(2500));
+        recv(pg, td, 1, P2POptions().tag(3).timeout(std::chrono::milliseconds(500))),
+        TransportError, {"td::distributed::recv (source rank 1): transport failure: "});
+    TD_EXPECT_THROW_MSG(send(pg, td, 1, P2POptions().tag(4)), TransportError,
+                        {"td::distributed::send (destination rank 1): transport failure: "});
   }));
 }
 
@@ -500,6 +501,35 @@ TEST(DistributedTest, OptionsFromEnvironment) {
     TD_EXPECT_THROW_MSG(options_from_env(), ValueError, {"RANK='x'"});
     TD_EXPECT_THROW_MSG(init_process_group(GroupOptions().rank(3).world_size(2)), ValueError,
                         {"rank 3"});
+  }));
+}
+
+// device_interface binds Gloo by interface name; GLOO_SOCKET_IFNAME sets it (and replaces a
+// device_hostname, as the variable does in PyTorch). The multi-host suite checks where the bytes
+// go; here, the errors.
+TEST(DistributedTest, DeviceInterface) {
+  ExpectAllPassed(RunRanks(RunOptions().world_size(1), [](int, const ProcessGroupPtr&) {
+    ::setenv("GLOO_SOCKET_IFNAME", "lo", 1);
+    GroupOptions o = options_from_env(GroupOptions().device_hostname("10.9.9.9"));
+    EXPECT_EQ(o.device_interface(), "lo");
+    EXPECT_EQ(o.device_hostname(), "");
+    ::unsetenv("GLOO_SOCKET_IFNAME");
+    EXPECT_EQ(options_from_env().device_interface(), "");
+    const std::string dir = test::MakeTempDir();
+    ProcessGroupPtr pg = init_process_group(o.file_store_path(dir + "/a"));
+    TensorDict t({{"x", at::ones({3})}}, {3});
+    all_reduce(pg, t);
+    EXPECT_TRUE(at::equal(t.get("x"), at::ones({3})));
+    TD_EXPECT_THROW_MSG(
+        init_process_group(GroupOptions().file_store_path(dir + "/b").device_interface("tdnone7")),
+        TransportError,
+        {"td::distributed::init_process_group: rank 0 of 1 could not join the group",
+         "Gloo on interface(s) tdnone7"});
+    TD_EXPECT_THROW_MSG(init_process_group(GroupOptions().device_interface("lo,")), ValueError,
+                        {"device_interface 'lo,' holds an empty interface name"});
+    TD_EXPECT_THROW_MSG(
+        init_process_group(GroupOptions().device_interface("lo").device_hostname("127.0.0.1")),
+        ValueError, {"device_hostname '127.0.0.1' and device_interface 'lo' are both set"});
   }));
 }
 

@@ -7,6 +7,7 @@
 #include <cstdlib>
 #include <exception>
 #include <string>
+#include <vector>
 
 #include "td/core/errors.h"
 
@@ -26,6 +27,24 @@ int EnvInt(const char* name, int fallback, long lo, long hi) {
   return static_cast<int>(x);
 }
 
+// "eth1,eth2" -> {"eth1", "eth2"}; an empty name is a ValueError.
+std::vector<std::string> SplitCommas(const std::string& s) {
+  std::vector<std::string> out;
+  size_t start = 0;
+  for (;;) {
+    size_t comma = s.find(',', start);
+    std::string part =
+        s.substr(start, comma == std::string::npos ? std::string::npos : comma - start);
+    if (part.empty()) {
+      TD_FAIL(ValueError, "td::distributed::init_process_group: device_interface '", s,
+              "' holds an empty interface name");
+    }
+    out.push_back(part);
+    if (comma == std::string::npos) return out;
+    start = comma + 1;
+  }
+}
+
 void Validate(const GroupOptions& o) {
   if (o.world_size() < 1) {
     TD_FAIL(ValueError, "td::distributed::init_process_group: world_size must be >= 1, got ",
@@ -39,6 +58,12 @@ void Validate(const GroupOptions& o) {
     TD_FAIL(ValueError, "td::distributed::init_process_group: master_port ", o.master_port(),
                      " is outside 1..65535");
   }
+  if (!o.device_hostname().empty() && !o.device_interface().empty()) {
+    TD_FAIL(ValueError, "td::distributed::init_process_group: device_hostname '",
+            o.device_hostname(), "' and device_interface '", o.device_interface(),
+            "' are both set; set at most one");
+  }
+  if (!o.device_interface().empty()) SplitCommas(o.device_interface());
   if (o.timeout().count() <= 0) {
     TD_FAIL(ValueError, "td::distributed::init_process_group: timeout must be positive");
   }
@@ -57,6 +82,10 @@ GroupOptions options_from_env(const GroupOptions& defaults) {
   o.world_size(EnvInt("WORLD_SIZE", o.world_size(), 1, 1 << 24));
   o.rank(EnvInt("RANK", o.rank(), 0, o.world_size() - 1));
   o.local_rank(EnvInt("LOCAL_RANK", o.local_rank(), 0, 1 << 24));
+  if (const char* i = std::getenv("GLOO_SOCKET_IFNAME"); i != nullptr && *i != '\0') {
+    o.device_interface(i);
+    o.device_hostname("");
+  }
   return o;
 }
 
@@ -82,10 +111,18 @@ ProcessGroupPtr init_process_group(const GroupOptions& o) {
     }
     auto gloo = c10d::ProcessGroupGloo::Options::create(o.timeout());
     std::string host = o.device_hostname();
-    if (host.empty() && IsLoopback(o.master_addr())) host = "127.0.0.1";
-    gloo->devices.push_back(host.empty()
-                                ? c10d::ProcessGroupGloo::createDefaultDevice()
-                                : c10d::ProcessGroupGloo::createDeviceForHostname(host));
+    if (!o.device_interface().empty()) {
+      where += ", Gloo on interface(s) " + o.device_interface();
+      for (const std::string& name : SplitCommas(o.device_interface())) {
+        gloo->devices.push_back(c10d::ProcessGroupGloo::createDeviceForInterface(name));
+      }
+    } else {
+      if (host.empty() && IsLoopback(o.master_addr())) host = "127.0.0.1";
+      if (!host.empty()) where += ", Gloo on " + host;
+      gloo->devices.push_back(host.empty()
+                                  ? c10d::ProcessGroupGloo::createDefaultDevice()
+                                  : c10d::ProcessGroupGloo::createDeviceForHostname(host));
+    }
     gloo->threads = o.threads();
     return c10::make_intrusive<c10d::ProcessGroupGloo>(store, o.rank(), o.world_size(), gloo);
   } catch (const c10::Error& e) {

@@ -52,18 +52,27 @@ struct GroupOptions {
   // Rendezvous and every later operation of the group (a lost peer makes the waiting call throw
   // after at most this long).
   TORCH_ARG(std::chrono::milliseconds, timeout) = std::chrono::milliseconds(300000);
-  // Address this rank's Gloo device binds to. Empty: 127.0.0.1 when master_addr is a loopback
-  // address, else this machine's hostname (Gloo's default device).
+  // Where this rank's Gloo connections go (docs/distributed.md, "Multi-host"). The rendezvous
+  // (master_addr) and the data may use different networks: on a host with several NICs, pick
+  // the data network's by address or by interface name. At most one of the two:
+  // Address (or host name) this rank's Gloo device binds to; peers connect to it.
   TORCH_ARG(std::string, device_hostname) = "";
+  // Interface whose IPv4 address the Gloo device binds to ("eth1"); several, comma-separated
+  // ("eth1,eth2"), give one device each (Gloo spreads the traffic over them), as PyTorch's
+  // GLOO_SOCKET_IFNAME (which options_from_env reads into it). Both empty: 127.0.0.1 when
+  // master_addr is a loopback address, else the address this machine's hostname resolves to
+  // (Gloo's default device; often the wrong NIC, or 127.0.1.1 on Debian-style /etc/hosts).
+  TORCH_ARG(std::string, device_interface) = "";
   // Gloo worker threads of the group.
   TORCH_ARG(int, threads) = 2;
   // From LOCAL_RANK (informational: the rank on this machine, for picking a device).
   TORCH_ARG(int, local_rank) = 0;
 };
 
-// Options from MASTER_ADDR, MASTER_PORT, RANK, WORLD_SIZE and LOCAL_RANK (unset ones keep
-// `defaults`' values). Throws td::ValueError naming the variable when one is not a number or out
-// of range (rank >= world_size, port outside 1..65535).
+// Options from MASTER_ADDR, MASTER_PORT, RANK, WORLD_SIZE, LOCAL_RANK and GLOO_SOCKET_IFNAME
+// (into device_interface, clearing device_hostname); unset ones keep `defaults`' values. Throws
+// td::ValueError naming the variable when one is not a number or out of range (rank >=
+// world_size, port outside 1..65535).
 //   auto pg = init_process_group(options_from_env());
 GroupOptions options_from_env(const GroupOptions& defaults = {});
 

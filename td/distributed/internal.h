@@ -56,6 +56,15 @@ decltype(auto) Transport(const std::string& what, F&& post_or_wait) {
 void Wait(const WorkPtr& work, const std::optional<std::chrono::milliseconds>& timeout,
           const std::string& what);
 
+// The devices a structure from another process may put leaves on (ValidateStructure in wire.h):
+// the CPU, and CUDA in a CUDA build.
+bool DeviceAvailable(const c10::Device& d);
+
+// Throws ValueError naming `what` unless `timeout` is unset or positive: c10d would read 0 and
+// -1 ms as "the group's timeout" and other negative values as "already expired".
+void CheckTimeout(const std::optional<std::chrono::milliseconds>& timeout,
+                  const std::string& what);
+
 // Throws ValueError unless 0 <= peer < world size (and, for point to point, peer != own rank).
 // Waits for each of `works`, ignoring their errors: used before rethrowing a failure, so that
 // the buffers of work already posted are not released while c10d still uses them.

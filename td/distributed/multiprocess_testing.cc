@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 #include <netinet/in.h>
 #include <signal.h>
+#include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/types.h>
 #include <sys/wait.h>
@@ -44,6 +45,7 @@ int FreePort() {
                             const std::function<void(int, const ProcessGroupPtr&)>& fn) {
   int code = 0;
   try {
+    if (o.in_child()) o.in_child()(rank);
     GroupOptions g;
     g.rank(rank).world_size(o.world_size()).timeout(o.group_timeout());
     if (o.tcp()) {
@@ -51,6 +53,7 @@ int FreePort() {
     } else {
       g.file_store_path(store);
     }
+    if (o.group_options()) o.group_options()(rank, g);
     ProcessGroupPtr pg = init_process_group(g);
     fn(rank, pg);
     if (::testing::Test::HasFailure()) code = 2;
@@ -80,10 +83,15 @@ std::vector<std::string> RunRanks(const RunOptions& o,
   std::fflush(stdout);
   std::fflush(stderr);
   std::vector<pid_t> pids;
+  const pid_t parent = ::getpid();
   for (int r = 0; r < o.world_size(); ++r) {
     pid_t pid = ::fork();
     if (pid < 0) TD_FAIL(c10::Error, "fork failed");
-    if (pid == 0) ChildMain(r, o, store, port, fn);
+    if (pid == 0) {
+      ::prctl(PR_SET_PDEATHSIG, SIGKILL);
+      if (::getppid() != parent) std::_Exit(3);  // the parent is already gone
+      ChildMain(r, o, store, port, fn);
+    }
     pids.push_back(pid);
   }
   std::vector<std::string> status(pids.size());

@@ -7,6 +7,7 @@
 //       [](int rank, const td::distributed::ProcessGroupPtr& pg) { ... EXPECT_...; });
 //   td::distributed::test::ExpectAllPassed(status);
 //
+// Children die with the parent (PR_SET_PDEATHSIG), so a killed test leaves none behind.
 // In the children gtest assertions work as usual; a failed one (or an exception) makes the
 // child exit non-zero, which the parent reports. The parent itself must not have used LibTorch's
 // thread pools before forking (keep LibTorch calls inside the rank function).
@@ -35,6 +36,11 @@ struct RunOptions {
   TORCH_ARG(bool, tcp) = false;
   // A barrier after the function, so no rank exits while a peer still talks to it.
   TORCH_ARG(bool, final_barrier) = true;
+  // Called first in each child, right after fork (e.g. to enter the rank's network namespace,
+  // VirtualNetwork::Enter in netns_testing.h).
+  TORCH_ARG(std::function<void(int)>, in_child) = nullptr;
+  // Adjusts a rank's group options (master address and port, device) before the group is made.
+  TORCH_ARG(std::function<void(int, GroupOptions&)>, group_options) = nullptr;
 };
 
 // Per rank: "ok", or what went wrong ("exit code 1", "killed at the deadline", ...).

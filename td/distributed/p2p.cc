@@ -17,6 +17,7 @@
 #include "td/distributed/distributed.h"
 #include "td/distributed/internal.h"
 #include "td/distributed/packing.h"
+#include "td/distributed/wire.h"
 
 namespace td {
 namespace distributed {
@@ -82,6 +83,17 @@ void WaitQuietly(const std::vector<WorkPtr>& works,
   }
 }
 
+bool DeviceAvailable(const c10::Device& d) { return d.is_cpu() || (d.is_cuda() && at::hasCUDA()); }
+
+void CheckTimeout(const std::optional<std::chrono::milliseconds>& timeout,
+                  const std::string& what) {
+  if (timeout && timeout->count() <= 0) {
+    TD_FAIL(ValueError, what, ": timeout of ", timeout->count(),
+            " ms: a timeout must be positive (leave it unset, std::nullopt, for the group's "
+            "timeout)");
+  }
+}
+
 void CheckPeer(const ProcessGroupPtr& pg, int peer, const char* call, const char* role,
                bool allow_self) {
   if (!pg) TD_FAIL(ValueError, "td::distributed::", call, ": the process group is null");
@@ -103,12 +115,10 @@ using internal::AlignUp;
 using internal::PackedLayout;
 using internal::WorkPtr;
 
-enum Kind : int64_t { kData = 1, kInit = 2 };
+using internal::kAgreedFlag;
+using internal::kPerLeafFlag;
 
-constexpr int64_t kMaxBytes = int64_t{1} << 46;
-// Header word 5: how the rest of the message travels.
-constexpr int64_t kPerLeafFlag = 1;  // one message per leaf follows
-constexpr int64_t kAgreedFlag = 2;   // the structure is the agreed one (NOTE [ Agreed structures ])
+enum Kind : int64_t { kData = internal::kKindData, kInit = internal::kKindInit };
 // The header's room at the front of a one-message send: the data starts aligned.
 constexpr int64_t kHeaderBytes = internal::kHeaderWords * static_cast<int64_t>(sizeof(int64_t));
 constexpr int64_t kInlinePrefix = (kHeaderBytes + internal::kAlign - 1) / internal::kAlign *
@@ -133,6 +143,10 @@ int HeaderTag(const P2POptions& o, const char* call) {
 //    the agreed data, so that either kind of first message fits. A sender whose TensorDict
 //    differs from the agreement sends the header alone first, as without an agreement, and the
 //    receiver then takes the messages it announces.
+// The receiving side records the agreement whenever it takes an init_remote message: in
+// from_remote_init, and in a recv that refuses the message (AcceptInit), since the sender has
+// recorded it either way. A receive posted before the init_remote message is taken (a pending
+// irecv) has posted room for the agreement of its posting time.
 // A receiver whose TensorDict differs from the agreed structure gets the usual ValueError naming
 // the first difference (the agreed signature stands for the sender's) and nothing is written; the
 // message was consumed whole. Gloo refuses a message larger than the buffer posted for it (and
@@ -144,9 +158,11 @@ struct Agreement {
   int64_t nbytes = 0;
   std::string signature;
   std::vector<int64_t> leaf_bytes;  // non-empty leaves, layout order (kPerLeaf)
+  std::string refusal;              // Side::kBroken: the error of every later receive
 };
 
-enum class Side { kSend, kRecv };
+// kBroken: receiving from that peer on that tag is no longer possible (NOTE [ Bounded receives ]).
+enum class Side { kSend, kRecv, kBroken };
 
 class Agreements {
  public:
@@ -207,9 +223,27 @@ bool Matches(const Agreement* agreed, const PackedLayout& layout) {
          agreed->nbytes == layout.nbytes() && agreed->signature == layout.signature();
 }
 
-// The size of the first buffer a receive posts: the header, or the header and the agreed data.
+// NOTE [ Messages larger than the receive ]
+// Gloo hands a message to the oldest receive posted for its peer and tag and learns the message's
+// size only from its preamble, on its I/O thread. A message longer than that receive's buffer
+// fails GLOO_ENFORCE_LE(op.preamble.length, op.nbytes) (gloo/transport/tcp/pair.cc) on that
+// thread, outside any call of ours, and the process ends in std::terminate (SIGABRT). Gloo has
+// no probe (no way to learn a message's size before posting its buffer) and no way to skip a
+// message, so no receive can be made safe against every size. What this library does:
+//  * its own messages always fit: both sides derive sizes from the same header or agreement
+//    (NOTE [ Agreed structures ]);
+//  * the first buffer of every receive has room for at least kFirstBufferMinBytes, so a stray
+//    message of up to that size on a header tag (a plain c10d send on a td::distributed tag) is
+//    read as a header, refused by name ("not a td::distributed message") and consumed;
+//  * the receives that follow a header (tag 2 * tag + 1) are posted with the sizes it announced:
+//    a stray message there, or a longer one on a header tag, still ends the process.
+constexpr int64_t kFirstBufferMinBytes = int64_t{64} << 10;
+
+// The size of the first buffer a receive posts: room for the header, or for the header and the
+// agreed data, and never less than kFirstBufferMinBytes.
 int64_t FirstBytes(const Agreement* agreed) {
-  return agreed != nullptr ? kInlinePrefix + agreed->nbytes : kHeaderBytes;
+  return std::max(kFirstBufferMinBytes, agreed != nullptr ? kInlinePrefix + agreed->nbytes
+                                                          : kHeaderBytes);
 }
 
 // Writes `bytes` at the start of `buf` (a uint8 buffer on any device).
@@ -233,13 +267,17 @@ at::Tensor BuildPayload(const PackedLayout& layout, const std::string& desc) {
 
 using Timeout = std::optional<std::chrono::milliseconds>;
 
-// The non-empty leaves of `layout` as contiguous 1-D byte tensors (the leaf's own memory when it
-// is contiguous), in layout order: the messages of WireFormat::kPerLeaf.
-std::vector<at::Tensor> LeafBytes(const PackedLayout& layout) {
+// The non-empty leaves of `layout` as contiguous 1-D byte tensors, in layout order: the messages
+// of WireFormat::kPerLeaf. `snapshot`: copies taken now (isend returns before Gloo reads the
+// leaves, which happens only once the receiver has posted its receives); otherwise the leaf's own
+// memory when it is contiguous (send, which returns only once the leaves are sent).
+std::vector<at::Tensor> LeafBytes(const PackedLayout& layout, bool snapshot) {
   std::vector<at::Tensor> out;
   for (const auto& leaf : layout.leaves()) {
     if (leaf.tensor.numel() == 0) continue;
-    out.push_back(leaf.tensor.contiguous().reshape({-1}).view(at::kByte));
+    at::Tensor t = leaf.tensor.detach();
+    t = snapshot ? t.clone(at::MemoryFormat::Contiguous) : t.contiguous();
+    out.push_back(t.reshape({-1}).view(at::kByte));
   }
   return out;
 }
@@ -278,14 +316,16 @@ void WaitAll(const std::vector<WorkPtr>& works, const Timeout& timeout, const st
 }
 
 // Posts the messages of one send. `agreed`: the layout is the agreed structure of this group,
-// peer and tag (NOTE [ Agreed structures ]), so no description travels.
+// peer and tag (NOTE [ Agreed structures ]), so no description travels. `snapshot`: per-leaf
+// messages are copies (LeafBytes); packed ones always are.
 std::shared_ptr<Outgoing> Post(const ProcessGroupPtr& pg, Kind kind, const PackedLayout& layout,
-                               const std::string& desc, WireFormat format, bool agreed, int dst,
-                               int tag, const Timeout& timeout, const std::string& what) {
+                               const std::string& desc, WireFormat format, bool agreed,
+                               bool snapshot, int dst, int tag, const Timeout& timeout,
+                               const std::string& what) {
   auto out = std::make_shared<Outgoing>();
   const bool per_leaf = format == WireFormat::kPerLeaf;
   std::vector<at::Tensor> leaves;
-  if (per_leaf) leaves = LeafBytes(layout);
+  if (per_leaf) leaves = LeafBytes(layout, snapshot);
   int64_t h[internal::kHeaderWords];
   uint64_t fp = layout.fingerprint();
   h[0] = internal::kMagic;
@@ -340,6 +380,9 @@ struct FirstMessage {
 };
 
 FirstMessage PostFirst(const ProcessGroupPtr& pg, int src, int tag, const std::string& what) {
+  if (std::shared_ptr<const Agreement> broken = Agreements::Get().Find(pg, src, tag, Side::kBroken)) {
+    TD_FAIL(ValueError, what, ": ", broken->refusal);
+  }
   FirstMessage first;
   first.agreed = Agreements::Get().Find(pg, src, tag, Side::kRecv);
   first.buffer = {internal::ScratchBytes(FirstBytes(first.agreed.get()), at::kCPU)};
@@ -347,59 +390,109 @@ FirstMessage PostFirst(const ProcessGroupPtr& pg, int src, int tag, const std::s
   return first;
 }
 
+// NOTE [ Bounded receives ]
+// A header announces how many bytes follow, and Gloo needs a buffer that large posted before the
+// bytes can be taken: a header from a broken or hostile peer could make a receive allocate
+// anything (2^46 bytes, 12 GiB) before a single check. So a receive allocates at most its limit:
+// recv / irecv the size of the receiving TensorDict's own message (a matching message always
+// fits) or P2POptions::max_bytes, whichever is larger, so that a differing message up to that
+// size is still drained and its first difference named; from_remote_init P2POptions::max_bytes.
+// A larger announcement is refused WITHOUT receiving what follows the header. Those bytes stay
+// queued on the pair, and the next receive on this tag would take them for a header (or, larger
+// than its buffer, make Gloo abort the process), so the refusal is recorded (Side::kBroken): every
+// later receive from that rank on that tag throws the same ValueError before posting anything.
+// The structure of an init_remote message is then checked before anything is allocated for its
+// leaves (ValidateStructure in wire.h: shapes, dtypes, devices, depth, and no more leaf bytes than
+// the data that came with it).
+[[noreturn]] void Break(const ProcessGroupPtr& pg, int src, int tag, std::string refusal,
+                        const std::string& what) {
+  Agreement broken;
+  broken.refusal = std::move(refusal);
+  Agreements::Get().Record(pg, src, tag, Side::kBroken, broken);
+  TD_FAIL(ValueError, what, ": ", broken.refusal);
+}
+
+[[noreturn]] void RefuseUnreceived(const ProcessGroupPtr& pg, int src, int tag, int64_t announced,
+                                   int64_t limit, const std::string& detail,
+                                   const std::string& what) {
+  Break(pg, src, tag, c10::str(
+      "the message from rank ", src, " on tag ", tag / 2, " announced ", announced, " bytes (",
+      detail, "), more than this receive allocates (", limit,
+      " bytes: the receiving TensorDict's own message size or P2POptions::max_bytes, whichever "
+      "is larger); its bytes were not received, so no later receive from rank ", src, " on tag ",
+      tag / 2, " of this group can find where the next message starts, and each throws this "
+      "error (NOTE [ Bounded receives ]); nothing was written"),
+        what);
+}
+
 // Waits for the first message, then receives the payload it announces (per leaf: not the leaves
-// yet).
+// yet), allocating at most `limit` bytes for it (NOTE [ Bounded receives ]).
 Incoming Receive(const ProcessGroupPtr& pg, const FirstMessage& first, int src, int tag,
-                 const Timeout& timeout, const std::string& what) {
+                 int64_t limit, const Timeout& timeout, const std::string& what) {
   internal::Wait(first.work, timeout, what);
-  int64_t h[internal::kHeaderWords];
-  std::memcpy(h, first.buffer[0].data_ptr<uint8_t>(), sizeof(h));
+  int64_t words[internal::kHeaderWords];
+  std::memcpy(words, first.buffer[0].data_ptr<uint8_t>(), sizeof(words));
+  const internal::Header h = internal::ParseHeader(words, what, src);
   const Agreement* agreed = first.agreed.get();
-  const bool is_agreed = (h[5] & kAgreedFlag) != 0;
-  const bool per_leaf = (h[5] & kPerLeafFlag) != 0;
-  uint64_t fp;
-  std::memcpy(&fp, &h[2], sizeof(fp));
-  if (h[0] != internal::kMagic || (h[1] != kData && h[1] != kInit) || h[3] < 0 ||
-      h[3] > kMaxBytes || h[4] < 0 || h[4] > kMaxBytes || (h[5] & ~(kPerLeafFlag | kAgreedFlag)) ||
-      (per_leaf && h[4] % static_cast<int64_t>(sizeof(int64_t)) != 0)) {
-    TD_FAIL(c10::Error, what, ": the message from rank ", src,
-         " is not a td::distributed message (was it sent by plain c10d on the same tag?)");
-  }
   Incoming in;
-  in.kind = static_cast<Kind>(h[1]);
-  in.per_leaf = per_leaf;
-  in.fingerprint = fp;
-  if (is_agreed) {
-    if (agreed == nullptr || fp != agreed->fingerprint || h[1] != kData || h[3] != 0 ||
-        h[4] != (per_leaf ? 0 : agreed->nbytes)) {
-      TD_FAIL(c10::Error, what, ": rank ", src,
-           " sent a TensorDict of the structure its init_remote agreed on, but this rank holds "
-           "no such agreement for it on this tag (from_remote_init was not called here, or on "
-           "another group or tag)");
+  in.kind = static_cast<Kind>(h.kind);
+  in.per_leaf = h.per_leaf;
+  in.fingerprint = h.fingerprint;
+  if (h.agreed) {
+    if (h.per_leaf && agreed != nullptr && h.fingerprint == agreed->fingerprint &&
+        agreed->signature.empty() && agreed->nbytes > 0) {
+      // Only the sizes of that init_remote were recorded (its structure was invalid here): the
+      // byte counts of the leaf messages that follow are unknown, so they cannot be drained.
+      Break(pg, src, tag,
+            c10::str("rank ", src, " sent leaf messages of the structure its init_remote on tag ",
+                     tag / 2, " agreed on, but that structure was invalid here; they cannot be "
+                     "received or drained, so each later receive from rank ", src,
+                     " on this tag throws this error; nothing was written"),
+            what);
+    }
+    if (agreed == nullptr || h.fingerprint != agreed->fingerprint || h.desc_bytes != 0 ||
+        h.data_bytes != (h.per_leaf ? 0 : agreed->nbytes)) {
+      TD_FAIL(ValueError, what, ": rank ", src,
+              " sent a TensorDict of the structure its init_remote agreed on, but this rank holds "
+              "no such agreement for it on this tag (from_remote_init was not called here, or on "
+              "another group or tag)");
     }
     in.desc = agreed->signature;
-    if (per_leaf) {
+    if (h.per_leaf) {
       in.leaf_bytes = agreed->leaf_bytes;
     } else {
       in.data = first.buffer[0].narrow(0, kInlinePrefix, agreed->nbytes);
     }
     return in;
   }
-  int64_t prefix = AlignUp(h[3]);
-  std::vector<at::Tensor> payload = {internal::ScratchBytes(prefix + h[4], at::kCPU)};
+  const int64_t prefix = AlignUp(h.desc_bytes);
+  if (prefix + h.data_bytes > limit) {  // each <= 2^46: no overflow
+    RefuseUnreceived(pg, src, tag, prefix + h.data_bytes, limit,
+                     c10::str(h.desc_bytes, " of description, ", h.data_bytes,
+                              h.per_leaf ? " of leaf sizes" : " of data"),
+                     what);
+  }
+  std::vector<at::Tensor> payload = {internal::ScratchBytes(prefix + h.data_bytes, at::kCPU)};
   if (payload[0].numel() > 0) {
     WorkPtr w = internal::Transport(what, [&] { return pg->recv(payload, src, tag + 1); });
     internal::Wait(w, timeout, what);
   }
-  in.desc.assign(reinterpret_cast<const char*>(payload[0].data_ptr<uint8_t>()), h[3]);
-  in.data = payload[0].narrow(0, prefix, h[4]);
+  in.desc.assign(reinterpret_cast<const char*>(payload[0].data_ptr<uint8_t>()), h.desc_bytes);
+  in.data = payload[0].narrow(0, prefix, h.data_bytes);
   if (in.per_leaf) {
     const auto* sizes = reinterpret_cast<const int64_t*>(in.data.data_ptr<uint8_t>());
-    in.leaf_bytes.assign(sizes, sizes + h[4] / static_cast<int64_t>(sizeof(int64_t)));
+    in.leaf_bytes.assign(sizes, sizes + h.data_bytes / static_cast<int64_t>(sizeof(int64_t)));
+    int64_t total = 0;
     for (int64_t b : in.leaf_bytes) {
-      if (b <= 0 || b > kMaxBytes) {
-        TD_FAIL(c10::Error, what, ": the message from rank ", src, " announces a leaf of ", b, " bytes");
+      if (b <= 0 || b > internal::kMaxAnnouncedBytes) {
+        TD_FAIL(ValueError, what, ": the message from rank ", src, " announces a leaf of ", b,
+                " bytes: it is not a td::distributed message; nothing was written");
       }
+      if (__builtin_add_overflow(total, b, &total)) total = INT64_MAX;  // stays saturated
+    }
+    if (total > limit) {
+      RefuseUnreceived(pg, src, tag, total, limit, c10::str(in.leaf_bytes.size(), " leaf messages"),
+                       what);
     }
     in.data = at::Tensor();
   }
@@ -434,12 +527,53 @@ void Drain(const ProcessGroupPtr& pg, const Incoming& in, int src, int tag,
   ReceiveLeaves(pg, scratch, src, tag, timeout, what);
 }
 
+// Takes the structure of an init_remote message on the receiving side, whether from_remote_init
+// accepts it or recv refuses it: the sender recorded the agreement when it posted the message, so
+// the receiver records it too before anything can fail (NOTE [ Agreed structures ]); otherwise
+// the sender's next send of that structure would be one message larger than the buffer this
+// side posts for it. Returns the TensorDict the message describes, leaves uninitialised; throws
+// ValueError when the structure is invalid (the sizes are recorded all the same).
+TensorDict AcceptInit(const ProcessGroupPtr& pg, const Incoming& in, int src, int tag,
+                      const std::string& what) {
+  Agreement sizes;
+  sizes.fingerprint = in.fingerprint;
+  sizes.nbytes = in.data.numel();
+  Agreements::Get().Record(pg, src, tag, Side::kRecv, sizes);
+  nlohmann::json structure = nlohmann::json::parse(in.desc, nullptr, /*allow_exceptions=*/false);
+  if (structure.is_discarded()) {
+    TD_FAIL(ValueError, what, ": the TensorDict structure received from rank ", src,
+            " is not JSON; nothing was allocated");
+  }
+  // Before anything is allocated (NOTE [ Bounded receives ]).
+  internal::ValidateStructure(structure, in.data.numel(), internal::DeviceAvailable, what);
+  TensorDict td;
+  try {
+    td = internal::EmptyFromJson(structure);
+  } catch (const c10::Error& e) {  // what TensorDict itself refuses (a key, a batch size)
+    TD_FAIL(ValueError, what, ": the TensorDict structure received from rank ", src,
+            " is invalid: ", e.what_without_backtrace());
+  }
+  PackedLayout layout(td);
+  if (layout.fingerprint() != in.fingerprint || layout.nbytes() != in.data.numel()) {
+    TD_FAIL(ValueError, what, ": the structure received does not describe the data received (",
+            layout.nbytes(), " bytes expected, ", in.data.numel(), " received)");
+  }
+  Agreements::Get().Record(pg, src, tag, Side::kRecv, AgreementOf(layout));
+  return td;
+}
+
 void Deliver(const ProcessGroupPtr& pg, const Incoming& in, TensorDict& td,
              const PackedLayout& layout, int src, int tag, const Timeout& timeout,
              const std::string& what) {
   if (in.kind != kData) {
+    // Refused, but the agreement it carries stands on both sides.
+    try {
+      AcceptInit(pg, in, src, tag, what);
+    } catch (const ValueError&) {
+    }
     TD_FAIL(ValueError, what, ": rank ", src,
-                     " sent an init_remote message; receive it with from_remote_init");
+            " sent an init_remote message; receive it with from_remote_init (the message is "
+            "consumed and its structure agreed on; nothing was written)");
   }
   std::vector<int64_t> expected;
   if (in.per_leaf) {
@@ -456,6 +590,12 @@ void Deliver(const ProcessGroupPtr& pg, const Incoming& in, TensorDict& td,
                                                 "receiver"),
                      "; nothing was written");
   }
+  try {
+    layout.CheckWritable(what);
+  } catch (const ValueError&) {
+    Drain(pg, in, src, tag, timeout, what);
+    throw;
+  }
   if (in.per_leaf) {
     // Dense contiguous CPU leaves receive in place; the others through a temporary.
     const bool dense = td.backend() == "dense";
@@ -467,10 +607,11 @@ void Deliver(const ProcessGroupPtr& pg, const Incoming& in, TensorDict& td,
       const at::Tensor& t = leaf.tensor;
       leaves.push_back(&leaf);
       direct.push_back(dense && t.is_cpu() && t.is_contiguous());
-      targets.push_back(direct.back() ? t.reshape({-1}).view(at::kByte)
+      targets.push_back(direct.back() ? t.detach().reshape({-1}).view(at::kByte)
                                       : at::empty({t.numel() * t.element_size()}, at::kByte));
     }
     ReceiveLeaves(pg, targets, src, tag, timeout, what);
+    at::NoGradGuard no_grad;  // as PackedLayout::Unpack
     TensorDict incoming;
     for (size_t i = 0; i < leaves.size(); ++i) {
       if (direct[i]) continue;
@@ -498,20 +639,31 @@ std::string What(const char* call, int peer, const char* role) {
   return c10::str("td::distributed::", call, " (", role, " rank ", peer, ")");
 }
 
-}  // namespace
-
-void send(const ProcessGroupPtr& pg, const TensorDict& td, int dst, const P2POptions& options) {
-  isend(pg, td, dst, options).wait();
+// The largest message a send of `layout`'s structure puts after its header: the payload of
+// either wire format (a matching message always fits the receive's limit).
+int64_t OwnMessageBytes(const PackedLayout& layout) {
+  const int64_t sizes = static_cast<int64_t>(layout.leaves().size() * sizeof(int64_t));
+  return AlignUp(static_cast<int64_t>(layout.signature().size())) +
+         std::max(layout.nbytes(), sizes);
 }
 
-Work isend(const ProcessGroupPtr& pg, const TensorDict& td, int dst, const P2POptions& options) {
+void CheckMaxBytes(const P2POptions& options, const std::string& what) {
+  if (options.max_bytes() < 0) {
+    TD_FAIL(ValueError, what, ": max_bytes ", options.max_bytes(), " is negative");
+  }
+}
+
+// send (snapshot false: it waits before returning) and isend (true).
+Work StartSend(const ProcessGroupPtr& pg, const TensorDict& td, int dst, const P2POptions& options,
+               bool snapshot) {
   internal::CheckPeer(pg, dst, "send", "destination", false);
   int tag = HeaderTag(options, "send");
-  PackedLayout layout(td);
   std::string what = What("send", dst, "destination");
+  internal::CheckTimeout(options.timeout(), what);
+  PackedLayout layout(td);
   std::shared_ptr<const Agreement> agreed = Agreements::Get().Find(pg, dst, tag, Side::kSend);
   auto out = Post(pg, kData, layout, layout.signature(), options.wire_format(),
-                  Matches(agreed.get(), layout), dst, tag, options.timeout(), what);
+                  Matches(agreed.get(), layout), snapshot, dst, tag, options.timeout(), what);
   auto impl = std::make_unique<Work::Impl>();
   impl->finish = [out, timeout = options.timeout(), what = std::move(what)] {
     WaitAll(out->works, timeout, what);
@@ -519,20 +671,37 @@ Work isend(const ProcessGroupPtr& pg, const TensorDict& td, int dst, const P2POp
   return Work(std::move(impl));
 }
 
+}  // namespace
+
+void send(const ProcessGroupPtr& pg, const TensorDict& td, int dst, const P2POptions& options) {
+  StartSend(pg, td, dst, options, /*snapshot=*/false).wait();
+}
+
+Work isend(const ProcessGroupPtr& pg, const TensorDict& td, int dst, const P2POptions& options) {
+  return StartSend(pg, td, dst, options, /*snapshot=*/true);
+}
+
 void recv(const ProcessGroupPtr& pg, TensorDict& td, int src, const P2POptions& options) {
   irecv(pg, td, src, options).wait();
+}
+
+void recv(const ProcessGroupPtr& pg, TensorDict&& td, int src, const P2POptions& options) {
+  recv(pg, td, src, options);
 }
 
 Work irecv(const ProcessGroupPtr& pg, TensorDict& td, int src, const P2POptions& options) {
   internal::CheckPeer(pg, src, "recv", "source", false);
   int tag = HeaderTag(options, "recv");
   std::string what = What("recv", src, "source");
+  internal::CheckTimeout(options.timeout(), what);
+  CheckMaxBytes(options, what);
   auto first = std::make_shared<FirstMessage>(PostFirst(pg, src, tag, what));
   auto impl = std::make_unique<Work::Impl>();
   impl->finish = [pg, td, first, src, tag, timeout = options.timeout(),
-                  what = std::move(what)]() mutable {
-    Incoming in = Receive(pg, *first, src, tag, timeout, what);
+                  max_bytes = options.max_bytes(), what = std::move(what)]() mutable {
     PackedLayout layout(td);
+    Incoming in = Receive(pg, *first, src, tag, std::max(max_bytes, OwnMessageBytes(layout)),
+                          timeout, what);
     Deliver(pg, in, td, layout, src, tag, timeout, what);
   };
   return Work(std::move(impl));
@@ -542,11 +711,12 @@ void init_remote(const ProcessGroupPtr& pg, const TensorDict& td, int dst,
                  const P2POptions& options) {
   internal::CheckPeer(pg, dst, "init_remote", "destination", false);
   int tag = HeaderTag(options, "init_remote");
+  std::string what = What("init_remote", dst, "destination");
+  internal::CheckTimeout(options.timeout(), what);
   PackedLayout layout(td);
   std::string desc = internal::StructureToJson(td).dump();
-  std::string what = What("init_remote", dst, "destination");
-  auto out = Post(pg, kInit, layout, desc, WireFormat::kPacked, /*agreed=*/false, dst, tag,
-                  options.timeout(), what);
+  auto out = Post(pg, kInit, layout, desc, WireFormat::kPacked, /*agreed=*/false,
+                  /*snapshot=*/false, dst, tag, options.timeout(), what);
   // From the next send on, the receiver posts room for this structure (NOTE [ Agreed
   // structures ]); recorded once posted, in message order.
   Agreements::Get().Record(pg, dst, tag, Side::kSend, AgreementOf(layout));
@@ -557,28 +727,17 @@ TensorDict from_remote_init(const ProcessGroupPtr& pg, int src, const P2POptions
   internal::CheckPeer(pg, src, "from_remote_init", "source", false);
   int tag = HeaderTag(options, "from_remote_init");
   std::string what = What("from_remote_init", src, "source");
+  internal::CheckTimeout(options.timeout(), what);
+  CheckMaxBytes(options, what);
   FirstMessage first = PostFirst(pg, src, tag, what);
-  Incoming in = Receive(pg, first, src, tag, options.timeout(), what);
+  Incoming in = Receive(pg, first, src, tag, options.max_bytes(), options.timeout(), what);
   if (in.kind != kInit) {
     Drain(pg, in, src, tag, options.timeout(), what);
     TD_FAIL(ValueError, what, ": rank ", src,
                      " sent a plain send(); from_remote_init expects init_remote");
   }
-  // The sender has recorded this structure: record it here before anything can fail, so that
-  // the next receive posts room for what the sender will send (NOTE [ Agreed structures ]).
-  Agreement sizes;
-  sizes.fingerprint = in.fingerprint;
-  sizes.nbytes = in.data.numel();
-  Agreements::Get().Record(pg, src, tag, Side::kRecv, sizes);
-  nlohmann::json structure = nlohmann::json::parse(in.desc, nullptr, /*allow_exceptions=*/false);
-  if (structure.is_discarded()) TD_FAIL(ValueError, what, ": the structure received is not JSON");
-  TensorDict td = internal::EmptyFromJson(structure);
+  TensorDict td = AcceptInit(pg, in, src, tag, what);
   PackedLayout layout(td);
-  if (layout.fingerprint() != in.fingerprint || layout.nbytes() != in.data.numel()) {
-    TD_FAIL(ValueError, what, ": the structure received does not describe the data received (",
-                     layout.nbytes(), " bytes expected, ", in.data.numel(), " received)");
-  }
-  Agreements::Get().Record(pg, src, tag, Side::kRecv, AgreementOf(layout));
   if (layout.nbytes() > 0) layout.Unpack(in.data, td);
   return td;
 }

@@ -1,6 +1,9 @@
 #include "td/distributed/packing.h"
 
 #include <ATen/ATen.h>
+#include <ATen/MemoryOverlap.h>
+#include <c10/core/GradMode.h>
+#include <c10/core/InferenceMode.h>
 
 #include <algorithm>
 #include <cstring>
@@ -142,6 +145,7 @@ bool Memcpyable(const at::Tensor& t) {
 }  // namespace
 
 at::Tensor PackedLayout::Pack(int64_t prefix) const {
+  at::NoGradGuard no_grad;  // leaves that require grad pack as plain data (cat_out refuses them)
   at::Tensor buffer = Allocate(prefix);
   at::Tensor data = buffer.narrow(0, prefix, nbytes_);
   std::vector<at::Tensor> flat;
@@ -175,7 +179,27 @@ at::Tensor PackedLayout::Pack(int64_t prefix) const {
   return buffer;
 }
 
+void PackedLayout::CheckWritable(const std::string& what) const {
+  for (const Leaf& leaf : leaves_) {
+    const at::Tensor& t = leaf.tensor;
+    if (t.numel() == 0) continue;
+    if (at::has_internal_overlap(t) == at::MemOverlap::Yes) {
+      TD_FAIL(ValueError, what, ": key ", leaf.key.repr(), " of the receiving TensorDict (shape ",
+              t.sizes(), ", strides ", t.strides(),
+              ") is a view whose elements share memory (expand, broadcast_to) and cannot be "
+              "written in place; give it its own memory (clone or contiguous); nothing was "
+              "written");
+    }
+    if (t.is_inference() && !c10::InferenceMode::is_enabled()) {
+      TD_FAIL(ValueError, what, ": key ", leaf.key.repr(),
+              " of the receiving TensorDict is an inference tensor, which can only be written "
+              "inside c10::InferenceMode; nothing was written");
+    }
+  }
+}
+
 void PackedLayout::Unpack(const at::Tensor& data, TensorDict& td) const {
+  at::NoGradGuard no_grad;  // as load_state_dict: parameters are written as plain data
   // Byte offset of every leaf in `data`.
   std::vector<int64_t> offsets(leaves_.size());
   for (const Group& group : groups_) {
@@ -301,7 +325,9 @@ nlohmann::json StructureToJson(const TensorDict& td) {
   return level;
 }
 
-TensorDict EmptyFromJson(const nlohmann::json& s) {
+namespace {
+
+TensorDict EmptyFromJsonAt(const nlohmann::json& s, int depth) {
   try {
     std::vector<int64_t> batch = s.at("batch_size").get<std::vector<int64_t>>();
     std::optional<at::Device> device;
@@ -319,7 +345,11 @@ TensorDict EmptyFromJson(const nlohmann::json& s) {
         if (device) opts = opts.device(*device);
         td.set(key, at::empty(e.at("shape").get<std::vector<int64_t>>(), opts));
       } else if (kind == "tensordict") {
-        td.set(key, EmptyFromJson(e.at("value")));
+        if (depth + 1 > kMaxNestingDepth) {  // checked before descending (ValidateStructure too)
+          TD_FAIL(NestingError, "td::distributed: the TensorDict structure under key '", key,
+                  "' nests deeper than td::kMaxNestingDepth (", kMaxNestingDepth, ") levels");
+        }
+        td.set(key, EmptyFromJsonAt(e.at("value"), depth + 1));
       } else if (kind == "non_tensor") {
         td.set_non_tensor(key, e.at("value"));
       } else {
@@ -331,6 +361,10 @@ TensorDict EmptyFromJson(const nlohmann::json& s) {
     TD_FAIL(ValueError, "td::distributed: malformed TensorDict structure received: ", e.what());
   }
 }
+
+}  // namespace
+
+TensorDict EmptyFromJson(const nlohmann::json& s) { return EmptyFromJsonAt(s, 0); }
 
 }  // namespace internal
 }  // namespace distributed

@@ -19,6 +19,9 @@
 //   array; the byte buffer is [signature | padding to kAlign | one int64 byte count per
 //   non-empty leaf], followed by one message per non-empty leaf (its bytes, contiguous), in
 //   leaf order, on the buffer's tag.
+// - A receiver reads the header and the structure as untrusted input (wire.h: ParseHeader,
+//   ValidateStructure) and allocates no more than its limit for what a header announces (NOTE
+//   [ Bounded receives ] in p2p.cc).
 // - After init_remote agreed on a structure (NOTE [ Agreed structures ] in p2p.cc), a send of that
 //   structure sets bit 2 of header word 5 and no description travels: kPacked is ONE message,
 //   [header | padding to kAlign | data]; kPerLeaf is the header alone, then the leaves.
@@ -32,14 +35,13 @@
 
 #include "nlohmann/json.hpp"
 #include "td/core/tensordict.h"
+#include "td/distributed/wire.h"  // kHeaderWords, kMagic, the header's flags
 
 namespace td {
 namespace distributed {
 namespace internal {
 
 constexpr int64_t kAlign = 64;
-constexpr int64_t kHeaderWords = 6;
-constexpr int64_t kMagic = 0x5444445354ll;  // "TDDST"
 
 inline int64_t AlignUp(int64_t n) { return (n + kAlign - 1) / kAlign * kAlign; }
 
@@ -76,7 +78,14 @@ class PackedLayout {
   // Writes the packed data (uint8, nbytes() bytes) into the leaves of `td` (the TensorDict this
   // layout was made from): in place on the dense backend, through update_ on the others (memmap
   // files and shared memory are written in place). The data must have this layout.
+  // Writes happen under no-grad, as load_state_dict's do: a leaf that requires grad (a module's
+  // parameter from td::nn::from_module) is written in place, with no autograd history. Call
+  // CheckWritable first: a leaf that cannot be written would otherwise fail half way.
   void Unpack(const at::Tensor& data, TensorDict& td) const;
+  // Throws ValueError "<what>: key '<k>' of the receiving TensorDict ..." unless Unpack can write
+  // every non-empty leaf: not a view whose elements share memory (expand, broadcast_to), not an
+  // inference tensor outside c10::InferenceMode.
+  void CheckWritable(const std::string& what) const;
 
  private:
   std::vector<Leaf> leaves_;
@@ -114,7 +123,8 @@ std::string DescribeMismatch(const std::string& a, const std::string& a_name,
 nlohmann::json StructureToJson(const TensorDict& td);
 // A TensorDict of that structure with uninitialised CPU leaves (device recorded as in the
 // structure when it is the CPU, else the leaves are allocated there). Throws ValueError on a
-// malformed structure.
+// malformed structure; a structure from another process is checked with ValidateStructure
+// (wire.h) first, which bounds what this allocates.
 TensorDict EmptyFromJson(const nlohmann::json& structure);
 
 // 64-bit FNV-1a.

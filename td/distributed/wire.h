@@ -1,0 +1,60 @@
+// Reading what arrives from another process before anything is allocated for it: the header of a
+// point-to-point message and the structure an init_remote message carries (NOTE [ Packed layout ]
+// in packing.h). Both are untrusted input: a peer that is not a td::distributed sender, or a
+// hostile or broken one, must get a named td::ValueError, never an allocation of the size it
+// announces, a raw ATen error or a crash. Needs only c10 and nlohmann-json, so that
+// td/distributed/header_fuzzer.cc builds with plain clang++.
+#pragma once
+
+#include <c10/core/Device.h>
+
+#include <cstdint>
+#include <functional>
+#include <string>
+
+#include "nlohmann/json.hpp"
+
+namespace td {
+namespace distributed {
+namespace internal {
+
+constexpr int64_t kHeaderWords = 6;
+constexpr int64_t kMagic = 0x5444445354ll;  // "TDDST"
+// Header word 1.
+constexpr int64_t kKindData = 1;  // send / isend
+constexpr int64_t kKindInit = 2;  // init_remote
+// Header word 5: how the rest of the message travels.
+constexpr int64_t kPerLeafFlag = 1;  // one message per leaf follows
+constexpr int64_t kAgreedFlag = 2;   // the structure is the agreed one (NOTE [ Agreed structures ])
+// No header word announces more than this many bytes (64 TiB): anything larger is not ours.
+constexpr int64_t kMaxAnnouncedBytes = int64_t{1} << 46;
+
+struct Header {
+  int64_t kind = 0;
+  uint64_t fingerprint = 0;
+  int64_t desc_bytes = 0;  // word 3
+  int64_t data_bytes = 0;  // word 4 (per leaf: the byte size of the int64 array of leaf sizes)
+  bool per_leaf = false;
+  bool agreed = false;
+};
+
+// The header in `words` (kHeaderWords int64). Throws ValueError "<what>: the message from rank
+// <src> is not a td::distributed message ..." when the magic, kind, flags or sizes are not ones a
+// td::distributed sender writes. Allocates nothing.
+Header ParseHeader(const int64_t* words, const std::string& what, int src);
+
+// Checks an init_remote structure (see StructureToJson in packing.h) before anything is allocated
+// for it: every level an object with a batch size (non-negative sizes), a device that parses and
+// for which `device_ok` is true, and entries with a string key and a known kind; tensor entries
+// with a dtype code the packed layout carries and a shape of non-negative sizes that starts with
+// the level's batch size; nested levels no deeper than td::kMaxNestingDepth (checked before
+// descending, so any depth of input is safe). The leaves' bytes, summed without overflow, must not
+// exceed `max_leaf_bytes` (the data that came with the structure). Throws ValueError naming the
+// key and the problem, prefixed by `what`.
+void ValidateStructure(const nlohmann::json& structure, int64_t max_leaf_bytes,
+                       const std::function<bool(const c10::Device&)>& device_ok,
+                       const std::string& what);
+
+}  // namespace internal
+}  // namespace distributed
+}  // namespace td
