@@ -48,9 +48,11 @@ struct BatchLoader::Epoch {
         ApplyOptions().batch_size(std::move(batch)));
   }
 
+  // Batch b < num_batches starts inside the rows (b * batch_size < rows), so neither the start
+  // nor its length can overflow, whatever batch_size is.
   at::Tensor RowsOf(int64_t b) const {
     const int64_t start = b * batch_size;
-    return order.slice(0, start, std::min(rows, start + batch_size));
+    return order.slice(0, start, start + std::min(batch_size, rows - start));
   }
 
   void Submit() {
@@ -101,8 +103,9 @@ BatchLoader::BatchLoader(BatchLoader&&) noexcept = default;
 BatchLoader& BatchLoader::operator=(BatchLoader&&) noexcept = default;
 
 int64_t BatchLoader::size() const {
+  // Without (rows + b - 1) / b, which overflows for batch sizes near INT64_MAX.
   const int64_t b = options_.batch_size();
-  return options_.drop_last() ? rows_ / b : (rows_ + b - 1) / b;
+  return rows_ / b + (!options_.drop_last() && rows_ % b != 0 ? 1 : 0);
 }
 
 at::Tensor BatchLoader::order(int64_t e) const {
