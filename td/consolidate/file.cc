@@ -18,6 +18,7 @@
 #include "td/core/dtype.h"
 #include "td/core/errors.h"
 #include "td/core/internal/leaves.h"
+#include "td/core/mapped_copy.h"
 
 namespace td {
 
@@ -82,6 +83,7 @@ Json LevelJson(const TensorDict& t, const std::vector<std::string>& prefix) {
 // (copies when not aligned for their dtype). Recurses once per level, at most
 // td::kMaxNestingDepth deep.
 struct Builder {
+  std::string file;
   c10::Storage storage;
   const uint8_t* data;
 
@@ -91,7 +93,13 @@ struct Builder {
     }
     // Not aligned for its dtype (never written by Python or by us): a copy.
     at::Tensor out = at::empty(m.shape, at::TensorOptions().dtype(m.dtype));
-    if (m.nbytes > 0) std::memcpy(out.data_ptr(), data + m.start, static_cast<size_t>(m.nbytes));
+    void* dst = out.data_ptr();
+    const uint8_t* src = data + m.start;
+    const size_t n = static_cast<size_t>(m.nbytes);
+    if (n > 0 && !internal::GuardedCopy([&] { std::memcpy(dst, src, n); })) {
+      Bad(file, "leaf '" + m.key + "': reading it raised SIGBUS: the file is shorter than when " +
+                    "it was mapped (truncated by another process?)");
+    }
     return out;
   }
 
@@ -261,7 +269,7 @@ TensorDict load_consolidated(const std::string& filename) {
                        static_cast<size_t>(meta_bytes)),
       filename, data_bytes);
   auto layout = std::make_shared<BufferLayout>();
-  Builder builder{mapping.storage(), p};
+  Builder builder{filename, mapping.storage(), p};
   TensorDict out;
   try {
     out = builder.Level(meta);

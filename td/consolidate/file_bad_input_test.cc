@@ -11,6 +11,7 @@
 #include <string>
 
 #include "td/consolidate/file.h"
+#include "td/consolidate/consolidated_ops.h"
 #include "td/core/testing.h"
 
 namespace td {
@@ -140,6 +141,22 @@ TEST(ConsolidatedFileBadInput, DimOutOfInt64Range) {
   const std::string batch = WriteFile("hugebatch.td", 0, Level("9223372036854775808"));
   TD_EXPECT_THROW_MSG(load_consolidated(batch), MemmapError,
                       {batch, "batch dim", "out of range", "9223372036854775808"});
+}
+
+// A consolidated file truncated (by another process) after loading: consolidated::clone of the
+// TensorDict, which copies the mapped buffer, is a MemmapError naming the file, not SIGBUS
+// (NOTE [ SIGBUS guard ] in td/core/mapped_copy.h).
+TEST(ConsolidatedFileBadInput, CloneOfATruncatedFileIsAnErrorNotSigbus) {
+  const std::string path = TempPath("truncated.td");
+  save_consolidated(TensorDict({{"x", at::ones({256, 256})}}, {256}), path);
+  test::ChildOutcome o = test::ErrorInChild<MemmapError>([&] {
+    TensorDict loaded = load_consolidated(path);
+    ASSERT_EQ(::truncate(path.c_str(), 4096), 0);
+    (void)consolidated::clone(loaded);
+  });
+  ASSERT_EQ(o.kind, "error") << o;
+  EXPECT_NE(o.message.find(path), std::string::npos) << o;
+  EXPECT_NE(o.message.find("SIGBUS"), std::string::npos) << o;
 }
 
 }  // namespace

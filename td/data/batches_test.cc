@@ -1,6 +1,7 @@
 #include "td/data/batches.h"
 
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <cstdint>
 #include <limits>
@@ -103,6 +104,25 @@ TEST(BatchLoader, SliceOfAMemmapTensorDictIsAViewOfTheFiles) {
   TensorDict batch = *loader.begin();
   batch.get("y").fill_(-9);
   EXPECT_EQ(TensorDict::load_memmap(dir).get("y")[0].item<int64_t>(), 0);
+}
+
+// A memmap file truncated (by another process) while a BatchLoader reads it: the gather is a
+// MemmapError naming the key, not SIGBUS (NOTE [ SIGBUS guard ] in td/core/mapped_copy.h). In a
+// child process, so that a regression fails the test instead of ending the test binary; small
+// enough that the child gathers on its own thread (no thread pool after fork()).
+TEST(BatchLoader, TruncatedMemmapFileIsAnErrorNotSigbus) {
+  const std::string dir = FreshDir("truncated") + "/data";
+  TensorDict({{"x", at::ones({256, 256})}, {"y", at::arange(256, at::kLong)}}, {256}).memmap(dir);
+  td::test::ChildOutcome o = td::test::ErrorInChild<td::MemmapError>([&] {
+    TensorDict data = TensorDict::load_memmap(dir);
+    BatchLoader loader(data, BatchOptions(32).shuffle(true));
+    ASSERT_EQ(::truncate((dir + "/x.memmap").c_str(), 4096), 0);
+    for (const TensorDict& b : loader) (void)b;
+  });
+  ASSERT_EQ(o.kind, "error") << o;
+  EXPECT_NE(o.message.find("key 'x'"), std::string::npos) << o;
+  EXPECT_NE(o.message.find("SIGBUS"), std::string::npos) << o;
+  EXPECT_NE(o.message.find("truncated"), std::string::npos) << o;
 }
 
 TEST(BatchLoader, ShuffleIsAPermutationPerEpochAndFollowsTheSeed) {
