@@ -2,7 +2,10 @@
 
 #include <ATen/ATen.h>
 #include <ATen/Context.h>
+#include <ATen/MapAllocator.h>
+#include <ATen/Parallel.h>
 
+#include <atomic>
 #include <cstring>
 #include <functional>
 #include <memory>
@@ -12,6 +15,7 @@
 #include "td/consolidate/layout.h"
 #include "td/core/errors.h"
 #include "td/core/internal/leaves.h"
+#include "td/core/mapped_copy.h"
 
 namespace td {
 namespace consolidated {
@@ -135,7 +139,27 @@ TensorDict clone(const TensorDict& td) {
   at::Tensor dst = src.device().is_cpu()
                        ? consolidate_internal::AllocateHost(src.numel(), at::kByte)
                        : at::empty({src.numel()}, src.options());
-  if (src.device().is_cpu() && src.numel() < kMemcpyBytes) {
+  if (const at::MapAllocator* file =
+          src.device().is_cpu() ? at::MapAllocator::fromDataPtr(src.storage().data_ptr())
+                                : nullptr) {
+    // A buffer mapped from a file (load_consolidated, consolidate(filename)): copied in chunks
+    // under the SIGBUS guard (NOTE [ SIGBUS guard ] in td/core/mapped_copy.h).
+    const auto* from = static_cast<const char*>(src.data_ptr());
+    auto* into = static_cast<char*>(dst.data_ptr());
+    std::atomic<bool> faulted{false};
+    at::parallel_for(0, src.numel(), kMemcpyBytes, [&](int64_t begin, int64_t end) {
+      if (!internal::GuardedCopy([&] {
+            std::memcpy(into + begin, from + begin, static_cast<size_t>(end - begin));
+          })) {
+        faulted = true;
+      }
+    });
+    if (faulted) {
+      TD_FAIL(MemmapError, "clone: reading the consolidated buffer mapped from ",
+              file->filename(), " raised SIGBUS: the file is shorter than when it was mapped ",
+              "(truncated by another process?)");
+    }
+  } else if (src.device().is_cpu() && src.numel() < kMemcpyBytes) {
     if (src.numel() > 0) std::memcpy(dst.data_ptr(), src.data_ptr(), src.numel());
   } else {
     dst.copy_(src);  // large: spread over LibTorch's threads (which also fault the pages in)

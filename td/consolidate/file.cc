@@ -9,15 +9,16 @@
 #include <atomic>
 #include <cerrno>
 #include <cstring>
-#include <limits>
 #include <string_view>
 #include <utility>
 #include <vector>
 
 #include "td/consolidate/consolidate.h"
+#include "td/consolidate/metadata.h"
 #include "td/core/dtype.h"
 #include "td/core/errors.h"
 #include "td/core/internal/leaves.h"
+#include "td/core/mapped_copy.h"
 
 namespace td {
 
@@ -78,117 +79,38 @@ Json LevelJson(const TensorDict& t, const std::vector<std::string>& prefix) {
   TD_FAIL(MemmapError, "consolidated file ", file, ": ", what);
 }
 
-int64_t GetInt(const Json& v, const std::string& file, const std::string& what) {
-  if (!v.is_number_integer()) Bad(file, what + " is not an integer: " + v.dump());
-  return v.get<int64_t>();
-}
-
-struct Reader {
+// The TensorDict of a level that ParseFileMetadata validated: leaves are views into `storage`
+// (copies when not aligned for their dtype). Recurses once per level, at most
+// td::kMaxNestingDepth deep.
+struct Builder {
   std::string file;
   c10::Storage storage;
   const uint8_t* data;
-  int64_t data_bytes;
 
-  at::Tensor Leaf(const std::string& where, const Json& m) {
-    if (!m.is_array() || (m.size() != 5 && m.size() != 6)) {
-      Bad(file, "leaf " + where + ": expected [dtype, shape, start, stop, pad], got " + m.dump());
+  at::Tensor Leaf(const consolidate_internal::LeafMeta& m) const {
+    if (m.start % static_cast<int64_t>(c10::elementSize(m.dtype)) == 0) {
+      return consolidate_internal::ViewInto(storage, m.dtype, m.shape, m.start);
     }
-    if (m.size() == 6) Bad(file, "leaf " + where + " is part of a nested tensor (unsupported)");
-    if (!m[0].is_string()) Bad(file, "leaf " + where + ": dtype is not a string");
-    std::optional<at::ScalarType> dtype = ParseDtypeName(m[0].get<std::string>());
-    if (!dtype) Bad(file, "leaf " + where + ": unknown dtype " + m[0].dump());
-    if (!m[1].is_array()) Bad(file, "leaf " + where + ": shape is not a list");
-    std::vector<int64_t> shape;
-    int64_t numel = 1;
-    for (const Json& d : m[1]) {
-      int64_t n = GetInt(d, file, "leaf " + where + ": a dim");
-      if (n < 0) Bad(file, "leaf " + where + ": negative dim " + std::to_string(n));
-      if (n != 0 && numel > std::numeric_limits<int64_t>::max() / 16 / n) {
-        Bad(file, "leaf " + where + ": the shape overflows");
-      }
-      numel *= n;
-      shape.push_back(n);
-    }
-    const int64_t start = GetInt(m[2], file, "leaf " + where + ": start");
-    const int64_t stop = GetInt(m[3], file, "leaf " + where + ": stop");
-    const int64_t pad = GetInt(m[4], file, "leaf " + where + ": pad");
-    const int64_t es = static_cast<int64_t>(c10::elementSize(*dtype));
-    const int64_t nbytes = numel * es;
-    if (start < 0 || stop < start || stop > data_bytes || pad < 0 || pad > stop - start) {
-      Bad(file, c10::str("leaf ", where, ": byte range [", start, ", ", stop, ") pad ", pad,
-                         " is outside the data (", data_bytes, " bytes)"));
-    }
-    if ((stop - start) % es != 0 || (pad == 0 ? nbytes != stop - start : nbytes > stop - start)) {
-      Bad(file, c10::str("leaf ", where, ": byte range [", start, ", ", stop, ") pad ", pad,
-                         " does not hold ", SizeRepr(shape), " ", DtypeName(*dtype)));
-    }
-    if (start % es == 0) return consolidate_internal::ViewInto(storage, *dtype, shape, start);
     // Not aligned for its dtype (never written by Python or by us): a copy.
-    at::Tensor out = at::empty(shape, at::TensorOptions().dtype(*dtype));
-    if (nbytes > 0) std::memcpy(out.data_ptr(), data + start, static_cast<size_t>(nbytes));
+    at::Tensor out = at::empty(m.shape, at::TensorOptions().dtype(m.dtype));
+    void* dst = out.data_ptr();
+    const uint8_t* src = data + m.start;
+    const size_t n = static_cast<size_t>(m.nbytes);
+    if (n > 0 && !internal::GuardedCopy([&] { std::memcpy(dst, src, n); })) {
+      Bad(file, "leaf '" + m.key + "': reading it raised SIGBUS: the file is shorter than when " +
+                    "it was mapped (truncated by another process?)");
+    }
     return out;
   }
 
-  TensorDict Level(const Json& m, const NestedKey* key) {
-    const std::string where = key ? key->repr() : std::string("(root)");
-    if (!m.is_object()) Bad(file, "level " + where + " is not an object");
-    auto need = [&](const char* field) -> const Json& {
-      auto it = m.find(field);
-      if (it == m.end()) Bad(file, c10::str("level ", where, " has no \"", field, "\""));
-      return *it;
-    };
-    const Json& cls = need("cls");
-    if (!cls.is_string() || cls.get<std::string>() != "TensorDict") {
-      Bad(file, "level " + where + " is a " + cls.dump() +
-                    "; only TensorDict levels are supported");
-    }
-    const Json& meta = need("cls_metadata");
-    if (!meta.is_object()) Bad(file, "level " + where + ": cls_metadata is not an object");
-    auto bs = meta.find("batch_size");
-    if (bs == meta.end() || !bs->is_array()) {
-      Bad(file, "level " + where + ": cls_metadata has no batch_size list");
-    }
-    std::vector<int64_t> batch;
-    for (const Json& d : *bs) {
-      int64_t n = GetInt(d, file, "level " + where + ": a batch dim");
-      if (n < 0) Bad(file, "level " + where + ": negative batch dim");
-      batch.push_back(n);
-    }
+  TensorDict Level(const consolidate_internal::LevelMeta& m) const {
     std::optional<at::Device> device;
-    auto dev = meta.find("device");
-    if (dev != meta.end() && dev->is_string() && dev->get<std::string>() == "cpu") {
-      device = at::kCPU;
-    }
-    TensorDict level({}, batch, device);
-    auto sub_key = [&](const std::string& k) {
-      std::vector<std::string> parts;
-      if (key) parts.assign(key->begin(), key->end());
-      parts.push_back(k);
-      return NestedKey(parts);
-    };
-    const Json& non_tensors = need("non_tensors");
-    if (!non_tensors.is_object()) Bad(file, "level " + where + ": non_tensors is not an object");
-    for (const auto& [k, v] : non_tensors.items()) {
-      if (!v.is_array() || v.size() < 2 || v.size() > 3) {
-        Bad(file, "non-tensor " + sub_key(k).repr() + ": expected [data, batch_size(, device)]");
-      }
-      level.set_non_tensor(k, v[0]);
-    }
-    const Json& leaves = need("leaves");
-    if (!leaves.is_object()) Bad(file, "level " + where + ": leaves is not an object");
-    for (const auto& [k, v] : leaves.items()) {
-      if (k.rfind("<NJT", 0) == 0) {
-        Bad(file, "leaf " + sub_key(k).repr() + " is part of a nested tensor (unsupported)");
-      }
-      level.set(k, Leaf(sub_key(k).repr(), v));
-    }
-    for (const auto& [k, v] : m.items()) {
-      if (IsReservedLevelKey(k)) continue;
-      NestedKey sk = sub_key(k);
-      level.set(k, Level(v, &sk));
-    }
-    auto locked = meta.find("is_locked");
-    if (locked != meta.end() && locked->is_boolean() && locked->get<bool>()) level.lock_();
+    if (m.cpu) device = at::kCPU;
+    TensorDict level({}, m.batch_size, device);
+    for (const auto& nt : m.non_tensors) level.set_non_tensor(nt.key, nt.data);
+    for (const auto& leaf : m.leaves) level.set(leaf.key, Leaf(leaf));
+    for (const auto& sub : m.subs) level.set(sub.key, Level(sub));
+    if (m.locked) level.lock_();
     return level;
   }
 };
@@ -342,15 +264,19 @@ TensorDict load_consolidated(const std::string& filename) {
                            size, " bytes"));
   }
   const int64_t data_bytes = size - 8 - meta_bytes;
-  Json meta;
-  try {
-    meta = Json::parse(p + data_bytes, p + data_bytes + meta_bytes);
-  } catch (const nlohmann::json::exception& e) {
-    Bad(filename, std::string("malformed metadata JSON: ") + e.what());
-  }
+  const consolidate_internal::LevelMeta meta = consolidate_internal::ParseFileMetadata(
+      std::string_view(reinterpret_cast<const char*>(p + data_bytes),
+                       static_cast<size_t>(meta_bytes)),
+      filename, data_bytes);
   auto layout = std::make_shared<BufferLayout>();
-  Reader reader{filename, mapping.storage(), p, data_bytes};
-  TensorDict out = reader.Level(meta, nullptr);
+  Builder builder{filename, mapping.storage(), p};
+  TensorDict out;
+  try {
+    out = builder.Level(meta);
+  } catch (const c10::Error& e) {
+    // ParseFileMetadata checked what TensorDict checks; should it ever disagree, the file is named.
+    Bad(filename, e.what_without_backtrace());
+  }
 
   // The layout of what was loaded (NOTE [ Consolidated buffer layout ]): only when every leaf is
   // a view into the mapping and no two overlap; otherwise the TensorDict is not consolidated.
@@ -358,7 +284,7 @@ TensorDict load_consolidated(const std::string& filename) {
   std::vector<BufferLayout::Slot> slots;
   std::vector<std::pair<int64_t, int64_t>> ranges;
   bool ok = true;
-  const c10::StorageImpl* impl = reader.storage.unsafeGetStorageImpl();
+  const c10::StorageImpl* impl = builder.storage.unsafeGetStorageImpl();
   for (const at::Tensor& t : tree.leaves()) {
     if (t.storage().unsafeGetStorageImpl() != impl) {
       ok = false;

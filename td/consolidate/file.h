@@ -46,10 +46,12 @@ void save_consolidated(const TensorDict& td, const std::string& filename);
 // Opens a consolidated file written by save_consolidated(), consolidate(filename) or Python
 // tensordict (0.6-0.14): the file is mapped once (private, copy-on-write mapping: writes to the
 // leaves stay in memory) and every leaf is a view into the mapping, so the result is consolidated.
-// Everything is validated first: MemmapError names the file and the problem (too short, bad
-// metadata length, malformed JSON, wrong types, unknown dtype, a byte range outside the data or
-// too small for the shape, an unsupported class). Leaves are on the CPU; a level locked when
-// written is locked.
+// Everything is validated first (td/consolidate/metadata.h): MemmapError names the file and the
+// problem (too short, bad metadata length, malformed JSON, nesting deeper than
+// td::kMaxNestingDepth, a key repeated in one object or empty, a name shared by two entries of a
+// level, wrong types, integers outside int64, unknown dtype, a byte range outside the data or too
+// small for the shape, a leaf that does not fit its level's batch size, an unsupported class).
+// Leaves are on the CPU; a level locked when written is locked.
 //   td::TensorDict params = td::load_consolidated("/ckpt/params.td");
 TensorDict load_consolidated(const std::string& filename);
 

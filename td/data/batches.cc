@@ -2,13 +2,17 @@
 
 #include <ATen/ATen.h>
 #include <ATen/CPUGeneratorImpl.h>
+#include <ATen/Parallel.h>
 
+#include <atomic>
+#include <cstring>
 #include <future>
 #include <utility>
 #include <vector>
 
 #include "td/core/dtype.h"
 #include "td/core/errors.h"
+#include "td/core/mapped_copy.h"
 #include "td/core/storage.h"
 #include "td/executor/executor.h"
 
@@ -34,12 +38,23 @@ struct BatchLoader::Epoch {
   // A lazy backend (a lazy stack) would compute every whole leaf for apply, so it picks the
   // batch's rows through its own indexing hook (a lazy stack of the picked members), which
   // to_dense() then stacks once per key: batches are new tensors on every backend.
+  // On a memory-mapped TensorDict each contiguous leaf is gathered by GatherMapped instead.
   static TensorDict Gather(const TensorDict& data, const at::Tensor& rows) {
     if (data.storage().capabilities().has(Capability::kLazy)) {
       return data.index({rows}).to_dense();
     }
     std::vector<int64_t> batch = data.batch_size().vec();
     batch[0] = rows.size(0);
+    if (data.is_memmap()) {
+      return data.named_apply(
+          [&rows](const NestedKey& key, const at::Tensor& leaf) {
+            if (leaf.device().is_cpu() && leaf.is_contiguous()) {
+              return GatherMapped(key, leaf, rows);
+            }
+            return leaf.index_select(0, rows.to(leaf.device()));
+          },
+          ApplyOptions().batch_size(std::move(batch)));
+    }
     return data.apply(
         [&rows](const at::Tensor& leaf) {
           return leaf.index_select(0, leaf.device() == rows.device() ? rows
@@ -48,9 +63,46 @@ struct BatchLoader::Epoch {
         ApplyOptions().batch_size(std::move(batch)));
   }
 
+  // The rows of a contiguous CPU leaf mapped from a file, copied row by row with memcpy under the
+  // SIGBUS guard (NOTE [ SIGBUS guard ] in td/core/mapped_copy.h), in chunks over LibTorch's
+  // threads as index_select would: a file another process truncated is then a MemmapError naming
+  // the key, not the end of the process.
+  static at::Tensor GatherMapped(const NestedKey& key, const at::Tensor& leaf,
+                                 const at::Tensor& rows) {
+    std::vector<int64_t> shape = leaf.sizes().vec();
+    shape[0] = rows.size(0);
+    at::Tensor out = at::empty(shape, leaf.options());
+    const int64_t n = rows.size(0);
+    if (n == 0 || out.numel() == 0) return out;
+    const int64_t row_bytes = leaf.stride(0) * static_cast<int64_t>(leaf.element_size());
+    const auto* src = static_cast<const char*>(leaf.data_ptr());
+    auto* dst = static_cast<char*>(out.data_ptr());
+    const at::Tensor idx = rows.contiguous();
+    const int64_t* r = idx.data_ptr<int64_t>();
+    std::atomic<bool> faulted{false};
+    const int64_t grain = std::max<int64_t>(1, (int64_t{1} << 20) / row_bytes);
+    at::parallel_for(0, n, grain, [&](int64_t begin, int64_t end) {
+      const bool ok = internal::GuardedCopy([&] {
+        for (int64_t i = begin; i < end; ++i) {
+          std::memcpy(dst + i * row_bytes, src + r[i] * row_bytes, static_cast<size_t>(row_bytes));
+        }
+      });
+      if (!ok) faulted = true;
+    });
+    if (faulted) {
+      TD_FAIL(MemmapError, "BatchLoader: reading rows of key ", key.repr(), " (",
+              SizeRepr(leaf.sizes()), " ", DtypeName(leaf.scalar_type()),
+              ") from its memory-mapped file raised SIGBUS: the file is shorter than when it was "
+              "mapped (truncated by another process?); load the TensorDict again");
+    }
+    return out;
+  }
+
+  // Batch b < num_batches starts inside the rows (b * batch_size < rows), so neither the start
+  // nor its length can overflow, whatever batch_size is.
   at::Tensor RowsOf(int64_t b) const {
     const int64_t start = b * batch_size;
-    return order.slice(0, start, std::min(rows, start + batch_size));
+    return order.slice(0, start, start + std::min(batch_size, rows - start));
   }
 
   void Submit() {
@@ -101,8 +153,9 @@ BatchLoader::BatchLoader(BatchLoader&&) noexcept = default;
 BatchLoader& BatchLoader::operator=(BatchLoader&&) noexcept = default;
 
 int64_t BatchLoader::size() const {
+  // Without (rows + b - 1) / b, which overflows for batch sizes near INT64_MAX.
   const int64_t b = options_.batch_size();
-  return options_.drop_last() ? rows_ / b : (rows_ + b - 1) / b;
+  return rows_ / b + (!options_.drop_last() && rows_ % b != 0 ? 1 : 0);
 }
 
 at::Tensor BatchLoader::order(int64_t e) const {

@@ -67,10 +67,16 @@ class BatchLoader {
     using value_type = TensorDict;
     using difference_type = std::ptrdiff_t;
     using pointer = const TensorDict*;
-    using reference = const TensorDict&;
+    using reference = TensorDict;
 
     Iterator() = default;
-    const TensorDict& operator*() const { return *current_; }
+    // The current batch, by value (a TensorDict is a handle: this copies no tensor). By value so
+    // that `const td::TensorDict& b = *loader.begin();` binds a temporary whose life is extended
+    // to b's, instead of a reference into the iterator that ends with the statement. `++` hands
+    // out the next batch; the batch already taken stays valid.
+    TensorDict operator*() const { return *current_; }
+    // Into the iterator: valid until it is advanced or destroyed (not past the statement on a
+    // temporary such as loader.begin()).
     const TensorDict* operator->() const { return &*current_; }
     // Moves to the next batch; rethrows what gathering it threw.
     Iterator& operator++();

@@ -1,7 +1,10 @@
 #include "td/data/batches.h"
 
 #include <gtest/gtest.h>
+#include <unistd.h>
 
+#include <cstdint>
+#include <limits>
 #include <string>
 #include <vector>
 
@@ -46,6 +49,80 @@ TEST(BatchLoader, SequentialBatches) {
   ASSERT_EQ(Epoch(whole).size(), 1u);
   BatchLoader none(data, BatchOptions(100).drop_last(true));
   EXPECT_TRUE(none.begin() == none.end());
+}
+
+// Batch sizes near INT64_MAX: one batch of every row (or none with drop_last), no overflow in
+// size() or in cutting the batches.
+TEST(BatchLoader, HugeBatchSizes) {
+  TensorDict data = Rows(10);
+  const int64_t max = std::numeric_limits<int64_t>::max();
+  for (const int64_t b : {max, max - 5, max / 2 + 1}) {
+    for (const bool shuffle : {false, true}) {
+      BatchLoader loader(data, BatchOptions(b).shuffle(shuffle));
+      EXPECT_EQ(loader.size(), 1) << b;
+      std::vector<TensorDict> batches = Epoch(loader);
+      ASSERT_EQ(batches.size(), 1u) << b;
+      EXPECT_EQ(batches[0].batch_size(), at::IntArrayRef({10})) << b;
+      EXPECT_TRUE(at::equal(std::get<0>(batches[0].get("y").sort()), data.get("y"))) << b;
+      BatchLoader dropping(data, BatchOptions(b).drop_last(true));
+      EXPECT_EQ(dropping.size(), 0) << b;
+      EXPECT_TRUE(dropping.begin() == dropping.end()) << b;
+    }
+  }
+  // Around the row count: exact division and one row more or less.
+  EXPECT_EQ(BatchLoader(data, BatchOptions(10)).size(), 1);
+  EXPECT_EQ(BatchLoader(data, BatchOptions(9)).size(), 2);
+  EXPECT_EQ(BatchLoader(data, BatchOptions(9).drop_last(true)).size(), 1);
+  EXPECT_EQ(BatchLoader(data, BatchOptions(11)).size(), 1);
+  EXPECT_EQ(BatchLoader(Rows(0), BatchOptions(max)).size(), 0);
+}
+
+// *loader.begin() is a batch (a handle) of its own: it outlives the temporary iterator.
+TEST(BatchLoader, FirstBatchOutlivesTheIterator) {
+  TensorDict data = Rows(10);
+  BatchLoader loader(data, BatchOptions(4));
+  const TensorDict& first = *loader.begin();
+  EXPECT_EQ(first.batch_size(), at::IntArrayRef({4}));
+  EXPECT_TRUE(at::equal(first.get("y"), at::arange(4, at::kLong)));
+  auto it = loader.begin();
+  TensorDict taken = *it;
+  ++it;
+  EXPECT_TRUE(at::equal(taken.get("y"), at::arange(4, at::kLong)));
+  EXPECT_TRUE(at::equal(it->get("y"), at::arange(4, 8, at::kLong)));
+}
+
+// Contrast with the loader's copies: basic indexing (a Slice, an integer) of a memory-mapped
+// TensorDict gives views of its files, so writes through them reach the files.
+TEST(BatchLoader, SliceOfAMemmapTensorDictIsAViewOfTheFiles) {
+  const std::string dir = FreshDir("slice") + "/data";
+  Rows(10).memmap(dir);
+  TensorDict data = TensorDict::load_memmap(dir);
+  TensorDict slice = data.index({at::indexing::Slice(2, 4)});
+  slice.get("y").fill_(-7);
+  EXPECT_EQ(TensorDict::load_memmap(dir).get("y")[3].item<int64_t>(), -7);
+  BatchLoader loader(data, BatchOptions(4));
+  TensorDict batch = *loader.begin();
+  batch.get("y").fill_(-9);
+  EXPECT_EQ(TensorDict::load_memmap(dir).get("y")[0].item<int64_t>(), 0);
+}
+
+// A memmap file truncated (by another process) while a BatchLoader reads it: the gather is a
+// MemmapError naming the key, not SIGBUS (NOTE [ SIGBUS guard ] in td/core/mapped_copy.h). In a
+// child process, so that a regression fails the test instead of ending the test binary; small
+// enough that the child gathers on its own thread (no thread pool after fork()).
+TEST(BatchLoader, TruncatedMemmapFileIsAnErrorNotSigbus) {
+  const std::string dir = FreshDir("truncated") + "/data";
+  TensorDict({{"x", at::ones({256, 256})}, {"y", at::arange(256, at::kLong)}}, {256}).memmap(dir);
+  td::test::ChildOutcome o = td::test::ErrorInChild<td::MemmapError>([&] {
+    TensorDict data = TensorDict::load_memmap(dir);
+    BatchLoader loader(data, BatchOptions(32).shuffle(true));
+    ASSERT_EQ(::truncate((dir + "/x.memmap").c_str(), 4096), 0);
+    for (const TensorDict& b : loader) (void)b;
+  });
+  ASSERT_EQ(o.kind, "error") << o;
+  EXPECT_NE(o.message.find("key 'x'"), std::string::npos) << o;
+  EXPECT_NE(o.message.find("SIGBUS"), std::string::npos) << o;
+  EXPECT_NE(o.message.find("truncated"), std::string::npos) << o;
 }
 
 TEST(BatchLoader, ShuffleIsAPermutationPerEpochAndFollowsTheSeed) {

@@ -458,10 +458,26 @@ Wrapped WrapModule(std::shared_ptr<Impl> impl) {
   }
 }
 
+// How a callable prints (module=...): "<callable>", unless it names itself with a member
+// `std::string td_callable_name() const` (script_module's callables name the scripted type).
+template <class F, class = void>
+struct HasCallableName : std::false_type {};
+template <class F>
+struct HasCallableName<F, std::void_t<decltype(std::declval<const F&>().td_callable_name())>>
+    : std::true_type {};
+template <class F>
+std::string CallableName(const F& fn) {
+  if constexpr (HasCallableName<F>::value) {
+    return fn.td_callable_name();
+  } else {
+    return "<callable>";
+  }
+}
+
 template <class F>
 Wrapped WrapCallable(F fn) {
   Wrapped w;
-  w.what = "<callable>";
+  w.what = CallableName(fn);
   if constexpr (std::is_invocable_v<F&, const std::vector<at::Tensor>&>) {
     w.invoker = [fn = std::move(fn)](std::vector<at::Tensor>& in) mutable {
       return ToOutput(fn(static_cast<const std::vector<at::Tensor>&>(in)));
@@ -525,7 +541,7 @@ Kwargs MakeKwargs(const std::vector<std::string>& names, std::vector<at::Tensor>
 template <class F>
 Wrapped WrapKwargsCallable(F fn, std::vector<std::string> names) {
   Wrapped w;
-  w.what = "<callable>";
+  w.what = CallableName(fn);
   w.arity = static_cast<int64_t>(names.size());
   w.invoker = [fn = std::move(fn), names = std::move(names)](std::vector<at::Tensor>& in) mutable {
     return ToOutput(fn(static_cast<const Kwargs&>(MakeKwargs(names, in))));

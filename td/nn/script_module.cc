@@ -1,8 +1,15 @@
 #include "td/nn/script_module.h"
 
 #include <ATen/ATen.h>
+#include <caffe2/serialize/inline_container.h>
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
 #include <iostream>
 #include <mutex>
 #include <optional>
@@ -143,6 +150,11 @@ struct ScriptCall {
   std::vector<at::Tensor> operator()(const std::vector<at::Tensor>& inputs) {
     return call(std::vector<c10::IValue>(inputs.begin(), inputs.end()), {});
   }
+  // How the TensorDictModule prints it (detail::CallableName in common.h).
+  std::string td_callable_name() const {
+    const auto& name = module.type()->name();  // repr_str() adds the compilation unit's address
+    return "torch::jit::Module(" + (name ? name->qualifiedName() : module.type()->str()) + ")";
+  }
 
   // Calls the method with positional `args` and keyword `kwargs`; the outputs in out_keys order.
   std::vector<at::Tensor> call(std::vector<c10::IValue> args, const torch::jit::Kwargs& kwargs) {
@@ -196,6 +208,7 @@ struct ScriptKwargsCall {
     for (const auto& [name, tensor] : kwargs) named.emplace(name, tensor);
     return call.call({}, named);
   }
+  std::string td_callable_name() const { return call.td_callable_name(); }
 };
 
 // The method `options.method()` of `module` (ValueError naming the methods when it has none).
@@ -313,16 +326,104 @@ TensorDictModule script_module(JitModule module, const InKeysByName& in_keys,
                     module);
 }
 
+namespace {
+
+// What the first pickle opcode of a torch.save file's data.pkl says it holds (protocol 2, which
+// torch.save uses by default: PROTO 2, then GLOBAL "module\nname\n" for an object, or an
+// empty dict / list / tuple).
+std::string PickledWhat(const uint8_t* p, size_t n) {
+  if (n < 3 || p[0] != 0x80) return "a pickled object";
+  if (p[2] == '}') return "a pickled dict (a state_dict?)";
+  if (p[2] == ']') return "a pickled list";
+  if (p[2] == ')' || p[2] == '(') return "a pickled tuple";
+  if (p[2] != 'c') return "a pickled object";
+  const std::string rest(reinterpret_cast<const char*>(p) + 3, std::min<size_t>(n - 3, 512));
+  const size_t a = rest.find('\n');
+  const size_t b = a == std::string::npos ? a : rest.find('\n', a + 1);
+  if (b == std::string::npos) return "a pickled object";
+  const std::string cls = rest.substr(0, a) + "." + rest.substr(a + 1, b - a - 1);
+  if (cls == "torch._utils._rebuild_tensor_v2" || cls == "torch._utils._rebuild_parameter") {
+    return "a pickled tensor";
+  }
+  if (cls == "collections.OrderedDict") return "a pickled OrderedDict (a state_dict?)";
+  return "a pickled object of class " + cls + " (an eager module?)";
+}
+
+// Why `path` cannot be a TorchScript archive (a zip with constants.pkl, as torch.jit.save
+// writes), or "" when it may be one. Reads nothing but the file's first bytes and, for a zip
+// archive, its directory and data.pkl; never reads a device, a pipe or a directory.
+std::string NotAnArchive(const std::string& path) {
+  struct stat st;
+  if (::stat(path.c_str(), &st) != 0) return c10::str("unreadable (", std::strerror(errno), ")");
+  if (S_ISDIR(st.st_mode)) return "a directory";
+  if (S_ISCHR(st.st_mode)) return "a character device";
+  if (S_ISBLK(st.st_mode)) return "a block device";
+  if (S_ISFIFO(st.st_mode)) return "a pipe";
+  if (!S_ISREG(st.st_mode)) return "a special file";
+  if (st.st_size == 0) return "an empty file";
+  uint8_t head[8] = {};
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return c10::str("unreadable (", std::strerror(errno), ")");
+  const ssize_t got = ::read(fd, head, sizeof(head));
+  ::close(fd);
+  if (got < 4 || !(head[0] == 'P' && head[1] == 'K' && head[2] == 3 && head[3] == 4)) {
+    if (got >= 2 && head[0] == 0x80 && head[1] >= 2 && head[1] <= 5) {
+      return "a pickle file (torch.save with _use_new_zipfile_serialization=False?)";
+    }
+    std::string bytes;
+    for (ssize_t i = 0; i < got; ++i) {
+      char hex[4];
+      std::snprintf(hex, sizeof(hex), "%02x", static_cast<unsigned>(head[i]));
+      bytes += (i ? " " : "") + std::string(hex);
+    }
+    return c10::str("not a zip archive (", st.st_size, " bytes starting with ", bytes, ")");
+  }
+  try {
+    caffe2::serialize::PyTorchStreamReader reader(path);
+    if (reader.hasRecord("constants.pkl")) return "";
+    if (reader.hasRecord("data.pkl")) {
+      auto [data, size] = reader.getRecord("data.pkl");
+      return "a torch.save file holding " +
+             PickledWhat(static_cast<const uint8_t*>(data.get()), size) + ", not a TorchScript " +
+             "module";
+    }
+    std::string names;
+    for (const std::string& r : reader.getAllRecords()) names += (names.empty() ? "" : ", ") + r;
+    return "a zip archive without constants.pkl (records: " + names + ")";
+  } catch (const c10::Error& e) {
+    return c10::str("a zip archive LibTorch cannot read (", e.what_without_backtrace(), ")");
+  }
+}
+
+JitModule LoadArchive(const std::string& path) {
+  const std::string why = NotAnArchive(path);
+  if (!why.empty()) {
+    TD_FAIL(ValueError, "load_script_module: ", path, " is ", why, "; expected a TorchScript ",
+            "archive written by torch.jit.save (torch.jit.script(model).save(path) in Python)");
+  }
+  try {
+    return torch::jit::load(path);
+  } catch (const c10::Error& e) {
+    TD_FAIL(ValueError, "load_script_module: cannot load the TorchScript archive ", path, ": ",
+            e.what_without_backtrace());
+  } catch (const std::exception& e) {
+    TD_FAIL(ValueError, "load_script_module: cannot load the TorchScript archive ", path, ": ",
+            e.what());
+  }
+}
+
+}  // namespace
+
 TensorDictModule load_script_module(const std::string& path, std::vector<NestedKey> in_keys,
                                     std::vector<NestedKey> out_keys,
                                     const ScriptModuleOptions& options) {
-  return script_module(torch::jit::load(path), std::move(in_keys), std::move(out_keys), options);
+  return script_module(LoadArchive(path), std::move(in_keys), std::move(out_keys), options);
 }
 
 TensorDictModule load_script_module(const std::string& path, const InKeysByName& in_keys,
                                     std::vector<NestedKey> out_keys,
                                     const ScriptModuleOptions& options) {
-  return script_module(torch::jit::load(path), in_keys, std::move(out_keys), options);
+  return script_module(LoadArchive(path), in_keys, std::move(out_keys), options);
 }
 
 TensorDict from_module(const JitModule& module, const FromModuleOptions& options) {
@@ -405,6 +506,12 @@ class ScriptModuleSwapper {
         TD_FAIL(ValueError, "to_module: key ", path.repr(), " has shape ", SizeRepr(value.sizes()),
                          " but the ", buffer ? "buffer" : "parameter", " it replaces in ",
                          Where(prefix, obj), " has shape ", SizeRepr(old.sizes()));
+      }
+      if (old.scalar_type() != value.scalar_type()) {
+        TD_FAIL(ValueError, "to_module: key ", path.repr(), " has dtype ",
+                DtypeName(value.scalar_type()), " but the ", buffer ? "buffer" : "parameter",
+                " it replaces in ", Where(prefix, obj), " has dtype ",
+                DtypeName(old.scalar_type()), "; convert the TensorDict first");
       }
       ScriptModuleParamsGuard::Slot record{obj, *slot, path, old, {}};
       if (g.inplace_) {

@@ -86,8 +86,11 @@ TensorDictModule script_module(torch::jit::script::Module module, const InKeysBy
                                std::vector<NestedKey> out_keys,
                                const ScriptModuleOptions& options = {});
 
-// torch::jit::load(path) + script_module(). Throws what torch::jit::load throws (c10::Error
-// naming the file) and what script_module throws.
+// torch::jit::load(path) + script_module(). The file is looked at first: when it is not a
+// TorchScript archive (a torch.save file of a tensor, a state_dict or an eager module, other
+// bytes, an empty file, a directory, a device: never read) ValueError names the file, what it is
+// and what was expected (a torch.jit.save archive); an archive torch::jit::load refuses is a
+// ValueError naming the file with LibTorch's message. Then throws what script_module throws.
 //   auto actor = td::nn::load_script_module("policy.pt", {"obs"}, {"action"});
 TensorDictModule load_script_module(const std::string& path, std::vector<NestedKey> in_keys,
                                     std::vector<NestedKey> out_keys,
@@ -153,9 +156,9 @@ class [[nodiscard]] ScriptModuleParamsGuard {
 // modules ]) until the returned guard is destroyed; entries `params` does not mention are left
 // alone. ToModuleOptions().inplace(true) copies the values into the module's tensors instead.
 // Throws, with nothing swapped: KeyError naming the path and the module's parameters, buffers
-// and submodules for a key that matches none; ValueError naming the key and both shapes when a
-// shape differs from the one it replaces; TypeError for a TensorDict where a tensor is, a tensor
-// where a submodule is, or non-tensor data.
+// and submodules for a key that matches none; ValueError naming the key and both shapes (or
+// both dtypes) when a shape (or dtype) differs from the one it replaces, in both modes; TypeError
+// for a TensorDict where a tensor is, a tensor where a submodule is, or non-tensor data.
 //   td::TensorDict ckpt = td::TensorDict::load_memmap("ckpt");
 //   {
 //     auto guard = td::nn::to_module(ckpt, policy);

@@ -8,6 +8,8 @@
 
 #include <cstdlib>
 #include <filesystem>
+#include <fstream>
+#include <sstream>
 #include <string>
 
 #include "td/core/testing.h"
@@ -291,6 +293,76 @@ TEST(ScriptModule, ToModuleErrorsSwapNothing) {
   TensorDict td_for_tensor({{"0", {{"weight", {{"x", at::ones({1})}}}}}}, {});
   TD_EXPECT_THROW_MSG(td::nn::to_module(td_for_tensor, mlp), td::TypeError,
                       {"('0', 'weight')", "not a submodule"});
+}
+
+TEST(ScriptModule, ToModuleRefusesAnotherDtype) {
+  torch::jit::script::Module mlp = Load("mlp_policy.pt");
+  TensorDict params = td::nn::from_module(mlp);
+  const at::Tensor w0 = params.get({"0", "weight"});
+  TensorDict doubles = params.detach().clone();
+  doubles.set({"2", "bias"}, doubles.get({"2", "bias"}).to(at::kDouble));
+  TD_EXPECT_THROW_MSG(td::nn::to_module(doubles, mlp), td::ValueError,
+                      {"('2', 'bias')", "dtype torch.float64", "has dtype torch.float32"});
+  TD_EXPECT_THROW_MSG(td::nn::to_module(doubles, mlp, td::nn::ToModuleOptions().inplace(true)),
+                      td::ValueError, {"('2', 'bias')", "torch.float64", "torch.float32"});
+  EXPECT_TRUE(mlp.attr("0").toModule().attr("weight").toTensor().is_same(w0));
+  EXPECT_EQ(mlp.attr("2").toModule().attr("bias").toTensor().scalar_type(), at::kFloat);
+}
+
+TEST(ScriptModule, PrintsTheScriptedType) {
+  auto actor = td::nn::script_module(Load("mlp_policy.pt"), {"obs"}, {"action"});
+  std::ostringstream os;
+  actor->pretty_print(os);
+  EXPECT_EQ(os.str(),
+            "td::nn::TensorDictModule(module=torch::jit::Module("
+            "__torch__.torch.nn.modules.container.Sequential), in_keys=['obs'], "
+            "out_keys=['action'])");
+  auto by_name = td::nn::script_module(Load("gru_policy.pt"),
+                                       td::nn::by_name({{"obs", "obs"}, {"hidden", "hidden"}}),
+                                       {"action", "next_hidden"});
+  std::ostringstream os2;
+  by_name->pretty_print(os2);
+  EXPECT_NE(os2.str().find("module=torch::jit::Module(__torch__.GRUPolicy)"), std::string::npos)
+      << os2.str();
+}
+
+// load_script_module of files that are not TorchScript archives: a ValueError naming the file,
+// what it is and what was expected, instead of LibTorch's "PytorchStreamReader failed locating
+// file constants.pkl".
+TEST(ScriptModule, LoadScriptModuleNamesWhatTheFileIs) {
+  auto load = [](const std::string& path) {
+    (void)td::nn::load_script_module(path, {"obs"}, {"action"});
+  };
+  const std::string expected = "expected a TorchScript archive written by torch.jit.save";
+  TD_EXPECT_THROW_MSG(load(kDir + "saved_tensor.pt"), td::ValueError,
+                      {kDir + "saved_tensor.pt", "a torch.save file holding a pickled tensor",
+                       expected});
+  TD_EXPECT_THROW_MSG(load(kDir + "saved_module.pt"), td::ValueError,
+                      {kDir + "saved_module.pt",
+                       "class torch.nn.modules.container.Sequential (an eager module?)",
+                       expected});
+  TD_EXPECT_THROW_MSG(load(kDir + "saved_state_dict.pt"), td::ValueError,
+                      {kDir + "saved_state_dict.pt", "OrderedDict (a state_dict?)", expected});
+
+  const char* tmp = std::getenv("TEST_TMPDIR");
+  const std::string dir = std::string(tmp ? tmp : "/tmp") + "/not_archives";
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  std::ofstream(dir + "/empty.pt").close();
+  std::ofstream(dir + "/random.pt", std::ios::binary) << std::string("\x13\x37garbage\xff", 10);
+  TD_EXPECT_THROW_MSG(load(dir + "/empty.pt"), td::ValueError,
+                      {dir + "/empty.pt", "is an empty file", expected});
+  TD_EXPECT_THROW_MSG(load(dir + "/random.pt"), td::ValueError,
+                      {dir + "/random.pt", "not a zip archive (10 bytes starting with 13 37 67",
+                       expected});
+  TD_EXPECT_THROW_MSG(load(dir), td::ValueError, {dir, "is a directory", expected});
+  TD_EXPECT_THROW_MSG(load(dir + "/missing.pt"), td::ValueError,
+                      {dir + "/missing.pt", "No such file or directory", expected});
+  // A device is never read (reading /dev/zero would never end): checked in a child process.
+  td::test::ChildOutcome o =
+      td::test::ErrorInChild<td::ValueError>([&] { load("/dev/zero"); });
+  ASSERT_EQ(o.kind, "error") << o;
+  EXPECT_NE(o.message.find("/dev/zero is a character device"), std::string::npos) << o;
 }
 
 TEST(ScriptModule, ParametersAreTheScriptedModulesAndEagerToModuleReachesIt) {

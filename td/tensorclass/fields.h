@@ -17,6 +17,7 @@
 #include <ATen/core/Tensor.h>
 
 #include <cstdint>
+#include <limits>
 #include <optional>
 #include <string>
 #include <type_traits>
@@ -70,6 +71,29 @@ class FieldValue {
 // "" when the JSON value `j` fits a non-tensor field of kind `want` ("string", "bool",
 // "integer", "number", "json"), else what it is instead.
 std::string JsonMismatch(const nlohmann::json& j, std::string_view want);
+// "" when the JSON number `j` lies in [lo, hi], else what it is instead (naming `type`).
+std::string IntegerOutOfRange(const nlohmann::json& j, int64_t lo, uint64_t hi,
+                              std::string_view type);
+// "" when the JSON number `j` is within a float's range (its magnitude at most FLT_MAX), else
+// what it is instead.
+std::string FloatOutOfRange(const nlohmann::json& j);
+
+// The C++ name of an arithmetic field type: "bool", "int32_t", "uint8_t", "float", "double".
+template <class T>
+constexpr const char* ArithmeticName() {
+  if constexpr (std::is_same_v<T, bool>) {
+    return "bool";
+  } else if constexpr (std::is_floating_point_v<T>) {
+    return sizeof(T) == 4 ? "float" : sizeof(T) == 8 ? "double" : "long double";
+  } else if constexpr (std::is_signed_v<T>) {
+    return sizeof(T) == 1 ? "int8_t" : sizeof(T) == 2 ? "int16_t" : sizeof(T) == 4 ? "int32_t"
+                                                                                    : "int64_t";
+  } else {
+    return sizeof(T) == 1 ? "uint8_t" : sizeof(T) == 2 ? "uint16_t" : sizeof(T) == 4 ? "uint32_t"
+                                                                                     : "uint64_t";
+  }
+}
+
 // Throws TypeError: "<Class> field '<name>' holds <what>, but it is declared as <declared>".
 [[noreturn]] void FailFieldType(std::string_view cls, std::string_view name,
                                 std::string_view what, std::string_view declared);
@@ -150,13 +174,33 @@ struct JsonFieldTraits {
                                        : std::is_integral_v<T>             ? "integer"
                                        : std::is_floating_point_v<T>       ? "number"
                                                                            : "json";
-  static constexpr const char* kDeclared = std::is_same_v<T, std::string>      ? "std::string"
-                                           : std::is_same_v<T, nlohmann::json> ? "nlohmann::json"
-                                                                               : kWant;
+  static constexpr const char* kDeclared = []() constexpr {
+    if constexpr (std::is_same_v<T, std::string>) {
+      return "std::string";
+    } else if constexpr (std::is_same_v<T, nlohmann::json>) {
+      return "nlohmann::json";
+    } else {
+      return ArithmeticName<T>();
+    }
+  }();
   using Get = T;
+  // "" when `j` is a T: of the right JSON type and, for numbers, within T's range (a value that
+  // would wrap or become infinite is refused, never converted).
+  static std::string mismatch(const nlohmann::json& j) {
+    std::string why = JsonMismatch(j, kWant);
+    if (!why.empty()) return why;
+    if constexpr (std::is_integral_v<T> && !std::is_same_v<T, bool>) {
+      return IntegerOutOfRange(j, static_cast<int64_t>(std::numeric_limits<T>::min()),
+                               static_cast<uint64_t>(std::numeric_limits<T>::max()), kDeclared);
+    } else if constexpr (std::is_same_v<T, float>) {
+      return FloatOutOfRange(j);
+    } else {
+      return why;
+    }
+  }
   static T read(const TensorDict& td, const NestedKey& key) {
     nlohmann::json j = td.get_non_tensor(key);
-    std::string why = JsonMismatch(j, kWant);
+    std::string why = mismatch(j);
     if (!why.empty()) FailFieldType("TensorClass", key.repr(), why, kDeclared);
     if constexpr (std::is_same_v<T, nlohmann::json>) {
       return j;
@@ -167,11 +211,11 @@ struct JsonFieldTraits {
   static Value to_value(T v) { return Value(NonTensorData(nlohmann::json(std::move(v)))); }
   static std::string check(const Value& v) {
     if (!v.is_non_tensor()) return std::string("a ") + std::string(v.kind());
-    return JsonMismatch(v.non_tensor(), kWant);
+    return mismatch(v.non_tensor());
   }
   static Value from_field(const FieldValue& f, std::string_view cls, std::string_view name) {
     if (!f.is_json()) FailFieldType(cls, name, "a " + f.kind(), kDeclared);
-    std::string why = JsonMismatch(f.json(), kWant);
+    std::string why = mismatch(f.json());
     if (!why.empty()) FailFieldType(cls, name, why, kDeclared);
     // Normalise through T (an integer given for a double field is stored as a double).
     if constexpr (std::is_same_v<T, nlohmann::json>) {

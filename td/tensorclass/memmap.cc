@@ -108,8 +108,18 @@ TensorDict LoadFields(const std::string& prefix, const nlohmann::json& meta,
                       std::string_view cls) {
   RefusePickle(prefix);
   const std::string inner = Join(prefix, kInner);
-  if (!IsDir(inner)) {
-    TD_FAIL(MemmapError, inner, ": missing (a tensorclass directory keeps its fields there)");
+  struct stat st;
+  if (::lstat(inner.c_str(), &st) != 0) {
+    TD_FAIL(MemmapError, inner, ": ", errno == ENOENT ? "missing" : std::strerror(errno),
+            " (a tensorclass directory keeps its fields in the directory _tensordict)");
+  }
+  if (!S_ISDIR(st.st_mode)) {
+    const char* what = S_ISLNK(st.st_mode)   ? "a symlink (refused, as everywhere in memmap "
+                                               "directories)"
+                       : S_ISREG(st.st_mode) ? "a regular file"
+                                             : "a special file";
+    TD_FAIL(MemmapError, inner, " is ", what,
+            ", but a tensorclass directory keeps its fields in the directory _tensordict");
   }
   TensorDict td = TensorDict::load_memmap(inner, options);
   std::vector<std::pair<std::string, nlohmann::json>> extra;

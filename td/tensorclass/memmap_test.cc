@@ -203,5 +203,51 @@ TEST(TensorClassMemmap, Errors) {
                       {"non-empty directory"});
 }
 
+// Number fields out of their type's range in a directory (as NonTensorData in _tensordict/ and
+// at the top of meta.json, as older Python releases wrote them): a TypeError naming the field,
+// the value and the type, never a wrapped value.
+TEST(TensorClassMemmap, NumberFieldsOutOfRange) {
+  using test::Counts;
+  const std::string base = FreshDir("tc");
+  TensorDict({{"count", NonTensorData(nlohmann::json(int64_t{5000000000}))},
+              {"small", NonTensorData(nlohmann::json(1))},
+              {"scale", NonTensorData(nlohmann::json(1.0))}},
+             {})
+      .memmap(base + "/nt/_tensordict");
+  WriteText(base + "/nt/meta.json", R"({"_type": "<class '__main__.Counts'>"})");
+  TD_EXPECT_THROW_MSG(Counts::load_memmap(base + "/nt"), TypeError,
+                      {"field 'count'", "5000000000", "int32_t"});
+
+  TensorDict({{"count", NonTensorData(nlohmann::json(1))},
+              {"scale", NonTensorData(nlohmann::json(1.0))}},
+             {})
+      .memmap(base + "/meta/_tensordict");
+  WriteText(base + "/meta/meta.json", R"({"_type": "<class '__main__.Counts'>", "small": 300})");
+  TD_EXPECT_THROW_MSG(Counts::load_memmap(base + "/meta"), TypeError,
+                      {"field 'small'", "300", "uint8_t"});
+  WriteText(base + "/meta/meta.json", R"({"_type": "<class '__main__.Counts'>", "small": 7})");
+  EXPECT_EQ(Counts::load_memmap(base + "/meta").small(), 7);
+}
+
+// _tensordict must be a directory: a regular file or a symlink there is named as what it is.
+TEST(TensorClassMemmap, TensorDictEntryThatIsNotADirectory) {
+  namespace fs = std::filesystem;
+  const std::string base = FreshDir("tc");
+  Step(at::ones({3, 2}), "a", {3}).memmap(base + "/step");
+  fs::rename(base + "/step/_tensordict", base + "/fields");
+  WriteText(base + "/step/_tensordict", "not a directory");
+  TD_EXPECT_THROW_MSG(Step::load_memmap(base + "/step"), MemmapError,
+                      {base + "/step/_tensordict", "is a regular file", "directory _tensordict"});
+  fs::remove(base + "/step/_tensordict");
+  fs::create_directory_symlink(base + "/fields", base + "/step/_tensordict");
+  TD_EXPECT_THROW_MSG(Step::load_memmap(base + "/step"), MemmapError,
+                      {base + "/step/_tensordict", "is a symlink"});
+  fs::remove(base + "/step/_tensordict");
+  TD_EXPECT_THROW_MSG(Step::load_memmap(base + "/step"), MemmapError,
+                      {base + "/step/_tensordict", "missing"});
+  fs::rename(base + "/fields", base + "/step/_tensordict");
+  EXPECT_EQ(Step::load_memmap(base + "/step").tag(), "a");
+}
+
 }  // namespace
 }  // namespace td

@@ -3,6 +3,8 @@
 #include "td/tensorclass/tensorclass.h"
 
 #include <algorithm>
+#include <cmath>
+#include <limits>
 #include <string>
 #include <utility>
 #include <vector>
@@ -65,6 +67,30 @@ std::string JsonMismatch(const nlohmann::json& j, std::string_view want) {
             (want == "bool" && j.is_boolean()) ||
             (want == "integer" && j.is_number_integer()) || (want == "number" && j.is_number());
   return ok ? std::string() : "a JSON " + JsonTypeName(j) + " (" + j.dump() + ")";
+}
+
+std::string IntegerOutOfRange(const nlohmann::json& j, int64_t lo, uint64_t hi,
+                              std::string_view type) {
+  bool ok = true;
+  if (j.is_number_unsigned()) {
+    ok = j.get<uint64_t>() <= hi;
+  } else if (j.is_number_integer()) {
+    const int64_t v = j.get<int64_t>();
+    ok = v >= lo && (v < 0 || static_cast<uint64_t>(v) <= hi);
+  }
+  if (ok) return std::string();
+  return absl::StrCat("a JSON integer (", j.dump(), ") outside the range of ", std::string(type), " (", lo,
+                      " to ", hi, ")");
+}
+
+std::string FloatOutOfRange(const nlohmann::json& j) {
+  const double d = j.get<double>();
+  if (!std::isfinite(d) || std::abs(d) <= static_cast<double>(std::numeric_limits<float>::max())) {
+    return std::string();
+  }
+  return absl::StrCat("a JSON number (", j.dump(),
+                      ") outside the range of float (magnitude at most ",
+                      std::numeric_limits<float>::max(), ")");
 }
 
 void FailFieldType(std::string_view cls, std::string_view name, std::string_view what,

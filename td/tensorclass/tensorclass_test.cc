@@ -107,6 +107,38 @@ TEST(TensorClass, NamedConstructionAndDevice) {
   EXPECT_EQ(named.weight()->sizes(), at::IntArrayRef({4}));
 }
 
+// A number outside the declared type's range is refused with the field, the value and the type,
+// by named construction, from_tensordict and the accessor (never wrapped to another value).
+TEST(TensorClass, NumberFieldsOutOfRange) {
+  using test::Counts;
+  Counts ok({{"count", int64_t{2147483647}}, {"small", 255}, {"scale", 3.0e38}}, {});
+  EXPECT_EQ(ok.count(), 2147483647);
+  EXPECT_EQ(ok.small(), 255);
+  TD_EXPECT_THROW_MSG(Counts({{"count", int64_t{5000000000}}, {"small", 1}, {"scale", 1.0}}, {}),
+                      TypeError,
+                      {"Counts field 'count'", "5000000000", "int32_t",
+                       "-2147483648 to 2147483647"});
+  TD_EXPECT_THROW_MSG(Counts({{"count", 1}, {"small", 300}, {"scale", 1.0}}, {}), TypeError,
+                      {"field 'small'", "(300)", "uint8_t", "0 to 255"});
+  TD_EXPECT_THROW_MSG(Counts({{"count", 1}, {"small", -1}, {"scale", 1.0}}, {}), TypeError,
+                      {"field 'small'", "(-1)", "uint8_t"});
+  TD_EXPECT_THROW_MSG(Counts({{"count", 1}, {"small", 1}, {"scale", 1e300}}, {}), TypeError,
+                      {"field 'scale'", "1e+300", "float"});
+  TD_EXPECT_THROW_MSG(
+      Counts({{"count", uint64_t{18446744073709551615u}}, {"small", 1}, {"scale", 1.0}}, {}),
+      TypeError, {"field 'count'", "18446744073709551615", "int32_t"});
+  // A TensorDict holding such values is not a Counts; reading the entry directly refuses too.
+  TensorDict td({{"count", NonTensorData(nlohmann::json(int64_t{5000000000}))},
+                 {"small", NonTensorData(nlohmann::json(1))},
+                 {"scale", NonTensorData(nlohmann::json(1.0))}},
+                {});
+  TD_EXPECT_THROW_MSG(Counts::from_tensordict(td), TypeError,
+                      {"Counts.from_tensordict", "field 'count'", "5000000000", "int32_t"});
+  TensorDict fields = ok.tensordict();  // a handle: writes reach ok's fields
+  fields.set_non_tensor("count", nlohmann::json(int64_t{5000000000}));
+  TD_EXPECT_THROW_MSG(ok.count(), TypeError, {"count", "5000000000", "int32_t"});
+}
+
 TEST(TensorClass, ConstructionErrors) {
   at::Tensor x = at::randn({3, 2});
   TD_EXPECT_THROW_MSG(Step({{"tag", "a"}}, {3}), KeyError,

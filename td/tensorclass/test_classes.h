@@ -57,6 +57,12 @@ class Episode : public TensorClass<Episode> {
   static std::string python_type() { return "my_pkg.Episode"; }
 };
 
+// Number fields of narrow types (values outside their range are refused, never wrapped).
+class Counts : public TensorClass<Counts> {
+ public:
+  TD_TENSORCLASS(Counts, (int32_t, count), (uint8_t, small), (float, scale))
+};
+
 // Batch [4]: reward [4, 3], step batch [4, 2] (obs [4, 2, 5], tag "s"), extra {"x": [4]},
 // name "ep", seed 7, gamma 0.5, done true, info {"k": [1, 2]}, no weight.
 inline Episode SampleEpisode() {

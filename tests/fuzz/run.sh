@@ -14,6 +14,7 @@
 #   memmap_meta   td/backends/memmap/format_fuzzer.cc: meta.json of memmap directories, keys.
 #   shm_handle    td/backends/shared_memory/handle_fuzzer.cc: shared-memory handles (untrusted
 #                 input from another process).
+#   consolidated_meta  td/consolidate/metadata_fuzzer.cc: the metadata of consolidated files.
 set -euo pipefail
 
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
@@ -65,5 +66,9 @@ build_and_run memmap_meta \
 build_and_run shm_handle \
   td/backends/shared_memory/handle_fuzzer.cc td/backends/shared_memory/handle.cc \
   td/core/dtype.cc td/core/errors.cc -- -lc10 "${absl_libs[@]}"
+
+build_and_run consolidated_meta \
+  td/consolidate/metadata_fuzzer.cc td/consolidate/metadata.cc td/core/dtype.cc \
+  td/core/errors.cc td/core/nested_key.cc -- -lc10 "${absl_libs[@]}"
 
 echo "=== fuzzing done: no crash (corpus and binaries in ${out})"

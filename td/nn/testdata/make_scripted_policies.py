@@ -8,6 +8,9 @@ writes into OUT_DIR:
   gru_policy.pt   GRU(4, 8, batch_first) + Linear(8, 2) head: forward(obs, h) -> (action, h')
   ac_policy.pt    actor-critic with an observation-offset buffer: forward(obs) -> Dict[str, Tensor]
   refs.pt         a scripted container whose buffers are the inputs and the outputs Python computed
+  saved_tensor.pt, saved_module.pt, saved_state_dict.pt
+                  torch.save (not torch.jit.save) of a tensor, of the eager MLP and of its
+                  state_dict: files load_script_module must refuse, naming what they are.
   mlp_ckpt/, gru_ckpt/
                   TensorDict.from_module(trained_model).memmap(dir) of a second ("trained") copy of
                   each model, written with plain torch in Python tensordict's memmap layout.
@@ -117,6 +120,9 @@ def main(out):
         refs["mlp_action"] = policy(obs)
         refs["mlp_action_trained"] = trained(obs)
     torch.jit.script(policy).save(os.path.join(out, "mlp_policy.pt"))
+    torch.save(torch.arange(3.0), os.path.join(out, "saved_tensor.pt"))
+    torch.save(policy, os.path.join(out, "saved_module.pt"))
+    torch.save(policy.state_dict(), os.path.join(out, "saved_state_dict.pt"))
     memmap(from_module(trained), os.path.join(out, "mlp_ckpt"))
 
     torch.manual_seed(1)
