@@ -30,6 +30,8 @@ PACKAGES=(
   nlohmann-json3-dev
   # Reference values / fixtures from PyTorch itself.
   python3-torch
+  # ip netns / veth / tc for the multi-host suite (td/distributed:multihost_test).
+  iproute2
   # clang + its runtimes (libFuzzer, sanitizers) for fuzz targets.
   clang
 )

@@ -14,6 +14,8 @@
 #   memmap_meta   td/backends/memmap/format_fuzzer.cc: meta.json of memmap directories, keys.
 #   shm_handle    td/backends/shared_memory/handle_fuzzer.cc: shared-memory handles (untrusted
 #                 input from another process).
+#   distributed_header  td/distributed/header_fuzzer.cc: td::distributed message headers and
+#                 init_remote structures (untrusted input from a peer).
 #   consolidated_meta  td/consolidate/metadata_fuzzer.cc: the metadata of consolidated files.
 set -euo pipefail
 
@@ -70,5 +72,9 @@ build_and_run shm_handle \
 build_and_run consolidated_meta \
   td/consolidate/metadata_fuzzer.cc td/consolidate/metadata.cc td/core/dtype.cc \
   td/core/errors.cc td/core/nested_key.cc -- -lc10 "${absl_libs[@]}"
+
+build_and_run distributed_header \
+  td/distributed/header_fuzzer.cc td/distributed/wire.cc td/core/errors.cc \
+  -- -lc10 "${absl_libs[@]}"
 
 echo "=== fuzzing done: no crash (corpus and binaries in ${out})"
