@@ -6,6 +6,7 @@
 #include <utility>
 
 #include "td/core/dtype.h"
+#include "td/core/internal/json_depth.h"
 #include "td/core/nested_key.h"
 
 namespace td {
@@ -40,29 +41,6 @@ int64_t GetInt(const Json& v, const std::string& file, const std::string& what) 
   return v.get<int64_t>();
 }
 
-// Whether [ and { nest deeper than `limit` in `text` (outside strings).
-bool NestsDeeperThan(std::string_view text, int limit) {
-  int depth = 0;
-  bool in_string = false, escaped = false;
-  for (char c : text) {
-    if (in_string) {
-      if (escaped) {
-        escaped = false;
-      } else if (c == '\\') {
-        escaped = true;
-      } else if (c == '"') {
-        in_string = false;
-      }
-    } else if (c == '"') {
-      in_string = true;
-    } else if (c == '[' || c == '{') {
-      if (++depth > limit) return true;
-    } else if (c == ']' || c == '}') {
-      --depth;
-    }
-  }
-  return false;
-}
 
 // Parses `text`, refusing an object that names one key twice (nlohmann would keep the last value
 // and drop the other silently).
@@ -240,7 +218,7 @@ struct Parser {
 }  // namespace
 
 LevelMeta ParseFileMetadata(std::string_view text, const std::string& file, int64_t data_bytes) {
-  if (NestsDeeperThan(text, kMaxMetadataJsonDepth)) {
+  if (::td::internal::JsonMaxDepth(text, kMaxMetadataJsonDepth) < 0) {
     Bad(file, c10::str("the metadata JSON nests deeper than ", kMaxMetadataJsonDepth,
                        " levels of [ and { (TensorDicts nest at most ", kMaxNestingDepth,
                        " levels, td::kMaxNestingDepth)"));

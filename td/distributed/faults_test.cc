@@ -22,6 +22,7 @@ namespace td {
 namespace distributed {
 namespace {
 
+using test::AllEqual;
 using test::ExpectAllPassed;
 using test::RunOptions;
 using test::RunRanks;
@@ -34,14 +35,6 @@ TensorDict Sample(double value) {
                     {4});
 }
 
-// True when every leaf of `td` is `value`.
-bool AllEqual(const TensorDict& td, double value) {
-  for (const auto& [key, v] : td.items(KeysOptions().include_nested(true).leaves_only(true))) {
-    if (!v.is_tensor()) continue;
-    if (!at::equal(v.tensor(), at::full_like(v.tensor(), value))) return false;
-  }
-  return true;
-}
 
 // A refused init_remote message still agrees on its structure on both sides: the sender's next
 // send of that structure is one message sized for the agreement, and the receiver posts room for

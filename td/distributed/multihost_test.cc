@@ -32,6 +32,7 @@ namespace {
 using Clock = std::chrono::steady_clock;
 using std::chrono::milliseconds;
 using std::chrono::seconds;
+using test::AllEqual;
 using test::ExpectAllPassed;
 using test::NetworkOptions;
 using test::RunOptions;
@@ -62,13 +63,6 @@ TensorDict Data(double value, int64_t floats = 1024) {
       {4});
 }
 
-bool AllEqual(const TensorDict& td, double value) {
-  for (const auto& [key, v] : td.items(KeysOptions().include_nested(true).leaves_only(true))) {
-    if (!v.is_tensor()) continue;
-    if (!at::equal(v.tensor(), at::full_like(v.tensor(), value))) return false;
-  }
-  return true;
-}
 
 // Runs `call`, which must throw a TransportError naming `who`, before the group's timeout has
 // fired plus slack.

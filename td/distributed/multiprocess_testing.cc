@@ -1,5 +1,7 @@
 #include "td/distributed/multiprocess_testing.h"
 
+#include <ATen/ATen.h>
+
 #include <arpa/inet.h>
 #include <gtest/gtest.h>
 #include <netinet/in.h>
@@ -130,6 +132,14 @@ void ExpectAllPassed(const std::vector<std::string>& status) {
   for (size_t r = 0; r < status.size(); ++r) {
     EXPECT_EQ(status[r], "ok") << "rank " << r;
   }
+}
+
+bool AllEqual(const TensorDict& td, double value) {
+  for (const auto& [key, v] : td.items(KeysOptions().include_nested(true).leaves_only(true))) {
+    if (!v.is_tensor()) continue;
+    if (!at::equal(v.tensor(), at::full_like(v.tensor(), value))) return false;
+  }
+  return true;
 }
 
 }  // namespace test

@@ -20,6 +20,7 @@
 #include <string>
 #include <vector>
 
+#include "td/core/tensordict.h"
 #include "td/distributed/group.h"
 
 namespace td {
@@ -52,6 +53,11 @@ void ExpectAllPassed(const std::vector<std::string>& status);
 
 // A fresh directory under $TEST_TMPDIR (or /tmp).
 std::string MakeTempDir();
+
+// True when every tensor leaf of `td` (non-tensor entries are skipped) equals `value`: what a
+// receiver holds after a complete receive of a constant TensorDict, or still holds after a
+// refused one.
+bool AllEqual(const TensorDict& td, double value);
 
 }  // namespace test
 }  // namespace distributed

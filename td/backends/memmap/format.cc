@@ -6,6 +6,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "td/core/dtype.h"
+#include "td/core/internal/json_depth.h"
 
 namespace td {
 namespace memmap_format {
@@ -53,32 +54,6 @@ absl::Status Bad(std::string_view path, std::string_view what) {
   return absl::DataLossError(absl::StrCat(AV(path), ": ", AV(what)));
 }
 
-// Deepest nesting of [ and { in `text` (outside strings), or -1 past `limit`.
-int MaxDepth(std::string_view text, int limit) {
-  int depth = 0, max_depth = 0;
-  bool in_string = false, escaped = false;
-  for (char c : text) {
-    if (in_string) {
-      if (escaped) {
-        escaped = false;
-      } else if (c == '\\') {
-        escaped = true;
-      } else if (c == '"') {
-        in_string = false;
-      }
-      continue;
-    }
-    if (c == '"') {
-      in_string = true;
-    } else if (c == '[' || c == '{') {
-      if (++depth > limit) return -1;
-      max_depth = std::max(max_depth, depth);
-    } else if (c == ']' || c == '}') {
-      --depth;
-    }
-  }
-  return max_depth;
-}
 
 absl::StatusOr<Json> ParseJson(std::string_view text, std::string_view path) {
   if (text.size() > kMaxMetaBytes) {
@@ -88,7 +63,7 @@ absl::StatusOr<Json> ParseJson(std::string_view text, std::string_view path) {
   if (text.find_first_not_of(" \t\r\n") == std::string_view::npos) {
     return Bad(path, "empty file (an interrupted write?), expected a JSON object");
   }
-  if (MaxDepth(text, kMaxJsonDepth) < 0) {
+  if (::td::internal::JsonMaxDepth(text, kMaxJsonDepth) < 0) {
     return Bad(path, absl::StrCat("JSON nested deeper than ", kMaxJsonDepth, " levels"));
   }
   try {
