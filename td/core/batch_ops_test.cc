@@ -1,5 +1,5 @@
-// Tests of td/core/batch_ops.cc: ops over batch dims, gradients, new_*, shape helpers and device
-// strings, each against the same ATen call leaf by leaf, errors included.
+// Tests of the ops along batch dims (td/core/reduce_ops.cc), gradients, new_* and device strings
+// (td/core/memory_ops.cc) and the shape helpers (td/core/shape_ops.cc), each against the same ATen call leaf by leaf, errors included.
 #include <ATen/ATen.h>
 #include <c10/core/impl/DeviceGuardImplInterface.h>
 #include <gtest/gtest.h>

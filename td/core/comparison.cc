@@ -78,20 +78,6 @@ TensorDict TensorDict::operator!=(const TensorDict& other) const {
       nullptr);
 }
 
-bool TensorDict::all() const {
-  for (const Value& v : values(KeysOptions().include_nested(true).leaves_only(true))) {
-    if (v.is_tensor() && !v.tensor().all().item<bool>()) return false;
-  }
-  return true;
-}
-
-bool TensorDict::any() const {
-  for (const Value& v : values(KeysOptions().include_nested(true).leaves_only(true))) {
-    if (v.is_tensor() && v.tensor().any().item<bool>()) return true;
-  }
-  return false;
-}
-
 bool allclose(const TensorDict& a, const TensorDict& b, const AllCloseOptions& options) {
   try {
     assert_allclose(a, b, options);

@@ -1,7 +1,6 @@
-// TensorDict's dict verbs declared in td/core/dict_members.inc: set / update with options,
-// set_at_ / get_at / update_at_, popitem / setdefault / clear, sorted keys and is_leaf listing,
-// is_empty, filter_non_tensor_data, where with a pad value, fill_ of one key, and the state dict
-// with batch-size / device metadata.
+// TensorDict's dict verbs beyond tensordict.cc (declared in td/core/ops.def): set_at_ / get_at /
+// update_at_, popitem / setdefault / clear, sorted keys and the is_leaf listing, is_empty and
+// filter_non_tensor_data.
 #include <ATen/ATen.h>
 
 #include <algorithm>
@@ -51,77 +50,6 @@ std::vector<TensorDict::Item> ListEntries(const TensorDict& td, const KeysOption
 }
 
 }  // namespace internal
-
-// ---- set / update with options ------------------------------------------------------------
-
-TensorDict& TensorDict::set(const NestedKey& key, Value value, const SetOptions& options) {
-  if (options.inplace() && value.is_tensor()) {
-    std::optional<Value> existing = find(key);
-    if (existing && existing->is_tensor()) return set_(key, value.tensor());
-  }
-  return set(key, std::move(value));
-}
-
-TensorDict& TensorDict::update(const TensorDict& other, const UpdateOptions& options) {
-  std::vector<Item> entries;
-  const KeysOptions leaves = KeysOptions().include_nested(true).leaves_only(true);
-  if (options.keys_to_update()) {
-    const std::vector<Item> all = other.items(leaves);
-    for (const NestedKey& k : *options.keys_to_update()) {
-      if (!other.contains(k)) {
-        TD_FAIL(KeyError, "update: key ", k.repr(), " of keys_to_update is not in the other TensorDict");
-      }
-      for (const Item& item : all) {
-        if (item.first.starts_with(k)) entries.push_back(item);
-      }
-    }
-  } else {
-    entries = other.items(leaves);
-  }
-  // Check every write first (NOTE [ Leaf-wise math ]: a failing call changes nothing).
-  std::vector<bool> inplace(entries.size(), false);
-  for (size_t i = 0; i < entries.size(); ++i) {
-    Item& item = entries[i];
-    if (options.clone() && item.second.is_tensor()) item.second = item.second.tensor().clone();
-    std::optional<Value> mine = find(item.first);
-    if (options.inplace() && mine && mine->is_tensor() && item.second.is_tensor()) {
-      const at::Tensor& dst = mine->tensor();
-      const at::Tensor& src = item.second.tensor();
-      if (dst.sizes() != src.sizes()) {
-        TD_FAIL(ValueError, "update(inplace): key ", item.first.repr(), " has shape ",
-                         SizeRepr(dst.sizes()), " but the new value has shape ",
-                         SizeRepr(src.sizes()));
-      }
-      inplace[i] = true;
-    } else if (is_locked() && !mine) {
-      TD_FAIL(LockedError, "update: cannot add key ", item.first.repr(),
-                        " to a locked TensorDict (unlock_() first)");
-    } else if (item.second.is_tensor()) {
-      // The batch size of the level the tensor goes to (when that level exists already).
-      std::optional<TensorDict> level;
-      if (!item.first.is_nested()) {
-        level = *this;
-      } else if (std::optional<Value> p = find(item.first.parent()); p && p->is_tensordict()) {
-        level = p->tensordict();
-      }
-      const at::Tensor& t = item.second.tensor();
-      if (level && !internal::StartsWith(t.sizes(), level->batch_size())) {
-        TD_FAIL(BatchSizeError, "update: batch size mismatch for key ", item.first.repr(),
-                             ": the value's shape ", SizeRepr(t.sizes()),
-                             " does not start with the batch size ",
-                             SizeRepr(level->batch_size()));
-      }
-    }
-  }
-  for (size_t i = 0; i < entries.size(); ++i) {
-    if (inplace[i]) {
-      set_(entries[i].first, entries[i].second.tensor());
-    } else {
-      set(entries[i].first, entries[i].second);
-    }
-  }
-  return *this;
-}
 
 // ---- indexed access -----------------------------------------------------------------------
 
@@ -209,84 +137,6 @@ TensorDict TensorDict::filter_non_tensor_data() const {
   for (const NestedKey& k : out.keys(KeysOptions().include_nested(true).leaves_only(true))) {
     if (out.get_value(k).is_non_tensor()) out.del_(k);
   }
-  return out;
-}
-
-TensorDict TensorDict::where(const at::Tensor& condition, const TensorDict& other,
-                             const at::Scalar& pad) const {
-  const KeysOptions leaves = KeysOptions().include_nested(true).leaves_only(true);
-  TensorDict self_p = copy();
-  TensorDict other_p = other.copy();
-  for (const Item& item : other.items(leaves)) {
-    if (item.second.is_tensor() && !contains(item.first)) {
-      self_p.set(item.first, at::full_like(item.second.tensor(), pad));
-    }
-  }
-  for (const Item& item : items(leaves)) {
-    if (item.second.is_tensor() && !other.contains(item.first)) {
-      other_p.set(item.first, at::full_like(item.second.tensor(), pad));
-    }
-  }
-  return self_p.where(condition, other_p);
-}
-
-TensorDict& TensorDict::fill_(const NestedKey& key, const at::Scalar& value) {
-  const at::Tensor t = TensorAt(*this, key);
-  return set_(key, WithKeyContext(key, "fill_ of", [&] { return at::full_like(t, value); }));
-}
-
-// ---- state dict with metadata -------------------------------------------------------------
-
-StateDict TensorDict::state_dict_with_metadata(std::string_view separator) const {
-  StateDict out;
-  out.tensors = state_dict(separator);
-  out.metadata.insert("", LevelMetadata{batch_size().vec(), device()});
-  for (const Item& item : items(KeysOptions().include_nested(true))) {
-    if (!item.second.is_tensordict()) continue;
-    const TensorDict& sub = item.second.tensordict();
-    out.metadata.insert(item.first.join(separator),
-                        LevelMetadata{sub.batch_size().vec(), sub.device()});
-  }
-  return out;
-}
-
-TensorDict& TensorDict::load_state_dict(const StateDict& state, bool strict,
-                                        std::string_view separator) {
-  for (const auto& entry : state.metadata) {
-    const std::optional<at::Device>& d = entry.value().device;
-    if (entry.key().empty() && d && device() && *d != *device()) {
-      TD_FAIL(ValueError, "load_state_dict: the state dict was saved on device ", d->str(),
-                       " but this TensorDict is on ", device()->str());
-    }
-  }
-  load_state_dict(state.tensors, strict, separator);
-  // Root first, then each nested level (whose batch size starts with its parent's).
-  for (const auto& entry : state.metadata) {
-    TensorDict level = *this;
-    if (!entry.key().empty()) {
-      std::vector<std::string> parts;
-      std::string_view rest = entry.key();
-      for (size_t p; (p = rest.find(separator)) != std::string_view::npos;
-           rest.remove_prefix(p + separator.size())) {
-        parts.emplace_back(rest.substr(0, p));
-      }
-      parts.emplace_back(rest);
-      const NestedKey k(parts);
-      if (!contains(k)) continue;
-      level = get_tensordict(k);
-    }
-    if (level.batch_size() != at::IntArrayRef(entry.value().batch_size)) {
-      level.set_batch_size(entry.value().batch_size);
-    }
-  }
-  return *this;
-}
-
-TensorDict TensorDict::from_state_dict(const StateDict& state, std::string_view separator) {
-  std::optional<at::Device> device;
-  if (state.metadata.contains("")) device = state.metadata[""].device;
-  TensorDict out({}, {}, device);
-  out.load_state_dict(state, /*strict=*/false, separator);
   return out;
 }
 

@@ -1,5 +1,5 @@
 // Options structs and the state-dict type of TensorDict's dict verbs (set / update options,
-// state_dict_with_metadata), declared in td/core/dict_members.inc. Part of //td/core:api;
+// state_dict_with_metadata), declared in td/core/ops.def. Part of //td/core:options;
 // tensordict.h includes this file.
 #pragma once
 

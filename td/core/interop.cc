@@ -242,4 +242,59 @@ TensorDict& TensorDict::load_state_dict(const torch::OrderedDict<std::string, at
   return *this;
 }
 
+// ---- state dict with metadata -------------------------------------------------------------
+
+StateDict TensorDict::state_dict_with_metadata(std::string_view separator) const {
+  StateDict out;
+  out.tensors = state_dict(separator);
+  out.metadata.insert("", LevelMetadata{batch_size().vec(), device()});
+  for (const Item& item : items(KeysOptions().include_nested(true))) {
+    if (!item.second.is_tensordict()) continue;
+    const TensorDict& sub = item.second.tensordict();
+    out.metadata.insert(item.first.join(separator),
+                        LevelMetadata{sub.batch_size().vec(), sub.device()});
+  }
+  return out;
+}
+
+TensorDict& TensorDict::load_state_dict(const StateDict& state, bool strict,
+                                        std::string_view separator) {
+  for (const auto& entry : state.metadata) {
+    const std::optional<at::Device>& d = entry.value().device;
+    if (entry.key().empty() && d && device() && *d != *device()) {
+      TD_FAIL(ValueError, "load_state_dict: the state dict was saved on device ", d->str(),
+                       " but this TensorDict is on ", device()->str());
+    }
+  }
+  load_state_dict(state.tensors, strict, separator);
+  // Root first, then each nested level (whose batch size starts with its parent's).
+  for (const auto& entry : state.metadata) {
+    TensorDict level = *this;
+    if (!entry.key().empty()) {
+      std::vector<std::string> parts;
+      std::string_view rest = entry.key();
+      for (size_t p; (p = rest.find(separator)) != std::string_view::npos;
+           rest.remove_prefix(p + separator.size())) {
+        parts.emplace_back(rest.substr(0, p));
+      }
+      parts.emplace_back(rest);
+      const NestedKey k(parts);
+      if (!contains(k)) continue;
+      level = get_tensordict(k);
+    }
+    if (level.batch_size() != at::IntArrayRef(entry.value().batch_size)) {
+      level.set_batch_size(entry.value().batch_size);
+    }
+  }
+  return *this;
+}
+
+TensorDict TensorDict::from_state_dict(const StateDict& state, std::string_view separator) {
+  std::optional<at::Device> device;
+  if (state.metadata.contains("")) device = state.metadata[""].device;
+  TensorDict out({}, {}, device);
+  out.load_state_dict(state, /*strict=*/false, separator);
+  return out;
+}
+
 }  // namespace td

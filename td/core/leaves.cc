@@ -329,5 +329,17 @@ int64_t WrapBatchDim(int64_t dim, int64_t ndim, at::IntArrayRef batch_size, cons
   return dim < 0 ? dim + ndim : dim;
 }
 
+std::vector<int64_t> WrapBatchDims(const TensorDict& td, at::IntArrayRef dims, const char* op) {
+  std::vector<int64_t> ds;
+  for (int64_t d : dims) {
+    const int64_t w = WrapBatchDim(d, td.batch_dims(), td.batch_size(), op);
+    if (std::find(ds.begin(), ds.end(), w) != ds.end()) {
+      TD_FAIL(ValueError, op, ": dim ", d, " appears twice in ", dims);
+    }
+    ds.push_back(w);
+  }
+  return ds;
+}
+
 }  // namespace internal
 }  // namespace td

@@ -1,6 +1,7 @@
 // Free operators over TensorDicts (+ - * / and comparisons with TensorDicts and scalars) and the
-// *_like constructors, defined in td/core/math_ops.cc (part of //td/core:api; tensordict.h
-// includes this file, so `2 * x + 1` works with tensordict.h alone).
+// *_like constructors, defined in td/core/pointwise_ops.cc and td/core/memory_ops.cc (part of
+// //td/core:tensordict; tensordict.h includes this file, so `2 * x + 1` works with tensordict.h
+// alone).
 #pragma once
 
 #include <ATen/core/Scalar.h>
@@ -9,7 +10,7 @@ namespace td {
 
 class TensorDict;
 
-// ---- operators and *_like constructors (td/core/math_ops.cc) -------------------------------
+// ---- operators (td/core/pointwise_ops.cc) and *_like (td/core/memory_ops.cc) ---------------
 // Leaf-wise arithmetic and comparisons, as the member functions add/sub/mul/div/lt/... (a
 // TensorDict operand must hold every leaf of the left-hand one).
 //   td::TensorDict y = 2 * x + 1;

@@ -1,11 +1,24 @@
-// lerp, maximum / minimum, addcmul / addcdiv, remainder, the bitwise ops and the rest of the unary
-// math family over every leaf (declared in td/core/tensordict.h and td/core/pointwise_ops.h).
-// Plumbing: td/core/internal/leafwise.h, following NOTE [ Leaf-wise math ] in math_ops.cc.
+// Element-wise ops over every leaf: arithmetic (+ - * / pow), zero_ / fill_, clamp, the unary
+// math family, comparisons, lerp, maximum / minimum, addcmul / addcdiv, remainder and the bitwise
+// ops, with their operators. Declared in td/core/ops.def and td/core/operators.h /
+// td/core/pointwise_ops.h; every op runs on the one leaf-wise engine of
+// td/core/internal/leafwise.h (LeafwiseOut / LeafwiseIn).
+//
+// NOTE [ Leaf-wise math ]
+// Every operation here maps over the leaves with the machinery of NOTE [ Leaf maps ]
+// (td/core/internal/leaves.h). Where LibTorch has a `_foreach_*` kernel, the whole leaf list goes through
+// one call; if that call throws, the operation reruns leaf by leaf (out-of-place operations
+// only, which have no side effects) so the error names the key. In-place operations validate
+// every leaf first -- the result dtype can be cast to the leaf's dtype, an operand broadcasts
+// to the leaf's shape, no leaf that requires grad is modified under grad mode -- by running the
+// op on one-element tensors of the leaves' dtypes, and only then write, so a failing call
+// changes nothing.
 #include <ATen/ATen.h>
 
 #include "td/compat/foreach.h"
 #include "td/compat/torch.h"
 #include "td/core/internal/leafwise.h"
+#include "td/core/internal/tensordict_util.h"
 #include "td/core/tensordict.h"
 
 namespace td {
@@ -17,6 +30,37 @@ using internal::LeafArg;
 using internal::LeafwiseIn;
 using internal::LeafwiseOut;
 using internal::ResolvedOperand;
+
+using ListKernel = std::function<std::vector<at::Tensor>(at::TensorList, const ResolvedOperand&)>;
+using ListKernelIn = std::function<void(at::TensorList, const ResolvedOperand&)>;
+using LeafKernel = std::function<at::Tensor(const at::Tensor&, const LeafArg&)>;
+using LeafKernelIn = std::function<void(at::Tensor&, const LeafArg&)>;
+
+// One operand (a TensorDict or a number): `foreach` over all leaves when given, else `each` leaf
+// by leaf (NOTE [ Leaf-wise math ]).
+TensorDict Binary(const TensorDict& td, const Operand& other, const ListKernel& foreach,
+                  const LeafKernel& each, const char* what) {
+  ForeachOutFn all;
+  if (foreach) {
+    all = [&](at::TensorList l, const std::vector<ResolvedOperand>& r)
+        -> std::optional<std::vector<at::Tensor>> { return foreach(l, r[0]); };
+  }
+  return LeafwiseOut(
+      td, {&other}, all, [&](const at::Tensor& x, const std::vector<LeafArg>& a) { return each(x, a[0]); },
+      what);
+}
+TensorDict& BinaryIn(TensorDict& td, const Operand& other, const ListKernelIn& foreach,
+                     const LeafKernelIn& each, const char* op) {
+  ForeachInFn all;
+  if (foreach) {
+    all = [&](at::TensorList l, const std::vector<ResolvedOperand>& r) {
+      foreach(l, r[0]);
+      return true;
+    };
+  }
+  return LeafwiseIn(
+      td, {&other}, all, [&](at::Tensor& x, const std::vector<LeafArg>& a) { each(x, a[0]); }, op);
+}
 
 void RequireTensorOperand(const Operand& o, const char* op, const char* name) {
   if (o.is_scalar()) {
@@ -53,6 +97,139 @@ ForeachInFn LerpForeachIn() {
 }
 
 }  // namespace
+
+// ---- arithmetic ---------------------------------------------------------------------------
+// A TensorDict operand runs _foreach_<op>(leaves, its leaves), a number _foreach_<op>(leaves, s).
+
+#define TD_ARITH_(name, what, ALPHA_PARAM, ALPHA_ARG)                                            \
+  TensorDict TensorDict::name(const TensorDict& other ALPHA_PARAM) const {                       \
+    return Binary(                                                                               \
+        *this, other,                                                                            \
+        [&](at::TensorList l, const ResolvedOperand& r) {                                        \
+          return at::_foreach_##name(l, r.list ALPHA_ARG);                                       \
+        },                                                                                       \
+        [&](const at::Tensor& x, const LeafArg& a) { return at::name(x, a.t ALPHA_ARG); }, what); \
+  }                                                                                              \
+  TensorDict TensorDict::name(const at::Scalar& other) const {                                   \
+    return Binary(                                                                               \
+        *this, other,                                                                            \
+        [&](at::TensorList l, const ResolvedOperand& r) {                                        \
+          return at::_foreach_##name(l, *r.scalar);                                              \
+        },                                                                                       \
+        [&](const at::Tensor& x, const LeafArg& a) { return at::name(x, *a.s); }, what);         \
+  }                                                                                              \
+  TensorDict& TensorDict::name##_(const TensorDict& other ALPHA_PARAM) {                         \
+    return BinaryIn(                                                                             \
+        *this, other,                                                                            \
+        [&](at::TensorList l, const ResolvedOperand& r) {                                        \
+          at::_foreach_##name##_(l, r.list ALPHA_ARG);                                           \
+        },                                                                                       \
+        [&](at::Tensor& x, const LeafArg& a) { x.name##_(a.t ALPHA_ARG); }, #name "_");          \
+  }                                                                                              \
+  TensorDict& TensorDict::name##_(const at::Scalar& other) {                                     \
+    return BinaryIn(                                                                             \
+        *this, other,                                                                            \
+        [&](at::TensorList l, const ResolvedOperand& r) { at::_foreach_##name##_(l, *r.scalar); }, \
+        [&](at::Tensor& x, const LeafArg& a) { x.name##_(*a.s); }, #name "_");                   \
+  }
+#define TD_COMMA_ ,
+TD_ARITH_(add, "adding", TD_COMMA_ const at::Scalar& alpha, TD_COMMA_ alpha)
+TD_ARITH_(sub, "subtracting", TD_COMMA_ const at::Scalar& alpha, TD_COMMA_ alpha)
+TD_ARITH_(mul, "multiplying", , )
+TD_ARITH_(div, "dividing", , )
+#undef TD_COMMA_
+#undef TD_ARITH_
+
+TensorDict TensorDict::pow(const TensorDict& exponent) const {
+  return Binary(*this, exponent, {},
+                [](const at::Tensor& x, const LeafArg& a) { return at::pow(x, a.t); },
+                "raising to a power");
+}
+TensorDict TensorDict::pow(const at::Scalar& exponent) const {
+  return Binary(*this, exponent, {},
+                [](const at::Tensor& x, const LeafArg& a) { return at::pow(x, *a.s); },
+                "raising to a power");
+}
+TensorDict& TensorDict::pow_(const TensorDict& exponent) {
+  return BinaryIn(*this, exponent, {}, [](at::Tensor& x, const LeafArg& a) { x.pow_(a.t); },
+                  "pow_");
+}
+TensorDict& TensorDict::pow_(const at::Scalar& exponent) {
+  return BinaryIn(*this, exponent, {}, [](at::Tensor& x, const LeafArg& a) { x.pow_(*a.s); },
+                  "pow_");
+}
+
+// ---- zero_, fill_, clamp ------------------------------------------------------------------
+
+TensorDict& TensorDict::zero_() {
+  return LeafwiseIn(
+      *this, {},
+      [](at::TensorList l, const std::vector<ResolvedOperand>&) {
+        at::_foreach_zero_(l);
+        return true;
+      },
+      [](at::Tensor& x, const std::vector<LeafArg>&) { x.zero_(); }, "zero_");
+}
+
+TensorDict& TensorDict::fill_(const at::Scalar& value) {
+  return LeafwiseIn(
+      *this, {}, {}, [&](at::Tensor& x, const std::vector<LeafArg>&) { x.fill_(value); }, "fill_");
+}
+
+TensorDict& TensorDict::fill_(const NestedKey& key, const at::Scalar& value) {
+  const at::Tensor t = get(key);
+  return set_(key, internal::WithKeyContext(key, "fill_ of", [&] { return at::full_like(t, value); }));
+}
+
+// ---- state dict with metadata -------------------------------------------------------------
+
+TensorDict TensorDict::clamp(const std::optional<at::Scalar>& min,
+                             const std::optional<at::Scalar>& max) const {
+  if (!min && !max) TD_FAIL(ValueError, "clamp: at least one of min and max is needed");
+  return LeafwiseOut(
+      *this, {}, {},
+      [&](const at::Tensor& t, const std::vector<LeafArg>&) {
+        return at::clamp(t, min ? c10::optional<at::Scalar>(*min) : c10::nullopt,
+                         max ? c10::optional<at::Scalar>(*max) : c10::nullopt);
+      },
+      "clamping");
+}
+
+TensorDict& TensorDict::clamp_(const std::optional<at::Scalar>& min,
+                               const std::optional<at::Scalar>& max) {
+  if (!min && !max) TD_FAIL(ValueError, "clamp_: at least one of min and max is needed");
+  return LeafwiseIn(
+      *this, {}, {},
+      [&](at::Tensor& t, const std::vector<LeafArg>&) {
+        t.clamp_(min ? c10::optional<at::Scalar>(*min) : c10::nullopt,
+                 max ? c10::optional<at::Scalar>(*max) : c10::nullopt);
+      },
+      "clamp_");
+}
+
+// ---- comparisons --------------------------------------------------------------------------
+
+#define TD_COMPARE_(name)                                                                     \
+  TensorDict TensorDict::name(const at::Scalar& other) const {                                \
+    return Binary(*this, other, {},                                                           \
+                  [](const at::Tensor& x, const LeafArg& a) { return at::name(x, *a.s); },    \
+                  "comparing");                                                               \
+  }
+#define TD_COMPARE_TD_(name)                                                                  \
+  TD_COMPARE_(name)                                                                           \
+  TensorDict TensorDict::name(const TensorDict& other) const {                                \
+    return Binary(*this, other, {},                                                           \
+                  [](const at::Tensor& x, const LeafArg& a) { return at::name(x, a.t); },     \
+                  "comparing");                                                               \
+  }
+TD_COMPARE_(eq)
+TD_COMPARE_(ne)
+TD_COMPARE_TD_(lt)
+TD_COMPARE_TD_(le)
+TD_COMPARE_TD_(gt)
+TD_COMPARE_TD_(ge)
+#undef TD_COMPARE_TD_
+#undef TD_COMPARE_
 
 // ---- lerp ---------------------------------------------------------------------------------
 
@@ -176,15 +353,10 @@ TensorDict& TensorDict::bitwise_not_() {
       *this, {}, {}, [](at::Tensor& x, const std::vector<LeafArg>&) { x.bitwise_not_(); },
       "bitwise_not_");
 }
-TensorDict& TensorDict::sign_() {
-  return LeafwiseIn(
-      *this, {}, {}, [](at::Tensor& x, const std::vector<LeafArg>&) { x.sign_(); }, "sign_");
-}
+// ---- the unary math family ----------------------------------------------------------------
 
-// ---- unary math ---------------------------------------------------------------------------
-
-// One definition pair per row of td/core/unary_ops_list.h.
-#define TD_UNARY_FOREACH_DEF_(name)                                                           \
+// One definition pair per TD_UNARY row of td/core/ops.def.
+#define TD_UNARY_FOREACH_(name)                                                               \
   TensorDict TensorDict::name() const {                                                       \
     return LeafwiseOut(                                                                       \
         *this, {},                                                                            \
@@ -202,7 +374,7 @@ TensorDict& TensorDict::sign_() {
         },                                                                                    \
         [](at::Tensor& x, const std::vector<LeafArg>&) { x.name##_(); }, #name "_");          \
   }
-#define TD_UNARY_PLAIN_DEF_(name)                                                             \
+#define TD_UNARY_PLAIN_(name)                                                                 \
   TensorDict TensorDict::name() const {                                                       \
     return LeafwiseOut(                                                                       \
         *this, {}, {},                                                                        \
@@ -214,12 +386,51 @@ TensorDict& TensorDict::sign_() {
         *this, {}, {}, [](at::Tensor& x, const std::vector<LeafArg>&) { x.name##_(); },       \
         #name "_");                                                                           \
   }
-TD_UNARY_FOREACH_OPS(TD_UNARY_FOREACH_DEF_)
-TD_UNARY_PLAIN_OPS(TD_UNARY_PLAIN_DEF_)
-#undef TD_UNARY_FOREACH_DEF_
-#undef TD_UNARY_PLAIN_DEF_
+#define TD_UNARY(name, kernel) TD_UNARY_##kernel##_(name)
+#include "td/core/ops.def"
+#undef TD_UNARY_FOREACH_
+#undef TD_UNARY_PLAIN_
 
 // ---- operators ----------------------------------------------------------------------------
+
+TensorDict operator+(const TensorDict& a, const TensorDict& b) { return a.add(b); }
+TensorDict operator+(const TensorDict& a, const at::Scalar& b) { return a.add(b); }
+TensorDict operator+(const at::Scalar& a, const TensorDict& b) { return b.add(a); }
+TensorDict operator-(const TensorDict& a, const TensorDict& b) { return a.sub(b); }
+TensorDict operator-(const TensorDict& a, const at::Scalar& b) { return a.sub(b); }
+TensorDict operator-(const at::Scalar& a, const TensorDict& b) {
+  return Binary(b, a, {}, [](const at::Tensor& t, const LeafArg& s) { return at::rsub(t, *s.s); },
+                "subtracting");
+}
+TensorDict operator*(const TensorDict& a, const TensorDict& b) { return a.mul(b); }
+TensorDict operator*(const TensorDict& a, const at::Scalar& b) { return a.mul(b); }
+TensorDict operator*(const at::Scalar& a, const TensorDict& b) { return b.mul(a); }
+TensorDict operator/(const TensorDict& a, const TensorDict& b) { return a.div(b); }
+TensorDict operator/(const TensorDict& a, const at::Scalar& b) { return a.div(b); }
+TensorDict operator/(const at::Scalar& a, const TensorDict& b) {
+  const at::Tensor s = internal::WrappedNumber(a);
+  return LeafwiseOut(
+      b, {}, {}, [&](const at::Tensor& t, const std::vector<LeafArg>&) { return at::div(s, t); },
+      "dividing");
+}
+TensorDict& operator+=(TensorDict& a, const TensorDict& b) { return a.add_(b); }
+TensorDict& operator+=(TensorDict& a, const at::Scalar& b) { return a.add_(b); }
+TensorDict& operator-=(TensorDict& a, const TensorDict& b) { return a.sub_(b); }
+TensorDict& operator-=(TensorDict& a, const at::Scalar& b) { return a.sub_(b); }
+TensorDict& operator*=(TensorDict& a, const TensorDict& b) { return a.mul_(b); }
+TensorDict& operator*=(TensorDict& a, const at::Scalar& b) { return a.mul_(b); }
+TensorDict& operator/=(TensorDict& a, const TensorDict& b) { return a.div_(b); }
+TensorDict& operator/=(TensorDict& a, const at::Scalar& b) { return a.div_(b); }
+TensorDict operator==(const TensorDict& a, const at::Scalar& b) { return a.eq(b); }
+TensorDict operator!=(const TensorDict& a, const at::Scalar& b) { return a.ne(b); }
+TensorDict operator<(const TensorDict& a, const TensorDict& b) { return a.lt(b); }
+TensorDict operator<(const TensorDict& a, const at::Scalar& b) { return a.lt(b); }
+TensorDict operator<=(const TensorDict& a, const TensorDict& b) { return a.le(b); }
+TensorDict operator<=(const TensorDict& a, const at::Scalar& b) { return a.le(b); }
+TensorDict operator>(const TensorDict& a, const TensorDict& b) { return a.gt(b); }
+TensorDict operator>(const TensorDict& a, const at::Scalar& b) { return a.gt(b); }
+TensorDict operator>=(const TensorDict& a, const TensorDict& b) { return a.ge(b); }
+TensorDict operator>=(const TensorDict& a, const at::Scalar& b) { return a.ge(b); }
 
 TensorDict operator%(const TensorDict& a, const Operand& b) { return a.remainder(b); }
 TensorDict operator&(const TensorDict& a, const Operand& b) { return a.bitwise_and(b); }

@@ -1,13 +1,14 @@
 // The operand type of TensorDict's leaf-wise ops (td::Operand), the (values, indices) pair of
 // min / max / cummax / cummin along a dim (td::ValuesIndices), and Python's %, &, |, ^ and ~ over
 // TensorDicts with their compound assignments. The member functions are declared in
-// td/core/pointwise_members.inc. Part of //td/core:api; tensordict.h includes this file.
+// td/core/ops.def. Part of //td/core:tensordict; tensordict.h includes this file.
 #pragma once
 
 #include <ATen/core/Scalar.h>
 #include <ATen/core/Tensor.h>
 
 #include <cstdint>
+#include <type_traits>
 #include <utility>
 #include <variant>
 
@@ -29,6 +30,10 @@ class Operand {
   Operand(int s) : v_(at::Scalar(static_cast<int64_t>(s))) {}      // NOLINT
   Operand(int64_t s) : v_(at::Scalar(s)) {}                        // NOLINT
   Operand(bool s) : v_(at::Scalar(s)) {}                           // NOLINT
+  // A td::TensorClass (anything whose `tensordict()` is a TensorDict): its TensorDict.
+  template <class T, class = std::enable_if_t<std::is_convertible_v<
+                         decltype(std::declval<const T&>().tensordict()), const TensorDict&>>>
+  Operand(const T& x) : v_(x.tensordict()) {}                      // NOLINT
 
   bool is_tensordict() const { return v_.index() == 0; }
   bool is_tensor() const { return v_.index() == 1; }

@@ -3,6 +3,7 @@
 #include <ATen/ATen.h>
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <functional>
 
 #include "td/core/testing.h"
@@ -152,20 +153,21 @@ TEST(PointwiseOpsTest, RemainderAndBitwise) {
   ExpectLeafwise(Floats(), Floats() % 0.5, [](const at::Tensor& t) { return at::remainder(t, 0.5); });
 }
 
-// Every op of the unary table against its ATen function, out of place and in place.
+// Every TD_UNARY row of td/core/ops.def against its ATen function, out of place and in place.
 TEST(PointwiseOpsTest, UnaryFamily) {
   const TensorDict a = Floats(0.1, 0.9);
-#define TD_CHECK_UNARY_(name)                                                         \
+  int rows = 0;
+#define TD_UNARY(name, kernel)                                                        \
   {                                                                                   \
     SCOPED_TRACE(#name);                                                              \
     ExpectLeafwise(a, a.name(), [](const at::Tensor& t) { return at::name(t); });     \
     TensorDict c = a.clone();                                                         \
     EXPECT_EQ(&c.name##_(), &c);                                                      \
     ExpectLeafwise(a, c, [](const at::Tensor& t) { return at::name(t); });            \
+    ++rows;                                                                           \
   }
-  TD_UNARY_FOREACH_OPS(TD_CHECK_UNARY_)
-  TD_UNARY_PLAIN_OPS(TD_CHECK_UNARY_)
-#undef TD_CHECK_UNARY_
+#include "td/core/ops.def"
+  EXPECT_EQ(rows, 39);
   TensorDict s = a.clone().sub_(0.5);
   TensorDict c = s.clone();
   c.sign_();
@@ -176,6 +178,50 @@ TEST(PointwiseOpsTest, UnaryFamily) {
   TD_EXPECT_THROW_MSG(mixed.sin_(), c10::Error, {"'i'"});
   EXPECT_TRUE(mixed.get("f").equal(at::full({4}, 0.5)));
   ExpectLeafwise(mixed, mixed.sin(), [](const at::Tensor& t) { return at::sin(t); });
+}
+
+// NOTE [ One buffer, one kernel ]: leaves that are views into one buffer (here with a gap
+// holding NaN between them) give, out of place with number operands, the per-leaf result, as
+// views into ONE new buffer; overlapping leaves and leaves requiring grad take the per-leaf path.
+TEST(PointwiseOpsTest, OneBufferOneKernel) {
+  const at::Tensor buffer = at::full({40}, std::nan(""));
+  buffer.narrow(0, 0, 12).copy_(at::linspace(0.1, 0.9, 12));
+  buffer.narrow(0, 16, 8).copy_(at::linspace(-0.5, 0.5, 8));
+  const TensorDict td({{"a", buffer.narrow(0, 0, 12).view({4, 3})},
+                       {"n", {{"b", buffer.narrow(0, 16, 8).view({4, 2})}}},
+                       {"s", "a string!"}},
+                      {4});
+  auto same_storage = [](const TensorDict& r) {
+    return r.get("a").storage().unsafeGetStorageImpl() ==
+           r.get({"n", "b"}).storage().unsafeGetStorageImpl();
+  };
+  const TensorDict e = td.exp();
+  EXPECT_TRUE(same_storage(e));
+  ExpectLeafwise(td, e, [](const at::Tensor& t) { return at::exp(t); });
+  const TensorDict c = (td * 2).clamp(-0.3, 0.3);
+  EXPECT_TRUE(same_storage(c));
+  ExpectLeafwise(td, c, [](const at::Tensor& t) { return at::clamp(t * 2, -0.3, 0.3); });
+  const TensorDict g = td > 0;
+  EXPECT_EQ(g.get("a").scalar_type(), at::kBool);
+  ExpectLeafwise(td, g, [](const at::Tensor& t) { return t > 0; });
+  EXPECT_TRUE(e.get("a").is_contiguous());
+  // A result's leaves write independently (no overlap between them).
+  e.get("a").fill_(7);
+  EXPECT_TRUE(e.get({"n", "b"}).allclose(at::exp(td.get({"n", "b"}))));
+  // Overlapping leaves: per leaf.
+  const at::Tensor base = at::linspace(0.1, 0.9, 12);
+  const TensorDict overlap({{"x", base.narrow(0, 0, 8)}, {"y", base.narrow(0, 4, 8)}}, {8});
+  const TensorDict o = overlap.exp();
+  EXPECT_FALSE(o.get("x").storage().unsafeGetStorageImpl() ==
+               o.get("y").storage().unsafeGetStorageImpl());
+  ExpectLeafwise(overlap, o, [](const at::Tensor& t) { return at::exp(t); });
+  // Leaves requiring grad: per leaf, with each leaf's own graph.
+  const at::Tensor w = at::linspace(0.1, 0.9, 12).requires_grad_();
+  const TensorDict params({{"p", w.narrow(0, 0, 6)}, {"q", w.narrow(0, 6, 6)}}, {6});
+  const TensorDict sq = params.mul(3);
+  sq.get("q").sum().backward();
+  EXPECT_TRUE(w.grad().narrow(0, 0, 6).eq(0).all().item<bool>());
+  EXPECT_TRUE(w.grad().narrow(0, 6, 6).eq(3).all().item<bool>());
 }
 
 }  // namespace

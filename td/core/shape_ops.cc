@@ -501,4 +501,92 @@ TensorDict TensorDict::pad(at::IntArrayRef pad, const at::Scalar& value) const {
   });
 }
 
+// ---- shape helpers ------------------------------------------------------------------------
+
+TensorDict TensorDict::expand_as(const TensorDict& other) const {
+  return expand(other.batch_size());
+}
+TensorDict TensorDict::expand_as(const at::Tensor& other) const { return expand(other.sizes()); }
+TensorDict TensorDict::broadcast_to(at::IntArrayRef shape) const { return expand(shape); }
+
+TensorDict TensorDict::movedim(at::IntArrayRef source, at::IntArrayRef destination) const {
+  if (source.size() != destination.size()) {
+    TD_FAIL(ValueError, "movedim: source ", source, " and destination ", destination,
+                     " must have the same number of dims");
+  }
+  const std::vector<int64_t> src = internal::WrapBatchDims(*this, source, "movedim");
+  const std::vector<int64_t> dst = internal::WrapBatchDims(*this, destination, "movedim");
+  const int64_t n = batch_dims();
+  std::vector<int64_t> perm(n, -1);
+  std::vector<bool> used(n, false);
+  for (size_t i = 0; i < src.size(); ++i) {
+    perm[dst[i]] = src[i];
+    used[src[i]] = true;
+  }
+  int64_t next = 0;
+  for (int64_t& p : perm) {
+    if (p >= 0) continue;
+    while (used[next]) ++next;
+    p = next++;
+  }
+  return permute(perm);
+}
+
+TensorDict TensorDict::moveaxis(at::IntArrayRef source, at::IntArrayRef destination) const {
+  return movedim(source, destination);
+}
+
+TensorDict TensorDict::swapaxes(int64_t axis0, int64_t axis1) const {
+  return transpose(axis0, axis1);
+}
+
+std::vector<TensorDict> TensorDict::tensor_split(int64_t sections, int64_t dim) const {
+  if (sections < 1) {
+    TD_FAIL(ValueError, "tensor_split: the number of sections must be at least 1, got ", sections);
+  }
+  const int64_t d = WrapBatchDim(dim, batch_dims(), batch_size(), "tensor_split");
+  const int64_t len = batch_size()[d];
+  std::vector<TensorDict> out;
+  int64_t start = 0;
+  for (int64_t k = 0; k < sections; ++k) {
+    const int64_t size = len / sections + (k < len % sections ? 1 : 0);
+    out.push_back(narrow(d, start, size));
+    start += size;
+  }
+  return out;
+}
+
+std::vector<TensorDict> TensorDict::tensor_split(at::IntArrayRef indices, int64_t dim) const {
+  const int64_t d = WrapBatchDim(dim, batch_dims(), batch_size(), "tensor_split");
+  const int64_t len = batch_size()[d];
+  // Python slice bounds: negative counts from the end, then clamped to [0, len].
+  auto bound = [len](int64_t i) { return std::clamp(i < 0 ? i + len : i, int64_t{0}, len); };
+  std::vector<TensorDict> out;
+  int64_t start = 0;
+  for (size_t k = 0; k <= indices.size(); ++k) {
+    const int64_t end = k < indices.size() ? bound(indices[k]) : len;
+    out.push_back(narrow(d, start, std::max<int64_t>(0, end - start)));
+    start = end;
+  }
+  return out;
+}
+
+TensorDict TensorDict::where(const at::Tensor& condition, const TensorDict& other,
+                             const at::Scalar& pad) const {
+  const KeysOptions leaves = KeysOptions().include_nested(true).leaves_only(true);
+  TensorDict self_p = copy();
+  TensorDict other_p = other.copy();
+  for (const Item& item : other.items(leaves)) {
+    if (item.second.is_tensor() && !contains(item.first)) {
+      self_p.set(item.first, at::full_like(item.second.tensor(), pad));
+    }
+  }
+  for (const Item& item : items(leaves)) {
+    if (item.second.is_tensor() && !other.contains(item.first)) {
+      other_p.set(item.first, at::full_like(item.second.tensor(), pad));
+    }
+  }
+  return self_p.where(condition, other_p);
+}
+
 }  // namespace td

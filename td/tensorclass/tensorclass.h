@@ -113,25 +113,18 @@ TensorDict LoadClassTensorDict(const std::string& prefix, std::string_view cls,
                                std::string_view python_name, const LoadMemmapOptions& options,
                                const std::vector<std::string_view>& fields);
 
-// The names of TensorClass's own members (and of those TD_TENSORCLASS declares): a field with
-// one of them would hide the member, so TD_TENSORCLASS refuses it with a static_assert.
+// The names of TensorClass's members: every op of td/core/ops.def and TensorClass's own (and
+// those TD_TENSORCLASS declares). A field with one of them would hide the member, so
+// TD_TENSORCLASS refuses it with a static_assert.
 inline constexpr std::string_view kMemberNames[] = {
-    "abs", "abs_", "add", "add_", "all", "any", "apply", "apply_", "backend", "batch_dims",
-    "batch_size", "ceil", "ceil_", "check_tensordict", "chunk", "clamp", "clamp_", "clone",
-    "contains", "contiguous", "copy", "cpu", "detach", "detach_", "device", "div", "div_", "eq",
-    "exp", "exp_", "expand", "field_names", "fill_", "finish_positional", "flatten", "flip",
-    "floor", "floor_", "from_tensordict", "gather", "ge", "get", "get_field", "gt", "has_field",
-    "index", "index_put_", "init_named", "init_positional", "is_locked", "is_memmap",
-    "is_shared", "le", "load_memmap", "lock_", "log", "log_", "lt", "masked_fill",
-    "masked_fill_", "masked_select", "max", "mean", "memmap", "memmap_", "memmap_like", "min",
-    "mul", "mul_", "named_apply", "names", "narrow", "ndim", "ne", "neg", "neg_", "norm",
-    "numel", "pad", "permute", "pin_memory", "pow", "pow_", "python_type", "reciprocal",
-    "reciprocal_", "repeat", "repeat_interleave", "repr", "requires_grad_", "reshape", "rewrap",
-    "roll", "round", "round_", "self", "set_batch_size", "set_field", "shape", "share_memory_",
-    "sigmoid", "sigmoid_", "sign", "split", "sqrt", "sqrt_", "squeeze", "std", "sub", "sub_",
-    "sum", "tanh", "tanh_", "td_", "tensordict", "to", "to_dense", "to_tensordict", "transpose",
-    "unbind", "unflatten", "unlock_", "unset", "unsqueeze", "var", "view", "where", "wrap",
-    "zero_",
+#define TD_OP(kind, ret, name, params, args, sample) #name,
+#define TD_UNARY(name, kernel) #name, #name "_",
+#include "td/core/ops.def"
+    "backend", "batch_dims", "batch_size", "check_fields", "check_tensordict", "device",
+    "field_names", "finish_positional", "from_tensordict", "get_field", "has_field",
+    "init_named", "init_positional", "load_memmap", "names", "ndim", "numel", "python_type",
+    "self", "set_field", "shape", "td_", "tensordict", "to_tensordict", "unset", "wrap",
+    "wrap_all",
 };
 constexpr bool IsMemberName(std::string_view name) {
   for (std::string_view m : kMemberNames) {
@@ -144,84 +137,52 @@ template <class T>
 struct TypeTag {
   using type = T;
 };
-
-// NOTE [ TensorClass forwarding ]
-// Most operations are not written out one by one: TD_TC_FORWARD(op) defines `op(args...)` as
-// `td_.op(Unwrap(args)...)` with the result mapped by Rewrapped: a TensorDict becomes Derived
-// (wrapped without a check: these operations keep every entry), a TensorDict& (an in-place
-// operation returning *this) becomes Derived& (this object), a std::vector<TensorDict> a
-// std::vector<Derived>, anything else (bool, sizes, ...) is returned as it is. Arguments that
-// are TensorClasses (or vectors of them) are passed as their TensorDicts. Overload resolution
-// and every check are TensorDict's own, so the forwarded set stays exactly TensorDict's API.
-// A braced list cannot be forwarded through a template parameter, so the operations whose
-// first argument is often one (`reshape({10, 10})`, `index({0})`) get an extra overload taking
-// at::IntArrayRef / std::initializer_list<TensorIndex> first.
-template <class T>
-struct IsVector {
-  using Elem = void;
-};
-template <class T, class Alloc>
-struct IsVector<std::vector<T, Alloc>> {
-  using Elem = T;
-};
-template <class A>
-decltype(auto) Unwrap(A&& a) {
-  using T = std::decay_t<A>;
-  if constexpr (kIsTensorClass<T>) {
-    return (a.tensordict());
-  } else if constexpr (kIsTensorClass<typename IsVector<T>::Elem>) {
-    std::vector<TensorDict> out;
-    out.reserve(a.size());
-    for (const auto& d : a) out.push_back(d.tensordict());
-    return out;
-  } else {
-    return std::forward<A>(a);
-  }
-}
-
-template <class D, class R>
-struct RewrapT {
-  using type = std::decay_t<R>;
-};
+// (values, indices) of min_with_indices / max_with_indices / cummax / cummin on a TensorClass:
+// two objects of the class (structured bindings work: auto [v, i] = data.cummax(0);).
 template <class D>
-struct RewrapT<D, TensorDict> {
-  using type = D;
+struct ValuesIndicesOf {
+  D values;
+  D indices;
 };
-template <class D>
-struct RewrapT<D, TensorDict&> {
-  using type = D&;
-};
-template <class D>
-struct RewrapT<D, std::vector<TensorDict>> {
-  using type = std::vector<D>;
-};
-template <class D, class R>
-using Rewrapped = typename RewrapT<D, R>::type;
 
 }  // namespace tc_detail
 
-#define TD_TC_FORWARD(op)                                                                      \
-  template <class... A>                                                                        \
-  auto op(A&&... a) const->::td::tc_detail::Rewrapped<                                         \
-      Derived, decltype(std::declval<const TensorDict&>().op(                                  \
-                   ::td::tc_detail::Unwrap(std::forward<A>(a))...))> {                         \
-    return rewrap(td_.op(::td::tc_detail::Unwrap(std::forward<A>(a))...));                     \
-  }                                                                                            \
-  template <class... A>                                                                        \
-  auto op(A&&... a)->::td::tc_detail::Rewrapped<                                               \
-      Derived,                                                                                 \
-      decltype(std::declval<TensorDict&>().op(::td::tc_detail::Unwrap(std::forward<A>(a))...))> { \
-    return rewrap(td_.op(::td::tc_detail::Unwrap(std::forward<A>(a))...));                     \
+// NOTE [ TensorClass forwarding ]
+// TensorClass's operations are the rows of the op table (NOTE [ The op table ] in
+// td/core/ops.def): each row gives TensorClass a member with the row's exact parameters that
+// calls the TensorDict member on td_ and maps its result by the row's kind (TD_TC_OP_<KIND>
+// below). So the set is TensorDict's by construction, overload resolution is TensorDict's, and
+// a TensorClass converts to `const TensorDict&` wherever a TensorDict operand is taken.
+#define TD_TC_FIRST_(a, ...) a
+#define TD_TC_FIRST(...) TD_TC_FIRST_(__VA_ARGS__, )
+#define TD_TC_OP_OUT(ret, name, params, args) \
+  Derived name params const { return wrap(td_.name args); }
+#define TD_TC_OP_CHECKED(ret, name, params, args) \
+  Derived name params const { return from_tensordict(td_.name args); }
+#define TD_TC_OP_IN(ret, name, params, args) \
+  Derived& name params {                      \
+    td_.name args;                            \
+    return self();                            \
   }
-// TD_TC_FORWARD plus an overload whose first argument is a braced list of sizes.
-#define TD_TC_FORWARD_SIZES(op)                                                                \
-  TD_TC_FORWARD(op)                                                                            \
-  template <class... A>                                                                        \
-  auto op(at::IntArrayRef s, A&&... a) const->::td::tc_detail::Rewrapped<                      \
-      Derived, decltype(std::declval<const TensorDict&>().op(                                  \
-                   s, ::td::tc_detail::Unwrap(std::forward<A>(a))...))> {                      \
-    return rewrap(td_.op(s, ::td::tc_detail::Unwrap(std::forward<A>(a))...));                  \
+#define TD_TC_OP_IN_FIELDS(ret, name, params, args) \
+  Derived& name params {                            \
+    check_fields(TD_TC_FIRST args, #name);          \
+    td_.name args;                                  \
+    return self();                                  \
   }
+#define TD_TC_OP_LIST(ret, name, params, args) \
+  std::vector<Derived> name params const { return wrap_all(td_.name args); }
+#define TD_TC_OP_PAIR(ret, name, params, args)                        \
+  tc_detail::ValuesIndicesOf<Derived> name params const {             \
+    ValuesIndices r = td_.name args;                                  \
+    return {wrap(std::move(r.values)), wrap(std::move(r.indices))};   \
+  }
+#define TD_TC_OP_QUERY(ret, name, params, args) \
+  ret name params const { return td_.name args; }
+#define TD_TC_OP_CUSTOM_CONST(ret, name, params, args)
+#define TD_TC_OP_CUSTOM(ret, name, params, args)
+#define TD_TC_OP_DICT(ret, name, params, args)
+#define TD_TC_OP_DICT_CONST(ret, name, params, args)
 
 // The CRTP base of every TensorClass (see the file comment). Derived declares its fields with
 // TD_TENSORCLASS. Operations mirror td::TensorDict's (td/core/tensordict.h, where each is
@@ -294,149 +255,43 @@ class TensorClass : public tc_detail::TensorClassTag {
   int64_t numel() const { return td_.numel(); }
   std::optional<at::Device> device() const { return td_.device(); }
   std::string_view backend() const { return td_.backend(); }
-  // The tensor under a (nested) key, as TensorDict::get: `ep.get({"step", "obs"})`.
-  at::Tensor get(const NestedKey& key) const { return td_.get(key); }
-  // True when the field (or nested key) is set.
-  bool contains(const NestedKey& key) const { return td_.contains(key); }
+  // A TensorClass is accepted wherever a `const TensorDict&` is (its fields' TensorDict).
+  operator const TensorDict&() const { return td_; }  // NOLINT(google-explicit-constructor)
 
-  // ---- operations returning the class (NOTE [ TensorClass forwarding ]) ------------------
-  // Indexing: ints, slices, Ellipsis, None, bool masks, index tensors (TensorDict::index).
-  //   MyData row = data.index({0});  MyData picked = data.index({data.label() == 1});
-  TD_TC_FORWARD(index)
-  Derived index(std::initializer_list<Index> i) const { return wrap(td_.index(i)); }
-  // Writes a Derived / tensor / scalar at `i`; fields this object lacks are created (lazy
-  // preallocation, TensorDict::index_put_). Only these three kinds of value are accepted (a raw
-  // TensorDict could create keys that are not fields).
-  //   MyData buf = MyData::unset({n});  for (i...) buf.index_put_({i}, item);
-  Derived& index_put_(at::ArrayRef<Index> i, const Derived& v) { return put(i, v.td_); }
-  Derived& index_put_(std::initializer_list<Index> i, const Derived& v) { return put(i, v.td_); }
-  Derived& index_put_(at::ArrayRef<Index> i, const at::Tensor& v) { return put(i, v); }
-  Derived& index_put_(std::initializer_list<Index> i, const at::Tensor& v) { return put(i, v); }
-  Derived& index_put_(at::ArrayRef<Index> i, const at::Scalar& v) { return put(i, v); }
-  Derived& index_put_(std::initializer_list<Index> i, const at::Scalar& v) { return put(i, v); }
-  TD_TC_FORWARD(masked_select)
-  TD_TC_FORWARD(masked_fill)
-  TD_TC_FORWARD(masked_fill_)
-  TD_TC_FORWARD(where)
-  TD_TC_FORWARD(gather)
-  // Shape operations on the batch dims (TensorDict's shape ops).
-  //   MyData grid = data.reshape({10, 10});
-  TD_TC_FORWARD_SIZES(view)
-  TD_TC_FORWARD_SIZES(reshape)
-  TD_TC_FORWARD_SIZES(permute)
-  TD_TC_FORWARD_SIZES(expand)
-  TD_TC_FORWARD_SIZES(flip)
-  TD_TC_FORWARD_SIZES(repeat)
-  TD_TC_FORWARD_SIZES(pad)
-  TD_TC_FORWARD_SIZES(split)
-  TD_TC_FORWARD(squeeze)
-  TD_TC_FORWARD(unsqueeze)
-  TD_TC_FORWARD(transpose)
-  TD_TC_FORWARD(flatten)
-  TD_TC_FORWARD(unflatten)
-  Derived unflatten(int64_t dim, at::IntArrayRef sizes) const {
-    return wrap(td_.unflatten(dim, sizes));
+  // ---- every op of the table (NOTE [ TensorClass forwarding ]) -------------------------------
+  // Each is documented at its row in td/core/ops.def. OUT / LIST / PAIR results are objects of
+  // the class; in-place ops return this object; apply / named_apply check their result as
+  // from_tensordict does (fn may drop a field); update(other) first checks that `other` holds
+  // only fields of the class, with their declared kinds.
+  //   MyData row = data.index({0});  MyData grid = data.reshape({10, 10});
+  //   MyData y = (x * 2).add_(1);    auto [v, i] = data.max_with_indices(0);
+  using Item = TensorDict::Item;
+  using LeafFn = TensorDict::LeafFn;
+  using BinaryLeafFn = TensorDict::BinaryLeafFn;
+  using NaryLeafFn = TensorDict::NaryLeafFn;
+  using NamedLeafFn = TensorDict::NamedLeafFn;
+  using NamedNaryLeafFn = TensorDict::NamedNaryLeafFn;
+#define TD_OP(kind, ret, name, params, args, sample) TD_TC_OP_##kind(ret, name, params, args)
+#define TD_UNARY(name, kernel)                          \
+  Derived name() const { return wrap(td_.name()); }     \
+  Derived& name##_() {                                  \
+    td_.name##_();                                      \
+    return self();                                      \
   }
-  TD_TC_FORWARD(chunk)
-  TD_TC_FORWARD(unbind)
-  TD_TC_FORWARD(roll)
-  Derived roll(at::IntArrayRef shifts, at::IntArrayRef dims) const {
-    return wrap(td_.roll(shifts, dims));
-  }
-  TD_TC_FORWARD(narrow)
-  TD_TC_FORWARD(repeat_interleave)
-  TD_TC_FORWARD_SIZES(set_batch_size)
-  // Copies, devices, dtypes, locks.
-  TD_TC_FORWARD(clone)
-  TD_TC_FORWARD(copy)
-  TD_TC_FORWARD(to)
-  TD_TC_FORWARD(cpu)
-  TD_TC_FORWARD(to_dense)
-  TD_TC_FORWARD(contiguous)
-  TD_TC_FORWARD(detach)
-  TD_TC_FORWARD(detach_)
-  TD_TC_FORWARD(requires_grad_)
-  TD_TC_FORWARD(pin_memory)
-  TD_TC_FORWARD(zero_)
-  TD_TC_FORWARD(fill_)
-  TD_TC_FORWARD(lock_)
-  TD_TC_FORWARD(unlock_)
-  TD_TC_FORWARD(is_locked)
-  // In-place apply (TensorDict::apply_; entries cannot be dropped in place).
-  TD_TC_FORWARD(apply_)
-  // Arithmetic and math, leaf-wise over the tensor fields (non-tensor fields carried); the
-  // comparisons give Derived with bool tensors in its tensor fields.
-  //   MyData y = (x * 2).add_(1);
-  TD_TC_FORWARD(add)
-  TD_TC_FORWARD(sub)
-  TD_TC_FORWARD(mul)
-  TD_TC_FORWARD(div)
-  TD_TC_FORWARD(pow)
-  TD_TC_FORWARD(add_)
-  TD_TC_FORWARD(sub_)
-  TD_TC_FORWARD(mul_)
-  TD_TC_FORWARD(div_)
-  TD_TC_FORWARD(pow_)
-  TD_TC_FORWARD(abs)
-  TD_TC_FORWARD(neg)
-  TD_TC_FORWARD(exp)
-  TD_TC_FORWARD(log)
-  TD_TC_FORWARD(sqrt)
-  TD_TC_FORWARD(sigmoid)
-  TD_TC_FORWARD(tanh)
-  TD_TC_FORWARD(reciprocal)
-  TD_TC_FORWARD(sign)
-  TD_TC_FORWARD(floor)
-  TD_TC_FORWARD(ceil)
-  TD_TC_FORWARD(round)
-  TD_TC_FORWARD(abs_)
-  TD_TC_FORWARD(neg_)
-  TD_TC_FORWARD(exp_)
-  TD_TC_FORWARD(log_)
-  TD_TC_FORWARD(sqrt_)
-  TD_TC_FORWARD(sigmoid_)
-  TD_TC_FORWARD(tanh_)
-  TD_TC_FORWARD(reciprocal_)
-  TD_TC_FORWARD(floor_)
-  TD_TC_FORWARD(ceil_)
-  TD_TC_FORWARD(round_)
-  TD_TC_FORWARD(clamp)
-  TD_TC_FORWARD(clamp_)
-  TD_TC_FORWARD(eq)
-  TD_TC_FORWARD(ne)
-  TD_TC_FORWARD(lt)
-  TD_TC_FORWARD(le)
-  TD_TC_FORWARD(gt)
-  TD_TC_FORWARD(ge)
+#include "td/core/ops.def"
   Derived operator-() const { return wrap(td_.neg()); }
-  // Reductions: Derived with the reduced batch size; all() / any() without arguments are bools.
-  TD_TC_FORWARD_SIZES(sum)
-  TD_TC_FORWARD_SIZES(mean)
-  TD_TC_FORWARD_SIZES(std)
-  TD_TC_FORWARD_SIZES(var)
-  TD_TC_FORWARD_SIZES(min)
-  TD_TC_FORWARD_SIZES(max)
-  TD_TC_FORWARD_SIZES(any)
-  TD_TC_FORWARD_SIZES(all)
-  TD_TC_FORWARD(norm)
-  // Shared memory (link //td/backends/shared_memory): the fields move into one shared block.
-  TD_TC_FORWARD(share_memory_)
-  TD_TC_FORWARD(is_shared)
-  TD_TC_FORWARD(is_memmap)
 
-  // ---- apply: checked, as fn may drop a field by returning an undefined tensor ------------
-  // Same arguments as TensorDict::apply / named_apply. Throws as from_tensordict when the
-  // result lacks a required field.
-  //   MyData halved = data.apply([](const at::Tensor& x) {
-  //     return x.is_floating_point() ? x / 2 : x;
-  //   });
-  template <class... A>
-  Derived apply(A&&... a) const {
-    return from_tensordict(td_.apply(tc_detail::Unwrap(std::forward<A>(a))...));
+  // Writes a Derived at `i`; fields this object lacks are created (lazy preallocation,
+  // TensorDict::index_put_). A raw TensorDict is not accepted: it could create keys that are not
+  // fields. (Tensors and numbers: the table's index_put_ rows.)
+  //   MyData buf = MyData::unset({n});  for (i...) buf.index_put_({i}, item);
+  Derived& index_put_(at::ArrayRef<Index> i, const Derived& v) {
+    td_.index_put_(i, v.td_);
+    return self();
   }
-  template <class... A>
-  Derived named_apply(A&&... a) const {
-    return from_tensordict(td_.named_apply(tc_detail::Unwrap(std::forward<A>(a))...));
+  Derived& index_put_(std::initializer_list<Index> i, const Derived& v) {
+    td_.index_put_(i, v.td_);
+    return self();
   }
 
   // ---- equality --------------------------------------------------------------------------
@@ -579,28 +434,49 @@ class TensorClass : public tc_detail::TensorClassTag {
 
  private:
   Derived& self() { return static_cast<Derived&>(*this); }
-  template <class I, class V>
-  Derived& put(const I& i, const V& v) {
-    td_.index_put_(i, v);
-    return self();
-  }
-  // See NOTE [ TensorClass forwarding ].
-  Derived rewrap(TensorDict&& t) const { return wrap(std::move(t)); }
-  Derived& rewrap(TensorDict&) { return self(); }
-  std::vector<Derived> rewrap(std::vector<TensorDict>&& v) const {
+  static std::vector<Derived> wrap_all(std::vector<TensorDict>&& v) {
     std::vector<Derived> out;
     out.reserve(v.size());
     for (TensorDict& t : v) out.push_back(wrap(std::move(t)));
     return out;
   }
-  template <class R>
-  std::decay_t<R> rewrap(R&& r) const {
-    return std::forward<R>(r);
+  // Throws KeyError naming the keys of `other` that are not fields, TypeError naming a field
+  // whose value in `other` is of another kind (before an IN_FIELDS op writes anything).
+  void check_fields(const TensorDict& other, const char* op) const {
+    std::vector<std::string> extra;
+    for (const std::string& k : other.storage().keys()) {
+      if (!has_field(k)) extra.push_back(k);
+    }
+    if (!extra.empty()) {
+      TD_FAIL(KeyError, Derived::kClassName, ".", op, ": ",
+              tc_detail::KeyMismatch(Derived::kClassName, {}, extra, names()));
+    }
+    Derived::td_for_each_field([&](auto tag, std::string_view name, const NestedKey& key) {
+      using Tr = tc_detail::FieldTraits<typename decltype(tag)::type>;
+      std::optional<Value> v = other.find(key);
+      if (!v) return;
+      std::string w = Tr::check(*v);
+      if (!w.empty()) {
+        TD_FAIL(TypeError, Derived::kClassName, ".", op, ": field '", name, "' would hold ", w,
+                ", but it is declared as ", Tr::kDeclared);
+      }
+    });
   }
 };
 
-#undef TD_TC_FORWARD_SIZES
-#undef TD_TC_FORWARD
+#undef TD_TC_FIRST_
+#undef TD_TC_FIRST
+#undef TD_TC_OP_OUT
+#undef TD_TC_OP_CHECKED
+#undef TD_TC_OP_IN
+#undef TD_TC_OP_IN_FIELDS
+#undef TD_TC_OP_LIST
+#undef TD_TC_OP_PAIR
+#undef TD_TC_OP_QUERY
+#undef TD_TC_OP_CUSTOM_CONST
+#undef TD_TC_OP_CUSTOM
+#undef TD_TC_OP_DICT
+#undef TD_TC_OP_DICT_CONST
 
 }  // namespace td
 

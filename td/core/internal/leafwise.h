@@ -1,7 +1,7 @@
-// Internal to td/core: the plumbing of the leaf-wise operations whose operands may be a
-// TensorDict, a tensor or a number (td::Operand): pointwise_ops.cc and reductions_ext.cc. Built on
-// NOTE [ Leaf maps ] (td/core/internal/leaves.h) and following NOTE [ Leaf-wise math ]
-// (td/core/math_ops.cc): one `_foreach_*` call over all leaves where LibTorch has one, a per-leaf
+// Internal to td/core: the one leaf-wise engine of the element-wise operations, whose operands
+// may be a TensorDict, a tensor or a number (td::Operand): td/core/pointwise_ops.cc and
+// td/core/memory_ops.cc. Built on NOTE [ Leaf maps ] (td/core/internal/leaves.h) and following
+// NOTE [ Leaf-wise math ] (td/core/pointwise_ops.cc): one `_foreach_*` call over all leaves where LibTorch has one, a per-leaf
 // rerun for a keyed error when it throws, and in-place forms that validate every leaf (writable,
 // operands broadcast to the leaf's shape, op accepted on one-element probes of the dtypes)
 // before anything is written. Not API.
@@ -27,6 +27,10 @@ at::Tensor Probe(const at::Tensor& t);
 // Throws c10::Error naming the key when an in-place op may not modify leaf `i` of `tree` (a leaf
 // tensor that requires grad while grad mode is on).
 void CheckWritable(const LeafTree& tree, size_t i, const char* op);
+
+// True when grad mode is on and a leaf requires grad: then no `_foreach_*` kernel may run (in
+// LibTorch 1.13 they have no derivatives), each leaf gets its own graph.
+bool TracksGrad(const std::vector<at::Tensor>& leaves);
 
 // One operand's value for one leaf: a tensor, or a number (`s`).
 struct LeafArg {
@@ -56,6 +60,14 @@ using EachInFn = std::function<void(at::Tensor& target, const std::vector<LeafAr
 // Returns false when no all-leaves kernel applies to these operands.
 using ForeachInFn =
     std::function<bool(at::TensorList leaves, const std::vector<ResolvedOperand>& args)>;
+
+// fn(leaf) for every leaf, rebuilt into a TensorDict of the same structure and batch size (with
+// `check`, each result must keep its level's batch dims). No operands, no foreach kernel: the
+// casts, copies and *_like calls of memory_ops.cc.
+TensorDict MapLeaves(const TensorDict& td, const std::function<at::Tensor(const at::Tensor&)>& fn,
+                     const char* what, bool check = false,
+                     const parallel::ParallelOptions& parallel =
+                         parallel::ParallelOptions().parallel(false));
 
 // Out of place: a new TensorDict with each(leaf, args of the leaf) in place of every leaf (or
 // foreach's results); every result must keep its level's batch dims (BatchSizeError).

@@ -197,6 +197,8 @@ TensorDict FlatResult(std::vector<EntryList::Entry> entries, std::vector<int64_t
 // Normalises `dim` against `ndim` dims (negative counts from the end). Throws IndexError naming
 // the operation, the batch size and the valid range.
 int64_t WrapBatchDim(int64_t dim, int64_t ndim, at::IntArrayRef batch_size, const char* op);
+// WrapBatchDim of each of `dims` against `td`'s batch dims; ValueError when one repeats.
+std::vector<int64_t> WrapBatchDims(const TensorDict& td, at::IntArrayRef dims, const char* op);
 
 // Slice bounds and integer indices are int64_t in LibTorch 1.13 and c10::SymInt in 2.x.
 template <class T>

@@ -1,0 +1,270 @@
+// Devices, dtypes and memory over every leaf: to / cpu / cuda, to_dense, contiguous, detach,
+// requires_grad_, pin_memory, gradients (grad, zero_grad), new tensors shaped like this one
+// (new_*) and the *_like free functions. Declared in td/core/ops.def and td/core/operators.h;
+// built on NOTE [ Leaf maps ] (td/core/internal/leaves.h).
+#include <ATen/ATen.h>
+#include <c10/core/impl/DeviceGuardImplInterface.h>
+
+#include <string>
+#include <vector>
+
+#include "td/core/dtype.h"
+#include "td/core/internal/in_place.h"
+#include "td/core/internal/leafwise.h"
+#include "td/core/internal/leaves.h"
+#include "td/core/internal/tensordict_util.h"
+#include "td/core/tensordict.h"
+
+namespace td {
+namespace {
+
+using internal::LeafTree;
+using internal::MapEach;
+using internal::MapLeaves;
+
+at::TensorOptions NewTensorOptions(const at::Tensor& leaf, const NewOptions& o) {
+  at::TensorOptions opts = leaf.options();
+  if (o.dtype()) opts = opts.dtype(*o.dtype());
+  if (o.device()) opts = opts.device(*o.device());
+  return opts;
+}
+
+// A new TensorDict of batch size `size`, each leaf make(feature-extended size, options).
+TensorDict NewLike(const TensorDict& td, at::IntArrayRef size, const NewOptions& o,
+                   const char* op,
+                   const std::function<at::Tensor(at::IntArrayRef, at::TensorOptions)>& make) {
+  const std::vector<int64_t> batch = internal::CheckedBatch(size);
+  LeafTree tree(td);
+  const size_t nd = td.batch_size().size();
+  std::vector<at::Tensor> out = MapEach(
+      tree,
+      [&](size_t, const at::Tensor& x) {
+        std::vector<int64_t> shape = batch;
+        shape.insert(shape.end(), x.sizes().begin() + nd, x.sizes().end());
+        at::Tensor t = make(shape, NewTensorOptions(x, o));
+        if (o.requires_grad()) t.requires_grad_(true);
+        return t;
+      },
+      op);
+  std::optional<std::optional<at::Device>> device;
+  if (o.device()) device = std::optional<at::Device>(*o.device());
+  return tree.Rebuild(std::move(out), batch, /*check=*/false, device);
+}
+
+// Copy of `data` with the leaf's dtype and device unless `o` overrides them.
+at::Tensor NewTensor(const at::Tensor& leaf, const at::Tensor& data, const NewOptions& o) {
+  const at::TensorOptions opts = NewTensorOptions(leaf, o);
+  at::Tensor t = data.detach().to(opts.device(), opts.dtype().toScalarType(),
+                                  /*non_blocking=*/false, /*copy=*/true);
+  if (o.requires_grad()) t.requires_grad_(true);
+  return t;
+}
+
+// "cuda" -> the current cuda device ("cuda:0"); a device with an index, or the CPU, as is.
+at::Device NormalizeDevice(at::Device device) {
+  if (device.has_index() || device.is_cpu() || device.type() == at::kMeta) return device;
+  if (!c10::impl::hasDeviceGuardImpl(device.type())) {
+    TD_FAIL(c10::Error, "device ", device.str(),
+                     " is not available: this LibTorch build has no support for it");
+  }
+  const at::Device current = c10::impl::getDeviceGuardImpl(device.type())->getDevice();
+  return at::Device(device.type(), current.index());
+}
+
+}  // namespace
+
+// ---- devices and dtypes -------------------------------------------------------------------
+
+TensorDict TensorDict::to(at::Device device, bool non_blocking) const {
+  LeafTree tree(*this);
+  std::vector<at::Tensor> out = MapEach(
+      tree, [&](size_t, const at::Tensor& t) { return t.to(device, non_blocking); }, "moving",
+      parallel::ParallelOptions());
+  return tree.Rebuild(std::move(out), batch_size(), /*check=*/false,
+                      std::optional<at::Device>(device));
+}
+
+TensorDict TensorDict::to(at::ScalarType dtype) const {
+  // A floating dtype casts the floating leaves (nn::Module::to); any other dtype casts every
+  // leaf, as Python tensordict does.
+  const bool all = !at::isFloatingType(dtype);
+  return MapLeaves(
+      *this,
+      [dtype, all](const at::Tensor& t) { return all || t.is_floating_point() ? t.to(dtype) : t; },
+      "casting", /*check=*/false, parallel::ParallelOptions());
+}
+
+TensorDict TensorDict::to(at::Device device, at::ScalarType dtype, bool non_blocking) const {
+  if (!at::isFloatingType(dtype)) {
+    TD_FAIL(TypeError, "to(device, dtype) casts the floating-point leaves and needs a floating "
+                    "dtype, got ", DtypeName(dtype));
+  }
+  LeafTree tree(*this);
+  std::vector<at::Tensor> out = MapEach(
+      tree,
+      [&](size_t, const at::Tensor& t) {
+        return t.is_floating_point() ? t.to(device, dtype, non_blocking)
+                                     : t.to(device, non_blocking);
+      },
+      "moving", parallel::ParallelOptions());
+  return tree.Rebuild(std::move(out), batch_size(), /*check=*/false,
+                      std::optional<at::Device>(device));
+}
+
+TensorDict TensorDict::cpu() const { return to(at::Device(at::kCPU)); }
+
+TensorDict TensorDict::contiguous() const {
+  // to_dense() first: the result is dense at every level whatever the backend, and a lazy
+  // stack's exclusive keys are an error rather than dropped.
+  return MapLeaves(to_dense(), [](const at::Tensor& t) { return t.contiguous(); }, "making contiguous",
+                   /*check=*/false, parallel::ParallelOptions());
+}
+
+TensorDict TensorDict::detach() const {
+  return MapLeaves(*this, [](const at::Tensor& t) { return t.detach(); }, "detaching");
+}
+
+TensorDict& TensorDict::detach_() {
+  internal::WriteLeaves(
+      *this, "detach_",
+      [](const LeafTree& tree) {
+        MapEach(
+            tree,
+            [](size_t, const at::Tensor& t) {
+              at::Tensor x = t;
+              x.detach_();
+              return at::Tensor();
+            },
+            "detaching");
+      },
+      internal::LazyLevels::kReject);
+  return *this;
+}
+
+TensorDict& TensorDict::requires_grad_(bool requires_grad) {
+  internal::WriteLeaves(
+      *this, "requires_grad_",
+      [&](const LeafTree& tree) {
+        MapEach(
+            tree,
+            [&](size_t, const at::Tensor& t) {
+              if (t.is_floating_point() || t.is_complex()) {
+                at::Tensor x = t;
+                x.requires_grad_(requires_grad);
+              }
+              return at::Tensor();
+            },
+            "setting requires_grad on");
+      },
+      internal::LazyLevels::kReject);
+  return *this;
+}
+
+TensorDict TensorDict::pin_memory() const {
+  return MapLeaves(*this, [](const at::Tensor& t) { return t.pin_memory(); }, "pinning");
+}
+
+TensorDict TensorDict::to(const std::string& device, bool non_blocking) const {
+  return to(NormalizeDevice(at::Device(device)), non_blocking);
+}
+
+TensorDict TensorDict::cuda(std::optional<int64_t> index) const {
+  return to(index ? "cuda:" + std::to_string(*index) : std::string("cuda"));
+}
+
+
+TensorDict TensorDict::to(const char* device, bool non_blocking) const {
+  return to(std::string(device), non_blocking);
+}
+
+// ---- gradients ----------------------------------------------------------------------------
+
+TensorDict TensorDict::grad() const {
+  LeafTree tree(*this);
+  std::vector<at::Tensor> out(tree.leaves().size());
+  for (size_t i = 0; i < out.size(); ++i) out[i] = tree.leaves()[i].grad();
+  return tree.Rebuild(std::move(out), batch_size(), /*check=*/false);
+}
+
+TensorDict& TensorDict::zero_grad(bool set_to_none) {
+  LeafTree tree(*this);
+  std::vector<at::Tensor> grads;
+  for (const at::Tensor& leaf : tree.leaves()) {
+    if (!leaf.grad().defined()) continue;
+    if (set_to_none) {
+      const_cast<at::Tensor&>(leaf).mutable_grad() = at::Tensor();
+    } else {
+      grads.push_back(leaf.grad());
+    }
+  }
+  if (!grads.empty()) at::_foreach_zero_(grads);
+  return *this;
+}
+
+// ---- new_* --------------------------------------------------------------------------------
+
+TensorDict TensorDict::new_zeros(at::IntArrayRef size, const NewOptions& o) const {
+  return NewLike(*this, size, o, "new_zeros of",
+                 [](at::IntArrayRef s, at::TensorOptions t) { return at::zeros(s, t); });
+}
+TensorDict TensorDict::new_ones(at::IntArrayRef size, const NewOptions& o) const {
+  return NewLike(*this, size, o, "new_ones of",
+                 [](at::IntArrayRef s, at::TensorOptions t) { return at::ones(s, t); });
+}
+TensorDict TensorDict::new_empty(at::IntArrayRef size, const NewOptions& o) const {
+  return NewLike(*this, size, o, "new_empty of",
+                 [](at::IntArrayRef s, at::TensorOptions t) { return at::empty(s, t); });
+}
+TensorDict TensorDict::new_full(at::IntArrayRef size, const at::Scalar& fill_value,
+                                const NewOptions& o) const {
+  return NewLike(*this, size, o, "new_full of", [&](at::IntArrayRef s, at::TensorOptions t) {
+    return at::full(s, fill_value, t);
+  });
+}
+
+TensorDict TensorDict::new_tensor(const at::Tensor& data, const NewOptions& o) const {
+  if (!data.defined()) TD_FAIL(ValueError, "new_tensor: data is an undefined tensor");
+  LeafTree tree(*this);
+  std::vector<at::Tensor> out = MapEach(
+      tree, [&](size_t, const at::Tensor& x) { return NewTensor(x, data, o); }, "new_tensor of");
+  std::optional<std::optional<at::Device>> device;
+  if (o.device()) device = std::optional<at::Device>(*o.device());
+  return tree.Rebuild(std::move(out), data.sizes(), /*check=*/false, device,
+                      /*nested_extra_dims=*/false);
+}
+
+TensorDict TensorDict::new_tensor(const TensorDict& data, const NewOptions& o) const {
+  LeafTree tree(*this);
+  std::vector<at::Tensor> src =
+      tree.Align(data, LeafTree::AlignOptions().name("the data TensorDict"));
+  std::vector<at::Tensor> out = MapEach(
+      tree, [&](size_t i, const at::Tensor& x) { return NewTensor(x, src[i], o); },
+      "new_tensor of");
+  std::optional<std::optional<at::Device>> device;
+  if (o.device()) device = std::optional<at::Device>(*o.device());
+  return tree.Rebuild(std::move(out), data.batch_size(), /*check=*/true, device);
+}
+
+// ---- *_like -------------------------------------------------------------------------------
+
+TensorDict zeros_like(const TensorDict& td) {
+  return MapLeaves(td, [](const at::Tensor& t) { return at::zeros_like(t); }, "zeros_like of");
+}
+TensorDict ones_like(const TensorDict& td) {
+  return MapLeaves(td, [](const at::Tensor& t) { return at::ones_like(t); }, "ones_like of");
+}
+TensorDict empty_like(const TensorDict& td) {
+  return MapLeaves(td, [](const at::Tensor& t) { return at::empty_like(t); }, "empty_like of");
+}
+TensorDict full_like(const TensorDict& td, const at::Scalar& value) {
+  return MapLeaves(
+      td, [&](const at::Tensor& t) { return at::full_like(t, value); }, "full_like of");
+}
+TensorDict rand_like(const TensorDict& td) {
+  return MapLeaves(td, [](const at::Tensor& t) { return at::rand_like(t); }, "rand_like of");
+}
+TensorDict randn_like(const TensorDict& td) {
+  return MapLeaves(td, [](const at::Tensor& t) { return at::randn_like(t); }, "randn_like of");
+}
+
+}  // namespace td

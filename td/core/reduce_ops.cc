@@ -1,0 +1,299 @@
+// Reductions over every leaf (sum, mean, std, var, min, max, norm, any, all, logsumexp, prod,
+// nansum, nanmean, quantile, min / max with indices, cummax / cummin) and the ops along one batch
+// dim (softmax, log_softmax). Declared in td/core/ops.def; built on NOTE [ Leaf maps ]
+// (td/core/internal/leaves.h); errors follow NOTE [ Leaf-wise math ] (td/core/pointwise_ops.cc).
+#include <ATen/ATen.h>
+
+#include <algorithm>
+#include <functional>
+#include <vector>
+
+#include "td/core/internal/leafwise.h"
+#include "td/core/internal/leaves.h"
+#include "td/core/internal/tensordict_util.h"
+#include "td/core/tensordict.h"
+
+namespace td {
+namespace {
+
+using internal::LeafTree;
+using internal::MapEach;
+using internal::MapEachMulti;
+using internal::WrapBatchDim;
+
+using DimsFn = std::function<at::Tensor(const at::Tensor&, at::IntArrayRef, bool)>;
+using AllFn = std::function<at::Tensor(const at::Tensor&)>;
+
+// The batch size after reducing `ds`.
+std::vector<int64_t> ReducedBatch(const TensorDict& td, const std::vector<int64_t>& ds,
+                                  bool keepdim) {
+  std::vector<int64_t> nb;
+  for (int64_t i = 0; i < td.batch_dims(); ++i) {
+    if (std::find(ds.begin(), ds.end(), i) == ds.end()) {
+      nb.push_back(td.batch_size()[i]);
+    } else if (keepdim) {
+      nb.push_back(1);
+    }
+  }
+  return nb;
+}
+
+// The reductions: `all` over every element of a leaf, `dims` over batch dims.
+// `foreach_all`, when given, reduces every leaf in one call (a failure reruns leaf by leaf so that
+// the error names the key).
+TensorDict Reduce(const TensorDict& td, const ReduceOptions& o, const char* op, const AllFn& all,
+                  const DimsFn& dims,
+                  const std::function<std::vector<at::Tensor>(at::TensorList)>& foreach_all = {}) {
+  LeafTree tree(td);
+  if (!o.dim()) {
+    std::vector<at::Tensor> out;
+    bool done = false;
+    if (foreach_all && tree.num_leaves() > 0 && !internal::TracksGrad(tree.leaves())) {
+      try {
+        out = foreach_all(tree.leaves());
+        done = true;
+      } catch (const c10::Error&) {
+      }
+    }
+    if (!done) out = MapEach(tree, [&](size_t, const at::Tensor& x) { return all(x); }, op);
+    return tree.Rebuild(std::move(out), {}, /*check=*/false, std::nullopt,
+                        /*nested_extra_dims=*/false);
+  }
+  const std::vector<int64_t> ds = internal::WrapBatchDims(td, *o.dim(), op);
+  std::vector<at::Tensor> out =
+      MapEach(tree, [&](size_t, const at::Tensor& x) { return dims(x, ds, o.keepdim()); }, op);
+  return tree.Rebuild(std::move(out), ReducedBatch(td, ds, o.keepdim()), /*check=*/false);
+}
+
+ReduceOptions Dims(at::IntArrayRef dims, bool keepdim) {
+  return ReduceOptions().dim(dims.vec()).keepdim(keepdim);
+}
+
+// Reduces with a single-dim op over several dims (highest first, so lower dims keep their
+// position).
+at::Tensor EachDim(const at::Tensor& t, at::IntArrayRef dims, bool keepdim,
+                   const std::function<at::Tensor(const at::Tensor&, int64_t, bool)>& fn) {
+  std::vector<int64_t> ds = dims.vec();
+  std::sort(ds.rbegin(), ds.rend());
+  at::Tensor r = t;
+  for (int64_t d : ds) r = fn(r, d, keepdim);
+  return r;
+}
+
+// A pair of outputs per leaf (values, indices) along batch dim `dim`.
+ValuesIndices Pairwise(const TensorDict& td, int64_t dim, bool keepdim, bool reduces,
+                       const char* op,
+                       const std::function<std::tuple<at::Tensor, at::Tensor>(
+                           const at::Tensor&, int64_t)>& fn) {
+  const int64_t d = WrapBatchDim(dim, td.batch_dims(), td.batch_size(), op);
+  LeafTree tree(td);
+  std::vector<std::vector<at::Tensor>> out = MapEachMulti(
+      tree, 2,
+      [&](size_t, const at::Tensor& x) {
+        auto [v, i] = fn(x, d);
+        return std::vector<at::Tensor>{v, i};
+      },
+      op);
+  const std::vector<int64_t> nb =
+      reduces ? ReducedBatch(td, {d}, keepdim) : td.batch_size().vec();
+  return ValuesIndices{tree.Rebuild(std::move(out[0]), nb, /*check=*/false),
+                       tree.Rebuild(std::move(out[1]), nb, /*check=*/false)};
+}
+
+// LibTorch 1.13 takes c10::optional, 2.x std::optional: either converts from this.
+c10::optional<at::ScalarType> AsC10(std::optional<at::ScalarType> d) {
+  return d ? c10::optional<at::ScalarType>(*d) : c10::nullopt;
+}
+
+}  // namespace
+
+// ---- reductions ---------------------------------------------------------------------------
+
+TensorDict TensorDict::sum(const ReduceOptions& o) const {
+  return Reduce(
+      *this, o, "sum", [](const at::Tensor& t) { return at::sum(t); },
+      [](const at::Tensor& t, at::IntArrayRef d, bool k) { return at::sum(t, d, k); });
+}
+TensorDict TensorDict::sum(at::IntArrayRef dims, bool keepdim) const {
+  return sum(Dims(dims, keepdim));
+}
+
+TensorDict TensorDict::mean(const ReduceOptions& o) const {
+  return Reduce(
+      *this, o, "mean", [](const at::Tensor& t) { return at::mean(t); },
+      [](const at::Tensor& t, at::IntArrayRef d, bool k) { return at::mean(t, d, k); });
+}
+TensorDict TensorDict::mean(at::IntArrayRef dims, bool keepdim) const {
+  return mean(Dims(dims, keepdim));
+}
+
+TensorDict TensorDict::std(const ReduceOptions& o) const {
+  const bool unbiased = o.unbiased();
+  return Reduce(
+      *this, o, "std", [=](const at::Tensor& t) { return at::std(t, unbiased); },
+      [=](const at::Tensor& t, at::IntArrayRef d, bool k) { return at::std(t, d, unbiased, k); });
+}
+TensorDict TensorDict::std(at::IntArrayRef dims, bool keepdim) const {
+  return std(Dims(dims, keepdim));
+}
+
+TensorDict TensorDict::var(const ReduceOptions& o) const {
+  const bool unbiased = o.unbiased();
+  return Reduce(
+      *this, o, "var", [=](const at::Tensor& t) { return at::var(t, unbiased); },
+      [=](const at::Tensor& t, at::IntArrayRef d, bool k) { return at::var(t, d, unbiased, k); });
+}
+TensorDict TensorDict::var(at::IntArrayRef dims, bool keepdim) const {
+  return var(Dims(dims, keepdim));
+}
+
+TensorDict TensorDict::min(const ReduceOptions& o) const {
+  return Reduce(
+      *this, o, "min", [](const at::Tensor& t) { return at::min(t); },
+      [](const at::Tensor& t, at::IntArrayRef d, bool k) { return at::amin(t, d, k); });
+}
+TensorDict TensorDict::min(at::IntArrayRef dims, bool keepdim) const {
+  return min(Dims(dims, keepdim));
+}
+
+TensorDict TensorDict::max(const ReduceOptions& o) const {
+  return Reduce(
+      *this, o, "max", [](const at::Tensor& t) { return at::max(t); },
+      [](const at::Tensor& t, at::IntArrayRef d, bool k) { return at::amax(t, d, k); });
+}
+TensorDict TensorDict::max(at::IntArrayRef dims, bool keepdim) const {
+  return max(Dims(dims, keepdim));
+}
+
+TensorDict TensorDict::norm(const at::Scalar& p, const ReduceOptions& o) const {
+  return Reduce(
+      *this, o, "norm", [&](const at::Tensor& t) { return at::norm(t, p); },
+      [&](const at::Tensor& t, at::IntArrayRef d, bool k) { return at::norm(t, p, d, k); },
+      [&](at::TensorList l) { return at::_foreach_norm(l, p); });
+}
+
+TensorDict TensorDict::any(at::IntArrayRef dims, bool keepdim) const {
+  return Reduce(
+      *this, Dims(dims, keepdim), "any", [](const at::Tensor& t) { return t.any(); },
+      [](const at::Tensor& t, at::IntArrayRef d, bool k) {
+        return EachDim(t, d, k, [](const at::Tensor& x, int64_t i, bool kk) { return x.any(i, kk); });
+      });
+}
+
+TensorDict TensorDict::all(at::IntArrayRef dims, bool keepdim) const {
+  return Reduce(
+      *this, Dims(dims, keepdim), "all", [](const at::Tensor& t) { return t.all(); },
+      [](const at::Tensor& t, at::IntArrayRef d, bool k) {
+        return EachDim(t, d, k, [](const at::Tensor& x, int64_t i, bool kk) { return x.all(i, kk); });
+      });
+}
+
+// ---- softmax / log_softmax ------------------------------------------------------------------
+
+TensorDict TensorDict::softmax(int64_t dim, std::optional<at::ScalarType> dtype) const {
+  const int64_t d = WrapBatchDim(dim, batch_dims(), batch_size(), "softmax");
+  LeafTree tree(*this);
+  std::vector<at::Tensor> out = MapEach(
+      tree, [&](size_t, const at::Tensor& x) { return at::softmax(x, d, AsC10(dtype)); }, "softmax of");
+  return tree.Rebuild(std::move(out), batch_size(), /*check=*/false);
+}
+
+TensorDict TensorDict::log_softmax(int64_t dim, std::optional<at::ScalarType> dtype) const {
+  const int64_t d = WrapBatchDim(dim, batch_dims(), batch_size(), "log_softmax");
+  LeafTree tree(*this);
+  std::vector<at::Tensor> out = MapEach(
+      tree, [&](size_t, const at::Tensor& x) { return at::log_softmax(x, d, AsC10(dtype)); },
+      "log_softmax of");
+  return tree.Rebuild(std::move(out), batch_size(), /*check=*/false);
+}
+
+// ---- reductions ---------------------------------------------------------------------------
+
+TensorDict TensorDict::logsumexp(const ReduceOptions& o) const {
+  return Reduce(
+      *this, o, "logsumexp",
+      [](const at::Tensor& t) { return at::logsumexp(t.reshape({-1}), {0}); },
+      [](const at::Tensor& t, at::IntArrayRef d, bool k) { return at::logsumexp(t, d, k); });
+}
+TensorDict TensorDict::logsumexp(at::IntArrayRef dims, bool keepdim) const {
+  return logsumexp(Dims(dims, keepdim));
+}
+
+TensorDict TensorDict::prod(const ReduceOptions& o) const {
+  return Reduce(
+      *this, o, "prod", [](const at::Tensor& t) { return at::prod(t); },
+      [](const at::Tensor& t, at::IntArrayRef d, bool k) {
+        return EachDim(t, d, k,
+                       [](const at::Tensor& x, int64_t i, bool kk) { return at::prod(x, i, kk); });
+      });
+}
+TensorDict TensorDict::prod(at::IntArrayRef dims, bool keepdim) const {
+  return prod(Dims(dims, keepdim));
+}
+
+TensorDict TensorDict::nansum(const ReduceOptions& o) const {
+  return Reduce(
+      *this, o, "nansum", [](const at::Tensor& t) { return at::nansum(t); },
+      [](const at::Tensor& t, at::IntArrayRef d, bool k) { return at::nansum(t, d, k); });
+}
+TensorDict TensorDict::nansum(at::IntArrayRef dims, bool keepdim) const {
+  return nansum(Dims(dims, keepdim));
+}
+
+TensorDict TensorDict::nanmean(const ReduceOptions& o) const {
+  return Reduce(
+      *this, o, "nanmean", [](const at::Tensor& t) { return at::nanmean(t); },
+      [](const at::Tensor& t, at::IntArrayRef d, bool k) { return at::nanmean(t, d, k); });
+}
+TensorDict TensorDict::nanmean(at::IntArrayRef dims, bool keepdim) const {
+  return nanmean(Dims(dims, keepdim));
+}
+
+TensorDict TensorDict::quantile(double q, std::optional<int64_t> dim, bool keepdim,
+                                std::string_view interpolation) const {
+  const c10::string_view interp(interpolation.data(), interpolation.size());
+  if (!dim) {
+    return Reduce(
+        *this, ReduceOptions(), "quantile",
+        [&](const at::Tensor& t) { return at::quantile(t, q, c10::nullopt, false, interp); }, {});
+  }
+  return Reduce(*this, Dims({*dim}, keepdim), "quantile", {},
+                [&](const at::Tensor& t, at::IntArrayRef d, bool k) {
+                  return at::quantile(t, q, d[0], k, interp);
+                });
+}
+
+ValuesIndices TensorDict::min_with_indices(int64_t dim, bool keepdim) const {
+  return Pairwise(*this, dim, keepdim, /*reduces=*/true, "min",
+                  [&](const at::Tensor& x, int64_t d) { return at::min(x, d, keepdim); });
+}
+ValuesIndices TensorDict::max_with_indices(int64_t dim, bool keepdim) const {
+  return Pairwise(*this, dim, keepdim, /*reduces=*/true, "max",
+                  [&](const at::Tensor& x, int64_t d) { return at::max(x, d, keepdim); });
+}
+ValuesIndices TensorDict::cummax(int64_t dim) const {
+  return Pairwise(*this, dim, false, /*reduces=*/false, "cummax",
+                  [](const at::Tensor& x, int64_t d) { return at::cummax(x, d); });
+}
+ValuesIndices TensorDict::cummin(int64_t dim) const {
+  return Pairwise(*this, dim, false, /*reduces=*/false, "cummin",
+                  [](const at::Tensor& x, int64_t d) { return at::cummin(x, d); });
+}
+
+// ---- all / any of everything ---------------------------------------------------------------
+
+bool TensorDict::all() const {
+  for (const Value& v : values(KeysOptions().include_nested(true).leaves_only(true))) {
+    if (v.is_tensor() && !v.tensor().all().item<bool>()) return false;
+  }
+  return true;
+}
+
+bool TensorDict::any() const {
+  for (const Value& v : values(KeysOptions().include_nested(true).leaves_only(true))) {
+    if (v.is_tensor() && v.tensor().any().item<bool>()) return true;
+  }
+  return false;
+}
+
+}  // namespace td
