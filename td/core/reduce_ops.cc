@@ -114,17 +114,11 @@ TensorDict TensorDict::sum(const ReduceOptions& o) const {
       *this, o, "sum", [](const at::Tensor& t) { return at::sum(t); },
       [](const at::Tensor& t, at::IntArrayRef d, bool k) { return at::sum(t, d, k); });
 }
-TensorDict TensorDict::sum(at::IntArrayRef dims, bool keepdim) const {
-  return sum(Dims(dims, keepdim));
-}
 
 TensorDict TensorDict::mean(const ReduceOptions& o) const {
   return Reduce(
       *this, o, "mean", [](const at::Tensor& t) { return at::mean(t); },
       [](const at::Tensor& t, at::IntArrayRef d, bool k) { return at::mean(t, d, k); });
-}
-TensorDict TensorDict::mean(at::IntArrayRef dims, bool keepdim) const {
-  return mean(Dims(dims, keepdim));
 }
 
 TensorDict TensorDict::std(const ReduceOptions& o) const {
@@ -133,9 +127,6 @@ TensorDict TensorDict::std(const ReduceOptions& o) const {
       *this, o, "std", [=](const at::Tensor& t) { return at::std(t, unbiased); },
       [=](const at::Tensor& t, at::IntArrayRef d, bool k) { return at::std(t, d, unbiased, k); });
 }
-TensorDict TensorDict::std(at::IntArrayRef dims, bool keepdim) const {
-  return std(Dims(dims, keepdim));
-}
 
 TensorDict TensorDict::var(const ReduceOptions& o) const {
   const bool unbiased = o.unbiased();
@@ -143,26 +134,17 @@ TensorDict TensorDict::var(const ReduceOptions& o) const {
       *this, o, "var", [=](const at::Tensor& t) { return at::var(t, unbiased); },
       [=](const at::Tensor& t, at::IntArrayRef d, bool k) { return at::var(t, d, unbiased, k); });
 }
-TensorDict TensorDict::var(at::IntArrayRef dims, bool keepdim) const {
-  return var(Dims(dims, keepdim));
-}
 
 TensorDict TensorDict::min(const ReduceOptions& o) const {
   return Reduce(
       *this, o, "min", [](const at::Tensor& t) { return at::min(t); },
       [](const at::Tensor& t, at::IntArrayRef d, bool k) { return at::amin(t, d, k); });
 }
-TensorDict TensorDict::min(at::IntArrayRef dims, bool keepdim) const {
-  return min(Dims(dims, keepdim));
-}
 
 TensorDict TensorDict::max(const ReduceOptions& o) const {
   return Reduce(
       *this, o, "max", [](const at::Tensor& t) { return at::max(t); },
       [](const at::Tensor& t, at::IntArrayRef d, bool k) { return at::amax(t, d, k); });
-}
-TensorDict TensorDict::max(at::IntArrayRef dims, bool keepdim) const {
-  return max(Dims(dims, keepdim));
 }
 
 TensorDict TensorDict::norm(const at::Scalar& p, const ReduceOptions& o) const {
@@ -215,9 +197,6 @@ TensorDict TensorDict::logsumexp(const ReduceOptions& o) const {
       [](const at::Tensor& t) { return at::logsumexp(t.reshape({-1}), {0}); },
       [](const at::Tensor& t, at::IntArrayRef d, bool k) { return at::logsumexp(t, d, k); });
 }
-TensorDict TensorDict::logsumexp(at::IntArrayRef dims, bool keepdim) const {
-  return logsumexp(Dims(dims, keepdim));
-}
 
 TensorDict TensorDict::prod(const ReduceOptions& o) const {
   return Reduce(
@@ -227,26 +206,17 @@ TensorDict TensorDict::prod(const ReduceOptions& o) const {
                        [](const at::Tensor& x, int64_t i, bool kk) { return at::prod(x, i, kk); });
       });
 }
-TensorDict TensorDict::prod(at::IntArrayRef dims, bool keepdim) const {
-  return prod(Dims(dims, keepdim));
-}
 
 TensorDict TensorDict::nansum(const ReduceOptions& o) const {
   return Reduce(
       *this, o, "nansum", [](const at::Tensor& t) { return at::nansum(t); },
       [](const at::Tensor& t, at::IntArrayRef d, bool k) { return at::nansum(t, d, k); });
 }
-TensorDict TensorDict::nansum(at::IntArrayRef dims, bool keepdim) const {
-  return nansum(Dims(dims, keepdim));
-}
 
 TensorDict TensorDict::nanmean(const ReduceOptions& o) const {
   return Reduce(
       *this, o, "nanmean", [](const at::Tensor& t) { return at::nanmean(t); },
       [](const at::Tensor& t, at::IntArrayRef d, bool k) { return at::nanmean(t, d, k); });
-}
-TensorDict TensorDict::nanmean(at::IntArrayRef dims, bool keepdim) const {
-  return nanmean(Dims(dims, keepdim));
 }
 
 TensorDict TensorDict::quantile(double q, std::optional<int64_t> dim, bool keepdim,
@@ -279,6 +249,23 @@ ValuesIndices TensorDict::cummin(int64_t dim) const {
   return Pairwise(*this, dim, false, /*reduces=*/false, "cummin",
                   [](const at::Tensor& x, int64_t d) { return at::cummin(x, d); });
 }
+
+// The (dims, keepdim) overload of each reduction above: name(ReduceOptions over those dims).
+#define TD_DIMS_OVERLOAD_(name)                                                \
+  TensorDict TensorDict::name(at::IntArrayRef dims, bool keepdim) const {      \
+    return name(Dims(dims, keepdim));                                          \
+  }
+TD_DIMS_OVERLOAD_(sum)
+TD_DIMS_OVERLOAD_(mean)
+TD_DIMS_OVERLOAD_(std)
+TD_DIMS_OVERLOAD_(var)
+TD_DIMS_OVERLOAD_(min)
+TD_DIMS_OVERLOAD_(max)
+TD_DIMS_OVERLOAD_(logsumexp)
+TD_DIMS_OVERLOAD_(prod)
+TD_DIMS_OVERLOAD_(nansum)
+TD_DIMS_OVERLOAD_(nanmean)
+#undef TD_DIMS_OVERLOAD_
 
 // ---- all / any of everything ---------------------------------------------------------------
 
