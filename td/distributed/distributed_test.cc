@@ -23,6 +23,7 @@ namespace {
 
 using test::ExpectAllPassed;
 using test::RunOptions;
+using test::AllEqual;
 using test::RunRanks;
 using td::test::kLeaves;
 
@@ -273,6 +274,53 @@ TEST(DistributedTest, AfterInitRemoteASendOfTheAgreedStructureIsOneMessage) {
       recv(pg, got, 0);
       ExpectSame(got, Sample(9));
     }
+  }));
+}
+
+// NOTE [ Packed layout ]: leaves of kAloneMinBytes or more travel as messages of their own, sent
+// from their memory, with or without an agreement; a refused message's large leaves are drained.
+TEST(DistributedTest, LargeLeavesTravelAloneInThePackedFormat) {
+  ExpectAllPassed(RunRanks(RunOptions(), [](int rank, const ProcessGroupPtr& pg) {
+    const int64_t floats = internal::kAloneMinBytes / 4;
+    auto make = [&](double v) {
+      TensorDict t({{"big", at::full({2, floats}, v)},
+                    {"also", at::full({2, floats / 2}, v, at::kDouble)},
+                    {"small", at::full({2, 3}, v)},
+                    {"n", TensorDict({{"i", at::full({2}, static_cast<int64_t>(v))}}, {2})}},
+                   {2});
+      t.set("strided", at::full({floats, 2}, v).t());  // large and not contiguous
+      return t;
+    };
+    const auto tag1 = P2POptions().tag(1);
+    if (rank == 0) {
+      send(pg, make(1), 1);              // header, payload with the table, then 3 large leaves
+      send(pg, make(2), 1);              // refused: its large leaves are drained
+      send(pg, make(3), 1);
+      init_remote(pg, make(4), 1, tag1);
+      send(pg, make(5), 1, tag1);        // agreed: header and inline data, then the large leaves
+      TensorDict changing = make(6);
+      Work w = isend(pg, changing, 1, tag1);
+      changing.fill_(-1);                // after isend: not what the receiver gets
+      w.wait();
+      return;
+    }
+    TensorDict got = make(0);
+    at::Tensor big = got.get("big");
+    recv(pg, got, 0);
+    ExpectSame(got, make(1));
+    EXPECT_TRUE(at::equal(big, make(1).get("big")));  // written in place
+    TensorDict wrong = make(0).exclude({"also"});
+    TD_EXPECT_THROW_MSG(recv(pg, wrong, 0), ValueError,
+                        {"key 'also' is present on the sender side", "nothing was written"});
+    EXPECT_TRUE(AllEqual(wrong, 0));
+    recv(pg, got, 0);
+    ExpectSame(got, make(3));
+    TensorDict agreed = from_remote_init(pg, 0, tag1);
+    ExpectSame(agreed, make(4));
+    recv(pg, agreed, 0, tag1);
+    ExpectSame(agreed, make(5));
+    recv(pg, agreed, 0, tag1);
+    ExpectSame(agreed, make(6));
   }));
 }
 
