@@ -435,6 +435,37 @@ TEST(DistributedTest, CollectivesWorldFour) {
   }));
 }
 
+// Large leaves are reduced one c10d call each (PackedLayout::Pieces), packed as they are posted;
+// bfloat16 and int16 ones through their widened copies, small ones in one call per group.
+TEST(DistributedTest, ReductionsOfLargeLeaves) {
+  ExpectAllPassed(RunRanks(RunOptions().world_size(3), [](int rank, const ProcessGroupPtr& pg) {
+    const int64_t n = internal::kAloneMinBytes / 2;  // 1 MiB of bfloat16 / int16, 2 of float
+    auto make = [&](int r) {
+      TensorDict t({{"f", at::full({2, n}, r + 1.0)},
+                    {"g", at::full({2, n / 2}, r + 2.0)},
+                    {"h", at::full({2, n}, r + 1.0).to(at::kBFloat16)},
+                    {"s", at::full({2, n}, r - 1, at::kShort)},
+                    {"small", at::full({2}, r + 1.0)}},
+                   {2});
+      t.set("strided", at::full({n, 2}, r + 1.0).t());  // packed through ATen's copy
+      return t;
+    };
+    ASSERT_EQ(internal::PackedLayout(make(0)).Pieces().size(), 6u);  // 5 large, 1 small group
+    TensorDict s = make(rank);
+    at::Tensor f = s.get("f");
+    all_reduce(pg, s);
+    EXPECT_TRUE(at::equal(f, at::full({2, n}, 6.0)));  // in place
+    EXPECT_TRUE(at::equal(s.get("g"), at::full({2, n / 2}, 9.0)));
+    EXPECT_TRUE(at::equal(s.get("h"), at::full({2, n}, 6.0).to(at::kBFloat16)));
+    EXPECT_TRUE(at::equal(s.get("s"), at::full({2, n}, 0, at::kShort)));
+    EXPECT_TRUE(at::equal(s.get("small"), at::full({2}, 6.0)));
+    EXPECT_TRUE(at::equal(s.get("strided"), at::full({2, n}, 6.0)));
+    TensorDict r = make(rank);
+    reduce(pg, r, 2, ReduceOp::kMax);
+    if (rank == 2) ExpectSame(r, make(2));
+  }));
+}
+
 TEST(DistributedTest, CollectiveMismatchFailsOnEveryRank) {
   ExpectAllPassed(RunRanks(RunOptions().world_size(4), [](int rank, const ProcessGroupPtr& pg) {
     TensorDict td({{"a", at::ones({2, rank == 2 ? 5 : 3})}}, {2});

@@ -171,39 +171,64 @@ std::vector<size_t> PackedLayout::OwnMessages(bool every_leaf) const {
   return out;
 }
 
-at::Tensor PackedLayout::Pack(int64_t prefix, bool inline_only) const {
+std::vector<PackedLayout::Piece> PackedLayout::Pieces() const {
+  std::vector<Piece> out;
+  for (size_t g = 0; g < groups_.size(); ++g) {
+    const Group& group = groups_[g];
+    if (group.numel == 0) continue;
+    const int64_t elem = static_cast<int64_t>(c10::elementSize(group.dtype));
+    if (!group.large) {
+      out.push_back({g, 0, group.leaves.size(), group.offset, group.numel * elem});
+      continue;
+    }
+    for (size_t k = 0; k < group.leaves.size(); ++k) {
+      const Leaf& leaf = leaves_[group.leaves[k]];
+      out.push_back({g, k, 1, leaf.offset, static_cast<int64_t>(leaf.tensor.nbytes())});
+    }
+  }
+  return out;
+}
+
+at::Tensor PackedLayout::PieceView(const at::Tensor& data, const Piece& piece) const {
+  return data.narrow(0, piece.offset, piece.nbytes).view(groups_[piece.group].dtype);
+}
+
+void PackedLayout::PackPiece(const at::Tensor& data, const Piece& piece) const {
   at::NoGradGuard no_grad;  // leaves that require grad pack as plain data (cat_out refuses them)
+  const Group& group = groups_[piece.group];
+  const auto first = group.leaves.begin() + static_cast<std::ptrdiff_t>(piece.first);
+  const auto last = first + static_cast<std::ptrdiff_t>(piece.count);
+  if (data.is_cpu() &&
+      std::all_of(first, last, [&](size_t i) { return Memcpyable(leaves_[i].tensor); })) {
+    auto* out = data.data_ptr<uint8_t>() + piece.offset;
+    for (auto it = first; it != last; ++it) {
+      const at::Tensor& t = leaves_[*it].tensor;
+      if (t.numel() == 0) continue;
+      std::memcpy(out, t.data_ptr(), t.nbytes());
+      out += t.nbytes();
+    }
+    return;
+  }
+  at::Tensor out = PieceView(data, piece);
+  std::vector<at::Tensor> flat;
+  for (auto it = first; it != last; ++it) {
+    const at::Tensor& t = leaves_[*it].tensor;
+    if (t.numel() > 0) flat.push_back(t.reshape({-1}));
+  }
+  if (flat.size() == 1) {
+    out.copy_(flat[0]);
+  } else {
+    at::cat_out(out, flat, 0);
+  }
+}
+
+at::Tensor PackedLayout::Pack(int64_t prefix, bool inline_only) const {
   const int64_t bytes = inline_only ? inline_nbytes_ : nbytes_;
   at::Tensor buffer = ScratchBytes(
       prefix + bytes, leaves_.empty() ? at::Device(at::kCPU) : leaves_[0].tensor.device());
   at::Tensor data = buffer.narrow(0, prefix, bytes);
-  std::vector<at::Tensor> flat;
-  for (size_t g = 0; g < groups_.size(); ++g) {
-    const Group& group = groups_[g];
-    if (group.numel == 0 || (inline_only && group.large)) continue;
-    if (data.is_cpu() && std::all_of(group.leaves.begin(), group.leaves.end(), [&](size_t i) {
-          return Memcpyable(leaves_[i].tensor);
-        })) {
-      auto* out = data.data_ptr<uint8_t>() + group.offset;
-      for (size_t i : group.leaves) {
-        const at::Tensor& t = leaves_[i].tensor;
-        if (t.numel() == 0) continue;
-        std::memcpy(out, t.data_ptr(), t.nbytes());
-        out += t.nbytes();
-      }
-      continue;
-    }
-    at::Tensor out = GroupView(data, g);
-    flat.clear();
-    for (size_t i : group.leaves) {
-      const at::Tensor& t = leaves_[i].tensor;
-      if (t.numel() > 0) flat.push_back(t.reshape({-1}));
-    }
-    if (flat.size() == 1) {
-      out.copy_(flat[0]);
-    } else {
-      at::cat_out(out, flat, 0);
-    }
+  for (const Piece& piece : Pieces()) {
+    if (!(inline_only && groups_[piece.group].large)) PackPiece(data, piece);
   }
   return buffer;
 }

@@ -95,6 +95,20 @@ class PackedLayout {
   const std::string& signature() const { return signature_; }
   uint64_t fingerprint() const { return fingerprint_; }
 
+  // The units of a reduction (one c10d call each, see collectives.cc): every small group whole,
+  // every large leaf alone, in data order.
+  struct Piece {
+    size_t group;
+    size_t first;  // the piece's leaves: group.leaves[first, first + count)
+    size_t count;
+    int64_t offset;  // bytes from the start of the data
+    int64_t nbytes;
+  };
+  std::vector<Piece> Pieces() const;
+  // Copies the leaves of `piece` into `data` (a uint8 buffer whose data starts at byte 0).
+  void PackPiece(const at::Tensor& data, const Piece& piece) const;
+  // The typed 1-D view of `piece` inside `data`.
+  at::Tensor PieceView(const at::Tensor& data, const Piece& piece) const;
   // A uint8 buffer of `prefix + nbytes()` bytes (prefix a multiple of kAlign) holding the leaves
   // from byte `prefix` on; the first `prefix` bytes are left for the caller. One cat per group.
   // `inline_only`: the small groups alone, `prefix + inline_nbytes()` bytes.
