@@ -12,18 +12,24 @@
 // Each iteration is a round trip: rank 0 sends and receives back (all_reduce: one all_reduce on
 // both ranks). The benchmark process is rank 0; it forks rank 1, which serves the commands
 // "run case C for N iterations" sent by rank 0 before each batch of iterations.
+// TD_BENCH_NETNS=1 puts the two ranks on two hosts of a virtual network (a network namespace
+// each, joined by veth links through a bridge: td/distributed/netns_testing.h; needs root and
+// iproute2), so every byte crosses a link as between machines instead of loopback.
 #include <ATen/ATen.h>
 #include <benchmark/benchmark.h>
 #include <signal.h>
 #include <sys/prctl.h>
 #include <unistd.h>
 
+#include <cstdio>
 #include <cstdlib>
+#include <memory>
 #include <string>
 #include <utility>
 #include <vector>
 
 #include "td/distributed/distributed.h"
+#include "td/distributed/netns_testing.h"
 
 namespace {
 
@@ -170,7 +176,22 @@ dist::ProcessGroupPtr& Group() {
     if (::mkdtemp(tmpl) == nullptr) std::abort();
     std::string store = std::string(tmpl) + "/store";
     auto options = dist::GroupOptions().world_size(2).file_store_path(store);
+    static std::unique_ptr<dist::test::VirtualNetwork> net;  // kept for the process's life
+    const char* netns = std::getenv("TD_BENCH_NETNS");
+    if (netns != nullptr && std::string(netns) == "1") {
+      std::string why;
+      net = dist::test::VirtualNetwork::Create(dist::test::NetworkOptions().hosts(2), &why);
+      if (!net) {
+        std::fprintf(stderr, "TD_BENCH_NETNS=1: no virtual network here: %s\n", why.c_str());
+        std::exit(1);
+      }
+    }
     pid_t pid = ::fork();  // before any LibTorch work in this process
+    const int rank = pid == 0 ? 1 : 0;
+    if (net) {
+      net->Enter(rank);
+      options.device_hostname(net->Address(rank));
+    }
     if (pid == 0) {
       ::prctl(PR_SET_PDEATHSIG, SIGKILL);
       Serve(dist::init_process_group(options.rank(1)));

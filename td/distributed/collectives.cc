@@ -1,5 +1,6 @@
 // broadcast / reduce / all_reduce / all_gather / gather / scatter over a TensorDict: one c10d
-// call on the packed byte buffer (reductions: one per dtype group), NOTE [ Packed layout ].
+// call on the packed byte buffer (reductions: one per group of small leaves and one per large
+// leaf, each posted as soon as it is packed), NOTE [ Packed layout ].
 // A receiving rank checks that it can write every leaf (PackedLayout::CheckWritable) after the
 // exchange and before writing any: a rank that cannot write throws alone, with its TensorDict
 // unchanged, and no other rank is left waiting in a collective it skipped.
@@ -101,7 +102,7 @@ c10d::ReduceOp ToC10d(ReduceOp op) {
   return c10d::ReduceOp::SUM;
 }
 
-// Gloo reduces float, double, half, int8, uint8, int32 and int64 itself; ReduceGroups maps bool
+// Gloo reduces float, double, half, int8, uint8, int32 and int64 itself; PackAndReduce maps bool
 // (as uint8 with the logical op), bfloat16 (in float32), int16 (in int32: the same result modulo
 // 2^16) and complex (sum / avg as pairs of reals). Anything else is refused here, before a byte
 // moves, naming the key.
@@ -130,16 +131,21 @@ void CheckReducible(const PackedLayout& layout, ReduceOp op, const std::string& 
   }
 }
 
-// Reduces each dtype group of `buffer` (all launched, then all waited).
-void ReduceGroups(const ProcessGroupPtr& pg, const PackedLayout& layout, const at::Tensor& buffer,
-                  ReduceOp op, std::optional<int> dst, const Timeout& timeout,
-                  const std::string& what) {
+// Packs `layout`'s leaves into `buffer` (layout.Allocate()) and reduces them, one c10d call per
+// piece (PackedLayout::Pieces: each group of small leaves, each large leaf): every piece is posted
+// as soon as it is packed, so packing the next overlaps reducing this one. All posted, then all
+// waited.
+void PackAndReduce(const ProcessGroupPtr& pg, const PackedLayout& layout, const at::Tensor& buffer,
+                   ReduceOp op, std::optional<int> dst, const Timeout& timeout,
+                   const std::string& what) {
   std::vector<std::vector<at::Tensor>> views;
   std::vector<std::pair<size_t, at::Tensor>> widened;  // (views index, bfloat16 group)
   std::vector<WorkPtr> works;
-  for (size_t g = 0; g < layout.groups().size(); ++g) {
-    if (layout.groups()[g].numel == 0) continue;
-    at::Tensor view = layout.GroupView(buffer, g);
+  const std::vector<PackedLayout::Piece> pieces = layout.Pieces();
+  views.reserve(pieces.size());
+  for (const PackedLayout::Piece& piece : pieces) {
+    layout.PackPiece(buffer, piece);
+    at::Tensor view = layout.PieceView(buffer, piece);
     c10d::ReduceOp c10d_op = ToC10d(op);
     if (view.scalar_type() == at::kBool) {
       // Gloo has no bool reductions: reduce the same bytes as uint8 with the logical op
@@ -169,7 +175,7 @@ void ReduceGroups(const ProcessGroupPtr& pg, const PackedLayout& layout, const a
         return pg->allreduce(views.back(), WithTimeout(o, timeout));
       }));
     } catch (const TransportError&) {
-      internal::WaitQuietly(works, timeout);  // the groups already posted still use `buffer`
+      internal::WaitQuietly(works, timeout);  // the pieces already posted still use `buffer`
       throw;
     }
   }
@@ -216,8 +222,8 @@ void reduce(const ProcessGroupPtr& pg, TensorDict& td, int dst, ReduceOp op,
   CheckReducible(layout, op, what);
   CheckStructure(pg, layout, options, what);
   if (layout.nbytes() == 0) return;
-  at::Tensor buffer = layout.Pack();
-  ReduceGroups(pg, layout, buffer, op, dst, options.timeout(), what);
+  at::Tensor buffer = layout.Allocate();
+  PackAndReduce(pg, layout, buffer, op, dst, options.timeout(), what);
   if (pg->getRank() == dst) {
     layout.CheckWritable(what);
     layout.Unpack(buffer, td);
@@ -238,8 +244,8 @@ void all_reduce(const ProcessGroupPtr& pg, TensorDict& td, ReduceOp op,
   CheckReducible(layout, op, what);
   CheckStructure(pg, layout, options, what);
   if (layout.nbytes() == 0) return;
-  at::Tensor buffer = layout.Pack();
-  ReduceGroups(pg, layout, buffer, op, std::nullopt, options.timeout(), what);
+  at::Tensor buffer = layout.Allocate();
+  PackAndReduce(pg, layout, buffer, op, std::nullopt, options.timeout(), what);
   layout.CheckWritable(what);
   layout.Unpack(buffer, td);
 }

@@ -1,10 +1,12 @@
 // td::distributed: TensorDicts between processes over LibTorch's c10d (Gloo on CPU; any
 // c10d process group works). Point to point: send / recv / isend / irecv, init_remote /
 // from_remote_init; collectives: broadcast, reduce, all_reduce, all_gather, scatter, gather.
-// Every call moves ALL leaves of a TensorDict in one buffer (NOTE [ Packed layout ] in
+// Every call moves the small leaves of a TensorDict in one buffer (NOTE [ Packed layout ] in
 // td/distributed/packing.h): a send is a small header plus one message (after init_remote, one
-// message alone), a collective is one c10d call (one per dtype for reductions), whatever the
-// number of leaves.
+// message alone), a collective is one c10d call (reductions: one per dtype), whatever the number
+// of leaves. Leaves of 1 MiB or more (kAloneMinBytes) are not copied into that buffer: a send
+// sends each from its own memory as a message of its own, a reduction reduces each in a call
+// of its own.
 //
 //   auto pg = td::distributed::init_process_group(td::distributed::options_from_env());
 //   if (pg->getRank() == 0) {
@@ -35,14 +37,16 @@ namespace distributed {
 
 // How send / isend put a TensorDict on the wire; recv / irecv read either (the header says which).
 enum class WireFormat {
-  // A header, then ONE message holding the structure signature and every leaf packed (NOTE
-  // [ Packed layout ]). The receiver's leaves are written only once every byte has arrived, so a
-  // transport failure leaves them untouched. Fastest for many small leaves.
+  // A header, then ONE message holding the structure signature and every small leaf packed
+  // (NOTE [ Packed layout ]), then one message per leaf of 1 MiB or more, sent from the leaf's
+  // own memory (isend: from a copy taken before it returns). The receiver takes every byte into
+  // a reused staging buffer and writes its leaves only once all have arrived, so a transport
+  // failure leaves them untouched.
   kPacked,
   // A header, one message with the structure signature, then one message per non-empty leaf,
-  // sent from the leaf's own memory (isend: from a copy taken before it returns) and received straight into the receiver's leaf (dense
-  // TensorDict, contiguous CPU leaf; the others through a temporary): no packing copy on either
-  // side, which pays off for large leaves. The structure is still checked before any leaf is
+  // sent from the leaf's own memory (isend: from a copy taken before it returns) and received
+  // straight into the receiver's leaf (dense TensorDict, contiguous CPU leaf; the others through
+  // a temporary): no copy on either side. The structure is still checked before any leaf is
   // written, but a transport failure part-way leaves the leaves received so far written.
   kPerLeaf,
 };
@@ -103,7 +107,8 @@ class Work {
   std::unique_ptr<Impl> impl_;
 };
 
-// Sends every tensor leaf of `td` to rank `dst` (a header, then one message). Blocks until
+// Sends every tensor leaf of `td` to rank `dst` (a header, then one message, then its leaves
+// of 1 MiB or more one message each). Blocks until
 // sent. Throws ValueError for dst out of range or dst == own rank, TransportError when the
 // transport fails or times out.
 //   send(pg, td, 1);
@@ -121,9 +126,8 @@ void recv(const ProcessGroupPtr& pg, TensorDict& td, int src, const P2POptions& 
 // module's parameters (written under no-grad, as load_state_dict does):
 //   recv(pg, td::nn::from_module(*policy), 0);
 void recv(const ProcessGroupPtr& pg, TensorDict&& td, int src, const P2POptions& options = {});
-// Non-blocking forms: the leaves are packed (kPerLeaf: copied) before isend returns (td may
-// change afterwards);
-// irecv writes `td` when wait() returns. Pending irecvs of the same src and tag must be waited
+// Non-blocking forms: the leaves are packed or copied before isend returns (td may change
+// afterwards); irecv writes `td` when wait() returns. Pending irecvs of the same src and tag must be waited
 // in the order they were posted.
 Work isend(const ProcessGroupPtr& pg, const TensorDict& td, int dst,
            const P2POptions& options = {});
@@ -161,7 +165,9 @@ void reduce(const ProcessGroupPtr& pg, TensorDict& td, int dst, ReduceOp op = Re
             const CollectiveOptions& options = {});
 void reduce(const ProcessGroupPtr& pg, TensorDict&& td, int dst, ReduceOp op = ReduceOp::kSum,
             const CollectiveOptions& options = {});
-// Reduces every leaf over the ranks into every rank's `td` (one c10d all_reduce per dtype).
+// Reduces every leaf over the ranks into every rank's `td` (one c10d all_reduce per dtype for
+// the small leaves, one per leaf of 1 MiB or more; every rank's leaves are written once all
+// have finished).
 //   all_reduce(pg, grads, ReduceOp::kAvg);
 void all_reduce(const ProcessGroupPtr& pg, TensorDict& td, ReduceOp op = ReduceOp::kSum,
                 const CollectiveOptions& options = {});

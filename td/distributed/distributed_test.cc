@@ -23,6 +23,7 @@ namespace {
 
 using test::ExpectAllPassed;
 using test::RunOptions;
+using test::AllEqual;
 using test::RunRanks;
 using td::test::kLeaves;
 
@@ -276,6 +277,53 @@ TEST(DistributedTest, AfterInitRemoteASendOfTheAgreedStructureIsOneMessage) {
   }));
 }
 
+// NOTE [ Packed layout ]: leaves of kAloneMinBytes or more travel as messages of their own, sent
+// from their memory, with or without an agreement; a refused message's large leaves are drained.
+TEST(DistributedTest, LargeLeavesTravelAloneInThePackedFormat) {
+  ExpectAllPassed(RunRanks(RunOptions(), [](int rank, const ProcessGroupPtr& pg) {
+    const int64_t floats = internal::kAloneMinBytes / 4;
+    auto make = [&](double v) {
+      TensorDict t({{"big", at::full({2, floats}, v)},
+                    {"also", at::full({2, floats / 2}, v, at::kDouble)},
+                    {"small", at::full({2, 3}, v)},
+                    {"n", TensorDict({{"i", at::full({2}, static_cast<int64_t>(v))}}, {2})}},
+                   {2});
+      t.set("strided", at::full({floats, 2}, v).t());  // large and not contiguous
+      return t;
+    };
+    const auto tag1 = P2POptions().tag(1);
+    if (rank == 0) {
+      send(pg, make(1), 1);              // header, payload with the table, then 3 large leaves
+      send(pg, make(2), 1);              // refused: its large leaves are drained
+      send(pg, make(3), 1);
+      init_remote(pg, make(4), 1, tag1);
+      send(pg, make(5), 1, tag1);        // agreed: header and inline data, then the large leaves
+      TensorDict changing = make(6);
+      Work w = isend(pg, changing, 1, tag1);
+      changing.fill_(-1);                // after isend: not what the receiver gets
+      w.wait();
+      return;
+    }
+    TensorDict got = make(0);
+    at::Tensor big = got.get("big");
+    recv(pg, got, 0);
+    ExpectSame(got, make(1));
+    EXPECT_TRUE(at::equal(big, make(1).get("big")));  // written in place
+    TensorDict wrong = make(0).exclude({"also"});
+    TD_EXPECT_THROW_MSG(recv(pg, wrong, 0), ValueError,
+                        {"key 'also' is present on the sender side", "nothing was written"});
+    EXPECT_TRUE(AllEqual(wrong, 0));
+    recv(pg, got, 0);
+    ExpectSame(got, make(3));
+    TensorDict agreed = from_remote_init(pg, 0, tag1);
+    ExpectSame(agreed, make(4));
+    recv(pg, agreed, 0, tag1);
+    ExpectSame(agreed, make(5));
+    recv(pg, agreed, 0, tag1);
+    ExpectSame(agreed, make(6));
+  }));
+}
+
 TEST(DistributedTest, LazyStackSender) {
   ExpectAllPassed(RunRanks(RunOptions(), [](int rank, const ProcessGroupPtr& pg) {
     at::manual_seed(11);
@@ -384,6 +432,37 @@ TEST(DistributedTest, CollectivesWorldFour) {
     }
     TensorDict mine = scatter(pg, parts, 0);
     ExpectSame(mine, make(10 * rank));
+  }));
+}
+
+// Large leaves are reduced one c10d call each (PackedLayout::Pieces), packed as they are posted;
+// bfloat16 and int16 ones through their widened copies, small ones in one call per group.
+TEST(DistributedTest, ReductionsOfLargeLeaves) {
+  ExpectAllPassed(RunRanks(RunOptions().world_size(3), [](int rank, const ProcessGroupPtr& pg) {
+    const int64_t n = internal::kAloneMinBytes / 2;  // 1 MiB of bfloat16 / int16, 2 of float
+    auto make = [&](int r) {
+      TensorDict t({{"f", at::full({2, n}, r + 1.0)},
+                    {"g", at::full({2, n / 2}, r + 2.0)},
+                    {"h", at::full({2, n}, r + 1.0).to(at::kBFloat16)},
+                    {"s", at::full({2, n}, r - 1, at::kShort)},
+                    {"small", at::full({2}, r + 1.0)}},
+                   {2});
+      t.set("strided", at::full({n, 2}, r + 1.0).t());  // packed through ATen's copy
+      return t;
+    };
+    ASSERT_EQ(internal::PackedLayout(make(0)).Pieces().size(), 6u);  // 5 large, 1 small group
+    TensorDict s = make(rank);
+    at::Tensor f = s.get("f");
+    all_reduce(pg, s);
+    EXPECT_TRUE(at::equal(f, at::full({2, n}, 6.0)));  // in place
+    EXPECT_TRUE(at::equal(s.get("g"), at::full({2, n / 2}, 9.0)));
+    EXPECT_TRUE(at::equal(s.get("h"), at::full({2, n}, 6.0).to(at::kBFloat16)));
+    EXPECT_TRUE(at::equal(s.get("s"), at::full({2, n}, 0, at::kShort)));
+    EXPECT_TRUE(at::equal(s.get("small"), at::full({2}, 6.0)));
+    EXPECT_TRUE(at::equal(s.get("strided"), at::full({2, n}, 6.0)));
+    TensorDict r = make(rank);
+    reduce(pg, r, 2, ReduceOp::kMax);
+    if (rank == 2) ExpectSame(r, make(2));
   }));
 }
 

@@ -8,6 +8,7 @@
 #include <torch/nn/modules/linear.h>
 
 #include <chrono>
+#include <cstdlib>
 #include <cstring>
 #include <string>
 #include <vector>
@@ -281,8 +282,12 @@ TEST(FaultsTest, HostileHeadersAreRefusedBeforeAllocating) {
       SendHeader(pg, 2, internal::kKindData, 0, int64_t{12} << 30, 0);
       SendHeader(pg, 3, internal::kKindInit, 0, int64_t{12} << 30, 0);
       RawSend(pg, at::full({6}, 7, at::kLong), 2 * 4);  // not ours
-      SendHeader(pg, 5, internal::kKindData, 0, 16, internal::kPerLeafFlag);
-      RawSend(pg, at::full({2}, int64_t{1} << 40, at::kLong), 2 * 5 + 1);  // two 1 TiB leaves
+      // Its table (NOTE [ Packed layout ]): two leaf messages follow, of 1 TiB each.
+      SendHeader(pg, 5, internal::kKindData, 0, internal::kAlign, internal::kPerLeafFlag);
+      at::Tensor table = at::zeros({internal::kAlign / 8}, at::kLong);
+      table[0] = 2;
+      table.narrow(0, 1, 2).fill_(int64_t{1} << 40);
+      RawSend(pg, table, 2 * 5 + 1);
       send(pg, Sample(7), 1, P2POptions().tag(6));
       return;
     }
@@ -307,6 +312,43 @@ TEST(FaultsTest, HostileHeadersAreRefusedBeforeAllocating) {
     recv(pg, u, 0, on(6).max_bytes(0));
     EXPECT_TRUE(AllEqual(u, 7));
     TD_EXPECT_THROW_MSG(recv(pg, u, 0, on(6).max_bytes(-1)), ValueError, {"max_bytes -1"});
+  }));
+}
+
+// A kPacked receive writes nothing until its last large leaf has arrived: here the header, the
+// table and the inline data arrive (raw c10d messages laid out as NOTE [ Packed layout ] says),
+// then the sender exits instead of sending the large leaf.
+TEST(FaultsTest, APackedReceiveWhoseLargeLeafNeverArrivesWritesNothing) {
+  auto options = RunOptions()
+                     .group_timeout(std::chrono::milliseconds(3000))
+                     .final_barrier(false);
+  ExpectAllPassed(RunRanks(options, [](int rank, const ProcessGroupPtr& pg) {
+    TensorDict td({{"big", at::full({internal::kAloneMinBytes / 4}, rank == 0 ? 5. : 0.)},
+                   {"small", at::full({16}, rank == 0 ? 5. : 0.)}},
+                  {});
+    const internal::PackedLayout layout(td);
+    if (rank == 0) {
+      const int64_t sig = internal::AlignUp(static_cast<int64_t>(layout.signature().size()));
+      at::Tensor payload = layout.Pack(sig + internal::kAlign, /*inline_only=*/true);
+      payload.narrow(0, 0, sig + internal::kAlign).zero_();
+      std::memcpy(payload.data_ptr<uint8_t>(), layout.signature().data(),
+                  layout.signature().size());
+      auto* table = reinterpret_cast<int64_t*>(payload.data_ptr<uint8_t>() + sig);
+      table[0] = 1;
+      table[1] = internal::kAloneMinBytes;
+      at::Tensor h = at::tensor({internal::kMagic, internal::kKindData, int64_t{0},
+                                 static_cast<int64_t>(layout.signature().size()),
+                                 payload.numel() - sig, int64_t{0}},
+                                at::kLong);
+      uint64_t fp = layout.fingerprint();
+      std::memcpy(h.data_ptr<int64_t>() + 2, &fp, sizeof(fp));
+      RawSend(pg, h, 0);
+      RawSend(pg, payload, 1);
+      std::_Exit(0);  // the large leaf never leaves
+    }
+    TD_EXPECT_THROW_MSG(recv(pg, td, 0), TransportError,
+                        {"td::distributed::recv (source rank 0): transport failure: "});
+    EXPECT_TRUE(AllEqual(td, 0));  // the inline data arrived, and was not written
   }));
 }
 

@@ -156,10 +156,21 @@ int HeaderTag(const P2POptions& o, const char* call) {
 struct Agreement {
   uint64_t fingerprint = 0;
   int64_t nbytes = 0;
+  int64_t inline_bytes = 0;  // what a kPacked send puts behind its header
   std::string signature;
-  std::vector<int64_t> leaf_bytes;  // non-empty leaves, layout order (kPerLeaf)
-  std::string refusal;              // Side::kBroken: the error of every later receive
+  std::vector<int64_t> packed_alone;    // the leaves a kPacked send sends alone: byte counts
+  std::vector<int64_t> per_leaf_alone;  // the same for kPerLeaf (every non-empty leaf)
+  std::string refusal;                  // Side::kBroken: the error of every later receive
 };
+
+// The byte counts of the leaves that travel alone (PackedLayout::OwnMessages), in data order.
+std::vector<int64_t> AloneBytes(const PackedLayout& layout, bool per_leaf) {
+  std::vector<int64_t> out;
+  for (size_t i : layout.OwnMessages(per_leaf)) {
+    out.push_back(static_cast<int64_t>(layout.leaves()[i].tensor.nbytes()));
+  }
+  return out;
+}
 
 // kBroken: receiving from that peer on that tag is no longer possible (NOTE [ Bounded receives ]).
 enum class Side { kSend, kRecv, kBroken };
@@ -211,10 +222,10 @@ Agreement AgreementOf(const PackedLayout& layout) {
   Agreement a;
   a.fingerprint = layout.fingerprint();
   a.nbytes = layout.nbytes();
+  a.inline_bytes = layout.inline_nbytes();
   a.signature = layout.signature();
-  for (const auto& leaf : layout.leaves()) {
-    if (leaf.tensor.numel() > 0) a.leaf_bytes.push_back(leaf.tensor.nbytes());
-  }
+  a.packed_alone = AloneBytes(layout, false);
+  a.per_leaf_alone = AloneBytes(layout, true);
   return a;
 }
 
@@ -258,24 +269,17 @@ void WriteFront(at::Tensor& buf, const void* bytes, size_t n) {
   buf.narrow(0, 0, d.numel()).copy_(d);
 }
 
-// [description | padding | data] with the layout's data packed in.
-at::Tensor BuildPayload(const PackedLayout& layout, const std::string& desc) {
-  at::Tensor buf = layout.Pack(AlignUp(static_cast<int64_t>(desc.size())));
-  WriteFront(buf, desc.data(), desc.size());
-  return buf;
-}
-
 using Timeout = std::optional<std::chrono::milliseconds>;
 
-// The non-empty leaves of `layout` as contiguous 1-D byte tensors, in layout order: the messages
-// of WireFormat::kPerLeaf. `snapshot`: copies taken now (isend returns before Gloo reads the
-// leaves, which happens only once the receiver has posted its receives); otherwise the leaf's own
-// memory when it is contiguous (send, which returns only once the leaves are sent).
-std::vector<at::Tensor> LeafBytes(const PackedLayout& layout, bool snapshot) {
+// The leaves `alone` of `layout` as contiguous 1-D byte tensors: the messages of the leaves that
+// travel alone (NOTE [ Packed layout ]). `snapshot`: copies taken now (isend returns before Gloo
+// reads the leaves, which happens only once the receiver has posted its receives); otherwise the
+// leaf's own memory when it is contiguous (send, which returns only once the leaves are sent).
+std::vector<at::Tensor> LeafBytes(const PackedLayout& layout, const std::vector<size_t>& alone,
+                                  bool snapshot) {
   std::vector<at::Tensor> out;
-  for (const auto& leaf : layout.leaves()) {
-    if (leaf.tensor.numel() == 0) continue;
-    at::Tensor t = leaf.tensor.detach();
+  for (size_t i : alone) {
+    at::Tensor t = layout.leaves()[i].tensor.detach();
     t = snapshot ? t.clone(at::MemoryFormat::Contiguous) : t.contiguous();
     out.push_back(t.reshape({-1}).view(at::kByte));
   }
@@ -315,48 +319,52 @@ void WaitAll(const std::vector<WorkPtr>& works, const Timeout& timeout, const st
   }
 }
 
-// Posts the messages of one send. `agreed`: the layout is the agreed structure of this group,
-// peer and tag (NOTE [ Agreed structures ]), so no description travels. `snapshot`: per-leaf
-// messages are copies (LeafBytes); packed ones always are.
+// Posts the messages of one send (NOTE [ Packed layout ]). `agreed`: the layout is the agreed
+// structure of this group, peer and tag (NOTE [ Agreed structures ]), so neither description nor
+// table travels. `snapshot`: the leaves that travel alone are copies (LeafBytes); the inline data
+// always is.
 std::shared_ptr<Outgoing> Post(const ProcessGroupPtr& pg, Kind kind, const PackedLayout& layout,
                                const std::string& desc, WireFormat format, bool agreed,
                                bool snapshot, int dst, int tag, const Timeout& timeout,
                                const std::string& what) {
   auto out = std::make_shared<Outgoing>();
   const bool per_leaf = format == WireFormat::kPerLeaf;
-  std::vector<at::Tensor> leaves;
-  if (per_leaf) leaves = LeafBytes(layout, snapshot);
+  const bool init = kind == kInit;  // everything inline, no table
+  const std::vector<size_t> alone = init ? std::vector<size_t>() : layout.OwnMessages(per_leaf);
+  std::vector<at::Tensor> leaves = LeafBytes(layout, alone, snapshot);
+  const int64_t inline_bytes = init ? layout.nbytes() : per_leaf ? 0 : layout.inline_nbytes();
+  const int64_t table_bytes =
+      init ? 0 : AlignUp(static_cast<int64_t>((1 + alone.size()) * sizeof(int64_t)));
   int64_t h[internal::kHeaderWords];
   uint64_t fp = layout.fingerprint();
   h[0] = internal::kMagic;
   h[1] = kind;
   std::memcpy(&h[2], &fp, sizeof(fp));
   h[3] = agreed ? 0 : static_cast<int64_t>(desc.size());
-  // Packed: the data bytes. Per leaf: the payload carries, after the description, the byte
-  // count of each leaf message that follows (so that a receiver that refuses them can drain);
-  // agreed, there is no payload.
-  h[4] = per_leaf ? (agreed ? 0 : static_cast<int64_t>(leaves.size() * sizeof(int64_t)))
-                  : layout.nbytes();
+  h[4] = agreed ? inline_bytes : table_bytes + inline_bytes;
   h[5] = (per_leaf ? kPerLeafFlag : 0) | (agreed ? kAgreedFlag : 0);
-  if (agreed && !per_leaf) {  // one message: header, padding, data
-    at::Tensor buf = layout.Pack(kInlinePrefix);
+  if (agreed && !per_leaf) {  // one message: header, padding, inline data
+    at::Tensor buf = layout.Pack(kInlinePrefix, /*inline_only=*/true);
     WriteFront(buf, h, sizeof(h));
     out->buffers.push_back({buf});
   } else {
     at::Tensor header = at::empty({internal::kHeaderWords}, at::kLong);
     std::memcpy(header.data_ptr<int64_t>(), h, sizeof(h));
     out->buffers.push_back({header});
-    at::Tensor payload;
-    if (per_leaf && !agreed) {
-      int64_t prefix = AlignUp(h[3]);
-      payload = internal::ScratchBytes(prefix + h[4], at::kCPU);
-      std::memcpy(payload.data_ptr<uint8_t>(), desc.data(), desc.size());
-      auto* sizes = reinterpret_cast<int64_t*>(payload.data_ptr<uint8_t>() + prefix);
-      for (size_t i = 0; i < leaves.size(); ++i) sizes[i] = leaves[i].numel();
-    } else if (!per_leaf) {
-      payload = BuildPayload(layout, desc);
+    if (!agreed) {  // [description | padding | table | inline data]
+      const int64_t prefix = AlignUp(h[3]) + table_bytes;
+      at::Tensor payload = per_leaf ? internal::ScratchBytes(prefix, at::kCPU)
+                                    : layout.Pack(prefix, /*inline_only=*/!init);
+      std::vector<uint8_t> front(static_cast<size_t>(prefix), 0);
+      std::memcpy(front.data(), desc.data(), desc.size());
+      if (!init) {
+        std::vector<int64_t> table = {static_cast<int64_t>(alone.size())};
+        for (const at::Tensor& l : leaves) table.push_back(l.numel());
+        std::memcpy(front.data() + AlignUp(h[3]), table.data(), table.size() * sizeof(int64_t));
+      }
+      WriteFront(payload, front.data(), front.size());
+      if (payload.numel() > 0) out->buffers.push_back({payload});
     }
-    if (payload.defined() && payload.numel() > 0) out->buffers.push_back({payload});
   }
   for (at::Tensor& l : leaves) out->buffers.push_back({std::move(l)});
   PostAll(pg, *out, dst, tag, timeout, what);
@@ -367,8 +375,11 @@ struct Incoming {
   Kind kind;
   uint64_t fingerprint;
   std::string desc;
-  at::Tensor data;                  // packed: uint8, the data part
-  std::vector<int64_t> leaf_bytes;  // per leaf: the byte count of each leaf message to come
+  at::Tensor data;  // uint8: the inline data (kPerLeaf: none)
+  // kPacked after an agreement: room for the large groups, behind the inline data in the first
+  // buffer (else undefined: allocated once the structure is checked).
+  at::Tensor large;
+  std::vector<int64_t> alone;  // the byte count of each leaf message to come
   bool per_leaf = false;
 };
 
@@ -439,10 +450,10 @@ Incoming Receive(const ProcessGroupPtr& pg, const FirstMessage& first, int src, 
   in.per_leaf = h.per_leaf;
   in.fingerprint = h.fingerprint;
   if (h.agreed) {
-    if (h.per_leaf && agreed != nullptr && h.fingerprint == agreed->fingerprint &&
-        agreed->signature.empty() && agreed->nbytes > 0) {
-      // Only the sizes of that init_remote were recorded (its structure was invalid here): the
-      // byte counts of the leaf messages that follow are unknown, so they cannot be drained.
+    // Only the sizes of that init_remote were recorded when its structure was invalid here: the
+    // byte counts of leaf messages that follow are unknown, so they cannot be drained.
+    if (agreed != nullptr && h.fingerprint == agreed->fingerprint && agreed->signature.empty() &&
+        (h.per_leaf ? agreed->nbytes > 0 : h.data_bytes < agreed->nbytes)) {
       Break(pg, src, tag,
             c10::str("rank ", src, " sent leaf messages of the structure its init_remote on tag ",
                      tag / 2, " agreed on, but that structure was invalid here; they cannot be "
@@ -451,7 +462,7 @@ Incoming Receive(const ProcessGroupPtr& pg, const FirstMessage& first, int src, 
             what);
     }
     if (agreed == nullptr || h.fingerprint != agreed->fingerprint || h.desc_bytes != 0 ||
-        h.data_bytes != (h.per_leaf ? 0 : agreed->nbytes)) {
+        h.data_bytes != (h.per_leaf ? 0 : agreed->inline_bytes)) {
       TD_FAIL(ValueError, what, ": rank ", src,
               " sent a TensorDict of the structure its init_remote agreed on, but this rank holds "
               "no such agreement for it on this tag (from_remote_init was not called here, or on "
@@ -459,9 +470,14 @@ Incoming Receive(const ProcessGroupPtr& pg, const FirstMessage& first, int src, 
     }
     in.desc = agreed->signature;
     if (h.per_leaf) {
-      in.leaf_bytes = agreed->leaf_bytes;
+      in.alone = agreed->per_leaf_alone;
     } else {
-      in.data = first.buffer[0].narrow(0, kInlinePrefix, agreed->nbytes);
+      // The first buffer has room for all the data (FirstBytes): the large leaves go behind the
+      // inline data, so the data stays in one piece.
+      in.alone = agreed->packed_alone;
+      in.data = first.buffer[0].narrow(0, kInlinePrefix, agreed->inline_bytes);
+      in.large = first.buffer[0].narrow(0, kInlinePrefix + agreed->inline_bytes,
+                                         agreed->nbytes - agreed->inline_bytes);
     }
     return in;
   }
@@ -469,7 +485,7 @@ Incoming Receive(const ProcessGroupPtr& pg, const FirstMessage& first, int src, 
   if (prefix + h.data_bytes > limit) {  // each <= 2^46: no overflow
     RefuseUnreceived(pg, src, tag, prefix + h.data_bytes, limit,
                      c10::str(h.desc_bytes, " of description, ", h.data_bytes,
-                              h.per_leaf ? " of leaf sizes" : " of data"),
+                              in.kind == kInit ? " of data" : " of table and data"),
                      what);
   }
   std::vector<at::Tensor> payload = {internal::ScratchBytes(prefix + h.data_bytes, at::kCPU)};
@@ -478,23 +494,35 @@ Incoming Receive(const ProcessGroupPtr& pg, const FirstMessage& first, int src, 
     internal::Wait(w, timeout, what);
   }
   in.desc.assign(reinterpret_cast<const char*>(payload[0].data_ptr<uint8_t>()), h.desc_bytes);
-  in.data = payload[0].narrow(0, prefix, h.data_bytes);
-  if (in.per_leaf) {
-    const auto* sizes = reinterpret_cast<const int64_t*>(in.data.data_ptr<uint8_t>());
-    in.leaf_bytes.assign(sizes, sizes + h.data_bytes / static_cast<int64_t>(sizeof(int64_t)));
-    int64_t total = 0;
-    for (int64_t b : in.leaf_bytes) {
-      if (b <= 0 || b > internal::kMaxAnnouncedBytes) {
-        TD_FAIL(ValueError, what, ": the message from rank ", src, " announces a leaf of ", b,
-                " bytes: it is not a td::distributed message; nothing was written");
-      }
-      if (__builtin_add_overflow(total, b, &total)) total = INT64_MAX;  // stays saturated
+  if (in.kind == kInit) {  // no table: every leaf inline
+    in.data = payload[0].narrow(0, prefix, h.data_bytes);
+    return in;
+  }
+  // The table: how many leaf messages follow, then the byte count of each.
+  const auto* table = reinterpret_cast<const int64_t*>(payload[0].data_ptr<uint8_t>() + prefix);
+  const int64_t table_words = h.data_bytes / static_cast<int64_t>(sizeof(int64_t));
+  const int64_t n = table_words >= 1 ? table[0] : -1;
+  const int64_t table_bytes =
+      n >= 0 && n < table_words ? AlignUp((n + 1) * static_cast<int64_t>(sizeof(int64_t))) : -1;
+  if (table_bytes < 0 || table_bytes > h.data_bytes ||
+      (h.per_leaf && table_bytes != h.data_bytes)) {
+    TD_FAIL(ValueError, what, ": the message from rank ", src, " announces ", n,
+            " leaf messages in ", h.data_bytes,
+            " bytes: it is not a td::distributed message; nothing was written");
+  }
+  in.alone.assign(table + 1, table + 1 + n);
+  in.data = payload[0].narrow(0, prefix + table_bytes, h.data_bytes - table_bytes);
+  int64_t total = 0;
+  for (int64_t b : in.alone) {
+    if (b <= 0 || b > internal::kMaxAnnouncedBytes) {
+      TD_FAIL(ValueError, what, ": the message from rank ", src, " announces a leaf of ", b,
+              " bytes: it is not a td::distributed message; nothing was written");
     }
-    if (total > limit) {
-      RefuseUnreceived(pg, src, tag, total, limit, c10::str(in.leaf_bytes.size(), " leaf messages"),
-                       what);
-    }
-    in.data = at::Tensor();
+    if (__builtin_add_overflow(total, b, &total)) total = INT64_MAX;  // stays saturated
+  }
+  if (total > limit) {
+    RefuseUnreceived(pg, src, tag, total, limit, c10::str(in.alone.size(), " leaf messages"),
+                     what);
   }
   return in;
 }
@@ -521,9 +549,8 @@ void ReceiveLeaves(const ProcessGroupPtr& pg, std::vector<at::Tensor>& targets, 
 // Consumes the leaf messages of a refused per-leaf message, so the next recv starts clean.
 void Drain(const ProcessGroupPtr& pg, const Incoming& in, int src, int tag,
            const Timeout& timeout, const std::string& what) {
-  if (!in.per_leaf) return;
   std::vector<at::Tensor> scratch;
-  for (int64_t b : in.leaf_bytes) scratch.push_back(at::empty({b}, at::kByte));
+  for (int64_t b : in.alone) scratch.push_back(at::empty({b}, at::kByte));
   ReceiveLeaves(pg, scratch, src, tag, timeout, what);
 }
 
@@ -538,6 +565,7 @@ TensorDict AcceptInit(const ProcessGroupPtr& pg, const Incoming& in, int src, in
   Agreement sizes;
   sizes.fingerprint = in.fingerprint;
   sizes.nbytes = in.data.numel();
+  sizes.inline_bytes = sizes.nbytes;
   Agreements::Get().Record(pg, src, tag, Side::kRecv, sizes);
   nlohmann::json structure = nlohmann::json::parse(in.desc, nullptr, /*allow_exceptions=*/false);
   if (structure.is_discarded()) {
@@ -575,14 +603,10 @@ void Deliver(const ProcessGroupPtr& pg, const Incoming& in, TensorDict& td,
             " sent an init_remote message; receive it with from_remote_init (the message is "
             "consumed and its structure agreed on; nothing was written)");
   }
-  std::vector<int64_t> expected;
-  if (in.per_leaf) {
-    for (const auto& leaf : layout.leaves()) {
-      if (leaf.tensor.numel() > 0) expected.push_back(leaf.tensor.nbytes());
-    }
-  }
+  const int64_t inline_bytes = in.data.defined() ? in.data.numel() : 0;
   if (in.fingerprint != layout.fingerprint() || in.desc != layout.signature() ||
-      (in.per_leaf ? in.leaf_bytes != expected : in.data.numel() != layout.nbytes())) {
+      in.alone != AloneBytes(layout, in.per_leaf) ||
+      inline_bytes != (in.per_leaf ? 0 : layout.inline_nbytes())) {
     Drain(pg, in, src, tag, timeout, what);
     TD_FAIL(ValueError, what, ": the TensorDict sent by rank ", src,
                      " differs from the receiving one: ",
@@ -596,16 +620,14 @@ void Deliver(const ProcessGroupPtr& pg, const Incoming& in, TensorDict& td,
     Drain(pg, in, src, tag, timeout, what);
     throw;
   }
+  const std::vector<size_t> alone = layout.OwnMessages(in.per_leaf);
   if (in.per_leaf) {
     // Dense contiguous CPU leaves receive in place; the others through a temporary.
     const bool dense = td.backend() == "dense";
-    std::vector<const PackedLayout::Leaf*> leaves;
     std::vector<at::Tensor> targets;
     std::vector<bool> direct;
-    for (const auto& leaf : layout.leaves()) {
-      if (leaf.tensor.numel() == 0) continue;
-      const at::Tensor& t = leaf.tensor;
-      leaves.push_back(&leaf);
+    for (size_t i : alone) {
+      const at::Tensor& t = layout.leaves()[i].tensor;
       direct.push_back(dense && t.is_cpu() && t.is_contiguous());
       targets.push_back(direct.back() ? t.detach().reshape({-1}).view(at::kByte)
                                       : at::empty({t.numel() * t.element_size()}, at::kByte));
@@ -613,25 +635,44 @@ void Deliver(const ProcessGroupPtr& pg, const Incoming& in, TensorDict& td,
     ReceiveLeaves(pg, targets, src, tag, timeout, what);
     at::NoGradGuard no_grad;  // as PackedLayout::Unpack
     TensorDict incoming;
-    for (size_t i = 0; i < leaves.size(); ++i) {
-      if (direct[i]) continue;
-      const at::Tensor& t = leaves[i]->tensor;
-      at::Tensor value = targets[i].view(t.scalar_type()).view(t.sizes()).to(t.device());
+    for (size_t k = 0; k < alone.size(); ++k) {
+      if (direct[k]) continue;
+      const auto& leaf = layout.leaves()[alone[k]];
+      const at::Tensor& t = leaf.tensor;
+      at::Tensor value = targets[k].view(t.scalar_type()).view(t.sizes()).to(t.device());
       if (dense) {
         t.copy_(value);
       } else {
-        incoming.set(leaves[i]->key, value);
+        incoming.set(leaf.key, value);
       }
     }
-    if (!dense && !leaves.empty()) td.update_(incoming);
+    if (!dense && !alone.empty()) td.update_(incoming);
     return;
+  }
+  // kPacked: the large leaves land in staging laid out as the data's large groups; the leaves are
+  // written once every byte is here.
+  at::Tensor large = in.large;
+  if (!large.defined()) {
+    large = alone.empty()
+                ? at::empty({0}, at::kByte)
+                : internal::ScratchBytes(layout.nbytes() - layout.inline_nbytes(), at::kCPU);
+  }
+  if (!alone.empty()) {
+    std::vector<at::Tensor> targets;
+    for (size_t i : alone) {
+      const auto& leaf = layout.leaves()[i];
+      targets.push_back(large.narrow(0, leaf.offset - layout.inline_nbytes(),
+                                     static_cast<int64_t>(leaf.tensor.nbytes())));
+    }
+    ReceiveLeaves(pg, targets, src, tag, timeout, what);
   }
   if (layout.nbytes() > 0) {
     at::Tensor data = in.data;
     if (!layout.leaves().empty() && layout.leaves()[0].tensor.device() != data.device()) {
       data = data.to(layout.leaves()[0].tensor.device());
+      large = large.to(layout.leaves()[0].tensor.device());
     }
-    layout.Unpack(data, td);
+    layout.Unpack(data, large, td);
   }
 }
 
@@ -639,12 +680,13 @@ std::string What(const char* call, int peer, const char* role) {
   return c10::str("td::distributed::", call, " (", role, " rank ", peer, ")");
 }
 
-// The largest message a send of `layout`'s structure puts after its header: the payload of
-// either wire format (a matching message always fits the receive's limit).
+// A bound on what a send of `layout`'s structure puts after its header, in either wire format:
+// its payload, and its leaf messages together (a matching message always fits the receive's
+// limit).
 int64_t OwnMessageBytes(const PackedLayout& layout) {
-  const int64_t sizes = static_cast<int64_t>(layout.leaves().size() * sizeof(int64_t));
-  return AlignUp(static_cast<int64_t>(layout.signature().size())) +
-         std::max(layout.nbytes(), sizes);
+  const int64_t table =
+      AlignUp(static_cast<int64_t>((1 + layout.leaves().size()) * sizeof(int64_t)));
+  return AlignUp(static_cast<int64_t>(layout.signature().size())) + table + layout.nbytes();
 }
 
 void CheckMaxBytes(const P2POptions& options, const std::string& what) {

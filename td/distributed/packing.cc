@@ -35,15 +35,19 @@ PackedLayout::PackedLayout(const TensorDict& td) {
   std::sort(leaves_.begin(), leaves_.end(),
             [](const Leaf& a, const Leaf& b) { return a.key < b.key; });
   std::string sig;
+  // Small groups first, then large ones (NOTE [ Packed layout ]); indices fixed up below.
+  std::vector<Group> large;
   for (size_t i = 0; i < leaves_.size(); ++i) {
     Leaf& leaf = leaves_[i];
     at::ScalarType dtype = leaf.tensor.scalar_type();
+    const bool is_large = static_cast<int64_t>(leaf.tensor.nbytes()) >= kAloneMinBytes;
+    std::vector<Group>& groups = is_large ? large : groups_;
     size_t g = 0;
-    while (g < groups_.size() && groups_[g].dtype != dtype) ++g;
-    if (g == groups_.size()) groups_.push_back({dtype, 0, 0, {}});
+    while (g < groups.size() && groups[g].dtype != dtype) ++g;
+    if (g == groups.size()) groups.push_back({dtype, is_large, 0, 0, {}});
     leaf.group = g;
-    groups_[g].leaves.push_back(i);
-    groups_[g].numel += leaf.tensor.numel();
+    groups[g].leaves.push_back(i);
+    groups[g].numel += leaf.tensor.numel();
     for (size_t p = 0; p < leaf.key.size(); ++p) {
       if (p > 0) sig += '\x1f';
       sig += leaf.key[p];
@@ -59,10 +63,22 @@ PackedLayout::PackedLayout(const TensorDict& td) {
     }
     sig += '\n';
   }
+  const size_t small_groups = groups_.size();
+  for (Group& g : large) {
+    for (size_t i : g.leaves) leaves_[i].group = groups_.size();
+    groups_.push_back(std::move(g));
+  }
   int64_t offset = 0;
-  for (Group& g : groups_) {
-    g.offset = offset;
-    offset = AlignUp(offset + g.numel * static_cast<int64_t>(c10::elementSize(g.dtype)));
+  for (size_t g = 0; g < groups_.size(); ++g) {
+    Group& group = groups_[g];
+    group.offset = offset;
+    int64_t pos = offset;
+    for (size_t i : group.leaves) {
+      leaves_[i].offset = pos;
+      pos += static_cast<int64_t>(leaves_[i].tensor.nbytes());
+    }
+    offset = AlignUp(offset + group.numel * static_cast<int64_t>(c10::elementSize(group.dtype)));
+    if (g + 1 == small_groups) inline_nbytes_ = offset;
   }
   nbytes_ = offset;
   signature_ = std::move(sig);
@@ -144,37 +160,75 @@ bool Memcpyable(const at::Tensor& t) {
 
 }  // namespace
 
-at::Tensor PackedLayout::Pack(int64_t prefix) const {
-  at::NoGradGuard no_grad;  // leaves that require grad pack as plain data (cat_out refuses them)
-  at::Tensor buffer = Allocate(prefix);
-  at::Tensor data = buffer.narrow(0, prefix, nbytes_);
-  std::vector<at::Tensor> flat;
+std::vector<size_t> PackedLayout::OwnMessages(bool every_leaf) const {
+  std::vector<size_t> out;
+  for (const Group& group : groups_) {
+    if (!every_leaf && !group.large) continue;
+    for (size_t i : group.leaves) {
+      if (leaves_[i].tensor.numel() > 0) out.push_back(i);
+    }
+  }
+  return out;
+}
+
+std::vector<PackedLayout::Piece> PackedLayout::Pieces() const {
+  std::vector<Piece> out;
   for (size_t g = 0; g < groups_.size(); ++g) {
     const Group& group = groups_[g];
     if (group.numel == 0) continue;
-    if (data.is_cpu() && std::all_of(group.leaves.begin(), group.leaves.end(), [&](size_t i) {
-          return Memcpyable(leaves_[i].tensor);
-        })) {
-      auto* out = data.data_ptr<uint8_t>() + group.offset;
-      for (size_t i : group.leaves) {
-        const at::Tensor& t = leaves_[i].tensor;
-        if (t.numel() == 0) continue;
-        std::memcpy(out, t.data_ptr(), t.nbytes());
-        out += t.nbytes();
-      }
+    const int64_t elem = static_cast<int64_t>(c10::elementSize(group.dtype));
+    if (!group.large) {
+      out.push_back({g, 0, group.leaves.size(), group.offset, group.numel * elem});
       continue;
     }
-    at::Tensor out = GroupView(data, g);
-    flat.clear();
-    for (size_t i : group.leaves) {
-      const at::Tensor& t = leaves_[i].tensor;
-      if (t.numel() > 0) flat.push_back(t.reshape({-1}));
+    for (size_t k = 0; k < group.leaves.size(); ++k) {
+      const Leaf& leaf = leaves_[group.leaves[k]];
+      out.push_back({g, k, 1, leaf.offset, static_cast<int64_t>(leaf.tensor.nbytes())});
     }
-    if (flat.size() == 1) {
-      out.copy_(flat[0]);
-    } else {
-      at::cat_out(out, flat, 0);
+  }
+  return out;
+}
+
+at::Tensor PackedLayout::PieceView(const at::Tensor& data, const Piece& piece) const {
+  return data.narrow(0, piece.offset, piece.nbytes).view(groups_[piece.group].dtype);
+}
+
+void PackedLayout::PackPiece(const at::Tensor& data, const Piece& piece) const {
+  at::NoGradGuard no_grad;  // leaves that require grad pack as plain data (cat_out refuses them)
+  const Group& group = groups_[piece.group];
+  const auto first = group.leaves.begin() + static_cast<std::ptrdiff_t>(piece.first);
+  const auto last = first + static_cast<std::ptrdiff_t>(piece.count);
+  if (data.is_cpu() &&
+      std::all_of(first, last, [&](size_t i) { return Memcpyable(leaves_[i].tensor); })) {
+    auto* out = data.data_ptr<uint8_t>() + piece.offset;
+    for (auto it = first; it != last; ++it) {
+      const at::Tensor& t = leaves_[*it].tensor;
+      if (t.numel() == 0) continue;
+      std::memcpy(out, t.data_ptr(), t.nbytes());
+      out += t.nbytes();
     }
+    return;
+  }
+  at::Tensor out = PieceView(data, piece);
+  std::vector<at::Tensor> flat;
+  for (auto it = first; it != last; ++it) {
+    const at::Tensor& t = leaves_[*it].tensor;
+    if (t.numel() > 0) flat.push_back(t.reshape({-1}));
+  }
+  if (flat.size() == 1) {
+    out.copy_(flat[0]);
+  } else {
+    at::cat_out(out, flat, 0);
+  }
+}
+
+at::Tensor PackedLayout::Pack(int64_t prefix, bool inline_only) const {
+  const int64_t bytes = inline_only ? inline_nbytes_ : nbytes_;
+  at::Tensor buffer = ScratchBytes(
+      prefix + bytes, leaves_.empty() ? at::Device(at::kCPU) : leaves_[0].tensor.device());
+  at::Tensor data = buffer.narrow(0, prefix, bytes);
+  for (const Piece& piece : Pieces()) {
+    if (!(inline_only && groups_[piece.group].large)) PackPiece(data, piece);
   }
   return buffer;
 }
@@ -199,19 +253,23 @@ void PackedLayout::CheckWritable(const std::string& what) const {
 }
 
 void PackedLayout::Unpack(const at::Tensor& data, TensorDict& td) const {
+  Unpack(data.narrow(0, 0, inline_nbytes_),
+         data.narrow(0, inline_nbytes_, data.numel() - inline_nbytes_), td);
+}
+
+void PackedLayout::Unpack(const at::Tensor& inline_data, const at::Tensor& large_data,
+                          TensorDict& td) const {
   at::NoGradGuard no_grad;  // as load_state_dict: parameters are written as plain data
-  // Byte offset of every leaf in `data`.
-  std::vector<int64_t> offsets(leaves_.size());
-  for (const Group& group : groups_) {
-    int64_t at = group.offset;
-    for (size_t i : group.leaves) {
-      offsets[i] = at;
-      at += static_cast<int64_t>(leaves_[i].tensor.nbytes());
-    }
-  }
+  // Where leaf i's bytes are: its piece of the data, and their address when on the CPU.
+  auto source = [&](size_t i) -> std::pair<const at::Tensor*, int64_t> {
+    const int64_t pos = leaves_[i].offset;
+    return pos < inline_nbytes_ ? std::make_pair(&inline_data, pos)
+                                : std::make_pair(&large_data, pos - inline_nbytes_);
+  };
   auto piece = [&](size_t i) {
     const at::Tensor& t = leaves_[i].tensor;
-    return data.narrow(0, offsets[i], static_cast<int64_t>(t.nbytes()))
+    auto [data, pos] = source(i);
+    return data->narrow(0, pos, static_cast<int64_t>(t.nbytes()))
         .view(t.scalar_type())
         .view(t.sizes());
   };
@@ -220,8 +278,9 @@ void PackedLayout::Unpack(const at::Tensor& data, TensorDict& td) const {
     for (size_t i = 0; i < leaves_.size(); ++i) {
       const at::Tensor& t = leaves_[i].tensor;
       if (t.numel() == 0) continue;
-      if (data.is_cpu() && Memcpyable(t) && !t.requires_grad()) {
-        std::memcpy(t.data_ptr(), data.data_ptr<uint8_t>() + offsets[i], t.nbytes());
+      auto [data, pos] = source(i);
+      if (data->is_cpu() && Memcpyable(t) && !t.requires_grad()) {
+        std::memcpy(t.data_ptr(), data->data_ptr<uint8_t>() + pos, t.nbytes());
       } else {
         at::Tensor target = t;
         target.copy_(piece(i));

@@ -63,6 +63,52 @@ TEST(PackingTest, GroupsAlignedAndRoundTrip) {
   }
 }
 
+// NOTE [ Packed layout ]: large leaves form groups of their own behind the small ones; the data
+// unpacks alike from one piece or from the inline part and the large part.
+TEST(PackingTest, LargeLeavesComeAfterTheInlineData) {
+  const int64_t floats = kAloneMinBytes / 4;
+  TensorDict td({{"a", at::arange(floats, at::kFloat)},
+                 {"b", at::arange(3, at::kFloat)},
+                 {"c", at::arange(floats / 2, at::kDouble)},
+                 {"d", at::arange(5, at::kLong)},
+                 {"e", at::arange(2 * floats, at::kFloat) - 7}},
+                {});
+  PackedLayout layout(td);
+  ASSERT_EQ(layout.groups().size(), 4u);  // float, long small; float, double large
+  EXPECT_FALSE(layout.groups()[0].large);
+  EXPECT_FALSE(layout.groups()[1].large);
+  EXPECT_TRUE(layout.groups()[2].large);
+  EXPECT_EQ(layout.groups()[2].dtype, at::kFloat);
+  EXPECT_EQ(layout.inline_nbytes(), 2 * kAlign);  // b (12 bytes) and d (40), each aligned
+  EXPECT_EQ(layout.groups()[2].offset, layout.inline_nbytes());
+  EXPECT_EQ(layout.nbytes(), layout.inline_nbytes() + 4 * kAloneMinBytes);
+  // Leaves a, e (float), then c (double), in data order; every non-empty leaf for kPerLeaf.
+  std::vector<NestedKey> alone;
+  for (size_t i : layout.OwnMessages(false)) alone.push_back(layout.leaves()[i].key);
+  EXPECT_EQ(alone, (std::vector<NestedKey>{"a", "e", "c"}));
+  EXPECT_EQ(layout.OwnMessages(true).size(), 5u);
+  EXPECT_EQ(layout.leaves()[4].offset, layout.inline_nbytes() + kAloneMinBytes);  // e after a
+  at::Tensor whole = layout.Pack();
+  at::Tensor inline_only = layout.Pack(kAlign, /*inline_only=*/true);
+  EXPECT_EQ(inline_only.numel(), kAlign + layout.inline_nbytes());
+  for (const auto& leaf : layout.leaves()) {  // padding aside, the same bytes
+    if (leaf.offset >= layout.inline_nbytes()) continue;
+    const auto n = static_cast<int64_t>(leaf.tensor.nbytes());
+    EXPECT_TRUE(at::equal(inline_only.narrow(0, kAlign + leaf.offset, n),
+                          whole.narrow(0, leaf.offset, n)))
+        << leaf.key;
+  }
+  TensorDict one = td.clone().zero_(), two = td.clone().zero_();
+  PackedLayout(one).Unpack(whole, one);
+  at::Tensor large = whole.narrow(0, layout.inline_nbytes(), layout.nbytes() - layout.inline_nbytes())
+                         .clone();
+  PackedLayout(two).Unpack(inline_only.narrow(0, kAlign, layout.inline_nbytes()), large, two);
+  for (const auto& k : td.keys(td::test::kLeaves)) {
+    EXPECT_TRUE(at::equal(one.get(k), td.get(k))) << k;
+    EXPECT_TRUE(at::equal(two.get(k), td.get(k))) << k;
+  }
+}
+
 TEST(PackingTest, SignatureAndMismatch) {
   TensorDict a({{"x", at::zeros({2, 3})}, {"y", at::zeros({2})}}, {2});
   TensorDict b({{"x", at::zeros({2, 4})}, {"y", at::zeros({2})}}, {2});
