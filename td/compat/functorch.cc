@@ -52,6 +52,16 @@ std::optional<Unwrapped> Unwrap(const at::Tensor& tensor) {
   return Unwrapped{impl->value(), impl->bdim(), impl->level()};
 }
 
+at::Tensor UnwrapAll(const at::Tensor& tensor) {
+  at::Tensor t = tensor;
+  while (t.defined()) {
+    const ft::BatchedTensorImpl* impl = ft::maybeGetBatchedImpl(t);
+    if (impl == nullptr) break;
+    t = impl->value();
+  }
+  return t;
+}
+
 bool FallbackWarningEnabled() { return ft::isVmapFallbackWarningEnabled(); }
 void SetFallbackWarningEnabled(bool enabled) { ft::setVmapFallbackWarningEnabled(enabled); }
 bool FallbackEnabled() { return ft::isVmapFallbackEnabled(); }

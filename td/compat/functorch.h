@@ -48,6 +48,11 @@ struct Unwrapped {
 // The outermost wrapper of `tensor`, or nullopt when it is not a batched tensor.
 std::optional<Unwrapped> Unwrap(const at::Tensor& tensor);
 
+// The plain tensor under every batched wrapper of `tensor` (all members of every level), or
+// `tensor` itself when it is not batched: what a value check that must read the data (item())
+// looks at inside vmap, where reading a batched tensor's data throws.
+at::Tensor UnwrapAll(const at::Tensor& tensor);
+
 // Whether LibTorch warns when an operation without a batching rule runs member by member.
 bool FallbackWarningEnabled();
 void SetFallbackWarningEnabled(bool enabled);

@@ -24,6 +24,22 @@ TEST(Functorch, PushWrapUnwrapPop) {
   EXPECT_FALSE(Unwrap(x).has_value());
 }
 
+TEST(Functorch, UnwrapAllLevels) {
+  at::Tensor x = at::arange(24, at::kFloat).view({2, 3, 4});
+  const int64_t outer = PushVmapLayer(2, Randomness::kError);
+  at::Tensor a = AddBatchDim(x, 0, outer);
+  const int64_t inner = PushVmapLayer(3, Randomness::kError);
+  at::Tensor b = AddBatchDim(a, 0, inner);
+  EXPECT_EQ(b.sizes(), at::IntArrayRef({4}));
+  at::Tensor plain = UnwrapAll(b);
+  EXPECT_FALSE(Unwrap(plain).has_value());
+  EXPECT_TRUE(plain.is_same(x));
+  EXPECT_EQ(plain.min().item<float>(), 0.0f);   // readable although b's data is not
+  PopVmapLayer(inner);
+  PopVmapLayer(outer);
+  EXPECT_TRUE(UnwrapAll(x).is_same(x));
+}
+
 TEST(Functorch, PopOutOfOrderThrowsAndKeepsTheLayer) {
   const int64_t level = PushVmapLayer(2, Randomness::kSame);
   EXPECT_THROW(PopVmapLayer(level + 1), c10::Error);
