@@ -18,6 +18,11 @@ int64_t EnsembleSize(const TensorDict& stacked_params) {
   return stacked_params.batch_size()[0];
 }
 
+bool IsUnbatchable(const c10::Error& e) {
+  return std::string(e.what_without_backtrace()).find("Batching rule not implemented") !=
+         std::string::npos;
+}
+
 std::vector<TensorDict> EnsembleMembers(const TensorDict& stacked_params) {
   EnsembleSize(stacked_params);
   return stacked_params.unbind(0);
@@ -74,12 +79,18 @@ TensorDict EnsembleModuleImpl::forward(const TensorDict& td) {
       ModuleParamsGuard guard = to_module(member, *module_);
       return module_->forward(input);
     };
-    const TensorDict outs = vmap(run, {kNone, 0}, 0,
-                                 VmapOptions().randomness(Randomness::kDifferent))(td, params);
-    for (const NestedKey& k : out_keys_) {
-      if (k != NestedKey("_")) result.set(k, outs.get(k));
+    std::optional<TensorDict> outs;
+    try {
+      outs = vmap(run, {kNone, 0}, 0, VmapOptions().randomness(Randomness::kDifferent))(td, params);
+    } catch (const c10::Error& e) {
+      if (!detail::IsUnbatchable(e)) throw;
     }
-    return result;
+    if (outs) {
+      for (const NestedKey& k : out_keys_) {
+        if (k != NestedKey("_")) result.set(k, outs->get(k));
+      }
+      return result;
+    }
   }
   std::vector<TensorDict> outs;
   outs.reserve(static_cast<size_t>(num_members_));

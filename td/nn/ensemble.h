@@ -56,7 +56,8 @@ struct EnsembleOptions {
 
 // Runs the module held by `module` (a holder like torch::nn::Sequential, whose forward takes one
 // tensor) for every member of `stacked_params` on `x` and returns the outputs stacked: [N, ...].
-// All members at once through td::vmap unless EnsembleOptions::batched is false. Throws
+// All members at once through td::vmap unless EnsembleOptions::batched is false (or the module
+// uses an op LibTorch cannot run inside vmap: then member by member). Throws
 // ValueError when `stacked_params` has no batch dim or per_member_input is set and x's dim 0 is
 // not N, and what the module throws.
 template <class Holder>
@@ -124,6 +125,9 @@ namespace detail {
 std::vector<TensorDict> EnsembleMembers(const TensorDict& stacked_params);
 // The number of members (batch dim 0); ValueError when there is no batch dim.
 int64_t EnsembleSize(const TensorDict& stacked_params);
+// Whether `e` is LibTorch refusing an op inside vmap that it can neither batch nor run member by
+// member (LSTMCell's aten::lstm_cell, see docs/functional.md): the ensemble then loops.
+bool IsUnbatchable(const c10::Error& e);
 }  // namespace detail
 
 template <class Fn>
@@ -158,8 +162,12 @@ at::Tensor ensemble_forward(Holder module, const TensorDict& stacked_params,
       ModuleParamsGuard guard = to_module(member, *module.ptr());
       return module->forward(input);
     };
-    return vmap(run, {options.per_member_input() ? InDim(0) : InDim(kNone), 0}, 0,
-                VmapOptions().randomness(Randomness::kDifferent))(x, stacked_params);
+    try {
+      return vmap(run, {options.per_member_input() ? InDim(0) : InDim(kNone), 0}, 0,
+                  VmapOptions().randomness(Randomness::kDifferent))(x, stacked_params);
+    } catch (const c10::Error& e) {
+      if (!detail::IsUnbatchable(e)) throw;
+    }
   }
   int64_t i = 0;
   return ensemble_map(stacked_params, *module.ptr(), [&] {

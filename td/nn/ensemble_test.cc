@@ -122,6 +122,22 @@ TEST(EnsembleModule, MembersRunOnExpandedInput) {
   EXPECT_FALSE(at::equal(ensemble->params().get({"module", "4", "bias"}), before));
 }
 
+TEST(EnsembleModule, UnbatchableOpLoops) {
+  // LSTMCell's op cannot run inside vmap (docs/functional.md): the ensemble loops instead.
+  std::vector<TensorDictModule> members;
+  for (int i = 0; i < 3; ++i) {
+    members.emplace_back(tnn::LSTMCell(4, 5), std::vector<td::NestedKey>{"x"},
+                         std::vector<td::NestedKey>{"h", "c"});
+  }
+  td::nn::EnsembleModule ensemble(members);
+  td::TensorDict data({{"x", at::randn({2, 4})}}, {2});
+  td::TensorDict out = ensemble(data);
+  EXPECT_EQ(out.get("c").sizes(), at::IntArrayRef({3, 2, 5}));
+  for (int i = 0; i < 3; ++i) {
+    EXPECT_TRUE(at::allclose(out.get("h")[i], members[i](data.copy()).get("h"), 1e-5, 1e-6));
+  }
+}
+
 TEST(EnsembleModule, SeedGRUCellVmapCounterpart) {
   // params.expand(4) + vmap(func, (None, 0)) in the seed: 4 copies of the GRUCell module.
   td::TensorDict data({{"input", at::randn({3, 4})}, {"hidden", at::randn({3, 8})}}, {3});
