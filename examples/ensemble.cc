@@ -1,7 +1,7 @@
 // The README's "TensorDict for functional programming" in C++: the parameters of a model as a
 // nested TensorDict, the model run with other parameters (to_module), and an ensemble of MLPs
-// from stacked parameters — run member by member, or all at once with batched matrix products
-// (LibTorch has no vmap). Exits non-zero when a check fails.
+// from stacked parameters — run member by member, or all at once through td::vmap. Exits
+// non-zero when a check fails.
 #include <torch/torch.h>
 
 #include <cstdlib>
@@ -71,7 +71,7 @@ int main() {
   const at::Tensor looped = td::nn::ensemble_forward(
       holders[0], stacked, x, td::nn::EnsembleOptions().batched(false));
   std::cout << "ensemble output: " << batched.sizes() << "\n";  // [5, 10, 1]
-  Check(at::allclose(batched, looped, 1e-5, 1e-6), "batched == member-by-member");
+  Check(at::allclose(batched, looped, 1e-5, 1e-6), "vmap == member-by-member");
   Check(at::allclose(batched[3], holders[3]->forward(x), 1e-5, 1e-6),
         "member 3 computes MLP 3's output");
 

@@ -8,6 +8,7 @@
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_split.h"
+#include "td/compat/functorch.h"
 #include "td/core/dtype.h"
 #include "td/core/errors.h"
 #include "td/core/nested_key.h"
@@ -28,10 +29,13 @@ std::vector<int64_t> BroadcastShape(const at::Tensor& a, const at::Tensor& b, co
   }
 }
 
-void CheckPositive(const at::Tensor& scale, const char* dist) {
+// Inside td::vmap the checks read the values of every member (compat::functorch::UnwrapAll):
+// a batched tensor's data cannot be read.
+void CheckPositive(const at::Tensor& scale_in, const char* dist) {
+  const at::Tensor scale = compat::functorch::UnwrapAll(scale_in);
   if (scale.numel() > 0 && !(scale > 0).all().item<bool>()) {
     TD_FAIL(ValueError, dist, ": scale must be positive everywhere; got min ",
-                     scale.min().item<double>(), " (shape ", SizeRepr(scale.sizes()), ")");
+                     scale.min().item<double>(), " (shape ", SizeRepr(scale_in.sizes()), ")");
   }
 }
 
@@ -130,9 +134,10 @@ Categorical Categorical::from_probs(const at::Tensor& probs) {
     TD_FAIL(ValueError, "Categorical: probs need at least one dim (the classes); got shape ",
                      SizeRepr(probs.sizes()));
   }
-  if (probs.numel() > 0 && !(probs >= 0).all().item<bool>()) {
+  const at::Tensor all_probs = compat::functorch::UnwrapAll(probs);
+  if (all_probs.numel() > 0 && !(all_probs >= 0).all().item<bool>()) {
     TD_FAIL(ValueError, "Categorical: probs must be non-negative; got min ",
-                     probs.min().item<double>());
+                     all_probs.min().item<double>());
   }
   at::Tensor normalized = probs / probs.sum(-1, /*keepdim=*/true);
   at::Tensor logits = at::log(normalized.clamp_min(std::numeric_limits<float>::min()));

@@ -1,6 +1,6 @@
-// Ensembles without vmap: run one module once per member of a stacked parameter TensorDict
-// (from_modules) and stack the results, or — for a Linear or a Sequential of Linear layers and
-// element-wise activations — compute all members at once with batched matrix products.
+// Ensembles: run one module for every member of a stacked parameter TensorDict (from_modules)
+// and stack the results — all members at once through td::vmap (td/functional/vmap.h), for any
+// module, or member by member.
 //
 //   td::TensorDict stacked = td::nn::from_modules(m0, m1, m2);            // batch [3]
 //   at::Tensor y = td::nn::ensemble_forward(m0, stacked, x);                // [3, *x[:-1], out]
@@ -9,9 +9,11 @@
 //   td::nn::EnsembleModule ensemble(std::vector<td::nn::TensorDictModule>{a, b, c});
 //   ensemble(data);   // batch [B] -> [3, B]; the members' parameters are ensemble->parameters()
 //
-// Gradients: the members' parameters are used as they are (slices of the stacked tensors), so
-// backward() reaches the stacked TensorDict — its leaves, or through from_modules' stack the
-// modules it was built from (see NOTE [ Swapping tensors into LibTorch modules ]).
+// Gradients: the members' parameters are used as they are (slices of the stacked tensors, or the
+// stacked tensors themselves seen one member at a time inside vmap), so backward() reaches the
+// stacked TensorDict — its leaves, or through from_modules' stack the modules it was built from
+// (see NOTE [ Swapping tensors into LibTorch modules ]). Random operations (dropout, sampling)
+// draw independently for each member in both paths.
 #pragma once
 
 #include <ATen/core/Tensor.h>
@@ -29,6 +31,7 @@
 #include "td/core/dtype.h"
 #include "td/core/stack.h"
 #include "td/core/tensordict.h"
+#include "td/functional/vmap.h"
 #include "td/nn/common.h"
 #include "td/nn/functional.h"
 #include "td/nn/params.h"
@@ -44,25 +47,19 @@ template <class Fn>
 auto ensemble_map(const TensorDict& stacked_params, torch::nn::Module& module, Fn&& fn);
 
 struct EnsembleOptions {
-  // Use the batched computation when the module allows it (Linear, or a Sequential of Linear
-  // layers and element-wise activations); otherwise, and when false, loop over the members.
+  // Run all members in one td::vmap call (any module; see docs/functional.md for the layers
+  // LibTorch batches natively); false: loop over the members (ensemble_map).
   TORCH_ARG(bool, batched) = true;
   // `x` holds one input per member along dim 0 ([N, ...]) instead of one input shared by all.
   TORCH_ARG(bool, per_member_input) = false;
 };
 
-// The batched computation of ensemble_forward: the members' outputs [N, ..., out] for a module
-// made of Linear layers and element-wise activations (ReLU, Tanh, Sigmoid, GELU, SiLU, ELU,
-// LeakyReLU, Softplus, Identity, Dropout); nullopt for any other module, and when
-// `stacked_params` holds keys the module does not have (the loop then reports them). `stacked_params` is laid out like from_module(module) with batch [N].
-std::optional<at::Tensor> batched_ensemble_forward(torch::nn::Module& module,
-                                                   const TensorDict& stacked_params,
-                                                   const at::Tensor& x, bool per_member_input);
-
 // Runs the module held by `module` (a holder like torch::nn::Sequential, whose forward takes one
 // tensor) for every member of `stacked_params` on `x` and returns the outputs stacked: [N, ...].
-// Uses the batched computation when possible (see EnsembleOptions). Throws ValueError when
-// per_member_input is set and x's dim 0 is not N, and what the module throws.
+// All members at once through td::vmap unless EnsembleOptions::batched is false (or the module
+// uses an op LibTorch cannot run inside vmap: then member by member). Throws
+// ValueError when `stacked_params` has no batch dim or per_member_input is set and x's dim 0 is
+// not N, and what the module throws.
 template <class Holder>
 at::Tensor ensemble_forward(Holder module, const TensorDict& stacked_params,
                             const at::Tensor& x, const EnsembleOptions& options = {});
@@ -70,9 +67,8 @@ at::Tensor ensemble_forward(Holder module, const TensorDict& stacked_params,
 // A TensorDict module running N copies of one TensorDict module (parameters stacked and
 // registered as a TensorDictParams child "params_td", so optimizers train every member). The
 // input TensorDict (batch B) is expanded to [N, *B] (views, no copy) and each member's outputs
-// are stacked under the module's out_keys. When the wrapped module is a TensorDictModule with
-// one in key and one out key around a batchable module (see batched_ensemble_forward), all
-// members run in one batched computation.
+// are stacked under the module's out_keys. All members run in one td::vmap call over the
+// stacked parameters (the input shared), unless EnsembleOptions::batched is false.
 class EnsembleModuleImpl : public Cloneable<EnsembleModuleImpl> {
  public:
   // Members built independently (so they start from different initializations): the first one
@@ -127,6 +123,11 @@ class EnsembleModule : public torch::nn::ModuleHolder<EnsembleModuleImpl> {
 namespace detail {
 // Member i of a stacked TensorDict (views), checking that there is a batch dim.
 std::vector<TensorDict> EnsembleMembers(const TensorDict& stacked_params);
+// The number of members (batch dim 0); ValueError when there is no batch dim.
+int64_t EnsembleSize(const TensorDict& stacked_params);
+// Whether `e` is LibTorch refusing an op inside vmap that it can neither batch nor run member by
+// member (LSTMCell's aten::lstm_cell, see docs/functional.md): the ensemble then loops.
+bool IsUnbatchable(const c10::Error& e);
 }  // namespace detail
 
 template <class Fn>
@@ -151,15 +152,21 @@ auto ensemble_map(const TensorDict& stacked_params, torch::nn::Module& module, F
 template <class Holder>
 at::Tensor ensemble_forward(Holder module, const TensorDict& stacked_params,
                             const at::Tensor& x, const EnsembleOptions& options) {
-  const int64_t n = stacked_params.batch_dims() > 0 ? stacked_params.batch_size()[0] : 0;
+  const int64_t n = detail::EnsembleSize(stacked_params);
   if (options.per_member_input() && (x.dim() == 0 || x.size(0) != n)) {
     TD_FAIL(ValueError, "ensemble_forward: per_member_input needs x with ", n,
                      " (members) as its dim 0; got x of shape ", SizeRepr(x.sizes()));
   }
   if (options.batched()) {
-    if (std::optional<at::Tensor> y =
-            batched_ensemble_forward(*module.ptr(), stacked_params, x, options.per_member_input())) {
-      return *std::move(y);
+    auto run = [&module](const at::Tensor& input, const TensorDict& member) {
+      ModuleParamsGuard guard = to_module(member, *module.ptr());
+      return module->forward(input);
+    };
+    try {
+      return vmap(run, {options.per_member_input() ? InDim(0) : InDim(kNone), 0}, 0,
+                  VmapOptions().randomness(Randomness::kDifferent))(x, stacked_params);
+    } catch (const c10::Error& e) {
+      if (!detail::IsUnbatchable(e)) throw;
     }
   }
   int64_t i = 0;

@@ -35,7 +35,7 @@ TEST(Ensemble, ReadmeFunctionalProgramming) {
   EXPECT_EQ(y.sizes(), at::IntArrayRef({2, 10, 4}));
   EXPECT_TRUE(at::allclose(y[0], out));
   EXPECT_TRUE(at::allclose(y[1], out));
-  // The batched computation (one matmul per layer for all members) gives the same values.
+  // The batched computation (td::vmap: all members in one call) gives the same values.
   EXPECT_TRUE(at::allclose(td::nn::ensemble_forward(model, params_stack, x), y, 1e-5, 1e-6));
   TD_EXPECT_THROW_MSG(td::nn::ensemble_map(params, *model, [&] { return model->forward(x); }),
                       td::ValueError, {"leading batch dim"});
@@ -46,22 +46,21 @@ tnn::Sequential Mlp() {
                          tnn::Linear(8, 3));
 }
 
-TEST(Ensemble, BatchedPathMatchesLoopWithGradients) {
+TEST(Ensemble, VmapPathMatchesLoopWithGradients) {
   tnn::Sequential m0 = Mlp(), m1 = Mlp(), m2 = Mlp();
   td::TensorDict stacked = td::nn::from_modules(m0, m1, m2).apply([](const at::Tensor& t) {
     return t.detach().requires_grad_();
   });
   const at::Tensor x = at::randn({2, 7, 5});
-  std::optional<at::Tensor> batched = td::nn::batched_ensemble_forward(*m0, stacked, x, false);
-  ASSERT_TRUE(batched.has_value());
-  EXPECT_EQ(batched->sizes(), at::IntArrayRef({3, 2, 7, 3}));
+  const at::Tensor batched = td::nn::ensemble_forward(m0, stacked, x);
+  EXPECT_EQ(batched.sizes(), at::IntArrayRef({3, 2, 7, 3}));
   const at::Tensor looped = td::nn::ensemble_forward(
       m0, stacked, x, td::nn::EnsembleOptions().batched(false));
-  EXPECT_TRUE(at::allclose(*batched, looped, 1e-5, 1e-6));
+  EXPECT_TRUE(at::allclose(batched, looped, 1e-5, 1e-6));
   EXPECT_TRUE(at::allclose(looped[2], m2->forward(x), 1e-5, 1e-6));
   // Same gradients for the stacked parameters either way.
   const at::Tensor w = stacked.get({"2", "weight"});
-  batched->pow(2).sum().backward();
+  batched.pow(2).sum().backward();
   const at::Tensor g_batched = w.grad().clone();
   w.grad().zero_();
   looped.pow(2).sum().backward();
@@ -76,14 +75,24 @@ TEST(Ensemble, BatchedPathMatchesLoopWithGradients) {
       td::ValueError, {"per_member_input", "torch.Size([2, 7, 5])"});
 }
 
-TEST(Ensemble, NonBatchableModulesLoop) {
-  tnn::Sequential a(tnn::Linear(4, 4), tnn::LayerNorm(tnn::LayerNormOptions({4})));
-  tnn::Sequential b(tnn::Linear(4, 4), tnn::LayerNorm(tnn::LayerNormOptions({4})));
+TEST(Ensemble, AnyModuleRunsBatched) {
+  // Layers beyond Linear and activations: vmap batches them too, with the loop's values.
+  tnn::Sequential a(tnn::Conv1d(2, 4, 3), tnn::LayerNorm(tnn::LayerNormOptions({4, 6})),
+                    tnn::Flatten(), tnn::Linear(24, 3));
+  tnn::Sequential b(tnn::Conv1d(2, 4, 3), tnn::LayerNorm(tnn::LayerNormOptions({4, 6})),
+                    tnn::Flatten(), tnn::Linear(24, 3));
   td::TensorDict stacked = td::nn::from_modules(a, b);
-  EXPECT_FALSE(td::nn::batched_ensemble_forward(*a, stacked, at::randn({2, 4}), false));
-  const at::Tensor x = at::randn({6, 4});
+  const at::Tensor x = at::randn({5, 2, 8});
   const at::Tensor y = td::nn::ensemble_forward(a, stacked, x);
+  const at::Tensor looped =
+      td::nn::ensemble_forward(a, stacked, x, td::nn::EnsembleOptions().batched(false));
+  EXPECT_TRUE(at::allclose(y, looped, 1e-5, 1e-6));
   EXPECT_TRUE(at::allclose(y[1], b->forward(x), 1e-5, 1e-6));
+  // Dropout draws one mask per member, as the loop does.
+  tnn::Sequential d(tnn::Linear(4, 64), tnn::Dropout(0.5));
+  td::TensorDict two = td::nn::from_modules(d, d);
+  const at::Tensor z = td::nn::ensemble_forward(d, two, at::ones({1, 4}));
+  EXPECT_FALSE(at::equal(z[0] == 0, z[1] == 0));
 }
 
 TEST(EnsembleModule, MembersRunOnExpandedInput) {
@@ -111,6 +120,22 @@ TEST(EnsembleModule, MembersRunOnExpandedInput) {
   ensemble(data).get("value").sum().backward();
   sgd.step();
   EXPECT_FALSE(at::equal(ensemble->params().get({"module", "4", "bias"}), before));
+}
+
+TEST(EnsembleModule, UnbatchableOpLoops) {
+  // LSTMCell's op cannot run inside vmap (docs/functional.md): the ensemble loops instead.
+  std::vector<TensorDictModule> members;
+  for (int i = 0; i < 3; ++i) {
+    members.emplace_back(tnn::LSTMCell(4, 5), std::vector<td::NestedKey>{"x"},
+                         std::vector<td::NestedKey>{"h", "c"});
+  }
+  td::nn::EnsembleModule ensemble(members);
+  td::TensorDict data({{"x", at::randn({2, 4})}}, {2});
+  td::TensorDict out = ensemble(data);
+  EXPECT_EQ(out.get("c").sizes(), at::IntArrayRef({3, 2, 5}));
+  for (int i = 0; i < 3; ++i) {
+    EXPECT_TRUE(at::allclose(out.get("h")[i], members[i](data.copy()).get("h"), 1e-5, 1e-6));
+  }
 }
 
 TEST(EnsembleModule, SeedGRUCellVmapCounterpart) {
