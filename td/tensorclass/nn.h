@@ -1,13 +1,16 @@
 // td::nn modules called on TensorClasses: a TensorDictModule (or TensorDictSequential, or any
 // td::nn::TensorDictModuleBase) reads its in_keys from a TensorClass's fields and writes its
 // out_keys into fields, keys being field names (`{"next", "obs"}` reaches a nested class's
-// field). Link //td/tensorclass:nn (it brings //td/nn).
+// field); the outputs may fill required fields the input leaves unset. Link //td/tensorclass:nn
+// (it brings //td/nn).
 //
 //   class Transition : public td::TensorClass<Transition> {
 //    public:
-//     TD_TENSORCLASS(Transition, (at::Tensor, obs), (std::optional<at::Tensor>, action))
+//     TD_TENSORCLASS(Transition, (at::Tensor, obs), (at::Tensor, action))
 //   };
-//   td::nn::TensorDictModule actor(torch::nn::Linear(4, 2), {"obs"}, {"action"});
+//   td::nn::TensorDictModule actor(torch::nn::Linear(4, 2), "obs", "action");
+//   Transition data = Transition::unset({8});
+//   data.set_obs(obs);
 //   Transition out = td::nn::forward(*actor, data);   // out.action() is set
 #pragma once
 
