@@ -113,6 +113,27 @@ inline InKeysByName by_name(std::vector<std::pair<NestedKey, std::string>> entri
   return InKeysByName(InKeysByName::Tag(), std::move(entries));
 }
 
+// A list of keys as TensorDict modules take their in_keys and out_keys: a braced list
+// ({"obs", {"next", "obs"}}: two keys, the second nested), a std::vector<NestedKey>, or one key
+// alone ("loc", a std::string, a NestedKey), as Python accepts out_keys="loc". A braced pair of
+// strings is a list of two keys; one nested key alone is {{"next", "obs"}} or a NestedKey.
+//   td::nn::TensorDictModule policy(torch::nn::Linear(4, 2), "obs", "loc");
+class Keys {
+ public:
+  Keys() = default;
+  Keys(std::initializer_list<NestedKey> keys) : keys_(keys) {}   // NOLINT
+  Keys(std::vector<NestedKey> keys) : keys_(std::move(keys)) {}  // NOLINT
+  Keys(NestedKey key) : keys_{std::move(key)} {}                 // NOLINT
+  Keys(const char* key) : keys_{NestedKey(key)} {}               // NOLINT
+  Keys(std::string key) : keys_{NestedKey(std::move(key))} {}    // NOLINT
+  Keys(std::string_view key) : keys_{NestedKey(key)} {}          // NOLINT
+  const std::vector<NestedKey>& keys() const { return keys_; }
+  std::vector<NestedKey> take() && { return std::move(keys_); }
+
+ private:
+  std::vector<NestedKey> keys_;
+};
+
 // Whether modules skip their work when their outputs already exist, as set on this thread by the
 // innermost live SetSkipExisting, or nullopt outside any.
 std::optional<bool> skip_existing();
@@ -592,19 +613,19 @@ class TensorDictModuleImpl : public Cloneable<TensorDictModuleImpl> {
   //   TensorDictModuleImpl([](at::Tensor x) { return std::make_tuple(x - 1, x + 1); },
   //                        {{"input", "x"}}, {{"output", "x-1"}, {"output", "x+1"}});
   template <class M, class = detail::IfPositional<M>>
-  TensorDictModuleImpl(M&& module, std::vector<NestedKey> in_keys,
-                       std::vector<NestedKey> out_keys, OutputMode output = OutputMode::kInput)
+  TensorDictModuleImpl(M&& module, Keys in_keys, Keys out_keys,
+                       OutputMode output = OutputMode::kInput)
       : TensorDictModuleImpl(std::forward<M>(module), std::move(in_keys), std::move(out_keys),
                              TensorDictModuleOptions().output(output)) {}
   // The same with options (output mode, skip_existing, arg_names naming the arguments in error
   // messages). Throws ValueError as above, and when arg_names is shorter than in_keys.
   //   TensorDictModuleImpl(net, {"obs"}, {"y"}, TensorDictModuleOptions().skip_existing(true));
   template <class M, class = detail::IfPositional<M>>
-  TensorDictModuleImpl(M&& module, std::vector<NestedKey> in_keys,
-                       std::vector<NestedKey> out_keys, TensorDictModuleOptions options)
+  TensorDictModuleImpl(M&& module, Keys in_keys, Keys out_keys,
+                       TensorDictModuleOptions options)
       : TensorDictModuleImpl(detail::WrapOrShared(std::forward<M>(module)),
-                             detail::ResolvePlain(std::move(in_keys), options.arg_names()),
-                             std::move(out_keys), options) {}
+                             detail::ResolvePlain(std::move(in_keys).take(), options.arg_names()),
+                             std::move(out_keys).take(), options) {}
   // A callable taking `const Kwargs&`, with in_keys as {key, argument name} pairs: the call gets
   // Kwargs{name: td[key]} in this order. Throws ValueError naming a repeated key or name, or a
   // name that options.arg_names (when given) lacks.
@@ -612,7 +633,7 @@ class TensorDictModuleImpl : public Cloneable<TensorDictModuleImpl> {
   //                        {{"obs", "x"}, {"hidden", "h"}}, {"y"});
   template <class F, class = detail::IfKwargs<F>>
   TensorDictModuleImpl(F&& fn, const std::vector<std::pair<NestedKey, std::string>>& in_keys,
-                       std::vector<NestedKey> out_keys, TensorDictModuleOptions options = {})
+                       Keys out_keys, TensorDictModuleOptions options = {})
       : TensorDictModuleImpl(std::forward<F>(fn), by_name(in_keys), std::move(out_keys),
                              std::move(options)) {}
   // in_keys by argument name for any module: a Kwargs callable gets them as keyword arguments; a
@@ -624,12 +645,12 @@ class TensorDictModuleImpl : public Cloneable<TensorDictModuleImpl> {
   //   TensorDictModuleImpl(MergeLinear(3, 4, 10), by_name({{"c", "x_2"}, {"a", "x_1"}}), {"out"},
   //                        TensorDictModuleOptions().arg_names({"x_1", "x_2"}));
   template <class M>
-  TensorDictModuleImpl(M&& module, const InKeysByName& in_keys, std::vector<NestedKey> out_keys,
+  TensorDictModuleImpl(M&& module, const InKeysByName& in_keys, Keys out_keys,
                        TensorDictModuleOptions options = {})
       : TensorDictModuleImpl(
             detail::ResolveByName(in_keys.entries(), options.arg_names(),
                                   detail::kIsKwargsCallable<std::decay_t<M>>),
-            std::forward<M>(module), std::move(out_keys), options) {}
+            std::forward<M>(module), std::move(out_keys).take(), options) {}
 
   // Wraps a callable that uses modules it captured, registering `modules` as children under
   // their names: parameters() lists theirs (so an optimizer built from it trains them), to()
@@ -643,10 +664,11 @@ class TensorDictModuleImpl : public Cloneable<TensorDictModuleImpl> {
   //                                   {"obs"}, {"action"});
   //   torch::optim::SGD sgd(policy->parameters(), 0.1);   // trains lin
   template <class F>
-  TensorDictModuleImpl(std::vector<CapturedModule> modules, F&& fn, std::vector<NestedKey> in_keys,
-                       std::vector<NestedKey> out_keys, OutputMode output = OutputMode::kInput)
+  TensorDictModuleImpl(std::vector<CapturedModule> modules, F&& fn, Keys in_keys, Keys out_keys,
+                       OutputMode output = OutputMode::kInput)
       : TensorDictModuleImpl(WithCaptured(detail::WrapCallable(std::forward<F>(fn)), modules),
-                             detail::ResolvePlain(std::move(in_keys), {}), std::move(out_keys),
+                             detail::ResolvePlain(std::move(in_keys).take(), {}),
+                             std::move(out_keys).take(),
                              TensorDictModuleOptions().output(output)) {}
 
   // Reads in_keys from `td`, calls the wrapped module, writes out_keys into the TensorDict
@@ -714,8 +736,9 @@ class TensorDictModuleImpl : public Cloneable<TensorDictModuleImpl> {
 };
 
 // The module holder (like torch::nn::Linear for LinearImpl), with constructors that take braced
-// key lists:
+// key lists or one key alone (td::nn::Keys):
 //   td::nn::TensorDictModule m(torch::nn::Linear(3, 4), {"x"}, {"y"});
+//   td::nn::TensorDictModule policy(torch::nn::Linear(4, 2), "obs", "loc");
 //   td::TensorDict out = m(data);
 class TensorDictModule : public torch::nn::ModuleHolder<TensorDictModuleImpl> {
  public:
@@ -723,15 +746,14 @@ class TensorDictModule : public torch::nn::ModuleHolder<TensorDictModuleImpl> {
   TensorDictModule(std::shared_ptr<TensorDictModuleImpl> impl)  // NOLINT
       : ModuleHolder(std::move(impl)) {}
   template <class M, class = detail::IfPositional<M>>
-  TensorDictModule(M&& module, std::vector<NestedKey> in_keys, std::vector<NestedKey> out_keys,
+  TensorDictModule(M&& module, Keys in_keys, Keys out_keys,
                    OutputMode output = OutputMode::kInput)
       : ModuleHolder(std::make_shared<TensorDictModuleImpl>(
             std::forward<M>(module), std::move(in_keys), std::move(out_keys), output)) {}
   //   td::nn::TensorDictModule m(net, {"obs"}, {"y"},
   //                              td::nn::TensorDictModuleOptions().skip_existing(true));
   template <class M, class = detail::IfPositional<M>>
-  TensorDictModule(M&& module, std::vector<NestedKey> in_keys, std::vector<NestedKey> out_keys,
-                   TensorDictModuleOptions options)
+  TensorDictModule(M&& module, Keys in_keys, Keys out_keys, TensorDictModuleOptions options)
       : ModuleHolder(std::make_shared<TensorDictModuleImpl>(
             std::forward<M>(module), std::move(in_keys), std::move(out_keys),
             std::move(options))) {}
@@ -740,14 +762,14 @@ class TensorDictModule : public torch::nn::ModuleHolder<TensorDictModuleImpl> {
   //                              {{"obs", "x"}}, {"y"});
   template <class F, class = detail::IfKwargs<F>>
   TensorDictModule(F&& fn, const std::vector<std::pair<NestedKey, std::string>>& in_keys,
-                   std::vector<NestedKey> out_keys, TensorDictModuleOptions options = {})
+                   Keys out_keys, TensorDictModuleOptions options = {})
       : ModuleHolder(std::make_shared<TensorDictModuleImpl>(
             std::forward<F>(fn), in_keys, std::move(out_keys), std::move(options))) {}
   // Any module with by_name() in_keys (see TensorDictModuleImpl):
   //   td::nn::TensorDictModule m(merge, td::nn::by_name({{"c", "x_2"}, {"a", "x_1"}}), {"out"},
   //                              td::nn::TensorDictModuleOptions().arg_names({"x_1", "x_2"}));
   template <class M>
-  TensorDictModule(M&& module, const InKeysByName& in_keys, std::vector<NestedKey> out_keys,
+  TensorDictModule(M&& module, const InKeysByName& in_keys, Keys out_keys,
                    TensorDictModuleOptions options = {})
       : ModuleHolder(std::make_shared<TensorDictModuleImpl>(
             std::forward<M>(module), in_keys, std::move(out_keys), std::move(options))) {}
@@ -756,8 +778,8 @@ class TensorDictModule : public torch::nn::ModuleHolder<TensorDictModuleImpl> {
   //   td::nn::TensorDictModule m({{"lin", lin}}, [lin](at::Tensor x) mutable { return lin(x); },
   //                              {"x"}, {"y"});
   template <class F>
-  TensorDictModule(std::vector<CapturedModule> modules, F&& fn, std::vector<NestedKey> in_keys,
-                   std::vector<NestedKey> out_keys, OutputMode output = OutputMode::kInput)
+  TensorDictModule(std::vector<CapturedModule> modules, F&& fn, Keys in_keys, Keys out_keys,
+                   OutputMode output = OutputMode::kInput)
       : ModuleHolder(std::make_shared<TensorDictModuleImpl>(std::move(modules),
                                                             std::forward<F>(fn),
                                                             std::move(in_keys),

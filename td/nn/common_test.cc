@@ -370,4 +370,44 @@ TEST(TensorDictModule, CapturedModulesAreRegistered) {
                       td::ValueError, {"['a', 'b']"});
 }
 
+// One key alone stands for a list of one, for in keys and out keys alike, as Python accepts
+// out_keys="loc": a literal, a std::string, a NestedKey (a nested key alone needs the NestedKey
+// or double braces; a braced pair of strings is two keys).
+TEST(TensorDictModule, OneKeyAloneIsAList) {
+  td::TensorDict data({{"obs", at::randn({5, 4})}, {"next", {{"obs", at::randn({5, 4})}}}}, {5});
+  TensorDictModule policy(tnn::Linear(4, 2), {"obs"}, "loc");
+  EXPECT_EQ(td::KeysRepr(policy->out_keys()), "['loc']");
+  EXPECT_EQ(Shape(policy(data).get("loc")), std::vector<int64_t>({5, 2}));
+  TensorDictModule both(tnn::Linear(4, 2), "obs", std::string("scale"));
+  EXPECT_EQ(td::KeysRepr(both->in_keys()), "['obs']");
+  EXPECT_EQ(Shape(both(data).get("scale")), std::vector<int64_t>({5, 2}));
+  TensorDictModule nested(tnn::Linear(4, 2), td::NestedKey({"next", "obs"}),
+                          td::NestedKey({"next", "loc"}), td::nn::OutputMode::kCopy);
+  EXPECT_EQ(td::KeysRepr(nested->in_keys()), "[('next', 'obs')]");
+  EXPECT_EQ(Shape(nested(data).get({"next", "loc"})), std::vector<int64_t>({5, 2}));
+  EXPECT_FALSE(data.contains({"next", "loc"}));  // kCopy: the input is left alone
+  TensorDictModule same(tnn::Linear(4, 2), {{"next", "obs"}}, {{"next", "loc"}});
+  EXPECT_EQ(td::KeysRepr(same->out_keys()), "[('next', 'loc')]");
+  TensorDictModule two([](at::Tensor x) { return std::make_tuple(x - 1, x + 1); }, "obs",
+                       {"lo", "hi"});
+  EXPECT_EQ(td::KeysRepr(two->out_keys()), "['lo', 'hi']");
+  // The other constructors take it too: options, a Kwargs callable, by_name, captured modules.
+  TensorDictModule skip(tnn::Linear(4, 2), "obs", "loc",
+                        td::nn::TensorDictModuleOptions().skip_existing(true));
+  EXPECT_EQ(td::KeysRepr(skip->out_keys()), "['loc']");
+  TensorDictModule kw([](const td::nn::Kwargs& k) { return k.at("x") * 2; }, {{"obs", "x"}}, "y");
+  EXPECT_EQ(Shape(kw(data).get("y")), std::vector<int64_t>({5, 4}));
+  TensorDictModule named(tnn::Linear(4, 2), td::nn::by_name({{"obs", "input"}}), "z",
+                         td::nn::TensorDictModuleOptions().arg_names({"input"}));
+  EXPECT_EQ(Shape(named(data).get("z")), std::vector<int64_t>({5, 2}));
+  tnn::Linear lin(4, 3);
+  TensorDictModule captured({{"lin", lin}}, [lin](at::Tensor x) mutable { return lin(x); }, "obs",
+                            "h");
+  EXPECT_EQ(Shape(captured(data).get("h")), std::vector<int64_t>({5, 3}));
+  // The argument count is checked against the one key as against any list.
+  TD_EXPECT_THROW_MSG(
+      TensorDictModule([](at::Tensor a, at::Tensor b) { return a + b; }, "obs", "loc"),
+      td::ValueError, {"['obs']"});
+}
+
 }  // namespace

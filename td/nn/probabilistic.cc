@@ -45,9 +45,11 @@ SetInteractionType::~SetInteractionType() { current_interaction_type = previous_
 // ---- ProbabilisticTensorDictModuleImpl ----------------------------------------------------------
 
 ProbabilisticTensorDictModuleImpl::ProbabilisticTensorDictModuleImpl(
-    std::vector<NestedKey> in_keys, std::vector<NestedKey> out_keys,
+    Keys in_list, Keys out_list,
     DistributionFactory distribution, ProbabilisticTensorDictModuleOptions options)
     : distribution_(std::move(distribution)), options_(std::move(options)) {
+  std::vector<NestedKey> in_keys = std::move(in_list).take();
+  std::vector<NestedKey> out_keys = std::move(out_list).take();
   if (!distribution_.make) {
     TD_FAIL(ValueError, "ProbabilisticTensorDictModule: the distribution factory is empty");
   }
@@ -68,9 +70,11 @@ ProbabilisticTensorDictModuleImpl::ProbabilisticTensorDictModuleImpl(
 }
 
 ProbabilisticTensorDictModuleImpl::ProbabilisticTensorDictModuleImpl(
-    std::vector<NestedKey> in_keys, std::vector<NestedKey> out_keys,
+    Keys in_list, Keys out_list,
     CompositeDistributionFactory distribution, ProbabilisticTensorDictModuleOptions options)
     : composite_(std::move(distribution)), options_(std::move(options)) {
+  std::vector<NestedKey> in_keys = std::move(in_list).take();
+  std::vector<NestedKey> out_keys = std::move(out_list).take();
   const std::vector<NestedKey> map_keys = composite_->keys();
   std::vector<NestedKey> sorted_out = out_keys, sorted_map = map_keys;
   std::sort(sorted_out.begin(), sorted_out.end());

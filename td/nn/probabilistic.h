@@ -83,8 +83,7 @@ class ProbabilisticTensorDictModuleImpl
   // `in_keys` hold the distribution's parameters, `out_keys` has exactly one key (the draw).
   // out_keys() is that key plus the log-prob key when return_log_prob. Throws ValueError when
   // out_keys does not have one key or dist_param_names has another length than in_keys.
-  ProbabilisticTensorDictModuleImpl(std::vector<NestedKey> in_keys,
-                                    std::vector<NestedKey> out_keys,
+  ProbabilisticTensorDictModuleImpl(Keys in_keys, Keys out_keys,
                                     DistributionFactory distribution,
                                     ProbabilisticTensorDictModuleOptions options = {});
   // A composite distribution (Python's distribution_class=CompositeDistribution): `out_keys`
@@ -99,8 +98,7 @@ class ProbabilisticTensorDictModuleImpl
   //       td::nn::CompositeDistribution::factory({{"disc", td::nn::Categorical::factory()},
   //                                               {"cont", td::nn::Normal::factory()}}),
   //       td::nn::ProbabilisticTensorDictModuleOptions().return_log_prob(true));
-  ProbabilisticTensorDictModuleImpl(std::vector<NestedKey> in_keys,
-                                    std::vector<NestedKey> out_keys,
+  ProbabilisticTensorDictModuleImpl(Keys in_keys, Keys out_keys,
                                     CompositeDistributionFactory distribution,
                                     ProbabilisticTensorDictModuleOptions options = {});
 
@@ -144,8 +142,8 @@ class ProbabilisticTensorDictModuleImpl
   size_t num_draws_ = 1;
 };
 
-// The holder:
-//   td::nn::ProbabilisticTensorDictModule m({"loc", "scale"}, {"action"},
+// The holder (key lists as td::nn::Keys: braced, or one key alone):
+//   td::nn::ProbabilisticTensorDictModule m({"loc", "scale"}, "action",
 //                                           td::nn::Normal::factory());
 class ProbabilisticTensorDictModule
     : public torch::nn::ModuleHolder<ProbabilisticTensorDictModuleImpl> {
@@ -153,14 +151,14 @@ class ProbabilisticTensorDictModule
   ProbabilisticTensorDictModule(std::nullptr_t) : ModuleHolder(nullptr) {}  // NOLINT
   ProbabilisticTensorDictModule(std::shared_ptr<ProbabilisticTensorDictModuleImpl> impl)  // NOLINT
       : ModuleHolder(std::move(impl)) {}
-  ProbabilisticTensorDictModule(std::vector<NestedKey> in_keys, std::vector<NestedKey> out_keys,
+  ProbabilisticTensorDictModule(Keys in_keys, Keys out_keys,
                                 DistributionFactory distribution,
                                 ProbabilisticTensorDictModuleOptions options = {})
       : ModuleHolder(std::make_shared<ProbabilisticTensorDictModuleImpl>(
             std::move(in_keys), std::move(out_keys), std::move(distribution),
             std::move(options))) {}
   //   td::nn::ProbabilisticTensorDictModule head({"params"}, {"disc", "cont"}, composite_factory);
-  ProbabilisticTensorDictModule(std::vector<NestedKey> in_keys, std::vector<NestedKey> out_keys,
+  ProbabilisticTensorDictModule(Keys in_keys, Keys out_keys,
                                 CompositeDistributionFactory distribution,
                                 ProbabilisticTensorDictModuleOptions options = {})
       : ModuleHolder(std::make_shared<ProbabilisticTensorDictModuleImpl>(

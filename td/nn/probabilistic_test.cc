@@ -70,6 +70,18 @@ TEST(ProbabilisticTensorDictSequential, SeedExample) {
   EXPECT_TRUE(params.get({"module", "0", "module", "0", "module", "weight"}).is_same(p.net1->weight));
 }
 
+// One key alone is a list of one (td::nn::Keys), as for TensorDictModule.
+TEST(ProbabilisticTensorDictModule, OneKeyAlone) {
+  ProbabilisticTensorDictModule head({"loc", "scale"}, "action", td::nn::Normal::factory());
+  EXPECT_EQ(td::KeysRepr(head->out_keys()), "['action']");
+  td::TensorDict data({{"loc", at::zeros({3, 2})}, {"scale", at::ones({3, 2})}}, {3});
+  EXPECT_EQ(head(data).get("action").sizes(), at::IntArrayRef({3, 2}));
+  ProbabilisticTensorDictModule cat("logits", td::NestedKey({"next", "action"}),
+                                    td::nn::Categorical::factory());
+  EXPECT_EQ(td::KeysRepr(cat->in_keys()), "['logits']");
+  EXPECT_EQ(td::KeysRepr(cat->out_keys()), "[('next', 'action')]");
+}
+
 TEST(ProbabilisticTensorDictModule, InteractionTypes) {
   SeedPipeline p;
   td::TensorDict data({{"input", at::randn({3, 4})}}, {3});

@@ -260,9 +260,10 @@ TensorDict FromScript(const JitModule& module, const FromModuleOptions& options)
 
 // ---- script_module --------------------------------------------------------------------------
 
-TensorDictModule script_module(JitModule module, std::vector<NestedKey> in_keys,
-                               std::vector<NestedKey> out_keys,
+TensorDictModule script_module(JitModule module, Keys in_list, Keys out_list,
                                const ScriptModuleOptions& options) {
+  std::vector<NestedKey> in_keys = std::move(in_list).take();
+  std::vector<NestedKey> out_keys = std::move(out_list).take();
   const torch::jit::Method method = FindMethod(module, options);
   const c10::FunctionSchema& schema = method.function().getSchema();
   const std::string schema_text = c10::str(schema);
@@ -290,9 +291,9 @@ TensorDictModule script_module(JitModule module, std::vector<NestedKey> in_keys,
                     module);
 }
 
-TensorDictModule script_module(JitModule module, const InKeysByName& in_keys,
-                               std::vector<NestedKey> out_keys,
+TensorDictModule script_module(JitModule module, const InKeysByName& in_keys, Keys out_list,
                                const ScriptModuleOptions& options) {
+  std::vector<NestedKey> out_keys = std::move(out_list).take();
   const torch::jit::Method method = FindMethod(module, options);
   const c10::FunctionSchema& schema = method.function().getSchema();
   const std::string schema_text = c10::str(schema);
@@ -414,15 +415,13 @@ JitModule LoadArchive(const std::string& path) {
 
 }  // namespace
 
-TensorDictModule load_script_module(const std::string& path, std::vector<NestedKey> in_keys,
-                                    std::vector<NestedKey> out_keys,
+TensorDictModule load_script_module(const std::string& path, Keys in_keys, Keys out_keys,
                                     const ScriptModuleOptions& options) {
   return script_module(LoadArchive(path), std::move(in_keys), std::move(out_keys), options);
 }
 
 TensorDictModule load_script_module(const std::string& path, const InKeysByName& in_keys,
-                                    std::vector<NestedKey> out_keys,
-                                    const ScriptModuleOptions& options) {
+                                    Keys out_keys, const ScriptModuleOptions& options) {
   return script_module(LoadArchive(path), in_keys, std::move(out_keys), options);
 }
 

@@ -68,8 +68,7 @@ struct ScriptModuleOptions {
 // TorchScript error with the schema and the keys added when the method itself fails.
 //   auto policy = td::nn::script_module(torch::jit::load("gru.pt"), {"obs", "hidden"},
 //                                       {"action", {"next", "hidden"}});
-TensorDictModule script_module(torch::jit::script::Module module, std::vector<NestedKey> in_keys,
-                               std::vector<NestedKey> out_keys,
+TensorDictModule script_module(torch::jit::script::Module module, Keys in_keys, Keys out_keys,
                                const ScriptModuleOptions& options = {});
 
 // Python's in_keys={"obs": "x", "hidden": "h"} for a scripted method: its schema knows the
@@ -83,8 +82,7 @@ TensorDictModule script_module(torch::jit::script::Module module, std::vector<Ne
 //                                       td::nn::by_name({{"h0", "hidden"}, {"o", "obs"}}),
 //                                       {"action", {"next", "hidden"}});
 TensorDictModule script_module(torch::jit::script::Module module, const InKeysByName& in_keys,
-                               std::vector<NestedKey> out_keys,
-                               const ScriptModuleOptions& options = {});
+                               Keys out_keys, const ScriptModuleOptions& options = {});
 
 // torch::jit::load(path) + script_module(). The file is looked at first: when it is not a
 // TorchScript archive (a torch.save file of a tensor, a state_dict or an eager module, other
@@ -92,14 +90,12 @@ TensorDictModule script_module(torch::jit::script::Module module, const InKeysBy
 // and what was expected (a torch.jit.save archive); an archive torch::jit::load refuses is a
 // ValueError naming the file with LibTorch's message. Then throws what script_module throws.
 //   auto actor = td::nn::load_script_module("policy.pt", {"obs"}, {"action"});
-TensorDictModule load_script_module(const std::string& path, std::vector<NestedKey> in_keys,
-                                    std::vector<NestedKey> out_keys,
+TensorDictModule load_script_module(const std::string& path, Keys in_keys, Keys out_keys,
                                     const ScriptModuleOptions& options = {});
 // The same with in_keys by argument name.
 //   auto actor = td::nn::load_script_module("policy.pt", td::nn::by_name({{"o", "obs"}}), {"a"});
 TensorDictModule load_script_module(const std::string& path, const InKeysByName& in_keys,
-                                    std::vector<NestedKey> out_keys,
-                                    const ScriptModuleOptions& options = {});
+                                    Keys out_keys, const ScriptModuleOptions& options = {});
 
 // The scripted module's parameters and buffers as a nested TensorDict with batch size [], named
 // as from_module names an eager module's (and as Python's TensorDict.from_module does): a

@@ -1,13 +1,16 @@
 // td::nn modules called on TensorClasses: a TensorDictModule (or TensorDictSequential, or any
 // td::nn::TensorDictModuleBase) reads its in_keys from a TensorClass's fields and writes its
 // out_keys into fields, keys being field names (`{"next", "obs"}` reaches a nested class's
-// field). Link //td/tensorclass:nn (it brings //td/nn).
+// field); the outputs may fill required fields the input leaves unset. Link //td/tensorclass:nn
+// (it brings //td/nn).
 //
 //   class Transition : public td::TensorClass<Transition> {
 //    public:
-//     TD_TENSORCLASS(Transition, (at::Tensor, obs), (std::optional<at::Tensor>, action))
+//     TD_TENSORCLASS(Transition, (at::Tensor, obs), (at::Tensor, action))
 //   };
-//   td::nn::TensorDictModule actor(torch::nn::Linear(4, 2), {"obs"}, {"action"});
+//   td::nn::TensorDictModule actor(torch::nn::Linear(4, 2), "obs", "action");
+//   Transition data = Transition::unset({8});
+//   data.set_obs(obs);
 //   Transition out = td::nn::forward(*actor, data);   // out.action() is set
 #pragma once
 
@@ -19,33 +22,101 @@
 #include "td/nn/common.h"
 #include "td/tensorclass/tensorclass.h"
 
-namespace td::nn {
+namespace td {
+namespace tc_detail {
+
+// Appends to `missing` the required fields of D that `level` lacks (null: the whole level is
+// absent) and that no key of `written` (relative to the level) writes, at the field or under it;
+// a nested class written in part is looked into for its own required fields. `prefix`: the
+// components leading to `level`.
+template <class D>
+void MissingUnlessWritten(const TensorDict* level, const std::vector<NestedKey>& written,
+                          const std::vector<std::string>& prefix, std::vector<NestedKey>& missing) {
+  D::td_for_each_field([&](auto tag, std::string_view name, const NestedKey& key) {
+    using T = typename decltype(tag)::type;
+    using Inner = typename IsOptional<T>::Inner;
+    if (level != nullptr && level->contains(key)) return;
+    bool whole = false;
+    std::vector<NestedKey> under;
+    for (const NestedKey& k : written) {
+      if (k.front() != name) continue;
+      if (k.size() == 1) {
+        whole = true;
+      } else {
+        under.emplace_back(NestedKey::Parts(k.begin() + 1, k.end()));
+      }
+    }
+    if (whole) return;
+    std::vector<std::string> here = prefix;
+    here.emplace_back(name);
+    if (!under.empty()) {
+      // A TensorDict field (or a field of another kind, which the result's check names) is
+      // filled by whatever is written under it; a class must get its own required fields.
+      if constexpr (kIsTensorClass<Inner>) {
+        MissingUnlessWritten<Inner>(nullptr, under, here, missing);
+      }
+      return;
+    }
+    if (FieldTraits<T>::kRequired) missing.emplace_back(here);
+  });
+}
+
+}  // namespace tc_detail
+
+namespace nn {
 
 // Runs `module` on `data`'s fields and returns the class holding the inputs and the outputs.
-// `data` itself is not modified: the module writes into a shallow copy (tensors shared), so a
-// failing call leaves nothing half-written. Every out key must start with a field name
-// (KeyError naming the keys that do not, and the fields, checked before the module runs); the
-// result is checked as D::from_tensordict (TypeError when an output lands in a non-tensor field,
-// KeyError when a required field is missing). Throws whatever the module throws.
-//   Transition out = td::nn::forward(*actor, data);
+// The module's outputs fill fields: a required field may be unset in `data` (a class made with
+// D::unset and setters) when the module writes it, at the field or, for a nested class, under
+// it ({"next", "obs"}, ...). `data` itself is not modified: the module writes into a shallow
+// copy (tensors shared), so a failing call leaves nothing half-written. Checked before the
+// module runs: every out key starts with a field name (KeyError naming the keys that do not,
+// and the fields) and every required field is either set or written (KeyError naming the
+// missing fields and the out keys). The result is checked as D::from_tensordict (KeyError when
+// a required field is still missing, e.g. an out key the module did not write; TypeError when
+// an output lands in a non-tensor field), the message starting with "td::nn::forward".
+// Throws whatever the module throws.
+//   Transition step = Transition::unset({8}).set_obs(obs);   // action and next: written below
+//   Transition out = td::nn::forward(*policy_and_env, step);
 template <class D, std::enable_if_t<tc_detail::kIsTensorClass<D>, int> = 0>
 D forward(TensorDictModuleBase& module, const D& data) {
   std::vector<std::string> bad;
   for (const NestedKey& k : module.out_keys()) {
     if (!D::has_field(k.front())) bad.push_back(k.repr());
   }
+  std::string fields;
+  for (std::string_view f : D::field_names()) {
+    fields += (fields.empty() ? "'" : ", '") + std::string(f) + "'";
+  }
   if (!bad.empty()) {
     std::string list;
     for (const std::string& b : bad) list += (list.empty() ? "" : ", ") + b;
-    std::string fields;
-    for (std::string_view f : D::field_names()) {
-      fields += (fields.empty() ? "'" : ", '") + std::string(f) + "'";
-    }
     TD_FAIL(KeyError, "td::nn::forward: the module writes ", list, ", which ",
-                   bad.size() > 1 ? "are not fields" : "is not a field", " of ", D::kClassName,
-                   " (fields: [", fields, "])");
+            bad.size() > 1 ? "are not fields" : "is not a field", " of ", D::kClassName,
+            " (fields: [", fields, "])");
   }
-  return D::from_tensordict(module.forward(data.tensordict().copy()));
+  std::vector<NestedKey> missing;
+  tc_detail::MissingUnlessWritten<D>(&data.tensordict(), module.out_keys(), {}, missing);
+  if (!missing.empty()) {
+    TD_FAIL(KeyError, "td::nn::forward: ", D::kClassName, " requires ",
+            missing.size() > 1 ? "fields " : "field ", KeysRepr(missing),
+            ", which the input does not set and the module does not write (its out keys: ",
+            KeysRepr(module.out_keys()), "); set ", missing.size() > 1 ? "them" : "it",
+            " before the call, write ", missing.size() > 1 ? "them" : "it",
+            " in the module, or declare ", missing.size() > 1 ? "them" : "it",
+            " std::optional");
+  }
+  TensorDict out = module.forward(data.tensordict().copy());
+  try {
+    return D::from_tensordict(std::move(out));
+  } catch (const KeyError& e) {
+    TD_FAIL(KeyError, "td::nn::forward: the module's result is not a ", D::kClassName, ": ",
+            e.what_without_backtrace());
+  } catch (const TypeError& e) {
+    TD_FAIL(TypeError, "td::nn::forward: the module's result is not a ", D::kClassName, ": ",
+            e.what_without_backtrace());
+  }
 }
 
-}  // namespace td::nn
+}  // namespace nn
+}  // namespace td

@@ -53,5 +53,95 @@ TEST(TensorClassNn, Errors) {
   EXPECT_EQ(data.env(), "cartpole");
 }
 
+// A transition whose fields are all required, the nested class too.
+class Next : public TensorClass<Next> {
+ public:
+  TD_TENSORCLASS(Next, (at::Tensor, obs), (at::Tensor, reward))
+};
+class Step : public TensorClass<Step> {
+ public:
+  TD_TENSORCLASS(Step, (at::Tensor, obs), (at::Tensor, action), (Next, next))
+};
+
+// An environment as a module: (obs, action) -> next obs and reward, written under "next".
+nn::TensorDictModule Env(int* calls = nullptr) {
+  return nn::TensorDictModule(
+      [calls](const at::Tensor& obs, const at::Tensor& action) {
+        if (calls != nullptr) ++*calls;
+        return std::make_tuple(obs + action.sum(-1, true), -action.pow(2).sum(-1, true));
+      },
+      {"obs", "action"}, {{"next", "obs"}, {"next", "reward"}});
+}
+
+// A module's outputs fill a class's required fields: a class with only `obs` set (unset() and a
+// setter) goes through a policy and an environment that write `action` and `next`'s fields.
+TEST(TensorClassNn, OutputsFillUnsetRequiredFields) {
+  torch::manual_seed(0);
+  Step step = Step::unset({5});
+  step.set_obs(at::randn({5, 4}));
+  nn::TensorDictModule policy(torch::nn::Linear(4, 2), "obs", "action");
+  nn::TensorDictSequential act_and_step(policy, Env());
+  Step out = nn::forward(*act_and_step, step);
+  EXPECT_EQ(out.action().sizes(), at::IntArrayRef({5, 2}));
+  EXPECT_EQ(out.next().obs().sizes(), at::IntArrayRef({5, 4}));
+  EXPECT_TRUE(at::allclose(out.next().reward(), -out.action().pow(2).sum(-1, true)));
+  EXPECT_TRUE(out.obs().is_same(step.obs()));
+  EXPECT_FALSE(step.contains("action"));  // the input is not modified
+  EXPECT_FALSE(step.contains("next"));
+  // A field set on the input and written by the module: the result holds the module's value,
+  // the input keeps its own.
+  Step again = nn::forward(*policy, out);
+  EXPECT_TRUE(at::allclose(again.action(), out.action()));
+  EXPECT_FALSE(again.action().is_same(out.action()));
+  // Writing into a nested class the input already holds leaves the input's nested class alone.
+  Step twice = nn::forward(*Env(), out);
+  EXPECT_FALSE(twice.next().obs().is_same(out.next().obs()));
+  EXPECT_TRUE(at::allclose(out.next().obs(), twice.next().obs()));
+}
+
+// A required field that is neither set nor written is named before the module runs; one the
+// module was expected to write but did not is named after, with the input unchanged.
+TEST(TensorClassNn, MissingFieldsAreNamed) {
+  Step step = Step::unset({5});
+  step.set_obs(at::randn({5, 4}));
+  int calls = 0;
+  nn::TensorDictModule policy(
+      [&calls](const at::Tensor& obs) {
+        ++calls;
+        return obs.narrow(-1, 0, 2);
+      },
+      "obs", "action");
+  TD_EXPECT_THROW_MSG(nn::forward(*policy, step), KeyError,
+                      {"td::nn::forward: Step requires field ['next']",
+                       "does not write (its out keys: ['action'])", "std::optional"});
+  EXPECT_EQ(calls, 0);
+  // Part of a nested class: its missing required field is named by its full key.
+  nn::TensorDictModule obs_only([](const at::Tensor& obs) { return obs * 2; }, "obs",
+                                td::NestedKey({"next", "obs"}));
+  nn::TensorDictSequential partial(policy, obs_only);
+  TD_EXPECT_THROW_MSG(nn::forward(*partial, step), KeyError,
+                      {"requires field [('next', 'reward')]"});
+  EXPECT_EQ(calls, 0);
+  // Nothing set at all: every required field the module does not write.
+  TD_EXPECT_THROW_MSG(nn::forward(*Env(&calls), Step::unset({5})), KeyError,
+                      {"requires fields ['obs', 'action']"});
+  EXPECT_EQ(calls, 0);
+  // A sequence whose selected out keys leave "action" out does not write it.
+  nn::TensorDictSequential drops(policy, Env(&calls));
+  drops->select_out_keys({{"next", "obs"}, {"next", "reward"}});
+  TD_EXPECT_THROW_MSG(nn::forward(*drops, step), KeyError, {"requires field ['action']"});
+  // With "action" set on the input, the check before the run passes; the sequence still removes
+  // the unselected key it wrote, and the result's check names it. The input keeps its action.
+  Step with_action = step.clone();
+  with_action.set_action(at::zeros({5, 2}));
+  TD_EXPECT_THROW_MSG(nn::forward(*drops, with_action), KeyError,
+                      {"td::nn::forward: the module's result is not a Step",
+                       "missing field ['action']"});
+  EXPECT_TRUE(at::equal(with_action.action(), at::zeros({5, 2})));
+  drops->reset_out_keys();
+  Step done = nn::forward(*drops, with_action);
+  EXPECT_EQ(done.next().reward().sizes(), at::IntArrayRef({5, 1}));
+}
+
 }  // namespace
 }  // namespace td

@@ -16,6 +16,10 @@
 // at any moment leaves the level as it was before or after the write (NOTE [ Crash-safe level
 // writes ] in memmap_internal.h); a tensor a caller still holds keeps the old file's data.
 // set_batch_size replaces meta.json atomically.
+// Indexing reads the files where they are: a basic index (a slice, an integer, Ellipsis, None)
+// of a memory-mapped TensorDict gives a dense TensorDict whose tensors are views of the mapped
+// files (writes into them write the files); an advanced index (a tensor of rows, a mask) and
+// td::data::BatchLoader batches are copies. See docs/memmap.md.
 #pragma once
 
 #include <memory>

@@ -322,6 +322,36 @@ TEST(MemmapTest, LikeDoesNotAllocateALargeDataset) {
   EXPECT_LT(st.st_blocks * 512, int64_t{4} << 20);  // only the touched rows became real
 }
 
+// A basic index of a memory-mapped TensorDict (a slice, an integer) gives tensors that are views
+// of the mapped files: writing into them writes the files, which another load sees. An advanced
+// index (a tensor of rows, a mask) gives copies.
+TEST(MemmapTest, SlicesAreViewsOfTheFilesAdvancedIndicesCopies) {
+  const std::string dir = FreshDir("mm") + "/ds";
+  TensorDict row({{"x", at::zeros({4})}, {"n", {{"y", at::zeros({}, at::kLong)}}}}, {});
+  TensorDict data = row.expand({10}).memmap_like(dir);
+  TensorDict slice = data.index({at::indexing::Slice(2, 6)});
+  EXPECT_EQ(slice.batch_size(), at::IntArrayRef({4}));
+  ASSERT_TRUE(MemoryMappedTensor::filename_of(data.get("x")).has_value());
+  EXPECT_EQ(MemoryMappedTensor::filename_of(slice.get("x")).value_or(""),
+            *MemoryMappedTensor::filename_of(data.get("x")));
+  EXPECT_EQ(slice.get("x").data_ptr<float>(), data.get("x").data_ptr<float>() + 2 * 4);
+  slice.get("x").fill_(1);
+  slice.get({"n", "y"}).fill_(7);
+  data.index({9}).get("x").fill_(3);  // an integer index: a view too
+  TensorDict copy = data.index({at::tensor({0, 1}, at::kLong)});
+  copy.get("x").fill_(5);
+  TensorDict masked = data.index({at::arange(10) < 2});
+  masked.get("x").fill_(5);
+  TensorDict again = TensorDict::load_memmap(dir);
+  at::Tensor x = again.get("x");
+  EXPECT_EQ(x.index({at::indexing::Slice(2, 6)}).eq(1).all().item<bool>(), true);
+  EXPECT_EQ(x.index({9}).eq(3).all().item<bool>(), true);
+  EXPECT_EQ(x.index({at::indexing::Slice(0, 2)}).abs().sum().item<float>(), 0.f);  // copies
+  EXPECT_EQ(again.get({"n", "y"}).index({at::indexing::Slice(2, 6)}).eq(7).all().item<bool>(),
+            true);
+  EXPECT_FALSE(MemoryMappedTensor::filename_of(copy.get("x")).has_value());
+}
+
 TEST(MemmapTest, ThreadsGiveTheSameResult) {
   const std::string root = FreshDir("mm");
   std::vector<TensorDict::Item> items;
