@@ -164,18 +164,23 @@ std::unique_ptr<Plan::Node> MapAll(const TensorDict& td, int64_t dim, size_t arg
   return node;
 }
 
+std::unique_ptr<Plan::Node> MapNone(const TensorDict& td);
+
+// Adds the entry `key` -> `v` to `node` unmapped (a sub-TensorDict with every entry unmapped).
+void PushUnmapped(Plan::Node& node, const std::string& key, const Value& v) {
+  if (v.is_tensor()) {
+    node.entries.push_back({key, Plan::Leaf{v.tensor(), std::nullopt}});
+  } else if (v.is_tensordict()) {
+    node.entries.push_back({key, MapNone(v.tensordict())});
+  } else {
+    node.entries.push_back({key, v});
+  }
+}
+
 // Leaves every entry under `td` unmapped.
 std::unique_ptr<Plan::Node> MapNone(const TensorDict& td) {
   auto node = NewNode(td, std::nullopt);
-  td.for_each_entry([&](const std::string& key, const Value& v) {
-    if (v.is_tensor()) {
-      node->entries.push_back({key, Plan::Leaf{v.tensor(), std::nullopt}});
-    } else if (v.is_tensordict()) {
-      node->entries.push_back({key, MapNone(v.tensordict())});
-    } else {
-      node->entries.push_back({key, v});
-    }
-  });
+  td.for_each_entry([&](const std::string& key, const Value& v) { PushUnmapped(*node, key, v); });
   return node;
 }
 
@@ -194,13 +199,7 @@ std::unique_ptr<Plan::Node> MapPerKey(const TensorDict& td, KeyTrie& trie, size_
     path.push_back(key);
     auto it = trie.children.find(key);
     if (it == trie.children.end()) {
-      if (v.is_tensor()) {
-        node->entries.push_back({key, Plan::Leaf{v.tensor(), std::nullopt}});
-      } else if (v.is_tensordict()) {
-        node->entries.push_back({key, MapNone(v.tensordict())});
-      } else {
-        node->entries.push_back({key, v});
-      }
+      PushUnmapped(*node, key, v);
       path.pop_back();
       return;
     }
@@ -209,13 +208,7 @@ std::unique_ptr<Plan::Node> MapPerKey(const TensorDict& td, KeyTrie& trie, size_
     if (sub.dim) {
       const std::optional<int64_t> dim = *sub.dim;
       if (!dim) {
-        if (v.is_tensor()) {
-          node->entries.push_back({key, Plan::Leaf{v.tensor(), std::nullopt}});
-        } else if (v.is_tensordict()) {
-          node->entries.push_back({key, MapNone(v.tensordict())});
-        } else {
-          node->entries.push_back({key, v});
-        }
+        PushUnmapped(*node, key, v);
       } else if (v.is_tensor()) {
         Plan::Leaf leaf = MapLeaf(v.tensor(), *dim, arg, path);
         if (*leaf.dim < parent_batch) {
