@@ -46,8 +46,8 @@ struct MlpFixture {
       biases.push_back(stacked.get({k, "bias"}).unsqueeze(1));
     }
   }
-  at::Tensor vmapped() const {
-    const nn::Sequential& model = models[0];
+  at::Tensor vmapped() {
+    nn::Sequential& model = models[0];
     return td::vmap(
         [&](const at::Tensor& in, const td::TensorDict& p) {
           auto guard = td::nn::to_module(p, *model);
@@ -55,7 +55,7 @@ struct MlpFixture {
         },
         {td::kNone, 0})(x, stacked);
   }
-  at::Tensor loop() const {
+  at::Tensor loop() {
     return td::nn::ensemble_map(stacked, *models[0], [&] { return models[0]->forward(x); });
   }
   at::Tensor hand() const {
@@ -195,8 +195,12 @@ void BM_Conv_Hand(benchmark::State& state) {
   torch::NoGradGuard no_grad;
   ConvFixture f;
   for (auto _ : state) {
-    at::Tensor h = at::conv2d(f.x.repeat({1, kMembers, 1, 1}), f.w0, f.b0, 1, 0, 1, kMembers);
-    h = at::conv2d(at::relu(h), f.w2, f.b2, 1, 0, 1, kMembers);
+    // Stride, padding and dilation as int lists: a bare 0 for padding also converts to the
+    // string_view ("same"/"valid") overload.
+    const std::vector<int64_t> one{1}, zero{0};
+    at::Tensor h =
+        at::conv2d(f.x.repeat({1, kMembers, 1, 1}), f.w0, f.b0, one, zero, one, kMembers);
+    h = at::conv2d(at::relu(h), f.w2, f.b2, one, zero, one, kMembers);
     benchmark::DoNotOptimize(h.view({8, kMembers, 8, 12, 12}).transpose(0, 1));
   }
 }
