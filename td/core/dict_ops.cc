@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "td/core/internal/dict_util.h"
+#include "td/core/internal/entry_list.h"
 #include "td/core/internal/in_place.h"
 #include "td/core/internal/tensordict_util.h"
 #include "td/core/storage.h"
@@ -126,8 +127,17 @@ std::vector<NestedKey> TensorDict::sorted_keys() const {
 }
 
 bool TensorDict::is_empty() const {
-  for (const Item& item : items()) {
-    if (!item.second.is_tensordict() || !item.second.tensordict().is_empty()) return false;
+  // Reads the entries where the level holds them (no item list, no key copies).
+  auto empty_value = [](const Value& v) { return v.is_tensordict() && v.tensordict().is_empty(); };
+  if (const EntryList* held = storage_->held_entries()) {
+    for (const auto& entry : held->entries()) {
+      if (!empty_value(entry.second)) return false;
+    }
+    return true;
+  }
+  for (const std::string& k : storage_->keys()) {
+    std::optional<Value> v = storage_->get(k);
+    if (v && !empty_value(*v)) return false;
   }
   return true;
 }

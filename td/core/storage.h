@@ -40,6 +40,7 @@
 #include <functional>
 #include <map>
 #include <ostream>
+#include <atomic>
 #include <memory>
 #include <optional>
 #include <string>
@@ -205,6 +206,10 @@ class Storage {
     NestedKey key;
   };
   std::vector<LockParent>& lock_parents() { return lock_parents_; }
+  // Whether lock_parents() is non-empty, readable without the records' mutex: a read of a
+  // locked level's sub-TensorDict that lock_() already recorded takes no lock.
+  bool has_lock_parents() const { return has_lock_parents_.load(std::memory_order_acquire); }
+  void set_has_lock_parents(bool has) { has_lock_parents_.store(has, std::memory_order_release); }
 
   at::IntArrayRef batch_size() const { return batch_size_; }
   const std::optional<at::Device>& device() const { return device_; }
@@ -228,6 +233,7 @@ class Storage {
   std::optional<at::Device> device_;
   bool locked_ = false;
   std::vector<LockParent> lock_parents_;
+  std::atomic<bool> has_lock_parents_{false};
   LazyStorage* lazy_ = nullptr;  // set by LazyStorage's constructor
   const EntryList* held_entries_ = nullptr;  // set by EntryStorage's constructor
 };

@@ -10,8 +10,10 @@
 #include "absl/container/flat_hash_set.h"
 #include "absl/strings/str_split.h"
 #include "td/core/dtype.h"
-#include "td/core/internal/tensordict_util.h"
+#include "td/core/internal/entry_list.h"
+#include "td/core/internal/leafwise.h"
 #include "td/core/internal/leaves.h"
+#include "td/core/internal/tensordict_util.h"
 #include "td/core/storage.h"
 
 namespace td {
@@ -27,8 +29,10 @@ namespace {
 // Sub-TensorDicts that lazy backends compute on each read (stacks, views) are fresh objects that
 // lock_() never reached: the core records the locked parent on them when it hands them out
 // (NoteLockParent, called by find()), so they refuse unlock_() the same way. The records and the
-// walks here are iterative, guarded by one (recursive: a lazy stack locks its members) mutex, as reads
-// on several threads may record at once.
+// walks here are iterative, guarded by one (recursive: a lazy stack locks its members) mutex, as
+// reads on several threads may record at once; a read finds a level already recorded through an
+// atomic flag (Storage::has_lock_parents()) without taking it, so reading a locked TensorDict's
+// held sub-TensorDicts (from_module results, on every read) takes no lock.
 std::recursive_mutex& LockRecordsMutex() {
   static std::recursive_mutex mu;
   return mu;
@@ -62,6 +66,23 @@ std::optional<NestedKey> LockedPath(Storage& s) {
   return path;
 }
 
+// fn(key, sub-TensorDict) for each sub-TensorDict entry of `td`'s level: straight from the
+// entries where the level holds them (no key list, no Value copies), else through get().
+template <class Fn>
+void ForEachSubTensorDict(const TensorDict& td, Fn&& fn) {
+  const Storage& s = td.storage();
+  if (const EntryList* held = s.held_entries()) {
+    for (const auto& [k, v] : held->entries()) {
+      if (v.is_tensordict()) fn(k, v.tensordict());
+    }
+    return;
+  }
+  for (const std::string& k : s.keys()) {
+    std::optional<Value> v = s.get(k);
+    if (v && v->is_tensordict()) fn(k, v->tensordict());
+  }
+}
+
 void LockTree(const TensorDict& root) {
   std::lock_guard<std::recursive_mutex> guard(LockRecordsMutex());
   std::vector<TensorDict> todo{root};
@@ -69,18 +90,15 @@ void LockTree(const TensorDict& root) {
     TensorDict td = std::move(todo.back());
     todo.pop_back();
     td.storage().set_locked(true);
-    const Storage& s = td.storage();
-    for (const std::string& k : s.keys()) {
-      std::optional<Value> v = s.get(k);
-      if (!v || !v->is_tensordict()) continue;
-      TensorDict child = v->tensordict();
+    ForEachSubTensorDict(td, [&](const std::string& k, const TensorDict& child) {
       std::vector<Storage::LockParent>& records = child.storage().lock_parents();
       const bool known = std::any_of(records.begin(), records.end(), [&](const auto& r) {
         return r.parent.lock() == td.storage_ptr();
       });
       if (!known) records.push_back({td.storage_ptr(), NestedKey(k)});
-      todo.push_back(std::move(child));
-    }
+      child.storage().set_has_lock_parents(true);
+      todo.push_back(child);
+    });
   }
 }
 
@@ -92,19 +110,17 @@ void UnlockTree(const TensorDict& root) {
                       "unlocks every level below it)");
   }
   root.storage().lock_parents().clear();
+  root.storage().set_has_lock_parents(false);
   std::vector<TensorDict> todo{root};
   while (!todo.empty()) {
     TensorDict td = std::move(todo.back());
     todo.pop_back();
     td.storage().set_locked(false);
-    const Storage& s = td.storage();
-    for (const std::string& k : s.keys()) {
-      std::optional<Value> v = s.get(k);
-      if (!v || !v->is_tensordict()) continue;
-      TensorDict child = v->tensordict();
+    ForEachSubTensorDict(td, [&](const std::string&, const TensorDict& child) {
       child.storage().lock_parents().clear();
-      todo.push_back(std::move(child));
-    }
+      child.storage().set_has_lock_parents(false);
+      todo.push_back(child);
+    });
   }
 }
 
@@ -112,10 +128,11 @@ void UnlockTree(const TensorDict& root) {
 
 void internal::NoteLockParent(const TensorDict& parent, const NestedKey& key,
                               const TensorDict& child) {
-  if (!parent.is_locked()) return;
+  if (!parent.is_locked() || child.storage().has_lock_parents()) return;
   std::lock_guard<std::recursive_mutex> guard(LockRecordsMutex());
   std::vector<Storage::LockParent>& records = child.storage().lock_parents();
   if (records.empty()) records.push_back({parent.storage_ptr(), key});
+  child.storage().set_has_lock_parents(true);
 }
 
 // ---- structure ----------------------------------------------------------------------------
@@ -228,10 +245,15 @@ TensorDict TensorDict::empty(bool recurse) const {
 
 TensorDict TensorDict::clone() const {
   internal::LeafTree tree(*this);
-  std::vector<at::Tensor> out = internal::MapEach(
-      tree, [](size_t, const at::Tensor& t) { return t.clone(); }, "cloning",
-      parallel::ParallelOptions());
-  return tree.Rebuild(std::move(out), batch_size(), /*check=*/false);
+  // NOTE [ One buffer, one kernel ] (td/core/leafwise.cc): one copy of a buffer the leaves span.
+  std::optional<std::vector<at::Tensor>> out =
+      internal::CopyOneBuffer(tree.leaves(), at::TensorOptions());
+  if (!out) {
+    out = internal::MapEach(
+        tree, [](size_t, const at::Tensor& t) { return t.clone(); }, "cloning",
+        parallel::ParallelOptions());
+  }
+  return tree.Rebuild(std::move(*out), batch_size(), /*check=*/false);
 }
 
 TensorDict TensorDict::copy() const {
