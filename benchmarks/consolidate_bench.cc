@@ -1,7 +1,7 @@
-// td/consolidate vs the same work by hand, leaf by leaf, in plain LibTorch (same run, see
-// ratio_main.cc). `<Case>/ours` is the td::consolidated call on a consolidated TensorDict;
-// `<Case>/hand` the ATen call on each of the same tensors kept in a std::vector; `<Case>/member`
-// (where present) the TensorDict member on the same TensorDict, which works leaf by leaf.
+// A consolidated TensorDict vs the same work by hand, leaf by leaf, in plain LibTorch (same run,
+// see ratio_main.cc). `<Case>/ours` is the TensorDict member on a consolidated TensorDict (one
+// kernel over its buffer: NOTE [ One buffer, one kernel ] in td/core/leafwise.cc); `<Case>/hand`
+// the ATen call on each of the same tensors kept in a std::vector.
 //   Small*     100 leaves of [64] floats: clone, to(kDouble), * 2, add_, zero_, exp.
 //   Big*       100 leaves of 1M floats (400 MB): clone and to(kHalf); bytes_per_second is the
 //              bytes read. BigClone/memcpy is one std::memcpy of the same 400 MB into a buffer
@@ -22,7 +22,6 @@
 #include <vector>
 
 #include "td/consolidate/consolidate.h"
-#include "td/consolidate/consolidated_ops.h"
 #include "td/consolidate/file.h"
 #include "td/core/tensordict.h"
 
@@ -68,24 +67,18 @@ void Hand(benchmark::State& state, const std::vector<at::Tensor>& in, F f) {
 
 // ---- 100 leaves of [64] floats ---------------------------------------------------------------
 void BM_SmallClone_Ours(benchmark::State& s) {
-  for (auto _ : s) benchmark::DoNotOptimize(td::consolidated::clone(Small().consolidated));
-}
-void BM_SmallClone_Member(benchmark::State& s) {
   for (auto _ : s) benchmark::DoNotOptimize(Small().consolidated.clone());
 }
 void BM_SmallClone_Hand(benchmark::State& s) {
   Hand(s, Small().hand, [](const at::Tensor& x) { return x.clone(); });
 }
 void BM_SmallToDouble_Ours(benchmark::State& s) {
-  for (auto _ : s) benchmark::DoNotOptimize(td::consolidated::to(Small().consolidated, at::kDouble));
+  for (auto _ : s) benchmark::DoNotOptimize(Small().consolidated.to(at::kDouble));
 }
 void BM_SmallToDouble_Hand(benchmark::State& s) {
   Hand(s, Small().hand, [](const at::Tensor& x) { return x.to(at::kDouble); });
 }
 void BM_SmallMul2_Ours(benchmark::State& s) {
-  for (auto _ : s) benchmark::DoNotOptimize(td::consolidated::mul(Small().consolidated, 2));
-}
-void BM_SmallMul2_Member(benchmark::State& s) {
   for (auto _ : s) benchmark::DoNotOptimize(Small().consolidated * 2);
 }
 void BM_SmallMul2_Hand(benchmark::State& s) {
@@ -93,7 +86,7 @@ void BM_SmallMul2_Hand(benchmark::State& s) {
 }
 void BM_SmallAddInPlace_Ours(benchmark::State& s) {
   td::TensorDict a = Small().consolidated;
-  for (auto _ : s) td::consolidated::add_(a, SmallOther().consolidated, 1e-9);
+  for (auto _ : s) a.add_(SmallOther().consolidated, 1e-9);
 }
 void BM_SmallAddInPlace_Hand(benchmark::State& s) {
   std::vector<at::Tensor>& a = Small().hand;
@@ -103,8 +96,8 @@ void BM_SmallAddInPlace_Hand(benchmark::State& s) {
   }
 }
 void BM_SmallZero_Ours(benchmark::State& s) {
-  td::TensorDict a = td::consolidated::clone(Small().consolidated);
-  for (auto _ : s) td::consolidated::zero_(a);
+  td::TensorDict a = td::consolidate(Small().consolidated.clone());
+  for (auto _ : s) a.zero_();
 }
 void BM_SmallZero_Hand(benchmark::State& s) {
   std::vector<at::Tensor> a;
@@ -114,7 +107,7 @@ void BM_SmallZero_Hand(benchmark::State& s) {
   }
 }
 void BM_SmallExp_Ours(benchmark::State& s) {
-  for (auto _ : s) benchmark::DoNotOptimize(td::consolidated::exp(Small().consolidated));
+  for (auto _ : s) benchmark::DoNotOptimize(Small().consolidated.exp());
 }
 void BM_SmallExp_Hand(benchmark::State& s) {
   Hand(s, Small().hand, [](const at::Tensor& x) { return x.exp(); });
@@ -122,12 +115,10 @@ void BM_SmallExp_Hand(benchmark::State& s) {
 
 BENCHMARK(BM_SmallClone_Ours)->Name("SmallClone/ours");
 BENCHMARK(BM_SmallClone_Hand)->Name("SmallClone/hand");
-BENCHMARK(BM_SmallClone_Member)->Name("SmallClone/member");
 BENCHMARK(BM_SmallToDouble_Ours)->Name("SmallToDouble/ours");
 BENCHMARK(BM_SmallToDouble_Hand)->Name("SmallToDouble/hand");
 BENCHMARK(BM_SmallMul2_Ours)->Name("SmallMul2/ours");
 BENCHMARK(BM_SmallMul2_Hand)->Name("SmallMul2/hand");
-BENCHMARK(BM_SmallMul2_Member)->Name("SmallMul2/member");
 BENCHMARK(BM_SmallAddInPlace_Ours)->Name("SmallAddInPlace/ours");
 BENCHMARK(BM_SmallAddInPlace_Hand)->Name("SmallAddInPlace/hand");
 BENCHMARK(BM_SmallZero_Ours)->Name("SmallZero/ours");
@@ -139,7 +130,7 @@ BENCHMARK(BM_SmallExp_Hand)->Name("SmallExp/hand");
 constexpr int64_t kBigBytes = int64_t{100} << 22;
 
 void BM_BigClone_Ours(benchmark::State& s) {
-  for (auto _ : s) benchmark::DoNotOptimize(td::consolidated::clone(Big().consolidated));
+  for (auto _ : s) benchmark::DoNotOptimize(Big().consolidated.clone());
   s.SetBytesProcessed(s.iterations() * kBigBytes);
 }
 void BM_BigClone_Hand(benchmark::State& s) {
@@ -157,7 +148,7 @@ void BM_BigClone_Memcpy(benchmark::State& s) {
   s.SetBytesProcessed(s.iterations() * src.numel());
 }
 void BM_BigToHalf_Ours(benchmark::State& s) {
-  for (auto _ : s) benchmark::DoNotOptimize(td::consolidated::to(Big().consolidated, at::kHalf));
+  for (auto _ : s) benchmark::DoNotOptimize(Big().consolidated.to(at::kHalf));
   s.SetBytesProcessed(s.iterations() * kBigBytes);
 }
 void BM_BigToHalf_Hand(benchmark::State& s) {

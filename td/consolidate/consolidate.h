@@ -1,19 +1,23 @@
 // consolidate(): every tensor leaf of a TensorDict (nested ones included) copied into ONE buffer,
-// each leaf a view into it, so that moving, cloning, casting, sharing, saving or running an
-// element-wise op over the whole TensorDict is one copy or one kernel instead of one per leaf.
-// The counterpart of Python tensordict's `TensorDict.consolidate()` / `is_consolidated()`.
-// Layout and recognition: NOTE [ Consolidated buffer layout ] (td/consolidate/layout.h). The fast
-// paths are in td/consolidate/consolidated_ops.h, the file format in td/consolidate/file.h.
+// each leaf a view into it, so that cloning, casting, moving or running an element-wise op over
+// the whole TensorDict with its own members (td.clone(), td.to(at::kHalf), td * 2, td.add_(other),
+// td.zero_(), ...) is one copy or one kernel instead of one per leaf (NOTE [ One buffer, one
+// kernel ] in td/core/leafwise.cc), and saving it is one write. The counterpart of Python
+// tensordict's `TensorDict.consolidate()` / `is_consolidated()`. Layout and recognition:
+// NOTE [ Consolidated buffer layout ] (td/consolidate/layout.h); the file format:
+// td/consolidate/file.h.
 //
 //   #include "td/consolidate/consolidate.h"      // dep: //td/consolidate
 //   td::TensorDict c = td::consolidate(data);
 //   td::is_consolidated(c);                        // true
-//   td::TensorDict d = td::consolidated::to(c, at::kDouble);   // one kernel, stays consolidated
+//   td::TensorDict d = c.to(at::kDouble);          // one kernel; d is one new buffer
 //
 // A consolidated TensorDict is an ordinary dense TensorDict: every member works on it. Unlike
 // Python, it is not locked: adding a key, removing one or replacing a leaf by a tensor that is
-// not the same-shaped view ends the consolidation (is_consolidated() turns false and the fast
-// paths fall back to leaf-by-leaf work); in-place writes keep it.
+// not the same-shaped view ends the consolidation (is_consolidated() turns false; members still
+// run one kernel where the leaves still span one buffer); in-place writes keep it. The results of
+// members are one buffer each but not consolidated (is_consolidated() is false for them):
+// consolidate() them again for consolidated_buffer() or save_consolidated's single write.
 #pragma once
 
 #include <torch/arg.h>

@@ -149,5 +149,110 @@ TEST(Consolidate, FileAndDeviceAreExclusive) {
       ValueError, {"exclusive"});
 }
 
+// The members run one kernel over a consolidated TensorDict's buffer (NOTE [ One buffer, one
+// kernel ] in td/core/leafwise.cc) and give the leaf-by-leaf result.
+
+// Float leaves only (one dtype), nested, with odd sizes so that there are gaps between leaves.
+TensorDict Floats() {
+  at::manual_seed(1);
+  return TensorDict({{"a", at::randn({4, 3})},
+                     {"b", at::randn({4, 7, 2})},
+                     {"n", {{"x", at::randn({4, 1})}, {"y", at::randn({4, 5})}}},
+                     {"s", "text"}},
+                    {4});
+}
+
+// True when every tensor leaf of `t` is a view into one storage other than `not_in`'s.
+bool OneNewBuffer(const TensorDict& t, const TensorDict& not_in) {
+  std::set<const void*> storages;
+  for (const at::Tensor& x : Leaves(t)) storages.insert(x.storage().unsafeGetStorageImpl());
+  return storages.size() == 1 &&
+         *storages.begin() != Leaves(not_in)[0].storage().unsafeGetStorageImpl();
+}
+
+// `exact`: false for transcendental functions, whose vectorised and scalar kernels may differ in
+// the last bits depending on where a leaf sits in the buffer.
+void ExpectSameLeaves(const TensorDict& got, const TensorDict& want, bool exact = true) {
+  ASSERT_EQ(got.keys(KeysOptions().include_nested(true)),
+            want.keys(KeysOptions().include_nested(true)));
+  const std::vector<at::Tensor> g = Leaves(got), w = Leaves(want);
+  ASSERT_EQ(g.size(), w.size());
+  for (size_t i = 0; i < g.size(); ++i) {
+    EXPECT_EQ(g[i].scalar_type(), w[i].scalar_type()) << i;
+    EXPECT_EQ(g[i].sizes(), w[i].sizes()) << i;
+    EXPECT_TRUE(exact ? at::equal(g[i], w[i]) : at::allclose(g[i], w[i], 1e-6, 1e-30)) << i;
+  }
+  EXPECT_EQ(got.batch_size(), want.batch_size());
+}
+
+TEST(ConsolidatedMembers, CopiesAndCastsAreOneBuffer) {
+  const TensorDict plain = Floats();
+  const TensorDict c = consolidate(plain);
+  const TensorDict d = c.clone();
+  EXPECT_TRUE(OneNewBuffer(d, c));
+  ExpectSameLeaves(d, plain);
+  EXPECT_EQ(d.get_non_tensor("s"), "text");
+  d.get("a").fill_(3);
+  EXPECT_FALSE(c.get("a").eq(3).all().item<bool>());
+  for (at::ScalarType dt : {at::kDouble, at::kHalf, at::kBFloat16, at::kInt}) {
+    const TensorDict cast = c.to(dt);
+    EXPECT_TRUE(OneNewBuffer(cast, c)) << dt;
+    ExpectSameLeaves(cast, plain.to(dt));
+  }
+  // And back again through a half buffer.
+  ExpectSameLeaves(c.to(at::kHalf).to(at::kFloat), plain.to(at::kHalf).to(at::kFloat));
+  ExpectSameLeaves(c.to(at::Device(at::kCPU)), plain);
+}
+
+TEST(ConsolidatedMembers, PointwiseOpsAreOneBuffer) {
+  const TensorDict plain = Floats();
+  const TensorDict a = consolidate(plain);
+  EXPECT_TRUE(OneNewBuffer(a * 2, a));
+  ExpectSameLeaves(a * 2, plain * 2);
+  ExpectSameLeaves(a.exp(), plain.exp(), /*exact=*/false);
+  ExpectSameLeaves(a.clamp(-0.5, 0.5), plain.clamp(-0.5, 0.5));
+  // Two operands laid out alike (b is one buffer with a's layout).
+  const TensorDict b = a * 3;
+  const TensorDict sum = a.add(b, 2);
+  EXPECT_TRUE(OneNewBuffer(sum, a));
+  ExpectSameLeaves(sum, plain.add(plain * 3, 2));
+  // Same entries inserted in another order: another layout, leaf by leaf, same result.
+  const TensorDict reordered = consolidate(TensorDict(
+      {{"n", {{"y", b.get({"n", "y"})}, {"x", b.get({"n", "x"})}}}, {"b", b.get("b")},
+       {"a", b.get("a")}},
+      {4}));
+  ExpectSameLeaves(a.add(reordered), plain.add(plain * 3));
+  EXPECT_THROW(a.add(b.exclude({"a"})), KeyError);
+}
+
+TEST(ConsolidatedMembers, InPlaceOpsWriteTheBuffer) {
+  const TensorDict plain = Floats();
+  TensorDict a = consolidate(plain);
+  const at::Tensor buffer = *consolidated_buffer(a);
+  a.mul_(2).add_(consolidate(plain), 0.5).clamp_(-1, 1);
+  EXPECT_TRUE(is_consolidated(a));
+  EXPECT_TRUE(consolidated_buffer(a)->is_same(buffer) ||
+              consolidated_buffer(a)->data_ptr() == buffer.data_ptr());
+  ExpectSameLeaves(a, (plain * 2 + plain * 0.5).clamp(-1, 1));
+  a.zero_();
+  ExpectSameLeaves(a, plain.clone().zero_());
+}
+
+TEST(ConsolidatedMembers, MixedDtypesAndUnconsolidatedGiveTheSameResults) {
+  const TensorDict mixed = test::SampleTensorDict();
+  const TensorDict c = consolidate(mixed);
+  ExpectSameLeaves(c.clone(), mixed);
+  ExpectSameLeaves(c * 2, mixed * 2);
+  ExpectSameLeaves(c.to(at::kDouble), mixed.to(at::kDouble));
+  TensorDict z = c.clone();
+  z.zero_();
+  ExpectSameLeaves(z, mixed.clone().zero_());
+  // A consolidated TensorDict that got a new key: still right.
+  TensorDict grown = consolidate(Floats());
+  grown.set("extra", at::ones({4, 2}));
+  EXPECT_FALSE(is_consolidated(grown));
+  ExpectSameLeaves(grown * 2, grown.apply([](const at::Tensor& x) { return x * 2; }));
+}
+
 }  // namespace
 }  // namespace td

@@ -11,7 +11,6 @@
 #include <string>
 
 #include "td/consolidate/file.h"
-#include "td/consolidate/consolidated_ops.h"
 #include "td/core/testing.h"
 
 namespace td {
@@ -143,16 +142,17 @@ TEST(ConsolidatedFileBadInput, DimOutOfInt64Range) {
                       {batch, "batch dim", "out of range", "9223372036854775808"});
 }
 
-// A consolidated file truncated (by another process) after loading: consolidated::clone of the
-// TensorDict, which copies the mapped buffer, is a MemmapError naming the file, not SIGBUS
-// (NOTE [ SIGBUS guard ] in td/core/mapped_copy.h).
+// A consolidated file truncated (by another process) after loading: clone() of the TensorDict,
+// which copies the mapped buffer at once (NOTE [ One buffer, one kernel ] in
+// td/core/leafwise.cc), is a MemmapError naming the file, not SIGBUS (NOTE [ SIGBUS guard ] in
+// td/core/mapped_copy.h).
 TEST(ConsolidatedFileBadInput, CloneOfATruncatedFileIsAnErrorNotSigbus) {
   const std::string path = TempPath("truncated.td");
   save_consolidated(TensorDict({{"x", at::ones({256, 256})}}, {256}), path);
   test::ChildOutcome o = test::ErrorInChild<MemmapError>([&] {
     TensorDict loaded = load_consolidated(path);
     ASSERT_EQ(::truncate(path.c_str(), 4096), 0);
-    (void)consolidated::clone(loaded);
+    (void)loaded.clone();
   });
   ASSERT_EQ(o.kind, "error") << o;
   EXPECT_NE(o.message.find(path), std::string::npos) << o;

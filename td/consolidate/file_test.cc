@@ -9,7 +9,6 @@
 #include <string>
 
 #include "td/consolidate/consolidate.h"
-#include "td/consolidate/consolidated_ops.h"
 #include "td/core/testing.h"
 
 namespace td {
@@ -50,8 +49,8 @@ TEST(ConsolidatedFile, SaveAConsolidatedTensorDict) {
   TensorDict loaded = load_consolidated(path);
   EXPECT_TRUE(allclose(loaded, c));
   EXPECT_TRUE(loaded.is_locked());
-  // Half buffers (offsets scaled) and not-consolidated TensorDicts save too.
-  TensorDict h = consolidated::to(consolidate(test::SampleTensorDict().exclude({"b"})), at::kHalf);
+  // Half buffers and not-consolidated TensorDicts save too.
+  TensorDict h = consolidate(consolidate(test::SampleTensorDict().exclude({"b"})).to(at::kHalf));
   save_consolidated(h, path);
   EXPECT_TRUE(allclose(load_consolidated(path), h));
   TensorDict plain = test::SampleTensorDict();

@@ -59,21 +59,6 @@ void BufferLayout::ComputeUniform() {
   uniform_dtype = d;
 }
 
-BufferLayout BufferLayout::Cast(at::ScalarType dtype) const {
-  TORCH_INTERNAL_ASSERT(uniform_dtype.has_value(), "Cast of a layout without a uniform dtype");
-  const int64_t from = static_cast<int64_t>(c10::elementSize(*uniform_dtype));
-  const int64_t to = static_cast<int64_t>(c10::elementSize(dtype));
-  BufferLayout out = *this;
-  for (Slot& s : out.slots) {
-    s.dtype = dtype;
-    s.offset = s.offset / from * to;
-    s.nbytes = s.nbytes / from * to;
-  }
-  out.nbytes = nbytes / from * to;
-  out.uniform_dtype = dtype;
-  return out;
-}
-
 bool BufferLayout::SameAs(const BufferLayout& other) const {
   if (this == &other) return true;
   if (nbytes != other.nbytes || slots.size() != other.slots.size()) return false;
@@ -196,7 +181,7 @@ namespace {
 
 // True when `t` is the contiguous view of `slot` in the buffer whose storage is `impl`. Reads the
 // tensor's fields without reference-count traffic (no Storage or Tensor copies): this runs for
-// every leaf before each fast path.
+// every leaf of every is_consolidated() test.
 bool LeafMatches(const at::Tensor& t, const BufferLayout::Slot& slot, const c10::StorageImpl* impl,
                  int64_t base) {
   if (!t.defined()) return false;
@@ -258,63 +243,6 @@ bool LeavesMatch(const std::vector<at::Tensor>& leaves, const Buffer& buffer) {
     if (!LeafMatches(leaves[i], layout.slots[i], impl, buffer.ctx->base)) return false;
   }
   return true;
-}
-
-bool SameStructure(const TensorDict& a, const TensorDict& b) {
-  if (a.is_same(b)) return true;
-  const EntryList* ea = a.storage().held_entries();
-  const EntryList* eb = b.storage().held_entries();
-  if (ea == nullptr || eb == nullptr || ea->size() != eb->size()) return false;
-  for (size_t i = 0; i < ea->size(); ++i) {
-    const EntryList::Entry& x = (*ea)[i];
-    const EntryList::Entry& y = (*eb)[i];
-    if (x.first != y.first || x.second.is_tensor() != y.second.is_tensor() ||
-        x.second.is_tensordict() != y.second.is_tensordict()) {
-      return false;
-    }
-    if (x.second.is_tensordict() &&
-        !SameStructure(x.second.tensordict(), y.second.tensordict())) {
-      return false;
-    }
-  }
-  return true;
-}
-
-namespace {
-
-TensorDict RebuildLevel(const TensorDict& td, std::vector<at::Tensor>& views, size_t* next,
-                        const std::optional<at::Device>& device) {
-  const EntryList* held = td.storage().held_entries();
-  TORCH_INTERNAL_ASSERT(held != nullptr, "RebuildHeld: a level does not hold its entries");
-  std::vector<EntryList::Entry> entries;
-  entries.reserve(held->size());
-  for (const auto& [key, v] : held->entries()) {
-    if (v.is_tensor()) {
-      TORCH_INTERNAL_ASSERT(*next < views.size(), "RebuildHeld: too few views");
-      entries.emplace_back(key, std::move(views[(*next)++]));
-    } else if (v.is_tensordict()) {
-      const TensorDict& sub = v.tensordict();
-      std::optional<at::Device> sub_device = sub.device();
-      if (device != td.device()) sub_device = device;
-      entries.emplace_back(key, RebuildLevel(sub, views, next, sub_device));
-    } else {
-      entries.emplace_back(key, v);
-    }
-  }
-  std::shared_ptr<Storage> storage = MakeDenseStorage(td.batch_size().vec(), device);
-  storage->append_new(std::move(entries));
-  return TensorDict(std::move(storage));
-}
-
-}  // namespace
-
-TensorDict RebuildHeld(const TensorDict& td, std::vector<at::Tensor> views,
-                       std::optional<std::optional<at::Device>> device) {
-  size_t next = 0;
-  TensorDict out = RebuildLevel(td, views, &next, device ? *device : td.device());
-  TORCH_INTERNAL_ASSERT(next == views.size(), "RebuildHeld: ", views.size(), " views for ", next,
-                        " leaves");
-  return out;
 }
 
 std::optional<Buffer> BufferOfTensorDict(const TensorDict& td) {

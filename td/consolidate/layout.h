@@ -1,5 +1,5 @@
 // Where the leaves of a consolidated TensorDict live inside its one buffer, and how a TensorDict
-// is recognised as consolidated. Shared by consolidate(), the fast paths over the buffer and the
+// is recognised as consolidated. Shared by consolidate() and the
 // consolidated file format (td/consolidate/file.h).
 //
 // NOTE [ Consolidated buffer layout ]
@@ -11,11 +11,9 @@
 // - Plan(): leaves are grouped by dtype (groups in order of each dtype's first leaf, leaves of a
 //   group in leaf order); every leaf starts at a multiple of kAlign (64) bytes and the bytes
 //   between leaves are zero. When every leaf has one dtype, the whole buffer is therefore one
-//   array of that dtype (`BufferLayout::uniform_dtype`) and an element-wise kernel over it is an
-//   element-wise kernel over every leaf; the zero gaps are computed too and never read back.
-// - Cast(): converting a uniform buffer to another dtype keeps every slot's offset in ELEMENTS,
-//   so offsets stay multiples of 64 / old element size elements (32-byte aligned after a float ->
-//   half conversion, 128-byte aligned after float -> double).
+//   array of that dtype (`BufferLayout::uniform_dtype`), and the TensorDict members run
+//   element-wise ops, casts and copies as one kernel over it (NOTE [ One buffer, one kernel ] in
+//   td/core/leafwise.cc); the zero gaps are computed too and never read back.
 // - Recognition: consolidate() registers the buffer's c10::Storage (whatever allocated it: the
 //   CPU or CUDA allocator, pinned memory, a shared-memory segment, a file mapping — so is_shared()
 //   and friends keep working) with its layout and the byte offset of the buffer in that storage,
@@ -25,9 +23,11 @@
 //   every i, a contiguous tensor of slot i's dtype and shape in one registered storage at slot
 //   i's offset, with as many leaves as slots. Anything else (a new key, a removed key, a leaf
 //   replaced by a tensor of another shape or by memory outside the buffer, an index view) makes
-//   the test fail, and every operation then takes the ordinary leaf-by-leaf path: the
-//   TensorDict stays correct, it only loses the fast paths. In-place writes into leaves (set_,
-//   apply_, math_) keep it consolidated. A storage holds at most one layout.
+//   the test fail: the TensorDict stays correct, and its operations still run one kernel over
+//   whatever part of it stays one buffer (td/core/leafwise.cc decides from the leaves alone).
+//   In-place writes into leaves (set_, apply_, math_) keep it consolidated. The results of
+//   operations are one new buffer each but not registered: consolidate() them again for
+//   consolidated_buffer() or a file. A storage holds at most one layout.
 // - Files written from a layout (td/consolidate/file.h) list each leaf's [start, stop) byte range,
 //   so a reader does not depend on Plan()'s placement; files written by Python tensordict (each
 //   leaf padded to 8 bytes, in insertion order) load with their own offsets.
@@ -73,8 +73,6 @@ struct BufferLayout {
 
   // The placement of Plan() for these leaves (their dtypes and shapes only).
   static BufferLayout Plan(const std::vector<at::Tensor>& leaves);
-  // A uniform layout converted to `dtype`, element offsets kept. Requires uniform_dtype.
-  BufferLayout Cast(at::ScalarType dtype) const;
   // Fills uniform_dtype from the slots.
   void ComputeUniform();
   // True when both describe the same slots at the same offsets.
@@ -122,20 +120,10 @@ inline std::vector<at::Tensor> SlotViews(const Buffer& b) {
 // The buffer of a consolidated set of leaves (depth-first order), or nullopt when they are not
 // (NOTE [ Consolidated buffer layout ], "Recognition").
 std::optional<Buffer> BufferOf(const std::vector<at::Tensor>& leaves);
-// True when `a` and `b` have the same keys, kinds (tensor / sub-TensorDict / other) and order at
-// every level; false otherwise or when a level does not hold its entries.
-bool SameStructure(const TensorDict& a, const TensorDict& b);
 // BufferOf(the leaves of `td` in depth-first insertion order), matched straight from the
 // levels' entries (no leaf list, no key or tensor copies); nullopt when some level does not hold
 // its entries (lazy backends: never consolidated).
 std::optional<Buffer> BufferOfTensorDict(const TensorDict& td);
-// A dense TensorDict of `td`'s structure (keys, order, batch sizes, non-tensor entries) holding
-// `views[i]` in place of leaf i, depth first; every level of `td` holds its entries (as when
-// BufferOfTensorDict(td) found a buffer). The root gets `device` (td's when nullopt); nested
-// levels keep theirs unless the root's changes. The consolidated operations' results are built
-// this way: no flattening, no key copies beyond the result's own.
-TensorDict RebuildHeld(const TensorDict& td, std::vector<at::Tensor> views,
-                       std::optional<std::optional<at::Device>> device = std::nullopt);
 // Whether `leaves` sit in `buffer` exactly as its layout says.
 bool LeavesMatch(const std::vector<at::Tensor>& leaves, const Buffer& buffer);
 

@@ -2,13 +2,17 @@
 #include "td/core/internal/leafwise.h"
 
 #include <ATen/ATen.h>
+#include <ATen/MapAllocator.h>
 #include <c10/core/GradMode.h>
 
 #include <algorithm>
+#include <atomic>
+#include <cstring>
 #include <utility>
 
 #include "td/core/dtype.h"
 #include "td/core/internal/in_place.h"
+#include "td/core/mapped_copy.h"
 #include "td/core/storage.h"
 
 namespace td {
@@ -41,20 +45,29 @@ namespace {
 // When every leaf is a contiguous view into ONE storage -- a consolidated TensorDict
 // (td/consolidate), the parameters of a module flattened into one buffer, the pieces of one split
 // tensor -- with one dtype and device, no two leaves overlap, and the range of the storage they
-// span holds at most twice their elements, an out-of-place element-wise op whose operands are
-// numbers runs ONCE over that range (a 1-D view of it) instead of once per leaf, and each result
-// leaf is the same view (sizes, strides, offset) into the one result: the result is again one
-// buffer, so a chain of such ops stays one kernel each. Gaps between leaves are computed over and
-// never read. Leaves that require grad under grad mode take the per-leaf path (autograd must see
-// each leaf's own graph). This is the general path's fast case, not a second API: every caller of
-// LeafwiseOut gets it.
+// span holds at most twice their elements, the engine runs an operation ONCE over that range (a
+// 1-D view of it) instead of once per leaf, and each result leaf is the same view (sizes,
+// strides, offset) into the one result: the result is again one buffer, so a chain of such ops
+// stays one kernel each. This covers
+//  * out-of-place element-wise ops (LeafwiseOut) whose operands are numbers or TensorDicts whose
+//    leaves are laid out the same way in a buffer of their own (same relative offsets);
+//  * in-place element-wise ops (LeafwiseIn) with the same operands, when the leaves cover the
+//    range with no gap (an in-place kernel must not write memory that no leaf owns); validation
+//    then needs one probe, as every leaf has the same dtype and device;
+//  * clone, to(dtype) and to(device) (OneKernel / CopyOneBuffer: memory_ops.cc, structure.cc),
+//    large buffers copied in parallel chunks.
+// Gaps between leaves are computed over and never read. Leaves that require grad under grad mode
+// take the per-leaf path (autograd must see each leaf's own graph), and so does a kernel that
+// throws (the per-leaf rerun names the key). This is the general path's fast case, not a second
+// API: every caller of the engine gets it, and td::consolidate adds no operations of its own.
 struct Span {
-  at::Tensor whole;  // 1-D view of the spanned range
-  int64_t begin = 0;  // its storage offset (elements)
+  at::Tensor whole;     // 1-D view of the spanned range
+  int64_t begin = 0;    // its storage offset (elements)
+  bool gapless = false;  // the leaves cover the range exactly
 };
 
 std::optional<Span> SpanOf(const std::vector<at::Tensor>& leaves) {
-  if (leaves.size() < 2) return std::nullopt;
+  if (leaves.empty()) return std::nullopt;
   const at::Tensor& first = leaves[0];
   if (!first.defined() || first.layout() != at::kStrided || !first.has_storage()) {
     return std::nullopt;
@@ -81,7 +94,33 @@ std::optional<Span> SpanOf(const std::vector<at::Tensor>& leaves) {
   const int64_t begin = ranges.front().first;
   const int64_t end = ranges.back().second;
   if (total == 0 || end - begin > 2 * total) return std::nullopt;
-  return Span{first.as_strided({end - begin}, {1}, begin), begin};
+  return Span{first.as_strided({end - begin}, {1}, begin), begin, end - begin == total};
+}
+
+// The operands over the whole span: numbers as they are, a TensorDict operand as the 1-D view of
+// its own buffer when its leaves sit at the same offsets relative to it as `leaves` do in
+// `span`; nullopt when an operand is neither (a tensor operand, another layout).
+std::optional<std::vector<LeafArg>> SpanArgs(const Span& span,
+                                             const std::vector<at::Tensor>& leaves,
+                                             const std::vector<ResolvedOperand>& rs) {
+  std::vector<LeafArg> args;
+  args.reserve(rs.size());
+  for (const ResolvedOperand& r : rs) {
+    if (r.is_scalar()) {
+      args.push_back(r.at(0));
+      continue;
+    }
+    std::optional<Span> other = SpanOf(r.list);
+    if (!other || other->whole.numel() != span.whole.numel()) return std::nullopt;
+    for (size_t i = 0; i < leaves.size(); ++i) {
+      if (r.list[i].storage_offset() - other->begin != leaves[i].storage_offset() - span.begin ||
+          r.list[i].sizes() != leaves[i].sizes()) {
+        return std::nullopt;
+      }
+    }
+    args.push_back(LeafArg{other->whole, {}});
+  }
+  return args;
 }
 
 // Each leaf's view into `out`, the op's result over `span.whole`; nullopt when `out` is not a
@@ -89,19 +128,59 @@ std::optional<Span> SpanOf(const std::vector<at::Tensor>& leaves) {
 std::optional<std::vector<at::Tensor>> Unspan(const Span& span, const at::Tensor& out,
                                               const std::vector<at::Tensor>& leaves) {
   if (!out.defined() || out.layout() != at::kStrided || out.dim() != 1 ||
-      out.numel() != span.whole.numel() || !out.is_contiguous() ||
-      out.device() != span.whole.device()) {
+      out.numel() != span.whole.numel() || !out.is_contiguous()) {
     return std::nullopt;
   }
   std::vector<at::Tensor> views;
   views.reserve(leaves.size());
   for (const at::Tensor& t : leaves) {
-    views.push_back(
-        out.as_strided(t.sizes(), t.strides(), out.storage_offset() + t.storage_offset() - span.begin));
+    views.push_back(out.as_strided(t.sizes(), t.strides(),
+                                   out.storage_offset() + t.storage_offset() - span.begin));
   }
   return views;
 }
 
+// Below this many elements a buffer is copied in one call; above it in chunks of this size
+// spread over the cores (parallel::plan_threads decides how many).
+constexpr int64_t kCopyChunk = int64_t{1} << 20;
+
+// `whole` copied into a new contiguous tensor of `options`. A CPU buffer mapped from a file
+// (a loaded consolidated file) is copied under the SIGBUS guard (NOTE [ SIGBUS guard ],
+// td/core/mapped_copy.h): a file truncated since it was mapped is a MemmapError naming it.
+at::Tensor CopyWhole(const at::Tensor& whole, const at::TensorOptions& options) {
+  const int64_t n = whole.numel();
+  const bool cpu = whole.device().is_cpu() && options.device().is_cpu();
+  const at::MapAllocator* file =
+      cpu && options.dtype() == whole.dtype()
+          ? at::MapAllocator::fromDataPtr(whole.storage().data_ptr())
+          : nullptr;
+  if (file == nullptr && (n <= kCopyChunk || !cpu)) {
+    return whole.to(options, /*non_blocking=*/false, /*copy=*/true);
+  }
+  at::Tensor out = at::empty({n}, options);
+  const int64_t chunks = (n + kCopyChunk - 1) / kCopyChunk;
+  const int threads = parallel::plan_threads(chunks, n, parallel::ParallelOptions());
+  std::atomic<bool> faulted{false};
+  parallel::parallel_for(chunks, threads, [&](int64_t c) {
+    const int64_t b = c * kCopyChunk;
+    const int64_t e = std::min(n, b + kCopyChunk);
+    if (file == nullptr) {
+      out.slice(0, b, e).copy_(whole.slice(0, b, e));
+      return;
+    }
+    const size_t item = whole.element_size();
+    const char* from = static_cast<const char*>(whole.data_ptr()) + b * item;
+    char* into = static_cast<char*>(out.data_ptr()) + b * item;
+    const size_t bytes = static_cast<size_t>(e - b) * item;
+    if (!GuardedCopy([&] { std::memcpy(into, from, bytes); })) faulted = true;
+  });
+  if (faulted) {
+    TD_FAIL(MemmapError, "copying a buffer mapped from ", file->filename(),
+            " raised SIGBUS: the file is shorter than when it was mapped (truncated by another "
+            "process?)");
+  }
+  return out;
+}
 
 std::vector<ResolvedOperand> ResolveAll(const LeafTree& tree,
                                         const std::vector<const Operand*>& operands) {
@@ -142,6 +221,27 @@ ResolvedOperand Resolve(const LeafTree& tree, const Operand& operand) {
   return r;
 }
 
+std::optional<std::vector<at::Tensor>> OneKernel(
+    const std::vector<at::Tensor>& leaves,
+    const std::function<at::Tensor(const at::Tensor& whole)>& kernel) {
+  std::optional<Span> span = SpanOf(leaves);
+  if (!span) return std::nullopt;
+  try {
+    return Unspan(*span, kernel(span->whole), leaves);
+  } catch (const c10::Error&) {
+    return std::nullopt;  // the caller reruns leaf by leaf: the error then names the key
+  }
+}
+
+std::optional<std::vector<at::Tensor>> CopyOneBuffer(const std::vector<at::Tensor>& leaves,
+                                                     const at::TensorOptions& options) {
+  std::optional<Span> span = SpanOf(leaves);
+  if (!span) return std::nullopt;
+  // Not caught: a copy fails for the whole buffer (a truncated mapped file is a MemmapError a
+  // leaf-by-leaf rerun would turn into SIGBUS).
+  return Unspan(*span, CopyWhole(span->whole, span->whole.options().merge_in(options)), leaves);
+}
+
 TensorDict MapLeaves(const TensorDict& td, const std::function<at::Tensor(const at::Tensor&)>& fn,
                      const char* what, bool check, const parallel::ParallelOptions& parallel) {
   LeafTree tree(td);
@@ -157,12 +257,12 @@ TensorDict LeafwiseOut(const TensorDict& td, const std::vector<const Operand*>& 
   std::vector<at::Tensor> out;
   if (tree.num_leaves() > 0) {
     bool done = false;
-    // NOTE [ One buffer, one kernel ]: number operands only.
-    if (std::all_of(rs.begin(), rs.end(), [](const ResolvedOperand& r) { return r.is_scalar(); })) {
-      if (std::optional<Span> span = SpanOf(tree.leaves())) {
+    // NOTE [ One buffer, one kernel ]
+    if (std::optional<Span> span = SpanOf(tree.leaves())) {
+      if (std::optional<std::vector<LeafArg>> args = SpanArgs(*span, tree.leaves(), rs)) {
         try {
           std::optional<std::vector<at::Tensor>> views =
-              Unspan(*span, each(span->whole, ArgsOf(rs, 0)), tree.leaves());
+              Unspan(*span, each(span->whole, *args), tree.leaves());
           if (views) {
             out = std::move(*views);
             done = true;
@@ -195,9 +295,35 @@ TensorDict LeafwiseOut(const TensorDict& td, const std::vector<const Operand*>& 
 
 namespace {
 
+// NOTE [ One buffer, one kernel ], in place: every leaf is checked writable, one probe of the
+// common dtype validates the op, then one kernel writes the whole range. False (nothing written)
+// when the leaves or operands do not allow it or the probe throws: the caller then validates
+// leaf by leaf, so the error names the key.
+bool OneKernelIn(const LeafTree& tree, const std::vector<ResolvedOperand>& rs,
+                 const EachInFn& each, const char* op) {
+  std::optional<Span> span = SpanOf(tree.leaves());
+  if (!span || !span->gapless) return false;
+  std::optional<std::vector<LeafArg>> args = SpanArgs(*span, tree.leaves(), rs);
+  if (!args) return false;
+  for (size_t i = 0; i < tree.num_leaves(); ++i) CheckWritable(tree, i, op);
+  std::vector<LeafArg> probes = *args;
+  for (LeafArg& a : probes) {
+    if (!a.s) a.t = Probe(a.t);
+  }
+  try {
+    at::Tensor p = Probe(span->whole);
+    each(p, probes);
+  } catch (const c10::Error&) {
+    return false;
+  }
+  each(span->whole, *args);
+  return true;
+}
+
 void LeafwiseInLeaves(const LeafTree& tree, const std::vector<const Operand*>& operands,
                       const ForeachInFn& foreach, const EachInFn& each, const char* op) {
   std::vector<ResolvedOperand> rs = ResolveAll(tree, operands);
+  if (OneKernelIn(tree, rs, each, op)) return;
   for (size_t i = 0; i < tree.num_leaves(); ++i) {
     const at::Tensor& leaf = tree.leaves()[i];
     CheckWritable(tree, i, op);

@@ -75,12 +75,21 @@ at::Device NormalizeDevice(at::Device device) {
 
 // ---- devices and dtypes -------------------------------------------------------------------
 
+// NOTE [ One buffer, one kernel ] (td/core/leafwise.cc) for to(device) and to(dtype): leaves
+// spanning one buffer are moved or cast with one copy of it.
+
 TensorDict TensorDict::to(at::Device device, bool non_blocking) const {
   LeafTree tree(*this);
-  std::vector<at::Tensor> out = MapEach(
-      tree, [&](size_t, const at::Tensor& t) { return t.to(device, non_blocking); }, "moving",
-      parallel::ParallelOptions());
-  return tree.Rebuild(std::move(out), batch_size(), /*check=*/false,
+  std::optional<std::vector<at::Tensor>> out;
+  if (!tree.leaves().empty() && tree.leaves()[0].device() != device) {
+    out = internal::CopyOneBuffer(tree.leaves(), at::TensorOptions().device(device));
+  }
+  if (!out) {
+    out = MapEach(
+        tree, [&](size_t, const at::Tensor& t) { return t.to(device, non_blocking); }, "moving",
+        parallel::ParallelOptions());
+  }
+  return tree.Rebuild(std::move(*out), batch_size(), /*check=*/false,
                       std::optional<at::Device>(device));
 }
 
@@ -88,10 +97,21 @@ TensorDict TensorDict::to(at::ScalarType dtype) const {
   // A floating dtype casts the floating leaves (nn::Module::to); any other dtype casts every
   // leaf, as Python tensordict does.
   const bool all = !at::isFloatingType(dtype);
-  return MapLeaves(
-      *this,
-      [dtype, all](const at::Tensor& t) { return all || t.is_floating_point() ? t.to(dtype) : t; },
-      "casting", /*check=*/false, parallel::ParallelOptions());
+  LeafTree tree(*this);
+  std::optional<std::vector<at::Tensor>> out;
+  if (!tree.leaves().empty() && tree.leaves()[0].scalar_type() != dtype &&
+      (all || tree.leaves()[0].is_floating_point())) {
+    out = internal::CopyOneBuffer(tree.leaves(), at::TensorOptions().dtype(dtype));
+  }
+  if (!out) {
+    out = MapEach(
+        tree,
+        [dtype, all](size_t, const at::Tensor& t) {
+          return all || t.is_floating_point() ? t.to(dtype) : t;
+        },
+        "casting", parallel::ParallelOptions());
+  }
+  return tree.Rebuild(std::move(*out), batch_size(), /*check=*/false);
 }
 
 TensorDict TensorDict::to(at::Device device, at::ScalarType dtype, bool non_blocking) const {

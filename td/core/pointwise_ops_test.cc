@@ -224,5 +224,66 @@ TEST(PointwiseOpsTest, OneBufferOneKernel) {
   EXPECT_TRUE(w.grad().narrow(0, 6, 6).eq(3).all().item<bool>());
 }
 
+// Two operands laid out alike, in-place ops, clone and to (NOTE [ One buffer, one kernel ]).
+TEST(PointwiseOpsTest, OneBufferOperandsInPlaceAndCopies) {
+  // Leaves covering [0, 20) of their buffer with no gap, the operand the same way in another.
+  auto make = [](const at::Tensor& buffer) {
+    return TensorDict({{"a", buffer.narrow(0, 0, 12).view({4, 3})},
+                       {"n", {{"b", buffer.narrow(0, 12, 8).view({4, 2})}}}},
+                      {4});
+  };
+  auto storage_of = [](const TensorDict& r, const NestedKey& k) {
+    return r.get(k).storage().unsafeGetStorageImpl();
+  };
+  auto one_buffer = [&](const TensorDict& r) {
+    return storage_of(r, "a") == storage_of(r, {"n", "b"});
+  };
+  const TensorDict x = make(at::linspace(0.1, 2.0, 20));
+  const TensorDict y = make(at::linspace(-1.0, 1.0, 20));
+  const TensorDict sum = x.add(y, 2);
+  EXPECT_TRUE(one_buffer(sum));
+  EXPECT_TRUE(sum.get({"n", "b"}).allclose(x.get({"n", "b"}) + 2 * y.get({"n", "b"})));
+  // In place: one kernel writes the leaves' own memory.
+  TensorDict z = x.clone();
+  EXPECT_TRUE(one_buffer(z));
+  EXPECT_NE(storage_of(z, "a"), storage_of(x, "a"));
+  EXPECT_TRUE(z.get("a").equal(x.get("a")));
+  const at::Tensor a_before = z.get("a");
+  z.mul_(y);
+  EXPECT_TRUE(z.get("a").is_same(a_before));
+  EXPECT_TRUE(z.get("a").allclose(x.get("a") * y.get("a")));
+  EXPECT_TRUE(z.get({"n", "b"}).allclose(x.get({"n", "b"}) * y.get({"n", "b"})));
+  z.zero_();
+  EXPECT_TRUE(z.get({"n", "b"}).eq(0).all().item<bool>());
+  // A gap between leaves: in place goes leaf by leaf and leaves the gap alone.
+  at::Tensor gapped = at::full({24}, 5.0);
+  TensorDict g({{"a", gapped.narrow(0, 0, 12).view({4, 3})},
+                {"b", gapped.narrow(0, 16, 8).view({4, 2})}},
+               {4});
+  g.add_(1);
+  EXPECT_TRUE(gapped.narrow(0, 12, 4).eq(5).all().item<bool>());
+  EXPECT_TRUE(gapped.narrow(0, 16, 8).eq(6).all().item<bool>());
+  // to(dtype) casts the buffer once; the result is one buffer of the new dtype.
+  const TensorDict h = x.to(at::kDouble);
+  EXPECT_TRUE(one_buffer(h));
+  EXPECT_EQ(h.get({"n", "b"}).scalar_type(), at::kDouble);
+  EXPECT_TRUE(h.get({"n", "b"}).allclose(x.get({"n", "b"}).to(at::kDouble)));
+  // An operand laid out differently, or a bad probe: per leaf, same values and keyed errors.
+  const TensorDict other({{"a", at::ones({4, 3})}, {"n", {{"b", at::ones({4, 2})}}}}, {4});
+  EXPECT_TRUE(x.add(other).get("a").allclose(x.get("a") + 1));
+  TensorDict ints = make(at::arange(20));
+  TD_EXPECT_THROW_MSG(ints.div_(2.5), c10::Error, {"'a'"});
+  EXPECT_TRUE(ints.get("a").equal(at::arange(12).view({4, 3})));
+  // A large buffer is copied in parallel chunks (several chunks, same values).
+  const at::Tensor big = at::randn({3 << 20});
+  const TensorDict large({{"p", big.narrow(0, 0, 2 << 20)}, {"q", big.narrow(0, 2 << 20, 1 << 20)}},
+                         {});
+  const TensorDict copy = large.clone();
+  EXPECT_EQ(storage_of(copy, "p"), storage_of(copy, "q"));
+  EXPECT_NE(storage_of(copy, "p"), big.storage().unsafeGetStorageImpl());
+  EXPECT_TRUE(copy.get("q").equal(large.get("q")));
+  EXPECT_TRUE(large.to(at::kHalf).get("p").equal(large.get("p").to(at::kHalf)));
+}
+
 }  // namespace
 }  // namespace td

@@ -38,7 +38,6 @@
 #include "absl/strings/str_replace.h"
 #include "td/backends/lazy_stack/lazy_stack.h"
 #include "td/consolidate/consolidate.h"
-#include "td/consolidate/consolidated_ops.h"
 #include "td/core/stack.h"
 #include "td/core/storage.h"
 #include "td/core/tensordict.h"

@@ -1,4 +1,4 @@
-// @tensordict//td/consolidate alone: consolidate, the one-kernel ops and the consolidated file.
+// @tensordict//td/consolidate alone: consolidate, members over its one buffer and the consolidated file.
 #include <ATen/ATen.h>
 
 #include <cstdlib>
@@ -6,7 +6,6 @@
 
 #include "alone/check.h"
 #include "td/consolidate/consolidate.h"
-#include "td/consolidate/consolidated_ops.h"
 #include "td/consolidate/file.h"
 
 int main() {
@@ -15,8 +14,8 @@ int main() {
   td::TensorDict data({{"a", at::ones({3, 2})}, {"n", {{"b", at::zeros({3})}}}}, {3});
   td::TensorDict c = td::consolidate(data);
   REQUIRE(td::is_consolidated(c));
-  td::TensorDict twice = td::consolidated::mul(c, 2);
-  REQUIRE(td::is_consolidated(twice));
+  td::TensorDict twice = c * 2;  // one kernel over the buffer
+  REQUIRE(twice.get("a").storage().is_alias_of(twice.get({"n", "b"}).storage()));
   REQUIRE(twice.get("a").equal(data.get("a") * 2));
   td::save_consolidated(c, file);
   td::TensorDict back = td::load_consolidated(file);
