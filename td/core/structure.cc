@@ -67,7 +67,8 @@ std::optional<NestedKey> LockedPath(Storage& s) {
 }
 
 // fn(key, sub-TensorDict) for each sub-TensorDict entry of `td`'s level: straight from the
-// entries where the level holds them (no key list, no Value copies), else through get().
+// entries where the level holds them (no key list, no Value copies), else through meta() and
+// get() of the sub-TensorDicts only.
 template <class Fn>
 void ForEachSubTensorDict(const TensorDict& td, Fn&& fn) {
   const Storage& s = td.storage();
@@ -78,6 +79,9 @@ void ForEachSubTensorDict(const TensorDict& td, Fn&& fn) {
     return;
   }
   for (const std::string& k : s.keys()) {
+    // meta() first: a lazy backend computes a leaf on get() (a ragged lazy stack cannot).
+    std::optional<EntryMeta> meta = s.meta(k);
+    if (!meta || meta->kind != EntryMeta::Kind::kTensorDict) continue;
     std::optional<Value> v = s.get(k);
     if (v && v->is_tensordict()) fn(k, v->tensordict());
   }

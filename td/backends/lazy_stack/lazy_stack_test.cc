@@ -221,6 +221,16 @@ TEST(LazyStackTest, RaggedKeys) {
                       {"dim 1", "get_padded"});
 }
 
+// lock_() finds sub-TensorDicts through metadata: a ragged leaf is never stacked for it.
+TEST(LazyStackTest, LockingARaggedStackAndItsParent) {
+  TensorDict parent({{"s", lazy_stack({Ragged(3, 1), Ragged(5, 2)}, 0)}}, {2});
+  parent.lock_();
+  EXPECT_TRUE(parent.is_locked());
+  EXPECT_TRUE(parent.get_tensordict("s").is_locked());
+  parent.unlock_();
+  EXPECT_FALSE(parent.get_tensordict("s").is_locked());
+}
+
 TEST(LazyStackTest, DifferentKeySets) {
   TensorDict x({{"a", at::zeros({2})}, {"only_x", at::zeros({2})}}, {2});
   TensorDict y({{"a", at::ones({2})}, {"only_y", at::ones({2, 3})}}, {2});
