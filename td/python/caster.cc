@@ -170,12 +170,12 @@ py::object from_json(const nlohmann::json& j) {
     case nlohmann::json::value_t::array: {
       py::list out(j.size());
       for (size_t i = 0; i < j.size(); ++i) out[i] = from_json(j[i]);
-      return std::move(out);
+      return py::reinterpret_steal<py::object>(out.release());
     }
     case nlohmann::json::value_t::object: {
       py::dict out;
       for (const auto& [k, v] : j.items()) out[py::str(k)] = from_json(v);
-      return std::move(out);
+      return py::reinterpret_steal<py::object>(out.release());
     }
     default:
       TD_FAIL(TypeError, "non-tensor data of JSON type '", j.type_name(),

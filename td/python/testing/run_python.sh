@@ -1,22 +1,28 @@
 #!/usr/bin/env bash
-# Runs a Python script against an extension built with //td/python:
-#   run_python.sh <python3> <extension.so> <script.py> [script args...]
-# The script gets the extension's directory on sys.path (PYTHONPATH) and fake_tensordict.py's
-# (next to this script). Under --config=asan the extension needs the sanitizer runtimes loaded
-# first, before the interpreter's own libraries: they are preloaded from the paths the
-# extension links, and leak detection is off (CPython does not free everything at exit).
+# Runs a Python script with modules built or kept by Bazel importable:
+#   run_python.sh <python3> <module file>... -- <script.py> [script args...]
+# Each module file's directory (an extension .so built with //td/python, fake_tensordict.py) goes
+# on PYTHONPATH. Under --config=asan an extension needs the sanitizer runtimes loaded before the
+# interpreter's own libraries: they are preloaded from the paths the extension links, and leak
+# detection is off (CPython does not free everything at exit).
 set -euo pipefail
 python="$1"
-ext="$2"
-shift 2
-here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
-ext_dir="$(cd "$(dirname "${ext}")" && pwd)"
-export PYTHONPATH="${ext_dir}:${here}${PYTHONPATH:+:${PYTHONPATH}}"
+shift
+path=()
 preload=()
-for runtime in libasan libubsan; do
-  path="$(ldd "${ext}" | awk -v r="${runtime}" '$1 ~ "^"r"\\." {print $3}')"
-  if [[ -n "${path}" ]]; then preload+=("${path}"); fi
+while [[ $# -gt 0 && "$1" != "--" ]]; do
+  path+=("$(cd "$(dirname "$1")" && pwd)")
+  if [[ "$1" == *.so ]]; then
+    for runtime in libasan libubsan; do
+      lib="$(ldd "$1" | awk -v r="${runtime}" '$1 ~ "^"r"\\." {print $3}')"
+      if [[ -n "${lib}" ]]; then preload+=("${lib}"); fi
+    done
+  fi
+  shift
 done
+[[ $# -gt 1 ]] || { echo "usage: run_python.sh <python3> <module file>... -- <script.py> [args]" >&2; exit 2; }
+shift
+export PYTHONPATH="$(IFS=:; echo "${path[*]}")${PYTHONPATH:+:${PYTHONPATH}}"
 if [[ ${#preload[@]} -gt 0 ]]; then
   export LD_PRELOAD="$(IFS=:; echo "${preload[*]}")"
   export ASAN_OPTIONS="${ASAN_OPTIONS:+${ASAN_OPTIONS}:}detect_leaks=0"
