@@ -32,7 +32,7 @@ if args.upstream:
     import tensordict
     from tensordict import TensorDict as TD
 
-    label = "tensordict %s" % tensordict.__version__ if hasattr(tensordict, "__version__") else "tensordict"
+    label = "Python tensordict %s" % (getattr(tensordict, "__version__", None) or "(no version)")
 else:
     import fake_tensordict as fake
     from fake_tensordict import TensorDict as TD
