@@ -22,6 +22,8 @@ while [[ $# -gt 0 && "$1" != "--" ]]; do
 done
 [[ $# -gt 1 ]] || { echo "usage: run_python.sh <python3> <module file>... -- <script.py> [args]" >&2; exit 2; }
 shift
+# Nothing written next to the sources (runfiles link to them).
+export PYTHONDONTWRITEBYTECODE=1
 export PYTHONPATH="$(IFS=:; echo "${path[*]}")${PYTHONPATH:+:${PYTHONPATH}}"
 if [[ ${#preload[@]} -gt 0 ]]; then
   export LD_PRELOAD="$(IFS=:; echo "${preload[*]}")"
