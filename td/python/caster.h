@@ -28,7 +28,7 @@
 //    TypeError naming the key;
 //  * a TensorDict-like value (above) -> a nested TensorDict; a tensorclass instance (its class
 //    has `_is_tensorclass`) -> a nested TensorDict of its fields: `_tensordict`'s entries plus
-//    `_non_tensordict`'s as non-tensor data.
+//    `_non_tensordict`'s values (non-tensor data; None, an unset field, is left out).
 // The batch size, device, key and kind of every value are checked as td::TensorDict::set checks
 // them (BatchSizeError naming the key and both shapes), and an `is_locked` level is locked.
 // C++ -> Python (`to_python`): a dense level becomes `cls(source, batch_size=[...], device=...)`
