@@ -17,6 +17,9 @@ own repositories):
     @tensordict_gtest//:gtest, :gtest_main, :gmock, :gmock_main
     @tensordict_benchmark//:benchmark, :benchmark_main
     @tensordict_json//:json           nlohmann/json (header-only)
+    @tensordict_python//:torch_python, :pybind11, :python_headers
+                                      for //td/python only: libtorch_python, pybind11 and
+                                      Python.h of the interpreter `python`
 
 plus offline stand-ins for @rules_cc, @rules_java, @rules_proto and
 @remote_coverage_tools, which Bazel 4's built-in @bazel_tools refers to and
@@ -191,6 +194,89 @@ _tensordict_source_dir = repository_rule(
     },
 )
 
+def _python_impl(ctx):
+    python = ctx.attr.python
+    if not ctx.path(python).exists:
+        fail("{}: no Python interpreter at {} (Debian: apt-get install python3-dev python3-torch)".format(
+            ctx.name,
+            python,
+        ))
+    result = ctx.execute([python, ctx.path(ctx.attr._probe)])
+    if result.return_code != 0:
+        fail("{}: {} failed to run {}: {}".format(ctx.name, python, ctx.attr._probe, result.stderr))
+    info = {}
+    for line in result.stdout.splitlines():
+        key, _, value = line.partition("=")
+        if key:
+            info[key] = value
+    if "torch_error" in info:
+        fail("{}: {} cannot import torch ({}); install torch for it (Debian: python3-torch)".format(
+            ctx.name,
+            python,
+            info["torch_error"],
+        ))
+    py_include = info["python_include"]
+    if not ctx.path(py_include + "/Python.h").exists:
+        fail("{}: Python.h not found in {} (Debian: apt-get install python3-dev)".format(
+            ctx.name,
+            py_include,
+        ))
+    ctx.symlink(py_include, "python_include")
+
+    # pybind11: the one bundled with a pip-installed torch wheel (torch/include/pybind11) first,
+    # so that the extension is built with the pybind11 torch was built with; then the attribute,
+    # the system's (Debian: pybind11-dev) and the pybind11 Python package's.
+    candidates = [info["torch_include"]]
+    if ctx.attr.pybind11_include:
+        candidates = [ctx.attr.pybind11_include] + candidates
+    candidates += ["/usr/include"]
+    if "pybind11_module_include" in info:
+        candidates.append(info["pybind11_module_include"])
+    pybind11 = None
+    for c in candidates:
+        if ctx.path(c + "/pybind11/pybind11.h").exists:
+            pybind11 = c + "/pybind11"
+            break
+    if not pybind11:
+        fail("{}: pybind11 headers not found in {} (Debian: apt-get install pybind11-dev)".format(
+            ctx.name,
+            ", ".join(candidates),
+        ))
+    ctx.symlink(pybind11, "pybind11_include/pybind11")
+
+    torch_lib = info["torch_lib"]
+    if not ctx.path(torch_lib + "/libtorch_python.so").exists:
+        fail("{}: libtorch_python.so not found in {}".format(ctx.name, torch_lib))
+    ctx.symlink(python, "python3")
+    ctx.file("WORKSPACE", 'workspace(name = "{}")\n'.format(ctx.name))
+    ctx.template("BUILD.bazel", ctx.attr._build_file_template, {
+        "%{PYTHON}": python,
+        "%{PYTHON_VERSION}": info["python_version"],
+        "%{TORCH_VERSION}": info["torch_version"],
+        "%{SEARCH_FLAGS}": repr(["-L" + torch_lib, "-Wl,-rpath," + torch_lib]),
+    }, executable = False)
+
+tensordict_python_repository = repository_rule(
+    doc = """Python's headers, pybind11's headers and libtorch_python, for //td/python.
+
+Runs `python` with third_party/python/probe.py to find them: Python.h from sysconfig, torch's
+`lib/` next to `torch/__init__.py`, pybind11 from torch's `include/` (pip wheels bundle it), then
+`pybind11_include`, /usr/include (Debian's pybind11-dev) and the pybind11 Python package.
+Only evaluated when a //td/python target is built.
+""",
+    implementation = _python_impl,
+    local = True,
+    attrs = {
+        "python": attr.string(default = "/usr/bin/python3"),
+        "pybind11_include": attr.string(doc = "A directory holding pybind11/pybind11.h."),
+        "_probe": attr.label(default = Label("//third_party:python/probe.py"), allow_single_file = True),
+        "_build_file_template": attr.label(
+            default = Label("//third_party:python/BUILD.tpl"),
+            allow_single_file = True,
+        ),
+    },
+)
+
 def _maybe(rule, name, **kwargs):
     if not native.existing_rule(name):
         rule(name = name, **kwargs)
@@ -220,7 +306,8 @@ def tensordict_deps(
         libtorch_lib_dir = "",
         libtorch_cxx11_abi = True,
         system_path = "/usr",
-        system_lib_dir = ""):
+        system_lib_dir = "",
+        python = "/usr/bin/python3"):
     """Declares all external repositories tensordict needs.
 
     Args:
@@ -237,6 +324,9 @@ def tensordict_deps(
       system_path: prefix of Abseil, oneTBB, GoogleTest, Google Benchmark and
         nlohmann/json.
       system_lib_dir: their library directory (autodetected).
+      python: the interpreter //td/python's extensions are built for (its headers, its torch's
+        libtorch_python, pybind11); only read when a //td/python target is built. Its torch
+        must be the LibTorch at libtorch_path.
     """
     tensordict_offline_repositories()
 
@@ -305,4 +395,9 @@ def tensordict_deps(
         include_entries = ["nlohmann"],
         required_include_entries = ["nlohmann"],
         build_file_template = Label("//third_party:json/BUILD.tpl"),
+    )
+    _maybe(
+        tensordict_python_repository,
+        "tensordict_python",
+        python = python,
     )

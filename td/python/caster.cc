@@ -1,0 +1,474 @@
+// Python <-> C++ TensorDict conversion: NOTE [ Python TensorDict conversion ] in caster.h.
+#include "td/python/caster.h"
+
+#include <torch/csrc/Device.h>
+#include <torch/csrc/autograd/python_variable.h>
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "td/core/errors.h"
+
+namespace td {
+namespace python {
+namespace {
+
+// The classes to_python builds and the registered tensorclasses. Heap-allocated and never freed:
+// its Python references must not be released after the interpreter is gone (at process exit).
+// Only touched with the GIL held.
+struct Registry {
+  py::object td_type;    // set_tensordict_type, or tensordict.TensorDict once imported
+  py::object lazy_type;  // set_tensordict_type's lazy_stack_cls, or tensordict.LazyStackedTensorDict
+  bool registered = false;
+  std::map<std::string, py::object, std::less<>> tensorclasses;
+};
+
+Registry& registry() {
+  static Registry* r = new Registry();
+  return *r;
+}
+
+// The attribute names, made once.
+struct Names {
+  py::str batch_size{"batch_size"}, device{"device"}, tensordict{"_tensordict"},
+      non_tensordict{"_non_tensordict"}, items{"items"}, tensordicts{"tensordicts"},
+      stack_dim{"stack_dim"}, is_non_tensor{"_is_non_tensor"},
+      is_tensorclass{"_is_tensorclass"}, data{"data"}, tolist{"tolist"}, is_locked{"is_locked"},
+      set_non_tensor{"set_non_tensor"}, lock{"lock_"}, from_tensordict{"_from_tensordict"};
+};
+
+const Names& names() {
+  static const Names* n = new Names();
+  return *n;
+}
+
+// Where a value sits, for error messages: a chain of keys from the root, rendered on error only.
+struct Path {
+  const Path* parent = nullptr;
+  std::string_view key;
+  std::string str() const {
+    std::vector<std::string_view> parts;
+    for (const Path* p = this; p != nullptr && p->parent != nullptr; p = p->parent) {
+      parts.push_back(p->key);
+    }
+    if (parts.empty()) return "the TensorDict itself";
+    std::string out = "key ";
+    if (parts.size() > 1) out += "(";
+    for (size_t i = parts.size(); i-- > 0;) {
+      out += "'" + std::string(parts[i]) + "'";
+      if (i > 0) out += ", ";
+    }
+    if (parts.size() > 1) out += ")";
+    return out;
+  }
+};
+
+std::string type_name(py::handle obj) { return Py_TYPE(obj.ptr())->tp_name; }
+
+bool class_flag(py::handle obj, const py::str& name) {
+  PyObject* flag = PyObject_GetAttr(reinterpret_cast<PyObject*>(Py_TYPE(obj.ptr())), name.ptr());
+  if (flag == nullptr) {
+    PyErr_Clear();
+    return false;
+  }
+  int truth = PyObject_IsTrue(flag);
+  Py_DECREF(flag);
+  if (truth < 0) throw py::error_already_set();
+  return truth == 1;
+}
+
+bool is_lazy_like(py::handle obj) {
+  return py::hasattr(obj, names().tensordicts) && py::hasattr(obj, names().stack_dim);
+}
+
+// getattr(obj, name), or nullopt when it has none.
+std::optional<py::object> attr(py::handle obj, const py::str& name) {
+  PyObject* v = PyObject_GetAttr(obj.ptr(), name.ptr());
+  if (v == nullptr) {
+    if (!PyErr_ExceptionMatches(PyExc_AttributeError)) throw py::error_already_set();
+    PyErr_Clear();
+    return std::nullopt;
+  }
+  return py::reinterpret_steal<py::object>(v);
+}
+
+// ---- JSON <-> Python --------------------------------------------------------------------------
+
+nlohmann::json to_json(py::handle v, const Path& path, int depth) {
+  if (depth > kMaxNestingDepth) {
+    TD_FAIL(NestingError, path.str(), ": non-tensor data nests deeper than ", kMaxNestingDepth,
+            " levels");
+  }
+  PyObject* o = v.ptr();
+  if (o == Py_None) return nullptr;
+  if (PyBool_Check(o)) return o == Py_True;
+  if (PyLong_Check(o)) {
+    int overflow = 0;
+    long long i = PyLong_AsLongLongAndOverflow(o, &overflow);
+    if (overflow == 0) {
+      if (i == -1 && PyErr_Occurred()) throw py::error_already_set();
+      return static_cast<int64_t>(i);
+    }
+    if (overflow > 0) {
+      unsigned long long u = PyLong_AsUnsignedLongLong(o);
+      if (!PyErr_Occurred()) return static_cast<uint64_t>(u);
+      PyErr_Clear();
+    }
+    TD_FAIL(TypeError, path.str(), ": the int ", py::str(v).cast<std::string>(),
+            " does not fit in 64 bits, so it cannot be carried as non-tensor data");
+  }
+  if (PyFloat_Check(o)) return PyFloat_AS_DOUBLE(o);
+  if (PyUnicode_Check(o)) {
+    Py_ssize_t size = 0;
+    const char* s = PyUnicode_AsUTF8AndSize(o, &size);
+    if (s == nullptr) throw py::error_already_set();
+    return std::string(s, static_cast<size_t>(size));
+  }
+  if (PyList_Check(o) || PyTuple_Check(o)) {
+    nlohmann::json out = nlohmann::json::array();
+    for (py::handle item : v) out.push_back(to_json(item, path, depth + 1));
+    return out;
+  }
+  if (PyDict_Check(o)) {
+    nlohmann::json out = nlohmann::json::object();
+    PyObject *k = nullptr, *item = nullptr;
+    Py_ssize_t pos = 0;
+    while (PyDict_Next(o, &pos, &k, &item)) {
+      if (!PyUnicode_Check(k)) {
+        TD_FAIL(TypeError, path.str(), ": non-tensor data holds a dict with the ", type_name(k),
+                " key ", py::repr(k).cast<std::string>(), "; only str keys can be carried");
+      }
+      out[py::reinterpret_borrow<py::str>(k).cast<std::string>()] = to_json(item, path, depth + 1);
+    }
+    return out;
+  }
+  if (class_flag(v, names().is_non_tensor)) return to_json(v.attr(names().data), path, depth + 1);
+  TD_FAIL(TypeError, path.str(), ": a value of Python type '", type_name(v),
+          "' cannot be carried to C++ as non-tensor data (expected JSON data: None, bool, int, "
+          "float, str, and lists or str-keyed dicts of these)");
+}
+
+py::object from_json(const nlohmann::json& j) {
+  switch (j.type()) {
+    case nlohmann::json::value_t::null:
+      return py::none();
+    case nlohmann::json::value_t::boolean:
+      return py::bool_(j.get<bool>());
+    case nlohmann::json::value_t::number_integer:
+      return py::int_(j.get<int64_t>());
+    case nlohmann::json::value_t::number_unsigned:
+      return py::int_(j.get<uint64_t>());
+    case nlohmann::json::value_t::number_float:
+      return py::float_(j.get<double>());
+    case nlohmann::json::value_t::string:
+      return py::str(j.get_ref<const std::string&>());
+    case nlohmann::json::value_t::array: {
+      py::list out(j.size());
+      for (size_t i = 0; i < j.size(); ++i) out[i] = from_json(j[i]);
+      return py::reinterpret_steal<py::object>(out.release());
+    }
+    case nlohmann::json::value_t::object: {
+      py::dict out;
+      for (const auto& [k, v] : j.items()) out[py::str(k)] = from_json(v);
+      return py::reinterpret_steal<py::object>(out.release());
+    }
+    default:
+      TD_FAIL(TypeError, "non-tensor data of JSON type '", j.type_name(),
+              "' has no Python counterpart");
+  }
+}
+
+// ---- Python -> C++ ----------------------------------------------------------------------------
+
+TensorDict convert(py::handle obj, const Path& path, int depth);
+
+// Sets the entry `key` of `out` from the Python value `v` (a child of `path`).
+void put(TensorDict& out, py::handle key, py::handle v, const Path& path, int depth,
+         bool plain_data_ok) {
+  if (!PyUnicode_Check(key.ptr())) {
+    TD_FAIL(TypeError, path.str(), " holds the ", type_name(key), " key ",
+            py::repr(key).cast<std::string>(), "; TensorDict keys are str");
+  }
+  Py_ssize_t size = 0;
+  const char* s = PyUnicode_AsUTF8AndSize(key.ptr(), &size);
+  if (s == nullptr) throw py::error_already_set();
+  std::string k(s, static_cast<size_t>(size));
+  Path here{&path, k};
+  PyObject* o = v.ptr();
+  if (THPVariable_Check(o)) {
+    out.set(NestedKey(std::move(k)), THPVariable_Unpack(o));
+  } else if (class_flag(v, names().is_non_tensor)) {
+    // NonTensorData carries `.data`; NonTensorStack (lazy) lists its members' data.
+    nlohmann::json data = is_lazy_like(v) ? to_json(v.attr(names().tolist)(), here, depth + 1)
+                                          : to_json(v.attr(names().data), here, depth + 1);
+    out.set(NestedKey(std::move(k)), NonTensorData(std::move(data)));
+  } else if (is_tensordict_like(v)) {
+    out.set(NestedKey(std::move(k)), convert(v, here, depth + 1));
+  } else if (plain_data_ok || o == Py_None || PyBool_Check(o) || PyLong_Check(o) ||
+             PyFloat_Check(o) || PyUnicode_Check(o) || PyList_Check(o) || PyTuple_Check(o)) {
+    out.set(NestedKey(std::move(k)), NonTensorData(to_json(v, here, depth + 1)));
+  } else {
+    TD_FAIL(TypeError, here.str(), ": a value of Python type '", type_name(v),
+            "' cannot be carried to C++ (expected a torch.Tensor, a TensorDict, a tensorclass, "
+            "NonTensorData or JSON data)");
+  }
+}
+
+std::vector<int64_t> read_batch_size(py::handle obj, const Path& path) {
+  py::object bs = obj.attr(names().batch_size);
+  std::vector<int64_t> out;
+  for (py::handle d : bs) {
+    if (!PyLong_Check(d.ptr())) {
+      TD_FAIL(TypeError, path.str(), ": batch_size ", py::repr(bs).cast<std::string>(),
+              " holds a ", type_name(d), "; expected ints");
+    }
+    out.push_back(d.cast<int64_t>());
+  }
+  return out;
+}
+
+std::optional<at::Device> read_device(py::handle obj, const Path& path) {
+  std::optional<py::object> dev = attr(obj, names().device);
+  if (!dev || dev->is_none()) return std::nullopt;
+  if (THPDevice_Check(dev->ptr())) return reinterpret_cast<THPDevice*>(dev->ptr())->device;
+  if (PyUnicode_Check(dev->ptr())) return at::Device(dev->cast<std::string>());
+  TD_FAIL(TypeError, path.str(), ": device ", py::repr(*dev).cast<std::string>(),
+          " is neither None, a torch.device nor a str");
+}
+
+void lock_if_locked(TensorDict& out, py::handle obj) {
+  std::optional<py::object> locked = attr(obj, names().is_locked);
+  if (locked && py::bool_(*locked)) out.lock_();
+}
+
+TensorDict convert(py::handle obj, const Path& path, int depth) {
+  if (depth > kMaxNestingDepth) {
+    TD_FAIL(NestingError, path.str(), ": TensorDicts nest deeper than ", kMaxNestingDepth,
+            " levels (or a TensorDict contains itself)");
+  }
+  if (class_flag(obj, names().is_tensorclass)) {
+    // A tensorclass: its TensorDict, plus the non-tensor fields it keeps apart. Unset fields
+    // (None) are left out.
+    TensorDict out = convert(obj.attr(names().tensordict), path, depth);
+    std::optional<py::object> rest = attr(obj, names().non_tensordict);
+    if (rest && PyDict_Check(rest->ptr())) {
+      PyObject *k = nullptr, *v = nullptr;
+      Py_ssize_t pos = 0;
+      while (PyDict_Next(rest->ptr(), &pos, &k, &v)) {
+        if (v != Py_None) put(out, k, v, path, depth, /*plain_data_ok=*/true);
+      }
+    }
+    return out;
+  }
+  if (is_lazy_like(obj)) {
+    py::object members = obj.attr(names().tensordicts);
+    std::vector<TensorDict> tds;
+    std::vector<std::string> index_keys;
+    index_keys.reserve(static_cast<size_t>(py::len(members)));
+    for (py::handle m : members) {
+      index_keys.push_back("<member " + std::to_string(tds.size()) + ">");
+      Path member{&path, index_keys.back()};
+      if (!is_tensordict_like(m)) {
+        TD_FAIL(TypeError, member.str(), " of a lazy stack is a ", type_name(m),
+                ", not a TensorDict");
+      }
+      tds.push_back(convert(m, member, depth + 1));
+    }
+    TensorDict out = lazy_stack(tds, obj.attr(names().stack_dim).cast<int64_t>());
+    lock_if_locked(out, obj);
+    return out;
+  }
+  TensorDict out({}, read_batch_size(obj, path), read_device(obj, path));
+  std::optional<py::object> store = attr(obj, names().tensordict);
+  if (store && PyDict_Check(store->ptr())) {
+    PyObject *k = nullptr, *v = nullptr;
+    Py_ssize_t pos = 0;
+    while (PyDict_Next(store->ptr(), &pos, &k, &v)) put(out, k, v, path, depth, false);
+  } else {
+    for (py::handle item : obj.attr(names().items)()) {
+      py::tuple kv = py::reinterpret_borrow<py::tuple>(item);
+      put(out, kv[0], kv[1], path, depth, false);
+    }
+  }
+  lock_if_locked(out, obj);
+  return out;
+}
+
+// ---- C++ -> Python ----------------------------------------------------------------------------
+
+// The classes to build: the registered ones, else Python tensordict's.
+const Registry& classes() {
+  Registry& r = registry();
+  if (r.registered || r.td_type) return r;
+  py::module_ mod;
+  try {
+    mod = py::module_::import("tensordict");
+  } catch (py::error_already_set& e) {
+    throw py::import_error(
+        std::string("td::python: cannot build a Python TensorDict: Python tensordict is not "
+                    "importable (") +
+        e.what() + ") and no class was registered with set_tensordict_type");
+  }
+  r.td_type = mod.attr("TensorDict");
+  r.lazy_type = mod.attr("LazyStackedTensorDict");
+  return r;
+}
+
+py::object wrap(const at::Tensor& t) {
+  PyObject* o = THPVariable_Wrap(t);
+  if (o == nullptr) throw py::error_already_set();
+  return py::reinterpret_steal<py::object>(o);
+}
+
+py::object device_object(const std::optional<at::Device>& device) {
+  if (!device) return py::none();
+  PyObject* o = THPDevice_New(*device);
+  if (o == nullptr) throw py::error_already_set();
+  return py::reinterpret_steal<py::object>(o);
+}
+
+py::list batch_size_list(const TensorDict& td) {
+  py::list out;
+  for (int64_t d : td.batch_size()) out.append(d);
+  return out;
+}
+
+// A dense level's entries: tensors and nested levels into `source`, non-tensor data apart.
+void split_entries(const TensorDict& td, py::dict& source,
+                   std::vector<std::pair<std::string, nlohmann::json>>* non_tensor);
+
+py::object build(const TensorDict& td) {
+  const Registry& r = classes();
+  py::object out;
+  if (LazyStackedTensorDict::is_lazy_stack(td)) {
+    if (!r.lazy_type) {
+      throw py::type_error(
+          "td::python: cannot build a Python lazy stack: set_tensordict_type was given no "
+          "lazy_stack_cls");
+    }
+    LazyStackedTensorDict stack(td);
+    const std::vector<TensorDict>& members = stack.tensordicts();
+    py::tuple args(members.size());
+    for (size_t i = 0; i < members.size(); ++i) args[i] = build(members[i]);
+    py::dict kwargs;
+    kwargs["stack_dim"] = stack.stack_dim();
+    out = r.lazy_type(*args, **kwargs);
+  } else {
+    py::dict source;
+    std::vector<std::pair<std::string, nlohmann::json>> non_tensor;
+    split_entries(td, source, &non_tensor);
+    out = r.td_type(source, py::arg("batch_size") = batch_size_list(td),
+                    py::arg("device") = device_object(td.device()));
+    if (!non_tensor.empty()) {
+      py::object set_non_tensor = out.attr(names().set_non_tensor);
+      for (const auto& [k, j] : non_tensor) set_non_tensor(py::str(k), from_json(j));
+    }
+  }
+  if (td.is_locked()) out.attr(names().lock)();
+  return out;
+}
+
+void split_entries(const TensorDict& td, py::dict& source,
+                   std::vector<std::pair<std::string, nlohmann::json>>* non_tensor) {
+  td.for_each_entry([&](const std::string& k, const Value& v) {
+    if (v.is_tensor()) {
+      source[py::str(k)] = wrap(v.tensor());
+    } else if (v.is_tensordict()) {
+      source[py::str(k)] = build(v.tensordict());
+    } else {
+      non_tensor->emplace_back(k, v.non_tensor());
+    }
+  });
+}
+
+}  // namespace
+
+bool is_tensordict_like(py::handle obj) {
+  if (!obj || THPVariable_Check(obj.ptr())) return false;
+  const Names& n = names();
+  if (!py::hasattr(obj, n.batch_size)) return false;
+  return py::hasattr(obj, n.tensordict) || is_lazy_like(obj) || py::hasattr(obj, n.items);
+}
+
+TensorDict from_python(py::handle obj) {
+  Path root;
+  return convert(obj, root, 0);
+}
+
+py::object to_python(const TensorDict& td) { return build(td); }
+
+py::object to_python_tensorclass(const TensorDict& td, std::string_view class_name) {
+  const Registry& r = registry();
+  auto it = r.tensorclasses.find(class_name);
+  if (it == r.tensorclasses.end()) return build(td);
+  // Python tensorclass keeps tensors and nested TensorDicts in a TensorDict and the other fields
+  // in a dict: build those two and hand them to its _from_tensordict.
+  const Registry& c = classes();
+  py::dict source;
+  std::vector<std::pair<std::string, nlohmann::json>> non_tensor;
+  split_entries(td, source, &non_tensor);
+  py::object inner = c.td_type(source, py::arg("batch_size") = batch_size_list(td),
+                               py::arg("device") = device_object(td.device()));
+  py::dict rest;
+  for (const auto& [k, j] : non_tensor) rest[py::str(k)] = from_json(j);
+  return it->second.attr(names().from_tensordict)(inner, rest);
+}
+
+void bind(py::module_& m) {
+  // THPVariable_Check / THPVariable_Wrap need torch's Python classes.
+  py::module_::import("torch");
+  m.def(
+      "set_tensordict_type",
+      [](py::object cls, py::object lazy_cls) {
+        Registry& r = registry();
+        if (cls.is_none()) {
+          r = Registry{py::object(), py::object(), false, std::move(r.tensorclasses)};
+          return;
+        }
+        r.td_type = std::move(cls);
+        r.lazy_type = lazy_cls.is_none() ? py::object() : std::move(lazy_cls);
+        r.registered = true;
+      },
+      py::arg("cls"), py::arg("lazy_stack_cls") = py::none(),
+      "The classes C++ TensorDicts are returned as: cls(source_dict, batch_size=[...], "
+      "device=...) with set_non_tensor(key, value) and lock_(), and lazy_stack_cls(*members, "
+      "stack_dim=d). None restores Python tensordict's TensorDict / LazyStackedTensorDict.");
+  m.def(
+      "set_tensorclass_type",
+      [](const std::string& name, py::object cls) {
+        Registry& r = registry();
+        if (cls.is_none()) {
+          r.tensorclasses.erase(name);
+        } else {
+          r.tensorclasses[name] = std::move(cls);
+        }
+      },
+      py::arg("name"), py::arg("cls"),
+      "The Python tensorclass C++ TensorClass `name` is returned as "
+      "(cls._from_tensordict(td, non_tensordict)); None removes it.");
+  py::register_local_exception_translator([](std::exception_ptr p) {
+    try {
+      if (p) std::rethrow_exception(p);
+    } catch (const td::KeyError& e) {
+      PyErr_SetString(PyExc_KeyError, e.what_without_backtrace());
+    } catch (const c10::TypeError& e) {
+      PyErr_SetString(PyExc_TypeError, e.what_without_backtrace());
+    } catch (const c10::ValueError& e) {
+      PyErr_SetString(PyExc_ValueError, e.what_without_backtrace());
+    } catch (const c10::IndexError& e) {
+      PyErr_SetString(PyExc_IndexError, e.what_without_backtrace());
+    } catch (const c10::NotImplementedError& e) {
+      PyErr_SetString(PyExc_NotImplementedError, e.what_without_backtrace());
+    } catch (const c10::Error& e) {
+      PyErr_SetString(PyExc_RuntimeError, e.what_without_backtrace());
+    }
+  });
+}
+
+}  // namespace python
+}  // namespace td

@@ -1,0 +1,271 @@
+"""Drives td_python_test_ext (td/python/testing/test_ext.cc) from Python: TensorDicts cross
+into C++ and back through //td/python's caster.
+
+  python3 caster_test.py             the classes of fake_tensordict.py, registered with
+                                     set_tensordict_type (no Python tensordict needed)
+  python3 caster_test.py --upstream  Python tensordict's own classes (it must be importable)
+"""
+
+import importlib.util
+import json
+import sys
+import unittest
+
+import torch
+
+import td_python_test_ext as ext
+
+UPSTREAM = "--upstream" in sys.argv
+if UPSTREAM:
+    sys.argv.remove("--upstream")
+    import tensordict
+    from tensordict import LazyStackedTensorDict as Lazy
+    from tensordict import TensorDict as TD
+    from tensordict import tensorclass
+
+    @tensorclass
+    class Step:
+        obs: torch.Tensor
+        tag: str
+
+    def make_step(obs, tag):
+        return Step(obs=obs, tag=tag, batch_size=[obs.shape[0]])
+
+    def step_tag(step):
+        return step.tag
+
+else:
+    import fake_tensordict as fake
+    from fake_tensordict import LazyStackedTensorDict as Lazy
+    from fake_tensordict import TensorDict as TD
+
+    class Step(fake.TensorClass):
+        fields = ("obs", "tag")
+
+    def make_step(obs, tag):
+        return Step._from_tensordict(TD({"obs": obs}, batch_size=[obs.shape[0]]), {"tag": tag})
+
+    def step_tag(step):
+        return step.tag
+
+    ext.set_tensordict_type(TD, Lazy)
+
+ext.set_tensorclass_type("Step", Step)
+
+
+def entry(td, *key):
+    """The stored value at `key`, read the way both TensorDict classes store it."""
+    for k in key:
+        td = td._tensordict[k]
+    return td
+
+
+class Sample:
+    """A nested TensorDict with batch [2, 3] on the CPU, non-tensor data and a lazy stack whose
+    members' "obs" differ in shape when `ragged` (C++ lock_(), apply and in-place math read every
+    leaf of a lazy stack as one stacked tensor, so those tests use the even stack)."""
+
+    def __init__(self, device="cpu", ragged=False):
+        self.a = torch.zeros(2, 3, 4)
+        self.x = torch.arange(2 * 3 * 4 * 6, dtype=torch.float32).reshape(2, 3, 4, 6)
+        self.obs0 = torch.zeros(3, 4)
+        self.obs1 = torch.ones(3, 5 if ragged else 4)
+        nested = TD({"x": self.x}, batch_size=[2, 3, 4])
+        nested.set_non_tensor("meta", {"k": [1, 2.5, None, "s"], "ok": True})
+        # The members carry the device, as Python tensordict's .to(device) leaves them (a member
+        # without one would make the C++ parent move, i.e. stack, the ragged "obs").
+        stack = Lazy(
+            TD({"obs": self.obs0}, batch_size=[3], device=device),
+            TD({"obs": self.obs1}, batch_size=[3], device=device),
+            stack_dim=0,
+        )
+        self.td = TD({"a": self.a, "n": nested, "stack": stack}, batch_size=[2, 3], device=device)
+        self.td.set_non_tensor("note", "hello")
+
+
+class CasterTest(unittest.TestCase):
+    def test_versions_match(self):
+        self.assertEqual(ext.torch_version(), ".".join(torch.__version__.split(".")[:2]))
+
+    def test_cpp_sees_structure_and_shares_tensors(self):
+        s = Sample()
+        self.assertEqual(ext.backend(s.td, []), "dense")
+        self.assertEqual(ext.batch_size(s.td, []), [2, 3])
+        self.assertEqual(ext.batch_size(s.td, ["n"]), [2, 3, 4])
+        self.assertEqual(ext.device(s.td), "cpu")
+        self.assertEqual(ext.backend(s.td, ["stack"]), "lazy_stack")
+        self.assertEqual(ext.stack_info(s.td, ["stack"]), (2, 0))
+        self.assertEqual(ext.data_ptr(s.td, ["a"]), s.a.data_ptr())
+        self.assertEqual(ext.data_ptr(s.td, ["n", "x"]), s.x.data_ptr())
+        self.assertEqual(ext.member_data_ptr(s.td, ["stack"], 0, "obs"), s.obs0.data_ptr())
+        self.assertEqual(ext.member_data_ptr(s.td, ["stack"], 1, "obs"), s.obs1.data_ptr())
+        ragged = Sample(ragged=True)
+        self.assertEqual(ext.member_data_ptr(ragged.td, ["stack"], 1, "obs"), ragged.obs1.data_ptr())
+        self.assertEqual(json.loads(ext.non_tensor(s.td, ["note"])), "hello")
+        self.assertEqual(
+            json.loads(ext.non_tensor(s.td, ["n", "meta"])),
+            {"k": [1, 2.5, None, "s"], "ok": True},
+        )
+        # Writes in C++ land in the caller's tensors: nothing was copied.
+        ext.add_one_(s.td)
+        self.assertTrue(torch.equal(s.a, torch.ones(2, 3, 4)))
+        self.assertTrue(torch.equal(s.obs1, torch.full((3, 4), 2.0)))
+
+    def test_round_trip(self):
+        s = Sample(ragged=True)
+        out = ext.identity(s.td)
+        self.assertIsInstance(out, TD)
+        self.assertEqual(out.batch_size, torch.Size([2, 3]))
+        self.assertEqual(out.device, torch.device("cpu"))
+        self.assertEqual(entry(out, "a").data_ptr(), s.a.data_ptr())
+        self.assertIsInstance(entry(out, "n"), TD)
+        self.assertEqual(entry(out, "n").batch_size, torch.Size([2, 3, 4]))
+        self.assertEqual(entry(out, "n", "x").data_ptr(), s.x.data_ptr())
+        self.assertEqual(out.get_non_tensor("note"), "hello")
+        self.assertEqual(
+            entry(out, "n").get_non_tensor("meta"), {"k": [1, 2.5, None, "s"], "ok": True}
+        )
+        stack = entry(out, "stack")
+        self.assertIsInstance(stack, Lazy)
+        self.assertEqual(stack.stack_dim, 0)
+        self.assertEqual(len(stack.tensordicts), 2)
+        self.assertEqual(entry(stack.tensordicts[0], "obs").data_ptr(), s.obs0.data_ptr())
+        self.assertEqual(entry(stack.tensordicts[1], "obs").data_ptr(), s.obs1.data_ptr())
+        self.assertEqual(entry(stack.tensordicts[1], "obs").shape, torch.Size([3, 5]))
+        # And back again.
+        self.assertEqual(ext.member_data_ptr(out, ["stack"], 1, "obs"), s.obs1.data_ptr())
+
+    def test_top_level_lazy_stack(self):
+        a, b = torch.zeros(4, 2), torch.ones(4, 2)
+        stack = Lazy(TD({"v": a}, batch_size=[4]), TD({"v": b}, batch_size=[4]), stack_dim=1)
+        self.assertEqual(ext.batch_size(stack, []), [4, 2])
+        out = ext.identity_lazy(stack)
+        self.assertIsInstance(out, Lazy)
+        self.assertEqual(out.stack_dim, 1)
+        self.assertEqual(entry(out.tensordicts[1], "v").data_ptr(), b.data_ptr())
+        with self.assertRaises(TypeError):  # a dense TensorDict is not a lazy stack
+            ext.identity_lazy(TD({"v": a}, batch_size=[4]))
+
+    def test_no_device(self):
+        t = torch.ones(5)
+        out = ext.identity(TD({"t": t}, batch_size=[5]))
+        self.assertIsNone(ext.device(TD({"t": t}, batch_size=[5])))
+        self.assertIsNone(out.device)
+        self.assertEqual(entry(out, "t").data_ptr(), t.data_ptr())
+
+    def test_lock_carried(self):
+        s = Sample()
+        self.assertFalse(ext.is_locked(s.td))
+        s.td.lock_()
+        self.assertTrue(ext.is_locked(s.td))
+        self.assertTrue(ext.identity(s.td).is_locked)
+
+    def test_made_in_cpp(self):
+        out = ext.make()
+        self.assertIsInstance(out, TD)
+        self.assertEqual(out.batch_size, torch.Size([2, 3]))
+        self.assertEqual(out.device, torch.device("cpu"))
+        self.assertTrue(torch.equal(entry(out, "x"), torch.ones(2, 3)))
+        self.assertEqual(entry(out, "nested").get_non_tensor("label"), "cpp")
+        self.assertEqual(out.get_non_tensor("numbers"), {"n": 3, "l": [1, 2.5, "s", None, True]})
+        stack = entry(out, "stack")
+        self.assertIsInstance(stack, Lazy)
+        self.assertEqual(
+            [tuple(entry(m, "obs").shape) for m in stack.tensordicts], [(3, 4), (3, 5)]
+        )
+
+    def test_apply_in_cpp(self):
+        s = Sample()
+        out = ext.scale(s.td, 2.0)
+        self.assertTrue(torch.equal(entry(out, "n", "x"), s.x * 2))
+        self.assertTrue(torch.equal(entry(out, "a"), s.a * 2))
+        stack = entry(out, "stack")  # td::TensorDict::apply returns lazy stacks dense
+        obs = (
+            torch.stack([entry(m, "obs") for m in stack.tensordicts], stack.stack_dim)
+            if isinstance(stack, Lazy)
+            else entry(stack, "obs")
+        )
+        self.assertTrue(torch.equal(obs, torch.stack([s.obs0, s.obs1]) * 2))
+        self.assertEqual(out.get_non_tensor("note"), "hello")
+        self.assertEqual(out.batch_size, torch.Size([2, 3]))
+
+    def test_quacking_object(self):
+        class ItemsOnly:
+            batch_size = torch.Size([2])
+            device = None
+
+            def __init__(self, t):
+                self.t = t
+
+            def items(self):
+                return [("t", self.t), ("tag", "plain str")]
+
+        t = torch.ones(2, 3)
+        obj = ItemsOnly(t)
+        self.assertEqual(ext.data_ptr(obj, ["t"]), t.data_ptr())
+        self.assertEqual(json.loads(ext.non_tensor(obj, ["tag"])), "plain str")
+
+    def test_cpp_errors_are_python_exceptions(self):
+        s = Sample()
+        with self.assertRaises(KeyError) as cm:
+            ext.get(s.td, ["n", "missing"])
+        self.assertIn("missing", str(cm.exception))
+        self.assertNotIn("Exception raised from", str(cm.exception))
+        with self.assertRaises(ValueError) as cm:
+            ext.set(s.td, ["a"], torch.zeros(5))
+        self.assertIn("'a'", str(cm.exception))
+        self.assertIn("batch size", str(cm.exception))
+        with self.assertRaises(TypeError) as cm:
+            ext.get(s.td, ["note"])
+        self.assertIn("note", str(cm.exception))
+
+    def test_bad_input_is_named(self):
+        s = Sample()
+        entry(s.td, "n")._tensordict["bad"] = {1, 2}
+        with self.assertRaises(TypeError) as cm:
+            ext.identity(s.td)
+        self.assertIn("('n', 'bad')", str(cm.exception))
+        self.assertIn("set", str(cm.exception))
+
+        s = Sample()
+        s.td.set_non_tensor("obj", object())
+        with self.assertRaises(TypeError) as cm:
+            ext.identity(s.td)
+        self.assertIn("'obj'", str(cm.exception))
+
+        s = Sample()
+        s.td._tensordict["wrong"] = torch.zeros(5)  # bypasses the Python class's own check
+        with self.assertRaises(ValueError) as cm:
+            ext.identity(s.td)
+        self.assertIn("'wrong'", str(cm.exception))
+
+        with self.assertRaises(TypeError):  # not TensorDict-shaped at all
+            ext.identity(3)
+
+    def test_tensorclass(self):
+        obs = torch.zeros(3, 2)
+        out = ext.shift_step(make_step(obs, "a"))
+        self.assertIsInstance(out, Step)
+        self.assertTrue(torch.equal(out.obs, torch.ones(3, 2)))
+        self.assertEqual(step_tag(out), "a+1")
+        self.assertEqual(out.batch_size, torch.Size([3]))
+        # A TensorDict without the class's fields is refused by Step::from_tensordict.
+        with self.assertRaises(KeyError) as cm:
+            ext.shift_step(TD({"obs": obs}, batch_size=[3]))
+        self.assertIn("tag", str(cm.exception))
+
+    @unittest.skipIf(
+        importlib.util.find_spec("tensordict") is not None, "Python tensordict is importable"
+    )
+    def test_unregistered_without_tensordict(self):
+        ext.set_tensordict_type(None)
+        try:
+            with self.assertRaises(ImportError) as cm:
+                ext.make()
+            self.assertIn("set_tensordict_type", str(cm.exception))
+        finally:
+            ext.set_tensordict_type(TD, Lazy)
+
+
+if __name__ == "__main__":
+    unittest.main(verbosity=2)
