@@ -1,4 +1,4 @@
-// A C++ process and a Python process (Debian's python3-torch running testdata/python_peer.py,
+// A C++ process and a Python process (Debian's python3-torch running python_peer.py,
 // which follows Python tensordict's send / recv / isend / irecv) exchanging TensorDicts with
 // Python tensordict's protocol (td/distributed/python_wire.h).
 #include "td/distributed/python_wire.h"
@@ -18,7 +18,7 @@ namespace td {
 namespace distributed {
 namespace {
 
-const char kPeer[] = "td/distributed/testdata/python_peer.py";
+const char kPeer[] = "td/distributed/python_peer.py";
 const char kPython[] = "/usr/bin/python3";
 
 bool HavePython() {
