@@ -2,9 +2,7 @@
 
 #include "td/distributed/python_wire.h"
 
-#include <ATen/ops/empty.h>
 #include <ATen/ops/zeros.h>
-#include <c10/util/irange.h>
 
 #include <algorithm>
 #include <cstring>
@@ -120,13 +118,10 @@ using internal::PackedLayout;
 using internal::WorkPtr;
 using Timeout = std::optional<std::chrono::milliseconds>;
 
-std::string Describe(const PythonWireLeaf& leaf, bool consolidated) {
+// "leaf ('b', 'y') (Long [4], 32 bytes, tag 3)": a leaf-by-leaf message in errors.
+std::string Describe(const PythonWireLeaf& leaf) {
   return c10::str("leaf ", leaf.key.repr(), " (", leaf.tensor.scalar_type(), " ",
-                  leaf.tensor.sizes(), ", ", leaf.nbytes, " bytes, ",
-                  consolidated ? c10::str("storage bytes [", leaf.offset, ", ",
-                                          leaf.offset + leaf.nbytes, ")")
-                               : c10::str("tag ", leaf.tag),
-                  ")");
+                  leaf.tensor.sizes(), ", ", leaf.nbytes, " bytes, tag ", leaf.tag, ")");
 }
 
 std::vector<PythonWireLeaf> InsertionOrder(const TensorDict& td) {
@@ -257,7 +252,7 @@ std::shared_ptr<Incoming> PostReceive(const ProcessGroupPtr& pg, const TensorDic
     std::vector<at::Tensor> bufs{in->staging.narrow(0, packed[i].offset, in->plan[i].nbytes)};
     try {
       in->works.push_back(internal::Transport(
-          what + ", " + Describe(in->plan[i], false),
+          what + ", " + Describe(in->plan[i]),
           [&] { return pg->recv(bufs, src, in->plan[i].tag); }));
     } catch (...) {
       internal::WaitQuietly(in->works, o.timeout());
@@ -275,7 +270,7 @@ void FinishReceive(Incoming& in, TensorDict& td, const Timeout& timeout, const s
       internal::Wait(in.works[i], timeout,
                      consolidated ? c10::str(what, ", the consolidated storage (",
                                              in.staging.numel(), " bytes, tag 0)")
-                                  : c10::str(what, ", ", Describe(in.plan[i], false)));
+                                  : c10::str(what, ", ", Describe(in.plan[i])));
     } catch (const TransportError& e) {
       std::vector<WorkPtr> rest(in.works.begin() + static_cast<std::ptrdiff_t>(i) + 1,
                                 in.works.end());
@@ -340,7 +335,7 @@ std::shared_ptr<Outgoing> PostSend(const ProcessGroupPtr& pg, const TensorDict& 
       if (copy && t.is_same(leaf.tensor)) t = t.clone();
       out->tensors.push_back(std::move(t));
       out->tags.push_back(leaf.tag);
-      out->whats.push_back(what + ", " + Describe(leaf, false));
+      out->whats.push_back(what + ", " + Describe(leaf));
     }
   }
   for (size_t i = 0; i < out->tensors.size(); ++i) {
