@@ -38,7 +38,7 @@ constexpr int kRounds = 20;
 constexpr int kSteps = 32;  // transitions per rollout
 constexpr int kObs = 6;
 constexpr int kAct = 2;
-constexpr std::chrono::seconds kDeadline(120);
+constexpr std::chrono::seconds kDeadline(180);
 
 // The environment's expert: a fixed linear map the learner imitates.
 at::Tensor Expert(const at::Tensor& obs) {
@@ -113,7 +113,7 @@ int main(int argc, char** argv) {
                                                      .rank(r)
                                                      .world_size(world)
                                                      .file_store_path(store)
-                                                     .timeout(std::chrono::seconds(30))));
+                                                     .timeout(std::chrono::seconds(60))));
       } catch (const std::exception& e) {
         std::cerr << "actor " << r << ": " << e.what() << std::endl;
       }

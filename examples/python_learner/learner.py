@@ -20,7 +20,7 @@ def main(argv):
     from python_peer import PlainTD, connect  # noqa: E402
 
     torch.manual_seed(0)
-    pg = connect(store, 0, world, timeout_s=30.0)
+    pg = connect(store, 0, world, timeout_s=60.0)
     policy = torch.nn.Linear(obs_dim, act_dim)
     opt = torch.optim.SGD(policy.parameters(), lr=0.1)
     losses = []

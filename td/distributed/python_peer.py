@@ -223,7 +223,7 @@ def check_td(td, step=0):
     return ok
 
 
-def connect(store_path, rank, world_size, timeout_s=15.0):
+def connect(store_path, rank, world_size, timeout_s=60.0):
     store = dist.FileStore(store_path, world_size)
     timeout = datetime.timedelta(seconds=timeout_s)
     return dist.ProcessGroupGloo(store, rank, world_size, timeout)

@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include <cstdlib>
+#include <ostream>
 #include <string>
 #include <vector>
 
@@ -87,7 +88,14 @@ void RunWithPython(const std::vector<std::string>& args,
                    const std::function<void(const ProcessGroupPtr&)>& fn,
                    bool final_barrier = true) {
   auto status = test::RunRanks(
-      test::RunOptions().world_size(2).final_barrier(final_barrier).group_options(
+      // The Python process joins the group once torch is imported, which on a loaded machine
+      // takes long: rendezvous and waits get 60 s, the run 150 s.
+      test::RunOptions()
+          .world_size(2)
+          .final_barrier(final_barrier)
+          .group_timeout(std::chrono::seconds(60))
+          .deadline(std::chrono::seconds(150))
+          .group_options(
           [args, final_barrier](int rank, GroupOptions& g) {
             if (rank != 1) return;
             std::vector<std::string> argv = {kPython, kPeer, g.file_store_path(), "1", "2"};
@@ -194,46 +202,51 @@ std::vector<Case> Cases() {
   };
 }
 
+void PrintTo(const Case& c, std::ostream* os) { *os << c.name; }
+
+class PythonWireForm : public ::testing::TestWithParam<Case> {};
+
 // Python sends (td.send / isend), C++ receives (recv_py / irecv_py) into zeros: every dtype,
 // nested keys, a zero-size leaf.
-TEST(PythonWire, PythonSendsCppReceives) {
+TEST_P(PythonWireForm, PythonSendsCppReceives) {
   SKIP_WITHOUT_PYTHON();
-  for (const Case& c : Cases()) {
-    SCOPED_TRACE(c.name);
-    std::vector<std::string> args = {"send"};
-    args.insert(args.end(), c.args.begin(), c.args.end());
-    RunWithPython(args, [&](const ProcessGroupPtr& pg) {
-      TensorDict td = MakeTd(0.0);
-      if (c.async) {
-        Work w = irecv_py(pg, td, 1, c.wire);
-        w.wait();
-      } else {
-        recv_py(pg, td, 1, c.wire);
-      }
-      ExpectValues(td);
-    });
-  }
+  const Case& c = GetParam();
+  std::vector<std::string> args = {"send"};
+  args.insert(args.end(), c.args.begin(), c.args.end());
+  RunWithPython(args, [&](const ProcessGroupPtr& pg) {
+    TensorDict td = MakeTd(0.0);
+    if (c.async) {
+      Work w = irecv_py(pg, td, 1, c.wire);
+      w.wait();
+    } else {
+      recv_py(pg, td, 1, c.wire);
+    }
+    ExpectValues(td);
+  });
 }
 
 // C++ sends (send_py / isend_py), Python receives (td.recv / irecv) and checks every leaf.
-TEST(PythonWire, CppSendsPythonReceives) {
+TEST_P(PythonWireForm, CppSendsPythonReceives) {
   SKIP_WITHOUT_PYTHON();
-  for (const Case& c : Cases()) {
-    SCOPED_TRACE(c.name);
-    std::vector<std::string> args = {"recv"};
-    args.insert(args.end(), c.args.begin(), c.args.end());
-    RunWithPython(args, [&](const ProcessGroupPtr& pg) {
-      TensorDict td = MakeTd();
-      if (c.async) {
-        Work w = isend_py(pg, td, 1, c.wire);
-        td.get("z").fill_(-99);  // isend_py copied the leaves before returning
-        w.wait();
-      } else {
-        send_py(pg, td, 1, c.wire);
-      }
-    });
-  }
+  const Case& c = GetParam();
+  std::vector<std::string> args = {"recv"};
+  args.insert(args.end(), c.args.begin(), c.args.end());
+  RunWithPython(args, [&](const ProcessGroupPtr& pg) {
+    TensorDict td = MakeTd();
+    if (c.async) {
+      Work w = isend_py(pg, td, 1, c.wire);
+      td.get("z").fill_(-99);  // isend_py copied the leaves before returning
+      w.wait();
+    } else {
+      send_py(pg, td, 1, c.wire);
+    }
+  });
 }
+
+INSTANTIATE_TEST_SUITE_P(Forms, PythonWireForm, ::testing::ValuesIn(Cases()),
+                         [](const ::testing::TestParamInfo<Case>& info) {
+                           return std::string(info.param.name);
+                         });
 
 // The sender's structure given with `expect` differs from the receiving TensorDict: ValueError
 // naming the key and both shapes / dtypes before anything is received; the TensorDict keeps its
