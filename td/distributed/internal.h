@@ -19,16 +19,25 @@
 
 #include <chrono>
 #include <exception>
+#include <functional>
 #include <optional>
 #include <string>
 #include <utility>
 #include <vector>
 
 #include "td/core/errors.h"
+#include "td/distributed/distributed.h"
 #include "td/distributed/group.h"
 
 namespace td {
 namespace distributed {
+
+// What a Work runs in wait() (p2p.cc, python_wire.cc).
+struct Work::Impl {
+  std::function<void()> finish;
+  bool done = false;
+};
+
 namespace internal {
 
 // c10d::ProcessGroup::Work in LibTorch 1.x, c10d::Work in 2.x.

@@ -22,11 +22,6 @@
 namespace td {
 namespace distributed {
 
-struct Work::Impl {
-  std::function<void()> finish;
-  bool done = false;
-};
-
 Work::Work(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 Work::Work(Work&&) noexcept = default;
 Work& Work::operator=(Work&& other) noexcept {
