@@ -15,7 +15,6 @@
 #include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
 #include "nlohmann/json.hpp"
-#include "td/backends/memmap/memory_mapped_tensor.h"
 #include "td/backends/internal/os.h"
 #include "td/backends/shared_memory/handle.h"
 #include "td/core/backend_hooks.h"
