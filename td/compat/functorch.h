@@ -2,11 +2,12 @@
 // pop a vmap layer, wrap a tensor with a batch dim at a level, and look through such a wrapper.
 // See NOTE [ LibTorch versions ] in td/compat/torch.h.
 //
-// The calls are LibTorch's own (ATen/functorch/DynamicLayer.h, BatchedTensorImpl.h, exported from
-// libtorch_cpu in 1.13 and 2.x); what differs between versions is kept in functorch.cc: the
-// randomness enum is unscoped in 1.13 and scoped in 2.x, a layer's batch size is int64_t in 1.13
-// and c10::SymInt in 2.x, and 2.x also counts BatchedNestedTensor wrappers as batched. Everything
-// here acts on the calling thread's stack (functorch keeps it thread-local).
+// The calls are LibTorch's own (declared in ATen/functorch/DynamicLayer.h and
+// ATen/functorch/BatchedTensorImpl.h, exported from libtorch_cpu in 1.13 and 2.x); what differs
+// between versions is kept in functorch.cc: the randomness enum is unscoped in 1.13 and scoped in
+// 2.x, a layer's batch size is int64_t in 1.13 and c10::SymInt in 2.x, and 2.x also counts
+// BatchedNestedTensor wrappers as batched. Everything here acts on the calling thread's stack
+// (functorch keeps it thread-local).
 #pragma once
 
 #include <ATen/core/Tensor.h>

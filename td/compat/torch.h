@@ -53,8 +53,8 @@ struct SourceLoc {
 // A c10::Error (or subclass) with message `msg` whose backtrace part is the one line
 // "Exception raised from <function> at <file>:<line>", as TORCH_CHECK's first line reads, without
 // capturing a stack (cheap enough for errors a caller catches and recovers from):
-//   e.what()                    -> "<msg>\nException raised from Get at td/core/tensordict.cc:88"
-//   e.what_without_backtrace()  -> "<msg>"
+//   e.what()                   -> "<msg>\nException raised from Get at td/core/tensordict.cc:<n>"
+//   e.what_without_backtrace() -> "<msg>"
 // LibTorch 1.13 takes the backtrace as a string; 2.x as a lazily computed value.
 template <class E>
 E MakeError(const SourceLoc& loc, std::string msg) {

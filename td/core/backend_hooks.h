@@ -2,10 +2,10 @@
 // load_memmap, is_memmap, share_memory_, is_shared). For backend authors; users call the members.
 //
 // NOTE [ Backend entry points ]
-// A member of TensorDict is declared in td/core/tensordict.h and defined in //td/core:api, always:
-// a binary that depends on //td/core alone links whatever members it calls. The members whose
-// work belongs to a backend (memmap, shared memory) forward to hooks that the backend's
-// alwayslink library registers from a static initialiser (RegisterMemmapHooks /
+// Every member of TensorDict is declared in td/core/tensordict.h and defined in
+// //td/core:tensordict: a binary that depends on //td/core alone links whatever members it
+// calls. The members whose work belongs to a backend (memmap, shared memory) forward to hooks
+// that the backend's alwayslink library registers from a static initialiser (RegisterMemmapHooks /
 // RegisterSharedMemoryHooks below), the same way backends register their storage factories
 // (NOTE [ Storage interface ]). So:
 //  * an action whose backend is not linked (memmap, memmap_, memmap_like, load_memmap,

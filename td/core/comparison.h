@@ -1,5 +1,5 @@
 // Whole-TensorDict comparisons: allclose / assert_allclose (td/core/comparison.cc; part of
-// //td/core:api; tensordict.h includes this file). Entry-wise ==, !=, all() and any() are
+// //td/core:tensordict; tensordict.h includes this file). Entry-wise ==, !=, all() and any() are
 // members of TensorDict.
 #pragma once
 

@@ -1,5 +1,5 @@
 // The dense backend: entries held in memory, in insertion order. The default storage of every
-// TensorDict built by the constructors; part of //td/core:api so that core registers it itself
+// TensorDict built by the constructors; part of //td/core:tensordict so that core registers it
 // (no other library has to be linked for a TensorDict to work). See NOTE [ Storage interface ]
 // in td/core/storage.h.
 #pragma once

@@ -1,21 +1,28 @@
 #include "td/core/errors.h"
 
 namespace td {
+namespace internal {
 
-void ThrowIfError(const absl::Status& status, const compat::SourceLoc& loc) {
-  if (status.ok()) return;
-  std::string msg(status.message());
+// NOTE [ Status to exception ] in errors.h.
+void ThrowStatus(const absl::Status& status, std::string_view context, const compat::SourceLoc& loc,
+                 ThrowErrorFn io_error) {
+  std::string msg =
+      context.empty() ? std::string(status.message()) : c10::str(context, ": ", status.message());
   switch (status.code()) {
-    case absl::StatusCode::kNotFound:
-      throw compat::MakeError<KeyError>(loc, std::move(msg));
     case absl::StatusCode::kInvalidArgument:
     case absl::StatusCode::kFailedPrecondition:
-      throw compat::MakeError<ValueError>(loc, std::move(msg));
+      ThrowError<ValueError>(loc, std::move(msg));
     case absl::StatusCode::kOutOfRange:
-      throw compat::MakeError<IndexError>(loc, std::move(msg));
+      ThrowError<IndexError>(loc, std::move(msg));
+    case absl::StatusCode::kNotFound:
+      if (io_error == nullptr) ThrowError<KeyError>(loc, std::move(msg));
+      break;
     default:
-      throw compat::MakeError<c10::Error>(loc, std::move(msg));
+      break;
   }
+  if (io_error != nullptr) io_error(loc, msg);
+  ThrowError<c10::Error>(loc, std::move(msg));
 }
 
+}  // namespace internal
 }  // namespace td

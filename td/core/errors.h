@@ -5,14 +5,17 @@
 // derive from `c10::Error`, so code that already catches `c10::Error` keeps working. Internals
 // that touch files, shared memory or the backend registry may return `absl::Status` /
 // `absl::StatusOr<T>`; a public function that calls them converts with `td::ThrowIfError` (or
-// `td::ValueOrThrow`) at its own boundary and never lets a Status escape. Messages name the key,
-// the shapes and what was expected.
+// `td::ValueOrThrow`) at its own boundary and never lets a Status escape; nothing else maps
+// status codes to exception types (NOTE [ Status to exception ]). Messages name the key, the
+// shapes and what was expected.
 #pragma once
 
 #include <c10/util/Exception.h>
 #include <c10/util/StringUtil.h>
 
 #include <string>
+#include <string_view>
+#include <type_traits>
 #include <utility>
 
 #include "absl/status/status.h"
@@ -88,17 +91,57 @@ template <class E, class... Args>
 }
 }  // namespace internal
 
-// See NOTE [ Errors: exceptions at the API, Status inside ]. Throws c10::Error (or the type
-// matching the status code: kNotFound -> KeyError, kInvalidArgument -> ValueError,
-// kOutOfRange -> IndexError) carrying the status message and the caller's location.
-void ThrowIfError(const absl::Status& status,
+// NOTE [ Status to exception ]
+// td::ThrowIfError is the one bridge from absl::Status to the exceptions above; it throws for a
+// non-ok status (message: `context`, ": " and the status message, or the status message alone),
+// choosing the type by the status code:
+//   kInvalidArgument, kFailedPrecondition   ValueError (a bad argument, or a call the object's
+//                                           state does not allow)
+//   kOutOfRange                             IndexError
+//   kNotFound                               KeyError; with an I/O error type: that type
+//   any other code (kDataLoss, kUnavailable, kPermissionDenied, kInternal, ...)
+//                                           the I/O error type; c10::Error without one
+// A backend whose statuses describe its files or segments names its I/O error type as the
+// template argument: memmap calls ThrowIfError<MemmapError>, so a missing, unreadable or
+// malformed file is a MemmapError (NotFound there means a missing file, not a missing key) while
+// a bad argument stays a ValueError; shared memory calls ThrowIfError<c10::Error>. Without one
+// (ThrowIfError(status)), NotFound is a missing key (the storage registry's ids, for one).
+template <class IoError = void>
+void ThrowIfError(const absl::Status& status, std::string_view context = {},
                   const compat::SourceLoc& loc = compat::SourceLoc::current());
 
-template <class T>
-T ValueOrThrow(absl::StatusOr<T> value,
+// The value of `value`, or ThrowIfError<IoError>(value.status(), context) (NOTE [ Status to
+// exception ]).
+template <class IoError = void, class T>
+T ValueOrThrow(absl::StatusOr<T> value, std::string_view context = {},
                const compat::SourceLoc& loc = compat::SourceLoc::current()) {
-  ThrowIfError(value.status(), loc);
+  ThrowIfError<IoError>(value.status(), context, loc);
   return *std::move(value);
+}
+
+namespace internal {
+using ThrowErrorFn = void (*)(const compat::SourceLoc& loc, std::string msg);
+
+template <class E>
+[[noreturn]] void ThrowError(const compat::SourceLoc& loc, std::string msg) {
+  throw compat::MakeError<E>(loc, std::move(msg));
+}
+
+// ThrowIfError's mapping (errors.cc); `io_error` throws the I/O error type, or is null.
+[[noreturn]] void ThrowStatus(const absl::Status& status, std::string_view context,
+                              const compat::SourceLoc& loc, ThrowErrorFn io_error);
+}  // namespace internal
+
+template <class IoError>
+void ThrowIfError(const absl::Status& status, std::string_view context,
+                  const compat::SourceLoc& loc) {
+  if (status.ok()) return;
+  if constexpr (std::is_void_v<IoError>) {
+    internal::ThrowStatus(status, context, loc, nullptr);
+  } else {
+    static_assert(std::is_base_of_v<c10::Error, IoError>, "td errors derive from c10::Error");
+    internal::ThrowStatus(status, context, loc, &internal::ThrowError<IoError>);
+  }
 }
 
 }  // namespace td

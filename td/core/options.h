@@ -1,5 +1,5 @@
 // Options structs of TensorDict's keys()/values()/items(), apply and the reductions (part of
-// //td/core:api; tensordict.h includes this file).
+// //td/core:options; tensordict.h includes this file).
 #pragma once
 
 #include <torch/arg.h>
@@ -45,7 +45,7 @@ struct ApplyOptions {
   // Used in place of a leaf missing in a zipped TensorDict (default: a missing leaf is an error).
   TORCH_ARG(std::optional<at::Tensor>, default_value) = std::nullopt;
   // Whether fn runs on several leaves at once, on td::parallel's threads (NOTE [ Thread policy ]
-  // in td/executor/executor.h; NOTE [ Parallel apply ] in tensordict.cc). nullopt: when the
+  // in td/executor/executor.h; NOTE [ Parallel apply ] in apply.cc). nullopt: when the
   // leaves hold at least `min_parallel_numel` elements in total (and there are two leaves and
   // two threads); true: whenever there are two leaves and two threads; false: never — fn is
   // then called in key order on the calling thread. The result is the same either way.

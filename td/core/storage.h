@@ -256,7 +256,7 @@ class LazyStorage : public Storage {
   // In-place indexed write hook, called first by TensorDict::index_put_ with a TensorDict value:
   // validate, write and return true (throwing before anything is written when the value does
   // not fit), or return false to let the core validate and write leaf by leaf (NOTE [ In-place
-  // writes ] in td/core/internal/leaves.h).
+  // writes ] in td/core/internal/in_place.h).
   virtual bool index_put_(at::ArrayRef<at::indexing::TensorIndex> indices,
                           const TensorDict& value);
   // Keys held by some parts of the storage but not by all of them (a lazy stack whose members

@@ -94,14 +94,5 @@ TEST(StorageTest, MetaDescribesEntriesWithoutReadingThem) {
   EXPECT_NE(s.held_entries(), nullptr);
 }
 
-TEST(ErrorsTest, StatusToException) {
-  EXPECT_NO_THROW(ThrowIfError(absl::OkStatus()));
-  EXPECT_THROW(ThrowIfError(absl::NotFoundError("x")), KeyError);
-  EXPECT_THROW(ThrowIfError(absl::InvalidArgumentError("x")), c10::ValueError);
-  EXPECT_THROW(ThrowIfError(absl::OutOfRangeError("x")), c10::IndexError);
-  EXPECT_THROW(ThrowIfError(absl::InternalError("x")), c10::Error);
-  EXPECT_EQ(ValueOrThrow(absl::StatusOr<int>(3)), 3);
-}
-
 }  // namespace
 }  // namespace td

@@ -18,8 +18,8 @@
 #include "td/backends/memmap/fs.h"
 #include "td/backends/memmap/memmap_internal.h"
 #include "td/backends/memmap/memmap_storage.h"
-#include "td/backends/memmap/status.h"
 #include "td/core/dtype.h"
+#include "td/core/errors.h"
 
 namespace td {
 namespace memmap_internal {
@@ -99,7 +99,7 @@ LevelPlace Locate(int dirfd, const std::string& dir) {
   } else if (::realpath(dir.c_str(), buf) != nullptr) {
     real = buf;
   } else {
-    Check(ErrnoError(errno, "cannot resolve", dir));
+    ThrowIfError<MemmapError>(ErrnoError(errno, "cannot resolve", dir));
   }
   if (real == "/" || real.find(" (deleted)") != std::string::npos) {
     TD_FAIL(MemmapError, "memmap: the directory ", dir, " is gone (removed or replaced while open)");
@@ -112,28 +112,30 @@ LevelPlace Locate(int dirfd, const std::string& dir) {
 
 void CommitLevel(const std::string& dir, bool follow_symlink, const LevelChange& change) {
   // Read under a shared lock: NOTE [ Readers and removers of memmap directories ] (fs.h).
-  UniqueFd old_dir = ValueOrThrowMemmap(OpenDirSharedPath(dir, follow_symlink));
+  UniqueFd old_dir = ValueOrThrow<MemmapError>(OpenDirSharedPath(dir, follow_symlink));
   const LevelPlace place = Locate(old_dir.get(), dir);
-  UniqueFd parent = ValueOrThrowMemmap(OpenDir(place.parent, /*follow_symlink=*/true));
+  UniqueFd parent = ValueOrThrow<MemmapError>(OpenDir(place.parent, /*follow_symlink=*/true));
   RemoveStaleTemps(parent.get(), place.parent, place.base);
   const std::string tmp = TempName(place.base);
   const std::string tmp_path = JoinPath(place.parent, tmp);
-  Check(MkdirAt(parent.get(), tmp, tmp_path));
+  ThrowIfError<MemmapError>(MkdirAt(parent.get(), tmp, tmp_path));
   try {
-    auto new_dir = std::make_shared<UniqueFd>(ValueOrThrowMemmap(OpenDirAt(parent.get(), tmp, tmp_path)));
+    auto new_dir = std::make_shared<UniqueFd>(
+        ValueOrThrow<MemmapError>(OpenDirAt(parent.get(), tmp, tmp_path)));
     std::vector<std::shared_ptr<UniqueFd>> dirs;
     absl::flat_hash_set<std::string> skip(change.drop.begin(), change.drop.end());
     skip.insert(std::string(memmap_format::kMetaFile));
-    Check(Mirror(old_dir.get(), new_dir->get(), dir, &skip, &dirs));
+    ThrowIfError<MemmapError>(Mirror(old_dir.get(), new_dir->get(), dir, &skip, &dirs));
     if (change.write) change.write(new_dir->get());
-    Check(CreateFileAt(new_dir->get(), std::string(memmap_format::kMetaFile), change.meta_json,
-                       change.sync, JoinPath(dir, memmap_format::kMetaFile)));
+    ThrowIfError<MemmapError>(CreateFileAt(new_dir->get(), std::string(memmap_format::kMetaFile),
+                                           change.meta_json, change.sync,
+                                           JoinPath(dir, memmap_format::kMetaFile)));
     if (change.sync) {
-      for (const auto& d : dirs) Check(SyncDir(d->get(), dir));
-      Check(SyncDir(new_dir->get(), dir));
+      for (const auto& d : dirs) ThrowIfError<MemmapError>(SyncDir(d->get(), dir));
+      ThrowIfError<MemmapError>(SyncDir(new_dir->get(), dir));
     }
     old_dir = UniqueFd();  // our own lock would keep CommitDir from removing the old version
-    Check(CommitDir(parent.get(), tmp, place.base, dir, change.sync));
+    ThrowIfError<MemmapError>(CommitDir(parent.get(), tmp, place.base, dir, change.sync));
   } catch (...) {
     RemoveAt(parent.get(), tmp, tmp_path).IgnoreError();
     throw;
@@ -188,7 +190,7 @@ void MemmapStorage::set(std::string_view key_view, Value value) {
   RequireNotField("set", key_view);
   const std::string key(key_view);
   const NestedKey nk(key);
-  memmap_internal::Check(memmap_format::CheckWritableKey(key, "memmap set"));
+  ThrowIfError<MemmapError>(memmap_format::CheckWritableKey(key, "memmap set"));
   const EntryKind kind = KindOf(value);
   const std::string name = memmap_format::EntryFileName(key, kind);
   if (name == memmap_format::kMetaFile ||
@@ -208,7 +210,7 @@ void MemmapStorage::set(std::string_view key_view, Value value) {
   if (kind == EntryKind::kTensor) {
     DtypeName(value.tensor().scalar_type());  // TypeError for a dtype the format cannot name
   } else if (kind == EntryKind::kNonTensor) {
-    memmap_internal::Check(memmap_format::CheckWritableJson(
+    ThrowIfError<MemmapError>(memmap_format::CheckWritableJson(
         value.non_tensor(), absl::StrCat("non-tensor data of key ", nk.repr())));
   } else {
     memmap_internal::ValidateTree(value.tensordict(), path, wo);
@@ -226,18 +228,20 @@ void MemmapStorage::set(std::string_view key_view, Value value) {
       const at::Tensor& t = value.tensor();
       int raw = ::openat(dirfd, name.c_str(), O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC,
                          0644);
-      if (raw < 0) memmap_internal::Check(memmap_internal::ErrnoError(errno, "cannot create", path));
+      if (raw < 0) {
+        ThrowIfError<MemmapError>(memmap_internal::ErrnoError(errno, "cannot create", path));
+      }
       memmap_internal::UniqueFd fd(raw);
-      memmap_internal::Check(memmap_internal::WriteTensor(fd.get(), t, path));
-      stored = memmap_internal::ValueOrThrowMemmap(memmap_internal::MapFile(
+      ThrowIfError<MemmapError>(memmap_internal::WriteTensor(fd.get(), t, path));
+      stored = ValueOrThrow<MemmapError>(memmap_internal::MapFile(
           fd.get(), path, t.scalar_type(), t.sizes().vec(), MemmapMode::kReadWrite));
       return;
     }
     memmap_internal::WriteEntryDir(value, batch, dirfd, name, path, wo);
     if (kind == EntryKind::kTensorDict) {
       memmap_internal::UniqueFd sub =
-          memmap_internal::ValueOrThrowMemmap(memmap_internal::OpenDirAt(dirfd, name, path));
-      stored = TensorDict(memmap_internal::ValueOrThrowMemmap(
+          ValueOrThrow<MemmapError>(memmap_internal::OpenDirAt(dirfd, name, path));
+      stored = TensorDict(ValueOrThrow<MemmapError>(
           memmap_internal::LoadLevel(sub.get(), path, mode_, false, &batch, 0)));
     }
   };
@@ -270,7 +274,7 @@ void MemmapStorage::set_batch_size(std::vector<int64_t> batch_size) {
   if (mode_ == MemmapMode::kReadWrite) {
     // Only meta.json changes: one atomic replacement of that file.
     memmap_internal::UniqueFd dir(OpenLevel());
-    memmap_internal::Check(memmap_internal::ReplaceFileAt(
+    ThrowIfError<MemmapError>(memmap_internal::ReplaceFileAt(
         dir.get(), std::string(memmap_format::kMetaFile),
         MetaJson(batch_size, nullptr, nullptr, nullptr), /*sync=*/false,
         memmap_internal::JoinPath(dir_, memmap_format::kMetaFile)));

@@ -14,13 +14,12 @@
 #include "td/backends/memmap/format.h"
 #include "td/backends/memmap/fs.h"
 #include "td/backends/memmap/memmap_internal.h"
-#include "td/backends/memmap/status.h"
 #include "td/core/dtype.h"
+#include "td/core/errors.h"
 
 namespace td {
 
 using memmap_format::EntryKind;
-using memmap_internal::Check;
 using memmap_internal::JoinPath;
 using memmap_internal::UniqueFd;
 
@@ -98,7 +97,7 @@ void MemmapStorage::RequireWritable(std::string_view what, std::string_view key)
 }
 
 int MemmapStorage::OpenLevel() const {
-  return memmap_internal::ValueOrThrowMemmap(memmap_internal::OpenDir(dir_, root_)).release();
+  return ValueOrThrow<MemmapError>(memmap_internal::OpenDir(dir_, root_)).release();
 }
 
 

@@ -18,9 +18,9 @@
 #include "td/backends/memmap/fs.h"
 #include "td/backends/memmap/memmap_internal.h"
 #include "td/backends/memmap/memmap_storage.h"
-#include "td/backends/memmap/status.h"
 #include "td/core/backend_hooks.h"
 #include "td/core/dtype.h"
+#include "td/core/errors.h"
 #include "td/core/storage.h"
 #include "td/executor/executor.h"
 
@@ -116,29 +116,29 @@ struct LeafJob {
 
 void Mkdir(int parent_fd, const std::string& name, const std::string& path) {
   if (::mkdirat(parent_fd, name.c_str(), 0755) != 0) {
-    Check(ErrnoError(errno, "cannot create directory", path));
+    ThrowIfError<MemmapError>(ErrnoError(errno, "cannot create directory", path));
   }
 }
 
 std::shared_ptr<UniqueFd> OpenNew(int parent_fd, const std::string& name, const std::string& path) {
-  return std::make_shared<UniqueFd>(ValueOrThrowMemmap(OpenDirAt(parent_fd, name, path)));
+  return std::make_shared<UniqueFd>(ValueOrThrow<MemmapError>(OpenDirAt(parent_fd, name, path)));
 }
 
 void WriteNonTensor(const nlohmann::json& data, const std::vector<int64_t>& batch, int dirfd,
                     const std::string& path, const WriteOptions& o,
                     std::vector<std::shared_ptr<UniqueFd>>* dirs) {
-  Check(CreateFileAt(dirfd, std::string(memmap_format::kMetaFile),
-                     memmap_format::NonTensorMetaJson(data), o.sync,
-                     JoinPath(path, memmap_format::kMetaFile)));
+  ThrowIfError<MemmapError>(CreateFileAt(dirfd, std::string(memmap_format::kMetaFile),
+                                         memmap_format::NonTensorMetaJson(data), o.sync,
+                                         JoinPath(path, memmap_format::kMetaFile)));
   const std::string inner(memmap_format::kNonTensorInner);
   const std::string inner_path = JoinPath(path, inner);
   Mkdir(dirfd, inner, inner_path);
   auto inner_fd = OpenNew(dirfd, inner, inner_path);
   memmap_format::LevelMeta meta;
   meta.batch_size = batch;
-  Check(CreateFileAt(inner_fd->get(), std::string(memmap_format::kMetaFile),
-                     memmap_format::LevelMetaJson(meta), o.sync,
-                     JoinPath(inner_path, memmap_format::kMetaFile)));
+  ThrowIfError<MemmapError>(CreateFileAt(inner_fd->get(), std::string(memmap_format::kMetaFile),
+                                         memmap_format::LevelMetaJson(meta), o.sync,
+                                         JoinPath(inner_path, memmap_format::kMetaFile)));
   if (o.sync) dirs->push_back(std::move(inner_fd));
 }
 
@@ -156,9 +156,9 @@ void BuildLevel(const TensorDict& td, const std::shared_ptr<UniqueFd>& dir, cons
       BuildLevel(members[i], OpenNew(dir->get(), name, member_path), member_path, o, prefix, jobs,
                  dirs);
     }
-    Check(CreateFileAt(dir->get(), std::string(memmap_format::kMetaFile),
-                       memmap_format::LazyStackMetaJson(stack.stack_dim()), o.sync,
-                       JoinPath(path, memmap_format::kMetaFile)));
+    ThrowIfError<MemmapError>(CreateFileAt(dir->get(), std::string(memmap_format::kMetaFile),
+                                           memmap_format::LazyStackMetaJson(stack.stack_dim()),
+                                           o.sync, JoinPath(path, memmap_format::kMetaFile)));
     if (o.sync) dirs->push_back(dir);
     return;
   }
@@ -186,9 +186,9 @@ void BuildLevel(const TensorDict& td, const std::shared_ptr<UniqueFd>& dir, cons
     }
     meta.entries.push_back(std::move(e));
   }
-  Check(CreateFileAt(dir->get(), std::string(memmap_format::kMetaFile),
-                     memmap_format::LevelMetaJson(meta), o.sync,
-                     JoinPath(path, memmap_format::kMetaFile)));
+  ThrowIfError<MemmapError>(CreateFileAt(dir->get(), std::string(memmap_format::kMetaFile),
+                                         memmap_format::LevelMetaJson(meta), o.sync,
+                                         JoinPath(path, memmap_format::kMetaFile)));
   if (o.sync) dirs->push_back(dir);
 }
 
@@ -230,9 +230,12 @@ void RunJobs(const std::vector<LeafJob>& jobs, const std::vector<std::shared_ptr
     for (const LeafJob& job : jobs) bytes += job.tensor.numel() * job.tensor.element_size();
   }
   const int threads = WriteThreads(o.num_threads, bytes, jobs.size());
-  Check(RunParallel(jobs.size(), threads, [&](size_t i) { return WriteLeaf(jobs[i], o); }));
+  ThrowIfError<MemmapError>(
+      RunParallel(jobs.size(), threads, [&](size_t i) { return WriteLeaf(jobs[i], o); }));
   if (o.sync) {
-    for (const auto& d : dirs) Check(SyncDir(d->get(), "a directory being written"));
+    for (const auto& d : dirs) {
+      ThrowIfError<MemmapError>(SyncDir(d->get(), "a directory being written"));
+    }
   }
 }
 
@@ -258,7 +261,7 @@ void CheckTarget(int parent_fd, const Target& t, bool exists_ok) {
   struct stat st;
   if (::fstatat(parent_fd, t.base.c_str(), &st, AT_SYMLINK_NOFOLLOW) != 0) {
     if (errno == ENOENT) return;
-    Check(ErrnoError(errno, "cannot stat", t.path));
+    ThrowIfError<MemmapError>(ErrnoError(errno, "cannot stat", t.path));
   }
   if (S_ISLNK(st.st_mode)) {
     TD_FAIL(ValueError, "memmap: ", t.path, " is a symlink; refusing to write through it (pass the "
@@ -267,8 +270,8 @@ void CheckTarget(int parent_fd, const Target& t, bool exists_ok) {
   if (!S_ISDIR(st.st_mode)) {
     TD_FAIL(ValueError, "memmap: ", t.path, " exists and is not a directory");
   }
-  UniqueFd dir = ValueOrThrowMemmap(OpenDirShared(parent_fd, t.base, t.path));
-  std::vector<DirEntry> entries = ValueOrThrowMemmap(ListDir(dir.get(), t.path));
+  UniqueFd dir = ValueOrThrow<MemmapError>(OpenDirShared(parent_fd, t.base, t.path));
+  std::vector<DirEntry> entries = ValueOrThrow<MemmapError>(ListDir(dir.get(), t.path));
   if (entries.empty()) return;
   const bool is_memmap = std::any_of(entries.begin(), entries.end(), [](const DirEntry& e) {
     return e.name == memmap_format::kMetaFile && e.type == EntryType::kFile;
@@ -294,8 +297,8 @@ TensorDict WriteAndLoad(const TensorDict& td, const std::string& prefix,
   wo.sync = options.fsync();
   wo.num_threads = options.num_threads();
   ValidateTree(td, t.path, wo);
-  Check(MakeDirs(t.parent));
-  UniqueFd parent = ValueOrThrowMemmap(OpenDir(t.parent, /*follow_symlink=*/true));
+  ThrowIfError<MemmapError>(MakeDirs(t.parent));
+  UniqueFd parent = ValueOrThrow<MemmapError>(OpenDir(t.parent, /*follow_symlink=*/true));
   CheckTarget(parent.get(), t, options.exists_ok());
   RemoveStaleTemps(parent.get(), t.parent, t.base);
   const std::string tmp = TempName(t.base);
@@ -306,8 +309,8 @@ TensorDict WriteAndLoad(const TensorDict& td, const std::string& prefix,
   UniqueFd dir;
   try {
     WriteTree(td, parent.get(), tmp, t.path, wo);
-    dir = ValueOrThrowMemmap(OpenDirShared(parent.get(), tmp, JoinPath(t.parent, tmp)));
-    Check(CommitDir(parent.get(), tmp, t.base, t.path, wo.sync));
+    dir = ValueOrThrow<MemmapError>(OpenDirShared(parent.get(), tmp, JoinPath(t.parent, tmp)));
+    ThrowIfError<MemmapError>(CommitDir(parent.get(), tmp, t.base, t.path, wo.sync));
   } catch (...) {
     dir = UniqueFd();
     RemoveAt(parent.get(), tmp, JoinPath(t.parent, tmp)).IgnoreError();
@@ -315,7 +318,8 @@ TensorDict WriteAndLoad(const TensorDict& td, const std::string& prefix,
   }
   // Loaded as load_memmap loads (every level locked as it is read, lazy stacks built over their
   // loaded members), so a lazy stack with ragged keys comes back too.
-  return ValueOrThrowMemmap(LoadDir(dir.get(), t.path, MemmapMode::kReadWrite, wo.num_threads));
+  return ValueOrThrow<MemmapError>(
+      LoadDir(dir.get(), t.path, MemmapMode::kReadWrite, wo.num_threads));
 }
 
 // Puts the tensors of `mapped` (same structure) into `td`'s own storages.
@@ -432,8 +436,8 @@ void WriteEntryDir(const Value& value, const std::vector<int64_t>& parent_batch,
   std::vector<std::shared_ptr<UniqueFd>> dirs;
   WriteNonTensor(value.non_tensor(), parent_batch, dir->get(), path, options, &dirs);
   if (options.sync) {
-    for (const auto& d : dirs) Check(SyncDir(d->get(), path));
-    Check(SyncDir(dir->get(), path));
+    for (const auto& d : dirs) ThrowIfError<MemmapError>(SyncDir(d->get(), path));
+    ThrowIfError<MemmapError>(SyncDir(dir->get(), path));
   }
 }
 
@@ -515,27 +519,23 @@ TensorDict LoadMemmap(const std::string& prefix, const LoadMemmapOptions& option
   std::string path = AbsolutePath(prefix);
   // Every directory on the way stays locked (shared) while loading: NOTE [ Readers and removers
   // of memmap directories ] in fs.h.
-  absl::StatusOr<UniqueFd> root = OpenDirSharedPath(path, /*follow_symlink=*/true);
-  if (!root.ok()) {
-    TD_FAIL(MemmapError, "load_memmap: no memmap directory at ", path, ": ", root.status().message());
-  }
-  UniqueFd dir = *std::move(root);
+  UniqueFd dir = ValueOrThrow<MemmapError>(OpenDirSharedPath(path, /*follow_symlink=*/true),
+                                           "load_memmap: no memmap directory at " + path);
   std::vector<UniqueFd> ancestors;
   if (options.sub_path()) {
     for (const std::string& part : *options.sub_path()) {
       std::string sub_path;
-      absl::StatusOr<UniqueFd> sub = OpenSubTensorDict(dir.get(), part, path, &sub_path);
-      if (!sub.ok()) {
-        TD_FAIL(MemmapError, "load_memmap: no sub-TensorDict ", options.sub_path()->repr(), " under ",
-                          AbsolutePath(prefix), ": ", sub.status().message());
-      }
+      UniqueFd sub = ValueOrThrow<MemmapError>(
+          OpenSubTensorDict(dir.get(), part, path, &sub_path),
+          c10::str("load_memmap: no sub-TensorDict ", options.sub_path()->repr(), " under ",
+                   AbsolutePath(prefix)));
       ancestors.push_back(std::move(dir));
-      dir = *std::move(sub);
+      dir = std::move(sub);
       path = sub_path;
     }
   }
   // Locked level by level while loading (lock_() would read every key of a lazy stack).
-  return ValueOrThrowMemmap(LoadDir(dir.get(), path, options.mode(), options.num_threads()));
+  return ValueOrThrow<MemmapError>(LoadDir(dir.get(), path, options.mode(), options.num_threads()));
 }
 
 bool IsMemmap(const TensorDict& td) {

@@ -15,8 +15,8 @@
 #include "td/backends/internal/os.h"
 #include "td/backends/memmap/format.h"
 #include "td/backends/memmap/fs.h"
-#include "td/backends/memmap/status.h"
 #include "td/core/dtype.h"
+#include "td/core/errors.h"
 
 namespace td {
 namespace memmap_internal {
@@ -136,7 +136,7 @@ MemoryMappedTensor Create(at::IntArrayRef shape, at::ScalarType dtype, const std
                           bool exists_ok, const at::Tensor* data) {
   const std::string path = memmap_internal::AbsolutePath(filename);
   std::vector<int64_t> dims = shape.vec();
-  memmap_internal::Check(memmap_format::TensorBytes(dims, dtype, path).status());
+  ThrowIfError<MemmapError>(memmap_format::TensorBytes(dims, dtype, path).status());
   int flags = O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK;
   flags |= exists_ok ? O_TRUNC : O_EXCL;
   int raw = ::open(path.c_str(), flags, 0644);
@@ -144,7 +144,7 @@ MemoryMappedTensor Create(at::IntArrayRef shape, at::ScalarType dtype, const std
     TD_FAIL(ValueError, "MemoryMappedTensor: file ", path,
                      " already exists (pass exists_ok = true to replace it)");
   }
-  if (raw < 0) memmap_internal::Check(memmap_internal::ErrnoError(errno, "cannot create", path));
+  if (raw < 0) ThrowIfError<MemmapError>(memmap_internal::ErrnoError(errno, "cannot create", path));
   UniqueFd fd(raw);
   struct stat st;
   if (::fstat(fd.get(), &st) != 0 || !S_ISREG(st.st_mode)) {
@@ -152,11 +152,11 @@ MemoryMappedTensor Create(at::IntArrayRef shape, at::ScalarType dtype, const std
   }
   ::fcntl(fd.get(), F_SETFL, ::fcntl(fd.get(), F_GETFL) & ~O_NONBLOCK);
   if (data != nullptr) {
-    memmap_internal::Check(memmap_internal::WriteTensor(fd.get(), *data, path));
+    ThrowIfError<MemmapError>(memmap_internal::WriteTensor(fd.get(), *data, path));
   } else {
     absl::StatusOr<int64_t> nbytes = memmap_format::TensorBytes(dims, dtype, path);
     if (::ftruncate(fd.get(), static_cast<off_t>(*nbytes)) != 0) {
-      memmap_internal::Check(memmap_internal::ErrnoError(errno, "cannot resize", path));
+      ThrowIfError<MemmapError>(memmap_internal::ErrnoError(errno, "cannot resize", path));
     }
   }
   return MemoryMappedTensor::from_filename(path, dtype, shape, MemmapMode::kReadWrite);
@@ -203,13 +203,13 @@ MemoryMappedTensor MemoryMappedTensor::from_filename(const std::string& filename
   const std::string path = memmap_internal::AbsolutePath(filename);
   const bool writable = mode == MemmapMode::kReadWrite;
   int raw = ::open(path.c_str(), (writable ? O_RDWR : O_RDONLY) | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK);
-  if (raw < 0) memmap_internal::Check(memmap_internal::ErrnoError(errno, "cannot open", path));
+  if (raw < 0) ThrowIfError<MemmapError>(memmap_internal::ErrnoError(errno, "cannot open", path));
   UniqueFd fd(raw);
   struct stat st;
   if (::fstat(fd.get(), &st) != 0 || !S_ISREG(st.st_mode)) {
     TD_FAIL(MemmapError, "MemoryMappedTensor: ", path, " is not a regular file");
   }
-  return MemoryMappedTensor(memmap_internal::ValueOrThrowMemmap(
+  return MemoryMappedTensor(ValueOrThrow<MemmapError>(
       memmap_internal::MapFile(fd.get(), path, dtype, shape.vec(), mode)));
 }
 

@@ -15,11 +15,11 @@
 #include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
 #include "nlohmann/json.hpp"
-#include "td/backends/memmap/memory_mapped_tensor.h"
 #include "td/backends/internal/os.h"
 #include "td/backends/shared_memory/handle.h"
 #include "td/core/backend_hooks.h"
 #include "td/core/dtype.h"
+#include "td/core/errors.h"
 
 namespace td {
 namespace {
@@ -42,12 +42,11 @@ struct Segment {
   size_t length() const { return region.length(); }
 };
 
-// Maps the whole segment `fd` of `length` bytes read-write; c10::Error naming `what` otherwise.
+// Maps the whole segment `fd` of `length` bytes read-write; c10::Error naming `what` otherwise
+// (a segment's failures are c10::Error: NOTE [ Status to exception ] in td/core/errors.h).
 os::MappedRegion MapSegment(int fd, size_t length, const std::string& what) {
-  absl::StatusOr<os::MappedRegion> r =
-      os::MappedRegion::Map(fd, length, PROT_READ | PROT_WRITE, MAP_SHARED, what);
-  if (!r.ok()) TD_FAIL(c10::Error, std::string(r.status().message()));
-  return *std::move(r);
+  return ValueOrThrow<c10::Error>(
+      os::MappedRegion::Map(fd, length, PROT_READ | PROT_WRITE, MAP_SHARED, what));
 }
 
 // The DataPtr context of every shared tensor: keeps its segment mapped.
@@ -291,13 +290,11 @@ std::string SharedMemoryHandle(const TensorDict& td) {
 }
 
 TensorDict AttachSharedMemory(const std::string& handle) {
-  absl::StatusOr<shm_handle::Handle> parsed = shm_handle::ParseHandle(handle);
-  if (!parsed.ok()) {
-    TD_FAIL(ValueError, "AttachSharedMemory: ", std::string(parsed.status().message()));
-  }
+  // ParseHandle's errors are InvalidArgument: a ValueError naming the field.
+  shm_handle::Handle parsed = ValueOrThrow(shm_handle::ParseHandle(handle), "AttachSharedMemory");
   std::vector<std::shared_ptr<Segment>> segments;
-  for (const shm_handle::SegmentRef& s : parsed->segments) segments.push_back(OpenSegment(s));
-  TensorDict out = AttachLevel(parsed->root, segments);
+  for (const shm_handle::SegmentRef& s : parsed.segments) segments.push_back(OpenSegment(s));
+  TensorDict out = AttachLevel(parsed.root, segments);
   out.lock_();
   return out;
 }

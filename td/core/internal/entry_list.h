@@ -127,11 +127,12 @@ class EntryList {
   };
 
   std::vector<Entry> entries_;
-  // NOTE [ Lazy key index ]: built by the first lookup of a large level, not when a level is
-  // filled: most operation results (clone, math, indexing) are iterated or consumed without a
-  // lookup by key. Concurrent readers of a const TensorDict may race to build it: `indexed_`
-  // (acquire / release) says it is complete, `index_mu_` lets one of them build it. Writers
-  // (serialised by the caller, like every write) keep a built index in step or drop it.
+  // NOTE [ Lazy key index ]
+  // The index is built by the first lookup of a large level, not when a level is filled: most
+  // operation results (clone, math, indexing) are iterated or consumed without a lookup by key.
+  // Concurrent readers of a const TensorDict may race to build it: `indexed_` (acquire /
+  // release) says it is complete, `index_mu_` lets one of them build it. Writers (serialised by
+  // the caller, like every write) keep a built index in step or drop it.
   mutable absl::flat_hash_set<uint32_t, PositionHash, PositionEq> index_{
       0, PositionHash{&entries_}, PositionEq{&entries_}};
   mutable std::atomic<bool> indexed_{false};
