@@ -69,7 +69,7 @@ inline std::string StopInsideWrite(pid_t pid, const std::string& root,
   int status = 0;
   while (std::chrono::steady_clock::now() < deadline) {
     if (::waitpid(pid, &status, WNOHANG) == pid) {
-      return "the writer ended (" + DescribeWaitStatus(status) + ") before it was caught in a write";
+      return "the writer ended (" + DescribeWaitStatus(status) + ") before a write was caught";
     }
     if (HasTempOf(pid, root)) {
       if (::kill(pid, SIGSTOP) != 0) return std::string("kill(SIGSTOP): ") + std::strerror(errno);
@@ -77,7 +77,7 @@ inline std::string StopInsideWrite(pid_t pid, const std::string& root,
         return std::string("waitpid: ") + std::strerror(errno);
       }
       if (!WIFSTOPPED(status)) {
-        return "the writer ended (" + DescribeWaitStatus(status) + ") before it was caught in a write";
+        return "the writer ended (" + DescribeWaitStatus(status) + ") before a write was caught";
       }
       if (HasTempOf(pid, root)) return "";
       ++missed;
