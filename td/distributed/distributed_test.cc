@@ -480,10 +480,12 @@ TEST(DistributedTest, CollectiveMismatchFailsOnEveryRank) {
   }));
 }
 
+// The group's rendezvous and barrier keep the generous default timeout (a loaded machine may be
+// slow to start a rank); the calls meant to fail get a short one of their own.
+const auto kShortCall = std::chrono::milliseconds(3000);
+
 TEST(DistributedTest, PeerDyingFailsTheSurvivorWithinTheTimeout) {
-  auto options = RunOptions()
-                     .group_timeout(std::chrono::milliseconds(3000))
-                     .final_barrier(false);
+  const auto options = RunOptions().final_barrier(false);
   ExpectAllPassed(RunRanks(options, [](int rank, const ProcessGroupPtr& pg) {
     if (rank == 1) {
       pg->barrier()->wait();
@@ -491,59 +493,63 @@ TEST(DistributedTest, PeerDyingFailsTheSurvivorWithinTheTimeout) {
     }
     pg->barrier()->wait();
     TensorDict td({{"a", at::zeros({1000})}}, {1000});
-    // Whether c10d notices the lost peer when the recv is posted or while it is awaited, the
-    // error is the same. (A survivor that never threw would be killed at the run's deadline.)
-    TD_EXPECT_THROW_MSG(recv(pg, td, 1), TransportError,
+    // Whether c10d notices the lost peer when the recv is posted, while it is awaited, or the
+    // call's timeout fires first, the error is the same. (A survivor that never threw would be
+    // killed at the run's deadline.)
+    TD_EXPECT_THROW_MSG(recv(pg, td, 1, P2POptions().timeout(kShortCall)), TransportError,
                         {"td::distributed::recv (source rank 1): transport failure: "});
   }));
 }
 
 TEST(DistributedTest, PeerGoneBeforePostingFailsEveryCallWithTheSameError) {
-  auto options = RunOptions()
-                     .group_timeout(std::chrono::milliseconds(3000))
-                     .final_barrier(false);
+  const auto options = RunOptions().final_barrier(false);
   ExpectAllPassed(RunRanks(options, [](int rank, const ProcessGroupPtr& pg) {
     if (rank == 1) {
       pg->barrier()->wait();
       std::_Exit(0);
     }
     pg->barrier()->wait();
-    // Long enough for Gloo to see the closed connection: every call below now fails when c10d
-    // posts it (gloo::IoException from pg->recv / send / allreduce ... themselves).
+    // Usually long enough for Gloo to see the closed connection, so that every call below fails
+    // when c10d posts it (gloo::IoException from pg->recv / send / allreduce ... themselves). On
+    // a slow machine the first call may wait instead, until Gloo sees it or the call's timeout
+    // fires: the error is the same, and after either the connection stays closed.
     std::this_thread::sleep_for(std::chrono::milliseconds(500));
     TensorDict td({{"a", at::zeros({1000})}, {"b", at::zeros({1000}, at::kLong)}}, {1000});
     const char* failure = "transport failure: ";
-    TD_EXPECT_THROW_MSG(recv(pg, td, 1), TransportError,
+    const auto p2p = P2POptions().timeout(kShortCall);
+    const auto coll = CollectiveOptions().timeout(kShortCall);
+    TD_EXPECT_THROW_MSG(recv(pg, td, 1, p2p), TransportError,
                         {"td::distributed::recv (source rank 1)", failure});
-    TD_EXPECT_THROW_MSG(send(pg, td, 1), TransportError,
+    TD_EXPECT_THROW_MSG(send(pg, td, 1, p2p), TransportError,
                         {"td::distributed::send (destination rank 1)", failure});
-    TD_EXPECT_THROW_MSG(irecv(pg, td, 1).wait(), TransportError,
+    TD_EXPECT_THROW_MSG(irecv(pg, td, 1, p2p).wait(), TransportError,
                         {"td::distributed::recv (source rank 1)", failure});
-    TD_EXPECT_THROW_MSG(init_remote(pg, td, 1), TransportError,
+    TD_EXPECT_THROW_MSG(init_remote(pg, td, 1, p2p), TransportError,
                         {"td::distributed::init_remote (destination rank 1)", failure});
-    TD_EXPECT_THROW_MSG(all_reduce(pg, td), TransportError,
+    TD_EXPECT_THROW_MSG(all_reduce(pg, td, ReduceOp::kSum, coll), TransportError,
                         {"td::distributed::all_reduce (rank 0 of 2)", failure});
-    const auto unchecked = CollectiveOptions().check_structure(false);
+    const auto unchecked = CollectiveOptions(coll).check_structure(false);
     TD_EXPECT_THROW_MSG(all_reduce(pg, td, ReduceOp::kSum, unchecked), TransportError,
                         {"td::distributed::all_reduce (rank 0 of 2)", failure});
-    TD_EXPECT_THROW_MSG(broadcast(pg, td, 0), TransportError,
+    TD_EXPECT_THROW_MSG(broadcast(pg, td, 0, coll), TransportError,
                         {"td::distributed::broadcast (source rank 0; rank 0 of 2)", failure});
     TD_EXPECT_THROW_MSG(reduce(pg, td, 1, ReduceOp::kMax, unchecked), TransportError,
                         {"td::distributed::reduce (destination rank 1; rank 0 of 2)", failure});
-    TD_EXPECT_THROW_MSG(all_gather(pg, td), TransportError,
+    TD_EXPECT_THROW_MSG(all_gather(pg, td, coll), TransportError,
                         {"td::distributed::all_gather (rank 0 of 2)", failure});
-    TD_EXPECT_THROW_MSG(scatter(pg, {td, td}, 0), TransportError,
+    TD_EXPECT_THROW_MSG(scatter(pg, {td, td}, 0, coll), TransportError,
                         {"td::distributed::scatter (source rank 0; rank 0 of 2)", failure});
   }));
 }
 
-// The call's own timeout ends the wait: the group's timeout outlasts the run's deadline, so a
-// timeout that did not fire would get the run killed. A fired timeout closes Gloo's connections
-// for good, on both ranks (P2POptions::timeout): rank 0's next send fails, and rank 1's pending
-// receive from it fails instead of getting that send. No final barrier: the group is unusable.
+// The call's own timeout ends the wait: the group's timeout (10 min) outlasts the run's deadline
+// (RunOptions::deadline), so a timeout that did not fire would get the run killed. A fired
+// timeout closes Gloo's connections for good, on both ranks (P2POptions::timeout): rank 0's next
+// send fails, and rank 1's pending receive from it fails instead of getting that send. No final
+// barrier: the group is unusable.
 TEST(DistributedTest, RecvTimesOutWithoutASenderAndTheConnectionStaysClosed) {
   auto options = RunOptions()
-                     .group_timeout(std::chrono::milliseconds(120000))
+                     .group_timeout(std::chrono::milliseconds(600000))
                      .final_barrier(false);
   ExpectAllPassed(RunRanks(options, [](int rank, const ProcessGroupPtr& pg) {
     pg->barrier()->wait();

@@ -29,10 +29,14 @@ namespace test {
 
 struct RunOptions {
   TORCH_ARG(int, world_size) = 2;
-  // Group timeout: every wait inside the ranks (well under the deadline).
-  TORCH_ARG(std::chrono::milliseconds, group_timeout) = std::chrono::milliseconds(15000);
-  // The whole run; children still alive then are killed and reported as timed out.
-  TORCH_ARG(std::chrono::milliseconds, deadline) = std::chrono::milliseconds(60000);
+  // Group timeout: every wait inside the ranks (rendezvous included), well under the deadline.
+  // Generous: several times what a wait needs under ASan on a loaded 2-core machine. A test that
+  // wants a wait to end by its timeout gives that call a short timeout of its own
+  // (P2POptions::timeout, CollectiveOptions::timeout) rather than shortening this one.
+  TORCH_ARG(std::chrono::milliseconds, group_timeout) = std::chrono::milliseconds(60000);
+  // The whole run; children still alive then are killed and reported as timed out. Shorter than
+  // the Bazel timeout of the tests that use it (their BUILD rules), so a hang fails by name.
+  TORCH_ARG(std::chrono::milliseconds, deadline) = std::chrono::milliseconds(180000);
   // Rendezvous through a TCPStore on a free 127.0.0.1 port instead of a FileStore.
   TORCH_ARG(bool, tcp) = false;
   // A barrier after the function, so no rank exits while a peer still talks to it.

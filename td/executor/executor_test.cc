@@ -95,6 +95,7 @@ TEST(ExecutorTest, UsesTheThreadsItIsGivenAndNoMore) {
     Concurrency c;
     std::mutex mu;
     std::set<std::thread::id> ids;
+    std::atomic<bool> gave_up{false};
     parallel_for(24, threads, [&](int64_t) {
       c.enter();
       EXPECT_TRUE(in_parallel_task());
@@ -102,12 +103,17 @@ TEST(ExecutorTest, UsesTheThreadsItIsGivenAndNoMore) {
         std::lock_guard<std::mutex> lock(mu);
         ids.insert(std::this_thread::get_id());
       }
-      // Hold the first bodies until `threads` of them run at once (a timeout, not a hang, if
-      // that never happens), so the check below does not depend on how busy the machine is.
-      const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
-      while (c.peak.load() < threads && std::chrono::steady_clock::now() < deadline) Sleep(1);
+      // A barrier: the first bodies wait until `threads` of them run at once, so the check below
+      // does not depend on how busy the machine is. Bounded (60 s, far more than a loaded
+      // machine needs to start the threads): it fails by name instead of hanging.
+      const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+      while (c.peak.load() < threads && !gave_up) {
+        if (std::chrono::steady_clock::now() > deadline) gave_up = true;
+        Sleep(1);
+      }
       c.leave();
     });
+    EXPECT_FALSE(gave_up) << "fewer than " << threads << " bodies ran at once within 60 s";
     EXPECT_LE(c.peak.load(), threads);
     // More threads than CPUs too: the worker limit is raised for the call.
     EXPECT_EQ(c.peak.load(), threads) << "threads " << threads;

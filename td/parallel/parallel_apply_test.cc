@@ -89,19 +89,25 @@ TEST(ParallelApplyTest, ParallelEqualsSerial) {
             at::IntArrayRef({12}));
 }
 
-// Records which threads fn ran on. With `meet`, every call waits (at most 60 s, a safety net)
-// until calls have run on two threads: a plan that runs on two threads shows two however loaded
-// the machine is, instead of the first thread finishing every leaf before the second starts.
+// Records which threads fn ran on. With `meet`, every call waits until calls have run on two
+// threads (a barrier that needs two threads to pass): a plan that runs on two threads shows two
+// however loaded the machine is, instead of the first thread finishing every leaf before the
+// second starts. The wait is bounded (60 s, far more than a second thread needs to start on a
+// loaded machine); once it has expired, `gave_up` says so and later calls no longer wait.
 struct Threads {
   std::mutex mu;
   std::condition_variable cv;
   std::set<std::thread::id> ids;
+  bool gave_up = false;
   TensorDict::LeafFn fn(bool meet) {
     return [this, meet](const at::Tensor& x) {
       std::unique_lock<std::mutex> lock(mu);
       ids.insert(std::this_thread::get_id());
       cv.notify_all();
-      if (meet) cv.wait_for(lock, std::chrono::seconds(60), [&] { return ids.size() >= 2; });
+      if (meet && !gave_up &&
+          !cv.wait_for(lock, std::chrono::seconds(60), [&] { return ids.size() >= 2; })) {
+        gave_up = true;
+      }
       return x + 1;
     };
   }
@@ -116,11 +122,13 @@ TEST(ParallelApplyTest, SmallTensorDictsStaySerialLargeOnesGoParallel) {
   // The same leaves count as large once the threshold is below their total numel.
   Threads l;
   small.apply(l.fn(true), ApplyOptions().num_threads(2).min_parallel_numel(100));
+  EXPECT_FALSE(l.gave_up) << "no second thread ran a leaf within 60 s";
   EXPECT_EQ(l.ids.size(), 2u);
 
   TensorDict large = Sample(/*feature=*/20000);  // > kDefaultMinParallelCost elements
   Threads d;
   large.apply(d.fn(true), ApplyOptions().num_threads(2));
+  EXPECT_FALSE(d.gave_up) << "no second thread ran a leaf within 60 s";
   EXPECT_EQ(d.ids.size(), 2u);
 
   // parallel(false) wins over size; td::parallel::set_num_threads(1) turns everything serial.

@@ -41,7 +41,8 @@ TEST(ProgressBarTest, FormatLine) {
 TEST(ProgressBarTest, PlainLinesEveryTenthAndNothingMore) {
   std::ostringstream out;
   {
-    ProgressBar bar(1000, ProgressBarOptions().desc("load").stream(&out));
+    // No time-based lines (line_seconds): the count below does not depend on the machine's speed.
+    ProgressBar bar(1000, ProgressBarOptions().desc("load").stream(&out).line_seconds(1e9));
     EXPECT_FALSE(bar.tty());
     EXPECT_EQ(out.str(), "");  // nothing until a tenth is done
     for (int i = 0; i < 1000; ++i) bar.update();
@@ -61,7 +62,7 @@ TEST(ProgressBarTest, PlainLinesEveryTenthAndNothingMore) {
 
 TEST(ProgressBarTest, PlainCloseReportsWhereItStopped) {
   std::ostringstream out;
-  ProgressBar bar(100, ProgressBarOptions().stream(&out));
+  ProgressBar bar(100, ProgressBarOptions().stream(&out).line_seconds(1e9));
   bar.update(5);
   EXPECT_EQ(out.str(), "");
   bar.close();
@@ -108,7 +109,7 @@ TEST(ProgressBarTest, TerminalThrottlesRedraws) {
 
 TEST(ProgressBarTest, UpdatesFromManyThreadsAddUp) {
   std::ostringstream out;
-  ProgressBar bar(8000, ProgressBarOptions().stream(&out));
+  ProgressBar bar(8000, ProgressBarOptions().stream(&out).line_seconds(1e9));
   std::vector<std::thread> threads;
   for (int t = 0; t < 8; ++t) {
     threads.emplace_back([&] {

@@ -1,6 +1,7 @@
 // NOTE [ Crash-safe memmap writes ] (memmap_internal.h), tested by killing writers: a fork()ed
-// child rewrites a checkpoint in a loop and is SIGKILLed at varying moments; the checkpoint must
-// then load, complete, with every leaf from the same write.
+// child rewrites a checkpoint in a loop and is SIGKILLed at varying moments, half of them while
+// it is stopped inside a write (writer_testing.h: found by its temporary on disk, not by timing);
+// the checkpoint must then load, complete, with every leaf from the same write.
 #include <ATen/ATen.h>
 #include <gtest/gtest.h>
 #include <signal.h>
@@ -13,6 +14,7 @@
 
 #include "td/backends/memmap/memmap_storage.h"
 #include "td/backends/memmap/test_util.h"
+#include "td/backends/memmap/writer_testing.h"
 #include "td/core/tensordict.h"
 
 namespace td {
@@ -66,22 +68,34 @@ TEST(MemmapCrashTest, KilledWriterLeavesACompleteCheckpoint) {
   const TensorDict versions[2] = {Version(2), Version(3)};
   first.memmap(dir);
   int killed_mid_write = 0;
+  int stopped_in_write = 0;
   const int kRounds = 12;
   std::vector<pid_t> writers;
   for (int round = 0; round < kRounds; ++round) {
+    SCOPED_TRACE("round " + std::to_string(round));
     const pid_t pid = ::fork();
     ASSERT_GE(pid, 0);
     if (pid > 0) writers.push_back(pid);
     if (pid == 0) {
       for (int i = 0;; ++i) versions[i % 2].memmap(dir);
     }
-    // Kill at moments spread over a few writes (each takes tens of milliseconds).
-    std::this_thread::sleep_for(std::chrono::milliseconds(7 + 23 * round));
+    const bool stop_in_write = round % 2 == 1;
+    if (stop_in_write) {
+      // Inside a write, whatever the machine's load.
+      ASSERT_EQ(testing_util::StopInsideWrite(pid, root), "");
+      ++stopped_in_write;
+    } else {
+      // At moments spread over a few writes (each takes tens of milliseconds when unloaded).
+      std::this_thread::sleep_for(std::chrono::milliseconds(7 + 23 * round));
+    }
     ASSERT_EQ(::kill(pid, SIGKILL), 0);
     int status = 0;
     ASSERT_EQ(::waitpid(pid, &status, 0), pid);
     ASSERT_TRUE(WIFSIGNALED(status));
     if (CountTemps(root) > 0) ++killed_mid_write;
+    if (stop_in_write) {
+      EXPECT_TRUE(testing_util::HasTempOf(pid, root)) << "stopped inside a write, yet no temporary";
+    }
     const float v = CheckUniform(dir);
     EXPECT_TRUE(v == 1 || v == 2 || v == 3) << v;
     // Only the checkpoint and dead writers' temporaries are there: this writer's, and an earlier
@@ -92,13 +106,15 @@ TEST(MemmapCrashTest, KilledWriterLeavesACompleteCheckpoint) {
       EXPECT_TRUE(ok) << name;
     }
   }
-  EXPECT_GT(killed_mid_write, kRounds / 2) << "the writer was rarely killed mid-write";
+  EXPECT_GE(killed_mid_write, stopped_in_write);
   // The next write removes what the dead writers left.
   first.memmap(dir);
   EXPECT_EQ(testing_util::ListNames(root), std::vector<std::string>{"ckpt"});
   EXPECT_EQ(CheckUniform(dir), 1);
 }
 
+// Killed inside its first write (stopped there, writer_testing.h): the temporary exists, so the
+// commit (one rename onto the name) has not happened, and nothing exists under the name.
 TEST(MemmapCrashTest, KilledFirstWriteLeavesNothingUnderTheName) {
   const std::string root = testing_util::FreshDir("crash");
   const std::string dir = root + "/fresh";
@@ -109,16 +125,18 @@ TEST(MemmapCrashTest, KilledFirstWriteLeavesNothingUnderTheName) {
     data.memmap(dir, MemmapOptions().fsync(true));
     ::_exit(0);
   }
-  std::this_thread::sleep_for(std::chrono::milliseconds(15));
-  ::kill(pid, SIGKILL);
+  ASSERT_EQ(testing_util::StopInsideWrite(pid, root), "");
+  ASSERT_EQ(::kill(pid, SIGKILL), 0);
   int status = 0;
   ASSERT_EQ(::waitpid(pid, &status, 0), pid);
-  // Either the write completed before the kill, or nothing exists under the final name.
-  if (testing_util::Exists(dir)) {
-    EXPECT_EQ(CheckUniform(dir), 5);
-  } else {
-    EXPECT_THROW(TensorDict::load_memmap(dir), MemmapError);
-  }
+  ASSERT_TRUE(WIFSIGNALED(status));
+  EXPECT_TRUE(testing_util::HasTempOf(pid, root));
+  EXPECT_FALSE(testing_util::Exists(dir));
+  EXPECT_THROW(TensorDict::load_memmap(dir), MemmapError);
+  // The next write to the name removes the dead writer's temporary.
+  data.memmap(dir);
+  EXPECT_EQ(testing_util::ListNames(root), std::vector<std::string>{"fresh"});
+  EXPECT_EQ(CheckUniform(dir), 5);
 }
 
 }  // namespace

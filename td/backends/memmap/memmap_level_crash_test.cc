@@ -1,17 +1,20 @@
 // NOTE [ Crash-safe level writes ] (memmap_internal.h), tested by killing writers: a fork()ed
 // child loads an on-disk TensorDict, unlocks it and runs a fixed sequence of structural writes
 // (set of a new key, set replacing a leaf with another shape / dtype / kind, del_, rename_key_,
-// nested set, update, non-tensor data) until it is SIGKILLed at a random moment. The directory
-// must then load and equal one of the states of the sequence (an update of several keys counts
-// each key's write as one state; rename_key_ its del_ and its set). The next child continues from the state found, so 40 kills
-// land at 40 different points of a long sequence.
+// nested set, update, non-tensor data) until it is SIGKILLed. The directory must then load and
+// equal one of the states of the sequence (an update of several keys counts each key's write as
+// one state; rename_key_ its del_ and its set). The next child continues from the state found,
+// so 40 kills land at 40 different points of a long sequence. Where a kill lands is chosen by the
+// child's progress and by what it has on disk, not by time (see the test's comment).
 #include <ATen/ATen.h>
 #include <gtest/gtest.h>
+#include <poll.h>
 #include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <chrono>
 #include <functional>
 #include <map>
@@ -23,6 +26,7 @@
 
 #include "td/backends/memmap/memmap_storage.h"
 #include "td/backends/memmap/test_util.h"
+#include "td/backends/memmap/writer_testing.h"
 #include "td/core/tensordict.h"
 
 namespace td {
@@ -153,8 +157,45 @@ std::map<std::string, std::string> Describe(const TensorDict& td) {
   return out;
 }
 
+// Reads the state indices a writer child reports (one int after each call it completed) from
+// `fd` into `*done` until one is >= `target`, or until the pipe closes (target < 0: read all).
+// Returns "" when reached, else why not.
+std::string ReadProgress(int fd, int target, int* done, std::chrono::seconds timeout) {
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  while (target < 0 || *done < target) {
+    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+        deadline - std::chrono::steady_clock::now());
+    if (left.count() <= 0) {
+      return "the writer did not reach state " + std::to_string(target) + " within " +
+             std::to_string(timeout.count()) + " s (it reported " + std::to_string(*done) + ")";
+    }
+    struct pollfd p = {fd, POLLIN, 0};
+    const int ready = ::poll(&p, 1, static_cast<int>(left.count()));
+    if (ready < 0 && errno == EINTR) continue;
+    if (ready <= 0) continue;
+    int value = 0;
+    const ssize_t n = ::read(fd, &value, sizeof(value));  // writes of one int are atomic
+    if (n == 0) {
+      return target < 0 ? "" : "the writer ended at state " + std::to_string(*done) +
+                                   " before state " + std::to_string(target);
+    }
+    if (n != static_cast<ssize_t>(sizeof(value))) {
+      if (n < 0 && errno == EINTR) continue;
+      return "short read from the progress pipe";
+    }
+    *done = value;
+  }
+  return "";
+}
+
+// Each round: a child continues the sequence from the state on disk and reports after every
+// call; the parent waits until it has completed a few calls, then kills it. Even rounds kill
+// after a random pause of up to 3 ms (anywhere in the next calls), odd rounds while the child is
+// stopped inside a write (writer_testing.h): kills inside writes do not depend on timing.
+// The directory must then hold the state after the last call the child completed, or a state
+// inside the call it was making: never an older one, never a state it had not reached.
 TEST(MemmapLevelCrashTest, KilledStructuralWritesLeaveTheStateBeforeOrAfter) {
-  constexpr int kSteps = 4000;
+  constexpr int kSteps = 1500;
   const std::vector<Step> steps = MakeSteps(kSteps);
   // states[i]: the state before step i.
   std::vector<std::map<std::string, std::string>> states;
@@ -172,16 +213,18 @@ TEST(MemmapLevelCrashTest, KilledStructuralWritesLeaveTheStateBeforeOrAfter) {
   std::mt19937 rng(1234);
   int at = 0;  // the state the directory holds
   int mid_write = 0;
-  // The child's start-up (fork, load_memmap) eats part of each delay; when a round ends with no
-  // step done (a slow build, e.g. under ASan), later rounds wait longer, so kills still land
-  // inside writes at random points rather than all before the first one.
-  int max_delay_us = 120000;
+  int stopped_in_write = 0;
   const int kRounds = 40;
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(200);
-  for (int round = 0; round < kRounds && std::chrono::steady_clock::now() < deadline; ++round) {
+  // Generous bounds (ASan on a loaded machine), well under the test's Bazel timeout.
+  const auto kWait = std::chrono::seconds(120);
+  for (int round = 0; round < kRounds; ++round) {
+    SCOPED_TRACE("round " + std::to_string(round) + " from state " + std::to_string(at));
+    int fds[2];
+    ASSERT_EQ(::pipe(fds), 0);
     const pid_t pid = ::fork();
     ASSERT_GE(pid, 0);
     if (pid == 0) {
+      ::close(fds[0]);
       TensorDict td = TensorDict::load_memmap(dir);
       td.unlock_();
       for (int i = at; i < kSteps;) {
@@ -192,41 +235,64 @@ TEST(MemmapLevelCrashTest, KilledStructuralWritesLeaveTheStateBeforeOrAfter) {
           steps[i].single(td);
           ++i;
         }
+        if (::write(fds[1], &i, sizeof(i)) != static_cast<ssize_t>(sizeof(i))) ::_exit(4);
       }
       ::_exit(0);
     }
-    std::this_thread::sleep_for(std::chrono::microseconds(
-        std::uniform_int_distribution<int>(500, max_delay_us)(rng)));
+    ::close(fds[1]);
+    int done = at;
+    const int target = at + std::uniform_int_distribution<int>(1, 6)(rng);
+    std::string why = ReadProgress(fds[0], target, &done, kWait);
+    const bool stop_in_write = round % 2 == 1;
+    if (why.empty() && stop_in_write) why = testing_util::StopInsideWrite(pid, root, kWait);
+    if (why.empty() && !stop_in_write) {
+      // Somewhere in the next call or few (the verdict below reads what the child completed).
+      std::this_thread::sleep_for(
+          std::chrono::microseconds(std::uniform_int_distribution<int>(0, 3000)(rng)));
+    }
+    if (!why.empty()) {
+      ::kill(pid, SIGKILL);
+      ::waitpid(pid, nullptr, 0);
+      ::close(fds[0]);
+      FAIL() << why;
+    }
     ASSERT_EQ(::kill(pid, SIGKILL), 0);
     int status = 0;
     ASSERT_EQ(::waitpid(pid, &status, 0), pid);
     ASSERT_TRUE(WIFSIGNALED(status)) << "the child ran out of steps before the kill";
-    for (const std::string& name : testing_util::ListNames(root)) {
-      if (name != "td") ++mid_write;
+    why = ReadProgress(fds[0], -1, &done, kWait);  // what it reported before it died
+    ::close(fds[0]);
+    ASSERT_EQ(why, "");
+    const bool left_temp = testing_util::HasTempOf(pid, root);
+    if (left_temp) ++mid_write;
+    if (stop_in_write) {
+      ++stopped_in_write;
+      EXPECT_TRUE(left_temp) << "stopped inside a write, yet no temporary is left";
     }
     TensorDict loaded;
     try {
       loaded = TensorDict::load_memmap(dir);
     } catch (const c10::Error& e) {
-      FAIL() << "round " << round << ": the directory does not load: "
-             << e.what_without_backtrace();
+      FAIL() << "the directory does not load: " << e.what_without_backtrace();
     }
     const auto got = Describe(loaded);
+    // The call in progress at the kill covers states done .. last.
+    const int last = done < kSteps && steps[done].group ? done + steps[done].group_len : done + 1;
     int found = -1;
-    for (int i = at; i < static_cast<int>(states.size()); ++i) {
+    for (int i = done; i <= std::min(last, kSteps); ++i) {
       if (states[i] == got) {
         found = i;
         break;
       }
     }
-    ASSERT_GE(found, 0) << "round " << round << ": the directory is in no state of the sequence "
-                        << "from state " << at << " on";
-    max_delay_us = found == at ? std::min(2 * max_delay_us, 2000000) : 120000;
+    ASSERT_GE(found, 0) << "the directory is in none of the states " << done << ".." << last
+                        << " (after the last completed call, or inside the next one)";
     at = found;
     ASSERT_LT(at, kSteps) << "the child ran out of steps";
   }
-  EXPECT_GT(at, 60) << "the children made little progress";
-  EXPECT_GT(mid_write, 0) << "no kill landed inside a write";
+  // Every round completed at least one call, and half of them were killed inside a write.
+  EXPECT_GE(at, kRounds);
+  EXPECT_GE(mid_write, stopped_in_write);
   // Kills between the temporary's creation and its removal leave one next to (or inside) the
   // directory; the next write removes those of dead writers.
   TensorDict td = TensorDict::load_memmap(dir);
@@ -236,7 +302,8 @@ TEST(MemmapLevelCrashTest, KilledStructuralWritesLeaveTheStateBeforeOrAfter) {
   for (const std::string& name : testing_util::ListNames(dir)) {
     EXPECT_NE(name.rfind(".td-tmp-", 0), 0u) << name;
   }
-  std::cout << "reached state " << at << "; kills that left a temporary: " << mid_write << "\n";
+  std::cout << "reached state " << at << "; kills that left a temporary: " << mid_write << " ("
+            << stopped_in_write << " stopped inside a write)\n";
 }
 
 }  // namespace
