@@ -19,7 +19,7 @@ own repositories):
     @tensordict_json//:json           nlohmann/json (header-only)
     @tensordict_python//:torch_python, :pybind11, :python_headers
                                       for //td/python only: libtorch_python, pybind11 and
-                                      Python.h of the interpreter `python`
+                                      <Python.h> of the interpreter `python`
 
 plus offline stand-ins for @rules_cc, @rules_java, @rules_proto and
 @remote_coverage_tools, which Bazel 4's built-in @bazel_tools refers to and
@@ -259,7 +259,7 @@ def _python_impl(ctx):
 tensordict_python_repository = repository_rule(
     doc = """Python's headers, pybind11's headers and libtorch_python, for //td/python.
 
-Runs `python` with third_party/python/probe.py to find them: Python.h from sysconfig, torch's
+Runs `python` with third_party/python/probe.py to find them: <Python.h> from sysconfig, torch's
 `lib/` next to `torch/__init__.py`, pybind11 from torch's `include/` (pip wheels bundle it), then
 `pybind11_include`, /usr/include (Debian's pybind11-dev) and the pybind11 Python package.
 Only evaluated when a //td/python target is built.

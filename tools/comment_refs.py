@@ -43,7 +43,8 @@ The rules. A finding is printed as `file:line: message` and fails the test.
    file or directory that exists there. A path whose first part names no directory of ours
    (`torch/nn.h`, `ATen/ops/xxx.h`, `tensordict/_td.py`) and anything in `<...>`, after `//`,
    `@` or `:`, or in a URL is not ours and is not checked. A bare file name with a C++ or Bazel
-   extension (.h, .cc, .def, .bzl, .bazel, .sh) must be the name of some file of the repository,
+   extension (.h, .cc, .def, .bzl, .bazel, .sh) not followed by `(` (a call such as pybind11's
+   m.def(...)) must be the name of some file of the repository,
    except in a .md file's ``` blocks (the reader's own app.cc). Paths are not checked under
    third_party/, whose comments cite the dependencies' own headers (absl/base/options.h).
 
@@ -75,7 +76,7 @@ NOTE_DEF_RE = re.compile(r"^\s*(?://|#)\s*NOTE \[\s*([^\[\]]+?)\s*\]\s*$")
 LABEL_RE = re.compile(
     r"(?<![\w:/.@<-])(@[A-Za-z0-9_.-]*)?//([A-Za-z0-9_./-]*)(?::([A-Za-z0-9_./+=~*-]+))?")
 PATH_RE = re.compile(r"(?<![\w./:@<$~-])([A-Za-z0-9_][\w.+-]*(?:/[\w.+-]+)+)")
-BARE_RE = re.compile(r"(?<![\w./:@<$~-])([\w+-][\w.+-]*\.(?:%s))(?![\w/])" % "|".join(BARE_EXTS))
+BARE_RE = re.compile(r"(?<![\w./:@<$~-])([\w+-][\w.+-]*\.(?:%s))(?![\w/(])" % "|".join(BARE_EXTS))
 LINE_RE = re.compile(r"(?<![\w.-])([\w./+-]*\.(?:%s)):(\d+)" % "|".join(LINE_CITATION_EXTS))
 URL_RE = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*://\S*")
 

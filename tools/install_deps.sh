@@ -30,7 +30,7 @@ PACKAGES=(
   nlohmann-json3-dev
   # Reference values / fixtures from PyTorch itself.
   python3-torch
-  # td/python: Python extensions (Python.h, pybind11; libtorch_python comes with python3-torch).
+  # td/python: Python extensions (<Python.h>, pybind11; libtorch_python comes with python3-torch).
   python3-dev
   pybind11-dev
   # ip netns / veth / tc for the multi-host suite (td/distributed:multihost_test).

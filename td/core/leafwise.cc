@@ -257,7 +257,7 @@ TensorDict LeafwiseOut(const TensorDict& td, const std::vector<const Operand*>& 
   std::vector<at::Tensor> out;
   if (tree.num_leaves() > 0) {
     bool done = false;
-    // NOTE [ One buffer, one kernel ]
+    // The one-kernel case of NOTE [ One buffer, one kernel ].
     if (std::optional<Span> span = SpanOf(tree.leaves())) {
       if (std::optional<std::vector<LeafArg>> args = SpanArgs(*span, tree.leaves(), rs)) {
         try {
