@@ -54,7 +54,7 @@ namespace {
 //  * in-place element-wise ops (LeafwiseIn) with the same operands, when the leaves cover the
 //    range with no gap (an in-place kernel must not write memory that no leaf owns); validation
 //    then needs one probe, as every leaf has the same dtype and device;
-//  * clone, to(dtype) and to(device) (OneKernel / CopyOneBuffer: memory_ops.cc, structure.cc),
+//  * clone, to(dtype) and to(device) (CopyOneBuffer: memory_ops.cc, structure.cc),
 //    large buffers copied in parallel chunks.
 // Gaps between leaves are computed over and never read. Leaves that require grad under grad mode
 // take the per-leaf path (autograd must see each leaf's own graph), and so does a kernel that
@@ -219,18 +219,6 @@ ResolvedOperand Resolve(const LeafTree& tree, const Operand& operand) {
     r.list = tree.Align(operand.tensordict(), LeafTree::AlignOptions().name("the operand"));
   }
   return r;
-}
-
-std::optional<std::vector<at::Tensor>> OneKernel(
-    const std::vector<at::Tensor>& leaves,
-    const std::function<at::Tensor(const at::Tensor& whole)>& kernel) {
-  std::optional<Span> span = SpanOf(leaves);
-  if (!span) return std::nullopt;
-  try {
-    return Unspan(*span, kernel(span->whole), leaves);
-  } catch (const c10::Error&) {
-    return std::nullopt;  // the caller reruns leaf by leaf: the error then names the key
-  }
 }
 
 std::optional<std::vector<at::Tensor>> CopyOneBuffer(const std::vector<at::Tensor>& leaves,

@@ -61,15 +61,10 @@ using EachInFn = std::function<void(at::Tensor& target, const std::vector<LeafAr
 using ForeachInFn =
     std::function<bool(at::TensorList leaves, const std::vector<ResolvedOperand>& args)>;
 
-// NOTE [ One buffer, one kernel ] (td/core/leafwise.cc): when `leaves` span one buffer,
-// kernel(whole) runs once over a 1-D view of it and the result is each leaf's view into the
-// kernel's 1-D result; nullopt when they do not, or when the kernel throws c10::Error or returns
-// anything but a contiguous 1-D tensor of the same length (the caller then goes leaf by leaf).
-std::optional<std::vector<at::Tensor>> OneKernel(
-    const std::vector<at::Tensor>& leaves,
-    const std::function<at::Tensor(const at::Tensor& whole)>& kernel);
-// OneKernel copying the buffer into a new one with `options` (dtype and/or device) merged into
-// the leaves' own; large CPU buffers are copied in parallel chunks. Errors of the copy propagate
+// NOTE [ One buffer, one kernel ] (td/core/leafwise.cc): when `leaves` span one buffer, one copy
+// of it into a new buffer with `options` (dtype and/or device) merged into the leaves' own, and
+// each leaf's view into the copy; nullopt when they do not (the caller then goes leaf by leaf).
+// Large CPU buffers are copied in parallel chunks. Errors of the copy propagate
 // (a buffer mapped from a truncated file: MemmapError naming it).
 std::optional<std::vector<at::Tensor>> CopyOneBuffer(const std::vector<at::Tensor>& leaves,
                                                      const at::TensorOptions& options);
