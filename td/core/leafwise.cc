@@ -44,8 +44,9 @@ namespace {
 // NOTE [ One buffer, one kernel ]
 // When every leaf is a contiguous view into ONE storage -- a consolidated TensorDict
 // (td/consolidate), the parameters of a module flattened into one buffer, the pieces of one split
-// tensor -- with one dtype and device, no two leaves overlap, and the range of the storage they
-// span holds at most twice their elements, the engine runs an operation ONCE over that range (a
+// tensor -- with one dtype and device, no two leaves overlap, and the gaps in the range of the
+// storage they span are at most as large as the leaves or at most 64 bytes a leaf (the
+// consolidated layout's alignment padding, which dominates when leaves are small), the engine runs an operation ONCE over that range (a
 // 1-D view of it) instead of once per leaf, and each result leaf is the same view (sizes,
 // strides, offset) into the one result: the result is again one buffer, so a chain of such ops
 // stays one kernel each. This covers
@@ -93,7 +94,10 @@ std::optional<Span> SpanOf(const std::vector<at::Tensor>& leaves) {
   }
   const int64_t begin = ranges.front().first;
   const int64_t end = ranges.back().second;
-  if (total == 0 || end - begin > 2 * total) return std::nullopt;
+  const int64_t gaps = end - begin - total;
+  const int64_t padding =  // 64 bytes a leaf, in elements
+      static_cast<int64_t>(leaves.size()) * std::max<int64_t>(1, 64 / first.element_size());
+  if (total == 0 || (gaps > total && gaps > padding)) return std::nullopt;
   return Span{first.as_strided({end - begin}, {1}, begin), begin, end - begin == total};
 }
 

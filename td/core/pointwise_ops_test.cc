@@ -283,6 +283,20 @@ TEST(PointwiseOpsTest, OneBufferOperandsInPlaceAndCopies) {
   EXPECT_NE(storage_of(copy, "p"), big.storage().unsafeGetStorageImpl());
   EXPECT_TRUE(copy.get("q").equal(large.get("q")));
   EXPECT_TRUE(large.to(at::kHalf).get("p").equal(large.get("p").to(at::kHalf)));
+  // Small leaves padded to 64 bytes each (the consolidated layout): the padding outweighs the
+  // leaves, and the op is still one kernel.
+  const at::Tensor padded = at::ones({19});
+  const TensorDict small({{"a", padded.narrow(0, 0, 6).view({3, 2})},
+                          {"n", {{"b", padded.narrow(0, 16, 3)}}}},
+                         {3});
+  const TensorDict twice = small * 2;
+  EXPECT_TRUE(one_buffer(twice));
+  EXPECT_TRUE(twice.get({"n", "b"}).equal(at::full({3}, 2.0)));
+  // Gaps larger than the leaves and than the padding: leaf by leaf.
+  const at::Tensor sparse = at::ones({200});
+  const TensorDict apart({{"a", sparse.narrow(0, 0, 6)}, {"b", sparse.narrow(0, 100, 6)}}, {6});
+  const TensorDict apart_twice = apart * 2;
+  EXPECT_NE(storage_of(apart_twice, "a"), storage_of(apart_twice, "b"));
 }
 
 }  // namespace
