@@ -33,7 +33,7 @@ void Walk(const TensorDict& td, const NestedKey* prefix, const KeysOptions& o,
 }
 
 // The tensor under `key`, or the errors of get() (KeyError, TypeError).
-at::Tensor TensorAt(const TensorDict& td, const NestedKey& key) { return td.get(key); }
+at::Tensor TensorAt(const TensorDict& td, const KeyRef& key) { return td.get(key); }
 
 }  // namespace
 
@@ -54,7 +54,7 @@ std::vector<TensorDict::Item> ListEntries(const TensorDict& td, const KeysOption
 
 // ---- indexed access -----------------------------------------------------------------------
 
-TensorDict& TensorDict::set_at_(const NestedKey& key, const at::Tensor& value,
+TensorDict& TensorDict::set_at_(KeyRef key, const at::Tensor& value,
                                 at::ArrayRef<at::indexing::TensorIndex> index) {
   // KeyError / TypeError come from TensorAt on the written TensorDict (td itself, or the dense
   // copy of `key` when a level is lazy: one read of a lazy entry, not two).
@@ -65,18 +65,18 @@ TensorDict& TensorDict::set_at_(const NestedKey& key, const at::Tensor& value,
           at::Tensor t = TensorAt(dst, key);
           t.index_put_(index, value);
         },
-        [&] { return std::vector<NestedKey>{key}; });
+        [&] { return std::vector<NestedKey>{key.key()}; });
   });
   return *this;
 }
 
-at::Tensor TensorDict::get_at(const NestedKey& key,
+at::Tensor TensorDict::get_at(KeyRef key,
                               at::ArrayRef<at::indexing::TensorIndex> index) const {
   const at::Tensor t = TensorAt(*this, key);
   return WithKeyContext(key, "get_at of", [&] { return t.index(index); });
 }
 
-at::Tensor TensorDict::get_at(const NestedKey& key, at::ArrayRef<at::indexing::TensorIndex> index,
+at::Tensor TensorDict::get_at(KeyRef key, at::ArrayRef<at::indexing::TensorIndex> index,
                               const at::Tensor& default_value) const {
   if (!contains(key)) return default_value;
   return get_at(key, index);
@@ -108,7 +108,7 @@ TensorDict::Item TensorDict::popitem() {
   return Item(std::move(last), std::move(v));
 }
 
-Value TensorDict::setdefault(const NestedKey& key, Value default_value) {
+Value TensorDict::setdefault(KeyRef key, Value default_value) {
   if (std::optional<Value> v = find(key)) return *v;
   set(key, std::move(default_value));
   return get_value(key);

@@ -4,6 +4,7 @@
 #include <ATen/ATen.h>
 #include <ATen/MapAllocator.h>
 #include <c10/core/GradMode.h>
+#include <sys/mman.h>
 
 #include <algorithm>
 #include <atomic>
@@ -151,6 +152,26 @@ constexpr int64_t kCopyChunk = int64_t{1} << 20;
 // `whole` copied into a new contiguous tensor of `options`. A CPU buffer mapped from a file
 // (a loaded consolidated file) is copied under the SIGBUS guard (NOTE [ SIGBUS guard ],
 // td/core/mapped_copy.h): a file truncated since it was mapped is a MemmapError naming it.
+// A large fresh CPU buffer is written once, page by page: with 4 KiB pages that is one page fault
+// per 4 KiB (for 400 MB, 100k faults, which cost more than the copy itself; an allocator that
+// keeps freed small blocks -- what a leaf-by-leaf loop of 4 MB tensors gets from glibc -- pays
+// them only once). Asking the kernel for transparent huge pages on the buffer's 2 MiB-aligned
+// interior, before anything touches it, makes that 512 times fewer faults. Only advice: where
+// THP is off (or not compiled in) madvise fails or is ignored and nothing changes.
+void AdviseHugePages(const at::Tensor& buffer) {
+#ifdef MADV_HUGEPAGE
+  constexpr uintptr_t kHuge = uintptr_t{2} << 20;
+  const size_t bytes = buffer.numel() * buffer.element_size();
+  if (!buffer.device().is_cpu() || bytes < 4 * kHuge) return;
+  const auto begin = reinterpret_cast<uintptr_t>(buffer.data_ptr());
+  const uintptr_t first = (begin + kHuge - 1) & ~(kHuge - 1);
+  const uintptr_t last = (begin + bytes) & ~(kHuge - 1);
+  if (last > first) madvise(reinterpret_cast<void*>(first), last - first, MADV_HUGEPAGE);
+#else
+  (void)buffer;
+#endif
+}
+
 at::Tensor CopyWhole(const at::Tensor& whole, const at::TensorOptions& options) {
   const int64_t n = whole.numel();
   const bool cpu = whole.device().is_cpu() && options.device().is_cpu();
@@ -162,6 +183,7 @@ at::Tensor CopyWhole(const at::Tensor& whole, const at::TensorOptions& options) 
     return whole.to(options, /*non_blocking=*/false, /*copy=*/true);
   }
   at::Tensor out = at::empty({n}, options);
+  AdviseHugePages(out);
   const int64_t chunks = (n + kCopyChunk - 1) / kCopyChunk;
   const int threads = parallel::plan_threads(chunks, n, parallel::ParallelOptions());
   std::atomic<bool> faulted{false};

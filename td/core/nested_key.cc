@@ -38,6 +38,23 @@ NestedKey::NestedKey(Parts parts) {
   }
 }
 
+KeyRef::KeyRef(std::initializer_list<const char*> parts) {
+  if (parts.size() == 0) TD_FAIL(ValueError, "a key needs at least one component");
+  parts_.assign(parts.begin(), parts.end());
+}
+
+KeyRef::KeyRef(std::initializer_list<KeyRef> parts) {
+  for (const KeyRef& p : parts) parts_.insert(parts_.end(), p.parts_.begin(), p.parts_.end());
+  if (parts_.empty()) TD_FAIL(ValueError, "a key needs at least one component");
+}
+
+NestedKey KeyRef::key() const {
+  if (parts_.size() == 1) return NestedKey(parts_.front());
+  return NestedKey(NestedKey::Parts(parts_.begin(), parts_.end()));
+}
+
+std::string KeyRef::repr() const { return key().repr(); }
+
 NestedKey NestedKey::parent() const {
   TORCH_CHECK(is_nested(), "NestedKey ", repr(), " has no parent");
   return NestedKey(Parts(nested_.begin(), nested_.end() - 1));

@@ -7,8 +7,9 @@
 //   assert(k == td::NestedKey({"nested", "supernested", "key"}));
 //   std::cout << k;   // ('nested', 'supernested', 'key')
 //
-// One-component keys hold just their string (no heap use beyond std::string's own small buffer),
-// so building a key from a literal on every call is cheap.
+// NestedKey owns its strings: it is what keys() returns and what a program stores. Operations
+// take their key as a KeyRef (below, NOTE [ Key parameters ]), a view that every form of key
+// converts to without allocating.
 #pragma once
 
 #include <initializer_list>
@@ -90,21 +91,44 @@ class NestedKey {
 
 std::ostream& operator<<(std::ostream& os, const NestedKey& key);
 
-namespace internal {
-// How a write names its key in error messages: the caller's NestedKey, or a flat key kept as a
-// string_view, so that a write of a literal key builds no NestedKey unless it fails.
-class KeyForErrors {
+// NOTE [ Key parameters ]
+// KeyRef is how an operation takes a key: a view of the caller's strings, built where the call is
+// written and valid until the call returns, so that a key written as a literal, a std::string
+// or a NestedKey costs no allocation on the way in, whatever its length. It converts from
+// everything a NestedKey does -- "a", std::string, std::string_view, a NestedKey, {"a", "b"}
+// and nested braces {"a", {"b", "c"}} -- and keeps up to four components inline. It never
+// outlives the call it is passed to: store a NestedKey (`ref.key()`) instead.
+class KeyRef {
  public:
-  KeyForErrors(const NestedKey& key) : nested_(&key) {}  // NOLINT
-  explicit KeyForErrors(std::string_view flat) : flat_(flat) {}
-  NestedKey key() const { return nested_ != nullptr ? *nested_ : NestedKey(flat_); }
-  std::string repr() const { return key().repr(); }
+  using Parts = absl::InlinedVector<std::string_view, 4>;
+
+  KeyRef(const char* key) : parts_{std::string_view(key)} {}                // NOLINT
+  KeyRef(const std::string& key) : parts_{std::string_view(key)} {}         // NOLINT
+  KeyRef(std::string_view key) : parts_{key} {}                             // NOLINT
+  KeyRef(const NestedKey& key) : parts_(key.begin(), key.end()) {}         // NOLINT
+  // {"a", "b"}. Throws c10::ValueError when empty.
+  KeyRef(std::initializer_list<const char*> parts);  // NOLINT
+  // {"a", {"b", "c"}}, {prefix, "b"}: the components of each element, in order.
+  KeyRef(std::initializer_list<KeyRef> parts);  // NOLINT
+
+  absl::Span<const std::string_view> parts() const { return parts_; }
+  size_t size() const { return parts_.size(); }
+  bool is_nested() const { return parts_.size() > 1; }
+  std::string_view front() const { return parts_.front(); }
+  std::string_view back() const { return parts_.back(); }
+  std::string_view operator[](size_t i) const { return parts_[i]; }
+  auto begin() const { return parts_.begin(); }
+  auto end() const { return parts_.end(); }
+
+  // The owning key (allocates what std::string does).
+  NestedKey key() const;
+  // Python's repr, as NestedKey::repr().
+  std::string repr() const;
 
  private:
-  const NestedKey* nested_ = nullptr;
-  std::string_view flat_;
+  Parts parts_;
 };
-}  // namespace internal
+
 
 // Formats a list of keys as Python prints a list: ['a', ('b', 'c')].
 std::string KeysRepr(const std::vector<NestedKey>& keys);

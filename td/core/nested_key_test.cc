@@ -3,6 +3,8 @@
 #include <gtest/gtest.h>
 
 #include <sstream>
+#include <string>
+#include <vector>
 #include <unordered_set>
 
 #include "absl/container/flat_hash_set.h"
@@ -80,6 +82,31 @@ TEST(NestedKeyTest, JoinParentConcatStartsWith) {
   EXPECT_TRUE(k.starts_with({"a", "b"}));
   EXPECT_FALSE(k.starts_with("b"));
   EXPECT_THROW(NestedKey("a").parent(), c10::Error);
+}
+
+// KeyRef (NOTE [ Key parameters ]) views every form of key as the same parts, and owns nothing.
+std::vector<std::string> PartsOf(KeyRef k) {
+  return std::vector<std::string>(k.begin(), k.end());
+}
+TEST(KeyRefTest, ViewsEveryFormOfKeyAsItsParts) {
+  using V = std::vector<std::string>;
+  const std::string long_name(100, 'x');  // no small-string buffer would hold it
+  EXPECT_EQ(PartsOf("a"), V{"a"});
+  EXPECT_EQ(PartsOf(long_name), V{long_name});
+  EXPECT_EQ(PartsOf(std::string_view("ab").substr(1)), V{"b"});
+  EXPECT_EQ(PartsOf({"a", "b"}), (V{"a", "b"}));
+  EXPECT_EQ(PartsOf({"a", {"b", "c"}}), (V{"a", "b", "c"}));
+  const NestedKey prefix = {"p", "q"};
+  EXPECT_EQ(PartsOf(prefix), (V{"p", "q"}));
+  EXPECT_EQ(PartsOf({prefix, long_name}), (V{"p", "q", long_name}));
+  EXPECT_EQ(PartsOf(std::string("temp")), V{"temp"});  // lives until the call returns
+  // The view points at the caller's string, not at a copy.
+  const KeyRef ref(long_name);
+  EXPECT_EQ(ref.front().data(), long_name.data());
+  EXPECT_EQ(KeyRef({"a", "b"}).key(), NestedKey({"a", "b"}));
+  EXPECT_EQ(KeyRef({"a", {"it's"}}).repr(), "('a', \"it's\")");
+  EXPECT_THROW(KeyRef(std::initializer_list<const char*>{}), c10::ValueError);
+  EXPECT_THROW(KeyRef(std::initializer_list<KeyRef>{}), c10::ValueError);
 }
 
 }  // namespace

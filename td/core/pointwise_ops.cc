@@ -176,7 +176,7 @@ TensorDict& TensorDict::fill_(const at::Scalar& value) {
       *this, {}, {}, [&](at::Tensor& x, const std::vector<LeafArg>&) { x.fill_(value); }, "fill_");
 }
 
-TensorDict& TensorDict::fill_(const NestedKey& key, const at::Scalar& value) {
+TensorDict& TensorDict::fill_(KeyRef key, const at::Scalar& value) {
   const at::Tensor t = get(key);
   return set_(key, internal::WithKeyContext(key, "fill_ of", [&] { return at::full_like(t, value); }));
 }

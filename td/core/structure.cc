@@ -130,12 +130,12 @@ void UnlockTree(const TensorDict& root) {
 
 }  // namespace
 
-void internal::NoteLockParent(const TensorDict& parent, const NestedKey& key,
+void internal::NoteLockParent(const TensorDict& parent, const KeyRef& key,
                               const TensorDict& child) {
   if (!parent.is_locked() || child.storage().has_lock_parents()) return;
   std::lock_guard<std::recursive_mutex> guard(LockRecordsMutex());
   std::vector<Storage::LockParent>& records = child.storage().lock_parents();
-  if (records.empty()) records.push_back({parent.storage_ptr(), key});
+  if (records.empty()) records.push_back({parent.storage_ptr(), key.key()});
   child.storage().set_has_lock_parents(true);
 }
 

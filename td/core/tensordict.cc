@@ -199,7 +199,7 @@ TensorDict& TensorDict::auto_batch_size_(std::optional<int64_t> batch_dims) {
 
 // ---- reading ------------------------------------------------------------------------------
 
-std::pair<TensorDict, std::string_view> TensorDict::parent_of(const NestedKey& key,
+std::pair<TensorDict, std::string_view> TensorDict::parent_of(const KeyRef& key,
                                                               bool create) const {
   TensorDict cur = *this;
   for (size_t i = 0; i + 1 < key.size(); ++i) {
@@ -226,7 +226,7 @@ std::pair<TensorDict, std::string_view> TensorDict::parent_of(const NestedKey& k
   return {std::move(cur), std::string_view(key.back())};
 }
 
-void TensorDict::fail_missing(const NestedKey& key, size_t depth) const {
+void TensorDict::fail_missing(const KeyRef& key, size_t depth) const {
   // Re-walk to report the level where the lookup failed and the keys that exist there.
   const TensorDict* level = this;
   TensorDict holder;
@@ -244,7 +244,7 @@ void TensorDict::fail_missing(const NestedKey& key, size_t depth) const {
                  depth > 0 ? " there" : "", ": ", KeysRepr(level->storage_->keys()));
 }
 
-std::optional<Value> TensorDict::find(const NestedKey& key) const {
+std::optional<Value> TensorDict::find(KeyRef key) const {
   std::optional<Value> holders[2];
   const Value* v = LookupNested(*storage_, key.parts(), holders);
   if (v == nullptr) return std::nullopt;
@@ -254,7 +254,7 @@ std::optional<Value> TensorDict::find(const NestedKey& key) const {
   return *v;
 }
 
-Value TensorDict::get_value(const NestedKey& key) const {
+Value TensorDict::get_value(KeyRef key) const {
   std::optional<Value> v = find(key);
   if (!v) {
     parent_of(key, /*create=*/false);  // throws for a missing intermediate level
@@ -263,7 +263,7 @@ Value TensorDict::get_value(const NestedKey& key) const {
   return *std::move(v);
 }
 
-at::Tensor TensorDict::get(const NestedKey& key) const {
+at::Tensor TensorDict::get(KeyRef key) const {
   std::optional<Value> holders[2];
   const Value* v = LookupNested(*storage_, key.parts(), holders);
   if (v == nullptr) get_value(key);  // throws the KeyError
@@ -274,21 +274,7 @@ at::Tensor TensorDict::get(const NestedKey& key) const {
   return TakeTensor(v, holders[(key.size() - 1) % 2]);
 }
 
-at::Tensor TensorDict::get_flat(std::string_view key) const {
-  std::optional<Value> holder;
-  const Value* v = FindEntry(*storage_, key, &holder);
-  if (v != nullptr && v->is_tensor()) return TakeTensor(v, holder);
-  return get(NestedKey(key));  // throws the KeyError / TypeError
-}
-
-at::Tensor TensorDict::get(std::initializer_list<const char*> key) const {
-  std::optional<Value> holders[2];
-  const Value* v = LookupNested(*storage_, key, holders);
-  if (v != nullptr && v->is_tensor()) return TakeTensor(v, holders[(key.size() - 1) % 2]);
-  return get(NestedKey(key));  // throws the KeyError / TypeError (or ValueError for {})
-}
-
-at::Tensor TensorDict::get(const NestedKey& key, const at::Tensor& default_value) const {
+at::Tensor TensorDict::get(KeyRef key, const at::Tensor& default_value) const {
   std::optional<Value> holders[2];
   const Value* v = LookupNested(*storage_, key.parts(), holders);
   if (v == nullptr) return default_value;
@@ -298,15 +284,20 @@ at::Tensor TensorDict::get(const NestedKey& key, const at::Tensor& default_value
   return v->tensor();
 }
 
-TensorDict TensorDict::get_tensordict(const NestedKey& key) const {
-  Value v = get_value(key);
-  if (!v.is_tensordict()) {
-    TD_FAIL(TypeError, "entry ", key.repr(), " is a ", v.kind(), ", not a TensorDict");
+TensorDict TensorDict::get_tensordict(KeyRef key) const {
+  std::optional<Value> holders[2];
+  const Value* v = LookupNested(*storage_, key.parts(), holders);
+  if (v == nullptr) get_value(key);  // throws the KeyError
+  if (!v->is_tensordict()) {
+    TD_FAIL(TypeError, "entry ", key.repr(), " is a ", v->kind(), ", not a TensorDict");
   }
-  return v.tensordict();
+  if (storage_->locked()) {  // NOTE [ Locks span levels ]
+    internal::NoteLockParent(*this, key, v->tensordict());
+  }
+  return v->tensordict();
 }
 
-nlohmann::json TensorDict::get_non_tensor(const NestedKey& key) const {
+nlohmann::json TensorDict::get_non_tensor(KeyRef key) const {
   Value v = get_value(key);
   if (!v.is_non_tensor()) {
     TD_FAIL(TypeError, "entry ", key.repr(), " is a ", v.kind(), ", not non-tensor data");
@@ -314,7 +305,7 @@ nlohmann::json TensorDict::get_non_tensor(const NestedKey& key) const {
   return v.non_tensor();
 }
 
-bool TensorDict::contains(const NestedKey& key) const {
+bool TensorDict::contains(KeyRef key) const {
   if (!key.is_nested()) return storage_->contains(key.front());
   std::optional<Value> holders[2];
   return LookupNested(*storage_, key.parts(), holders) != nullptr;
@@ -361,7 +352,7 @@ std::vector<TensorDict::Item> TensorDict::items(const KeysOptions& options) cons
 
 // ---- writing ------------------------------------------------------------------------------
 
-void TensorDict::validate(Value& value, const internal::KeyForErrors& full_key) const {
+void TensorDict::validate(Value& value, const KeyRef& full_key) const {
   const at::IntArrayRef bs = storage_->batch_size();
   const std::optional<at::Device>& device = storage_->device();
   if (value.is_tensor()) {
@@ -400,7 +391,7 @@ void TensorDict::validate(Value& value, const internal::KeyForErrors& full_key) 
 }
 
 void TensorDict::set_at_level(std::string_view key, Value&& value,
-                              const internal::KeyForErrors& full_key) {
+                              const KeyRef& full_key) {
   Storage& s = *storage_;
   if (s.locked() || !s.capabilities().has(Capability::kNewKeys)) {
     std::optional<Value> current = s.get(key);
@@ -429,7 +420,7 @@ void TensorDict::set_at_level(std::string_view key, Value&& value,
   s.set(key, std::move(value));
 }
 
-TensorDict& TensorDict::set(const NestedKey& key, Value value) {
+TensorDict& TensorDict::set(KeyRef key, Value value) {
   if (!key.is_nested()) {
     validate(value, key);
     set_at_level(key.front(), std::move(value), key);
@@ -455,18 +446,11 @@ TensorDict& TensorDict::set(const NestedKey& key, Value value) {
   return *this;
 }
 
-TensorDict& TensorDict::set_flat(std::string_view key, Value&& value) {
-  const internal::KeyForErrors name{key};
-  validate(value, name);
-  set_at_level(key, std::move(value), name);
-  return *this;
-}
-
-TensorDict& TensorDict::set_non_tensor(const NestedKey& key, nlohmann::json data) {
+TensorDict& TensorDict::set_non_tensor(KeyRef key, nlohmann::json data) {
   return set(key, NonTensorData(std::move(data)));
 }
 
-TensorDict& TensorDict::set_(const NestedKey& key, const at::Tensor& value) {
+TensorDict& TensorDict::set_(KeyRef key, const at::Tensor& value) {
   auto [parent, last] = parent_of(key, /*create=*/false);
   std::optional<EntryMeta> current = parent.storage_->meta(last);
   if (!current) fail_missing(key, key.size() - 1);
@@ -559,7 +543,7 @@ TensorDict& TensorDict::update_(const TensorDict& other) {
   return *this;
 }
 
-TensorDict& TensorDict::del_(const NestedKey& key) {
+TensorDict& TensorDict::del_(KeyRef key) {
   auto [parent, last] = parent_of(key, /*create=*/false);
   if (!parent.storage_->contains(last)) fail_missing(key, key.size() - 1);
   if (parent.is_locked()) {
@@ -570,21 +554,22 @@ TensorDict& TensorDict::del_(const NestedKey& key) {
   return *this;
 }
 
-TensorDict& TensorDict::erase(const NestedKey& key) { return del_(key); }
+TensorDict& TensorDict::erase(KeyRef key) { return del_(key); }
 
-Value TensorDict::pop(const NestedKey& key) {
+Value TensorDict::pop(KeyRef key) {
   Value v = get_value(key);
   del_(key);
   return v;
 }
 
-Value TensorDict::pop(const NestedKey& key, Value default_value) {
+Value TensorDict::pop(KeyRef key, Value default_value) {
   if (!contains(key)) return default_value;
   return pop(key);
 }
 
-TensorDict& TensorDict::rename_key_(const NestedKey& old_key, const NestedKey& new_key,
-                                    bool safe) {
+TensorDict& TensorDict::rename_key_(KeyRef old_ref, KeyRef new_ref, bool safe) {
+  const NestedKey old_key = old_ref.key();
+  const NestedKey new_key = new_ref.key();
   if (old_key == new_key) return *this;
   if (!contains(old_key)) get_value(old_key);  // throws the KeyError
   if (safe && contains(new_key)) {
@@ -618,7 +603,7 @@ TensorDict& TensorDict::rename_key_(const NestedKey& old_key, const NestedKey& n
 
 // ---- set / update with options ------------------------------------------------------------
 
-TensorDict& TensorDict::set(const NestedKey& key, Value value, const SetOptions& options) {
+TensorDict& TensorDict::set(KeyRef key, Value value, const SetOptions& options) {
   if (options.inplace() && value.is_tensor()) {
     std::optional<Value> existing = find(key);
     if (existing && existing->is_tensor()) return set_(key, value.tensor());

@@ -114,13 +114,6 @@ class TensorDict {
   // True when both handles share the same entries.
   bool is_same(const TensorDict& other) const { return storage_ == other.storage_; }
 
-  // ---- keys written as literals ------------------------------------------------------------
-  // get("obs"), get({"next", "obs"}) and set("obs", t): the parts are looked up as they are,
-  // without building a NestedKey (the fast path for hot loops; otherwise as get / set below).
-  at::Tensor get(const char* key) const { return get_flat(key); }
-  at::Tensor get(std::initializer_list<const char*> key) const;
-  TensorDict& set(const char* key, Value value);
-
   // ---- every operation: the op table (NOTE [ The op table ] in td/core/ops.def) -------------
 #define TD_OP(kind, ret, name, params, args, sample) TD_OP_DECLARE_##kind(ret, name, params)
 #define TD_OP_DECLARE_OUT(ret, name, params) ret name params const;
@@ -177,17 +170,13 @@ class TensorDict {
  private:
   // The TensorDict holding the entry `key` (creating intermediate levels when `create`); the
   // returned string_view points into `key`.
-  std::pair<TensorDict, std::string_view> parent_of(const NestedKey& key, bool create) const;
-  [[noreturn]] void fail_missing(const NestedKey& key, size_t depth) const;
-  // get() of a one-part key (inline callers pass literals, whose length is then known).
-  at::Tensor get_flat(std::string_view key) const;
-  // set() of a one-part key.
-  TensorDict& set_flat(std::string_view key, Value&& value);
+  std::pair<TensorDict, std::string_view> parent_of(const KeyRef& key, bool create) const;
+  [[noreturn]] void fail_missing(const KeyRef& key, size_t depth) const;
   // Writes a validated `value` under `key` of this level (lock and backend rules).
-  void set_at_level(std::string_view key, Value&& value, const internal::KeyForErrors& full_key);
+  void set_at_level(std::string_view key, Value&& value, const KeyRef& full_key);
   // Checks `value` against this level (batch size, kind, nesting) and puts it in the form it is
   // stored in (moved to the device, a plain dict made a TensorDict), in place.
-  void validate(Value& value, const internal::KeyForErrors& full_key) const;
+  void validate(Value& value, const KeyRef& full_key) const;
 
   std::shared_ptr<Storage> storage_;
 };
@@ -238,11 +227,6 @@ class Value {
 };
 
 std::ostream& operator<<(std::ostream& os, const TensorDict& td);
-
-// Inline so that a literal key's length is known where it is written.
-inline TensorDict& TensorDict::set(const char* key, Value value) {
-  return set_flat(key, std::move(value));
-}
 
 }  // namespace td
 

@@ -32,11 +32,11 @@ inline std::vector<int64_t> CheckedBatch(at::IntArrayRef batch_size) {
 
 // Records that `child`, read under `key` from `parent`, belongs to `parent` when `parent` is
 // locked and `child` has no lock record yet (NOTE [ Locks span levels ] in structure.cc).
-void NoteLockParent(const TensorDict& parent, const NestedKey& key, const TensorDict& child);
+void NoteLockParent(const TensorDict& parent, const KeyRef& key, const TensorDict& child);
 
 // Adds "while <what> key K" context to an exception thrown by user code, keeping its type.
 template <class Body>
-auto WithKeyContext(const NestedKey& key, const char* what, Body&& body) {
+auto WithKeyContext(const KeyRef& key, const char* what, Body&& body) {
   try {
     return body();
   } catch (c10::Error& e) {
