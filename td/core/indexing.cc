@@ -229,43 +229,13 @@ TensorDict TensorDict::index(at::ArrayRef<TensorIndex> indices) const {
   }
   const NormalizedIndex norm = NormalizeIndex(std::move(ex));
   const bool basic = !norm.advanced && internal::IsBasicIndex(norm.indices);
-  // NOTE [ Flat leaf maps ]: a one-level TensorDict is indexed in one loop.
-  auto flat = basic ? internal::MapFlat(
-                          *this,
-                          [&](const at::Tensor& leaf) {
-                            return internal::IndexBasic(leaf, norm.indices);
-                          },
-                          "indexing")
-                    : internal::MapFlat(
-                          *this, [&](const at::Tensor& leaf) { return leaf.index(norm.indices); },
-                          "indexing");
-  if (flat) {
-    std::vector<int64_t> batch;
-    const auto first = std::find_if(flat->begin(), flat->end(),
-                                    [](const auto& e) { return e.second.is_tensor(); });
-    if (first == flat->end()) {
-      batch = ProbeBatch(norm, batch_size());
-    } else {
-      // The leaf's feature dims follow the new batch dims.
-      const at::Tensor& in =
-          storage_->held_entries()->entries()[first - flat->begin()].second.tensor();
-      const at::Tensor& r = first->second.tensor();
-      const int64_t feature = in.dim() - batch_dims();
-      batch = r.sizes().slice(0, r.dim() - feature).vec();
-    }
-    return internal::FlatResult(*std::move(flat), std::move(batch), device());
-  }
   LeafTree tree(*this);
-  std::vector<at::Tensor> out =
-      basic ? internal::MapEach(
-                tree,
-                [&](size_t, const at::Tensor& leaf) {
-                  return internal::IndexBasic(leaf, norm.indices);
-                },
-                "indexing")
-          : internal::MapEach(
-                tree, [&](size_t, const at::Tensor& leaf) { return leaf.index(norm.indices); },
-                "indexing");
+  std::vector<at::Tensor> out = internal::MapEach(
+      tree,
+      [&](size_t, const at::Tensor& leaf) {
+        return basic ? internal::IndexBasic(leaf, norm.indices) : leaf.index(norm.indices);
+      },
+      "indexing");
   std::vector<int64_t> batch;
   if (out.empty()) {
     batch = ProbeBatch(norm, batch_size());

@@ -230,13 +230,6 @@ TensorDict LeafTree::Rebuild(std::vector<at::Tensor> outputs, at::IntArrayRef ba
                       nested_extra_dims);
 }
 
-TensorDict FlatResult(std::vector<EntryList::Entry> entries, std::vector<int64_t> batch,
-                      std::optional<at::Device> device) {
-  std::shared_ptr<Storage> storage = MakeDenseStorage(std::move(batch), device);
-  storage->append_new(std::move(entries));
-  return TensorDict(std::move(storage));
-}
-
 void RethrowWithKey(const NestedKey& key, const char* what) {
   try {
     throw;

@@ -63,9 +63,6 @@ std::vector<int64_t> InferShape(at::IntArrayRef shape, int64_t numel, at::IntArr
 // Maps `fn` (which must keep feature dims and give batch `batch`) over every leaf.
 template <class Fn>
 TensorDict MapShape(const TensorDict& td, at::IntArrayRef batch, const char* what, Fn&& fn) {
-  if (auto flat = internal::MapFlat(td, fn, what)) {  // NOTE [ Flat leaf maps ]
-    return internal::FlatResult(*std::move(flat), batch.vec(), td.device());
-  }
   LeafTree tree(td);
   std::vector<at::Tensor> out =
       MapEach(tree, [&](size_t, const at::Tensor& leaf) { return fn(leaf); }, what);

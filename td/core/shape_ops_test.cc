@@ -65,13 +65,13 @@ TEST(ShapeOpsTest, ViewReshapeFlattenUnflatten) {
                       {"dimension 2", "torch.Size([3, 4])", "[-2, 1]"});
 }
 
-// One level with no nested TensorDict takes the one-loop path (NOTE [ Flat leaf maps ]): same
-// results as the nested path, non-tensor entries carried, key order kept, errors name the key.
-TEST(ShapeOpsTest, FlatTensorDictsMatchTheLeafTreePath) {
+// A one-level TensorDict and the same with a nested level: same results, non-tensor entries
+// carried, key order kept, errors name the key.
+TEST(ShapeOpsTest, FlatAndNestedTensorDictsGiveTheSameResults) {
   TensorDict flat({{"b", at::randn({3, 4, 2})}, {"s", "a string!"}, {"a", at::randn({3, 4})}},
                   {3, 4});
   TensorDict nested = flat.clone();
-  nested.set("n", TensorDict({}, {3, 4}));  // an empty level: forces the LeafTree path
+  nested.set("n", TensorDict({}, {3, 4}));  // an empty level
   for (const auto& op : std::vector<std::function<TensorDict(const TensorDict&)>>{
            [](const TensorDict& t) { return t.unsqueeze(1); },
            [](const TensorDict& t) { return t.reshape({2, 6}); },

@@ -158,42 +158,6 @@ std::vector<std::vector<at::Tensor>> MapEachMulti(const LeafTree& tree, size_t n
 // Rethrows the exception in flight with the key context added (used inside catch blocks).
 [[noreturn]] void RethrowWithKey(const NestedKey& key, const char* what);
 
-// NOTE [ Flat leaf maps ]
-// The fast path of NOTE [ Leaf maps ] for the most common TensorDict: one level on a backend
-// that holds its entries (dense, memmap, shared memory) and has no nested TensorDict. Steps 1-3
-// collapse into one loop, as a hand-written map over a dict of tensors would be: MapFlat returns
-// the result's entries (fn(leaf) under each tensor's key, non-tensor entries as they are) and
-// FlatResult makes them a dense TensorDict. MapFlat returns nullopt for every other TensorDict,
-// whose callers take the LeafTree path; errors name the key as MapEach's do. Serial, for the
-// view-like operations that use it (shape ops, indexing).
-template <class Fn>
-std::optional<std::vector<EntryList::Entry>> MapFlat(const TensorDict& td, Fn&& fn,
-                                                     const char* what) {
-  const EntryList* held = td.storage().held_entries();
-  if (held == nullptr) return std::nullopt;
-  for (const EntryList::Entry& e : held->entries()) {
-    if (e.second.is_tensordict()) return std::nullopt;
-  }
-  std::vector<EntryList::Entry> out;
-  out.reserve(held->size());
-  for (const auto& [key, v] : held->entries()) {
-    if (!v.is_tensor()) {
-      out.emplace_back(key, v);
-      continue;
-    }
-    try {
-      out.emplace_back(key, fn(v.tensor()));
-    } catch (...) {
-      RethrowWithKey(NestedKey(key), what);
-    }
-  }
-  return out;
-}
-// A dense TensorDict of batch size `batch` and device `device` holding `entries` (MapFlat's
-// output: keys distinct, tensors already of that batch size and device).
-TensorDict FlatResult(std::vector<EntryList::Entry> entries, std::vector<int64_t> batch,
-                      std::optional<at::Device> device);
-
 // Normalises `dim` against `ndim` dims (negative counts from the end). Throws IndexError naming
 // the operation, the batch size and the valid range.
 int64_t WrapBatchDim(int64_t dim, int64_t ndim, at::IntArrayRef batch_size, const char* op);
