@@ -292,6 +292,16 @@ TEST(PointwiseOpsTest, OneBufferOperandsInPlaceAndCopies) {
   const TensorDict twice = small * 2;
   EXPECT_TRUE(one_buffer(twice));
   EXPECT_TRUE(twice.get({"n", "b"}).equal(at::full({3}, 2.0)));
+  // The result's leaves are views of one buffer: an in-place write to one bumps the version
+  // counter they share, as for views made by as_strided.
+  const int64_t version = twice.get({"n", "b"})._version();
+  twice.get("a").add_(1);
+  EXPECT_GT(twice.get({"n", "b"})._version(), version);
+  // Under grad mode with a leaf that requires grad, the result goes leaf by leaf with its graph.
+  const at::Tensor w = at::ones({4}).requires_grad_();
+  const TensorDict g2 = TensorDict({{"w", w}}, {}) * 2;
+  EXPECT_TRUE(g2.get("w").requires_grad());
+  EXPECT_FALSE(g2.get("w").is_leaf());
   // Gaps larger than the leaves and than the padding: leaf by leaf.
   const at::Tensor sparse = at::ones({200});
   const TensorDict apart({{"a", sparse.narrow(0, 0, 6)}, {"b", sparse.narrow(0, 100, 6)}}, {6});
