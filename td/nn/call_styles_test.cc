@@ -254,12 +254,12 @@ TEST(SkipExisting, ProbabilisticModule) {
   td::nn::SetSkipExisting skip(true);
   prob(data);  // the log-prob is missing: runs (deterministic: the mean)
   EXPECT_TRUE(at::equal(data.get("a"), loc));
-  const at::Tensor lp = data.get("sample_log_prob");
+  const at::Tensor lp = data.get("a_log_prob");
   EXPECT_TRUE(at::allclose(lp, -at::log(scale) - 0.5 * std::log(2 * M_PI)));
   data.set("a", a);
   prob(data);  // both present: not run
   EXPECT_TRUE(data.get("a").is_same(a));
-  EXPECT_TRUE(data.get("sample_log_prob").is_same(lp));
+  EXPECT_TRUE(data.get("a_log_prob").is_same(lp));
   // The module default, when no scope is live.
   td::nn::SetSkipExisting off(false);
   td::nn::ProbabilisticTensorDictModule lazy(

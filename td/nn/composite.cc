@@ -3,8 +3,10 @@
 #include <ATen/ATen.h>
 
 #include <algorithm>
+#include <cstdlib>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/ascii.h"
 #include "absl/strings/str_join.h"
 #include "td/core/dtype.h"
 #include "td/core/errors.h"
@@ -20,12 +22,19 @@ bool StartsWith(at::IntArrayRef shape, at::IntArrayRef prefix) {
   return shape.size() >= prefix.size() && shape.slice(0, prefix.size()) == prefix;
 }
 
-// The key with "_log_prob" appended to its last component.
-NestedKey LogProbKey(const NestedKey& key) {
-  std::vector<std::string> parts(key.begin(), key.end());
-  parts.back() += "_log_prob";
-  return NestedKey(parts);
+NestedKey LogProbKey(const NestedKey& key) { return add_suffix(key, "_log_prob"); }
+
+bool DefaultLpAggregate() {
+  static const bool value = [] {
+    const char* env = std::getenv("COMPOSITE_LP_AGGREGATE");
+    if (env == nullptr) return false;
+    const std::string v = absl::AsciiStrToLower(env);
+    return v == "1" || v == "true" || v == "yes" || v == "on" || v == "y" || v == "t";
+  }();
+  return value;
 }
+
+thread_local std::optional<bool> lp_aggregate;
 
 // The parameters of the part drawn under `key`.
 DistParams PartParams(const TensorDict& params, const NestedKey& key, const CompositePart& part) {
@@ -64,6 +73,20 @@ DistParams PartParams(const TensorDict& params, const NestedKey& key, const Comp
 }
 
 }  // namespace
+
+bool composite_lp_aggregate() { return lp_aggregate.value_or(DefaultLpAggregate()); }
+
+SetCompositeLpAggregate::SetCompositeLpAggregate(bool mode) : previous_(lp_aggregate) {
+  lp_aggregate = mode;
+}
+
+SetCompositeLpAggregate::~SetCompositeLpAggregate() { lp_aggregate = previous_; }
+
+NestedKey add_suffix(const NestedKey& key, const std::string& suffix) {
+  std::vector<std::string> parts(key.begin(), key.end());
+  parts.back() += suffix;
+  return NestedKey(parts);
+}
 
 // ---- CompositePart / factory ----------------------------------------------------------------------
 
@@ -275,6 +298,24 @@ at::Tensor CompositeDistribution::entropy() const {
     total = total.defined() ? total + h : h;
   }
   return total;
+}
+
+TensorDict CompositeDistribution::entropy_composite(bool include_sum) const {
+  TensorDict out({}, batch_shape_, device_);
+  at::Tensor total;
+  for (size_t i = 0; i < keys_.size(); ++i) {
+    const NestedKey key = add_suffix(keys_[i], "_entropy");
+    if (out.contains(key) || (include_sum && key == NestedKey("entropy"))) {
+      TD_FAIL(ValueError, "CompositeDistribution::entropy_composite: the entropy key ", key.repr(),
+              " of ", keys_[i].repr(), " is taken by another entry");
+    }
+    const at::Tensor h = dists_[i]->entropy();
+    out.set(key, h);
+    const at::Tensor r = reduce(h, i);
+    total = total.defined() ? total + r : r;
+  }
+  if (include_sum) out.set("entropy", total);
+  return out;
 }
 
 }  // namespace td::nn

@@ -31,6 +31,34 @@
 
 namespace td::nn {
 
+// Python's composite_lp_aggregate(): whether probabilistic modules write one summed
+// log-probability ("sample_log_prob") instead of one per draw ("<out_key>_log_prob"). False by
+// default, as in tensordict 0.14 (the environment variable COMPOSITE_LP_AGGREGATE=1 / true
+// flips the default, read once); the innermost live SetCompositeLpAggregate on this thread
+// overrides it.
+//   bool summed = td::nn::composite_lp_aggregate();
+bool composite_lp_aggregate();
+
+// Python's set_composite_lp_aggregate: sets composite_lp_aggregate() on this thread while it
+// lives (scopes nest). A ProbabilisticTensorDictModule reads the setting when it is built: build
+// and run it under the same setting (it throws otherwise).
+//   { td::nn::SetCompositeLpAggregate summed(true); td::nn::ProbabilisticTensorDictModule m(...); }
+class SetCompositeLpAggregate {
+ public:
+  explicit SetCompositeLpAggregate(bool mode = true);
+  ~SetCompositeLpAggregate();
+  SetCompositeLpAggregate(const SetCompositeLpAggregate&) = delete;
+  SetCompositeLpAggregate& operator=(const SetCompositeLpAggregate&) = delete;
+
+ private:
+  std::optional<bool> previous_;
+};
+
+// `key` with `suffix` appended to its last component: ("agent", "action") + "_log_prob" is
+// ("agent", "action_log_prob"), the per-draw log-prob key.
+//   td::nn::add_suffix("action", "_log_prob");   // "action_log_prob"
+NestedKey add_suffix(const NestedKey& key, const std::string& suffix);
+
 // One distribution of a CompositeDistribution: its factory and where its parameters are.
 struct CompositePart {
   // Reads every tensor of the sub-TensorDict params[out key], named by its key (Python's
@@ -111,6 +139,11 @@ class CompositeDistribution {
   TensorDict log_prob_composite(const TensorDict& sample, bool include_sum = true) const;
   // The sum of the parts' entropies, each summed over its dims beyond batch_shape().
   at::Tensor entropy() const;
+  // Python's entropy_composite: a TensorDict (batch size batch_shape()) holding each part's
+  // entropy, not reduced, under "<key>_entropy" (the last component suffixed), and their reduced
+  // sum under "entropy" when include_sum.
+  //   dist.entropy_composite().get("cont_entropy");   // [B, 2]
+  TensorDict entropy_composite(bool include_sum = true) const;
 
  private:
   template <class Fn>

@@ -191,7 +191,7 @@ TEST(ProbabilisticCompositeModule, DiscreteAndContinuousHeads) {
   auto policy = Policy();
   auto& head = policy->probabilistic_module();
   EXPECT_TRUE(head.is_composite());
-  EXPECT_EQ(head.out_keys(), (Keys{"disc", "cont", "sample_log_prob"}));
+  EXPECT_EQ(head.out_keys(), (Keys{"disc", "cont", "disc_log_prob", "cont_log_prob"}));
   TensorDict data({{"obs", at::randn({kB, 4})}}, {kB});
   {
     td::nn::SetInteractionType random(InteractionType::kRandom);
@@ -204,9 +204,12 @@ TEST(ProbabilisticCompositeModule, DiscreteAndContinuousHeads) {
   EXPECT_EQ(disc.sizes(), at::IntArrayRef({kB}));
   EXPECT_EQ(disc.scalar_type(), at::kLong);
   EXPECT_EQ(cont.sizes(), at::IntArrayRef({kB, 2}));
-  // One summed log-prob: the two heads' log-probs computed by hand.
+  // One log-prob per head (tensordict 0.14's default), not reduced: computed by hand.
+  EXPECT_TRUE(at::allclose(data.get("disc_log_prob"), CategoricalLogProb(logits, disc)));
+  EXPECT_EQ(data.get("cont_log_prob").sizes(), at::IntArrayRef({kB, 2}));
   const at::Tensor by_hand = CategoricalLogProb(logits, disc) + NormalLogProb(loc, scale, cont);
-  EXPECT_TRUE(at::allclose(data.get("sample_log_prob"), by_hand));
+  EXPECT_TRUE(at::allclose(data.get("disc_log_prob") + data.get("cont_log_prob").sum(-1),
+                           by_hand));
   EXPECT_TRUE(at::allclose(policy->log_prob(data), by_hand));
   EXPECT_EQ(policy->get_composite_dist(data)->entropy().sizes(), at::IntArrayRef({kB}));
   TD_EXPECT_THROW_MSG(policy->get_dist(data), td::TypeError, {"get_composite_dist"});
@@ -232,7 +235,9 @@ TEST(ProbabilisticCompositeModule, DiscreteAndContinuousHeads) {
 }
 
 TEST(ProbabilisticCompositeModule, ParameterKeysAsInKeys) {
-  // in_keys are the parameter keys themselves; the parts name theirs.
+  // in_keys are the parameter keys themselves; the parts name theirs. One summed log-prob under
+  // a key of ours: composite_lp_aggregate() is true while the module is built and run.
+  td::nn::SetCompositeLpAggregate summed(true);
   ProbabilisticTensorDictModule head(
       {"logits", "loc", "scale"}, {"cont", "disc"},
       CompositeDistribution::factory({{"disc", {Categorical::factory(), {"logits"}}},
@@ -259,8 +264,8 @@ TEST(ProbabilisticCompositeModule, ErrorsWriteNothing) {
   TD_EXPECT_THROW_MSG(
       ProbabilisticTensorDictModule({"params"}, {"disc", "cont"}, factory,
                                     ProbabilisticTensorDictModuleOptions().return_log_prob(true)
-                                        .log_prob_key("cont")),
-      td::ValueError, {"log_prob_key 'cont'"});
+                                        .log_prob_keys({"cont_lp", "cont"})),
+      td::ValueError, {"log-prob key 'cont'", "draw"});
   TD_EXPECT_THROW_MSG(
       ProbabilisticTensorDictModule({"params"}, {"disc", "cont"}, factory,
                                     ProbabilisticTensorDictModuleOptions().dist_param_names({"x"})),
@@ -276,7 +281,8 @@ TEST(ProbabilisticCompositeModule, ErrorsWriteNothing) {
   // The log-prob write fails ("disc" was just written as a tensor): the draws are undone.
   ProbabilisticTensorDictModule bad_lp(
       {"params"}, {"disc", "cont"}, factory,
-      ProbabilisticTensorDictModuleOptions().return_log_prob(true).log_prob_key({"disc", "lp"}));
+      ProbabilisticTensorDictModuleOptions().return_log_prob(true).log_prob_keys(
+          {{"disc", "lp"}, "cont_lp"}));
   TensorDict full({{"params", p.td()}}, {kB});
   EXPECT_THROW(bad_lp(full), c10::Error);
   EXPECT_EQ(full.keys(), (Keys{"params"}));

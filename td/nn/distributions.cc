@@ -6,8 +6,6 @@
 #include <limits>
 #include <ostream>
 
-#include "absl/strings/numbers.h"
-#include "absl/strings/str_split.h"
 #include "td/compat/functorch.h"
 #include "td/core/dtype.h"
 #include "td/core/errors.h"
@@ -48,7 +46,24 @@ std::vector<int64_t> Concat(at::IntArrayRef a, at::IntArrayRef b) {
 at::Tensor NormalCdf(const at::Tensor& x) { return 0.5 * (1 + at::erf(x * kInvSqrt2)); }
 at::Tensor NormalLogPdf(const at::Tensor& x) { return -0.5 * x * x - kLogSqrt2Pi; }
 
+thread_local at::Generator current_generator;
+
+// What ATen's sampling functions take: the thread's generator, or none (the default one).
+c10::optional<at::Generator> Gen() {
+  if (!current_generator.defined()) return c10::nullopt;
+  return current_generator;
+}
+
 }  // namespace
+
+at::Generator sampling_generator() { return current_generator; }
+
+SetSamplingGenerator::SetSamplingGenerator(at::Generator generator)
+    : previous_(current_generator) {
+  current_generator = std::move(generator);
+}
+
+SetSamplingGenerator::~SetSamplingGenerator() { current_generator = previous_; }
 
 // ---- Distribution ---------------------------------------------------------------------------------
 
@@ -96,12 +111,12 @@ DistributionFactory Normal::factory() {
 at::Tensor Normal::sample(at::IntArrayRef sample_shape) const {
   at::NoGradGuard no_grad;
   const auto shape = extended_shape(sample_shape);
-  return at::normal(loc_.expand(shape), scale_.expand(shape));
+  return at::normal(loc_.expand(shape), scale_.expand(shape), Gen());
 }
 
 at::Tensor Normal::rsample(at::IntArrayRef sample_shape) const {
   const auto shape = extended_shape(sample_shape);
-  const at::Tensor eps = at::randn(shape, loc_.options().requires_grad(false));
+  const at::Tensor eps = at::randn(shape, Gen(), loc_.options().requires_grad(false));
   return loc_ + eps * scale_;
 }
 
@@ -161,7 +176,7 @@ at::Tensor Categorical::sample(at::IntArrayRef sample_shape) const {
   for (int64_t s : sample_shape) n *= s;
   const at::Tensor flat = probs_.reshape({-1, k});
   // [batch, n] -> [n, batch] -> sample_shape + batch_shape
-  at::Tensor draws = at::multinomial(flat, n, /*replacement=*/true).t();
+  at::Tensor draws = at::multinomial(flat, n, /*replacement=*/true, Gen()).t();
   return draws.reshape(Concat(sample_shape, batch_shape_));
 }
 
@@ -287,7 +302,7 @@ DistributionFactory TruncatedNormal::factory(double low, double high) {
 at::Tensor TruncatedNormal::rsample(at::IntArrayRef sample_shape) const {
   const auto shape = extended_shape(sample_shape);
   const double eps = std::numeric_limits<float>::epsilon();
-  const at::Tensor u = at::rand(shape, loc_.options().requires_grad(false));
+  const at::Tensor u = at::rand(shape, Gen(), loc_.options().requires_grad(false));
   const at::Tensor cdf_a = NormalCdf(alpha_);
   const at::Tensor p = (cdf_a + u * (NormalCdf(beta_) - cdf_a)).clamp(eps, 1 - eps);
   const at::Tensor xi = std::sqrt(2.0) * at::erfinv(2 * p - 1);
@@ -334,41 +349,19 @@ at::Tensor TruncatedNormal::entropy() const {
 
 // ---- NormalParamExtractor -------------------------------------------------------------------------
 
-namespace {
-
-std::function<at::Tensor(const at::Tensor&)> BiasedSoftplus(double bias, double min_val) {
-  if (!(bias > min_val)) {
-    TD_FAIL(ValueError, "NormalParamExtractor: biased_softplus needs bias (", bias,
-                     ") > min_val (", min_val, ")");
-  }
-  const double shift = std::log(std::expm1(bias - min_val));  // inverse softplus
-  return [shift, min_val](const at::Tensor& x) { return at::softplus(x + shift) + min_val; };
-}
-
-std::function<at::Tensor(const at::Tensor&)> ScaleMapping(const std::string& name) {
-  if (name == "softplus") return [](const at::Tensor& x) { return at::softplus(x); };
-  if (name == "exp") return [](const at::Tensor& x) { return at::exp(x); };
-  if (name == "relu") return [](const at::Tensor& x) { return at::relu(x); };
-  if (name == "none") return [](const at::Tensor& x) { return x; };
-  if (name == "biased_softplus") return BiasedSoftplus(1.0, 0.01);
-  const std::string prefix = "biased_softplus_";
-  if (name.rfind(prefix, 0) == 0) {
-    std::vector<std::string> parts = absl::StrSplit(name.substr(prefix.size()), '_');
-    double bias = 0, min_val = 0.01;
-    if ((parts.size() == 1 || parts.size() == 2) && absl::SimpleAtod(parts[0], &bias) &&
-        (parts.size() == 1 || absl::SimpleAtod(parts[1], &min_val))) {
-      return BiasedSoftplus(bias, min_val);
-    }
-  }
-  TD_FAIL(ValueError, "NormalParamExtractor: unknown scale_mapping '", name,
-                   "'; expected 'biased_softplus_<bias>[_<min>]', 'softplus', 'exp', 'relu' or "
-                   "'none'");
-}
-
-}  // namespace
-
 NormalParamExtractorImpl::NormalParamExtractorImpl(NormalParamExtractorOptions options)
-    : options_(std::move(options)), mapping_(ScaleMapping(options_.scale_mapping())) {}
+    : options_(std::move(options)) {
+  if (options_.scale_mapping_fn()) {
+    mapping_ = options_.scale_mapping_fn();
+    return;
+  }
+  try {
+    mapping_ = mappings(options_.scale_mapping());
+  } catch (c10::Error& e) {
+    e.add_context("in NormalParamExtractor");
+    throw;
+  }
+}
 
 std::tuple<at::Tensor, at::Tensor> NormalParamExtractorImpl::forward(const at::Tensor& x) {
   if (x.dim() < 1 || x.size(-1) % 2 != 0) {
@@ -381,7 +374,8 @@ std::tuple<at::Tensor, at::Tensor> NormalParamExtractorImpl::forward(const at::T
 }
 
 void NormalParamExtractorImpl::pretty_print(std::ostream& stream) const {
-  stream << "td::nn::NormalParamExtractor(scale_mapping=" << options_.scale_mapping()
+  stream << "td::nn::NormalParamExtractor(scale_mapping="
+         << (options_.scale_mapping_fn() ? "<custom>" : options_.scale_mapping())
          << ", scale_lb=" << options_.scale_lb() << ")";
 }
 

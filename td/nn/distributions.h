@@ -9,6 +9,9 @@
 // Shapes follow torch.distributions: a draw has shape sample_shape + batch_shape + event_shape;
 // log_prob() and entropy() have shape batch_shape. sample() never records gradients;
 // rsample() (where it exists: Normal, Delta, TruncatedNormal) does.
+//
+// More distributions: td/nn/continuous.h (Independent, IndependentNormal, TanhNormal) and
+// td/nn/discrete.h (MaskedCategorical, rand_one_hot); scale mappings: td/nn/scale.h.
 #pragma once
 
 #include <ATen/core/Tensor.h>
@@ -23,7 +26,30 @@
 #include <utility>
 #include <vector>
 
+#include "td/nn/scale.h"
+
 namespace td::nn {
+
+// The generator the built-in distributions draw from on this thread: the one set by the
+// innermost live SetSamplingGenerator, or an undefined at::Generator (draws then use the default
+// generator of the parameters' device). A Distribution subclass of yours honours
+// ProbabilisticTensorDictModuleOptions::generator by passing it to its ATen sampling calls.
+at::Generator sampling_generator();
+
+// While it lives, the built-in distributions' sample() / rsample() on this thread draw from
+// `generator` (an undefined one: the default generator). Scopes nest.
+//   at::Generator g = at::detail::createCPUGenerator(7);
+//   { td::nn::SetSamplingGenerator use(g); x = dist.sample(); }   // reproducible draws
+class SetSamplingGenerator {
+ public:
+  explicit SetSamplingGenerator(at::Generator generator);
+  ~SetSamplingGenerator();
+  SetSamplingGenerator(const SetSamplingGenerator&) = delete;
+  SetSamplingGenerator& operator=(const SetSamplingGenerator&) = delete;
+
+ private:
+  at::Generator previous_;
+};
 
 // Named distribution parameters, in order ({"loc", t}, {"scale", t}).
 using DistParams = std::vector<std::pair<std::string, at::Tensor>>;
@@ -198,17 +224,22 @@ class TruncatedNormal : public Distribution {
 };
 
 struct NormalParamExtractorOptions {
-  // How the second half is mapped to a positive scale: "biased_softplus_<bias>" (softplus
-  // shifted so that 0 maps to <bias>, floor 0.01), "biased_softplus_<bias>_<min>", "softplus",
-  // "exp", "relu" or "none".
+  // How the second half is mapped to a positive scale: a td::nn::mappings() name
+  // ("biased_softplus_<bias>": softplus shifted so that 0 maps to <bias>, floor 0.01;
+  // "biased_softplus_<bias>_<min>", "softplus", "exp", "relu", "expln", "none", or a name given to
+  // add_custom_mapping).
   TORCH_ARG(std::string, scale_mapping) = "biased_softplus_1.0";
+  // A custom mapping used instead of scale_mapping when set (Python passes a callable by
+  // registering it with add_custom_mapping; both work here).
+  //   NormalParamExtractorOptions().scale_mapping_fn([](const at::Tensor& x) { return x * x; })
+  TORCH_ARG(ScaleMapping, scale_mapping_fn) = nullptr;
   // Lower bound of the scale (applied after the mapping).
   TORCH_ARG(double, scale_lb) = 1e-4;
 };
 
 // Splits the last dim of its input in two halves: (loc, scale) with scale =
 // max(mapping(second half), scale_lb). Throws ValueError for an unknown mapping (at
-// construction) and for an odd last dim (naming the shape).
+// construction, see td::nn::mappings) and for an odd last dim (naming the shape).
 //   td::nn::NormalParamExtractor extract;
 //   auto [loc, scale] = extract(at::randn({3, 8}));   // both [3, 4]
 class NormalParamExtractorImpl : public torch::nn::Cloneable<NormalParamExtractorImpl> {

@@ -177,10 +177,10 @@ TEST(EnsembleModule, SeedProbabilisticSequenceVmapCounterpart) {
   td::TensorDict td_vmap = ensemble(data);
   EXPECT_EQ(td_vmap.batch_size(), at::IntArrayRef({4, 3}));
   EXPECT_EQ(td::KeysRepr(td_vmap.keys()),
-            "['input', 'params', 'loc', 'scale', 'hidden', 'sample_log_prob', 'output']");
+            "['input', 'params', 'loc', 'scale', 'hidden', 'hidden_log_prob', 'output']");
   EXPECT_EQ(td_vmap.get("hidden").sizes(), at::IntArrayRef({4, 3, 4}));
   EXPECT_EQ(td_vmap.get("output").sizes(), at::IntArrayRef({4, 3, 8}));
-  EXPECT_EQ(td_vmap.get("sample_log_prob").sizes(), at::IntArrayRef({4, 3, 4}));
+  EXPECT_EQ(td_vmap.get("hidden_log_prob").sizes(), at::IntArrayRef({4, 3, 4}));
 }
 
 }  // namespace

@@ -2,9 +2,13 @@
 
 #include <ATen/ATen.h>
 
+#include <ATen/CPUGeneratorImpl.h>
+
 #include <algorithm>
+#include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "td/core/dtype.h"
 
 namespace td::nn {
 namespace {
@@ -100,18 +104,132 @@ ProbabilisticTensorDictModuleImpl::ProbabilisticTensorDictModuleImpl(
 
 void ProbabilisticTensorDictModuleImpl::set_keys(std::vector<NestedKey> in_keys,
                                                  std::vector<NestedKey> draw_keys) {
+  aggregate_at_init_ = composite_lp_aggregate();
+  const auto& given_key = options_.log_prob_key();
+  const auto& given_keys = options_.log_prob_keys();
+  const size_t n = draw_keys.size();
+  if (given_keys) {
+    if (aggregate_at_init_) {
+      TD_FAIL(ValueError, "ProbabilisticTensorDictModule: log_prob_keys ", KeysRepr(*given_keys),
+              " were given while composite_lp_aggregate() is true; give log_prob_key (the key of "
+              "the summed log-probability) instead");
+    }
+    if (given_key) {
+      TD_FAIL(ValueError, "ProbabilisticTensorDictModule: give log_prob_key (",
+              given_key->repr(), ") or log_prob_keys (", KeysRepr(*given_keys), "), not both");
+    }
+    if (given_keys->size() != n) {
+      TD_FAIL(ValueError, "ProbabilisticTensorDictModule: log_prob_keys ", KeysRepr(*given_keys),
+              " must name one key per draw ", KeysRepr(draw_keys));
+    }
+    log_prob_keys_ = *given_keys;
+  } else if (aggregate_at_init_) {
+    log_prob_keys_ = {given_key.value_or(NestedKey("sample_log_prob"))};
+  } else if (n == 1) {
+    log_prob_keys_ = {given_key.value_or(add_suffix(draw_keys[0], "_log_prob"))};
+  } else {
+    if (given_key) {
+      TD_FAIL(ValueError, "ProbabilisticTensorDictModule: log_prob_key ", given_key->repr(),
+              " names one summed log-probability, but composite_lp_aggregate() is false and the "
+              "module draws ", KeysRepr(draw_keys),
+              ": give log_prob_keys (one per draw), or build the module under "
+              "td::nn::SetCompositeLpAggregate(true)");
+    }
+    for (const NestedKey& k : draw_keys) log_prob_keys_.push_back(add_suffix(k, "_log_prob"));
+  }
+  for (size_t i = 0; i < log_prob_keys_.size(); ++i) {
+    const NestedKey& k = log_prob_keys_[i];
+    const bool twice = std::find(log_prob_keys_.begin(), log_prob_keys_.begin() + i, k) !=
+                       log_prob_keys_.begin() + i;
+    if (twice || std::find(draw_keys.begin(), draw_keys.end(), k) != draw_keys.end()) {
+      TD_FAIL(ValueError, "ProbabilisticTensorDictModule: log-prob key ", k.repr(),
+              twice ? " is given twice" : " is also the key of a draw", " (draws ",
+              KeysRepr(draw_keys), ")");
+    }
+  }
+  const int sources = static_cast<int>(options_.generator().defined()) +
+                      static_cast<int>(options_.seed().has_value()) +
+                      static_cast<int>(options_.generator_key().has_value());
+  if (sources > 1) {
+    TD_FAIL(ValueError, "ProbabilisticTensorDictModule: give at most one of generator, seed and "
+            "generator_key");
+  }
+  if (options_.generator().defined()) generator_ = options_.generator();
+  if (options_.seed()) generator_ = at::detail::createCPUGenerator(*options_.seed());
+  for (int64_t s : options_.num_samples()) {
+    if (s < 0) {
+      TD_FAIL(ValueError, "ProbabilisticTensorDictModule: num_samples ",
+              SizeRepr(options_.num_samples()), " has a negative size");
+    }
+  }
   in_keys_ = std::move(in_keys);
   out_keys_source_ = std::move(draw_keys);
   if (options_.return_log_prob()) {
-    if (std::find(out_keys_source_.begin(), out_keys_source_.end(), options_.log_prob_key()) !=
-        out_keys_source_.end()) {
-      TD_FAIL(ValueError, "ProbabilisticTensorDictModule: log_prob_key ",
-                       options_.log_prob_key().repr(), " is also the key of a draw ",
-                       KeysRepr(out_keys_source_));
-    }
-    out_keys_source_.push_back(options_.log_prob_key());
+    out_keys_source_.insert(out_keys_source_.end(), log_prob_keys_.begin(), log_prob_keys_.end());
   }
   out_keys_ = out_keys_source_;
+}
+
+void ProbabilisticTensorDictModuleImpl::check_aggregate(const char* what) const {
+  const bool now = composite_lp_aggregate();
+  if (now != aggregate_at_init_) {
+    TD_FAIL(c10::Error, "ProbabilisticTensorDictModule::", what, ": composite_lp_aggregate() is ",
+            now ? "true" : "false", " but was ", aggregate_at_init_ ? "true" : "false",
+            " when the module was built, which decided its log-prob keys ",
+            KeysRepr(log_prob_keys_), "; run it under the same setting");
+  }
+}
+
+std::vector<NestedKey> ProbabilisticTensorDictModuleImpl::log_prob_keys() const {
+  check_aggregate("log_prob_keys");
+  return log_prob_keys_;
+}
+
+NestedKey ProbabilisticTensorDictModuleImpl::log_prob_key() const {
+  check_aggregate("log_prob_key");
+  if (log_prob_keys_.size() != 1) {
+    TD_FAIL(ValueError, "ProbabilisticTensorDictModule::log_prob_key: the module writes one "
+            "log-probability per draw, under ", KeysRepr(log_prob_keys_),
+            "; use log_prob_keys() (or build it under td::nn::SetCompositeLpAggregate(true) for "
+            "one summed key)");
+  }
+  return log_prob_keys_[0];
+}
+
+std::vector<NestedKey> ProbabilisticTensorDictModuleImpl::dist_sample_keys() const {
+  return std::vector<NestedKey>(out_keys_source_.begin(), out_keys_source_.begin() + num_draws_);
+}
+
+at::Generator ProbabilisticTensorDictModuleImpl::call_generator(
+    const TensorDict& td, std::optional<Value>& seed_entry) const {
+  if (!options_.generator_key()) return generator_;
+  const NestedKey& key = *options_.generator_key();
+  std::optional<Value> v = td.find(key);
+  if (!v) return at::Generator();
+  int64_t seed = 0;
+  if (v->is_tensor() && v->tensor().numel() == 1 &&
+      at::isIntegralType(v->tensor().scalar_type(), /*includeBool=*/false)) {
+    seed = v->tensor().item<int64_t>();
+  } else if (v->is_non_tensor() && v->non_tensor().is_number_integer()) {
+    seed = v->non_tensor().get<int64_t>();
+  } else {
+    TD_FAIL(ValueError, "ProbabilisticTensorDictModule: the generator_key entry ", key.repr(),
+            " must hold a seed: a one-element integer tensor or an integer (non-tensor data); "
+            "got ",
+            v->is_tensor() ? absl::StrCat(c10::toString(v->tensor().scalar_type()), " of shape ",
+                                          SizeRepr(v->tensor().sizes()))
+                           : absl::StrCat(std::string(v->kind()), v->is_non_tensor()
+                                                         ? " " + v->non_tensor().dump()
+                                                         : std::string()));
+  }
+  seed_entry = std::move(v);
+  return at::detail::createCPUGenerator(static_cast<uint64_t>(seed));
+}
+
+void ProbabilisticTensorDictModuleImpl::reset() {
+  if (generator_.defined()) generator_ = generator_.clone();
+  cached_dist_.reset();
+  cached_composite_.reset();
 }
 
 std::string ProbabilisticTensorDictModuleImpl::distribution_name() const {
@@ -190,60 +308,153 @@ bool Selected(const std::vector<NestedKey>& keys, const NestedKey& key) {
   return std::find(keys.begin(), keys.end(), key) != keys.end();
 }
 
-template <class Dist>
-auto Draw(const Dist& dist, InteractionType type) {
+std::vector<int64_t> Concat(at::IntArrayRef a, at::IntArrayRef b) {
+  std::vector<int64_t> out(a.begin(), a.end());
+  out.insert(out.end(), b.begin(), b.end());
+  return out;
+}
+
+at::Tensor DrawTensor(const Distribution& dist, InteractionType type, at::IntArrayRef num_samples,
+                      int64_t n_empirical) {
+  at::Tensor draw;
   switch (type) {
     case InteractionType::kMode:
-      return dist.mode();
+      draw = dist.mode();
+      break;
     case InteractionType::kMean:
-      return dist.mean();
+      try {
+        draw = dist.mean();
+      } catch (const c10::NotImplementedError&) {
+        // No closed form: the mean of n draws (Python's n_empirical_estimate).
+        const std::vector<int64_t> n = {n_empirical};
+        draw = (dist.has_rsample() ? dist.rsample(n) : dist.sample(n)).mean(0);
+      }
+      break;
     case InteractionType::kRandom:
-      return dist.has_rsample() ? dist.rsample() : dist.sample();
+      return dist.has_rsample() ? dist.rsample(num_samples) : dist.sample(num_samples);
     case InteractionType::kMedian:
-      return dist.median();
+      draw = dist.median();
+      break;
     case InteractionType::kDeterministic:
+      draw = dist.deterministic_sample();
       break;
   }
-  return dist.deterministic_sample();
+  return num_samples.empty() ? draw : draw.expand(Concat(num_samples, draw.sizes()));
+}
+
+TensorDict DrawComposite(const CompositeDistribution& dist, InteractionType type,
+                         at::IntArrayRef num_samples) {
+  TensorDict draw;
+  switch (type) {
+    case InteractionType::kMode:
+      draw = dist.mode();
+      break;
+    case InteractionType::kMean:
+      draw = dist.mean();
+      break;
+    case InteractionType::kRandom:
+      return dist.has_rsample() ? dist.rsample(num_samples) : dist.sample(num_samples);
+    case InteractionType::kMedian:
+      draw = dist.median();
+      break;
+    case InteractionType::kDeterministic:
+      draw = dist.deterministic_sample();
+      break;
+  }
+  return num_samples.empty() ? draw : draw.expand(Concat(num_samples, draw.batch_size()));
 }
 
 }  // namespace
 
 TensorDict ProbabilisticTensorDictModuleImpl::forward(const TensorDict& td) {
   if (should_skip(td, options_.skip_existing())) return td;
-  if (composite_) return forward_composite(td);
+  if (options_.return_log_prob()) check_aggregate("forward");
+  return composite_ ? forward_composite(td) : forward_single(td);
+}
+
+namespace {
+
+// The output TensorDict: `td`, or `td` expanded by num_samples.
+TensorDict OutputFor(const TensorDict& td, at::IntArrayRef num_samples) {
+  return num_samples.empty() ? td : td.expand(Concat(num_samples, td.batch_size()));
+}
+
+// Writes the next seed of the generator_key form back into the input, in the entry's form
+// (Python's writeback).
+void WriteNextSeed(detail::WriteTransaction& tx, const TensorDict& td, const NestedKey& key,
+                   const Value& seed_entry, at::Generator& gen) {
+  const at::Tensor next = at::randint(0, int64_t{1} << 62, {}, gen, at::TensorOptions(at::kLong));
+  if (seed_entry.is_tensor()) {
+    const at::Tensor& old = seed_entry.tensor();
+    tx.set(td, key, next.to(old.options()).reshape(old.sizes()));
+  } else {
+    tx.set(td, key, NonTensorData(nlohmann::json(next.item<int64_t>())));
+  }
+}
+
+}  // namespace
+
+TensorDict ProbabilisticTensorDictModuleImpl::forward_single(const TensorDict& td) {
+  std::optional<Value> seed_entry;
+  at::Generator gen = call_generator(td, seed_entry);
   const std::shared_ptr<Distribution> dist = get_dist(td);
-  const at::Tensor draw = Draw(*dist, current_interaction_type());
-  const bool selected_draw = Selected(out_keys_, out_keys_source_[0]);
-  const bool selected_lp =
-      options_.return_log_prob() && Selected(out_keys_, options_.log_prob_key());
+  at::Tensor draw;
+  {
+    SetSamplingGenerator use(gen);
+    draw = DrawTensor(*dist, current_interaction_type(), options_.num_samples(),
+                      options_.n_empirical_estimate());
+  }
+  const NestedKey& draw_key = out_keys_source_[0];
+  const bool selected_draw = Selected(out_keys_, draw_key);
+  const bool selected_lp = options_.return_log_prob() && Selected(out_keys_, log_prob_keys_[0]);
   at::Tensor lp;
   if (selected_lp) lp = dist->log_prob(draw);
-  // Both writes or neither.
-  TensorDict out = td;
+  // Every write or none.
+  TensorDict out = OutputFor(td, options_.num_samples());
   detail::WriteTransaction tx;
-  if (selected_draw) tx.set(out, out_keys_source_[0], draw);
-  if (selected_lp) tx.set(out, options_.log_prob_key(), lp);
+  if (selected_draw) tx.set(out, draw_key, draw);
+  if (selected_lp) tx.set(out, log_prob_keys_[0], lp);
+  if (seed_entry) WriteNextSeed(tx, td, *options_.generator_key(), *seed_entry, gen);
   tx.commit();
+  if (options_.cache_dist()) cached_dist_ = dist;
   return out;
 }
 
 TensorDict ProbabilisticTensorDictModuleImpl::forward_composite(const TensorDict& td) {
+  std::optional<Value> seed_entry;
+  at::Generator gen = call_generator(td, seed_entry);
   const std::shared_ptr<CompositeDistribution> dist = get_composite_dist(td);
-  const TensorDict draw = Draw(*dist, current_interaction_type());
-  const bool selected_lp =
-      options_.return_log_prob() && Selected(out_keys_, options_.log_prob_key());
-  at::Tensor lp;
-  if (selected_lp) lp = dist->log_prob(draw);
+  TensorDict draw;
+  {
+    SetSamplingGenerator use(gen);
+    draw = DrawComposite(*dist, current_interaction_type(), options_.num_samples());
+  }
+  std::vector<std::pair<NestedKey, at::Tensor>> lps;
+  if (options_.return_log_prob()) {
+    if (aggregate_at_init_) {
+      if (Selected(out_keys_, log_prob_keys_[0])) {
+        lps.emplace_back(log_prob_keys_[0], dist->log_prob(draw));
+      }
+    } else {
+      const TensorDict parts = dist->log_prob_composite(draw, /*include_sum=*/false);
+      for (size_t i = 0; i < num_draws_; ++i) {
+        if (!Selected(out_keys_, log_prob_keys_[i])) continue;
+        lps.emplace_back(log_prob_keys_[i],
+                         parts.get(add_suffix(out_keys_source_[i], "_log_prob")));
+      }
+    }
+  }
   // Every write or none.
-  TensorDict out = td;
+  TensorDict out = OutputFor(td, options_.num_samples());
   detail::WriteTransaction tx;
   for (size_t i = 0; i < num_draws_; ++i) {
     const NestedKey& k = out_keys_source_[i];
     if (Selected(out_keys_, k)) tx.set(out, k, draw.get_value(k));
   }
-  if (selected_lp) tx.set(out, options_.log_prob_key(), lp);
+  for (const auto& [k, lp] : lps) tx.set(out, k, lp);
+  if (seed_entry) WriteNextSeed(tx, td, *options_.generator_key(), *seed_entry, gen);
   tx.commit();
+  if (options_.cache_dist()) cached_composite_ = dist;
   return out;
 }
 
@@ -252,7 +463,9 @@ void ProbabilisticTensorDictModuleImpl::pretty_print(std::ostream& stream) const
          << ", out_keys=" << KeysRepr(out_keys_) << ", distribution=" << distribution_name()
          << ", default_interaction_type="
          << InteractionTypeName(options_.default_interaction_type())
-         << ", return_log_prob=" << (options_.return_log_prob() ? "true" : "false") << ")";
+         << ", return_log_prob=" << (options_.return_log_prob() ? "true" : "false");
+  if (!options_.num_samples().empty()) stream << ", num_samples=" << SizeRepr(options_.num_samples());
+  stream << ")";
 }
 
 // ---- ProbabilisticTensorDictSequentialImpl --------------------------------------------------------
@@ -291,6 +504,73 @@ at::Tensor ProbabilisticTensorDictSequentialImpl::log_prob(const TensorDict& td)
   ProbabilisticTensorDictModuleImpl& last = probabilistic_module();
   if (last.is_composite()) return get_composite_dist(td)->log_prob(td);
   return get_dist(td)->log_prob(td.get(last.out_keys_source()[0]));
+}
+
+TensorDict ProbabilisticTensorDictSequentialImpl::get_dist_params(const TensorDict& td) {
+  SetInteractionType type(interaction_type().value_or(default_interaction_type()));
+  return run_chain(td, modules_.size() - 1);
+}
+
+std::shared_ptr<Distribution> ProbabilisticTensorDictSequentialImpl::build_dist_from_params(
+    const TensorDict& td) const {
+  return probabilistic_module().get_dist(td);
+}
+
+TensorDictSequential ProbabilisticTensorDictSequentialImpl::det_part() const {
+  return TensorDictSequential(
+      std::vector<std::shared_ptr<TensorDictModuleBase>>(modules_.begin(), modules_.end() - 1));
+}
+
+InteractionType ProbabilisticTensorDictSequentialImpl::default_interaction_type() const {
+  return probabilistic_module().options().default_interaction_type();
+}
+
+namespace {
+
+// The probabilistic modules of `modules` (nested probabilistic sequences' own), last first.
+template <class Fn>
+void ForEachProbabilisticReversed(const std::vector<std::shared_ptr<TensorDictModuleBase>>& modules,
+                                  Fn fn) {
+  for (auto it = modules.rbegin(); it != modules.rend(); ++it) {
+    if (auto* m = dynamic_cast<ProbabilisticTensorDictModuleImpl*>(it->get())) fn(*m);
+    if (auto* s = dynamic_cast<ProbabilisticTensorDictSequentialImpl*>(it->get())) {
+      ForEachProbabilisticReversed(s->modules(), fn);
+    }
+  }
+}
+
+}  // namespace
+
+std::vector<NestedKey> ProbabilisticTensorDictSequentialImpl::log_prob_keys() const {
+  std::vector<NestedKey> out;
+  ForEachProbabilisticReversed(modules_, [&](const ProbabilisticTensorDictModuleImpl& m) {
+    for (NestedKey& k : m.log_prob_keys()) out.push_back(std::move(k));
+  });
+  return out;
+}
+
+std::vector<NestedKey> ProbabilisticTensorDictSequentialImpl::dist_sample_keys() const {
+  std::vector<NestedKey> out;
+  ForEachProbabilisticReversed(modules_, [&](const ProbabilisticTensorDictModuleImpl& m) {
+    for (NestedKey& k : m.dist_sample_keys()) out.push_back(std::move(k));
+  });
+  return out;
+}
+
+std::vector<NestedKey> ProbabilisticTensorDictSequentialImpl::dist_params_keys() const {
+  std::vector<NestedKey> out;
+  ForEachProbabilisticReversed(modules_, [&](const ProbabilisticTensorDictModuleImpl& m) {
+    for (NestedKey& k : m.dist_params_keys()) out.push_back(std::move(k));
+  });
+  return out;
+}
+
+std::vector<int64_t> ProbabilisticTensorDictSequentialImpl::num_samples() const {
+  std::vector<int64_t> out;
+  ForEachProbabilisticReversed(modules_, [&](const ProbabilisticTensorDictModuleImpl& m) {
+    out.insert(out.end(), m.num_samples().begin(), m.num_samples().end());
+  });
+  return out;
 }
 
 std::shared_ptr<TensorDictSequentialImpl> ProbabilisticTensorDictSequentialImpl::make_like(

@@ -12,12 +12,16 @@
 //           td::nn::ProbabilisticTensorDictModuleOptions().return_log_prob(true)));
 //   {
 //     td::nn::SetInteractionType random(td::nn::InteractionType::kRandom);
-//     policy(data);   // "hidden" is a draw, "sample_log_prob" its log-probability
+//     policy(data);   // "hidden" is a draw, "hidden_log_prob" its log-probability
 //   }
 //
 // With a CompositeDistributionFactory (td/nn/composite.h) the module draws several keys at once
-// (e.g. a discrete and a continuous action) and writes one summed log-probability.
+// (e.g. a discrete and a continuous action) and writes one log-probability per draw, or their
+// sum while composite_lp_aggregate() is true (SetCompositeLpAggregate). More distributions:
+// td/nn/continuous.h and td/nn/discrete.h.
 #pragma once
+
+#include <ATen/core/Generator.h>
 
 #include <memory>
 #include <optional>
@@ -63,9 +67,8 @@ class SetInteractionType {
 };
 
 struct ProbabilisticTensorDictModuleOptions {
-  // Also write the log-probability of the draw under log_prob_key.
+  // Also write the log-probability of the draw(s) (under log_prob_keys()).
   TORCH_ARG(bool, return_log_prob) = false;
-  TORCH_ARG(NestedKey, log_prob_key) = NestedKey("sample_log_prob");
   // Used when no SetInteractionType is live.
   TORCH_ARG(InteractionType, default_interaction_type) = InteractionType::kDeterministic;
   // Skip the run when the draw (and the log-prob, when written) already exist (see
@@ -75,6 +78,52 @@ struct ProbabilisticTensorDictModuleOptions {
   // Empty: the last component of each in key. Not for a composite distribution (its parts name
   // their parameters).
   TORCH_ARG(std::vector<std::string>, dist_param_names) = {};
+  // Python's num_samples: under InteractionType::kRandom the module draws this many samples
+  // (sample_shape), and writes them into the input expanded to num_samples + batch_size (a new
+  // TensorDict: the input is left unchanged). Other interaction types expand their single value
+  // the same way. Empty: one draw, no expansion.
+  TORCH_ARG(std::vector<int64_t>, num_samples) = {};
+  // When InteractionType::kMean meets a distribution without a closed-form mean (it throws
+  // c10::NotImplementedError, e.g. TanhNormal), the mean of this many draws is used instead.
+  TORCH_ARG(int64_t, n_empirical_estimate) = 1000;
+  // Keep the distribution forward() built (cached_dist() / cached_composite_dist()), e.g. to
+  // compare it later with an updated policy's (PPO's KL term).
+  TORCH_ARG(bool, cache_dist) = false;
+  // The random draws of forward() come from this generator (its state advances in place across
+  // calls; it must live on the parameters' device). Undefined: the default generator.
+  TORCH_ARG(at::Generator, generator) = at::Generator();
+  // Python's generator=<int>: a CPU generator seeded with this, created at construction and
+  // advanced by every call.
+  TORCH_ARG(std::optional<uint64_t>, seed) = std::nullopt;
+  // Python's generator=<key>: the seed is read from this entry (a one-element integer tensor, or
+  // an integer as non-tensor data, which a batched TensorDict can hold) on every call; draws come
+  // from a CPU generator seeded with it, and the next seed (drawn from that generator) is written
+  // back to the entry in the same form, JAX-style. An absent entry: the default generator.
+  TORCH_ARG(std::optional<NestedKey>, generator_key) = std::nullopt;
+
+ public:
+  // Where the log-probability goes. With one draw, default "<out_key>_log_prob" (the out key's
+  // last component suffixed, as tensordict 0.14 writes when composite_lp_aggregate() is false),
+  // or "sample_log_prob" when the module is built while composite_lp_aggregate() is true. With a
+  // composite distribution: the key of the summed log-probability, only while
+  // composite_lp_aggregate() is true.
+  //   ProbabilisticTensorDictModuleOptions().return_log_prob(true).log_prob_key("lp")
+  ProbabilisticTensorDictModuleOptions& log_prob_key(NestedKey key) {
+    log_prob_key_ = std::move(key);
+    return *this;
+  }
+  const std::optional<NestedKey>& log_prob_key() const { return log_prob_key_; }
+  // One log-prob key per draw, in out_keys order (default "<out_key>_log_prob" each); only while
+  // composite_lp_aggregate() is false.
+  ProbabilisticTensorDictModuleOptions& log_prob_keys(std::vector<NestedKey> keys) {
+    log_prob_keys_ = std::move(keys);
+    return *this;
+  }
+  const std::optional<std::vector<NestedKey>>& log_prob_keys() const { return log_prob_keys_; }
+
+ private:
+  std::optional<NestedKey> log_prob_key_;
+  std::optional<std::vector<NestedKey>> log_prob_keys_;
 };
 
 class ProbabilisticTensorDictModuleImpl
@@ -82,30 +131,39 @@ class ProbabilisticTensorDictModuleImpl
  public:
   // `in_keys` hold the distribution's parameters, `out_keys` has exactly one key (the draw).
   // out_keys() is that key plus the log-prob key when return_log_prob. Throws ValueError when
-  // out_keys does not have one key or dist_param_names has another length than in_keys.
+  // out_keys does not have one key, when dist_param_names has another length than in_keys, when
+  // the log-prob key options do not fit composite_lp_aggregate() (log_prob_keys while it is true;
+  // both options; a count other than the draws'), when a log-prob key is a draw's key, or when
+  // more than one of generator, seed and generator_key is set.
   ProbabilisticTensorDictModuleImpl(Keys in_keys, Keys out_keys,
                                     DistributionFactory distribution,
                                     ProbabilisticTensorDictModuleOptions options = {});
   // A composite distribution (Python's distribution_class=CompositeDistribution): `out_keys`
-  // are the draws' keys, the keys of the factory's map (in any order); the log-prob written is
-  // their sum (CompositeDistribution::log_prob). The parameters: when `in_keys` is one key
+  // are the draws' keys, the keys of the factory's map (in any order). The log-probabilities
+  // written: one per draw, not reduced (each part's log_prob, under "<key>_log_prob" or
+  // log_prob_keys), as tensordict 0.14 does by default; while composite_lp_aggregate() is true
+  // (at construction and when run), their reduced sum (CompositeDistribution::log_prob) under
+  // log_prob_key (default "sample_log_prob"). The parameters: when `in_keys` is one key
   // holding a sub-TensorDict, that sub-TensorDict (Python's layout, e.g. {"params": {"disc":
   // {"logits": ...}, ...}}); otherwise a TensorDict holding the in_keys entries at their keys,
   // which the parts' param_keys name. Throws ValueError when out_keys are not the map's keys
-  // (naming both), when log_prob_key is one of them, or when dist_param_names is given.
+  // (naming both), when dist_param_names is given, and as the first constructor.
   //   td::nn::ProbabilisticTensorDictModule head(
   //       {"params"}, {"disc", "cont"},
   //       td::nn::CompositeDistribution::factory({{"disc", td::nn::Categorical::factory()},
   //                                               {"cont", td::nn::Normal::factory()}}),
   //       td::nn::ProbabilisticTensorDictModuleOptions().return_log_prob(true));
+  //   // writes "disc", "cont", "disc_log_prob" ([B]) and "cont_log_prob" ([B, 2])
   ProbabilisticTensorDictModuleImpl(Keys in_keys, Keys out_keys,
                                     CompositeDistributionFactory distribution,
                                     ProbabilisticTensorDictModuleOptions options = {});
 
-  // Builds the distribution, writes the draw(s) (and the log-probability) into `td`, returns
-  // `td`. Throws KeyError naming a missing parameter key; a distribution's own errors (bad
-  // shapes, non-positive scale) get this module added to their message. On an error nothing is
-  // written.
+  // Builds the distribution, writes the draw(s) (and the log-probabilities) into `td`, returns
+  // `td` (with num_samples: a new TensorDict, `td` expanded). Throws KeyError naming a missing
+  // parameter key; a distribution's own errors (bad shapes, non-positive scale) get this module
+  // added to their message; c10::Error when composite_lp_aggregate() differs from its value at
+  // construction (and return_log_prob); ValueError naming the key when the generator_key entry
+  // holds no seed. On an error nothing is written.
   TensorDict forward(const TensorDict& td) override;
   // The distribution built from `td`'s parameter entries. Throws TypeError for a composite
   // module (see get_composite_dist).
@@ -120,19 +178,50 @@ class ProbabilisticTensorDictModuleImpl
   // The interaction type forward() would use now.
   InteractionType current_interaction_type() const;
 
+  // Where the log-probabilities are written, one per draw (or the one summed key while
+  // composite_lp_aggregate() is true). Throws c10::Error when composite_lp_aggregate() changed
+  // since construction.
+  //   m->log_prob_keys();   // {"action_log_prob"}
+  std::vector<NestedKey> log_prob_keys() const;
+  // The single log-prob key. Throws ValueError naming log_prob_keys() when there are several
+  // (a composite module while composite_lp_aggregate() is false), and as log_prob_keys().
+  NestedKey log_prob_key() const;
+  // The keys of the draws (out_keys without the log-prob keys) and of the parameters (in_keys).
+  std::vector<NestedKey> dist_sample_keys() const;
+  std::vector<NestedKey> dist_params_keys() const { return in_keys_; }
+  const std::vector<int64_t>& num_samples() const { return options_.num_samples(); }
+  // The generator forward() draws from (the given one, or the one made from `seed`); undefined
+  // when none (or generator_key) was given.
+  const at::Generator& generator() const { return generator_; }
+  // The distribution the last forward() built, when cache_dist (null before the first call or
+  // without cache_dist).
+  std::shared_ptr<Distribution> cached_dist() const { return cached_dist_; }
+  std::shared_ptr<CompositeDistribution> cached_composite_dist() const {
+    return cached_composite_;
+  }
+
   const ProbabilisticTensorDictModuleOptions& options() const { return options_; }
   // The single distribution's factory (empty for a composite module).
   const DistributionFactory& distribution() const { return distribution_; }
   // The composite distribution's factory, when the module has one.
   const std::optional<CompositeDistributionFactory>& composite() const { return composite_; }
   bool is_composite() const { return composite_.has_value(); }
-  void reset() override {}
+  // Called by clone() on the copy: the copy draws from a clone of the generator (same state,
+  // advanced independently).
+  void reset() override;
   void pretty_print(std::ostream& stream) const override;
 
  private:
   // Sets in_keys / out_keys (adding the log-prob key); `draw_keys` are the sampled keys.
   void set_keys(std::vector<NestedKey> in_keys, std::vector<NestedKey> draw_keys);
   std::string distribution_name() const;
+  // Throws when composite_lp_aggregate() is not what it was at construction.
+  void check_aggregate(const char* what) const;
+  // The generator of this call: generator_, or one seeded from generator_key's entry (then
+  // `seed_entry` is that entry).
+  at::Generator call_generator(const TensorDict& td, std::optional<Value>& seed_entry) const;
+  // Writes the draws, log-probabilities and next seed (all or nothing); returns the output.
+  TensorDict forward_single(const TensorDict& td);
   TensorDict forward_composite(const TensorDict& td);
 
   DistributionFactory distribution_;
@@ -140,6 +229,11 @@ class ProbabilisticTensorDictModuleImpl
   ProbabilisticTensorDictModuleOptions options_;
   std::vector<std::string> param_names_;
   size_t num_draws_ = 1;
+  bool aggregate_at_init_ = false;
+  std::vector<NestedKey> log_prob_keys_;
+  at::Generator generator_;
+  std::shared_ptr<Distribution> cached_dist_;
+  std::shared_ptr<CompositeDistribution> cached_composite_;
 };
 
 // The holder (key lists as td::nn::Keys: braced, or one key alone):
@@ -182,6 +276,24 @@ class ProbabilisticTensorDictSequentialImpl : public TensorDictSequentialImpl {
   std::shared_ptr<CompositeDistribution> get_composite_dist(const TensorDict& td);
   // The log-probability of the draw(s) already in td under the distribution built from it.
   at::Tensor log_prob(const TensorDict& td);
+  // Python's get_dist_params: runs every module but the last on `td` (under the interaction type
+  // set on this thread, else default_interaction_type()) and returns the result, which holds the
+  // distribution's parameters.
+  TensorDict get_dist_params(const TensorDict& td);
+  // The last module's distribution built from parameters already in `td` (nothing else runs).
+  std::shared_ptr<Distribution> build_dist_from_params(const TensorDict& td) const;
+  // Python's det_part: every module but the last, as a TensorDictSequential (sharing them).
+  TensorDictSequential det_part() const;
+  // The last module's default interaction type.
+  InteractionType default_interaction_type() const;
+  // The log-prob keys of the probabilistic modules, last module first (Python's order).
+  std::vector<NestedKey> log_prob_keys() const;
+  // The draws' and parameters' keys of the probabilistic modules, last module first.
+  std::vector<NestedKey> dist_sample_keys() const;
+  std::vector<NestedKey> dist_params_keys() const;
+  // The sample dims the probabilistic modules add, the last module's first (each expands what
+  // the previous ones wrote).
+  std::vector<int64_t> num_samples() const;
   ProbabilisticTensorDictModuleImpl& probabilistic_module() const;
   void pretty_print(std::ostream& stream) const override;
 

@@ -43,6 +43,8 @@ TEST(ProbabilisticTensorDictSequential, SeedExample) {
             "    fields={\n"
             "        hidden: Tensor(shape=torch.Size([3, 4]), device=cpu, dtype=torch.float32, "
             "is_shared=False),\n"
+            "        hidden_log_prob: Tensor(shape=torch.Size([3, 4]), device=cpu, "
+            "dtype=torch.float32, is_shared=False),\n"
             "        input: Tensor(shape=torch.Size([3, 4]), device=cpu, dtype=torch.float32, "
             "is_shared=False),\n"
             "        loc: Tensor(shape=torch.Size([3, 4]), device=cpu, dtype=torch.float32, "
@@ -51,8 +53,6 @@ TEST(ProbabilisticTensorDictSequential, SeedExample) {
             "is_shared=False),\n"
             "        params: Tensor(shape=torch.Size([3, 8]), device=cpu, dtype=torch.float32, "
             "is_shared=False),\n"
-            "        sample_log_prob: Tensor(shape=torch.Size([3, 4]), device=cpu, "
-            "dtype=torch.float32, is_shared=False),\n"
             "        scale: Tensor(shape=torch.Size([3, 4]), device=cpu, dtype=torch.float32, "
             "is_shared=False)},\n"
             "    batch_size=torch.Size([3]),\n"
@@ -61,11 +61,11 @@ TEST(ProbabilisticTensorDictSequential, SeedExample) {
   // The default interaction type (DETERMINISTIC) draws the mean.
   EXPECT_TRUE(at::equal(data.get("hidden"), data.get("loc")));
   const at::Tensor scale = data.get("scale");
-  EXPECT_TRUE(at::allclose(data.get("sample_log_prob"),
+  EXPECT_TRUE(at::allclose(data.get("hidden_log_prob"),
                            -at::log(scale) - 0.5 * std::log(2 * 3.14159265358979323846)));
   EXPECT_EQ(td::KeysRepr(p.td_module->in_keys()), "['input']");
   EXPECT_EQ(td::KeysRepr(p.td_module->out_keys()),
-            "['params', 'loc', 'scale', 'hidden', 'sample_log_prob', 'output']");
+            "['params', 'loc', 'scale', 'hidden', 'hidden_log_prob', 'output']");
   // Parameters are laid out as in Python: module.<i>.module.<param>.
   EXPECT_TRUE(params.get({"module", "0", "module", "0", "module", "weight"}).is_same(p.net1->weight));
 }
@@ -152,7 +152,7 @@ TEST(ProbabilisticTensorDictModule, MedianInteraction) {
   }
   td::nn::TruncatedNormal dist(loc, scale, -1.0, 1.0);
   EXPECT_TRUE(at::equal(data.get("action"), dist.median()));
-  EXPECT_TRUE(at::allclose(data.get("sample_log_prob"), dist.log_prob(dist.median())));
+  EXPECT_TRUE(at::allclose(data.get("action_log_prob"), dist.log_prob(dist.median())));
   // The default interaction type can be the median too.
   ProbabilisticTensorDictModule normal(
       {"loc", "scale"}, {"x"}, td::nn::Normal::factory(),
