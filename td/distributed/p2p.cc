@@ -617,8 +617,9 @@ void Deliver(const ProcessGroupPtr& pg, const Incoming& in, TensorDict& td,
   }
   const std::vector<size_t> alone = layout.OwnMessages(in.per_leaf);
   if (in.per_leaf) {
-    // Dense contiguous CPU leaves receive in place; the others through a temporary.
-    const bool dense = td.backend() == "dense";
+    // Contiguous CPU leaves that write through (LeavesWriteThrough) receive in place; the
+    // others through a temporary.
+    const bool dense = internal::LeavesWriteThrough(td);
     std::vector<at::Tensor> targets;
     std::vector<bool> direct;
     for (size_t i : alone) {

@@ -13,6 +13,7 @@
 
 #include "td/consolidate/layout.h"
 #include "td/core/errors.h"
+#include "td/core/storage.h"
 
 namespace td {
 namespace distributed {
@@ -26,6 +27,19 @@ uint64_t Fingerprint(const void* data, size_t n) {
     h *= 1099511628211ull;
   }
   return h;
+}
+
+bool LeavesWriteThrough(const TensorDict& td) {
+  const Storage& s = td.storage();
+  const Capabilities caps = s.capabilities();
+  if (caps.has(Capability::kLazy) || !caps.has(Capability::kInPlaceWrite)) return false;
+  for (const std::string& k : s.keys()) {
+    const std::optional<EntryMeta> m = s.meta(k);
+    if (!m || m->kind != EntryMeta::Kind::kTensorDict) continue;
+    const std::optional<Value> sub = s.get(k);
+    if (sub && !LeavesWriteThrough(sub->tensordict())) return false;
+  }
+  return true;
 }
 
 PackedLayout::PackedLayout(const TensorDict& td) {
@@ -273,8 +287,8 @@ void PackedLayout::Unpack(const at::Tensor& inline_data, const at::Tensor& large
         .view(t.scalar_type())
         .view(t.sizes());
   };
-  if (td.backend() == "dense") {
-    // The dense backend hands out its own tensors: writing them is writing the TensorDict.
+  if (LeavesWriteThrough(td)) {
+    // The storages hand out their own tensors: writing them is writing the TensorDict.
     for (size_t i = 0; i < leaves_.size(); ++i) {
       const at::Tensor& t = leaves_[i].tensor;
       if (t.numel() == 0) continue;

@@ -13,8 +13,7 @@ struct MemmapTraits {
   static constexpr const char* kBackendId = "memmap";
   static Capabilities capabilities() {
     return Capability::kInPlaceWrite | Capability::kNewKeys | Capability::kReplaceEntries |
-           Capability::kBatchResize | Capability::kPersistent | Capability::kCrossProcess |
-           Capability::kCpuOnly;
+           Capability::kBatchResize | Capability::kCrossProcess;
   }
   static TensorDict Make() {
     std::string dir = ::testing::TempDir() + "/memmap-conformance-XXXXXX";

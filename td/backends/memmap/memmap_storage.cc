@@ -16,6 +16,7 @@
 #include "td/backends/memmap/memmap_internal.h"
 #include "td/core/dtype.h"
 #include "td/core/errors.h"
+#include "td/core/internal/storage_access.h"
 
 namespace td {
 
@@ -43,10 +44,10 @@ MemmapStorage::MemmapStorage(std::string dir, std::vector<int64_t> batch_size, M
       root_(root) {}
 
 Capabilities MemmapStorage::capabilities() const {
-  if (mode_ == MemmapMode::kReadOnly) return Capability::kPersistent | Capability::kCpuOnly;
+  // Read-only: no write reaches the files; the batch size changes in memory only.
+  if (mode_ == MemmapMode::kReadOnly) return Capability::kBatchResize;
   return Capability::kInPlaceWrite | Capability::kNewKeys | Capability::kReplaceEntries |
-         Capability::kBatchResize | Capability::kPersistent | Capability::kCrossProcess |
-         Capability::kCpuOnly;
+         Capability::kBatchResize | Capability::kCrossProcess;
 }
 
 size_t MemmapStorage::AddLoaded(std::string key, Value value) {
@@ -117,7 +118,7 @@ TD_REGISTER_STORAGE_BACKEND("memmap", [](const StorageSpec& spec)
     TensorDict empty({}, spec.batch_size());
     TensorDict out = empty.memmap(path, MemmapOptions().exists_ok(false));
     out.unlock_();
-    return out.storage_ptr();
+    return internal::MutableStoragePtr(out);
   } catch (const ValueError& e) {
     return absl::InvalidArgumentError(e.what_without_backtrace());
   } catch (const c10::Error& e) {

@@ -21,6 +21,7 @@
 #include "td/core/backend_hooks.h"
 #include "td/core/dtype.h"
 #include "td/core/errors.h"
+#include "td/core/internal/storage_access.h"
 #include "td/core/storage.h"
 #include "td/executor/executor.h"
 
@@ -38,10 +39,9 @@ void ValidateLevel(const TensorDict& td, const std::string& dir, const WriteOpti
     TD_FAIL(NestingError, "memmap: TensorDicts nested more than ", kMaxNestingDepth,
                        " levels deep cannot be written (td::kMaxNestingDepth)");
   }
-  if (LazyStackedTensorDict::is_lazy_stack(td)) {
+  if (const auto stack = LazyStackedTensorDict::from(td)) {
     // Python's layout: member i in the sub-directory "i" (NOTE [ Memmap directory format ]).
-    const LazyStackedTensorDict stack(td);
-    const std::vector<TensorDict>& members = stack.tensordicts();
+    const std::vector<TensorDict>& members = stack->tensordicts();
     for (size_t i = 0; i < members.size(); ++i) {
       ValidateLevel(members[i], JoinPath(dir, std::to_string(i)), o, prefix, depth + 1);
     }
@@ -146,9 +146,8 @@ void WriteNonTensor(const nlohmann::json& data, const std::vector<int64_t>& batc
 void BuildLevel(const TensorDict& td, const std::shared_ptr<UniqueFd>& dir, const std::string& path,
                 const WriteOptions& o, const NestedKey* prefix, std::vector<LeafJob>* jobs,
                 std::vector<std::shared_ptr<UniqueFd>>* dirs) {
-  if (LazyStackedTensorDict::is_lazy_stack(td)) {
-    const LazyStackedTensorDict stack(td);
-    const std::vector<TensorDict>& members = stack.tensordicts();
+  if (const auto stack = LazyStackedTensorDict::from(td)) {
+    const std::vector<TensorDict>& members = stack->tensordicts();
     for (size_t i = 0; i < members.size(); ++i) {
       const std::string name = std::to_string(i);
       const std::string member_path = JoinPath(path, name);
@@ -157,7 +156,7 @@ void BuildLevel(const TensorDict& td, const std::shared_ptr<UniqueFd>& dir, cons
                  dirs);
     }
     ThrowIfError<MemmapError>(CreateFileAt(dir->get(), std::string(memmap_format::kMetaFile),
-                                           memmap_format::LazyStackMetaJson(stack.stack_dim()),
+                                           memmap_format::LazyStackMetaJson(stack->stack_dim()),
                                            o.sync, JoinPath(path, memmap_format::kMetaFile)));
     if (o.sync) dirs->push_back(dir);
     return;
@@ -324,15 +323,15 @@ TensorDict WriteAndLoad(const TensorDict& td, const std::string& prefix,
 
 // Puts the tensors of `mapped` (same structure) into `td`'s own storages.
 void ReplaceLeaves(const TensorDict& td, const TensorDict& mapped) {
-  if (LazyStackedTensorDict::is_lazy_stack(td)) {
+  if (const auto mine_stack = LazyStackedTensorDict::from(td)) {
     // The members hold the tensors; `mapped` is the lazy stack loaded from the same layout.
-    const LazyStackedTensorDict mine_stack(td), theirs_stack(mapped);
-    const std::vector<TensorDict>& mine = mine_stack.tensordicts();
+    const LazyStackedTensorDict theirs_stack(mapped);
+    const std::vector<TensorDict>& mine = mine_stack->tensordicts();
     const std::vector<TensorDict>& theirs = theirs_stack.tensordicts();
     for (size_t i = 0; i < mine.size(); ++i) ReplaceLeaves(mine[i], theirs[i]);
     return;
   }
-  Storage& s = td.storage();
+  Storage& s = internal::MutableStorage(td);
   for (const std::string& k : s.keys()) {
     std::optional<Value> v = s.get(k);
     if (!v) continue;
@@ -363,7 +362,7 @@ memmap_format::EntryMeta EntryMetaOf(const std::string& key, const Value& v) {
     e.is_nested = v.tensor().is_nested();
     e.shape = e.is_nested ? v.tensor()._nested_tensor_size().sizes().vec()
                           : v.tensor().sizes().vec();
-  } else if (v.is_tensordict() && LazyStackedTensorDict::is_lazy_stack(v.tensordict())) {
+  } else if (v.is_tensordict() && LazyStackedTensorDict::from(v.tensordict())) {
     e.type_name = "LazyStackedTensorDict";
   }
   return e;

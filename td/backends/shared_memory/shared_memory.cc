@@ -20,6 +20,7 @@
 #include "td/core/backend_hooks.h"
 #include "td/core/dtype.h"
 #include "td/core/errors.h"
+#include "td/core/internal/storage_access.h"
 
 namespace td {
 namespace {
@@ -126,7 +127,7 @@ struct Leaf {
 };
 
 void CollectLeaves(const TensorDict& td, const NestedKey* prefix, std::vector<Leaf>* out) {
-  Storage& s = td.storage();
+  Storage& s = internal::MutableStorage(td);
   for (const std::string& k : s.keys()) {
     std::optional<Value> v = s.get(k);
     if (!v) continue;
@@ -142,7 +143,7 @@ void CollectLeaves(const TensorDict& td, const NestedKey* prefix, std::vector<Le
 }
 
 void SetCpu(const TensorDict& td) {
-  td.storage().set_device(at::Device(at::kCPU));
+  internal::MutableStorage(td).set_device(at::Device(at::kCPU));
   for (const Value& v : td.values()) {
     if (v.is_tensordict()) SetCpu(v.tensordict());
   }
