@@ -548,17 +548,12 @@ bool IsMemmap(const TensorDict& td) {
   return any;
 }
 
-MemmapHooks Hooks() {
-  MemmapHooks h;
-  h.memmap = &Memmap;
-  h.memmap_ = &MemmapInPlace;
-  h.memmap_like = &MemmapLike;
-  h.load_memmap = &LoadMemmap;
-  h.is_memmap = &IsMemmap;
-  return h;
-}
-
-const bool kMemmapHooksRegistered = RegisterMemmapHooks(Hooks());
+// The TensorDict members this backend implements (NOTE [ Backend entry points ]).
+const bool kMemmapHooksRegistered = internal::hooks::memmap.Register(&Memmap) &&
+                                    internal::hooks::memmap_.Register(&MemmapInPlace) &&
+                                    internal::hooks::memmap_like.Register(&MemmapLike) &&
+                                    internal::hooks::load_memmap.Register(&LoadMemmap) &&
+                                    internal::hooks::is_memmap.Register(&IsMemmap);
 
 }  // namespace
 }  // namespace td

@@ -344,14 +344,10 @@ bool IsShared(const TensorDict& td) {
   return any;
 }
 
-SharedMemoryHooks Hooks() {
-  SharedMemoryHooks h;
-  h.share_memory_ = &ShareMemory;
-  h.is_shared = &IsShared;
-  return h;
-}
-
-const bool kSharedMemoryHooksRegistered = RegisterSharedMemoryHooks(Hooks());
+// The TensorDict members this backend implements (NOTE [ Backend entry points ]).
+const bool kSharedMemoryHooksRegistered =
+    internal::hooks::share_memory_.Register(&ShareMemory) &&
+    internal::hooks::is_shared.Register(&IsShared);
 
 }  // namespace
 
