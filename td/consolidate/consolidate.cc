@@ -48,6 +48,7 @@ void FillBuffer(const std::vector<at::Tensor>& leaves, const std::vector<at::Ten
   auto* base = static_cast<uint8_t*>(owner.data_ptr());
   int64_t total = 0;
   for (const auto& s : layout.slots) total += s.nbytes;
+  parallel::check_num_threads(num_threads, "ConsolidateOptions::num_threads");
   parallel::ParallelOptions popts = parallel::ParallelOptions().num_threads(num_threads);
   if (num_threads == 1) popts.parallel(false);
   parallel::parallel_for(

@@ -149,7 +149,7 @@ class Loader {
   }
 
   // Maps every file, then completes what waits for it.
-  absl::Status Finish(int64_t num_threads) {
+  absl::Status Finish(int num_threads) {
     absl::Status s = RunParallel(jobs_.size(), num_threads, [&](size_t i) -> absl::Status {
       return Map(jobs_[i]);
     });
@@ -530,7 +530,7 @@ class Loader {
 }  // namespace
 
 absl::StatusOr<TensorDict> LoadDir(int dirfd, const std::string& path, MemmapMode mode,
-                                   int64_t num_threads) {
+                                   int num_threads) {
   int own = ::fcntl(dirfd, F_DUPFD_CLOEXEC, 0);
   if (own < 0) return ErrnoError(errno, "cannot duplicate the descriptor of", path);
   Loader loader(mode, /*lock=*/true);
@@ -549,7 +549,7 @@ absl::StatusOr<TensorDict> LoadDir(int dirfd, const std::string& path, MemmapMod
 absl::StatusOr<std::shared_ptr<MemmapStorage>> LoadLevel(int dirfd, const std::string& path,
                                                          MemmapMode mode, bool root,
                                                          const std::vector<int64_t>* parent_batch,
-                                                         int64_t num_threads) {
+                                                         int num_threads) {
   int own = ::fcntl(dirfd, F_DUPFD_CLOEXEC, 0);
   if (own < 0) return ErrnoError(errno, "cannot duplicate the descriptor of", path);
   Loader loader(mode, /*lock=*/false);

@@ -294,6 +294,7 @@ TensorDict WriteAndLoad(const TensorDict& td, const std::string& prefix,
   wo.reserve = reserve;
   wo.copy_existing = options.copy_existing();
   wo.sync = options.fsync();
+  parallel::check_num_threads(options.num_threads(), "MemmapOptions::num_threads");
   wo.num_threads = options.num_threads();
   ValidateTree(td, t.path, wo);
   ThrowIfError<MemmapError>(MakeDirs(t.parent));
@@ -380,7 +381,7 @@ void RemoveStaleTemps(int parent_fd, const std::string& parent, const std::strin
   }
 }
 
-int WriteThreads(int64_t requested, int64_t bytes, size_t leaves) {
+int WriteThreads(int requested, int64_t bytes, size_t leaves) {
   if (leaves <= 1) return 1;
   int64_t threads = requested;
   if (threads == 0) threads = bytes >= kAutoParallelBytes ? parallel::num_threads() : 1;
@@ -390,10 +391,10 @@ int WriteThreads(int64_t requested, int64_t bytes, size_t leaves) {
   return static_cast<int>(std::max<int64_t>(threads, 1));
 }
 
-absl::Status RunParallel(size_t n, int64_t num_threads,
+absl::Status RunParallel(size_t n, int num_threads,
                          const std::function<absl::Status(size_t)>& fn) {
   const int threads = static_cast<int>(std::min<int64_t>(
-      {num_threads, parallel::default_num_threads(), static_cast<int64_t>(n)}));
+      {int64_t{num_threads}, int64_t{parallel::default_num_threads()}, static_cast<int64_t>(n)}));
   std::vector<absl::Status> status(n);
   if (threads <= 1 || n <= 1) {
     for (size_t i = 0; i < n; ++i) {
@@ -515,6 +516,7 @@ TensorDict& MemmapInPlace(TensorDict& td, const std::string& prefix, const Memma
 TensorDict LoadMemmap(const std::string& prefix, const LoadMemmapOptions& options) {
   using namespace memmap_internal;  // NOLINT
   if (prefix.empty()) TD_FAIL(ValueError, "load_memmap: the prefix (directory) is empty");
+  parallel::check_num_threads(options.num_threads(), "LoadMemmapOptions::num_threads");
   std::string path = AbsolutePath(prefix);
   // Every directory on the way stays locked (shared) while loading: NOTE [ Readers and removers
   // of memmap directories ] in fs.h.
