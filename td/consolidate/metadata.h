@@ -13,15 +13,14 @@
 
 #include "nlohmann/json.hpp"
 #include "td/core/errors.h"
+#include "td/core/internal/structure_check.h"
 
 namespace td {
 namespace consolidate_internal {
 
-// How deep [ and { may nest in the metadata: one JSON object per TensorDict level
-// (td::kMaxNestingDepth levels below the root), the fields of the deepest level (a leaf's shape
-// sits 3 objects and lists below its level) and the JSON value of a non-tensor entry. Checked on
-// the text before parsing, because nlohmann's copy, dump and comparison recurse once per level.
-inline constexpr int kMaxMetadataJsonDepth = kMaxNestingDepth + 256;
+// How deep [ and { may nest in the metadata: every structure reader's limit (NOTE [ Structure
+// validation ] in td/core/internal/structure_check.h), checked on the text before parsing.
+inline constexpr int kMaxMetadataJsonDepth = internal::kMaxStructureJsonDepth;
 
 struct LeafMeta {
   std::string key;

@@ -14,6 +14,7 @@
 #include <utility>
 #include <vector>
 
+#include "td/core/internal/structure_check.h"
 #include "td/distributed/distributed.h"
 #include "td/distributed/internal.h"
 #include "td/distributed/packing.h"
@@ -562,6 +563,10 @@ TensorDict AcceptInit(const ProcessGroupPtr& pg, const Incoming& in, int src, in
   sizes.nbytes = in.data.numel();
   sizes.inline_bytes = sizes.nbytes;
   Agreements::Get().Record(pg, src, tag, Side::kRecv, sizes);
+  if (absl::Status depth = ::td::internal::CheckJsonDepth(in.desc); !depth.ok()) {
+    TD_FAIL(ValueError, what, ": the TensorDict structure received is invalid: ", depth.message(),
+            "; nothing was allocated");
+  }
   nlohmann::json structure = nlohmann::json::parse(in.desc, nullptr, /*allow_exceptions=*/false);
   if (structure.is_discarded()) {
     TD_FAIL(ValueError, what, ": the TensorDict structure received from rank ", src,

@@ -57,6 +57,7 @@
 
 #include "absl/status/statusor.h"
 #include "nlohmann/json.hpp"
+#include "td/core/internal/structure_check.h"
 
 namespace td {
 namespace memmap_format {
@@ -74,8 +75,10 @@ inline constexpr std::string_view kLazyStackType =
 // Limits of the reader: a meta.json larger than this, JSON nested deeper, or a shape with more
 // dims is refused with an error rather than read.
 inline constexpr size_t kMaxMetaBytes = size_t{64} << 20;
-inline constexpr int kMaxJsonDepth = 200;
-inline constexpr size_t kMaxDims = 64;
+// The depth and dims limits are every structure reader's (NOTE [ Structure validation ] in
+// td/core/internal/structure_check.h).
+inline constexpr int kMaxJsonDepth = internal::kMaxStructureJsonDepth;
+inline constexpr size_t kMaxDims = internal::kMaxStructureDims;
 
 // The file-system name of `key` (without the ".memmap" suffix of tensor files).
 //   EscapeKey("a/b") == "a%2Fb";  EscapeKey("..") == "%2E%2E";  EscapeKey("") == "%"
