@@ -9,7 +9,8 @@
 #include <vector>
 
 #include "td/consolidate/file.h"
-#include "td/consolidate/layout.h"
+#include "td/consolidate/internal/file.h"
+#include "td/consolidate/internal/layout.h"
 #include "td/core/dtype.h"
 #include "td/core/errors.h"
 #include "td/core/internal/leaves.h"

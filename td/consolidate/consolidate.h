@@ -4,7 +4,7 @@
 // td.zero_(), ...) is one copy or one kernel instead of one per leaf (NOTE [ One buffer, one
 // kernel ] in td/core/leafwise.cc), and saving it is one write. The counterpart of Python
 // tensordict's `TensorDict.consolidate()` / `is_consolidated()`. Layout and recognition:
-// NOTE [ Consolidated buffer layout ] (td/consolidate/layout.h); the file format:
+// NOTE [ Consolidated buffer layout ] (td/consolidate/internal/layout.h); the file format:
 // td/consolidate/file.h.
 //
 //   #include "td/consolidate/consolidate.h"      // dep: //td/consolidate

@@ -5,7 +5,7 @@
 
 #include <set>
 
-#include "td/consolidate/layout.h"
+#include "td/consolidate/internal/layout.h"
 #include "td/core/testing.h"
 
 namespace td {

@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "td/consolidate/consolidate.h"
+#include "td/consolidate/internal/file.h"
 #include "td/consolidate/metadata.h"
 #include "td/core/dtype.h"
 #include "td/core/errors.h"

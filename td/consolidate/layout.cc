@@ -1,4 +1,4 @@
-#include "td/consolidate/layout.h"
+#include "td/consolidate/internal/layout.h"
 
 #include <ATen/ATen.h>
 #include <c10/core/TensorImpl.h>

@@ -1,6 +1,6 @@
 // TensorDict's backend-provided members: each calls the hook its backend registered (see
-// NOTE [ Backend entry points ] in backend_hooks.h).
-#include "td/core/backend_hooks.h"
+// NOTE [ Backend entry points ] in td/core/internal/backend_hooks.h).
+#include "td/core/internal/backend_hooks.h"
 
 #include "td/core/errors.h"
 

@@ -1,7 +1,7 @@
 // A program that depends on //td/core alone: the backend-provided members link, the questions
 // answer false and the actions throw naming the Bazel target to add (NOTE [ Backend entry
 // points ]). No backend library is linked into this test.
-#include "td/core/backend_hooks.h"
+#include "td/core/internal/backend_hooks.h"
 
 #include <gtest/gtest.h>
 

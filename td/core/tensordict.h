@@ -159,7 +159,7 @@ class TensorDict {
   // `options.mode` read-write or read-only. Everything is validated before use: MemmapError
   // names the file and the problem (missing or unexpected file, size that does not match
   // shape x dtype, malformed JSON, unknown dtype, wrong JSON types, symlinks). Link
-  // //td/backends/memmap (NOTE [ Backend entry points ] in td/core/backend_hooks.h).
+  // //td/backends/memmap (NOTE [ Backend entry points ] in td/core/internal/backend_hooks.h).
   //   auto params = td::TensorDict::load_memmap("/ckpt", td::LoadMemmapOptions().sub_path("0"));
   static TensorDict load_memmap(const std::string& prefix, const LoadMemmapOptions& options = {});
   // Inverse of to_ivalue(): a (nested) dict of tensors / dicts / strings / numbers. With an

@@ -16,7 +16,7 @@
 #include "td/core/testing.h"
 #include "td/distributed/distributed.h"
 #include "td/distributed/multiprocess_testing.h"
-#include "td/distributed/packing.h"
+#include "td/distributed/internal/packing.h"
 #include "td/nn/functional.h"
 
 namespace td {

@@ -17,8 +17,8 @@
 #include "td/core/internal/structure_check.h"
 #include "td/distributed/distributed.h"
 #include "td/distributed/internal.h"
-#include "td/distributed/packing.h"
-#include "td/distributed/wire.h"
+#include "td/distributed/internal/packing.h"
+#include "td/distributed/internal/wire.h"
 
 namespace td {
 namespace distributed {

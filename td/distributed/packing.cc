@@ -1,4 +1,4 @@
-#include "td/distributed/packing.h"
+#include "td/distributed/internal/packing.h"
 
 #include <ATen/ATen.h>
 #include <ATen/MemoryOverlap.h>
@@ -11,7 +11,7 @@
 #include <sstream>
 #include <utility>
 
-#include "td/consolidate/layout.h"
+#include "td/consolidate/internal/layout.h"
 #include "td/core/errors.h"
 #include "td/core/storage.h"
 

@@ -1,6 +1,6 @@
 // The packed layout (single process): group order and alignment, pack/unpack round trips,
 // signature mismatch descriptions, structure round trip.
-#include "td/distributed/packing.h"
+#include "td/distributed/internal/packing.h"
 
 #include <ATen/ATen.h>
 #include <gtest/gtest.h>

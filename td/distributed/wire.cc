@@ -1,4 +1,4 @@
-#include "td/distributed/wire.h"
+#include "td/distributed/internal/wire.h"
 
 #include <c10/core/ScalarType.h>
 

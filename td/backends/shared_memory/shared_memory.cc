@@ -17,7 +17,7 @@
 #include "nlohmann/json.hpp"
 #include "td/backends/internal/os.h"
 #include "td/backends/shared_memory/handle.h"
-#include "td/core/backend_hooks.h"
+#include "td/core/internal/backend_hooks.h"
 #include "td/core/dtype.h"
 #include "td/core/errors.h"
 #include "td/core/internal/storage_access.h"

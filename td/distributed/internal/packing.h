@@ -51,7 +51,7 @@
 
 #include "nlohmann/json.hpp"
 #include "td/core/tensordict.h"
-#include "td/distributed/wire.h"  // kHeaderWords, kMagic, the header's flags
+#include "td/distributed/internal/wire.h"  // kHeaderWords, kMagic, the header's flags
 
 namespace td {
 namespace distributed {
