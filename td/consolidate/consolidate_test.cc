@@ -11,7 +11,7 @@
 namespace td {
 namespace {
 
-using consolidate_internal::kAlign;
+using internal::kAlign;
 
 std::vector<at::Tensor> Leaves(const TensorDict& t) {
   std::vector<at::Tensor> out;

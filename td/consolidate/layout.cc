@@ -17,7 +17,7 @@
 #include "td/core/tensordict.h"
 
 namespace td {
-namespace consolidate_internal {
+namespace internal {
 
 BufferLayout BufferLayout::Plan(const std::vector<at::Tensor>& leaves) {
   BufferLayout layout;
@@ -270,5 +270,5 @@ std::optional<Buffer> BufferOf(const std::vector<at::Tensor>& leaves) {
   return b;
 }
 
-}  // namespace consolidate_internal
+}  // namespace internal
 }  // namespace td

@@ -10,7 +10,7 @@
 #include "td/core/nested_key.h"
 
 namespace td {
-namespace consolidate_internal {
+namespace internal {
 namespace {
 
 using Json = nlohmann::ordered_json;
@@ -216,5 +216,5 @@ LevelMeta ParseFileMetadata(std::string_view text, const std::string& file, int6
   return Parser{file, data_bytes}.Level(meta, {}, 0);
 }
 
-}  // namespace consolidate_internal
+}  // namespace internal
 }  // namespace td

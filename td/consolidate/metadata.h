@@ -16,7 +16,7 @@
 #include "td/core/internal/structure_check.h"
 
 namespace td {
-namespace consolidate_internal {
+namespace internal {
 
 // How deep [ and { may nest in the metadata: every structure reader's limit (NOTE [ Structure
 // validation ] in td/core/internal/structure_check.h), checked on the text before parsing.
@@ -55,5 +55,5 @@ struct LevelMeta {
 // class or nested tensor. What it returns makes valid tensors and TensorDicts.
 LevelMeta ParseFileMetadata(std::string_view text, const std::string& file, int64_t data_bytes);
 
-}  // namespace consolidate_internal
+}  // namespace internal
 }  // namespace td

@@ -118,7 +118,7 @@ bool IsFree(const at::Tensor& t) { return t.use_count() == 1 && t.storage().use_
 
 at::Tensor ScratchBytes(int64_t nbytes, at::Device device) {
   if (!device.is_cpu()) return at::empty({nbytes}, at::TensorOptions(at::kByte).device(device));
-  if (nbytes > kScratchMaxBytes) return consolidate_internal::AllocateHost(nbytes, at::kByte);
+  if (nbytes > kScratchMaxBytes) return ::td::internal::AllocateHost(nbytes, at::kByte);
   ScratchPool& pool = Pool();
   std::lock_guard<std::mutex> lock(pool.mu);
   // The smallest free buffer that fits; else replace the smallest free one, or add a slot.
@@ -130,7 +130,7 @@ at::Tensor ScratchBytes(int64_t nbytes, at::Device device) {
     if (smallest_free == nullptr || slot.numel() < smallest_free->numel()) smallest_free = &slot;
   }
   if (best != nullptr) return best->narrow(0, 0, nbytes);
-  at::Tensor fresh = consolidate_internal::AllocateHost(nbytes, at::kByte);
+  at::Tensor fresh = ::td::internal::AllocateHost(nbytes, at::kByte);
   if (smallest_free != nullptr) {
     *smallest_free = fresh;
   } else if (static_cast<int>(pool.slots.size()) < kScratchSlots) {

@@ -221,7 +221,7 @@ TensorDict ProbabilisticTensorDictModuleImpl::forward(const TensorDict& td) {
   if (selected_lp) lp = dist->log_prob(draw);
   // Both writes or neither.
   TensorDict out = td;
-  detail::WriteTransaction tx;
+  internal::WriteTransaction tx;
   if (selected_draw) tx.set(out, out_keys_source_[0], draw);
   if (selected_lp) tx.set(out, options_.log_prob_key(), lp);
   tx.commit();
@@ -237,7 +237,7 @@ TensorDict ProbabilisticTensorDictModuleImpl::forward_composite(const TensorDict
   if (selected_lp) lp = dist->log_prob(draw);
   // Every write or none.
   TensorDict out = td;
-  detail::WriteTransaction tx;
+  internal::WriteTransaction tx;
   for (size_t i = 0; i < num_draws_; ++i) {
     const NestedKey& k = out_keys_source_[i];
     if (Selected(out_keys_, k)) tx.set(out, k, draw.get_value(k));

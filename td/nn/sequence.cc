@@ -72,7 +72,7 @@ void DeleteWherePresent(const TensorDict& td, const NestedKey& key) {
 // Writes `key` of `from` into `to` through `tx`: the whole entry when `from` holds it, else
 // member by member when both are lazy stacks of as many members along the same dim.
 void WriteOut(const TensorDict& from, TensorDict& to, const NestedKey& key,
-              detail::WriteTransaction& tx) {
+              internal::WriteTransaction& tx) {
   if (std::optional<Value> v = from.find(key)) {
     tx.set(to, key, *std::move(v));
     return;
@@ -143,7 +143,7 @@ TensorDict TensorDictSequentialImpl::run_module(size_t i, const TensorDict& td) 
     // Run on the members holding every in key, then write all their outputs, or none.
     std::vector<std::pair<TensorDict, TensorDict>> results;
     RunOnMembers(m, td, results);
-    detail::WriteTransaction tx;
+    internal::WriteTransaction tx;
     for (auto& [member, result] : results) {
       if (result.is_same(member)) continue;
       for (const NestedKey& k : m.out_keys()) {
@@ -178,7 +178,7 @@ TensorDict TensorDictSequentialImpl::forward(const TensorDict& td) {
 TensorDict TensorDictSequentialImpl::forward_into(const TensorDict& td, TensorDict out) {
   if (out.is_same(td)) return forward(td);
   const TensorDict result = run_chain(ShallowCopy(td), modules_.size());
-  detail::WriteTransaction tx;
+  internal::WriteTransaction tx;
   for (const NestedKey& k : out_keys_) WriteOut(result, out, k, tx);
   tx.commit();
   return out;

@@ -9,7 +9,8 @@
 #include "td/core/internal/structure_check.h"
 
 namespace td {
-namespace memmap_format {
+namespace internal {
+namespace memmap {
 namespace {
 
 using Json = nlohmann::ordered_json;
@@ -614,5 +615,6 @@ absl::Status CheckWritableKey(std::string_view key, std::string_view what) {
   return absl::OkStatus();
 }
 
-}  // namespace memmap_format
+}  // namespace memmap
+}  // namespace internal
 }  // namespace td

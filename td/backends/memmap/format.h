@@ -60,7 +60,8 @@
 #include "td/core/internal/structure_check.h"
 
 namespace td {
-namespace memmap_format {
+namespace internal {
+namespace memmap {
 
 inline constexpr std::string_view kMetaFile = "meta.json";
 inline constexpr std::string_view kTensorSuffix = ".memmap";
@@ -183,5 +184,6 @@ absl::Status CheckWritableJson(const nlohmann::json& data, std::string_view what
 // OK when `key` is valid UTF-8 (meta.json is JSON text) and not reserved.
 absl::Status CheckWritableKey(std::string_view key, std::string_view what);
 
-}  // namespace memmap_format
+}  // namespace memmap
+}  // namespace internal
 }  // namespace td

@@ -7,7 +7,8 @@
 #include <string>
 
 namespace td {
-namespace memmap_format {
+namespace internal {
+namespace memmap {
 namespace {
 
 void ExpectError(std::string_view text, const std::vector<std::string>& fragments) {
@@ -395,5 +396,6 @@ TEST(TensorBytesTest, CountsAndOverflow) {
 }
 
 }  // namespace
-}  // namespace memmap_format
+}  // namespace memmap
+}  // namespace internal
 }  // namespace td

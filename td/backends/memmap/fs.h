@@ -21,14 +21,15 @@
 #include "td/backends/internal/os.h"
 
 namespace td {
-namespace memmap_internal {
+namespace internal {
+namespace memmap {
 
 // Descriptors come from the helpers shared with the shared_memory backend.
-using UniqueFd = os::UniqueFd;
+using UniqueFd = internal::os::UniqueFd;
 
 // "a/b" joined with "c" -> "a/b/c".
 std::string JoinPath(std::string_view dir, std::string_view name);
-// os::ErrnoError ("<what> <path>: <strerror>", NotFound for ENOENT), plus a hint for ELOOP
+// internal::os::ErrnoError ("<what> <path>: <strerror>", NotFound for ENOENT), plus a hint for ELOOP
 // (a symlink refused by O_NOFOLLOW).
 absl::Status ErrnoError(int err, std::string_view what, std::string_view path);
 
@@ -110,5 +111,6 @@ absl::Status WriteTensor(int fd, const at::Tensor& tensor, const std::string& pa
 // removed, without touching the file system.
 std::string AbsolutePath(const std::string& path);
 
-}  // namespace memmap_internal
+}  // namespace memmap
+}  // namespace internal
 }  // namespace td

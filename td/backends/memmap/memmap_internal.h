@@ -35,7 +35,8 @@
 #include "td/core/tensordict.h"
 
 namespace td {
-namespace memmap_internal {
+namespace internal {
+namespace memmap {
 
 struct WriteOptions {
   bool like = false;           // sparse zero-filled files instead of the data
@@ -47,8 +48,8 @@ struct WriteOptions {
 
 // The kind of an entry, and its meta.json entry (a lazy-stack sub-TensorDict is typed
 // "LazyStackedTensorDict", as Python writes it).
-memmap_format::EntryKind KindOf(const Value& v);
-memmap_format::EntryMeta EntryMetaOf(const std::string& key, const Value& v);
+internal::memmap::EntryKind KindOf(const Value& v);
+internal::memmap::EntryMeta EntryMetaOf(const std::string& key, const Value& v);
 
 // Throws ValueError / TypeError naming the key for anything WriteTree would fail on by
 // construction; `dir` is the final directory of `td` (for copy_existing).
@@ -124,5 +125,6 @@ int WriteThreads(int requested, int64_t bytes, size_t leaves);
 absl::Status RunParallel(size_t n, int num_threads,
                          const std::function<absl::Status(size_t)>& fn);
 
-}  // namespace memmap_internal
+}  // namespace memmap
+}  // namespace internal
 }  // namespace td

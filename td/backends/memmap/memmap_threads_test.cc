@@ -29,16 +29,16 @@ TEST(MemmapThreadsTest, WriteThreadsFollowTheBudget) {
   BudgetGuard guard;
   constexpr int64_t kBig = int64_t{1} << 30;
   parallel::set_num_threads(1);
-  EXPECT_EQ(memmap_internal::WriteThreads(0, kBig, 64), 1);
-  EXPECT_EQ(memmap_internal::WriteThreads(0, 1024, 64), 1);
+  EXPECT_EQ(internal::memmap::WriteThreads(0, kBig, 64), 1);
+  EXPECT_EQ(internal::memmap::WriteThreads(0, 1024, 64), 1);
   parallel::set_num_threads(2);
   const int cpus = std::min(2, parallel::default_num_threads());
-  EXPECT_EQ(memmap_internal::WriteThreads(0, kBig, 64), cpus);
-  EXPECT_EQ(memmap_internal::WriteThreads(0, 1024, 64), 1);  // too small to be worth threads
-  EXPECT_EQ(memmap_internal::WriteThreads(0, kBig, 1), 1);   // one leaf
-  EXPECT_EQ(memmap_internal::WriteThreads(1, kBig, 64), 1);  // per call: serial
+  EXPECT_EQ(internal::memmap::WriteThreads(0, kBig, 64), cpus);
+  EXPECT_EQ(internal::memmap::WriteThreads(0, 1024, 64), 1);  // too small to be worth threads
+  EXPECT_EQ(internal::memmap::WriteThreads(0, kBig, 1), 1);   // one leaf
+  EXPECT_EQ(internal::memmap::WriteThreads(1, kBig, 64), 1);  // per call: serial
   parallel::set_num_threads(0);
-  EXPECT_EQ(memmap_internal::WriteThreads(0, kBig, 64),
+  EXPECT_EQ(internal::memmap::WriteThreads(0, kBig, 64),
             std::min(parallel::num_threads(), parallel::default_num_threads()));
 }
 
@@ -61,7 +61,7 @@ TEST(MemmapThreadsTest, NegativeNumThreadsIsAValueError) {
 
 TEST(MemmapThreadsTest, RunParallelReturnsTheLowestError) {
   std::vector<int> ran(16, 0);
-  absl::Status s = memmap_internal::RunParallel(16, 2, [&](size_t i) {
+  absl::Status s = internal::memmap::RunParallel(16, 2, [&](size_t i) {
     ran[i] = 1;
     return i == 5 || i == 9 ? absl::DataLossError("bad " + std::to_string(i)) : absl::OkStatus();
   });

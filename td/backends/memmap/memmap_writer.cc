@@ -26,10 +26,11 @@
 #include "td/executor/executor.h"
 
 namespace td {
-namespace memmap_internal {
+namespace internal {
+namespace memmap {
 namespace {
 
-using memmap_format::EntryKind;
+using internal::memmap::EntryKind;
 
 constexpr size_t kNameMax = 255;
 
@@ -53,18 +54,18 @@ void ValidateLevel(const TensorDict& td, const std::string& dir, const WriteOpti
     std::optional<Value> v = s.get(k);
     if (!v) continue;
     const NestedKey full = prefix ? *prefix + NestedKey(k) : NestedKey(k);
-    const absl::Status key_ok = memmap_format::CheckWritableKey(k, "memmap");
+    const absl::Status key_ok = internal::memmap::CheckWritableKey(k, "memmap");
     if (!key_ok.ok()) {
       TD_FAIL(ValueError, std::string(key_ok.message()), " (full key ", full.repr(), ")");
     }
     const EntryKind kind = KindOf(*v);
-    const std::string name = memmap_format::EntryFileName(k, kind);
+    const std::string name = internal::memmap::EntryFileName(k, kind);
     if (name.size() > kNameMax) {
       TD_FAIL(ValueError, "memmap: key ", full.repr(), " gives the file name '", name, "' of ",
                        name.size(), " bytes; file systems allow ", kNameMax);
     }
-    if (name == memmap_format::kMetaFile ||
-        name.compare(0, memmap_format::kTempPrefix.size(), memmap_format::kTempPrefix) == 0) {
+    if (name == internal::memmap::kMetaFile ||
+        name.compare(0, internal::memmap::kTempPrefix.size(), internal::memmap::kTempPrefix) == 0) {
       TD_FAIL(ValueError, "memmap: key ", full.repr(), " cannot be memory-mapped: its file name '",
                        name, "' is reserved by the memmap format");
     }
@@ -96,7 +97,7 @@ void ValidateLevel(const TensorDict& td, const std::string& dir, const WriteOpti
     } else if (v->is_tensordict()) {
       ValidateLevel(v->tensordict(), JoinPath(dir, name), o, &full, depth + 1);
     } else {
-      const absl::Status ok = memmap_format::CheckWritableJson(
+      const absl::Status ok = internal::memmap::CheckWritableJson(
           v->non_tensor(), absl::StrCat("memmap: non-tensor data of key ", full.repr()));
       if (!ok.ok()) TD_FAIL(ValueError, std::string(ok.message()));
     }
@@ -127,18 +128,18 @@ std::shared_ptr<UniqueFd> OpenNew(int parent_fd, const std::string& name, const 
 void WriteNonTensor(const nlohmann::json& data, const std::vector<int64_t>& batch, int dirfd,
                     const std::string& path, const WriteOptions& o,
                     std::vector<std::shared_ptr<UniqueFd>>* dirs) {
-  ThrowIfError<MemmapError>(CreateFileAt(dirfd, std::string(memmap_format::kMetaFile),
-                                         memmap_format::NonTensorMetaJson(data), o.sync,
-                                         JoinPath(path, memmap_format::kMetaFile)));
-  const std::string inner(memmap_format::kNonTensorInner);
+  ThrowIfError<MemmapError>(CreateFileAt(dirfd, std::string(internal::memmap::kMetaFile),
+                                         internal::memmap::NonTensorMetaJson(data), o.sync,
+                                         JoinPath(path, internal::memmap::kMetaFile)));
+  const std::string inner(internal::memmap::kNonTensorInner);
   const std::string inner_path = JoinPath(path, inner);
   Mkdir(dirfd, inner, inner_path);
   auto inner_fd = OpenNew(dirfd, inner, inner_path);
-  memmap_format::LevelMeta meta;
+  internal::memmap::LevelMeta meta;
   meta.batch_size = batch;
-  ThrowIfError<MemmapError>(CreateFileAt(inner_fd->get(), std::string(memmap_format::kMetaFile),
-                                         memmap_format::LevelMetaJson(meta), o.sync,
-                                         JoinPath(inner_path, memmap_format::kMetaFile)));
+  ThrowIfError<MemmapError>(CreateFileAt(inner_fd->get(), std::string(internal::memmap::kMetaFile),
+                                         internal::memmap::LevelMetaJson(meta), o.sync,
+                                         JoinPath(inner_path, internal::memmap::kMetaFile)));
   if (o.sync) dirs->push_back(std::move(inner_fd));
 }
 
@@ -155,21 +156,21 @@ void BuildLevel(const TensorDict& td, const std::shared_ptr<UniqueFd>& dir, cons
       BuildLevel(members[i], OpenNew(dir->get(), name, member_path), member_path, o, prefix, jobs,
                  dirs);
     }
-    ThrowIfError<MemmapError>(CreateFileAt(dir->get(), std::string(memmap_format::kMetaFile),
-                                           memmap_format::LazyStackMetaJson(stack->stack_dim()),
-                                           o.sync, JoinPath(path, memmap_format::kMetaFile)));
+    ThrowIfError<MemmapError>(CreateFileAt(dir->get(), std::string(internal::memmap::kMetaFile),
+                                           internal::memmap::LazyStackMetaJson(stack->stack_dim()),
+                                           o.sync, JoinPath(path, internal::memmap::kMetaFile)));
     if (o.sync) dirs->push_back(dir);
     return;
   }
   const Storage& s = td.storage();
-  memmap_format::LevelMeta meta;
+  internal::memmap::LevelMeta meta;
   meta.batch_size = td.batch_size().vec();
   for (const std::string& k : s.keys()) {
     std::optional<Value> v = s.get(k);
     if (!v) continue;
     const NestedKey full = prefix ? *prefix + NestedKey(k) : NestedKey(k);
-    memmap_format::EntryMeta e = EntryMetaOf(k, *v);
-    const std::string name = memmap_format::EntryFileName(k, e.kind);
+    internal::memmap::EntryMeta e = EntryMetaOf(k, *v);
+    const std::string name = internal::memmap::EntryFileName(k, e.kind);
     const std::string entry_path = JoinPath(path, name);
     if (v->is_tensor()) {
       jobs->push_back(LeafJob{dir, name, entry_path, v->tensor(), full});
@@ -185,9 +186,9 @@ void BuildLevel(const TensorDict& td, const std::shared_ptr<UniqueFd>& dir, cons
     }
     meta.entries.push_back(std::move(e));
   }
-  ThrowIfError<MemmapError>(CreateFileAt(dir->get(), std::string(memmap_format::kMetaFile),
-                                         memmap_format::LevelMetaJson(meta), o.sync,
-                                         JoinPath(path, memmap_format::kMetaFile)));
+  ThrowIfError<MemmapError>(CreateFileAt(dir->get(), std::string(internal::memmap::kMetaFile),
+                                         internal::memmap::LevelMetaJson(meta), o.sync,
+                                         JoinPath(path, internal::memmap::kMetaFile)));
   if (o.sync) dirs->push_back(dir);
 }
 
@@ -273,7 +274,7 @@ void CheckTarget(int parent_fd, const Target& t, bool exists_ok) {
   std::vector<DirEntry> entries = ValueOrThrow<MemmapError>(ListDir(dir.get(), t.path));
   if (entries.empty()) return;
   const bool is_memmap = std::any_of(entries.begin(), entries.end(), [](const DirEntry& e) {
-    return e.name == memmap_format::kMetaFile && e.type == EntryType::kFile;
+    return e.name == internal::memmap::kMetaFile && e.type == EntryType::kFile;
   });
   if (!is_memmap) {
     TD_FAIL(ValueError, "memmap: ", t.path, " is a non-empty directory without meta.json, not a "
@@ -353,8 +354,8 @@ EntryKind KindOf(const Value& v) {
   return EntryKind::kNonTensor;
 }
 
-memmap_format::EntryMeta EntryMetaOf(const std::string& key, const Value& v) {
-  memmap_format::EntryMeta e;
+internal::memmap::EntryMeta EntryMetaOf(const std::string& key, const Value& v) {
+  internal::memmap::EntryMeta e;
   e.key = key;
   e.kind = KindOf(v);
   if (v.is_tensor()) {
@@ -476,26 +477,27 @@ absl::Status CommitDir(int parent_fd, const std::string& tmp, const std::string&
   return absl::OkStatus();
 }
 
-}  // namespace memmap_internal
+}  // namespace memmap
+}  // namespace internal
 
 // ---- TensorDict members (registered as hooks: NOTE [ Backend entry points ]) -----------------
 
 namespace {
 
 TensorDict Memmap(const TensorDict& td, const std::string& prefix, const MemmapOptions& options) {
-  return memmap_internal::WriteAndLoad(td, prefix, options, /*like=*/false);
+  return internal::memmap::WriteAndLoad(td, prefix, options, /*like=*/false);
 }
 
 TensorDict MemmapLike(const TensorDict& td, const std::string& prefix,
                       const MemmapOptions& options) {
-  return memmap_internal::WriteAndLoad(td, prefix, options, /*like=*/true);
+  return internal::memmap::WriteAndLoad(td, prefix, options, /*like=*/true);
 }
 
 }  // namespace
 
 TensorDict MemmapLikeReserved(const TensorDict& td, const std::string& prefix,
                               const MemmapOptions& options) {
-  return memmap_internal::WriteAndLoad(td, prefix, options, /*like=*/true, /*reserve=*/true);
+  return internal::memmap::WriteAndLoad(td, prefix, options, /*like=*/true, /*reserve=*/true);
 }
 
 namespace {
@@ -503,18 +505,18 @@ namespace {
 TensorDict& MemmapInPlace(TensorDict& td, const std::string& prefix, const MemmapOptions& options) {
   if (td.backend() == "memmap") {
     const auto& ms = static_cast<const MemmapStorage&>(td.storage());
-    if (memmap_internal::AbsolutePath(prefix) == ms.path()) return td;
+    if (internal::memmap::AbsolutePath(prefix) == ms.path()) return td;
     TD_FAIL(ValueError, "memmap_: this TensorDict is already memory-mapped at ", ms.path(),
                      "; use memmap(\"", prefix, "\") to write a copy");
   }
   TensorDict mapped = td.memmap(prefix, options);
-  memmap_internal::ReplaceLeaves(td, mapped);
+  internal::memmap::ReplaceLeaves(td, mapped);
   td.lock_();
   return td;
 }
 
 TensorDict LoadMemmap(const std::string& prefix, const LoadMemmapOptions& options) {
-  using namespace memmap_internal;  // NOLINT
+  using namespace internal::memmap;  // NOLINT
   if (prefix.empty()) TD_FAIL(ValueError, "load_memmap: the prefix (directory) is empty");
   parallel::check_num_threads(options.num_threads(), "LoadMemmapOptions::num_threads");
   std::string path = AbsolutePath(prefix);

@@ -12,7 +12,8 @@
 #include "td/core/internal/structure_check.h"
 
 namespace td {
-namespace shm_handle {
+namespace internal {
+namespace shm {
 namespace {
 
 using Json = nlohmann::json;
@@ -301,5 +302,6 @@ absl::StatusOr<Handle> ParseHandle(std::string_view text) {
   return h;
 }
 
-}  // namespace shm_handle
+}  // namespace shm
+}  // namespace internal
 }  // namespace td

@@ -41,7 +41,8 @@
 #include "td/core/internal/structure_check.h"
 
 namespace td {
-namespace shm_handle {
+namespace internal {
+namespace shm {
 
 inline constexpr size_t kHeaderBytes = 64;  // a segment's header: magic | token | size | pad
 inline constexpr size_t kMaxHandleBytes = size_t{64} << 20;
@@ -92,5 +93,6 @@ struct Handle {
 //   if (!h.ok()) throw td::ValueError(...);
 absl::StatusOr<Handle> ParseHandle(std::string_view text);
 
-}  // namespace shm_handle
+}  // namespace shm
+}  // namespace internal
 }  // namespace td

@@ -13,7 +13,7 @@
 
 namespace td {
 
-namespace consolidate_internal {
+namespace internal {
 
 // The metadata of `td` laid out as `layout` (which describes td's leaves). Throws ValueError for
 // keys the format cannot hold.
@@ -41,5 +41,5 @@ class PendingFile {
   bool committed_ = false;
 };
 
-}  // namespace consolidate_internal
+}  // namespace internal
 }  // namespace td
