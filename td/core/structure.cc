@@ -109,7 +109,7 @@ void LockTree(const TensorDict& root) {
 
 void UnlockTree(const TensorDict& root) {
   std::lock_guard<std::recursive_mutex> guard(LockRecordsMutex());
-  if (std::optional<NestedKey> path = LockedPath(root.storage())) {
+  if (std::optional<NestedKey> path = LockedPath(internal::MutableStorage(root))) {
     TD_FAIL(LockedError, "cannot unlock the TensorDict at key ", path->repr(),
                       " on its own: it belongs to a locked TensorDict (unlock_() that one, which "
                       "unlocks every level below it)");

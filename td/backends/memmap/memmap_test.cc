@@ -434,11 +434,11 @@ TEST_F(LoadErrorsTest, UnknownDtypeAndWrongTypes) {
   std::string bad = meta;
   bad.replace(bad.find("torch.float32"), 13, "torch.float99");
   WriteText(dir_ + "/n/meta.json", bad);
-  ExpectLoadError({dir_ + "/n/meta.json", "'x'", "unknown dtype 'torch.float99'"});
+  ExpectLoadError({dir_ + "/n/meta.json", "'x'", "unknown dtype \"torch.float99\""});
   bad = meta;
   bad.replace(bad.find("[3,5]"), 5, "\"3x5\"");
   WriteText(dir_ + "/n/meta.json", bad);
-  ExpectLoadError({dir_ + "/n/meta.json", "'x'", "must be a list"});
+  ExpectLoadError({dir_ + "/n/meta.json", "'x'", "expected a list of integers"});
 }
 
 TEST_F(LoadErrorsTest, NestedBatchMustStartWithParents) {
