@@ -9,7 +9,8 @@
 #include <vector>
 
 #include "td/consolidate/file.h"
-#include "td/consolidate/layout.h"
+#include "td/consolidate/internal/file.h"
+#include "td/consolidate/internal/layout.h"
 #include "td/core/dtype.h"
 #include "td/core/errors.h"
 #include "td/core/internal/leaves.h"
@@ -17,7 +18,7 @@
 
 namespace td {
 
-using consolidate_internal::BufferLayout;
+using internal::BufferLayout;
 
 namespace {
 
@@ -28,7 +29,7 @@ at::Tensor AllocateOwner(int64_t nbytes, at::Device device, const ConsolidateOpt
   if (device.is_cpu() && options.pin_memory() && at::globalContext().hasCUDA()) {
     return at::empty({nbytes}, opts.pinned_memory(true));
   }
-  at::Tensor owner = device.is_cpu() ? consolidate_internal::AllocateHost(nbytes, at::kByte)
+  at::Tensor owner = device.is_cpu() ? internal::AllocateHost(nbytes, at::kByte)
                                      : at::empty({nbytes}, opts);
   if (device.is_cpu() && options.share_memory()) {
     // Through the member, so that this target does not depend on the shared-memory backend
@@ -48,6 +49,7 @@ void FillBuffer(const std::vector<at::Tensor>& leaves, const std::vector<at::Ten
   auto* base = static_cast<uint8_t*>(owner.data_ptr());
   int64_t total = 0;
   for (const auto& s : layout.slots) total += s.nbytes;
+  parallel::check_num_threads(num_threads, "ConsolidateOptions::num_threads");
   parallel::ParallelOptions popts = parallel::ParallelOptions().num_threads(num_threads);
   if (num_threads == 1) popts.parallel(false);
   parallel::parallel_for(
@@ -90,19 +92,19 @@ void FillBuffer(const std::vector<at::Tensor>& leaves, const std::vector<at::Ten
 }  // namespace
 
 bool is_consolidated(const TensorDict& td) {
-  return consolidate_internal::BufferOfTensorDict(td).has_value();
+  return internal::BufferOfTensorDict(td).has_value();
 }
 
 std::optional<at::Tensor> consolidated_buffer(const TensorDict& td) {
   internal::LeafTree tree(td);
-  std::optional<consolidate_internal::Buffer> buffer = consolidate_internal::BufferOf(tree.leaves());
+  std::optional<internal::Buffer> buffer = internal::BufferOf(tree.leaves());
   if (!buffer) return std::nullopt;
-  return consolidate_internal::WholeBuffer(*buffer, at::kByte);
+  return internal::WholeBuffer(*buffer, at::kByte);
 }
 
 TensorDict consolidate(const TensorDict& td, const ConsolidateOptions& options) {
   internal::LeafTree tree(td);
-  if (consolidate_internal::BufferOf(tree.leaves())) return td;
+  if (internal::BufferOf(tree.leaves())) return td;
   const std::vector<at::Tensor>& leaves = tree.leaves();
   for (size_t i = 0; i < leaves.size(); ++i) {
     if (leaves[i].layout() != at::kStrided) {
@@ -126,18 +128,18 @@ TensorDict consolidate(const TensorDict& td, const ConsolidateOptions& options) 
   }
   auto layout = std::make_shared<BufferLayout>(BufferLayout::Plan(leaves));
 
-  std::optional<consolidate_internal::PendingFile> file;
+  std::optional<internal::PendingFile> file;
   at::Tensor owner;
   if (options.filename()) {
     file.emplace(*options.filename(), layout->nbytes,
-                 consolidate_internal::DumpMetadata(td, *layout, *options.filename()));
+                 internal::DumpMetadata(td, *layout, *options.filename()));
     owner = file->mapping().narrow(0, 0, layout->nbytes);
   } else {
     owner = AllocateOwner(layout->nbytes, device, options);
   }
-  std::optional<consolidate_internal::Buffer> buffer = consolidate_internal::Adopt(owner, layout);
+  std::optional<internal::Buffer> buffer = internal::Adopt(owner, layout);
   TORCH_INTERNAL_ASSERT(buffer.has_value(), "consolidate: a fresh buffer was already registered");
-  std::vector<at::Tensor> views = consolidate_internal::SlotViews(*buffer);
+  std::vector<at::Tensor> views = internal::SlotViews(*buffer);
   FillBuffer(leaves, views, owner, *layout, options.num_threads(), tree);
   if (file) file->Commit();
 

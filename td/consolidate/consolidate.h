@@ -4,7 +4,7 @@
 // td.zero_(), ...) is one copy or one kernel instead of one per leaf (NOTE [ One buffer, one
 // kernel ] in td/core/leafwise.cc), and saving it is one write. The counterpart of Python
 // tensordict's `TensorDict.consolidate()` / `is_consolidated()`. Layout and recognition:
-// NOTE [ Consolidated buffer layout ] (td/consolidate/layout.h); the file format:
+// NOTE [ Consolidated buffer layout ] (td/consolidate/internal/layout.h); the file format:
 // td/consolidate/file.h.
 //
 //   #include "td/consolidate/consolidate.h"      // dep: //td/consolidate
@@ -49,8 +49,8 @@ struct ConsolidateOptions {
   // The buffer's device (default: the TensorDict's device, else the first leaf's). The result's
   // device() is set to it when given.
   TORCH_ARG(std::optional<at::Device>, device) = std::nullopt;
-  // Threads copying leaves into the buffer (0: one per core for large TensorDicts, as the
-  // parallel apply decides; 1: serial).
+  // Threads copying leaves into the buffer (NOTE [ num_threads ] in td/executor/executor.h):
+  // 0 goes parallel, up to td::parallel::num_threads(), for large TensorDicts only.
   TORCH_ARG(int, num_threads) = 0;
 };
 

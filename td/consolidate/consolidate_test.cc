@@ -5,13 +5,13 @@
 
 #include <set>
 
-#include "td/consolidate/layout.h"
+#include "td/consolidate/internal/layout.h"
 #include "td/core/testing.h"
 
 namespace td {
 namespace {
 
-using consolidate_internal::kAlign;
+using internal::kAlign;
 
 std::vector<at::Tensor> Leaves(const TensorDict& t) {
   std::vector<at::Tensor> out;

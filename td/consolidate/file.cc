@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "td/consolidate/consolidate.h"
+#include "td/consolidate/internal/file.h"
 #include "td/consolidate/metadata.h"
 #include "td/core/dtype.h"
 #include "td/core/errors.h"
@@ -23,7 +24,7 @@
 
 namespace td {
 
-using consolidate_internal::BufferLayout;
+using internal::BufferLayout;
 using Json = nlohmann::ordered_json;
 
 namespace {
@@ -88,9 +89,9 @@ struct Builder {
   c10::Storage storage;
   const uint8_t* data;
 
-  at::Tensor Leaf(const consolidate_internal::LeafMeta& m) const {
+  at::Tensor Leaf(const internal::LeafMeta& m) const {
     if (m.start % static_cast<int64_t>(c10::elementSize(m.dtype)) == 0) {
-      return consolidate_internal::ViewInto(storage, m.dtype, m.shape, m.start);
+      return internal::ViewInto(storage, m.dtype, m.shape, m.start);
     }
     // Not aligned for its dtype (never written by Python or by us): a copy.
     at::Tensor out = at::empty(m.shape, at::TensorOptions().dtype(m.dtype));
@@ -104,7 +105,7 @@ struct Builder {
     return out;
   }
 
-  TensorDict Level(const consolidate_internal::LevelMeta& m) const {
+  TensorDict Level(const internal::LevelMeta& m) const {
     std::optional<at::Device> device;
     if (m.cpu) device = at::kCPU;
     TensorDict level({}, m.batch_size, device);
@@ -118,7 +119,7 @@ struct Builder {
 
 }  // namespace
 
-namespace consolidate_internal {
+namespace internal {
 
 nlohmann::ordered_json FileMetadata(const TensorDict& td, const BufferLayout& layout) {
   Json root = LevelJson(td, {});
@@ -191,18 +192,18 @@ void PendingFile::Commit() {
   committed_ = true;
 }
 
-}  // namespace consolidate_internal
+}  // namespace internal
 
 void save_consolidated(const TensorDict& td, const std::string& filename) {
   internal::LeafTree tree(td);
-  std::optional<consolidate_internal::Buffer> buffer = consolidate_internal::BufferOf(tree.leaves());
+  std::optional<internal::Buffer> buffer = internal::BufferOf(tree.leaves());
   if (!buffer) {
     consolidate(td, ConsolidateOptions().filename(filename));
     return;
   }
   const BufferLayout& layout = buffer->layout();
-  const std::string meta = consolidate_internal::DumpMetadata(td, layout, filename);
-  at::Tensor bytes = consolidate_internal::WholeBuffer(*buffer, at::kByte);
+  const std::string meta = internal::DumpMetadata(td, layout, filename);
+  at::Tensor bytes = internal::WholeBuffer(*buffer, at::kByte);
   if (!bytes.device().is_cpu()) bytes = bytes.cpu();
   // The bytes are in memory already: pwrite(2) them (writing through a fresh shared mapping would
   // fault in every page of the file first).
@@ -285,7 +286,7 @@ TensorDict load_consolidated(const std::string& filename) {
                            size, " bytes"));
   }
   const int64_t data_bytes = size - 8 - meta_bytes;
-  const consolidate_internal::LevelMeta meta = consolidate_internal::ParseFileMetadata(
+  const internal::LevelMeta meta = internal::ParseFileMetadata(
       std::string_view(reinterpret_cast<const char*>(p + data_bytes),
                        static_cast<size_t>(meta_bytes)),
       filename, data_bytes);
@@ -325,7 +326,7 @@ TensorDict load_consolidated(const std::string& filename) {
     layout->slots = std::move(slots);
     layout->nbytes = data_bytes;
     layout->ComputeUniform();
-    consolidate_internal::Adopt(mapping.narrow(0, 0, data_bytes), layout);
+    internal::Adopt(mapping.narrow(0, 0, data_bytes), layout);
   }
   return out;
 }

@@ -1,4 +1,4 @@
-#include "td/consolidate/layout.h"
+#include "td/consolidate/internal/layout.h"
 
 #include <ATen/ATen.h>
 #include <c10/core/TensorImpl.h>
@@ -17,7 +17,7 @@
 #include "td/core/tensordict.h"
 
 namespace td {
-namespace consolidate_internal {
+namespace internal {
 
 BufferLayout BufferLayout::Plan(const std::vector<at::Tensor>& leaves) {
   BufferLayout layout;
@@ -270,5 +270,5 @@ std::optional<Buffer> BufferOf(const std::vector<at::Tensor>& leaves) {
   return b;
 }
 
-}  // namespace consolidate_internal
+}  // namespace internal
 }  // namespace td

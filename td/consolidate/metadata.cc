@@ -6,11 +6,11 @@
 #include <utility>
 
 #include "td/core/dtype.h"
-#include "td/core/internal/json_depth.h"
+#include "td/core/internal/structure_check.h"
 #include "td/core/nested_key.h"
 
 namespace td {
-namespace consolidate_internal {
+namespace internal {
 namespace {
 
 using Json = nlohmann::ordered_json;
@@ -78,12 +78,8 @@ struct Parser {
   // Shape that starts with `batch`, or a MemmapError naming `what`.
   void CheckBatchPrefix(const std::string& what, const std::vector<int64_t>& shape,
                         const std::vector<int64_t>& batch, const char* shape_name) const {
-    bool ok = shape.size() >= batch.size();
-    for (size_t i = 0; ok && i < batch.size(); ++i) ok = shape[i] == batch[i];
-    if (!ok) {
-      Bad(file, c10::str(what, ": its ", shape_name, " ", SizeRepr(shape),
-                         " does not start with its level's batch size ", SizeRepr(batch)));
-    }
+    absl::Status ok = internal::CheckStartsWith(shape, batch, shape_name);
+    if (!ok.ok()) Bad(file, c10::str(what, ": ", ok.message(), " of its level"));
   }
 
   LeafMeta Leaf(const std::string& key, const std::string& where, const Json& m) const {
@@ -92,27 +88,22 @@ struct Parser {
     }
     if (m.size() == 6) Bad(file, "leaf " + where + " is part of a nested tensor (unsupported)");
     if (!m[0].is_string()) Bad(file, "leaf " + where + ": dtype is not a string");
-    std::optional<at::ScalarType> dtype = ParseDtypeName(m[0].get<std::string>());
-    if (!dtype) Bad(file, "leaf " + where + ": unknown dtype " + Short(m[0]));
-    if (!m[1].is_array()) Bad(file, "leaf " + where + ": shape is not a list");
+    // NOTE [ Structure validation ]: dtype, shape and byte count by the shared rules.
+    absl::StatusOr<at::ScalarType> dtype = internal::DtypeFromName(m[0].get<std::string>());
+    if (!dtype.ok()) Bad(file, c10::str("leaf ", where, ": ", dtype.status().message()));
+    absl::StatusOr<std::vector<int64_t>> shape = internal::ShapeFromJson(m[1]);
+    if (!shape.ok()) Bad(file, c10::str("leaf ", where, ": the shape ", shape.status().message()));
+    absl::StatusOr<int64_t> nbytes = internal::TensorBytes(*shape, *dtype);
+    if (!nbytes.ok()) Bad(file, c10::str("leaf ", where, ": ", nbytes.status().message()));
     LeafMeta leaf;
     leaf.key = key;
     leaf.dtype = *dtype;
-    int64_t numel = 1;
-    for (const Json& d : m[1]) {
-      const int64_t n = GetInt(d, file, "leaf " + where + ": a dim");
-      if (n < 0) Bad(file, "leaf " + where + ": negative dim " + std::to_string(n));
-      if (n != 0 && numel > std::numeric_limits<int64_t>::max() / 16 / n) {
-        Bad(file, "leaf " + where + ": the shape " + Short(m[1]) + " overflows int64");
-      }
-      numel *= n;
-      leaf.shape.push_back(n);
-    }
+    leaf.shape = *std::move(shape);
     leaf.start = GetInt(m[2], file, "leaf " + where + ": start");
     leaf.stop = GetInt(m[3], file, "leaf " + where + ": stop");
     leaf.pad = GetInt(m[4], file, "leaf " + where + ": pad");
     const int64_t es = static_cast<int64_t>(c10::elementSize(*dtype));
-    leaf.nbytes = numel * es;
+    leaf.nbytes = *nbytes;
     const int64_t start = leaf.start, stop = leaf.stop, pad = leaf.pad;
     if (start < 0 || stop < start || stop > data_bytes || pad < 0 || pad > stop - start) {
       Bad(file, c10::str("leaf ", where, ": byte range [", start, ", ", stop, ") pad ", pad,
@@ -149,11 +140,11 @@ struct Parser {
     if (bs == meta.end() || !bs->is_array()) {
       Bad(file, "level " + where + ": cls_metadata has no batch_size list");
     }
-    for (const Json& d : *bs) {
-      const int64_t n = GetInt(d, file, "level " + where + ": a batch dim");
-      if (n < 0) Bad(file, "level " + where + ": negative batch dim " + std::to_string(n));
-      level.batch_size.push_back(n);
+    absl::StatusOr<std::vector<int64_t>> batch = internal::ShapeFromJson(*bs);
+    if (!batch.ok()) {
+      Bad(file, c10::str("level ", where, ": the batch_size ", batch.status().message()));
     }
+    level.batch_size = *std::move(batch);
     auto dev = meta.find("device");
     level.cpu = dev != meta.end() && dev->is_string() && dev->get<std::string>() == "cpu";
     auto locked = meta.find("is_locked");
@@ -202,10 +193,9 @@ struct Parser {
       if (IsReservedLevelKey(k)) continue;
       claim(k, "a sub-TensorDict");
       const std::vector<std::string> sp = sub_parts(k);
-      if (depth + 1 > kMaxNestingDepth) {
-        Bad(file, c10::str("level ", Repr(sp), " is nested ", depth + 1,
-                           " levels deep; TensorDicts nest at most ", kMaxNestingDepth,
-                           " levels (td::kMaxNestingDepth)"));
+      if (absl::Status ok = internal::CheckNestingDepth(depth + 1); !ok.ok()) {
+        Bad(file, c10::str("level ", Repr(sp), " is nested ", depth + 1, " levels deep: ",
+                           ok.message()));
       }
       level.subs.push_back(Level(v, sp, depth + 1));
       CheckBatchPrefix("sub-TensorDict " + Repr(sp), level.subs.back().batch_size,
@@ -218,14 +208,13 @@ struct Parser {
 }  // namespace
 
 LevelMeta ParseFileMetadata(std::string_view text, const std::string& file, int64_t data_bytes) {
-  if (::td::internal::JsonMaxDepth(text, kMaxMetadataJsonDepth) < 0) {
-    Bad(file, c10::str("the metadata JSON nests deeper than ", kMaxMetadataJsonDepth,
-                       " levels of [ and { (TensorDicts nest at most ", kMaxNestingDepth,
-                       " levels, td::kMaxNestingDepth)"));
+  if (absl::Status ok = internal::CheckJsonDepth(text); !ok.ok()) {
+    Bad(file, c10::str("the metadata ", ok.message(), " (TensorDicts nest at most ",
+                       kMaxNestingDepth, " levels, td::kMaxNestingDepth)"));
   }
   const Json meta = ParseUnique(text, file);
   return Parser{file, data_bytes}.Level(meta, {}, 0);
 }
 
-}  // namespace consolidate_internal
+}  // namespace internal
 }  // namespace td

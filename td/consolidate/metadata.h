@@ -13,15 +13,14 @@
 
 #include "nlohmann/json.hpp"
 #include "td/core/errors.h"
+#include "td/core/internal/structure_check.h"
 
 namespace td {
-namespace consolidate_internal {
+namespace internal {
 
-// How deep [ and { may nest in the metadata: one JSON object per TensorDict level
-// (td::kMaxNestingDepth levels below the root), the fields of the deepest level (a leaf's shape
-// sits 3 objects and lists below its level) and the JSON value of a non-tensor entry. Checked on
-// the text before parsing, because nlohmann's copy, dump and comparison recurse once per level.
-inline constexpr int kMaxMetadataJsonDepth = kMaxNestingDepth + 256;
+// How deep [ and { may nest in the metadata: every structure reader's limit (NOTE [ Structure
+// validation ] in td/core/internal/structure_check.h), checked on the text before parsing.
+inline constexpr int kMaxMetadataJsonDepth = internal::kMaxStructureJsonDepth;
 
 struct LeafMeta {
   std::string key;
@@ -56,5 +55,5 @@ struct LevelMeta {
 // class or nested tensor. What it returns makes valid tensors and TensorDicts.
 LevelMeta ParseFileMetadata(std::string_view text, const std::string& file, int64_t data_bytes);
 
-}  // namespace consolidate_internal
+}  // namespace internal
 }  // namespace td

@@ -20,7 +20,7 @@
 
 namespace {
 
-using td::consolidate_internal::LevelMeta;
+using td::internal::LevelMeta;
 
 constexpr int64_t kDataBytes = 4096;
 
@@ -75,7 +75,7 @@ void CheckAccepted(const LevelMeta& level, int depth) {
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const std::string_view text(reinterpret_cast<const char*>(data), size);
   try {
-    CheckAccepted(td::consolidate_internal::ParseFileMetadata(text, "fuzz.td", kDataBytes), 0);
+    CheckAccepted(td::internal::ParseFileMetadata(text, "fuzz.td", kDataBytes), 0);
   } catch (const td::MemmapError& e) {
     Require(std::string(e.what_without_backtrace()).find("fuzz.td") != std::string::npos,
             "an error does not name the file");

@@ -27,6 +27,7 @@ namespace {
 // the first in key order is rethrown, as the serial loop would have. clone, to, contiguous,
 // stack and cat pass default options: their per-leaf work is a copy, worth threads when large.
 parallel::ParallelOptions LeafParallelism(const ApplyOptions& options) {
+  parallel::check_num_threads(options.num_threads(), "ApplyOptions::num_threads");
   return parallel::ParallelOptions()
       .parallel(options.parallel())
       .num_threads(options.num_threads())

@@ -1,7 +1,7 @@
 // A program that depends on //td/core alone: the backend-provided members link, the questions
 // answer false and the actions throw naming the Bazel target to add (NOTE [ Backend entry
 // points ]). No backend library is linked into this test.
-#include "td/core/backend_hooks.h"
+#include "td/core/internal/backend_hooks.h"
 
 #include <gtest/gtest.h>
 
@@ -33,9 +33,19 @@ TEST(BackendHooksTest, DenseIsRegisteredByTheCore) {
   EXPECT_EQ(TensorDict({}, {2}).backend(), "dense");
 }
 
-TEST(BackendHooksTest, HooksMustBeComplete) {
-  EXPECT_THROW(RegisterMemmapHooks(MemmapHooks()), c10::Error);
-  EXPECT_THROW(RegisterSharedMemoryHooks(SharedMemoryHooks()), c10::Error);
+bool AnswerTrue(const TensorDict&) { return true; }
+bool AnswerFalse(const TensorDict&) { return false; }
+
+// The generic slot: the first registration wins, nullptr is refused, get() is nullptr until one.
+TEST(BackendHooksTest, TheFirstRegistrationWins) {
+  static internal::BackendHook<bool(const TensorDict&)> hook("TensorDict::is_test", "test");
+  EXPECT_EQ(hook.get(), nullptr);
+  TD_EXPECT_THROW_MSG(hook.require(), c10::Error,
+                      {"TensorDict::is_test needs the test backend", "//td/backends/test"});
+  EXPECT_THROW(hook.Register(nullptr), c10::Error);
+  EXPECT_TRUE(hook.Register(&AnswerTrue));
+  EXPECT_FALSE(hook.Register(&AnswerFalse));
+  EXPECT_TRUE(hook.require()(TensorDict()));
 }
 
 }  // namespace

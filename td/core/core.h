@@ -10,7 +10,7 @@
 // dtype helpers (dtype.h), and the storage interface plus backend registry for code that writes
 // or opens backends by id (storage.h). TensorDict::memmap / load_memmap / share_memory_ are
 // members, but their work is done by //td/backends/memmap and //td/backends/shared_memory: link
-// those to use them (NOTE [ Backend entry points ] in backend_hooks.h).
+// those to use them (NOTE [ Backend entry points ] in td/core/internal/backend_hooks.h).
 #pragma once
 
 #include "td/core/comparison.h"      // IWYU pragma: export

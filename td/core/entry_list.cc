@@ -27,7 +27,7 @@ namespace td {
 void PlaceNested(const EntryList* into, int into_depth, const TensorDict& sub,
                  std::string_view key, bool record) {
   struct Pending {
-    std::shared_ptr<Storage> storage;
+    std::shared_ptr<const Storage> storage;
     int depth;
   };
   std::vector<Pending> stack;

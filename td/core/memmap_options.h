@@ -21,11 +21,10 @@ enum class MemmapMode { kReadWrite, kReadOnly };
 // Options of memmap / memmap_ / memmap_like (td/backends/memmap; see docs/memmap.md).
 // Example: `td.memmap("/data/ckpt", td::MemmapOptions().num_threads(8))`.
 struct MemmapOptions {
-  // Threads writing leaves in parallel (oneTBB, in an arena of this many threads, at most one
-  // per CPU); 1 writes from the calling thread. 0 (the default) chooses: every CPU when there
-  // are several leaves and at least 8 MiB of data to copy, else the calling thread. The threads
-  // come from td::parallel's executor: td::parallel::set_num_threads(1) makes every write serial.
-  TORCH_ARG(int64_t, num_threads) = 0;
+  // Threads writing leaves (NOTE [ num_threads ] in td/executor/executor.h; oneTBB, at most one
+  // per CPU and one per leaf): 0 uses td::parallel::num_threads() when there are several leaves
+  // and at least 8 MiB of data to copy, else the calling thread.
+  TORCH_ARG(int, num_threads) = 0;
   // A leaf that is already a memory-mapped file elsewhere is copied when true; when false
   // (Python's default) writing it throws ValueError naming the key and both files.
   TORCH_ARG(bool, copy_existing) = false;
@@ -46,9 +45,9 @@ struct LoadMemmapOptions {
   // Load the sub-TensorDict at this key instead of the whole directory (a slice of a
   // checkpoint): `.sub_path("0")` or `.sub_path(td::NestedKey{"a", "b"})`.
   TORCH_ARG(std::optional<NestedKey>, sub_path) = std::nullopt;
-  // Threads opening and mapping the files (0: the calling thread; mapping is cheap). They come
-  // from td::parallel's executor, so td::parallel::set_num_threads(1) makes loading serial.
-  TORCH_ARG(int64_t, num_threads) = 0;
+  // Threads opening and mapping the files (NOTE [ num_threads ] in td/executor/executor.h): 0
+  // maps from the calling thread (mapping is cheap; ask for threads on slow file systems).
+  TORCH_ARG(int, num_threads) = 0;
 };
 
 }  // namespace td

@@ -50,7 +50,8 @@ struct ApplyOptions {
   // two threads); true: whenever there are two leaves and two threads; false: never — fn is
   // then called in key order on the calling thread. The result is the same either way.
   TORCH_ARG(std::optional<bool>, parallel) = std::nullopt;
-  // Thread budget of the call; 0 means td::parallel::num_threads().
+  // Threads of the call (NOTE [ num_threads ] in td/executor/executor.h): 0 lets `parallel` and
+  // `min_parallel_numel` decide, up to td::parallel::num_threads().
   TORCH_ARG(int, num_threads) = 0;
   TORCH_ARG(int64_t, min_parallel_numel) = parallel::kDefaultMinParallelCost;
 

@@ -6,6 +6,7 @@
 #include "absl/container/flat_hash_map.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "td/core/dtype.h"
 #include "td/core/internal/entry_list.h"
 
 namespace td {
@@ -45,6 +46,45 @@ std::string Capabilities::ToString() const {
 }
 
 std::ostream& operator<<(std::ostream& os, Capabilities c) { return os << c.ToString(); }
+
+void internal::RequireBatchResize(const Storage& s, at::IntArrayRef batch_size,
+                                  std::string_view op) {
+  if (batch_size == s.batch_size() || s.capabilities().has(Capability::kBatchResize)) return;
+  TD_FAIL(BatchSizeError, op, ": cannot change the batch size from ", SizeRepr(s.batch_size()),
+          " to ", SizeRepr(batch_size), ": the '", s.backend_id(),
+          "' backend keeps its batch size (it lacks Capability::kBatchResize, \"",
+          CapabilityName(Capability::kBatchResize),
+          "\"); to_dense() gives a free-standing TensorDict that can change it");
+}
+
+void internal::RequireReplaceable(const Storage& s, std::string_view key, const Value& value,
+                                  std::string_view op, const KeyRef& full_key) {
+  if (s.capabilities().has(Capability::kReplaceEntries)) return;
+  const std::optional<EntryMeta> m = s.meta(key);
+  if (!m) return;
+  at::IntArrayRef shape;
+  EntryMeta::Kind kind = EntryMeta::Kind::kNonTensor;
+  if (value.is_tensor()) {
+    kind = EntryMeta::Kind::kTensor;
+    shape = value.tensor().sizes();
+  } else if (value.is_tensordict()) {
+    kind = EntryMeta::Kind::kTensorDict;
+    shape = value.tensordict().batch_size();
+  }
+  if (kind == m->kind && at::IntArrayRef(m->shape) == shape) return;
+  static constexpr const char* kKinds[] = {"Tensor", "TensorDict", "NonTensorData"};
+  auto describe = [](EntryMeta::Kind k, at::IntArrayRef sh) {
+    const char* name = kKinds[static_cast<int>(k)];
+    if (k == EntryMeta::Kind::kNonTensor) return std::string(name);
+    return absl::StrCat(name, " of ", k == EntryMeta::Kind::kTensor ? "shape " : "batch size ",
+                        SizeRepr(sh));
+  };
+  TD_FAIL(ValueError, op, ": cannot replace key ", full_key.repr(), " (a ",
+          describe(m->kind, m->shape), ") with a ", describe(kind, shape), ": the '",
+          s.backend_id(), "' backend keeps the kind and shape of existing entries (it lacks ",
+          "Capability::kReplaceEntries, \"", CapabilityName(Capability::kReplaceEntries),
+          "\"); set_() writes values of the same shape");
+}
 
 void Storage::set_(std::string_view key, const at::Tensor& value) {
   std::optional<Value> current = get(key);
@@ -97,7 +137,7 @@ void LazyStorage::fail_lazy_depth(int depth, std::string_view what) {
                      " lazy levels (views of views, lazy stacks of lazy stacks), and lazy "
                      "levels chain at most ", kMaxNestingDepth,
                      " deep (td::kMaxNestingDepth); call to_dense() on the source, or build "
-                     "the view on view_source()");
+                     "the view on its source (LazyViewTensorDict::source())");
 }
 
 void Storage::append_new(std::vector<std::pair<std::string, Value>> entries) {

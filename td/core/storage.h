@@ -32,6 +32,10 @@
 //    returns nullopt / false to let the core do it leaf by leaf. A lazy backend uses the hooks
 //    to stay lazy (a lazy stack indexed along its stack dim returns the member itself) and to
 //    write through.
+//  * A capability a backend does not declare is never asked of it: the core throws first,
+//    naming the call, the backend and the flag (kNewKeys in set(), kReplaceEntries through
+//    internal::RequireReplaceable, kBatchResize through internal::RequireBatchResize before
+//    any level changes, kInPlaceWrite in index_put_).
 //  * Structural flags that span levels (the lock) are set through the virtual `set_locked()`, so
 //    backends whose nested TensorDicts are built on the fly (lazy stacks, views) can forward it.
 #pragma once
@@ -54,28 +58,27 @@
 
 namespace td {
 
-// What a backend can do. Every flag has a row in kCapabilityNames below; add a new flag at the
-// end with the next bit, a row there, and bump kNumCapabilities (static_asserts check the rest).
+// What a backend can do. Every flag is read by the library: the core enforces kNewKeys,
+// kReplaceEntries, kBatchResize and kInPlaceWrite before calling the storage (a backend lacking
+// one gets an error naming the call, the backend and the flag, and the storage is never asked),
+// kLazy decides how in-place writes reach the storage, kCrossProcess is what is_shared() reports.
+// Every flag has a row in kCapabilityNames below; add a new flag at the end with the next bit,
+// a row there, and bump kNumCapabilities (static_asserts check the rest).
 enum class Capability : uint32_t {
   kInPlaceWrite = 1u << 0,   // set_ / index_put_ write into the memory the entries live in
   kNewKeys = 1u << 1,        // set() of a new key is supported
-  kPersistent = 1u << 2,     // the entries outlive the process (files)
-  kCrossProcess = 1u << 3,   // other processes can see and write the same memory
-  kLazy = 1u << 4,           // get() computes its result from other TensorDicts (LazyStorage)
-  kCpuOnly = 1u << 5,        // tensors must stay on the CPU
-  kRagged = 1u << 6,         // entries may disagree on feature shapes / key sets
-  kReplaceEntries = 1u << 7, // set() of an existing key may change its feature shape / dtype
-  kBatchResize = 1u << 8,    // set_batch_size() / auto_batch_size_() may change the batch size
+  kCrossProcess = 1u << 2,   // other processes can see and write the same memory
+  kLazy = 1u << 3,           // get() computes its result from other TensorDicts (LazyStorage)
+  kReplaceEntries = 1u << 4, // set() of an existing key may change its kind or shape
+  kBatchResize = 1u << 5,    // set_batch_size() / auto_batch_size_() may change the batch size
 };
-inline constexpr size_t kNumCapabilities = 9;
+inline constexpr size_t kNumCapabilities = 6;
 
 // The name of every Capability, in bit order: what Capabilities::ToString prints.
 inline constexpr std::pair<Capability, std::string_view> kCapabilityNames[] = {
-    {Capability::kInPlaceWrite, "in_place_write"}, {Capability::kNewKeys, "new_keys"},
-    {Capability::kPersistent, "persistent"},       {Capability::kCrossProcess, "cross_process"},
-    {Capability::kLazy, "lazy"},                   {Capability::kCpuOnly, "cpu_only"},
-    {Capability::kRagged, "ragged"},               {Capability::kReplaceEntries, "replace_entries"},
-    {Capability::kBatchResize, "batch_resize"},
+    {Capability::kInPlaceWrite, "in_place_write"},   {Capability::kNewKeys, "new_keys"},
+    {Capability::kCrossProcess, "cross_process"},    {Capability::kLazy, "lazy"},
+    {Capability::kReplaceEntries, "replace_entries"}, {Capability::kBatchResize, "batch_resize"},
 };
 static_assert(sizeof(kCapabilityNames) / sizeof(kCapabilityNames[0]) == kNumCapabilities,
               "every Capability needs a row in kCapabilityNames");
@@ -273,7 +276,7 @@ class LazyStorage : public Storage {
   // Records that this storage computes its entries from `source` (backends call it for every
   // source before keeping it). Throws NestingError naming `what` and the depth, changing
   // nothing, when that would make the chain of lazy levels longer than kMaxNestingDepth.
-  //   LazyViewStorage(TensorDict source, ...) { add_lazy_source(source, "index_view"); ... }
+  //   MyViewStorage(TensorDict source, ...) { add_lazy_source(source, "my_view"); ... }
   void add_lazy_source(const TensorDict& source, std::string_view what) {
     const LazyStorage* lazy = source.storage().lazy();
     const int depth = lazy == nullptr ? 1 : lazy->lazy_depth_ + 1;
@@ -286,6 +289,17 @@ class LazyStorage : public Storage {
 
   int lazy_depth_ = 1;
 };
+
+namespace internal {
+// The core's checks of kBatchResize and kReplaceEntries, run before the storage is called
+// (NOTE [ Storage interface ]). Each throws naming `op`, the key, the backend and the flag.
+// Throws BatchSizeError when `s` lacks kBatchResize and `batch_size` differs from its own.
+void RequireBatchResize(const Storage& s, at::IntArrayRef batch_size, std::string_view op);
+// Throws ValueError when `s` lacks kReplaceEntries and `value` would change the kind or shape of
+// the existing entry `key` (read through meta(): nothing is computed). A new key passes.
+void RequireReplaceable(const Storage& s, std::string_view key, const Value& value,
+                        std::string_view op, const KeyRef& full_key);
+}  // namespace internal
 
 // The default in-memory backend (td/core/dense_storage.h); also the storage of every
 // operation's result.

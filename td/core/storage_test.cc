@@ -41,7 +41,7 @@ TEST(StorageRegistryTest, DuplicateRegistrationKeepsFirst) {
 TEST(CapabilitiesTest, FlagsAndNames) {
   Capabilities c = Capability::kInPlaceWrite | Capability::kLazy;
   EXPECT_TRUE(c.has(Capability::kLazy));
-  EXPECT_FALSE(c.has(Capability::kPersistent));
+  EXPECT_FALSE(c.has(Capability::kCrossProcess));
   EXPECT_EQ(c.ToString(), "in_place_write|lazy");
   EXPECT_FALSE(c.without(Capability::kLazy).has(Capability::kLazy));
   TensorDict t;
@@ -64,8 +64,7 @@ TEST(CapabilitiesTest, EveryFlagIsNamed) {
     all = all | c;
   }
   EXPECT_EQ(all.ToString(),
-            "in_place_write|new_keys|persistent|cross_process|lazy|cpu_only|ragged|"
-            "replace_entries|batch_resize");
+            "in_place_write|new_keys|cross_process|lazy|replace_entries|batch_resize");
   EXPECT_EQ(Capabilities(Capability::kReplaceEntries).ToString(), "replace_entries");
   EXPECT_EQ(Capabilities(Capability::kBatchResize).ToString(), "batch_resize");
   // A bit without a row is printed, not dropped.

@@ -13,6 +13,7 @@
 #include "td/core/internal/entry_list.h"
 #include "td/core/internal/leafwise.h"
 #include "td/core/internal/leaves.h"
+#include "td/core/internal/storage_access.h"
 #include "td/core/internal/tensordict_util.h"
 #include "td/core/storage.h"
 
@@ -93,14 +94,14 @@ void LockTree(const TensorDict& root) {
   while (!todo.empty()) {
     TensorDict td = std::move(todo.back());
     todo.pop_back();
-    td.storage().set_locked(true);
+    internal::MutableStorage(td).set_locked(true);
     ForEachSubTensorDict(td, [&](const std::string& k, const TensorDict& child) {
-      std::vector<Storage::LockParent>& records = child.storage().lock_parents();
+      std::vector<Storage::LockParent>& records = internal::MutableStorage(child).lock_parents();
       const bool known = std::any_of(records.begin(), records.end(), [&](const auto& r) {
         return r.parent.lock() == td.storage_ptr();
       });
       if (!known) records.push_back({td.storage_ptr(), NestedKey(k)});
-      child.storage().set_has_lock_parents(true);
+      internal::MutableStorage(child).set_has_lock_parents(true);
       todo.push_back(child);
     });
   }
@@ -108,21 +109,21 @@ void LockTree(const TensorDict& root) {
 
 void UnlockTree(const TensorDict& root) {
   std::lock_guard<std::recursive_mutex> guard(LockRecordsMutex());
-  if (std::optional<NestedKey> path = LockedPath(root.storage())) {
+  if (std::optional<NestedKey> path = LockedPath(internal::MutableStorage(root))) {
     TD_FAIL(LockedError, "cannot unlock the TensorDict at key ", path->repr(),
                       " on its own: it belongs to a locked TensorDict (unlock_() that one, which "
                       "unlocks every level below it)");
   }
-  root.storage().lock_parents().clear();
-  root.storage().set_has_lock_parents(false);
+  internal::MutableStorage(root).lock_parents().clear();
+  internal::MutableStorage(root).set_has_lock_parents(false);
   std::vector<TensorDict> todo{root};
   while (!todo.empty()) {
     TensorDict td = std::move(todo.back());
     todo.pop_back();
-    td.storage().set_locked(false);
+    internal::MutableStorage(td).set_locked(false);
     ForEachSubTensorDict(td, [&](const std::string&, const TensorDict& child) {
-      child.storage().lock_parents().clear();
-      child.storage().set_has_lock_parents(false);
+      internal::MutableStorage(child).lock_parents().clear();
+      internal::MutableStorage(child).set_has_lock_parents(false);
       todo.push_back(child);
     });
   }
@@ -134,9 +135,9 @@ void internal::NoteLockParent(const TensorDict& parent, const KeyRef& key,
                               const TensorDict& child) {
   if (!parent.is_locked() || child.storage().has_lock_parents()) return;
   std::lock_guard<std::recursive_mutex> guard(LockRecordsMutex());
-  std::vector<Storage::LockParent>& records = child.storage().lock_parents();
+  std::vector<Storage::LockParent>& records = internal::MutableStorage(child).lock_parents();
   if (records.empty()) records.push_back({parent.storage_ptr(), key.key()});
-  child.storage().set_has_lock_parents(true);
+  internal::MutableStorage(child).set_has_lock_parents(true);
 }
 
 // ---- structure ----------------------------------------------------------------------------

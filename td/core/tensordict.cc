@@ -13,6 +13,7 @@
 #include "td/core/internal/dict_util.h"
 #include "td/core/internal/tensordict_util.h"
 #include "td/core/internal/entry_list.h"
+#include "td/core/internal/storage_access.h"
 #include "td/core/storage.h"
 
 namespace td {
@@ -82,12 +83,13 @@ void CheckBatchFits(const TensorDict& td, at::IntArrayRef nb, const NestedKey* p
       CheckBatchFits(s.get(k)->tensordict(), nb, &full);
     }
   }
+  internal::RequireBatchResize(s, nb, "set_batch_size");  // every level, before any changes
 }
 
 // This level first: a backend that refuses the batch size (a lazy stack losing its stack dim)
 // throws before anything changed.
 void ApplyBatch(const TensorDict& td, const std::vector<int64_t>& nb) {
-  td.storage().set_batch_size(nb);
+  internal::MutableStorage(td).set_batch_size(nb);
   const Storage& s = td.storage();
   for (const std::string& k : s.keys()) {
     std::optional<EntryMeta> m = s.meta(k);
@@ -192,6 +194,7 @@ TensorDict& TensorDict::auto_batch_size_(std::optional<int64_t> batch_dims) {
   }
   std::vector<int64_t> nb = common.value_or(std::vector<int64_t>{});
   if (batch_dims && static_cast<int64_t>(nb.size()) > *batch_dims) nb.resize(*batch_dims);
+  internal::RequireBatchResize(*storage_, nb, "auto_batch_size_");
   storage_->set_batch_size(std::move(nb));
   return *this;
 }
@@ -393,7 +396,8 @@ void TensorDict::validate(Value& value, const KeyRef& full_key) const {
 void TensorDict::set_at_level(std::string_view key, Value&& value,
                               const KeyRef& full_key) {
   Storage& s = *storage_;
-  if (s.locked() || !s.capabilities().has(Capability::kNewKeys)) {
+  const Capabilities caps = s.capabilities();
+  if (s.locked() || !caps.has(Capability::kNewKeys)) {
     std::optional<Value> current = s.get(key);
     if (!current) {
       if (s.locked()) {
@@ -416,6 +420,9 @@ void TensorDict::set_at_level(std::string_view key, Value&& value,
                           " of another shape: the TensorDict is locked (call unlock_() first)");
       }
     }
+  }
+  if (!caps.has(Capability::kReplaceEntries)) {
+    internal::RequireReplaceable(s, key, value, "set", full_key);
   }
   s.set(key, std::move(value));
 }

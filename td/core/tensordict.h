@@ -109,8 +109,12 @@ class TensorDict {
   std::optional<at::Device> device() const;
   // The storage backend id ("dense", "lazy_stack", "memmap", ...).
   std::string_view backend() const;
-  Storage& storage() const { return *storage_; }
-  const std::shared_ptr<Storage>& storage_ptr() const { return storage_; }
+  // The storage, read only (see td/core/storage.h): every write goes through the members
+  // below, which validate it first. Backends that must write a level directly use
+  // internal::MutableStorage (NOTE [ Mutable storage access ] in
+  // td/core/internal/storage_access.h).
+  const Storage& storage() const { return *storage_; }
+  std::shared_ptr<const Storage> storage_ptr() const { return storage_; }
   // True when both handles share the same entries.
   bool is_same(const TensorDict& other) const { return storage_ == other.storage_; }
 
@@ -155,7 +159,7 @@ class TensorDict {
   // `options.mode` read-write or read-only. Everything is validated before use: MemmapError
   // names the file and the problem (missing or unexpected file, size that does not match
   // shape x dtype, malformed JSON, unknown dtype, wrong JSON types, symlinks). Link
-  // //td/backends/memmap (NOTE [ Backend entry points ] in td/core/backend_hooks.h).
+  // //td/backends/memmap (NOTE [ Backend entry points ] in td/core/internal/backend_hooks.h).
   //   auto params = td::TensorDict::load_memmap("/ckpt", td::LoadMemmapOptions().sub_path("0"));
   static TensorDict load_memmap(const std::string& prefix, const LoadMemmapOptions& options = {});
   // Inverse of to_ivalue(): a (nested) dict of tensors / dicts / strings / numbers. With an

@@ -11,10 +11,11 @@
 #include <string>
 #include <utility>
 
+#include "td/core/internal/structure_check.h"
 #include "td/distributed/distributed.h"
 #include "td/distributed/internal.h"
-#include "td/distributed/packing.h"
-#include "td/distributed/wire.h"
+#include "td/distributed/internal/packing.h"
+#include "td/distributed/internal/wire.h"
 
 namespace td {
 namespace distributed {
@@ -358,8 +359,11 @@ TensorDict scatter(const ProcessGroupPtr& pg, const std::vector<TensorDict>& tds
   std::vector<at::Tensor> structure = {at::empty({header[0].data_ptr<int64_t>()[1]}, at::kByte)};
   if (root) std::memcpy(structure[0].data_ptr<uint8_t>(), desc.data(), desc.size());
   Collective(what, options.timeout(), [&] { return pg->broadcast(structure, bo); });
-  nlohmann::json parsed = nlohmann::json::parse(BytesToString(structure[0], structure[0].numel()),
-                                                nullptr, /*allow_exceptions=*/false);
+  const std::string text = BytesToString(structure[0], structure[0].numel());
+  if (absl::Status depth = ::td::internal::CheckJsonDepth(text); !depth.ok()) {
+    TD_FAIL(ValueError, what, ": the TensorDict structure received is invalid: ", depth.message());
+  }
+  nlohmann::json parsed = nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);
   if (parsed.is_discarded()) TD_FAIL(ValueError, what, ": the structure received is not JSON");
   // Keys, shapes, dtypes, devices and depth, before allocating (no bound on the leaves' bytes:
   // the data has not arrived yet).

@@ -2,7 +2,7 @@
 // c10d process group works). Point to point: send / recv / isend / irecv, init_remote /
 // from_remote_init; collectives: broadcast, reduce, all_reduce, all_gather, scatter, gather.
 // Every call moves the small leaves of a TensorDict in one buffer (NOTE [ Packed layout ] in
-// td/distributed/packing.h): a send is a small header plus one message (after init_remote, one
+// td/distributed/internal/packing.h): a send is a small header plus one message (after init_remote, one
 // message alone), a collective is one c10d call (reductions: one per dtype), whatever the number
 // of leaves. Leaves of 1 MiB or more (kAloneMinBytes) are not copied into that buffer: a send
 // sends each from its own memory as a message of its own, a reduction reduces each in a call

@@ -15,7 +15,7 @@
 #include "td/core/stack.h"
 #include "td/core/testing.h"
 #include "td/distributed/multiprocess_testing.h"
-#include "td/distributed/packing.h"
+#include "td/distributed/internal/packing.h"
 
 namespace td {
 namespace distributed {

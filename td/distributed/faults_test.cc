@@ -16,7 +16,7 @@
 #include "td/core/testing.h"
 #include "td/distributed/distributed.h"
 #include "td/distributed/multiprocess_testing.h"
-#include "td/distributed/packing.h"
+#include "td/distributed/internal/packing.h"
 #include "td/nn/functional.h"
 
 namespace td {
@@ -368,16 +368,16 @@ TEST(FaultsTest, HostileInitRemoteStructuresAreRefusedByName) {
   deep += Level("");
   for (int i = 0; i < 100000; ++i) deep += "}]}";
   const std::vector<Case> cases = {
-      {Level(TensorEntry("[-1]")), 64, {"key 'a'", "holds a size that is not an integer"}},
+      {Level(TensorEntry("[-1]")), 64, {"key 'a'", "holds -1, not an integer in [0, 2^63-1]"}},
       {Level(TensorEntry("[4,4611686018427387904,4]")), 64,
-       {"key 'a'", "more bytes than an int64 counts"}},
+       {"key 'a'", "has more bytes than fit in int64"}},
       {Level(TensorEntry("[1099511627776]")), 64, {"key 'a'", "more than the 64 bytes of data"}},
-      {Level(TensorEntry("[4]", 99)), 64, {"key 'a'", "dtype 99 is not a dtype code"}},
+      {Level(TensorEntry("[4]", 99)), 64, {"key 'a'", "unknown dtype code 99"}},
       {Level(TensorEntry("[4]"), R"("cuda:0")"), 64, {"device 'cuda:0' is not available"}},
       {Level(TensorEntry("[4]"), R"("nonsense:3")"), 64, {"'nonsense:3' is not a device name"}},
       {Level(R"({"key":"a","kind":"socket"})"), 0, {"entry kind 'socket' is unknown"}},
       {"{{{", 0, {"is not JSON"}},
-      {deep, 0, {"nests deeper than td::kMaxNestingDepth (128) levels"}},
+      {deep, 0, {"JSON nested deeper than 512 levels"}},
   };
   ExpectAllPassed(RunRanks(RunOptions(), [&cases](int rank, const ProcessGroupPtr& pg) {
     if (rank == 0) {

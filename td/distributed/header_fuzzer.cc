@@ -1,5 +1,5 @@
 // libFuzzer target for what td::distributed reads from another process before allocating
-// anything (td/distributed/wire.h): the 48-byte header of a point-to-point message and the JSON
+// anything (td/distributed/internal/wire.h): the 48-byte header of a point-to-point message and the JSON
 // structure of an init_remote message. Any bytes must give a Header, a parsed structure or a
 // td::ValueError, never a crash, a hang, an uncaught exception or a deep recursion; and what is
 // accepted must keep the promises the receiver relies on before it allocates:
@@ -22,7 +22,7 @@
 #include <vector>
 
 #include "td/core/errors.h"
-#include "td/distributed/wire.h"
+#include "td/distributed/internal/wire.h"
 
 namespace {
 

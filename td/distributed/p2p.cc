@@ -14,10 +14,11 @@
 #include <utility>
 #include <vector>
 
+#include "td/core/internal/structure_check.h"
 #include "td/distributed/distributed.h"
 #include "td/distributed/internal.h"
-#include "td/distributed/packing.h"
-#include "td/distributed/wire.h"
+#include "td/distributed/internal/packing.h"
+#include "td/distributed/internal/wire.h"
 
 namespace td {
 namespace distributed {
@@ -562,6 +563,10 @@ TensorDict AcceptInit(const ProcessGroupPtr& pg, const Incoming& in, int src, in
   sizes.nbytes = in.data.numel();
   sizes.inline_bytes = sizes.nbytes;
   Agreements::Get().Record(pg, src, tag, Side::kRecv, sizes);
+  if (absl::Status depth = ::td::internal::CheckJsonDepth(in.desc); !depth.ok()) {
+    TD_FAIL(ValueError, what, ": the TensorDict structure received is invalid: ", depth.message(),
+            "; nothing was allocated");
+  }
   nlohmann::json structure = nlohmann::json::parse(in.desc, nullptr, /*allow_exceptions=*/false);
   if (structure.is_discarded()) {
     TD_FAIL(ValueError, what, ": the TensorDict structure received from rank ", src,
@@ -617,8 +622,9 @@ void Deliver(const ProcessGroupPtr& pg, const Incoming& in, TensorDict& td,
   }
   const std::vector<size_t> alone = layout.OwnMessages(in.per_leaf);
   if (in.per_leaf) {
-    // Dense contiguous CPU leaves receive in place; the others through a temporary.
-    const bool dense = td.backend() == "dense";
+    // Contiguous CPU leaves that write through (LeavesWriteThrough) receive in place; the
+    // others through a temporary.
+    const bool dense = internal::LeavesWriteThrough(td);
     std::vector<at::Tensor> targets;
     std::vector<bool> direct;
     for (size_t i : alone) {

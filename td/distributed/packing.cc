@@ -1,4 +1,4 @@
-#include "td/distributed/packing.h"
+#include "td/distributed/internal/packing.h"
 
 #include <ATen/ATen.h>
 #include <ATen/MemoryOverlap.h>
@@ -11,8 +11,9 @@
 #include <sstream>
 #include <utility>
 
-#include "td/consolidate/layout.h"
+#include "td/consolidate/internal/layout.h"
 #include "td/core/errors.h"
+#include "td/core/storage.h"
 
 namespace td {
 namespace distributed {
@@ -26,6 +27,19 @@ uint64_t Fingerprint(const void* data, size_t n) {
     h *= 1099511628211ull;
   }
   return h;
+}
+
+bool LeavesWriteThrough(const TensorDict& td) {
+  const Storage& s = td.storage();
+  const Capabilities caps = s.capabilities();
+  if (caps.has(Capability::kLazy) || !caps.has(Capability::kInPlaceWrite)) return false;
+  for (const std::string& k : s.keys()) {
+    const std::optional<EntryMeta> m = s.meta(k);
+    if (!m || m->kind != EntryMeta::Kind::kTensorDict) continue;
+    const std::optional<Value> sub = s.get(k);
+    if (sub && !LeavesWriteThrough(sub->tensordict())) return false;
+  }
+  return true;
 }
 
 PackedLayout::PackedLayout(const TensorDict& td) {
@@ -104,7 +118,7 @@ bool IsFree(const at::Tensor& t) { return t.use_count() == 1 && t.storage().use_
 
 at::Tensor ScratchBytes(int64_t nbytes, at::Device device) {
   if (!device.is_cpu()) return at::empty({nbytes}, at::TensorOptions(at::kByte).device(device));
-  if (nbytes > kScratchMaxBytes) return consolidate_internal::AllocateHost(nbytes, at::kByte);
+  if (nbytes > kScratchMaxBytes) return ::td::internal::AllocateHost(nbytes, at::kByte);
   ScratchPool& pool = Pool();
   std::lock_guard<std::mutex> lock(pool.mu);
   // The smallest free buffer that fits; else replace the smallest free one, or add a slot.
@@ -116,7 +130,7 @@ at::Tensor ScratchBytes(int64_t nbytes, at::Device device) {
     if (smallest_free == nullptr || slot.numel() < smallest_free->numel()) smallest_free = &slot;
   }
   if (best != nullptr) return best->narrow(0, 0, nbytes);
-  at::Tensor fresh = consolidate_internal::AllocateHost(nbytes, at::kByte);
+  at::Tensor fresh = ::td::internal::AllocateHost(nbytes, at::kByte);
   if (smallest_free != nullptr) {
     *smallest_free = fresh;
   } else if (static_cast<int>(pool.slots.size()) < kScratchSlots) {
@@ -273,8 +287,8 @@ void PackedLayout::Unpack(const at::Tensor& inline_data, const at::Tensor& large
         .view(t.scalar_type())
         .view(t.sizes());
   };
-  if (td.backend() == "dense") {
-    // The dense backend hands out its own tensors: writing them is writing the TensorDict.
+  if (LeavesWriteThrough(td)) {
+    // The storages hand out their own tensors: writing them is writing the TensorDict.
     for (size_t i = 0; i < leaves_.size(); ++i) {
       const at::Tensor& t = leaves_[i].tensor;
       if (t.numel() == 0) continue;

@@ -1,12 +1,14 @@
 // The packed layout (single process): group order and alignment, pack/unpack round trips,
 // signature mismatch descriptions, structure round trip.
-#include "td/distributed/packing.h"
+#include "td/distributed/internal/packing.h"
 
 #include <ATen/ATen.h>
 #include <gtest/gtest.h>
 
 #include <vector>
 
+#include "td/backends/lazy_stack/lazy_stack.h"
+#include "td/backends/lazy_view/lazy_view.h"
 #include "td/core/testing.h"
 
 namespace td {
@@ -61,6 +63,22 @@ TEST(PackingTest, GroupsAlignedAndRoundTrip) {
   for (const auto& k : td.keys(td::test::kLeaves)) {
     EXPECT_TRUE(at::equal(out.get(k), td.get(k))) << k;
   }
+}
+
+// Unpack writes straight into leaves only when every level hands out its stored tensors: a
+// dense TensorDict holding a lazy stack gets the stacked key through update_, into the members.
+TEST(PackingTest, UnpackReachesTheMembersOfANestedLazyStack) {
+  std::vector<TensorDict> members;
+  for (int i = 0; i < 2; ++i) members.push_back(TensorDict({{"x", at::zeros({3})}}, {}));
+  TensorDict td({{"a", at::zeros({2})}, {"s", td::lazy_stack(members, 0)}}, {});
+  EXPECT_FALSE(LeavesWriteThrough(td));
+  EXPECT_TRUE(LeavesWriteThrough(td.to_dense()));
+  EXPECT_FALSE(LeavesWriteThrough(td::index_view(td.to_dense().unsqueeze(0), {0})));
+  TensorDict sent({{"a", at::ones({2})}, {"s", {{"x", at::full({2, 3}, 2.0)}}}}, {});
+  PackedLayout layout(sent);
+  PackedLayout(td).Unpack(layout.Pack(), td);
+  EXPECT_TRUE(at::equal(td.get("a"), at::ones({2})));
+  for (const TensorDict& m : members) EXPECT_TRUE(at::equal(m.get("x"), at::full({3}, 2.0)));
 }
 
 // NOTE [ Packed layout ]: large leaves form groups of their own behind the small ones; the data

@@ -12,7 +12,7 @@
 
 #include "td/core/errors.h"
 #include "td/distributed/internal.h"
-#include "td/distributed/packing.h"
+#include "td/distributed/internal/packing.h"
 
 namespace td {
 namespace distributed {

@@ -1,4 +1,4 @@
-#include "td/distributed/wire.h"
+#include "td/distributed/internal/wire.h"
 
 #include <c10/core/ScalarType.h>
 
@@ -8,7 +8,9 @@
 #include <string>
 #include <vector>
 
+#include "absl/container/flat_hash_set.h"
 #include "td/core/errors.h"
+#include "td/core/internal/structure_check.h"
 
 namespace td {
 namespace distributed {
@@ -36,32 +38,9 @@ Header ParseHeader(const int64_t* h, const std::string& what, int src) {
 
 namespace {
 
-// The dtypes the packed layout carries (every dtype a TensorDict leaf holds but the quantized
-// ones, and those of LibTorch 2.x that 1.13 does not know).
-bool KnownDtype(int64_t code) {
-  if (code < 0 || code >= static_cast<int64_t>(c10::ScalarType::NumOptions)) return false;
-  switch (static_cast<c10::ScalarType>(code)) {
-    case c10::ScalarType::Bool: case c10::ScalarType::Byte: case c10::ScalarType::Char:
-    case c10::ScalarType::Short: case c10::ScalarType::Int: case c10::ScalarType::Long:
-    case c10::ScalarType::Half: case c10::ScalarType::Float: case c10::ScalarType::Double:
-    case c10::ScalarType::BFloat16: case c10::ScalarType::ComplexHalf:
-    case c10::ScalarType::ComplexFloat: case c10::ScalarType::ComplexDouble:
-      return true;
-    default:
-      return false;
-  }
-}
-
-// The value of an integer that fits int64 (nlohmann-json keeps non-negative ones unsigned).
-std::optional<int64_t> Int64(const nlohmann::json& j) {
-  if (j.is_number_unsigned()) {
-    uint64_t u = j.get<uint64_t>();
-    if (u > static_cast<uint64_t>(INT64_MAX)) return std::nullopt;
-    return static_cast<int64_t>(u);
-  }
-  if (j.is_number_integer()) return j.get<int64_t>();
-  return std::nullopt;
-}
+// NOTE [ Structure validation ] (td/core/internal/structure_check.h): the rules every structure
+// reader shares; this validator adds the wire's own (devices, the bytes that came with it).
+namespace check = ::td::internal;
 
 class Validator {
  public:
@@ -72,9 +51,9 @@ class Validator {
   void Level(const nlohmann::json& s, const std::vector<int64_t>* parent_batch, int depth) {
     if (!s.is_object()) Fail("a level is not a JSON object");
     std::vector<int64_t> batch = Sizes(s, "batch_size", "batch size");
-    if (parent_batch != nullptr && !StartsWith(batch, *parent_batch)) {
-      Fail(c10::str("the batch size ", Repr(batch), " does not start with the parent's ",
-                    Repr(*parent_batch)));
+    if (parent_batch != nullptr) {
+      absl::Status ok = check::CheckStartsWith(batch, *parent_batch, "batch size");
+      if (!ok.ok()) Fail(c10::str(ok.message(), " of the parent"));
     }
     auto device = s.find("device");
     if (device == s.end()) Fail("a level has no device");
@@ -91,11 +70,15 @@ class Validator {
     }
     auto entries = s.find("entries");
     if (entries == s.end() || !entries->is_array()) Fail("a level has no list of entries");
+    absl::flat_hash_set<std::string> seen;
     for (const nlohmann::json& e : *entries) {
       if (!e.is_object()) Fail("an entry is not a JSON object");
       auto key = e.find("key");
       if (key == e.end() || !key->is_string()) Fail("an entry has no string key");
       path_.push_back(key->get<std::string>());
+      if (absl::Status ok = check::CheckNewKey(seen, path_.back()); !ok.ok()) {
+        Fail(std::string(ok.message()));
+      }
       auto kind = e.find("kind");
       if (kind == e.end() || !kind->is_string()) Fail("the entry has no kind");
       const std::string k = kind->get<std::string>();
@@ -103,9 +86,8 @@ class Validator {
         Tensor(e, batch);
       } else if (k == "tensordict") {
         // Depth first: descending is what an adversarial depth would exhaust the stack with.
-        if (depth + 1 > kMaxNestingDepth) {
-          Fail(c10::str("the structure nests deeper than td::kMaxNestingDepth (",
-                        kMaxNestingDepth, ") levels"));
+        if (absl::Status ok = check::CheckNestingDepth(depth + 1); !ok.ok()) {
+          Fail(std::string(ok.message()));
         }
         auto value = e.find("value");
         if (value == e.end()) Fail("the nested entry has no value");
@@ -122,45 +104,32 @@ class Validator {
  private:
   void Tensor(const nlohmann::json& e, const std::vector<int64_t>& batch) {
     auto dtype = e.find("dtype");
-    std::optional<int64_t> code = dtype == e.end() ? std::nullopt : Int64(*dtype);
-    if (!code || !KnownDtype(*code)) {
-      Fail(c10::str("dtype ", dtype == e.end() ? std::string("(none)") : dtype->dump(),
-                    " is not a dtype code td::distributed sends"));
+    if (dtype == e.end()) Fail("the tensor entry has no dtype");
+    std::optional<int64_t> code = check::SizeFromJson(*dtype);
+    absl::StatusOr<c10::ScalarType> type = check::DtypeFromCode(code.value_or(-1));
+    if (!type.ok()) {
+      Fail(c10::str(type.status().message(), " (", dtype->dump(),
+                    "): not a dtype td::distributed sends"));
     }
     std::vector<int64_t> shape = Sizes(e, "shape", "shape");
-    if (!StartsWith(shape, batch)) {
-      Fail(c10::str("shape ", Repr(shape), " does not start with the batch size ", Repr(batch)));
+    if (absl::Status ok = check::CheckStartsWith(shape, batch, "shape"); !ok.ok()) {
+      Fail(std::string(ok.message()));
     }
-    int64_t bytes = static_cast<int64_t>(c10::elementSize(static_cast<c10::ScalarType>(*code)));
-    for (int64_t d : shape) {
-      if (__builtin_mul_overflow(bytes, d, &bytes)) {
-        Fail(c10::str("shape ", Repr(shape), " holds more bytes than an int64 counts"));
-      }
-    }
-    if (__builtin_add_overflow(total_, bytes, &total_) || total_ > max_) {
+    absl::StatusOr<int64_t> bytes = check::TensorBytes(shape, *type);
+    if (!bytes.ok()) Fail(std::string(bytes.status().message()));
+    if (__builtin_add_overflow(total_, *bytes, &total_) || total_ > max_) {
       Fail(c10::str("shape ", Repr(shape), ": the leaves described so far take more than the ",
                     max_, " bytes of data that came with the structure"));
     }
   }
 
-  // A list of non-negative int64 under `field` of `o`.
+  // A shape or batch size under `field` of `o`.
   std::vector<int64_t> Sizes(const nlohmann::json& o, const char* field, const char* name) {
     auto it = o.find(field);
-    if (it == o.end() || !it->is_array()) Fail(c10::str("the ", name, " is not a list"));
-    std::vector<int64_t> out;
-    for (const nlohmann::json& d : *it) {
-      std::optional<int64_t> v = Int64(d);
-      if (!v || *v < 0) {
-        Fail(c10::str("the ", name, " ", it->dump(), " holds a size that is not an integer in [0, ",
-                      INT64_MAX, "]"));
-      }
-      out.push_back(*v);
-    }
-    return out;
-  }
-
-  static bool StartsWith(const std::vector<int64_t>& v, const std::vector<int64_t>& prefix) {
-    return v.size() >= prefix.size() && std::equal(prefix.begin(), prefix.end(), v.begin());
+    if (it == o.end()) Fail(c10::str("the ", name, " is missing"));
+    absl::StatusOr<std::vector<int64_t>> sizes = check::ShapeFromJson(*it);
+    if (!sizes.ok()) Fail(c10::str("the ", name, " ", sizes.status().message()));
+    return *std::move(sizes);
   }
 
   static std::string Repr(const std::vector<int64_t>& v) {

@@ -90,11 +90,15 @@ int intra_op_threads_per_task(int threads, int64_t tasks) {
   return static_cast<int>(std::max<int64_t>(1, std::min<int64_t>(at::get_num_threads(), per)));
 }
 
+void check_num_threads(int num_threads, const char* what) {
+  TORCH_CHECK_VALUE(num_threads >= 0, what,
+                    " must be >= 0 (0: the call decides, 1: the calling thread, n: at most n "
+                    "threads), got ",
+                    num_threads);
+}
+
 int plan_threads(int64_t n, int64_t total_cost, const ParallelOptions& options) {
-  TORCH_CHECK_VALUE(options.num_threads() >= 0,
-                    "ParallelOptions::num_threads must be >= 0 (0 means td::parallel::num_threads()), "
-                    "got ",
-                    options.num_threads());
+  check_num_threads(options.num_threads(), "ParallelOptions::num_threads");
   const int budget = options.num_threads() > 0 ? options.num_threads() : num_threads();
   if (options.parallel().has_value() && !*options.parallel()) return 1;
   if (n < 2 || budget < 2) return 1;

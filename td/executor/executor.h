@@ -42,6 +42,19 @@
 //     thread-local state (grad mode, inference mode, dispatch keys: at::ThreadLocalState), and
 //     when items fail, the error rethrown is the one of the lowest failing index — the error a
 //     serial loop would have stopped at; every lower index has run.
+//
+// NOTE [ num_threads ]
+// Every option of the library that sets how many threads one call uses is `int num_threads`
+// with one meaning (ApplyOptions, ConsolidateOptions, MemmapOptions, LoadMemmapOptions,
+// ParallelOptions):
+//   0 (the default)  the call decides from the size of its work: up to td::parallel::num_threads()
+//                    threads when the work is large enough to gain from them (each call says
+//                    where that is), else the calling thread alone;
+//   1                the calling thread alone;
+//   n > 1            at most n threads (fewer when there are fewer items, or more threads than
+//                    CPUs would only add contention);
+//   n < 0            c10::ValueError naming the option (check_num_threads).
+// td::parallel::set_num_threads(1) therefore makes every call that is left at 0 serial.
 #pragma once
 
 #include <torch/arg.h>
@@ -72,12 +85,18 @@ void set_num_threads(int n);
 // The oneTBB default concurrency (CPUs this process may run on).
 int default_num_threads();
 
+// Throws c10::ValueError "<what> must be >= 0 ..." when a num_threads option is negative
+// (NOTE [ num_threads ]).
+//   td::parallel::check_num_threads(options.num_threads(), "MemmapOptions::num_threads");
+void check_num_threads(int num_threads, const char* what);
+
 // When and how widely parallel_for spreads items over threads.
 struct ParallelOptions {
   // nullopt: parallel when the total cost reaches `min_cost`; true: parallel whenever there are
   // two items and two threads; false: always serial.
   TORCH_ARG(std::optional<bool>, parallel) = std::nullopt;
-  // Thread budget of this call; 0 means num_threads().
+  // Threads of this call (NOTE [ num_threads ]); 0: num_threads() when the cost reaches
+  // `min_cost`.
   TORCH_ARG(int, num_threads) = 0;
   // Total cost (elements, bytes, ... — the caller's unit) from which to go parallel.
   TORCH_ARG(int64_t, min_cost) = kDefaultMinParallelCost;

@@ -42,7 +42,8 @@ int64_t OutDims::of(size_t i, size_t n) const {
   return dims_[i];
 }
 
-namespace vmap_detail {
+namespace internal {
+namespace vmap_ops {
 namespace {
 
 std::string ArgName(size_t i) { return "argument " + std::to_string(i); }
@@ -523,5 +524,6 @@ TensorDict Concat(const std::vector<TensorDict>& chunks, int64_t out_dim) {
   return cat(chunks, d);
 }
 
-}  // namespace vmap_detail
+}  // namespace vmap_ops
+}  // namespace internal
 }  // namespace td

@@ -154,7 +154,8 @@ void set_vmap_fallback_warning(bool enabled);
 
 // ---- implementation details used by the templates below --------------------------------------
 
-namespace vmap_detail {
+namespace internal {
+namespace vmap_ops {
 
 // The mapped argument of one call, resolved against its in_dim (vmap.cc).
 class Call {
@@ -259,10 +260,10 @@ struct Result<at::Tensor> {
   static constexpr size_t kSize = 1;
   static type Unwrap(const at::Tensor& r, const Call::Layer& l, const OutDims& d, size_t i,
                      size_t n) {
-    return vmap_detail::Unwrap(r, l, d.of(i, n));
+    return internal::vmap_ops::Unwrap(r, l, d.of(i, n));
   }
   static type Concat(const std::vector<type>& c, const OutDims& d, size_t i, size_t n) {
-    return vmap_detail::Concat(c, d.of(i, n));
+    return internal::vmap_ops::Concat(c, d.of(i, n));
   }
 };
 template <class R>
@@ -271,10 +272,10 @@ struct Result<R, std::enable_if_t<kIsTensorDict<R>>> {
   static constexpr size_t kSize = 1;
   static type Unwrap(const TensorDict& r, const Call::Layer& l, const OutDims& d, size_t i,
                      size_t n) {
-    return vmap_detail::Unwrap(r, l, d.of(i, n));
+    return internal::vmap_ops::Unwrap(r, l, d.of(i, n));
   }
   static type Concat(const std::vector<type>& c, const OutDims& d, size_t i, size_t n) {
-    return vmap_detail::Concat(c, d.of(i, n));
+    return internal::vmap_ops::Concat(c, d.of(i, n));
   }
 };
 template <class T>
@@ -340,7 +341,8 @@ struct Result<std::tuple<Ts...>> : TupleResult<std::tuple, Ts...> {};
 template <class A, class B>
 struct Result<std::pair<A, B>> : TupleResult<std::pair, A, B> {};
 
-}  // namespace vmap_detail
+}  // namespace vmap_ops
+}  // namespace internal
 
 // The vectorised form of a function (see td::vmap).
 template <class Fn>
@@ -360,17 +362,17 @@ class Vmapped {
  private:
   template <size_t... I, class... Args>
   auto call(std::index_sequence<I...>, Args&... args) const {
-    using R = std::decay_t<std::invoke_result_t<const Fn&, vmap_detail::Inside<Args>&...>>;
-    using Out = vmap_detail::Result<R>;
-    vmap_detail::Call call(in_dims_, sizeof...(Args), options_);
-    (vmap_detail::AddArg(call, I, args), ...);
+    using R = std::decay_t<std::invoke_result_t<const Fn&, internal::vmap_ops::Inside<Args>&...>>;
+    using Out = internal::vmap_ops::Result<R>;
+    internal::vmap_ops::Call call(in_dims_, sizeof...(Args), options_);
+    (internal::vmap_ops::AddArg(call, I, args), ...);
     call.prepare();
     std::vector<typename Out::type> outs;
     outs.reserve(call.chunks().size());
     for (size_t c = 0; c < call.chunks().size(); ++c) {
-      vmap_detail::Call::Layer layer(call, c);
-      std::tuple<vmap_detail::Inside<Args>...> inside(
-          vmap_detail::MakeInside<Args>(call, I, args, layer)...);
+      internal::vmap_ops::Call::Layer layer(call, c);
+      std::tuple<internal::vmap_ops::Inside<Args>...> inside(
+          internal::vmap_ops::MakeInside<Args>(call, I, args, layer)...);
       const R r = std::apply(fn_, inside);
       outs.push_back(Out::Unwrap(r, layer, out_dims_, 0, 1));
     }

@@ -148,7 +148,7 @@ TEST(Vmap, LazyStackInput) {
                                  {3}));
   }
   LazyStackedTensorDict lazy = lazy_stack(members, 0);
-  ASSERT_TRUE(LazyStackedTensorDict::is_lazy_stack(lazy));
+  ASSERT_TRUE(LazyStackedTensorDict::from(lazy).has_value());
   TensorDict got = vmap([](const TensorDict& m) { return Step(m); })(lazy);
   std::vector<TensorDict> loop;
   for (const TensorDict& m : members) loop.push_back(Step(m));

@@ -143,7 +143,7 @@ TensorDictModuleBase& TensorDictModuleBase::reset_out_keys() {
 
 // ---- run-time dispatch helpers ------------------------------------------------------------------
 
-namespace detail {
+namespace internal {
 
 void WriteTransaction::set(TensorDict td, const NestedKey& key, Value value) {
   Undo u{td, key, td.find(key), std::nullopt};
@@ -353,12 +353,12 @@ Wrapped WrapSequential(std::shared_ptr<torch::nn::SequentialImpl> seq) {
   return w;
 }
 
-}  // namespace detail
+}  // namespace internal
 
 // ---- TensorDictModuleImpl -------------------------------------------------------------------------
 
-TensorDictModuleImpl::TensorDictModuleImpl(detail::Wrapped wrapped,
-                                           const detail::ResolvedInKeys& in,
+TensorDictModuleImpl::TensorDictModuleImpl(internal::Wrapped wrapped,
+                                           const internal::ResolvedInKeys& in,
                                            std::vector<NestedKey> out_keys,
                                            TensorDictModuleOptions options)
     : wrapped_(std::move(wrapped)),
@@ -392,7 +392,7 @@ TensorDictModuleImpl::TensorDictModuleImpl(detail::Wrapped wrapped,
   for (const auto& [name, module] : wrapped_.captured) register_module(name, module);
 }
 
-detail::Wrapped TensorDictModuleImpl::WithCaptured(detail::Wrapped wrapped,
+internal::Wrapped TensorDictModuleImpl::WithCaptured(internal::Wrapped wrapped,
                                                    const std::vector<CapturedModule>& modules) {
   for (const CapturedModule& m : modules) {
     if (m.module == nullptr) {
@@ -412,7 +412,7 @@ std::string TensorDictModuleImpl::describe() const {
                       ", out_keys=", KeysRepr(out_keys_), ")");
 }
 
-detail::ModuleOutput TensorDictModuleImpl::invoke(std::vector<at::Tensor>& inputs) {
+internal::ModuleOutput TensorDictModuleImpl::invoke(std::vector<at::Tensor>& inputs) {
   try {
     if (!call_order_.empty()) {
       // by_name() in_keys of a positional module: position j takes input call_order_[j].
@@ -434,7 +434,7 @@ detail::ModuleOutput TensorDictModuleImpl::invoke(std::vector<at::Tensor>& input
   }
 }
 
-void TensorDictModuleImpl::write(const detail::ModuleOutput& r, TensorDict& out) const {
+void TensorDictModuleImpl::write(const internal::ModuleOutput& r, TensorDict& out) const {
   const bool all_selected = out_keys_.size() == out_keys_source_.size();
   absl::InlinedVector<std::pair<const NestedKey*, Value>, 4> writes;
   if (r.tensordict) {
@@ -460,7 +460,7 @@ void TensorDictModuleImpl::write(const detail::ModuleOutput& r, TensorDict& out)
     }
   }
   // Write everything or nothing: on an error, undo the writes of this call.
-  detail::WriteTransaction tx;
+  internal::WriteTransaction tx;
   for (auto& [key, value] : writes) tx.set(out, *key, std::move(value));
   tx.commit();
 }
@@ -480,7 +480,7 @@ TensorDict TensorDictModuleImpl::forward(const TensorDict& td) {
 TensorDict TensorDictModuleImpl::forward_into(const TensorDict& td, TensorDict out) {
   if (should_skip(td, options_.skip_existing())) {
     if (!out.is_same(td)) {
-      detail::WriteTransaction tx;
+      internal::WriteTransaction tx;
       for (const NestedKey& k : out_keys_) {
         if (k != Discard()) tx.set(out, k, td.get_value(k));
       }
@@ -506,7 +506,7 @@ TensorDict TensorDictModuleImpl::forward_into(const TensorDict& td, TensorDict o
     }
     inputs.push_back(v->tensor());
   }
-  const detail::ModuleOutput result = invoke(inputs);
+  const internal::ModuleOutput result = invoke(inputs);
   write(result, out);
   return out;
 }
@@ -518,7 +518,7 @@ std::vector<at::Tensor> TensorDictModuleImpl::forward_tensors(
                      in_keys_.size());
   }
   std::vector<at::Tensor> args = inputs;
-  const detail::ModuleOutput r = invoke(args);
+  const internal::ModuleOutput r = invoke(args);
   const bool all_selected = out_keys_.size() == out_keys_source_.size();
   std::vector<at::Tensor> result;
   if (r.tensordict) {

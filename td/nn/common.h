@@ -288,7 +288,7 @@ struct TensorDictModuleOptions {
   TORCH_ARG(std::vector<std::string>, arg_names) = {};
 };
 
-namespace detail {
+namespace internal {
 
 // Writes into one or more TensorDicts, all or nothing: entries written through a transaction that
 // is destroyed before commit() are put back as they were (new nested TensorDicts removed).
@@ -584,7 +584,7 @@ using IfPositional = std::enable_if_t<!kIsKwargsCallable<std::decay_t<M>>>;
 template <class F>
 using IfKwargs = std::enable_if_t<kIsKwargsCallable<std::decay_t<F>>>;
 
-}  // namespace detail
+}  // namespace internal
 
 // A module a callable uses, with the name it is registered under (see TensorDictModuleImpl's
 // constructor taking captured modules). Built from a module holder or a shared_ptr to a module.
@@ -595,7 +595,7 @@ struct CapturedModule {
     if constexpr (std::is_base_of_v<torch::detail::ModuleHolderIndicator, M>) {
       this->module = module.ptr();
     } else {
-      static_assert(detail::IsSharedModule<M>::value,
+      static_assert(internal::IsSharedModule<M>::value,
                     "CapturedModule: pass a module holder or a shared_ptr to a module");
       this->module = module;
     }
@@ -612,7 +612,7 @@ class TensorDictModuleImpl : public Cloneable<TensorDictModuleImpl> {
   //   TensorDictModuleImpl(torch::nn::Linear(3, 4), {"x"}, {"y"});
   //   TensorDictModuleImpl([](at::Tensor x) { return std::make_tuple(x - 1, x + 1); },
   //                        {{"input", "x"}}, {{"output", "x-1"}, {"output", "x+1"}});
-  template <class M, class = detail::IfPositional<M>>
+  template <class M, class = internal::IfPositional<M>>
   TensorDictModuleImpl(M&& module, Keys in_keys, Keys out_keys,
                        OutputMode output = OutputMode::kInput)
       : TensorDictModuleImpl(std::forward<M>(module), std::move(in_keys), std::move(out_keys),
@@ -620,18 +620,18 @@ class TensorDictModuleImpl : public Cloneable<TensorDictModuleImpl> {
   // The same with options (output mode, skip_existing, arg_names naming the arguments in error
   // messages). Throws ValueError as above, and when arg_names is shorter than in_keys.
   //   TensorDictModuleImpl(net, {"obs"}, {"y"}, TensorDictModuleOptions().skip_existing(true));
-  template <class M, class = detail::IfPositional<M>>
+  template <class M, class = internal::IfPositional<M>>
   TensorDictModuleImpl(M&& module, Keys in_keys, Keys out_keys,
                        TensorDictModuleOptions options)
-      : TensorDictModuleImpl(detail::WrapOrShared(std::forward<M>(module)),
-                             detail::ResolvePlain(std::move(in_keys).take(), options.arg_names()),
+      : TensorDictModuleImpl(internal::WrapOrShared(std::forward<M>(module)),
+                             internal::ResolvePlain(std::move(in_keys).take(), options.arg_names()),
                              std::move(out_keys).take(), options) {}
   // A callable taking `const Kwargs&`, with in_keys as {key, argument name} pairs: the call gets
   // Kwargs{name: td[key]} in this order. Throws ValueError naming a repeated key or name, or a
   // name that options.arg_names (when given) lacks.
   //   TensorDictModuleImpl([](const Kwargs& kw) { return kw.at("x") * kw.at("h"); },
   //                        {{"obs", "x"}, {"hidden", "h"}}, {"y"});
-  template <class F, class = detail::IfKwargs<F>>
+  template <class F, class = internal::IfKwargs<F>>
   TensorDictModuleImpl(F&& fn, const std::vector<std::pair<NestedKey, std::string>>& in_keys,
                        Keys out_keys, TensorDictModuleOptions options = {})
       : TensorDictModuleImpl(std::forward<F>(fn), by_name(in_keys), std::move(out_keys),
@@ -648,8 +648,8 @@ class TensorDictModuleImpl : public Cloneable<TensorDictModuleImpl> {
   TensorDictModuleImpl(M&& module, const InKeysByName& in_keys, Keys out_keys,
                        TensorDictModuleOptions options = {})
       : TensorDictModuleImpl(
-            detail::ResolveByName(in_keys.entries(), options.arg_names(),
-                                  detail::kIsKwargsCallable<std::decay_t<M>>),
+            internal::ResolveByName(in_keys.entries(), options.arg_names(),
+                                  internal::kIsKwargsCallable<std::decay_t<M>>),
             std::forward<M>(module), std::move(out_keys).take(), options) {}
 
   // Wraps a callable that uses modules it captured, registering `modules` as children under
@@ -666,8 +666,8 @@ class TensorDictModuleImpl : public Cloneable<TensorDictModuleImpl> {
   template <class F>
   TensorDictModuleImpl(std::vector<CapturedModule> modules, F&& fn, Keys in_keys, Keys out_keys,
                        OutputMode output = OutputMode::kInput)
-      : TensorDictModuleImpl(WithCaptured(detail::WrapCallable(std::forward<F>(fn)), modules),
-                             detail::ResolvePlain(std::move(in_keys).take(), {}),
+      : TensorDictModuleImpl(WithCaptured(internal::WrapCallable(std::forward<F>(fn)), modules),
+                             internal::ResolvePlain(std::move(in_keys).take(), {}),
                              std::move(out_keys).take(),
                              TensorDictModuleOptions().output(output)) {}
 
@@ -716,20 +716,20 @@ class TensorDictModuleImpl : public Cloneable<TensorDictModuleImpl> {
  private:
   // (The options are taken by reference: the caller also reads them for the first argument.)
   template <class M>
-  TensorDictModuleImpl(const detail::ResolvedInKeys& in, M&& module,
+  TensorDictModuleImpl(const internal::ResolvedInKeys& in, M&& module,
                        std::vector<NestedKey> out_keys, const TensorDictModuleOptions& options)
-      : TensorDictModuleImpl(detail::WrapFor(std::forward<M>(module), in), in,
+      : TensorDictModuleImpl(internal::WrapFor(std::forward<M>(module), in), in,
                              std::move(out_keys), options) {}
-  TensorDictModuleImpl(detail::Wrapped wrapped, const detail::ResolvedInKeys& in,
+  TensorDictModuleImpl(internal::Wrapped wrapped, const internal::ResolvedInKeys& in,
                        std::vector<NestedKey> out_keys, TensorDictModuleOptions options);
-  static detail::Wrapped WithCaptured(detail::Wrapped wrapped,
+  static internal::Wrapped WithCaptured(internal::Wrapped wrapped,
                                       const std::vector<CapturedModule>& modules);
-  detail::ModuleOutput invoke(std::vector<at::Tensor>& inputs);
-  void write(const detail::ModuleOutput& result, TensorDict& out) const;
+  internal::ModuleOutput invoke(std::vector<at::Tensor>& inputs);
+  void write(const internal::ModuleOutput& result, TensorDict& out) const;
   std::string describe() const;
   std::string in_keys_repr() const;
 
-  detail::Wrapped wrapped_;
+  internal::Wrapped wrapped_;
   TensorDictModuleOptions options_;
   std::vector<std::string> in_args_;
   std::vector<size_t> call_order_;
@@ -745,14 +745,14 @@ class TensorDictModule : public torch::nn::ModuleHolder<TensorDictModuleImpl> {
   TensorDictModule(std::nullptr_t) : ModuleHolder(nullptr) {}  // NOLINT
   TensorDictModule(std::shared_ptr<TensorDictModuleImpl> impl)  // NOLINT
       : ModuleHolder(std::move(impl)) {}
-  template <class M, class = detail::IfPositional<M>>
+  template <class M, class = internal::IfPositional<M>>
   TensorDictModule(M&& module, Keys in_keys, Keys out_keys,
                    OutputMode output = OutputMode::kInput)
       : ModuleHolder(std::make_shared<TensorDictModuleImpl>(
             std::forward<M>(module), std::move(in_keys), std::move(out_keys), output)) {}
   //   td::nn::TensorDictModule m(net, {"obs"}, {"y"},
   //                              td::nn::TensorDictModuleOptions().skip_existing(true));
-  template <class M, class = detail::IfPositional<M>>
+  template <class M, class = internal::IfPositional<M>>
   TensorDictModule(M&& module, Keys in_keys, Keys out_keys, TensorDictModuleOptions options)
       : ModuleHolder(std::make_shared<TensorDictModuleImpl>(
             std::forward<M>(module), std::move(in_keys), std::move(out_keys),
@@ -760,7 +760,7 @@ class TensorDictModule : public torch::nn::ModuleHolder<TensorDictModuleImpl> {
   // A Kwargs callable with {key, argument name} in_keys (Python's in_keys={"obs": "x"}):
   //   td::nn::TensorDictModule m([](const td::nn::Kwargs& kw) { return kw.at("x") + 1; },
   //                              {{"obs", "x"}}, {"y"});
-  template <class F, class = detail::IfKwargs<F>>
+  template <class F, class = internal::IfKwargs<F>>
   TensorDictModule(F&& fn, const std::vector<std::pair<NestedKey, std::string>>& in_keys,
                    Keys out_keys, TensorDictModuleOptions options = {})
       : ModuleHolder(std::make_shared<TensorDictModuleImpl>(

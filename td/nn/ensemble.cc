@@ -7,7 +7,7 @@
 
 namespace td::nn {
 
-namespace detail {
+namespace internal {
 
 int64_t EnsembleSize(const TensorDict& stacked_params) {
   if (stacked_params.batch_dims() == 0) {
@@ -28,7 +28,7 @@ std::vector<TensorDict> EnsembleMembers(const TensorDict& stacked_params) {
   return stacked_params.unbind(0);
 }
 
-}  // namespace detail
+}  // namespace internal
 
 // ---- EnsembleModuleImpl -----------------------------------------------------------------------
 
@@ -83,7 +83,7 @@ TensorDict EnsembleModuleImpl::forward(const TensorDict& td) {
     try {
       outs = vmap(run, {kNone, 0}, 0, VmapOptions().randomness(Randomness::kDifferent))(td, params);
     } catch (const c10::Error& e) {
-      if (!detail::IsUnbatchable(e)) throw;
+      if (!internal::IsUnbatchable(e)) throw;
     }
     if (outs) {
       for (const NestedKey& k : out_keys_) {

@@ -120,7 +120,7 @@ class EnsembleModule : public torch::nn::ModuleHolder<EnsembleModuleImpl> {
 
 // ---- implementation of the templates above ---------------------------------------------------
 
-namespace detail {
+namespace internal {
 // Member i of a stacked TensorDict (views), checking that there is a batch dim.
 std::vector<TensorDict> EnsembleMembers(const TensorDict& stacked_params);
 // The number of members (batch dim 0); ValueError when there is no batch dim.
@@ -128,14 +128,14 @@ int64_t EnsembleSize(const TensorDict& stacked_params);
 // Whether `e` is LibTorch refusing an op inside vmap that it can neither batch nor run member by
 // member (LSTMCell's aten::lstm_cell, see docs/functional.md): the ensemble then loops.
 bool IsUnbatchable(const c10::Error& e);
-}  // namespace detail
+}  // namespace internal
 
 template <class Fn>
 auto ensemble_map(const TensorDict& stacked_params, torch::nn::Module& module, Fn&& fn) {
   using R = std::decay_t<decltype(fn())>;
   static_assert(std::is_same_v<R, at::Tensor> || std::is_same_v<R, TensorDict>,
                 "ensemble_map: fn must return an at::Tensor or a td::TensorDict");
-  const std::vector<TensorDict> members = detail::EnsembleMembers(stacked_params);
+  const std::vector<TensorDict> members = internal::EnsembleMembers(stacked_params);
   std::vector<R> results;
   results.reserve(members.size());
   for (const TensorDict& member : members) {
@@ -152,7 +152,7 @@ auto ensemble_map(const TensorDict& stacked_params, torch::nn::Module& module, F
 template <class Holder>
 at::Tensor ensemble_forward(Holder module, const TensorDict& stacked_params,
                             const at::Tensor& x, const EnsembleOptions& options) {
-  const int64_t n = detail::EnsembleSize(stacked_params);
+  const int64_t n = internal::EnsembleSize(stacked_params);
   if (options.per_member_input() && (x.dim() == 0 || x.size(0) != n)) {
     TD_FAIL(ValueError, "ensemble_forward: per_member_input needs x with ", n,
                      " (members) as its dim 0; got x of shape ", SizeRepr(x.sizes()));
@@ -166,7 +166,7 @@ at::Tensor ensemble_forward(Holder module, const TensorDict& stacked_params,
       return vmap(run, {options.per_member_input() ? InDim(0) : InDim(kNone), 0}, 0,
                   VmapOptions().randomness(Randomness::kDifferent))(x, stacked_params);
     } catch (const c10::Error& e) {
-      if (!detail::IsUnbatchable(e)) throw;
+      if (!internal::IsUnbatchable(e)) throw;
     }
   }
   int64_t i = 0;

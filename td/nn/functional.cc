@@ -38,7 +38,7 @@ struct Registry {
 
 template <class Impl>
 TensorMemberSetter Members(std::vector<std::pair<std::string, at::Tensor Impl::*>> members) {
-  return detail::MemberSetter<Impl>(std::move(members));
+  return internal::MemberSetter<Impl>(std::move(members));
 }
 
 // RNN/LSTM/GRU read their weights from a flat list filled from the registry when the module is

@@ -207,7 +207,7 @@ TensorDict from_modules(const Holders&... modules) {
 
 // ---- implementation of the template above --------------------------------------------------
 
-namespace detail {
+namespace internal {
 
 // The setter that assigns `Impl`'s tensor members by name (the built-in registrations use it too).
 template <class Impl>
@@ -224,12 +224,12 @@ TensorMemberSetter MemberSetter(std::vector<std::pair<std::string, at::Tensor Im
   };
 }
 
-}  // namespace detail
+}  // namespace internal
 
 template <class Impl>
 void register_tensor_members(std::vector<std::pair<std::string, at::Tensor Impl::*>> members) {
   register_tensor_members(std::type_index(typeid(Impl)),
-                          detail::MemberSetter<Impl>(std::move(members)));
+                          internal::MemberSetter<Impl>(std::move(members)));
 }
 
 }  // namespace td::nn

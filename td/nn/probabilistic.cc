@@ -381,7 +381,7 @@ TensorDict OutputFor(const TensorDict& td, at::IntArrayRef num_samples) {
 
 // Writes the next seed of the generator_key form back into the input, in the entry's form
 // (Python's writeback).
-void WriteNextSeed(detail::WriteTransaction& tx, const TensorDict& td, const NestedKey& key,
+void WriteNextSeed(internal::WriteTransaction& tx, const TensorDict& td, const NestedKey& key,
                    const Value& seed_entry, at::Generator& gen) {
   const at::Tensor next = at::randint(0, int64_t{1} << 62, {}, gen, at::TensorOptions(at::kLong));
   if (seed_entry.is_tensor()) {
@@ -411,7 +411,7 @@ TensorDict ProbabilisticTensorDictModuleImpl::forward_single(const TensorDict& t
   if (selected_lp) lp = dist->log_prob(draw);
   // Every write or none.
   TensorDict out = OutputFor(td, options_.num_samples());
-  detail::WriteTransaction tx;
+  internal::WriteTransaction tx;
   if (selected_draw) tx.set(out, draw_key, draw);
   if (selected_lp) tx.set(out, log_prob_keys_[0], lp);
   if (seed_entry) WriteNextSeed(tx, td, *options_.generator_key(), *seed_entry, gen);
@@ -446,7 +446,7 @@ TensorDict ProbabilisticTensorDictModuleImpl::forward_composite(const TensorDict
   }
   // Every write or none.
   TensorDict out = OutputFor(td, options_.num_samples());
-  detail::WriteTransaction tx;
+  internal::WriteTransaction tx;
   for (size_t i = 0; i < num_draws_; ++i) {
     const NestedKey& k = out_keys_source_[i];
     if (Selected(out_keys_, k)) tx.set(out, k, draw.get_value(k));

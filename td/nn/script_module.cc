@@ -150,7 +150,7 @@ struct ScriptCall {
   std::vector<at::Tensor> operator()(const std::vector<at::Tensor>& inputs) {
     return call(std::vector<c10::IValue>(inputs.begin(), inputs.end()), {});
   }
-  // How the TensorDictModule prints it (detail::CallableName in common.h).
+  // How the TensorDictModule prints it (internal::CallableName in common.h).
   std::string td_callable_name() const {
     const auto& name = module.type()->name();  // repr_str() adds the compilation unit's address
     return "torch::jit::Module(" + (name ? name->qualifiedName() : module.type()->str()) + ")";
@@ -298,7 +298,7 @@ TensorDictModule script_module(JitModule module, const InKeysByName& in_keys, Ke
   const c10::FunctionSchema& schema = method.function().getSchema();
   const std::string schema_text = c10::str(schema);
   const std::vector<c10::Argument>& args = schema.arguments();
-  detail::ResolveByName(in_keys.entries(), {}, /*keyword=*/true);  // repeated keys or names
+  internal::ResolveByName(in_keys.entries(), {}, /*keyword=*/true);  // repeated keys or names
   std::vector<std::string> names;  // the arguments but `self`
   for (size_t i = 1; i < args.size(); ++i) names.push_back(args[i].name());
   std::vector<bool> given(args.size(), false);

@@ -37,12 +37,12 @@ bool HasAll(const TensorDict& td, const std::vector<NestedKey>& keys) {
 // A new TensorDict sharing the tensors (so that writes into it leave `td` alone); a lazy stack
 // stays a lazy stack (of copies of its members), keeping the keys only some members hold.
 TensorDict ShallowCopy(const TensorDict& td) {
-  if (!LazyStackedTensorDict::is_lazy_stack(td)) return td.copy();
-  LazyStackedTensorDict stack(td);
+  const std::optional<LazyStackedTensorDict> stack = LazyStackedTensorDict::from(td);
+  if (!stack) return td.copy();
   std::vector<TensorDict> members;
-  members.reserve(stack.tensordicts().size());
-  for (const TensorDict& m : stack.tensordicts()) members.push_back(ShallowCopy(m));
-  return lazy_stack(members, stack.stack_dim());
+  members.reserve(stack->tensordicts().size());
+  for (const TensorDict& m : stack->tensordicts()) members.push_back(ShallowCopy(m));
+  return lazy_stack(members, stack->stack_dim());
 }
 
 // Runs `module` on (a shallow copy of) every member of the lazy stack `td` that holds all its in
@@ -53,7 +53,7 @@ void RunOnMembers(TensorDictModuleBase& module, const TensorDict& td,
   for (const TensorDict& member : stack.tensordicts()) {
     if (HasAll(member, module.in_keys())) {
       results.emplace_back(member, module.forward(ShallowCopy(member)));
-    } else if (LazyStackedTensorDict::is_lazy_stack(member)) {
+    } else if (LazyStackedTensorDict::from(member)) {
       RunOnMembers(module, member, results);
     }
   }
@@ -64,31 +64,28 @@ void DeleteWherePresent(const TensorDict& td, const NestedKey& key) {
   TensorDict t = td;
   if (t.contains(key)) {
     t.del_(key);
-  } else if (LazyStackedTensorDict::is_lazy_stack(t)) {
-    const LazyStackedTensorDict stack(t);
-    for (const TensorDict& m : stack.tensordicts()) DeleteWherePresent(m, key);
+  } else if (const auto stack = LazyStackedTensorDict::from(t)) {
+    for (const TensorDict& m : stack->tensordicts()) DeleteWherePresent(m, key);
   }
 }
 
 // Writes `key` of `from` into `to` through `tx`: the whole entry when `from` holds it, else
 // member by member when both are lazy stacks of as many members along the same dim.
 void WriteOut(const TensorDict& from, TensorDict& to, const NestedKey& key,
-              detail::WriteTransaction& tx) {
+              internal::WriteTransaction& tx) {
   if (std::optional<Value> v = from.find(key)) {
     tx.set(to, key, *std::move(v));
     return;
   }
-  if (!LazyStackedTensorDict::is_lazy_stack(from) || !LazyStackedTensorDict::is_lazy_stack(to)) {
+  const std::optional<LazyStackedTensorDict> src = LazyStackedTensorDict::from(from);
+  const std::optional<LazyStackedTensorDict> dst = LazyStackedTensorDict::from(to);
+  if (!src || !dst || src->tensordicts().size() != dst->tensordicts().size() ||
+      src->stack_dim() != dst->stack_dim()) {
     return;
   }
-  LazyStackedTensorDict src(from), dst(to);
-  if (src.tensordicts().size() != dst.tensordicts().size() ||
-      src.stack_dim() != dst.stack_dim()) {
-    return;
-  }
-  for (size_t i = 0; i < src.tensordicts().size(); ++i) {
-    TensorDict target = dst.tensordicts()[i];  // a handle: writes reach the stack's member
-    WriteOut(src.tensordicts()[i], target, key, tx);
+  for (size_t i = 0; i < src->tensordicts().size(); ++i) {
+    TensorDict target = dst->tensordicts()[i];  // a handle: writes reach the stack's member
+    WriteOut(src->tensordicts()[i], target, key, tx);
   }
 }
 
@@ -142,11 +139,11 @@ TensorDict TensorDictSequentialImpl::run_module(size_t i, const TensorDict& td) 
   TensorDictModuleBase& m = *modules_[i];
   try {
     if (!options_.partial_tolerant() || HasAll(td, m.in_keys())) return m.forward(td);
-    if (!LazyStackedTensorDict::is_lazy_stack(td)) return td;  // skipped
+    if (!LazyStackedTensorDict::from(td)) return td;  // skipped
     // Run on the members holding every in key, then write all their outputs, or none.
     std::vector<std::pair<TensorDict, TensorDict>> results;
     RunOnMembers(m, td, results);
-    detail::WriteTransaction tx;
+    internal::WriteTransaction tx;
     for (auto& [member, result] : results) {
       if (result.is_same(member)) continue;
       for (const NestedKey& k : m.out_keys()) {
@@ -181,7 +178,7 @@ TensorDict TensorDictSequentialImpl::forward(const TensorDict& td) {
 TensorDict TensorDictSequentialImpl::forward_into(const TensorDict& td, TensorDict out) {
   if (out.is_same(td)) return forward(td);
   const TensorDict result = run_chain(ShallowCopy(td), modules_.size());
-  detail::WriteTransaction tx;
+  internal::WriteTransaction tx;
   for (const NestedKey& k : out_keys_) WriteOut(result, out, k, tx);
   tx.commit();
   return out;

@@ -345,18 +345,17 @@ void split_entries(const TensorDict& td, py::dict& source,
 py::object build(const TensorDict& td) {
   const Registry& r = classes();
   py::object out;
-  if (LazyStackedTensorDict::is_lazy_stack(td)) {
+  if (const std::optional<LazyStackedTensorDict> stack = LazyStackedTensorDict::from(td)) {
     if (!r.lazy_type) {
       throw py::type_error(
           "td::python: cannot build a Python lazy stack: set_tensordict_type was given no "
           "lazy_stack_cls");
     }
-    LazyStackedTensorDict stack(td);
-    const std::vector<TensorDict>& members = stack.tensordicts();
+    const std::vector<TensorDict>& members = stack->tensordicts();
     py::tuple args(members.size());
     for (size_t i = 0; i < members.size(); ++i) args[i] = build(members[i]);
     py::dict kwargs;
-    kwargs["stack_dim"] = stack.stack_dim();
+    kwargs["stack_dim"] = stack->stack_dim();
     out = r.lazy_type(*args, **kwargs);
   } else {
     py::dict source;

@@ -114,8 +114,9 @@ struct type_caster<td::LazyStackedTensorDict> {
   bool load(handle src, bool /*convert*/) {
     if (!td::python::is_tensordict_like(src)) return false;
     td::TensorDict td = td::python::from_python(src);
-    if (!td::LazyStackedTensorDict::is_lazy_stack(td)) return false;
-    value = td::LazyStackedTensorDict(td);
+    std::optional<td::LazyStackedTensorDict> stack = td::LazyStackedTensorDict::from(td);
+    if (!stack) return false;
+    value = *std::move(stack);
     return true;
   }
   static handle cast(const td::LazyStackedTensorDict& td, return_value_policy, handle) {

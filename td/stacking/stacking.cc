@@ -81,8 +81,9 @@ TensorDict pad_sequence(const std::vector<TensorDict>& tds, const PadSequenceOpt
 }
 
 TensorDict densify(const TensorDict& td, double padding_value) {
-  if (!LazyStackedTensorDict::is_lazy_stack(td)) return td;
-  LazyStackedTensorDict s(td);
+  const std::optional<LazyStackedTensorDict> stack = LazyStackedTensorDict::from(td);
+  if (!stack) return td;
+  const LazyStackedTensorDict& s = *stack;
   TensorDict out({}, td.batch_size(), td.device());
   // Keys and kinds from the first member: listing or reading the stack itself would stack the
   // ragged tensors (get_padded throws KeyError for a key another member lacks).

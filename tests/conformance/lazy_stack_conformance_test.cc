@@ -12,7 +12,7 @@ struct LazyStackTraits {
   static constexpr const char* kBackendId = "lazy_stack";
   static Capabilities capabilities() {
     return Capability::kInPlaceWrite | Capability::kNewKeys | Capability::kLazy |
-           Capability::kRagged | Capability::kReplaceEntries | Capability::kBatchResize;
+           Capability::kReplaceEntries | Capability::kBatchResize;
   }
   static TensorDict Make() {
     TensorDict ref = ReferenceContent();

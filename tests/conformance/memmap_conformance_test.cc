@@ -13,8 +13,7 @@ struct MemmapTraits {
   static constexpr const char* kBackendId = "memmap";
   static Capabilities capabilities() {
     return Capability::kInPlaceWrite | Capability::kNewKeys | Capability::kReplaceEntries |
-           Capability::kBatchResize | Capability::kPersistent | Capability::kCrossProcess |
-           Capability::kCpuOnly;
+           Capability::kBatchResize | Capability::kCrossProcess;
   }
   static TensorDict Make() {
     std::string dir = ::testing::TempDir() + "/memmap-conformance-XXXXXX";
@@ -25,7 +24,24 @@ struct MemmapTraits {
   }
 };
 
-INSTANTIATE_TYPED_TEST_SUITE_P(Memmap, Conformance, ::testing::Types<MemmapTraits>);
+// The backend with the fewest capabilities: a directory opened with MemmapMode::kReadOnly. Only
+// the batch size changes (in memory); every write is refused.
+struct ReadOnlyMemmapTraits {
+  static constexpr const char* kBackendId = "memmap";
+  static Capabilities capabilities() { return Capability::kBatchResize; }
+  static TensorDict Make() {
+    std::string dir = ::testing::TempDir() + "/memmap-ro-conformance-XXXXXX";
+    if (::mkdtemp(dir.data()) == nullptr) throw std::runtime_error("mkdtemp failed");
+    ReferenceContent().memmap(dir + "/td");
+    TensorDict t =
+        TensorDict::load_memmap(dir + "/td", LoadMemmapOptions().mode(MemmapMode::kReadOnly));
+    t.unlock_();
+    return t;
+  }
+};
+
+using MemmapTypes = ::testing::Types<MemmapTraits, ReadOnlyMemmapTraits>;
+INSTANTIATE_TYPED_TEST_SUITE_P(Memmap, Conformance, MemmapTypes);
 
 }  // namespace
 }  // namespace conformance

@@ -10,7 +10,7 @@ struct SharedMemoryTraits {
   static constexpr const char* kBackendId = "shared_memory";
   static Capabilities capabilities() {
     return Capability::kInPlaceWrite | Capability::kNewKeys | Capability::kReplaceEntries |
-           Capability::kBatchResize | Capability::kCrossProcess | Capability::kCpuOnly;
+           Capability::kBatchResize | Capability::kCrossProcess;
   }
   static TensorDict Make() {
     TensorDict t = MakeTensorDict("shared_memory", StorageSpec().batch_size(Batch()));

@@ -74,7 +74,7 @@ build_and_run consolidated_meta \
   td/core/errors.cc td/core/nested_key.cc -- -lc10 "${absl_libs[@]}"
 
 build_and_run distributed_header \
-  td/distributed/header_fuzzer.cc td/distributed/wire.cc td/core/errors.cc \
+  td/distributed/header_fuzzer.cc td/distributed/wire.cc td/core/dtype.cc td/core/errors.cc \
   -- -lc10 "${absl_libs[@]}"
 
 echo "=== fuzzing done: no crash (corpus and binaries in ${out})"

@@ -9,6 +9,7 @@
 #include "absl/strings/str_cat.h"
 
 namespace td {
+namespace internal {
 namespace os {
 
 UniqueFd& UniqueFd::operator=(UniqueFd&& o) noexcept {
@@ -56,4 +57,5 @@ MappedRegion::~MappedRegion() {
 }
 
 }  // namespace os
+}  // namespace internal
 }  // namespace td

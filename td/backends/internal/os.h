@@ -12,6 +12,7 @@
 #include "absl/status/statusor.h"
 
 namespace td {
+namespace internal {
 namespace os {
 
 // An owned file descriptor, closed on destruction.
@@ -61,4 +62,5 @@ class MappedRegion {
 };
 
 }  // namespace os
+}  // namespace internal
 }  // namespace td

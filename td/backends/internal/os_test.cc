@@ -11,6 +11,7 @@
 #include <cstring>
 
 namespace td {
+namespace internal {
 namespace os {
 namespace {
 
@@ -75,4 +76,5 @@ TEST(OsTest, MappedRegionMapsAndUnmaps) {
 
 }  // namespace
 }  // namespace os
+}  // namespace internal
 }  // namespace td

@@ -12,6 +12,7 @@
 #include "td/core/dtype.h"
 #include "td/core/internal/batch_index.h"
 #include "td/core/internal/entry_list.h"
+#include "td/core/internal/storage_access.h"
 
 namespace td {
 namespace {
@@ -105,7 +106,7 @@ class LazyStackStorage final : public LazyStorage {
   std::string_view backend_id() const override { return kBackendId; }
   Capabilities capabilities() const override {
     return Capability::kInPlaceWrite | Capability::kNewKeys | Capability::kLazy |
-           Capability::kRagged | Capability::kReplaceEntries | Capability::kBatchResize;
+           Capability::kReplaceEntries | Capability::kBatchResize;
   }
 
   size_t size() const override { return keys().size(); }
@@ -535,7 +536,7 @@ std::vector<TensorDict> Unstack(const TensorDict& value, int64_t dim, int64_t n)
 }
 
 LazyStackStorage& StackStorage(const TensorDict& td) {
-  auto* s = dynamic_cast<LazyStackStorage*>(&td.storage());
+  auto* s = dynamic_cast<LazyStackStorage*>(&internal::MutableStorage(td));
   if (s == nullptr) {
     TD_FAIL(c10::TypeError, "expected a TensorDict on the lazy_stack backend, got one on the '",
                          td.backend(), "' backend (build one with td::lazy_stack)");
@@ -551,8 +552,9 @@ LazyStackedTensorDict::LazyStackedTensorDict(const TensorDict& td) : TensorDict(
   StackStorage(td);  // throws for another backend
 }
 
-bool LazyStackedTensorDict::is_lazy_stack(const TensorDict& td) {
-  return dynamic_cast<const LazyStackStorage*>(&td.storage()) != nullptr;
+std::optional<LazyStackedTensorDict> LazyStackedTensorDict::from(const TensorDict& td) {
+  if (dynamic_cast<const LazyStackStorage*>(&td.storage()) == nullptr) return std::nullopt;
+  return LazyStackedTensorDict(td);
 }
 
 const std::vector<TensorDict>& LazyStackedTensorDict::tensordicts() const {

@@ -31,6 +31,7 @@
 #include <ATen/core/Tensor.h>
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -51,12 +52,13 @@ struct PadOptions {
 // (it converts to one and shares the same entries); see NOTE [ Lazy stack semantics ].
 class LazyStackedTensorDict : public TensorDict {
  public:
-  // Views `td` as a lazy stack. Throws c10::TypeError when td is on another backend.
+  // The lazy-stack handle of `td` (sharing its entries), or nullopt when td is on another
+  // backend: how code outside this backend asks "is this a lazy stack?".
+  //   if (auto s = td::LazyStackedTensorDict::from(td)) n = s->tensordicts().size();
+  static std::optional<LazyStackedTensorDict> from(const TensorDict& td);
+  // from(td), throwing c10::TypeError when td is on another backend.
   //   td::LazyStackedTensorDict s(some_td.get_tensordict("nested"));
   explicit LazyStackedTensorDict(const TensorDict& td);
-
-  // True when `td` is on the lazy_stack backend.
-  static bool is_lazy_stack(const TensorDict& td);
 
   // The stacked TensorDicts (the handles themselves: writing to them writes to the stack).
   const std::vector<TensorDict>& tensordicts() const;

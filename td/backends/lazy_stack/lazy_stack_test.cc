@@ -77,7 +77,17 @@ TEST(LazyStackTest, ConstructionErrors) {
                       {"TensorDict 2", "torch.Size([5])", "torch.Size([3])"});
   TD_EXPECT_THROW_MSG(lazy_stack(Members(2), 2), c10::IndexError, {"dim 2", "[-2, 1]"});
   TD_EXPECT_THROW_MSG(LazyStackedTensorDict(TensorDict()), c10::TypeError, {"'dense'"});
-  EXPECT_FALSE(LazyStackedTensorDict::is_lazy_stack(TensorDict()));
+  EXPECT_FALSE(LazyStackedTensorDict::from(TensorDict()).has_value());
+}
+
+TEST(LazyStackTest, FromGivesTheHandleOfALazyStackOnly) {
+  const TensorDict plain = lazy_stack(Members(2), 0);  // the stack seen as a plain TensorDict
+  const std::optional<LazyStackedTensorDict> s = LazyStackedTensorDict::from(plain);
+  ASSERT_TRUE(s.has_value());
+  EXPECT_TRUE(s->is_same(plain));
+  EXPECT_EQ(s->tensordicts().size(), 2u);
+  EXPECT_FALSE(LazyStackedTensorDict::from(plain.to_dense()).has_value());
+  EXPECT_FALSE(LazyStackedTensorDict::from(s->tensordicts()[0]).has_value());
 }
 
 TEST(LazyStackTest, WritesGoToTheMembers) {

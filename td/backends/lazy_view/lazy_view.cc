@@ -249,13 +249,8 @@ class LazyViewStorage final : public LazyStorage,
                       indices);
   }
 
-  void set_batch_size(std::vector<int64_t> batch_size) override {
-    if (at::IntArrayRef(batch_size) == Storage::batch_size()) return;
-    TD_FAIL(BatchSizeError, "cannot set the batch size of a '", op_->id(), "' view to ",
-                         SizeRepr(batch_size), ": it follows its source (batch size ",
-                         SizeRepr(source_.batch_size()),
-                         "); call to_dense() for a free-standing TensorDict");
-  }
+  // No set_batch_size: a view declares no Capability::kBatchResize, so the core refuses to
+  // change its batch size (it follows the source's).
 
   const TensorDict& source() const { return source_; }
 
@@ -368,17 +363,13 @@ TensorDict reshape_view(const TensorDict& source, at::IntArrayRef shape) {
   return MakeView(source, std::make_shared<ReshapeOp>(source.batch_size().vec(), view));
 }
 
-bool is_lazy_view(const TensorDict& td) {
-  return dynamic_cast<const LazyViewStorage*>(&td.storage()) != nullptr;
+std::optional<LazyViewTensorDict> LazyViewTensorDict::from(const TensorDict& td) {
+  if (dynamic_cast<const LazyViewStorage*>(&td.storage()) == nullptr) return std::nullopt;
+  return LazyViewTensorDict(td);
 }
 
-TensorDict view_source(const TensorDict& view) {
-  const auto* s = dynamic_cast<const LazyViewStorage*>(&view.storage());
-  if (s == nullptr) {
-    TD_FAIL(c10::TypeError, "view_source: the TensorDict is on the '", view.backend(),
-                         "' backend, not a lazy view");
-  }
-  return s->source();
+TensorDict LazyViewTensorDict::source() const {
+  return static_cast<const LazyViewStorage&>(storage()).source();
 }
 
 }  // namespace td

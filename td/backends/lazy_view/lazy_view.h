@@ -30,6 +30,7 @@
 #include <ATen/core/Tensor.h>
 
 #include <cstdint>
+#include <optional>
 
 #include "td/core/tensordict.h"
 
@@ -59,9 +60,20 @@ TensorDict squeeze_view(const TensorDict& source, int64_t dim);
 //   td::TensorDict flat = td::reshape_view(data, {-1});
 TensorDict reshape_view(const TensorDict& source, at::IntArrayRef shape);
 
-// True when `td` is one of the views above.
-bool is_lazy_view(const TensorDict& td);
-// The TensorDict a view reads from and writes to. Throws TypeError when td is not a view.
-TensorDict view_source(const TensorDict& view);
+// A TensorDict on one of the view backends above, with the view-specific calls. Like
+// td::LazyStackedTensorDict it is a handle (it converts to a TensorDict sharing the entries).
+class LazyViewTensorDict : public TensorDict {
+ public:
+  // The view handle of `td`, or nullopt when td is not one of the views above: how code outside
+  // this backend asks "is this a view?".
+  //   if (auto v = td::LazyViewTensorDict::from(row)) v->source().is_same(data);   // true
+  static std::optional<LazyViewTensorDict> from(const TensorDict& td);
+
+  // The TensorDict the view reads from and writes to.
+  TensorDict source() const;
+
+ private:
+  explicit LazyViewTensorDict(const TensorDict& td) : TensorDict(td) {}
+};
 
 }  // namespace td

@@ -23,8 +23,10 @@ TEST(IndexViewTest, ReadsAndWritesTheSource) {
   TensorDict src = Source();
   TensorDict v = index_view(src, {1});
   EXPECT_EQ(v.backend(), "index_view");
-  EXPECT_TRUE(is_lazy_view(v));
-  EXPECT_TRUE(view_source(v).is_same(src));
+  const std::optional<LazyViewTensorDict> handle = LazyViewTensorDict::from(v);
+  ASSERT_TRUE(handle.has_value());
+  EXPECT_TRUE(handle->is_same(v));
+  EXPECT_TRUE(handle->source().is_same(src));
   EXPECT_EQ(v.batch_size(), at::IntArrayRef({3}));
   EXPECT_TRUE(v.get("a").equal(src.get("a")[1]));
   // Reads see later writes to the source: nothing is cached.
@@ -94,8 +96,7 @@ TEST(IndexViewTest, Errors) {
   TD_EXPECT_THROW_MSG(index_view(src, {5}), c10::IndexError, {"5"});
   TensorDict v = index_view(src, {0});
   TD_EXPECT_THROW_MSG(v.set_batch_size({}), BatchSizeError, {"index_view", "to_dense"});
-  TD_EXPECT_THROW_MSG(view_source(src), c10::TypeError, {"'dense'"});
-  EXPECT_FALSE(is_lazy_view(src));
+  EXPECT_FALSE(LazyViewTensorDict::from(src).has_value());
 }
 
 TEST(PermuteViewTest, GetAppliesTheOpWritesApplyTheInverse) {

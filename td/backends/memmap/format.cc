@@ -6,10 +6,11 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "td/core/dtype.h"
-#include "td/core/internal/json_depth.h"
+#include "td/core/internal/structure_check.h"
 
 namespace td {
-namespace memmap_format {
+namespace internal {
+namespace memmap {
 namespace {
 
 using Json = nlohmann::ordered_json;
@@ -63,8 +64,8 @@ absl::StatusOr<Json> ParseJson(std::string_view text, std::string_view path) {
   if (text.find_first_not_of(" \t\r\n") == std::string_view::npos) {
     return Bad(path, "empty file (an interrupted write?), expected a JSON object");
   }
-  if (::td::internal::JsonMaxDepth(text, kMaxJsonDepth) < 0) {
-    return Bad(path, absl::StrCat("JSON nested deeper than ", kMaxJsonDepth, " levels"));
+  if (absl::Status depth = internal::CheckJsonDepth(text); !depth.ok()) {
+    return Bad(path, std::string(depth.message()));
   }
   try {
     return Json::parse(text.begin(), text.end());
@@ -73,43 +74,15 @@ absl::StatusOr<Json> ParseJson(std::string_view text, std::string_view path) {
   }
 }
 
-// A list of non-negative int64 (a shape).
+// A shape or batch size (NOTE [ Structure validation ] in td/core/internal/structure_check.h).
 absl::StatusOr<std::vector<int64_t>> ParseShape(const Json& j, std::string_view path,
                                                 std::string_view what) {
-  if (!j.is_array()) {
-    return Bad(path, absl::StrCat(AV(what), " must be a list of non-negative integers, got a ",
-                                  JsonTypeName(j), " (", j.dump(), ")"));
-  }
-  if (j.size() > kMaxDims) {
-    return Bad(path, absl::StrCat(AV(what), " has ", j.size(), " dims; at most ", kMaxDims,
-                                  " are supported"));
-  }
-  std::vector<int64_t> out;
-  out.reserve(j.size());
-  for (const Json& d : j) {
-    if (d.is_number_unsigned()) {
-      const uint64_t v = d.get<uint64_t>();
-      if (v > static_cast<uint64_t>(std::numeric_limits<int64_t>::max())) {
-        return Bad(path, absl::StrCat(AV(what), " has a dim too large for int64: ", v));
-      }
-      out.push_back(static_cast<int64_t>(v));
-    } else if (d.is_number_integer()) {
-      const int64_t v = d.get<int64_t>();
-      if (v < 0) return Bad(path, absl::StrCat(AV(what), " has a negative dim: ", j.dump()));
-      out.push_back(v);
-    } else {
-      return Bad(path, absl::StrCat(AV(what), " must be a list of non-negative integers, found ",
-                                    d.dump(), " (a ", JsonTypeName(d), ") in ", j.dump()));
-    }
-  }
-  return out;
+  absl::StatusOr<std::vector<int64_t>> shape = internal::ShapeFromJson(j);
+  if (!shape.ok()) return Bad(path, absl::StrCat(AV(what), " ", shape.status().message()));
+  return shape;
 }
 
 std::string SizeText(const std::vector<int64_t>& s) { return SizeRepr(s); }
-
-bool StartsWith(const std::vector<int64_t>& shape, const std::vector<int64_t>& prefix) {
-  return shape.size() >= prefix.size() && std::equal(prefix.begin(), prefix.end(), shape.begin());
-}
 
 absl::Status CheckDevice(const Json& level, std::string_view path, std::string_view what) {
   auto it = level.find("device");
@@ -234,28 +207,9 @@ std::string EntryFileName(std::string_view key, EntryKind kind) {
 
 absl::StatusOr<int64_t> TensorBytes(const std::vector<int64_t>& shape, c10::ScalarType dtype,
                                     std::string_view what) {
-  if (shape.size() > kMaxDims) {
-    return absl::InvalidArgumentError(absl::StrCat(AV(what), ": ", shape.size(),
-                                                   " dims; at most ", kMaxDims,
-                                                   " are supported"));
-  }
-  int64_t n = static_cast<int64_t>(c10::elementSize(dtype));
-  bool zero = false;
-  for (int64_t d : shape) {
-    if (d < 0) {
-      return absl::InvalidArgumentError(
-          absl::StrCat(AV(what), ": negative dim in ", SizeText(shape)));
-    }
-    if (d == 0) zero = true;
-  }
-  if (zero) return int64_t{0};
-  for (int64_t d : shape) {
-    if (n > std::numeric_limits<int64_t>::max() / d) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          AV(what), ": a tensor of shape ", SizeText(shape), " and dtype ", DtypeName(dtype),
-          " has more bytes than fit in int64"));
-    }
-    n *= d;
+  absl::StatusOr<int64_t> n = internal::TensorBytes(shape, dtype);
+  if (!n.ok()) {
+    return absl::InvalidArgumentError(absl::StrCat(AV(what), ": ", n.status().message()));
   }
   return n;
 }
@@ -326,11 +280,11 @@ absl::StatusOr<LevelMeta> ParseLevelJson(const Json& j, std::string_view path) {
                                           "\"torch.float32\", got a ",
                                     JsonTypeName(*dt), " (", dt->dump(), ")"));
     }
-    std::optional<c10::ScalarType> dtype = ParseDtypeName(dt->get_ref<const std::string&>());
-    if (!dtype) {
-      return Bad(path, absl::StrCat(what, " has unknown dtype '",
-                                    dt->get_ref<const std::string&>(),
-                                    "' (expected torch.float32, torch.int64, torch.bool, ...)"));
+    absl::StatusOr<c10::ScalarType> dtype =
+        internal::DtypeFromName(dt->get_ref<const std::string&>());
+    if (!dtype.ok()) {
+      return Bad(path, absl::StrCat(what, ": ", dtype.status().message(),
+                                    " (expected torch.float32, torch.int64, torch.bool, ...)"));
     }
     e.dtype = *dtype;
     auto sh = entry.find("shape");
@@ -370,10 +324,9 @@ absl::StatusOr<LevelMeta> ParseLevelJson(const Json& j, std::string_view path) {
       if (!nbytes.ok()) return Bad(path, std::string(nbytes.status().message()));
       e.nbytes = *nbytes;
     } else {
-      if (!StartsWith(e.shape, meta.batch_size)) {
-        return Bad(path, absl::StrCat(what, " has shape ", SizeText(e.shape),
-                                      ", which does not start with the batch size ",
-                                      SizeText(meta.batch_size)));
+      if (absl::Status ok = internal::CheckStartsWith(e.shape, meta.batch_size, "shape");
+          !ok.ok()) {
+        return Bad(path, absl::StrCat(what, ": ", ok.message()));
       }
       absl::StatusOr<int64_t> nbytes = TensorBytes(e.shape, e.dtype, what);
       if (!nbytes.ok()) return Bad(path, std::string(nbytes.status().message()));
@@ -662,5 +615,6 @@ absl::Status CheckWritableKey(std::string_view key, std::string_view what) {
   return absl::OkStatus();
 }
 
-}  // namespace memmap_format
+}  // namespace memmap
+}  // namespace internal
 }  // namespace td

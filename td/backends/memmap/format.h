@@ -57,9 +57,11 @@
 
 #include "absl/status/statusor.h"
 #include "nlohmann/json.hpp"
+#include "td/core/internal/structure_check.h"
 
 namespace td {
-namespace memmap_format {
+namespace internal {
+namespace memmap {
 
 inline constexpr std::string_view kMetaFile = "meta.json";
 inline constexpr std::string_view kTensorSuffix = ".memmap";
@@ -74,8 +76,10 @@ inline constexpr std::string_view kLazyStackType =
 // Limits of the reader: a meta.json larger than this, JSON nested deeper, or a shape with more
 // dims is refused with an error rather than read.
 inline constexpr size_t kMaxMetaBytes = size_t{64} << 20;
-inline constexpr int kMaxJsonDepth = 200;
-inline constexpr size_t kMaxDims = 64;
+// The depth and dims limits are every structure reader's (NOTE [ Structure validation ] in
+// td/core/internal/structure_check.h).
+inline constexpr int kMaxJsonDepth = internal::kMaxStructureJsonDepth;
+inline constexpr size_t kMaxDims = internal::kMaxStructureDims;
 
 // The file-system name of `key` (without the ".memmap" suffix of tensor files).
 //   EscapeKey("a/b") == "a%2Fb";  EscapeKey("..") == "%2E%2E";  EscapeKey("") == "%"
@@ -180,5 +184,6 @@ absl::Status CheckWritableJson(const nlohmann::json& data, std::string_view what
 // OK when `key` is valid UTF-8 (meta.json is JSON text) and not reserved.
 absl::Status CheckWritableKey(std::string_view key, std::string_view what);
 
-}  // namespace memmap_format
+}  // namespace memmap
+}  // namespace internal
 }  // namespace td

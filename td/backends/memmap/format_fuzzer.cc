@@ -20,8 +20,8 @@
 
 namespace {
 
-using td::memmap_format::EntryKind;
-using td::memmap_format::LevelMeta;
+using td::internal::memmap::EntryKind;
+using td::internal::memmap::LevelMeta;
 
 void Require(bool ok, const char* what) {
   if (!ok) {
@@ -38,7 +38,7 @@ bool SafeName(const std::string& name) {
 void CheckAccepted(const LevelMeta& meta) {
   for (const auto& e : meta.entries) {
     Require(SafeName(e.file_name), "an entry's file name leaves its directory");
-    Require(e.file_name == td::memmap_format::EntryFileName(e.key, e.kind), "file name != key's");
+    Require(e.file_name == td::internal::memmap::EntryFileName(e.key, e.kind), "file name != key's");
     Require(e.legacy_file_name.empty() || SafeName(e.legacy_file_name),
             "an entry's legacy file name leaves its directory");
     Require(e.legacy_file_name.empty() || (e.legacy_file_name.find('\\') == std::string::npos &&
@@ -50,7 +50,7 @@ void CheckAccepted(const LevelMeta& meta) {
       Require(e.shape.size() == 2, "a nested tensor's sizes are not [components, dims]");
       Require(meta.batch_size.empty() || e.shape[0] == meta.batch_size[0],
               "a nested tensor's components do not match the batch size");
-      Require(SafeName(td::memmap_format::NestedShapeFileName(e.file_name)),
+      Require(SafeName(td::internal::memmap::NestedShapeFileName(e.file_name)),
               "a nested tensor's sizes file leaves its directory");
       continue;
     }
@@ -60,8 +60,8 @@ void CheckAccepted(const LevelMeta& meta) {
     }
   }
   // Round trip: what was accepted is written back and read again identically.
-  const std::string again = td::memmap_format::LevelMetaJson(meta);
-  absl::StatusOr<LevelMeta> back = td::memmap_format::ParseLevelMeta(again, "again/meta.json");
+  const std::string again = td::internal::memmap::LevelMetaJson(meta);
+  absl::StatusOr<LevelMeta> back = td::internal::memmap::ParseLevelMeta(again, "again/meta.json");
   Require(back.ok(), "a written meta.json is refused");
   Require(back->batch_size == meta.batch_size, "round trip changed the batch size");
   Require(back->entries.size() == meta.entries.size(), "round trip changed the entries");
@@ -84,7 +84,7 @@ void CheckAccepted(const LevelMeta& meta) {
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const std::string_view text(reinterpret_cast<const char*>(data), size);
 
-  absl::StatusOr<LevelMeta> meta = td::memmap_format::ParseLevelMeta(text, "fuzz/meta.json");
+  absl::StatusOr<LevelMeta> meta = td::internal::memmap::ParseLevelMeta(text, "fuzz/meta.json");
   if (meta.ok()) {
     CheckAccepted(*meta);
   } else {
@@ -94,9 +94,9 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
 
   // Any directory's meta.json: a status or a value; stacks have a stack dim in range, and a
   // NonTensorStack's data is a list.
-  absl::StatusOr<td::memmap_format::DirMeta> dir = td::memmap_format::ParseDirMeta(text, "fuzz/d");
+  absl::StatusOr<td::internal::memmap::DirMeta> dir = td::internal::memmap::ParseDirMeta(text, "fuzz/d");
   if (dir.ok()) {
-    using td::memmap_format::DirType;
+    using td::internal::memmap::DirType;
     if (dir->type == DirType::kLazyStack || dir->type == DirType::kNonTensorStack) {
       Require(dir->stack_dim >= 0, "negative stack dim accepted");
     }
@@ -108,21 +108,21 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   }
 
   absl::StatusOr<nlohmann::json> data_value =
-      td::memmap_format::ParseNonTensorMeta(text, "fuzz/s/meta.json");
+      td::internal::memmap::ParseNonTensorMeta(text, "fuzz/s/meta.json");
   if (data_value.ok()) {
     // Accepted data is written back and read again identically.
-    absl::StatusOr<nlohmann::json> again = td::memmap_format::ParseNonTensorMeta(
-        td::memmap_format::NonTensorMetaJson(*data_value), "again");
+    absl::StatusOr<nlohmann::json> again = td::internal::memmap::ParseNonTensorMeta(
+        td::internal::memmap::NonTensorMetaJson(*data_value), "again");
     Require(again.ok() && *again == *data_value, "non-tensor data does not round-trip");
   }
 
   const std::string key(text);
-  const std::string name = td::memmap_format::EscapeKey(key);
+  const std::string name = td::internal::memmap::EscapeKey(key);
   Require(SafeName(name), "an escaped key leaves its directory");
-  std::optional<std::string> back = td::memmap_format::UnescapeKey(name);
+  std::optional<std::string> back = td::internal::memmap::UnescapeKey(name);
   Require(back.has_value() && *back == key, "UnescapeKey(EscapeKey(k)) != k");
-  if (std::optional<std::string> k = td::memmap_format::UnescapeKey(key)) {
-    Require(td::memmap_format::EscapeKey(*k) == key, "EscapeKey(UnescapeKey(n)) != n");
+  if (std::optional<std::string> k = td::internal::memmap::UnescapeKey(key)) {
+    Require(td::internal::memmap::EscapeKey(*k) == key, "EscapeKey(UnescapeKey(n)) != n");
   }
   return 0;
 }

@@ -19,7 +19,8 @@
 #include "td/backends/memmap/format.h"
 
 namespace td {
-namespace memmap_internal {
+namespace internal {
+namespace memmap {
 namespace {
 
 absl::string_view AV(std::string_view s) { return absl::string_view(s.data(), s.size()); }
@@ -33,7 +34,7 @@ std::string JoinPath(std::string_view dir, std::string_view name) {
 }
 
 absl::Status ErrnoError(int err, std::string_view what, std::string_view path) {
-  absl::Status s = os::ErrnoError(err, what, path);
+  absl::Status s = internal::os::ErrnoError(err, what, path);
   if (err != ELOOP) return s;
   return absl::Status(s.code(), absl::StrCat(s.message(),
                                              " (symlinks are refused inside memmap directories)"));
@@ -315,12 +316,12 @@ std::string TempName(std::string_view base) {
   }();
   const uint64_t n = counter.fetch_add(1);
   std::string_view b = base.substr(0, 96);
-  return absl::StrCat(AV(memmap_format::kTempPrefix), ::getpid(), "-", n, "-",
+  return absl::StrCat(AV(internal::memmap::kTempPrefix), ::getpid(), "-", n, "-",
                       absl::Hex(salt ^ (n * 0x9E3779B97F4A7C15ull)), "-", AV(b));
 }
 
 int64_t TempNamePid(std::string_view name, std::string_view base) {
-  const std::string_view prefix = memmap_format::kTempPrefix;
+  const std::string_view prefix = internal::memmap::kTempPrefix;
   if (name.substr(0, prefix.size()) != prefix) return -1;
   name.remove_prefix(prefix.size());
   // <pid>-<counter>-<hex>-<base>
@@ -338,5 +339,6 @@ int64_t TempNamePid(std::string_view name, std::string_view base) {
   return pid;
 }
 
-}  // namespace memmap_internal
+}  // namespace memmap
+}  // namespace internal
 }  // namespace td

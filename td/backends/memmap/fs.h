@@ -5,6 +5,9 @@
 // Status inside ] in td/core/errors.h for where these become exceptions.
 #pragma once
 
+#include <ATen/core/Tensor.h>
+#include <c10/core/ScalarType.h>
+
 #include <cstddef>
 #include <cstdint>
 #include <string>
@@ -14,17 +17,19 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "td/core/memmap_options.h"
 #include "td/backends/internal/os.h"
 
 namespace td {
-namespace memmap_internal {
+namespace internal {
+namespace memmap {
 
 // Descriptors come from the helpers shared with the shared_memory backend.
-using UniqueFd = os::UniqueFd;
+using UniqueFd = internal::os::UniqueFd;
 
 // "a/b" joined with "c" -> "a/b/c".
 std::string JoinPath(std::string_view dir, std::string_view name);
-// os::ErrnoError ("<what> <path>: <strerror>", NotFound for ENOENT), plus a hint for ELOOP
+// internal::os::ErrnoError ("<what> <path>: <strerror>", NotFound for ENOENT), plus a hint for ELOOP
 // (a symlink refused by O_NOFOLLOW).
 absl::Status ErrnoError(int err, std::string_view what, std::string_view path);
 
@@ -93,5 +98,19 @@ std::string TempName(std::string_view base);
 // The pid in a TempName, or -1 when `name` is not one made for `base`.
 int64_t TempNamePid(std::string_view name, std::string_view base);
 
-}  // namespace memmap_internal
+// ---- mapping and writing tensor files (memory_mapped_tensor.cc) ----------------------------
+// Maps the open regular file `fd` (whose size must be exactly the tensor's bytes) as a tensor of
+// `dtype` and `shape`. `path` is recorded as the tensor's filename. The mapping does not keep
+// `fd` open.
+absl::StatusOr<at::Tensor> MapFile(int fd, const std::string& path, c10::ScalarType dtype,
+                                   const std::vector<int64_t>& shape, MemmapMode mode);
+// Writes `tensor`'s values as C-order bytes to `fd` (chunk by chunk for non-contiguous or
+// non-CPU tensors, so memory use stays bounded).
+absl::Status WriteTensor(int fd, const at::Tensor& tensor, const std::string& path);
+// `path` made absolute (relative to the working directory) with "." and empty components
+// removed, without touching the file system.
+std::string AbsolutePath(const std::string& path);
+
+}  // namespace memmap
+}  // namespace internal
 }  // namespace td

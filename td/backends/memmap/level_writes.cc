@@ -22,13 +22,14 @@
 #include "td/core/errors.h"
 
 namespace td {
-namespace memmap_internal {
+namespace internal {
+namespace memmap {
 namespace {
 
-using memmap_format::EntryKind;
+using internal::memmap::EntryKind;
 
 bool IsTempName(const std::string& name) {
-  return name.compare(0, memmap_format::kTempPrefix.size(), memmap_format::kTempPrefix) == 0;
+  return name.compare(0, internal::memmap::kTempPrefix.size(), internal::memmap::kTempPrefix) == 0;
 }
 
 absl::Status MkdirAt(int dirfd, const std::string& name, const std::string& path) {
@@ -124,12 +125,12 @@ void CommitLevel(const std::string& dir, bool follow_symlink, const LevelChange&
         ValueOrThrow<MemmapError>(OpenDirAt(parent.get(), tmp, tmp_path)));
     std::vector<std::shared_ptr<UniqueFd>> dirs;
     absl::flat_hash_set<std::string> skip(change.drop.begin(), change.drop.end());
-    skip.insert(std::string(memmap_format::kMetaFile));
+    skip.insert(std::string(internal::memmap::kMetaFile));
     ThrowIfError<MemmapError>(Mirror(old_dir.get(), new_dir->get(), dir, &skip, &dirs));
     if (change.write) change.write(new_dir->get());
-    ThrowIfError<MemmapError>(CreateFileAt(new_dir->get(), std::string(memmap_format::kMetaFile),
+    ThrowIfError<MemmapError>(CreateFileAt(new_dir->get(), std::string(internal::memmap::kMetaFile),
                                            change.meta_json, change.sync,
-                                           JoinPath(dir, memmap_format::kMetaFile)));
+                                           JoinPath(dir, internal::memmap::kMetaFile)));
     if (change.sync) {
       for (const auto& d : dirs) ThrowIfError<MemmapError>(SyncDir(d->get(), dir));
       ThrowIfError<MemmapError>(SyncDir(new_dir->get(), dir));
@@ -142,23 +143,24 @@ void CommitLevel(const std::string& dir, bool follow_symlink, const LevelChange&
   }
 }
 
-}  // namespace memmap_internal
+}  // namespace memmap
+}  // namespace internal
 
 // ---- MemmapStorage writes ------------------------------------------------------------------
 
 namespace {
 
-using memmap_format::EntryKind;
+using internal::memmap::EntryKind;
 
-using memmap_internal::EntryMetaOf;
-using memmap_internal::KindOf;
+using internal::memmap::EntryMetaOf;
+using internal::memmap::KindOf;
 
 }  // namespace
 
 std::string MemmapStorage::MetaJson(at::IntArrayRef batch_size,
                                     const std::string* skip_key, const std::string* add_key,
                                     const Value* add_value) const {
-  memmap_format::LevelMeta meta;
+  internal::memmap::LevelMeta meta;
   meta.batch_size = batch_size.vec();
   for (const auto& [key, v] : entries().entries()) {
     if ((skip_key != nullptr && key == *skip_key) || (add_key != nullptr && key == *add_key)) {
@@ -170,7 +172,7 @@ std::string MemmapStorage::MetaJson(at::IntArrayRef batch_size,
   if (add_key != nullptr) {
     // A replaced key keeps its place, as EntryList::set keeps it.
     const int64_t pos = entries().position(*add_key);
-    memmap_format::EntryMeta e = EntryMetaOf(*add_key, *add_value);
+    internal::memmap::EntryMeta e = EntryMetaOf(*add_key, *add_value);
     if (pos >= 0 && (skip_key == nullptr || *skip_key != *add_key)) {
       int64_t i = 0, insert_at = 0;
       for (const auto& [key, v] : entries().entries()) {
@@ -182,7 +184,7 @@ std::string MemmapStorage::MetaJson(at::IntArrayRef batch_size,
       meta.entries.push_back(std::move(e));
     }
   }
-  return memmap_format::LevelMetaJson(meta);
+  return internal::memmap::LevelMetaJson(meta);
 }
 
 void MemmapStorage::set(std::string_view key_view, Value value) {
@@ -190,11 +192,11 @@ void MemmapStorage::set(std::string_view key_view, Value value) {
   RequireNotField("set", key_view);
   const std::string key(key_view);
   const NestedKey nk(key);
-  ThrowIfError<MemmapError>(memmap_format::CheckWritableKey(key, "memmap set"));
+  ThrowIfError<MemmapError>(internal::memmap::CheckWritableKey(key, "memmap set"));
   const EntryKind kind = KindOf(value);
-  const std::string name = memmap_format::EntryFileName(key, kind);
-  if (name == memmap_format::kMetaFile ||
-      name.compare(0, memmap_format::kTempPrefix.size(), memmap_format::kTempPrefix) == 0) {
+  const std::string name = internal::memmap::EntryFileName(key, kind);
+  if (name == internal::memmap::kMetaFile ||
+      name.compare(0, internal::memmap::kTempPrefix.size(), internal::memmap::kTempPrefix) == 0) {
     TD_FAIL(ValueError, "key ", nk.repr(), " cannot be memory-mapped: its file name '", name,
                      "' is reserved by the memmap format");
   }
@@ -205,17 +207,17 @@ void MemmapStorage::set(std::string_view key_view, Value value) {
                        NestedKey(other).repr(), ": both use the file name '", name, "'");
     }
   }
-  const std::string path = memmap_internal::JoinPath(dir_, name);
-  memmap_internal::WriteOptions wo;
+  const std::string path = internal::memmap::JoinPath(dir_, name);
+  internal::memmap::WriteOptions wo;
   if (kind == EntryKind::kTensor) {
     DtypeName(value.tensor().scalar_type());  // TypeError for a dtype the format cannot name
   } else if (kind == EntryKind::kNonTensor) {
-    ThrowIfError<MemmapError>(memmap_format::CheckWritableJson(
+    ThrowIfError<MemmapError>(internal::memmap::CheckWritableJson(
         value.non_tensor(), absl::StrCat("non-tensor data of key ", nk.repr())));
   } else {
-    memmap_internal::ValidateTree(value.tensordict(), path, wo);
+    internal::memmap::ValidateTree(value.tensordict(), path, wo);
   }
-  memmap_internal::LevelChange change;
+  internal::memmap::LevelChange change;
   if (const Value* old = entries().find(key)) {
     for (std::string& f : FilesOf(key, *old)) change.drop.push_back(std::move(f));
   }
@@ -229,23 +231,23 @@ void MemmapStorage::set(std::string_view key_view, Value value) {
       int raw = ::openat(dirfd, name.c_str(), O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC,
                          0644);
       if (raw < 0) {
-        ThrowIfError<MemmapError>(memmap_internal::ErrnoError(errno, "cannot create", path));
+        ThrowIfError<MemmapError>(internal::memmap::ErrnoError(errno, "cannot create", path));
       }
-      memmap_internal::UniqueFd fd(raw);
-      ThrowIfError<MemmapError>(memmap_internal::WriteTensor(fd.get(), t, path));
-      stored = ValueOrThrow<MemmapError>(memmap_internal::MapFile(
+      internal::memmap::UniqueFd fd(raw);
+      ThrowIfError<MemmapError>(internal::memmap::WriteTensor(fd.get(), t, path));
+      stored = ValueOrThrow<MemmapError>(internal::memmap::MapFile(
           fd.get(), path, t.scalar_type(), t.sizes().vec(), MemmapMode::kReadWrite));
       return;
     }
-    memmap_internal::WriteEntryDir(value, batch, dirfd, name, path, wo);
+    internal::memmap::WriteEntryDir(value, batch, dirfd, name, path, wo);
     if (kind == EntryKind::kTensorDict) {
-      memmap_internal::UniqueFd sub =
-          ValueOrThrow<MemmapError>(memmap_internal::OpenDirAt(dirfd, name, path));
+      internal::memmap::UniqueFd sub =
+          ValueOrThrow<MemmapError>(internal::memmap::OpenDirAt(dirfd, name, path));
       stored = TensorDict(ValueOrThrow<MemmapError>(
-          memmap_internal::LoadLevel(sub.get(), path, mode_, false, &batch, 0)));
+          internal::memmap::LoadLevel(sub.get(), path, mode_, false, &batch, 0)));
     }
   };
-  memmap_internal::CommitLevel(dir_, root_, change);
+  internal::memmap::CommitLevel(dir_, root_, change);
   file_names_.erase(key);
   entries().set(key, std::move(stored));
 }
@@ -261,10 +263,10 @@ bool MemmapStorage::erase(std::string_view key_view) {
   const std::string key(key_view);
   const Value* old = entries().find(key);
   if (old == nullptr) return false;
-  memmap_internal::LevelChange change;
+  internal::memmap::LevelChange change;
   change.drop = FilesOf(key, *old);
   change.meta_json = MetaJson(batch_size(), &key, nullptr, nullptr);
-  memmap_internal::CommitLevel(dir_, root_, change);
+  internal::memmap::CommitLevel(dir_, root_, change);
   file_names_.erase(key);
   entries().erase(key);
   return true;
@@ -273,11 +275,11 @@ bool MemmapStorage::erase(std::string_view key_view) {
 void MemmapStorage::set_batch_size(std::vector<int64_t> batch_size) {
   if (mode_ == MemmapMode::kReadWrite) {
     // Only meta.json changes: one atomic replacement of that file.
-    memmap_internal::UniqueFd dir(OpenLevel());
-    ThrowIfError<MemmapError>(memmap_internal::ReplaceFileAt(
-        dir.get(), std::string(memmap_format::kMetaFile),
+    internal::memmap::UniqueFd dir(OpenLevel());
+    ThrowIfError<MemmapError>(internal::memmap::ReplaceFileAt(
+        dir.get(), std::string(internal::memmap::kMetaFile),
         MetaJson(batch_size, nullptr, nullptr, nullptr), /*sync=*/false,
-        memmap_internal::JoinPath(dir_, memmap_format::kMetaFile)));
+        internal::memmap::JoinPath(dir_, internal::memmap::kMetaFile)));
   }
   Storage::set_batch_size(std::move(batch_size));
 }

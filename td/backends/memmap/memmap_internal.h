@@ -35,20 +35,21 @@
 #include "td/core/tensordict.h"
 
 namespace td {
-namespace memmap_internal {
+namespace internal {
+namespace memmap {
 
 struct WriteOptions {
   bool like = false;           // sparse zero-filled files instead of the data
   bool reserve = false;        // like: allocate the files' blocks (posix_fallocate), not sparse
   bool copy_existing = true;   // see MemmapOptions::copy_existing
   bool sync = false;           // fsync files and directories
-  int64_t num_threads = 0;
+  int num_threads = 0;
 };
 
 // The kind of an entry, and its meta.json entry (a lazy-stack sub-TensorDict is typed
 // "LazyStackedTensorDict", as Python writes it).
-memmap_format::EntryKind KindOf(const Value& v);
-memmap_format::EntryMeta EntryMetaOf(const std::string& key, const Value& v);
+internal::memmap::EntryKind KindOf(const Value& v);
+internal::memmap::EntryMeta EntryMetaOf(const std::string& key, const Value& v);
 
 // Throws ValueError / TypeError naming the key for anything WriteTree would fail on by
 // construction; `dir` is the final directory of `td` (for copy_existing).
@@ -103,27 +104,27 @@ void CommitLevel(const std::string& dir, bool follow_symlink, const LevelChange&
 absl::StatusOr<std::shared_ptr<MemmapStorage>> LoadLevel(int dirfd, const std::string& path,
                                                          MemmapMode mode, bool root,
                                                          const std::vector<int64_t>* parent_batch,
-                                                         int64_t num_threads);
+                                                         int num_threads);
 // Loads whatever the open directory `dirfd` (at `path`) holds as a TensorDict: a TensorDict
 // level, a lazy stack (as td::lazy_stack) or a tensorclass (its tensors and fields), validating
 // everything (memmap_loader.cc). The result is locked, as load_memmap's always is.
 absl::StatusOr<TensorDict> LoadDir(int dirfd, const std::string& path, MemmapMode mode,
-                                   int64_t num_threads);
+                                   int num_threads);
 // Opens the sub-TensorDict directory of `key` inside `dirfd` (at `dir_path`): its escaped name,
 // or the raw name older writers used when only that one holds a meta.json. Sets `sub_path`.
 absl::StatusOr<UniqueFd> OpenSubTensorDict(int dirfd, const std::string& key,
                                            const std::string& dir_path, std::string* sub_path);
-// The threads that write (or map) `leaves` leaves of `bytes` bytes in total when
-// MemmapOptions::num_threads is `requested`: 0 chooses td::parallel::num_threads() from
-// kAutoParallelBytes (8 MiB) on and 1 below, so td::parallel::set_num_threads(1) makes every
-// memmap write serial (NOTE [ Thread policy ] in td/executor/executor.h); never more than the
-// CPUs or the leaves.
-int WriteThreads(int64_t requested, int64_t bytes, size_t leaves);
+// The threads that write `leaves` leaves of `bytes` bytes in total when
+// MemmapOptions::num_threads is `requested` (NOTE [ num_threads ] in td/executor/executor.h):
+// 0 chooses td::parallel::num_threads() from kAutoParallelBytes (8 MiB) on and 1 below; never
+// more than the CPUs or the leaves.
+int WriteThreads(int requested, int64_t bytes, size_t leaves);
 // Runs fn(0..n-1) through the executor (td::parallel::parallel_for) on `num_threads` threads (at
 // most one per CPU), or in order on the calling thread when num_threads <= 1. Returns the first
 // (lowest index) error.
-absl::Status RunParallel(size_t n, int64_t num_threads,
+absl::Status RunParallel(size_t n, int num_threads,
                          const std::function<absl::Status(size_t)>& fn);
 
-}  // namespace memmap_internal
+}  // namespace memmap
+}  // namespace internal
 }  // namespace td

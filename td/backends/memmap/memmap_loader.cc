@@ -26,20 +26,21 @@
 #include "td/core/dtype.h"
 
 namespace td {
-namespace memmap_internal {
+namespace internal {
+namespace memmap {
 
 namespace {
 
-using memmap_format::DirMeta;
-using memmap_format::DirType;
-using memmap_format::EntryKind;
-using memmap_format::EntryMeta;
+using internal::memmap::DirMeta;
+using internal::memmap::DirType;
+using internal::memmap::EntryKind;
+using internal::memmap::EntryMeta;
 
 constexpr int kMaxLevels = kMaxNestingDepth;  // what the writer accepts
-const std::string kMeta(memmap_format::kMetaFile);
+const std::string kMeta(internal::memmap::kMetaFile);
 
 bool IsTemp(const std::string& name) {
-  return name.compare(0, memmap_format::kTempPrefix.size(), memmap_format::kTempPrefix) == 0;
+  return name.compare(0, internal::memmap::kTempPrefix.size(), internal::memmap::kTempPrefix) == 0;
 }
 
 const char* TypeText(EntryType t) {
@@ -116,7 +117,7 @@ class Loader {
     }
     const std::string meta_path = JoinPath(path, kMeta);
     absl::StatusOr<std::string> text =
-        ReadFileAt(dir->get(), kMeta, memmap_format::kMaxMetaBytes, meta_path);
+        ReadFileAt(dir->get(), kMeta, internal::memmap::kMaxMetaBytes, meta_path);
     if (!text.ok()) {
       if (absl::IsNotFound(text.status())) {
         return absl::DataLossError(absl::StrCat(path, " is not a memmap directory: it has no ",
@@ -124,7 +125,7 @@ class Loader {
       }
       return text.status();
     }
-    absl::StatusOr<DirMeta> meta = memmap_format::ParseDirMeta(*text, meta_path);
+    absl::StatusOr<DirMeta> meta = internal::memmap::ParseDirMeta(*text, meta_path);
     if (!meta.ok()) return meta.status();
     absl::StatusOr<std::vector<DirEntry>> listing = ListDir(dir->get(), path);
     if (!listing.ok()) return listing.status();
@@ -149,7 +150,7 @@ class Loader {
   }
 
   // Maps every file, then completes what waits for it.
-  absl::Status Finish(int64_t num_threads) {
+  absl::Status Finish(int num_threads) {
     absl::Status s = RunParallel(jobs_.size(), num_threads, [&](size_t i) -> absl::Status {
       return Map(jobs_[i]);
     });
@@ -174,12 +175,12 @@ class Loader {
   }
 
   absl::StatusOr<Planned> Level(const std::shared_ptr<UniqueFd>& dir, const std::string& path,
-                                memmap_format::LevelMeta meta,
+                                internal::memmap::LevelMeta meta,
                                 const std::vector<DirEntry>& listing, bool root, int depth) {
     const std::string meta_path = JoinPath(path, kMeta);
     absl::flat_hash_map<std::string, EntryType> present;
     for (const DirEntry& e : listing) present.emplace(e.name, e.type);
-    absl::Status resolved = memmap_format::ResolveEntryFiles(
+    absl::Status resolved = internal::memmap::ResolveEntryFiles(
         &meta.entries, [&](const std::string& n) { return present.contains(n); }, path);
     if (!resolved.ok()) return resolved;
     absl::flat_hash_set<std::string> described = {kMeta};
@@ -210,7 +211,7 @@ class Loader {
       absl::Status s = claim(e.file_name, e, want);
       if (!s.ok()) return s;
       if (e.is_nested) {
-        s = claim(memmap_format::NestedShapeFileName(e.file_name), e, EntryType::kFile);
+        s = claim(internal::memmap::NestedShapeFileName(e.file_name), e, EntryType::kFile);
         if (!s.ok()) return s;
       }
     }
@@ -224,7 +225,7 @@ class Loader {
     levels_.push_back(level);
     for (EntryMeta& e : meta.entries) {
       const std::string entry_path = JoinPath(path, e.file_name);
-      if (e.file_name != memmap_format::EntryFileName(e.key, e.kind)) {
+      if (e.file_name != internal::memmap::EntryFileName(e.key, e.kind)) {
         level->SetFileName(e.key, e.file_name);  // a raw pre-0.13 name, or no file
       }
       if (e.kind == EntryKind::kTensor) {
@@ -269,7 +270,7 @@ class Loader {
   // Reads a nested tensor's sizes file and checks them against the batch size.
   absl::Status ReadNestedSizes(int dirfd, const std::string& path, const EntryMeta& e,
                                const std::vector<int64_t>& batch, MapJob* job) {
-    const std::string name = memmap_format::NestedShapeFileName(e.file_name);
+    const std::string name = internal::memmap::NestedShapeFileName(e.file_name);
     const std::string shape_path = JoinPath(path, name);
     const std::string what = absl::StrCat("the nested tensor ", NestedKey(e.key).repr());
     absl::StatusOr<std::string> bytes =
@@ -310,7 +311,7 @@ class Loader {
       }
       total += numel;
     }
-    absl::StatusOr<int64_t> data_bytes = memmap_format::TensorBytes({total}, e.dtype, what);
+    absl::StatusOr<int64_t> data_bytes = internal::memmap::TensorBytes({total}, e.dtype, what);
     if (!data_bytes.ok()) return absl::DataLossError(data_bytes.status().message());
     job->shape = {total};
     job->nested_sizes = std::move(sizes);
@@ -419,7 +420,7 @@ class Loader {
   absl::StatusOr<Planned> TensorClass(const std::shared_ptr<UniqueFd>& dir,
                                       const std::string& path, const DirMeta& meta,
                                       const std::vector<DirEntry>& listing, int depth) {
-    const std::string inner(memmap_format::kNonTensorInner);
+    const std::string inner(internal::memmap::kNonTensorInner);
     bool has_inner = false;
     for (const DirEntry& e : listing) {
       if (e.name == kMeta || IsTemp(e.name)) continue;
@@ -469,7 +470,7 @@ class Loader {
         continue;
       }
       // Before 0.5: an empty level per NonTensorData (_tensordict/) or stack member (0, 1, ...).
-      const bool inner = type == DirType::kNonTensorData ? e.name == memmap_format::kNonTensorInner
+      const bool inner = type == DirType::kNonTensorData ? e.name == internal::memmap::kNonTensorInner
                                                          : MemberIndex(e.name).has_value();
       if (inner && e.type == EntryType::kDirectory) {
         absl::Status s = CheckEmptyLevels(dirfd, e.name, JoinPath(path, e.name), depth + 1);
@@ -498,10 +499,10 @@ class Loader {
       if (e.name == kMeta && e.type == EntryType::kFile) {
         const std::string meta_path = JoinPath(path, kMeta);
         absl::StatusOr<std::string> text =
-            ReadFileAt(dir->get(), kMeta, memmap_format::kMaxMetaBytes, meta_path);
+            ReadFileAt(dir->get(), kMeta, internal::memmap::kMaxMetaBytes, meta_path);
         if (!text.ok()) return text.status();
-        absl::StatusOr<memmap_format::LevelMeta> meta =
-            memmap_format::ParseLevelMeta(*text, meta_path);
+        absl::StatusOr<internal::memmap::LevelMeta> meta =
+            internal::memmap::ParseLevelMeta(*text, meta_path);
         if (!meta.ok()) return meta.status();
         if (!meta->entries.empty()) {
           return absl::DataLossError(absl::StrCat(meta_path, ": the batch shape of non-tensor ",
@@ -530,7 +531,7 @@ class Loader {
 }  // namespace
 
 absl::StatusOr<TensorDict> LoadDir(int dirfd, const std::string& path, MemmapMode mode,
-                                   int64_t num_threads) {
+                                   int num_threads) {
   int own = ::fcntl(dirfd, F_DUPFD_CLOEXEC, 0);
   if (own < 0) return ErrnoError(errno, "cannot duplicate the descriptor of", path);
   Loader loader(mode, /*lock=*/true);
@@ -549,7 +550,7 @@ absl::StatusOr<TensorDict> LoadDir(int dirfd, const std::string& path, MemmapMod
 absl::StatusOr<std::shared_ptr<MemmapStorage>> LoadLevel(int dirfd, const std::string& path,
                                                          MemmapMode mode, bool root,
                                                          const std::vector<int64_t>* parent_batch,
-                                                         int64_t num_threads) {
+                                                         int num_threads) {
   int own = ::fcntl(dirfd, F_DUPFD_CLOEXEC, 0);
   if (own < 0) return ErrnoError(errno, "cannot duplicate the descriptor of", path);
   Loader loader(mode, /*lock=*/false);
@@ -573,7 +574,7 @@ absl::StatusOr<std::shared_ptr<MemmapStorage>> LoadLevel(int dirfd, const std::s
 
 absl::StatusOr<UniqueFd> OpenSubTensorDict(int dirfd, const std::string& key,
                                            const std::string& dir_path, std::string* sub_path) {
-  const std::string escaped = memmap_format::EscapeKey(key);
+  const std::string escaped = internal::memmap::EscapeKey(key);
   std::string name = escaped;
   absl::StatusOr<UniqueFd> sub = OpenDirShared(dirfd, name, JoinPath(dir_path, name));
   const auto has_meta = [](const absl::StatusOr<UniqueFd>& fd) {
@@ -582,7 +583,7 @@ absl::StatusOr<UniqueFd> OpenSubTensorDict(int dirfd, const std::string& key,
   };
   if (!has_meta(sub)) {
     std::optional<std::string> legacy =
-        memmap_format::LegacyFileName(key, EntryKind::kTensorDict);
+        internal::memmap::LegacyFileName(key, EntryKind::kTensorDict);
     if (legacy && *legacy != escaped) {
       absl::StatusOr<UniqueFd> raw = OpenDirShared(dirfd, *legacy, JoinPath(dir_path, *legacy));
       if (has_meta(raw)) {
@@ -595,5 +596,6 @@ absl::StatusOr<UniqueFd> OpenSubTensorDict(int dirfd, const std::string& key,
   return sub;
 }
 
-}  // namespace memmap_internal
+}  // namespace memmap
+}  // namespace internal
 }  // namespace td

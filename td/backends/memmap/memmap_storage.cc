@@ -16,12 +16,13 @@
 #include "td/backends/memmap/memmap_internal.h"
 #include "td/core/dtype.h"
 #include "td/core/errors.h"
+#include "td/core/internal/storage_access.h"
 
 namespace td {
 
-using memmap_format::EntryKind;
-using memmap_internal::JoinPath;
-using memmap_internal::UniqueFd;
+using internal::memmap::EntryKind;
+using internal::memmap::JoinPath;
+using internal::memmap::UniqueFd;
 
 namespace {
 
@@ -43,10 +44,10 @@ MemmapStorage::MemmapStorage(std::string dir, std::vector<int64_t> batch_size, M
       root_(root) {}
 
 Capabilities MemmapStorage::capabilities() const {
-  if (mode_ == MemmapMode::kReadOnly) return Capability::kPersistent | Capability::kCpuOnly;
+  // Read-only: no write reaches the files; the batch size changes in memory only.
+  if (mode_ == MemmapMode::kReadOnly) return Capability::kBatchResize;
   return Capability::kInPlaceWrite | Capability::kNewKeys | Capability::kReplaceEntries |
-         Capability::kBatchResize | Capability::kPersistent | Capability::kCrossProcess |
-         Capability::kCpuOnly;
+         Capability::kBatchResize | Capability::kCrossProcess;
 }
 
 size_t MemmapStorage::AddLoaded(std::string key, Value value) {
@@ -77,11 +78,11 @@ void MemmapStorage::SetFileName(const std::string& key, std::string name) {
 std::vector<std::string> MemmapStorage::FilesOf(const std::string& key, const Value& v) const {
   const EntryKind kind = KindOf(v);
   auto it = file_names_.find(key);
-  std::string name = it != file_names_.end() ? it->second : memmap_format::EntryFileName(key, kind);
+  std::string name = it != file_names_.end() ? it->second : internal::memmap::EntryFileName(key, kind);
   std::vector<std::string> out;
   if (name.empty()) return out;  // a zero-element tensor without a file
   if (v.is_tensor() && v.tensor().is_nested()) {
-    out.push_back(memmap_format::NestedShapeFileName(name));
+    out.push_back(internal::memmap::NestedShapeFileName(name));
   }
   out.insert(out.begin(), std::move(name));
   return out;
@@ -97,7 +98,7 @@ void MemmapStorage::RequireWritable(std::string_view what, std::string_view key)
 }
 
 int MemmapStorage::OpenLevel() const {
-  return ValueOrThrow<MemmapError>(memmap_internal::OpenDir(dir_, root_)).release();
+  return ValueOrThrow<MemmapError>(internal::memmap::OpenDir(dir_, root_)).release();
 }
 
 
@@ -109,7 +110,7 @@ TD_REGISTER_STORAGE_BACKEND("memmap", [](const StorageSpec& spec)
     const char* tmp = std::getenv("TMPDIR");
     std::string templ = std::string(tmp && *tmp ? tmp : "/tmp") + "/td-memmap-XXXXXX";
     if (::mkdtemp(templ.data()) == nullptr) {
-      return memmap_internal::ErrnoError(errno, "cannot create a directory like", templ);
+      return internal::memmap::ErrnoError(errno, "cannot create a directory like", templ);
     }
     path = templ + "/td";
   }
@@ -117,7 +118,7 @@ TD_REGISTER_STORAGE_BACKEND("memmap", [](const StorageSpec& spec)
     TensorDict empty({}, spec.batch_size());
     TensorDict out = empty.memmap(path, MemmapOptions().exists_ok(false));
     out.unlock_();
-    return out.storage_ptr();
+    return internal::MutableStoragePtr(out);
   } catch (const ValueError& e) {
     return absl::InvalidArgumentError(e.what_without_backtrace());
   } catch (const c10::Error& e) {

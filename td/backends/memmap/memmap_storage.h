@@ -5,9 +5,9 @@
 // memmap_like and load_memmap (declared in td/core/tensordict.h, defined here); see
 // docs/memmap.md.
 //
-// Capabilities: in_place_write | new_keys | replace_entries | batch_resize | persistent |
-// cross_process | cpu_only when opened read-write; persistent | cpu_only when read-only (every
-// write throws ValueError then). Opened by id ("memmap") with StorageSpec::path, it creates an
+// Capabilities: in_place_write | new_keys | replace_entries | batch_resize | cross_process when
+// opened read-write; batch_resize alone when read-only (every write throws then; the batch size
+// changes in memory only). Its device is always the CPU. Opened by id ("memmap") with StorageSpec::path, it creates an
 // empty memmap directory there (refusing an existing one); without a path, in a new directory
 // under $TMPDIR that the caller owns.
 // Writes to existing tensors (set_, index_put_, in-place ops) go straight to the files. A new,

@@ -14,6 +14,7 @@
 #include "td/backends/memmap/memmap_storage.h"
 #include "td/backends/memmap/test_util.h"
 #include "td/core/tensordict.h"
+#include "td/core/testing.h"
 #include "td/executor/executor.h"
 
 namespace td {
@@ -28,22 +29,39 @@ TEST(MemmapThreadsTest, WriteThreadsFollowTheBudget) {
   BudgetGuard guard;
   constexpr int64_t kBig = int64_t{1} << 30;
   parallel::set_num_threads(1);
-  EXPECT_EQ(memmap_internal::WriteThreads(0, kBig, 64), 1);
-  EXPECT_EQ(memmap_internal::WriteThreads(0, 1024, 64), 1);
+  EXPECT_EQ(internal::memmap::WriteThreads(0, kBig, 64), 1);
+  EXPECT_EQ(internal::memmap::WriteThreads(0, 1024, 64), 1);
   parallel::set_num_threads(2);
   const int cpus = std::min(2, parallel::default_num_threads());
-  EXPECT_EQ(memmap_internal::WriteThreads(0, kBig, 64), cpus);
-  EXPECT_EQ(memmap_internal::WriteThreads(0, 1024, 64), 1);  // too small to be worth threads
-  EXPECT_EQ(memmap_internal::WriteThreads(0, kBig, 1), 1);   // one leaf
-  EXPECT_EQ(memmap_internal::WriteThreads(1, kBig, 64), 1);  // per call: serial
+  EXPECT_EQ(internal::memmap::WriteThreads(0, kBig, 64), cpus);
+  EXPECT_EQ(internal::memmap::WriteThreads(0, 1024, 64), 1);  // too small to be worth threads
+  EXPECT_EQ(internal::memmap::WriteThreads(0, kBig, 1), 1);   // one leaf
+  EXPECT_EQ(internal::memmap::WriteThreads(1, kBig, 64), 1);  // per call: serial
   parallel::set_num_threads(0);
-  EXPECT_EQ(memmap_internal::WriteThreads(0, kBig, 64),
+  EXPECT_EQ(internal::memmap::WriteThreads(0, kBig, 64),
             std::min(parallel::num_threads(), parallel::default_num_threads()));
+}
+
+// NOTE [ num_threads ]: one meaning everywhere, and a negative count is refused by name.
+TEST(MemmapThreadsTest, NegativeNumThreadsIsAValueError) {
+  const std::string dir = testing_util::FreshDir("threads");
+  TensorDict td({{"a", at::zeros({2})}, {"b", at::ones({2})}}, {2});
+  TD_EXPECT_THROW_MSG(td.memmap(dir + "/x", MemmapOptions().num_threads(-1)), c10::ValueError,
+                      {"MemmapOptions::num_threads", "-1"});
+  td.memmap(dir + "/y", MemmapOptions().num_threads(2));
+  TD_EXPECT_THROW_MSG(TensorDict::load_memmap(dir + "/y", LoadMemmapOptions().num_threads(-2)),
+                      c10::ValueError, {"LoadMemmapOptions::num_threads", "-2"});
+  EXPECT_TRUE(TensorDict::load_memmap(dir + "/y", LoadMemmapOptions().num_threads(2))
+                  .get("b")
+                  .equal(at::ones({2})));
+  TD_EXPECT_THROW_MSG(td.apply([](const at::Tensor& t) { return t; },
+                               ApplyOptions().num_threads(-1)),
+                      c10::ValueError, {"ApplyOptions::num_threads"});
 }
 
 TEST(MemmapThreadsTest, RunParallelReturnsTheLowestError) {
   std::vector<int> ran(16, 0);
-  absl::Status s = memmap_internal::RunParallel(16, 2, [&](size_t i) {
+  absl::Status s = internal::memmap::RunParallel(16, 2, [&](size_t i) {
     ran[i] = 1;
     return i == 5 || i == 9 ? absl::DataLossError("bad " + std::to_string(i)) : absl::OkStatus();
   });

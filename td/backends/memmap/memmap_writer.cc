@@ -18,17 +18,19 @@
 #include "td/backends/memmap/fs.h"
 #include "td/backends/memmap/memmap_internal.h"
 #include "td/backends/memmap/memmap_storage.h"
-#include "td/core/backend_hooks.h"
+#include "td/core/internal/backend_hooks.h"
 #include "td/core/dtype.h"
 #include "td/core/errors.h"
+#include "td/core/internal/storage_access.h"
 #include "td/core/storage.h"
 #include "td/executor/executor.h"
 
 namespace td {
-namespace memmap_internal {
+namespace internal {
+namespace memmap {
 namespace {
 
-using memmap_format::EntryKind;
+using internal::memmap::EntryKind;
 
 constexpr size_t kNameMax = 255;
 
@@ -38,10 +40,9 @@ void ValidateLevel(const TensorDict& td, const std::string& dir, const WriteOpti
     TD_FAIL(NestingError, "memmap: TensorDicts nested more than ", kMaxNestingDepth,
                        " levels deep cannot be written (td::kMaxNestingDepth)");
   }
-  if (LazyStackedTensorDict::is_lazy_stack(td)) {
+  if (const auto stack = LazyStackedTensorDict::from(td)) {
     // Python's layout: member i in the sub-directory "i" (NOTE [ Memmap directory format ]).
-    const LazyStackedTensorDict stack(td);
-    const std::vector<TensorDict>& members = stack.tensordicts();
+    const std::vector<TensorDict>& members = stack->tensordicts();
     for (size_t i = 0; i < members.size(); ++i) {
       ValidateLevel(members[i], JoinPath(dir, std::to_string(i)), o, prefix, depth + 1);
     }
@@ -53,18 +54,18 @@ void ValidateLevel(const TensorDict& td, const std::string& dir, const WriteOpti
     std::optional<Value> v = s.get(k);
     if (!v) continue;
     const NestedKey full = prefix ? *prefix + NestedKey(k) : NestedKey(k);
-    const absl::Status key_ok = memmap_format::CheckWritableKey(k, "memmap");
+    const absl::Status key_ok = internal::memmap::CheckWritableKey(k, "memmap");
     if (!key_ok.ok()) {
       TD_FAIL(ValueError, std::string(key_ok.message()), " (full key ", full.repr(), ")");
     }
     const EntryKind kind = KindOf(*v);
-    const std::string name = memmap_format::EntryFileName(k, kind);
+    const std::string name = internal::memmap::EntryFileName(k, kind);
     if (name.size() > kNameMax) {
       TD_FAIL(ValueError, "memmap: key ", full.repr(), " gives the file name '", name, "' of ",
                        name.size(), " bytes; file systems allow ", kNameMax);
     }
-    if (name == memmap_format::kMetaFile ||
-        name.compare(0, memmap_format::kTempPrefix.size(), memmap_format::kTempPrefix) == 0) {
+    if (name == internal::memmap::kMetaFile ||
+        name.compare(0, internal::memmap::kTempPrefix.size(), internal::memmap::kTempPrefix) == 0) {
       TD_FAIL(ValueError, "memmap: key ", full.repr(), " cannot be memory-mapped: its file name '",
                        name, "' is reserved by the memmap format");
     }
@@ -96,7 +97,7 @@ void ValidateLevel(const TensorDict& td, const std::string& dir, const WriteOpti
     } else if (v->is_tensordict()) {
       ValidateLevel(v->tensordict(), JoinPath(dir, name), o, &full, depth + 1);
     } else {
-      const absl::Status ok = memmap_format::CheckWritableJson(
+      const absl::Status ok = internal::memmap::CheckWritableJson(
           v->non_tensor(), absl::StrCat("memmap: non-tensor data of key ", full.repr()));
       if (!ok.ok()) TD_FAIL(ValueError, std::string(ok.message()));
     }
@@ -127,18 +128,18 @@ std::shared_ptr<UniqueFd> OpenNew(int parent_fd, const std::string& name, const 
 void WriteNonTensor(const nlohmann::json& data, const std::vector<int64_t>& batch, int dirfd,
                     const std::string& path, const WriteOptions& o,
                     std::vector<std::shared_ptr<UniqueFd>>* dirs) {
-  ThrowIfError<MemmapError>(CreateFileAt(dirfd, std::string(memmap_format::kMetaFile),
-                                         memmap_format::NonTensorMetaJson(data), o.sync,
-                                         JoinPath(path, memmap_format::kMetaFile)));
-  const std::string inner(memmap_format::kNonTensorInner);
+  ThrowIfError<MemmapError>(CreateFileAt(dirfd, std::string(internal::memmap::kMetaFile),
+                                         internal::memmap::NonTensorMetaJson(data), o.sync,
+                                         JoinPath(path, internal::memmap::kMetaFile)));
+  const std::string inner(internal::memmap::kNonTensorInner);
   const std::string inner_path = JoinPath(path, inner);
   Mkdir(dirfd, inner, inner_path);
   auto inner_fd = OpenNew(dirfd, inner, inner_path);
-  memmap_format::LevelMeta meta;
+  internal::memmap::LevelMeta meta;
   meta.batch_size = batch;
-  ThrowIfError<MemmapError>(CreateFileAt(inner_fd->get(), std::string(memmap_format::kMetaFile),
-                                         memmap_format::LevelMetaJson(meta), o.sync,
-                                         JoinPath(inner_path, memmap_format::kMetaFile)));
+  ThrowIfError<MemmapError>(CreateFileAt(inner_fd->get(), std::string(internal::memmap::kMetaFile),
+                                         internal::memmap::LevelMetaJson(meta), o.sync,
+                                         JoinPath(inner_path, internal::memmap::kMetaFile)));
   if (o.sync) dirs->push_back(std::move(inner_fd));
 }
 
@@ -146,9 +147,8 @@ void WriteNonTensor(const nlohmann::json& data, const std::vector<int64_t>& batc
 void BuildLevel(const TensorDict& td, const std::shared_ptr<UniqueFd>& dir, const std::string& path,
                 const WriteOptions& o, const NestedKey* prefix, std::vector<LeafJob>* jobs,
                 std::vector<std::shared_ptr<UniqueFd>>* dirs) {
-  if (LazyStackedTensorDict::is_lazy_stack(td)) {
-    const LazyStackedTensorDict stack(td);
-    const std::vector<TensorDict>& members = stack.tensordicts();
+  if (const auto stack = LazyStackedTensorDict::from(td)) {
+    const std::vector<TensorDict>& members = stack->tensordicts();
     for (size_t i = 0; i < members.size(); ++i) {
       const std::string name = std::to_string(i);
       const std::string member_path = JoinPath(path, name);
@@ -156,21 +156,21 @@ void BuildLevel(const TensorDict& td, const std::shared_ptr<UniqueFd>& dir, cons
       BuildLevel(members[i], OpenNew(dir->get(), name, member_path), member_path, o, prefix, jobs,
                  dirs);
     }
-    ThrowIfError<MemmapError>(CreateFileAt(dir->get(), std::string(memmap_format::kMetaFile),
-                                           memmap_format::LazyStackMetaJson(stack.stack_dim()),
-                                           o.sync, JoinPath(path, memmap_format::kMetaFile)));
+    ThrowIfError<MemmapError>(CreateFileAt(dir->get(), std::string(internal::memmap::kMetaFile),
+                                           internal::memmap::LazyStackMetaJson(stack->stack_dim()),
+                                           o.sync, JoinPath(path, internal::memmap::kMetaFile)));
     if (o.sync) dirs->push_back(dir);
     return;
   }
   const Storage& s = td.storage();
-  memmap_format::LevelMeta meta;
+  internal::memmap::LevelMeta meta;
   meta.batch_size = td.batch_size().vec();
   for (const std::string& k : s.keys()) {
     std::optional<Value> v = s.get(k);
     if (!v) continue;
     const NestedKey full = prefix ? *prefix + NestedKey(k) : NestedKey(k);
-    memmap_format::EntryMeta e = EntryMetaOf(k, *v);
-    const std::string name = memmap_format::EntryFileName(k, e.kind);
+    internal::memmap::EntryMeta e = EntryMetaOf(k, *v);
+    const std::string name = internal::memmap::EntryFileName(k, e.kind);
     const std::string entry_path = JoinPath(path, name);
     if (v->is_tensor()) {
       jobs->push_back(LeafJob{dir, name, entry_path, v->tensor(), full});
@@ -186,9 +186,9 @@ void BuildLevel(const TensorDict& td, const std::shared_ptr<UniqueFd>& dir, cons
     }
     meta.entries.push_back(std::move(e));
   }
-  ThrowIfError<MemmapError>(CreateFileAt(dir->get(), std::string(memmap_format::kMetaFile),
-                                         memmap_format::LevelMetaJson(meta), o.sync,
-                                         JoinPath(path, memmap_format::kMetaFile)));
+  ThrowIfError<MemmapError>(CreateFileAt(dir->get(), std::string(internal::memmap::kMetaFile),
+                                         internal::memmap::LevelMetaJson(meta), o.sync,
+                                         JoinPath(path, internal::memmap::kMetaFile)));
   if (o.sync) dirs->push_back(dir);
 }
 
@@ -274,7 +274,7 @@ void CheckTarget(int parent_fd, const Target& t, bool exists_ok) {
   std::vector<DirEntry> entries = ValueOrThrow<MemmapError>(ListDir(dir.get(), t.path));
   if (entries.empty()) return;
   const bool is_memmap = std::any_of(entries.begin(), entries.end(), [](const DirEntry& e) {
-    return e.name == memmap_format::kMetaFile && e.type == EntryType::kFile;
+    return e.name == internal::memmap::kMetaFile && e.type == EntryType::kFile;
   });
   if (!is_memmap) {
     TD_FAIL(ValueError, "memmap: ", t.path, " is a non-empty directory without meta.json, not a "
@@ -295,6 +295,7 @@ TensorDict WriteAndLoad(const TensorDict& td, const std::string& prefix,
   wo.reserve = reserve;
   wo.copy_existing = options.copy_existing();
   wo.sync = options.fsync();
+  parallel::check_num_threads(options.num_threads(), "MemmapOptions::num_threads");
   wo.num_threads = options.num_threads();
   ValidateTree(td, t.path, wo);
   ThrowIfError<MemmapError>(MakeDirs(t.parent));
@@ -324,15 +325,15 @@ TensorDict WriteAndLoad(const TensorDict& td, const std::string& prefix,
 
 // Puts the tensors of `mapped` (same structure) into `td`'s own storages.
 void ReplaceLeaves(const TensorDict& td, const TensorDict& mapped) {
-  if (LazyStackedTensorDict::is_lazy_stack(td)) {
+  if (const auto mine_stack = LazyStackedTensorDict::from(td)) {
     // The members hold the tensors; `mapped` is the lazy stack loaded from the same layout.
-    const LazyStackedTensorDict mine_stack(td), theirs_stack(mapped);
-    const std::vector<TensorDict>& mine = mine_stack.tensordicts();
+    const LazyStackedTensorDict theirs_stack(mapped);
+    const std::vector<TensorDict>& mine = mine_stack->tensordicts();
     const std::vector<TensorDict>& theirs = theirs_stack.tensordicts();
     for (size_t i = 0; i < mine.size(); ++i) ReplaceLeaves(mine[i], theirs[i]);
     return;
   }
-  Storage& s = td.storage();
+  Storage& s = internal::MutableStorage(td);
   for (const std::string& k : s.keys()) {
     std::optional<Value> v = s.get(k);
     if (!v) continue;
@@ -353,8 +354,8 @@ EntryKind KindOf(const Value& v) {
   return EntryKind::kNonTensor;
 }
 
-memmap_format::EntryMeta EntryMetaOf(const std::string& key, const Value& v) {
-  memmap_format::EntryMeta e;
+internal::memmap::EntryMeta EntryMetaOf(const std::string& key, const Value& v) {
+  internal::memmap::EntryMeta e;
   e.key = key;
   e.kind = KindOf(v);
   if (v.is_tensor()) {
@@ -363,7 +364,7 @@ memmap_format::EntryMeta EntryMetaOf(const std::string& key, const Value& v) {
     e.is_nested = v.tensor().is_nested();
     e.shape = e.is_nested ? v.tensor()._nested_tensor_size().sizes().vec()
                           : v.tensor().sizes().vec();
-  } else if (v.is_tensordict() && LazyStackedTensorDict::is_lazy_stack(v.tensordict())) {
+  } else if (v.is_tensordict() && LazyStackedTensorDict::from(v.tensordict())) {
     e.type_name = "LazyStackedTensorDict";
   }
   return e;
@@ -381,7 +382,7 @@ void RemoveStaleTemps(int parent_fd, const std::string& parent, const std::strin
   }
 }
 
-int WriteThreads(int64_t requested, int64_t bytes, size_t leaves) {
+int WriteThreads(int requested, int64_t bytes, size_t leaves) {
   if (leaves <= 1) return 1;
   int64_t threads = requested;
   if (threads == 0) threads = bytes >= kAutoParallelBytes ? parallel::num_threads() : 1;
@@ -391,10 +392,10 @@ int WriteThreads(int64_t requested, int64_t bytes, size_t leaves) {
   return static_cast<int>(std::max<int64_t>(threads, 1));
 }
 
-absl::Status RunParallel(size_t n, int64_t num_threads,
+absl::Status RunParallel(size_t n, int num_threads,
                          const std::function<absl::Status(size_t)>& fn) {
   const int threads = static_cast<int>(std::min<int64_t>(
-      {num_threads, parallel::default_num_threads(), static_cast<int64_t>(n)}));
+      {int64_t{num_threads}, int64_t{parallel::default_num_threads()}, static_cast<int64_t>(n)}));
   std::vector<absl::Status> status(n);
   if (threads <= 1 || n <= 1) {
     for (size_t i = 0; i < n; ++i) {
@@ -476,26 +477,27 @@ absl::Status CommitDir(int parent_fd, const std::string& tmp, const std::string&
   return absl::OkStatus();
 }
 
-}  // namespace memmap_internal
+}  // namespace memmap
+}  // namespace internal
 
 // ---- TensorDict members (registered as hooks: NOTE [ Backend entry points ]) -----------------
 
 namespace {
 
 TensorDict Memmap(const TensorDict& td, const std::string& prefix, const MemmapOptions& options) {
-  return memmap_internal::WriteAndLoad(td, prefix, options, /*like=*/false);
+  return internal::memmap::WriteAndLoad(td, prefix, options, /*like=*/false);
 }
 
 TensorDict MemmapLike(const TensorDict& td, const std::string& prefix,
                       const MemmapOptions& options) {
-  return memmap_internal::WriteAndLoad(td, prefix, options, /*like=*/true);
+  return internal::memmap::WriteAndLoad(td, prefix, options, /*like=*/true);
 }
 
 }  // namespace
 
 TensorDict MemmapLikeReserved(const TensorDict& td, const std::string& prefix,
                               const MemmapOptions& options) {
-  return memmap_internal::WriteAndLoad(td, prefix, options, /*like=*/true, /*reserve=*/true);
+  return internal::memmap::WriteAndLoad(td, prefix, options, /*like=*/true, /*reserve=*/true);
 }
 
 namespace {
@@ -503,19 +505,20 @@ namespace {
 TensorDict& MemmapInPlace(TensorDict& td, const std::string& prefix, const MemmapOptions& options) {
   if (td.backend() == "memmap") {
     const auto& ms = static_cast<const MemmapStorage&>(td.storage());
-    if (memmap_internal::AbsolutePath(prefix) == ms.path()) return td;
+    if (internal::memmap::AbsolutePath(prefix) == ms.path()) return td;
     TD_FAIL(ValueError, "memmap_: this TensorDict is already memory-mapped at ", ms.path(),
                      "; use memmap(\"", prefix, "\") to write a copy");
   }
   TensorDict mapped = td.memmap(prefix, options);
-  memmap_internal::ReplaceLeaves(td, mapped);
+  internal::memmap::ReplaceLeaves(td, mapped);
   td.lock_();
   return td;
 }
 
 TensorDict LoadMemmap(const std::string& prefix, const LoadMemmapOptions& options) {
-  using namespace memmap_internal;  // NOLINT
+  using namespace internal::memmap;  // NOLINT
   if (prefix.empty()) TD_FAIL(ValueError, "load_memmap: the prefix (directory) is empty");
+  parallel::check_num_threads(options.num_threads(), "LoadMemmapOptions::num_threads");
   std::string path = AbsolutePath(prefix);
   // Every directory on the way stays locked (shared) while loading: NOTE [ Readers and removers
   // of memmap directories ] in fs.h.
@@ -549,17 +552,12 @@ bool IsMemmap(const TensorDict& td) {
   return any;
 }
 
-MemmapHooks Hooks() {
-  MemmapHooks h;
-  h.memmap = &Memmap;
-  h.memmap_ = &MemmapInPlace;
-  h.memmap_like = &MemmapLike;
-  h.load_memmap = &LoadMemmap;
-  h.is_memmap = &IsMemmap;
-  return h;
-}
-
-const bool kMemmapHooksRegistered = RegisterMemmapHooks(Hooks());
+// The TensorDict members this backend implements (NOTE [ Backend entry points ]).
+const bool kMemmapHooksRegistered = internal::hooks::memmap.Register(&Memmap) &&
+                                    internal::hooks::memmap_.Register(&MemmapInPlace) &&
+                                    internal::hooks::memmap_like.Register(&MemmapLike) &&
+                                    internal::hooks::load_memmap.Register(&LoadMemmap) &&
+                                    internal::hooks::is_memmap.Register(&IsMemmap);
 
 }  // namespace
 }  // namespace td

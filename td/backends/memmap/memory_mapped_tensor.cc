@@ -19,14 +19,15 @@
 #include "td/core/errors.h"
 
 namespace td {
-namespace memmap_internal {
+namespace internal {
+namespace memmap {
 namespace {
 
 // The context of every mapping made here; the DataPtr deleter identifies our tensors.
 struct Region {
   std::string path;
   MemmapMode mode;
-  os::MappedRegion mapping;  // unmapped when the last tensor using it goes away
+  internal::os::MappedRegion mapping;  // unmapped when the last tensor using it goes away
 };
 
 void DeleteRegion(void* ctx) {
@@ -64,7 +65,7 @@ std::string AbsolutePath(const std::string& path) {
 
 absl::StatusOr<at::Tensor> MapFile(int fd, const std::string& path, c10::ScalarType dtype,
                                    const std::vector<int64_t>& shape, MemmapMode mode) {
-  absl::StatusOr<int64_t> nbytes = memmap_format::TensorBytes(shape, dtype, path);
+  absl::StatusOr<int64_t> nbytes = internal::memmap::TensorBytes(shape, dtype, path);
   if (!nbytes.ok()) return nbytes.status();
   absl::StatusOr<int64_t> size = FileSize(fd, path);
   if (!size.ok()) return size.status();
@@ -74,7 +75,7 @@ absl::StatusOr<at::Tensor> MapFile(int fd, const std::string& path, c10::ScalarT
         DtypeName(dtype), " needs ", *nbytes, " (a truncated or foreign file?)"));
   }
   const int flags = mode == MemmapMode::kReadOnly ? (MAP_PRIVATE | MAP_NORESERVE) : MAP_SHARED;
-  absl::StatusOr<os::MappedRegion> mapping = os::MappedRegion::Map(
+  absl::StatusOr<internal::os::MappedRegion> mapping = internal::os::MappedRegion::Map(
       fd, static_cast<size_t>(*nbytes), PROT_READ | PROT_WRITE, flags, path);
   if (!mapping.ok()) return mapping.status();
   void* addr = mapping->addr();
@@ -125,18 +126,19 @@ absl::Status WriteTensor(int fd, const at::Tensor& tensor, const std::string& pa
   return absl::OkStatus();
 }
 
-}  // namespace memmap_internal
+}  // namespace memmap
+}  // namespace internal
 
 namespace {
 
-using memmap_internal::UniqueFd;
+using internal::memmap::UniqueFd;
 
 // Creates `filename` (see from_tensor) filled with `data` or, without data, sparse zeros.
 MemoryMappedTensor Create(at::IntArrayRef shape, at::ScalarType dtype, const std::string& filename,
                           bool exists_ok, const at::Tensor* data) {
-  const std::string path = memmap_internal::AbsolutePath(filename);
+  const std::string path = internal::memmap::AbsolutePath(filename);
   std::vector<int64_t> dims = shape.vec();
-  ThrowIfError<MemmapError>(memmap_format::TensorBytes(dims, dtype, path).status());
+  ThrowIfError<MemmapError>(internal::memmap::TensorBytes(dims, dtype, path).status());
   int flags = O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK;
   flags |= exists_ok ? O_TRUNC : O_EXCL;
   int raw = ::open(path.c_str(), flags, 0644);
@@ -144,7 +146,7 @@ MemoryMappedTensor Create(at::IntArrayRef shape, at::ScalarType dtype, const std
     TD_FAIL(ValueError, "MemoryMappedTensor: file ", path,
                      " already exists (pass exists_ok = true to replace it)");
   }
-  if (raw < 0) ThrowIfError<MemmapError>(memmap_internal::ErrnoError(errno, "cannot create", path));
+  if (raw < 0) ThrowIfError<MemmapError>(internal::memmap::ErrnoError(errno, "cannot create", path));
   UniqueFd fd(raw);
   struct stat st;
   if (::fstat(fd.get(), &st) != 0 || !S_ISREG(st.st_mode)) {
@@ -152,11 +154,11 @@ MemoryMappedTensor Create(at::IntArrayRef shape, at::ScalarType dtype, const std
   }
   ::fcntl(fd.get(), F_SETFL, ::fcntl(fd.get(), F_GETFL) & ~O_NONBLOCK);
   if (data != nullptr) {
-    ThrowIfError<MemmapError>(memmap_internal::WriteTensor(fd.get(), *data, path));
+    ThrowIfError<MemmapError>(internal::memmap::WriteTensor(fd.get(), *data, path));
   } else {
-    absl::StatusOr<int64_t> nbytes = memmap_format::TensorBytes(dims, dtype, path);
+    absl::StatusOr<int64_t> nbytes = internal::memmap::TensorBytes(dims, dtype, path);
     if (::ftruncate(fd.get(), static_cast<off_t>(*nbytes)) != 0) {
-      ThrowIfError<MemmapError>(memmap_internal::ErrnoError(errno, "cannot resize", path));
+      ThrowIfError<MemmapError>(internal::memmap::ErrnoError(errno, "cannot resize", path));
     }
   }
   return MemoryMappedTensor::from_filename(path, dtype, shape, MemmapMode::kReadWrite);
@@ -200,33 +202,33 @@ MemoryMappedTensor MemoryMappedTensor::full(at::IntArrayRef shape, const at::Sca
 MemoryMappedTensor MemoryMappedTensor::from_filename(const std::string& filename,
                                                      at::ScalarType dtype, at::IntArrayRef shape,
                                                      MemmapMode mode) {
-  const std::string path = memmap_internal::AbsolutePath(filename);
+  const std::string path = internal::memmap::AbsolutePath(filename);
   const bool writable = mode == MemmapMode::kReadWrite;
   int raw = ::open(path.c_str(), (writable ? O_RDWR : O_RDONLY) | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK);
-  if (raw < 0) ThrowIfError<MemmapError>(memmap_internal::ErrnoError(errno, "cannot open", path));
+  if (raw < 0) ThrowIfError<MemmapError>(internal::memmap::ErrnoError(errno, "cannot open", path));
   UniqueFd fd(raw);
   struct stat st;
   if (::fstat(fd.get(), &st) != 0 || !S_ISREG(st.st_mode)) {
     TD_FAIL(MemmapError, "MemoryMappedTensor: ", path, " is not a regular file");
   }
   return MemoryMappedTensor(ValueOrThrow<MemmapError>(
-      memmap_internal::MapFile(fd.get(), path, dtype, shape.vec(), mode)));
+      internal::memmap::MapFile(fd.get(), path, dtype, shape.vec(), mode)));
 }
 
 std::optional<std::string> MemoryMappedTensor::filename_of(const at::Tensor& tensor) {
-  const memmap_internal::Region* r = memmap_internal::RegionOf(tensor);
+  const internal::memmap::Region* r = internal::memmap::RegionOf(tensor);
   if (r == nullptr) return std::nullopt;
   return r->path;
 }
 
 std::string MemoryMappedTensor::filename() const {
-  const memmap_internal::Region* r = memmap_internal::RegionOf(*this);
+  const internal::memmap::Region* r = internal::memmap::RegionOf(*this);
   TORCH_CHECK(r != nullptr, "this MemoryMappedTensor holds no file mapping");
   return r->path;
 }
 
 MemmapMode MemoryMappedTensor::mode() const {
-  const memmap_internal::Region* r = memmap_internal::RegionOf(*this);
+  const internal::memmap::Region* r = internal::memmap::RegionOf(*this);
   TORCH_CHECK(r != nullptr, "this MemoryMappedTensor holds no file mapping");
   return r->mode;
 }

@@ -18,7 +18,6 @@
 #include <string>
 #include <vector>
 
-#include "absl/status/statusor.h"
 #include "td/core/tensordict.h"
 
 namespace td {
@@ -66,19 +65,4 @@ class MemoryMappedTensor : public at::Tensor {
   explicit MemoryMappedTensor(at::Tensor t) : at::Tensor(std::move(t)) {}
 };
 
-namespace memmap_internal {
-
-// Maps the open regular file `fd` (whose size must be exactly the tensor's bytes) as a tensor of
-// `dtype` and `shape`. `path` is recorded as the tensor's filename. The mapping does not keep
-// `fd` open.
-absl::StatusOr<at::Tensor> MapFile(int fd, const std::string& path, c10::ScalarType dtype,
-                                   const std::vector<int64_t>& shape, MemmapMode mode);
-// Writes `tensor`'s values as C-order bytes to `fd` (chunk by chunk for non-contiguous or
-// non-CPU tensors, so memory use stays bounded).
-absl::Status WriteTensor(int fd, const at::Tensor& tensor, const std::string& path);
-// `path` made absolute (relative to the working directory) with "." and empty components
-// removed, without touching the file system.
-std::string AbsolutePath(const std::string& path);
-
-}  // namespace memmap_internal
 }  // namespace td

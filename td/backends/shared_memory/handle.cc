@@ -9,9 +9,11 @@
 #include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
 #include "td/core/dtype.h"
+#include "td/core/internal/structure_check.h"
 
 namespace td {
-namespace shm_handle {
+namespace internal {
+namespace shm {
 namespace {
 
 using Json = nlohmann::json;
@@ -34,28 +36,6 @@ const char* TypeName(const Json& j) {
     case Json::value_t::number_unsigned: return "integer";
     default: return "invalid value";
   }
-}
-
-// The deepest nesting of arrays/objects in `text` (strings skipped), stopping past `limit`.
-int NestingDepth(std::string_view text, int limit) {
-  int depth = 0, deepest = 0;
-  bool in_string = false, escaped = false;
-  for (char c : text) {
-    if (in_string) {
-      if (escaped) escaped = false;
-      else if (c == '\\') escaped = true;
-      else if (c == '"') in_string = false;
-      continue;
-    }
-    if (c == '"') in_string = true;
-    else if (c == '[' || c == '{') {
-      deepest = std::max(deepest, ++depth);
-      if (deepest > limit) return deepest;
-    } else if (c == ']' || c == '}') {
-      --depth;
-    }
-  }
-  return deepest;
 }
 
 // The field `name` of the object `obj` (described as `where` in messages), or an error.
@@ -86,30 +66,16 @@ absl::StatusOr<int64_t> GetCount(const Json& obj, const char* name, const std::s
   return v;
 }
 
+// A shape, batch size or strides (NOTE [ Structure validation ]).
 absl::StatusOr<std::vector<int64_t>> GetSizes(const Json& obj, const char* name,
                                               const std::string& where) {
   absl::StatusOr<const Json*> j = Get(obj, name, Json::value_t::array, where);
   if (!j.ok()) return j.status();
-  if ((*j)->size() > kMaxHandleDims) {
-    return Bad(absl::StrCat(where, ": \"", name, "\" has ", (*j)->size(), " dims, more than ",
-                            kMaxHandleDims));
+  absl::StatusOr<std::vector<int64_t>> sizes = internal::ShapeFromJson(**j);
+  if (!sizes.ok()) {
+    return Bad(absl::StrCat(where, ": \"", name, "\" ", sizes.status().message()));
   }
-  std::vector<int64_t> out;
-  for (const Json& d : **j) {
-    const bool fits = d.is_number_integer() &&
-                      !(d.is_number_unsigned() && d.get<uint64_t>() > uint64_t(kInt64Max)) &&
-                      d.get<int64_t>() >= 0;
-    if (!fits) {
-      return Bad(absl::StrCat(where, ": \"", name, "\" must hold integers from 0 to 2^63-1, got ",
-                              d.dump(-1, ' ', true)));
-    }
-    out.push_back(d.get<int64_t>());
-  }
-  return out;
-}
-
-bool StartsWith(const std::vector<int64_t>& v, const std::vector<int64_t>& prefix) {
-  return v.size() >= prefix.size() && std::equal(prefix.begin(), prefix.end(), v.begin());
+  return sizes;
 }
 
 // Checks NOTE [ Shared-memory handles ]'s bounds rule for `t` in a segment of `size` bytes.
@@ -202,15 +168,17 @@ std::string KeyText(const std::vector<std::string>& path) {
 absl::Status ParseLevel(const Json& j, const std::vector<SegmentRef>& segments,
                         const std::vector<int64_t>* parent_batch, int depth,
                         const std::string& where, std::vector<std::string>* path, Level* out) {
-  if (depth > kMaxHandleLevels) {
-    return Bad(absl::StrCat("TensorDicts nested more than ", kMaxHandleLevels, " levels deep"));
+  if (absl::Status ok = internal::CheckNestingDepth(depth); !ok.ok()) {
+    return Bad(std::string(ok.message()));
   }
   if (!j.is_object()) return Bad(absl::StrCat(where, " must be an object, got a ", TypeName(j)));
   absl::StatusOr<std::vector<int64_t>> batch = GetSizes(j, "batch_size", where);
   if (!batch.ok()) return batch.status();
-  if (parent_batch != nullptr && !StartsWith(*batch, *parent_batch)) {
-    return Bad(absl::StrCat(where, ": batch_size ", Json(*batch).dump(),
-                            " does not start with its parent's ", Json(*parent_batch).dump()));
+  if (parent_batch != nullptr) {
+    if (absl::Status ok = internal::CheckStartsWith(*batch, *parent_batch, "batch_size");
+        !ok.ok()) {
+      return Bad(absl::StrCat(where, ": ", ok.message(), " of its parent"));
+    }
   }
   out->batch_size = *batch;
   absl::StatusOr<const Json*> entries = Get(j, "entries", Json::value_t::array, where);
@@ -226,7 +194,9 @@ absl::Status ParseLevel(const Json& j, const std::vector<SegmentRef>& segments,
     entry.key = (*key)->get<std::string>();
     path->push_back(entry.key);
     const std::string kwhere = KeyText(*path);
-    if (!seen.insert(entry.key).second) return Bad(absl::StrCat(kwhere, " appears twice"));
+    if (absl::Status ok = internal::CheckNewKey(seen, entry.key); !ok.ok()) {
+      return Bad(absl::StrCat(kwhere, ": ", ok.message()));
+    }
     absl::StatusOr<const Json*> kind = Get(e, "kind", Json::value_t::string, kwhere);
     if (!kind.ok()) return kind.status();
     const std::string& k = (*kind)->get_ref<const std::string&>();
@@ -245,10 +215,9 @@ absl::Status ParseLevel(const Json& j, const std::vector<SegmentRef>& segments,
       t.offset = static_cast<uint64_t>(*offset);
       absl::StatusOr<const Json*> dtype = Get(e, "dtype", Json::value_t::string, kwhere);
       if (!dtype.ok()) return dtype.status();
-      std::optional<c10::ScalarType> dt = ParseDtypeName((*dtype)->get_ref<const std::string&>());
-      if (!dt) {
-        return Bad(absl::StrCat(kwhere, " has the unknown dtype ", (*dtype)->dump(-1, ' ', true)));
-      }
+      absl::StatusOr<c10::ScalarType> dt =
+          internal::DtypeFromName((*dtype)->get_ref<const std::string&>());
+      if (!dt.ok()) return Bad(absl::StrCat(kwhere, ": ", dt.status().message()));
       t.dtype = *dt;
       absl::StatusOr<std::vector<int64_t>> shape = GetSizes(e, "shape", kwhere);
       if (!shape.ok()) return shape.status();
@@ -258,9 +227,8 @@ absl::Status ParseLevel(const Json& j, const std::vector<SegmentRef>& segments,
         return Bad(absl::StrCat(kwhere, " has ", shape->size(), " sizes but ", strides->size(),
                                 " strides"));
       }
-      if (!StartsWith(*shape, *batch)) {
-        return Bad(absl::StrCat(kwhere, ": shape ", Json(*shape).dump(),
-                                " does not start with the batch size ", Json(*batch).dump()));
+      if (absl::Status ok = internal::CheckStartsWith(*shape, *batch, "shape"); !ok.ok()) {
+        return Bad(absl::StrCat(kwhere, ": ", ok.message()));
       }
       t.shape = *std::move(shape);
       t.strides = *std::move(strides);
@@ -295,8 +263,8 @@ absl::StatusOr<Handle> ParseHandle(std::string_view text) {
   if (text.size() > kMaxHandleBytes) {
     return Bad(absl::StrCat("it has ", text.size(), " bytes, more than ", kMaxHandleBytes));
   }
-  if (NestingDepth(text, kMaxHandleJsonDepth) > kMaxHandleJsonDepth) {
-    return Bad(absl::StrCat("JSON nested more than ", kMaxHandleJsonDepth, " levels deep"));
+  if (absl::Status ok = internal::CheckJsonDepth(text); !ok.ok()) {
+    return Bad(std::string(ok.message()));
   }
   Json j;
   try {
@@ -334,5 +302,6 @@ absl::StatusOr<Handle> ParseHandle(std::string_view text) {
   return h;
 }
 
-}  // namespace shm_handle
+}  // namespace shm
+}  // namespace internal
 }  // namespace td

@@ -19,8 +19,9 @@
 // batch size with its parent's; numel (product of sizes) fits in int64; for a non-empty tensor,
 // offset + (sum of (size-1)*stride + 1) * element size fits in int64 and is at most the segment's
 // size; offset is at least the 64-byte segment header and a multiple of the element size; keys
-// are unique per level; at most kMaxHandleLevels levels, kMaxHandleDims dims, kMaxHandleBytes of
-// text and JSON nested at most kMaxHandleJsonDepth deep. AttachSharedMemory then checks each
+// are unique per level; at most kMaxHandleBytes of text; levels, dims and JSON nesting within
+// the limits of every structure reader (NOTE [ Structure validation ] in
+// td/core/internal/structure_check.h). AttachSharedMemory then checks each
 // segment's real size equals "size" before mapping, so a tensor accepted here lies inside memory
 // that is mapped.
 #pragma once
@@ -37,15 +38,17 @@
 #include "absl/status/statusor.h"
 #include "nlohmann/json.hpp"
 #include "td/core/errors.h"
+#include "td/core/internal/structure_check.h"
 
 namespace td {
-namespace shm_handle {
+namespace internal {
+namespace shm {
 
 inline constexpr size_t kHeaderBytes = 64;  // a segment's header: magic | token | size | pad
 inline constexpr size_t kMaxHandleBytes = size_t{64} << 20;
 inline constexpr int kMaxHandleLevels = kMaxNestingDepth;  // every TensorDict that can be built
-inline constexpr size_t kMaxHandleDims = 64;
-inline constexpr int kMaxHandleJsonDepth = 512;
+inline constexpr size_t kMaxHandleDims = internal::kMaxStructureDims;
+inline constexpr int kMaxHandleJsonDepth = internal::kMaxStructureJsonDepth;
 
 struct SegmentRef {
   int64_t pid = 0;
@@ -90,5 +93,6 @@ struct Handle {
 //   if (!h.ok()) throw td::ValueError(...);
 absl::StatusOr<Handle> ParseHandle(std::string_view text);
 
-}  // namespace shm_handle
+}  // namespace shm
+}  // namespace internal
 }  // namespace td

@@ -17,9 +17,9 @@
 
 namespace {
 
-using td::shm_handle::EntryKind;
-using td::shm_handle::Handle;
-using td::shm_handle::Level;
+using td::internal::shm::EntryKind;
+using td::internal::shm::Handle;
+using td::internal::shm::Level;
 
 void Require(bool ok, const char* what) {
   if (!ok) {
@@ -65,7 +65,7 @@ void CheckLevel(const Handle& h, const Level& level, const Level* parent) {
     }
     const unsigned __int128 end =
         t.offset + (last + 1) * static_cast<unsigned __int128>(c10::elementSize(t.dtype));
-    Require(t.offset >= td::shm_handle::kHeaderBytes, "tensor inside the segment header");
+    Require(t.offset >= td::internal::shm::kHeaderBytes, "tensor inside the segment header");
     Require(end <= h.segments[t.segment].size, "tensor reaches past its segment");
   }
 }
@@ -74,13 +74,13 @@ void CheckLevel(const Handle& h, const Level& level, const Level* parent) {
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const std::string_view text(reinterpret_cast<const char*>(data), size);
-  absl::StatusOr<Handle> h = td::shm_handle::ParseHandle(text);
+  absl::StatusOr<Handle> h = td::internal::shm::ParseHandle(text);
   if (!h.ok()) {
     Require(h.status().code() == absl::StatusCode::kInvalidArgument, "non-InvalidArgument error");
     return 0;
   }
   for (const auto& s : h->segments) {
-    Require(s.size >= td::shm_handle::kHeaderBytes && s.token.size() == 16, "bad segment");
+    Require(s.size >= td::internal::shm::kHeaderBytes && s.token.size() == 16, "bad segment");
   }
   CheckLevel(*h, h->root, nullptr);
   return 0;

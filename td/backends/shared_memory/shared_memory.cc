@@ -17,9 +17,10 @@
 #include "nlohmann/json.hpp"
 #include "td/backends/internal/os.h"
 #include "td/backends/shared_memory/handle.h"
-#include "td/core/backend_hooks.h"
+#include "td/core/internal/backend_hooks.h"
 #include "td/core/dtype.h"
 #include "td/core/errors.h"
+#include "td/core/internal/storage_access.h"
 
 namespace td {
 namespace {
@@ -27,7 +28,7 @@ namespace {
 // ---- segments ------------------------------------------------------------------------------
 
 constexpr char kMagic[8] = {'T', 'D', 'S', 'H', 'M', 0, 0, 1};
-constexpr size_t kHeaderBytes = shm_handle::kHeaderBytes;  // magic (8) | token (16) | payload (8) | pad
+constexpr size_t kHeaderBytes = internal::shm::kHeaderBytes;  // magic (8) | token (16) | payload (8) | pad
 constexpr size_t kAlign = 64;
 constexpr std::string_view kMemfdName = "td-shm";
 
@@ -35,8 +36,8 @@ using Token = std::array<uint8_t, 16>;
 
 // One memfd segment, mapped; the descriptor and the mapping are released with the last tensor.
 struct Segment {
-  os::UniqueFd fd;
-  os::MappedRegion region;  // header + payload
+  internal::os::UniqueFd fd;
+  internal::os::MappedRegion region;  // header + payload
   Token token{};
   void* addr() const { return region.addr(); }
   size_t length() const { return region.length(); }
@@ -44,9 +45,9 @@ struct Segment {
 
 // Maps the whole segment `fd` of `length` bytes read-write; c10::Error naming `what` otherwise
 // (a segment's failures are c10::Error: NOTE [ Status to exception ] in td/core/errors.h).
-os::MappedRegion MapSegment(int fd, size_t length, const std::string& what) {
+internal::os::MappedRegion MapSegment(int fd, size_t length, const std::string& what) {
   return ValueOrThrow<c10::Error>(
-      os::MappedRegion::Map(fd, length, PROT_READ | PROT_WRITE, MAP_SHARED, what));
+      internal::os::MappedRegion::Map(fd, length, PROT_READ | PROT_WRITE, MAP_SHARED, what));
 }
 
 // The DataPtr context of every shared tensor: keeps its segment mapped.
@@ -79,7 +80,7 @@ Token RandomToken() {
 
 std::shared_ptr<Segment> CreateSegment(size_t payload) {
   auto seg = std::make_shared<Segment>();
-  seg->fd = os::UniqueFd(::memfd_create(std::string(kMemfdName).c_str(), MFD_CLOEXEC));
+  seg->fd = internal::os::UniqueFd(::memfd_create(std::string(kMemfdName).c_str(), MFD_CLOEXEC));
   if (!seg->fd.valid()) FailErrno(errno, "share_memory: memfd_create failed");
   const size_t length = kHeaderBytes + payload;
   if (::ftruncate(seg->fd.get(), static_cast<off_t>(length)) != 0) {
@@ -126,7 +127,7 @@ struct Leaf {
 };
 
 void CollectLeaves(const TensorDict& td, const NestedKey* prefix, std::vector<Leaf>* out) {
-  Storage& s = td.storage();
+  Storage& s = internal::MutableStorage(td);
   for (const std::string& k : s.keys()) {
     std::optional<Value> v = s.get(k);
     if (!v) continue;
@@ -142,7 +143,7 @@ void CollectLeaves(const TensorDict& td, const NestedKey* prefix, std::vector<Le
 }
 
 void SetCpu(const TensorDict& td) {
-  td.storage().set_device(at::Device(at::kCPU));
+  internal::MutableStorage(td).set_device(at::Device(at::kCPU));
   for (const Value& v : td.values()) {
     if (v.is_tensordict()) SetCpu(v.tensordict());
   }
@@ -203,7 +204,7 @@ struct HandleWriter {
   }
 };
 
-std::shared_ptr<Segment> OpenSegment(const shm_handle::SegmentRef& ref) {
+std::shared_ptr<Segment> OpenSegment(const internal::shm::SegmentRef& ref) {
   const std::string where = absl::StrCat("/proc/", ref.pid, "/fd/", ref.fd);
   char link[256];
   const ssize_t n = ::readlink(where.c_str(), link, sizeof(link) - 1);
@@ -217,7 +218,7 @@ std::shared_ptr<Segment> OpenSegment(const shm_handle::SegmentRef& ref) {
     TD_FAIL(c10::Error, "AttachSharedMemory: ", where, " is ", link, ", not a tensordict segment");
   }
   auto seg = std::make_shared<Segment>();
-  seg->fd = os::UniqueFd(::open(where.c_str(), O_RDWR | O_CLOEXEC));
+  seg->fd = internal::os::UniqueFd(::open(where.c_str(), O_RDWR | O_CLOEXEC));
   if (!seg->fd.valid()) FailErrno(errno, absl::StrCat("AttachSharedMemory: cannot open ", where));
   struct stat st;
   if (::fstat(seg->fd.get(), &st) != 0) FailErrno(errno, absl::StrCat("AttachSharedMemory: stat ", where));
@@ -239,21 +240,21 @@ std::shared_ptr<Segment> OpenSegment(const shm_handle::SegmentRef& ref) {
 }
 
 // The level `level` of a handle ParseHandle accepted (every bound already checked).
-TensorDict AttachLevel(const shm_handle::Level& level,
+TensorDict AttachLevel(const internal::shm::Level& level,
                        const std::vector<std::shared_ptr<Segment>>& segments) {
   auto storage = std::make_shared<SharedMemoryStorage>(level.batch_size);
-  for (const shm_handle::Entry& e : level.entries) {
+  for (const internal::shm::Entry& e : level.entries) {
     switch (e.kind) {
-      case shm_handle::EntryKind::kTensor: {
-        const shm_handle::TensorRef& t = e.tensor;
+      case internal::shm::EntryKind::kTensor: {
+        const internal::shm::TensorRef& t = e.tensor;
         storage->set_unchecked(e.key, ViewOf(segments[t.segment], static_cast<size_t>(t.offset),
                                              t.dtype, t.shape, t.strides));
         break;
       }
-      case shm_handle::EntryKind::kTensorDict:
+      case internal::shm::EntryKind::kTensorDict:
         storage->set_unchecked(e.key, AttachLevel(*e.level, segments));
         break;
-      case shm_handle::EntryKind::kNonTensor:
+      case internal::shm::EntryKind::kNonTensor:
         storage->set_unchecked(e.key, NonTensorData(e.data));
         break;
     }
@@ -291,9 +292,9 @@ std::string SharedMemoryHandle(const TensorDict& td) {
 
 TensorDict AttachSharedMemory(const std::string& handle) {
   // ParseHandle's errors are InvalidArgument: a ValueError naming the field.
-  shm_handle::Handle parsed = ValueOrThrow(shm_handle::ParseHandle(handle), "AttachSharedMemory");
+  internal::shm::Handle parsed = ValueOrThrow(internal::shm::ParseHandle(handle), "AttachSharedMemory");
   std::vector<std::shared_ptr<Segment>> segments;
-  for (const shm_handle::SegmentRef& s : parsed.segments) segments.push_back(OpenSegment(s));
+  for (const internal::shm::SegmentRef& s : parsed.segments) segments.push_back(OpenSegment(s));
   TensorDict out = AttachLevel(parsed.root, segments);
   out.lock_();
   return out;
@@ -343,14 +344,10 @@ bool IsShared(const TensorDict& td) {
   return any;
 }
 
-SharedMemoryHooks Hooks() {
-  SharedMemoryHooks h;
-  h.share_memory_ = &ShareMemory;
-  h.is_shared = &IsShared;
-  return h;
-}
-
-const bool kSharedMemoryHooksRegistered = RegisterSharedMemoryHooks(Hooks());
+// The TensorDict members this backend implements (NOTE [ Backend entry points ]).
+const bool kSharedMemoryHooksRegistered =
+    internal::hooks::share_memory_.Register(&ShareMemory) &&
+    internal::hooks::is_shared.Register(&IsShared);
 
 }  // namespace
 

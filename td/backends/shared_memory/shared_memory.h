@@ -58,8 +58,8 @@ TensorDict AttachSharedMemory(const std::string& handle);
 
 // The "shared_memory" storage backend: entries in memory, every tensor in shared memory (a
 // tensor set here is copied into a new segment unless it already is in one).
-// Capabilities: in_place_write | new_keys | replace_entries | batch_resize | cross_process |
-// cpu_only.
+// Capabilities: in_place_write | new_keys | replace_entries | batch_resize | cross_process. Its
+// device is always the CPU.
 class SharedMemoryStorage final : public EntryStorage {
  public:
   explicit SharedMemoryStorage(std::vector<int64_t> batch_size);
@@ -67,7 +67,7 @@ class SharedMemoryStorage final : public EntryStorage {
   std::string_view backend_id() const override { return "shared_memory"; }
   Capabilities capabilities() const override {
     return Capability::kInPlaceWrite | Capability::kNewKeys | Capability::kReplaceEntries |
-           Capability::kBatchResize | Capability::kCrossProcess | Capability::kCpuOnly;
+           Capability::kBatchResize | Capability::kCrossProcess;
   }
   // Tensors are moved into shared memory, nested TensorDicts become shared_memory levels.
   void set(std::string_view key, Value value) override;

@@ -21,7 +21,7 @@
 
 namespace td {
 
-namespace entry_list_internal {
+namespace internal {
 // The first and last sizeof(Word) bytes of a and b are equal (n >= sizeof(Word)).
 template <class Word>
 ABSL_ATTRIBUTE_ALWAYS_INLINE inline bool SameEnds(const char* a, const char* b, size_t n) {
@@ -32,15 +32,15 @@ ABSL_ATTRIBUTE_ALWAYS_INLINE inline bool SameEnds(const char* a, const char* b, 
   std::memcpy(&b1, b + n - sizeof(Word), sizeof(Word));
   return ((a0 ^ b0) | (a1 ^ b1)) == 0;
 }
-}  // namespace entry_list_internal
+}  // namespace internal
 
 // True when the n bytes at a and b are equal. Keys are short: up to 16 bytes this is two
 // overlapping word compares inline (no call into libc's memcmp, whose call costs as much as a
 // whole small-level lookup).
 ABSL_ATTRIBUTE_ALWAYS_INLINE inline bool SameBytes(const char* a, const char* b, size_t n) {
   if (n > 16) return std::memcmp(a, b, n) == 0;
-  if (n >= 8) return entry_list_internal::SameEnds<uint64_t>(a, b, n);
-  if (n >= 4) return entry_list_internal::SameEnds<uint32_t>(a, b, n);
+  if (n >= 8) return internal::SameEnds<uint64_t>(a, b, n);
+  if (n >= 4) return internal::SameEnds<uint32_t>(a, b, n);
   for (size_t i = 0; i < n; ++i) {
     if (a[i] != b[i]) return false;
   }

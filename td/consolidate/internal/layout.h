@@ -49,7 +49,7 @@
 namespace td {
 class TensorDict;
 
-namespace consolidate_internal {
+namespace internal {
 
 inline constexpr int64_t kAlign = 64;
 inline int64_t AlignUp(int64_t n, int64_t align = kAlign) {
@@ -127,5 +127,5 @@ std::optional<Buffer> BufferOfTensorDict(const TensorDict& td);
 // Whether `leaves` sit in `buffer` exactly as its layout says.
 bool LeavesMatch(const std::vector<at::Tensor>& leaves, const Buffer& buffer);
 
-}  // namespace consolidate_internal
+}  // namespace internal
 }  // namespace td

@@ -51,7 +51,7 @@
 
 #include "nlohmann/json.hpp"
 #include "td/core/tensordict.h"
-#include "td/distributed/wire.h"  // kHeaderWords, kMagic, the header's flags
+#include "td/distributed/internal/wire.h"  // kHeaderWords, kMagic, the header's flags
 
 namespace td {
 namespace distributed {
@@ -64,6 +64,13 @@ constexpr int64_t kAlign = 64;
 constexpr int64_t kAloneMinBytes = int64_t{1} << 20;
 
 inline int64_t AlignUp(int64_t n) { return (n + kAlign - 1) / kAlign * kAlign; }
+
+// True when writing into the tensors `td` hands out writes `td` itself, so that received bytes
+// may land straight in its leaves: every level (the root and each nested TensorDict) holds its
+// entries (no Capability::kLazy, whose get() may compute a fresh tensor: NOTE [ Storage
+// interface ]) and writes them in place (Capability::kInPlaceWrite). Otherwise writes go
+// through update_(), which hands them to each storage.
+bool LeavesWriteThrough(const TensorDict& td);
 
 class PackedLayout {
  public:
@@ -118,8 +125,7 @@ class PackedLayout {
   // The typed 1-D view of group g inside `data` (a uint8 buffer whose data starts at byte 0).
   at::Tensor GroupView(const at::Tensor& data, size_t g) const;
   // Writes the packed data (uint8, nbytes() bytes) into the leaves of `td` (the TensorDict this
-  // layout was made from): in place on the dense backend, through update_ on the others (memmap
-  // files and shared memory are written in place). The data must have this layout.
+  // layout was made from): in place when LeavesWriteThrough(td), through update_ otherwise. The data must have this layout.
   // Writes happen under no-grad, as load_state_dict's do: a leaf that requires grad (a module's
   // parameter from td::nn::from_module) is written in place, with no autograd history. Call
   // CheckWritable first: a leaf that cannot be written would otherwise fail half way.

@@ -1,0 +1,45 @@
+// The consolidated file writer's internals (consolidate.cc and file.cc), beside the public
+// save_consolidated / load_consolidated of td/consolidate/file.h.
+#pragma once
+
+#include <ATen/core/Tensor.h>
+
+#include <cstdint>
+#include <string>
+
+#include "nlohmann/json.hpp"
+#include "td/consolidate/internal/layout.h"
+#include "td/core/tensordict.h"
+
+namespace td {
+
+namespace internal {
+
+// The metadata of `td` laid out as `layout` (which describes td's leaves). Throws ValueError for
+// keys the format cannot hold.
+nlohmann::ordered_json FileMetadata(const TensorDict& td, const BufferLayout& layout);
+// FileMetadata(...).dump(); ValueError naming `filename` for text that is not valid UTF-8.
+std::string DumpMetadata(const TensorDict& td, const BufferLayout& layout,
+                         const std::string& filename);
+
+// A file being written: created under a temporary name next to `filename`, `size` bytes, mapped
+// shared. The metadata (and its length) are written at the end by the constructor; the caller
+// fills the first `data_bytes` bytes of `mapping` and calls Commit() to rename it into place.
+// Destroyed without Commit(), the temporary file is removed.
+class PendingFile {
+ public:
+  PendingFile(std::string filename, int64_t data_bytes, const std::string& metadata);
+  ~PendingFile();
+  PendingFile(const PendingFile&) = delete;
+  PendingFile& operator=(const PendingFile&) = delete;
+  const at::Tensor& mapping() const { return mapping_; }
+  void Commit();
+
+ private:
+  std::string filename_, tmp_;
+  at::Tensor mapping_;
+  bool committed_ = false;
+};
+
+}  // namespace internal
+}  // namespace td
