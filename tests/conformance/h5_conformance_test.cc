@@ -54,8 +54,8 @@ struct H5ListTraits {
   }
 };
 
-INSTANTIATE_TYPED_TEST_SUITE_P(H5, Conformance,
-                               ::testing::Types<H5Traits, H5SliceTraits, H5ListTraits>);
+using H5Types = ::testing::Types<H5Traits, H5SliceTraits, H5ListTraits>;
+INSTANTIATE_TYPED_TEST_SUITE_P(H5, Conformance, H5Types);
 
 }  // namespace
 }  // namespace conformance
