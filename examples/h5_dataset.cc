@@ -4,6 +4,7 @@
 // training batches by td::data::BatchLoader: each batch reads only its windows' rows.
 //   bazel run //examples:h5_dataset [-- /path/to/file.hdf5]   (a given file is read, not written)
 #include <ATen/ATen.h>
+#include <c10/core/GradMode.h>
 #include <stdlib.h>
 
 #include <iostream>
@@ -93,7 +94,7 @@ int main(int argc, char** argv) {
       at::Tensor loss = (pos.matmul(w) + b - actions).pow(2).mean();
       loss.backward();
       {
-        at::NoGradGuard no_grad;
+        c10::AutoGradMode no_grad(false);
         w.sub_(w.grad() * 0.1);
         b.sub_(b.grad() * 0.1);
         w.grad().zero_();
