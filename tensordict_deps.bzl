@@ -17,6 +17,7 @@ own repositories):
     @tensordict_gtest//:gtest, :gtest_main, :gmock, :gmock_main
     @tensordict_benchmark//:benchmark, :benchmark_main
     @tensordict_json//:json           nlohmann/json (header-only)
+    @tensordict_hdf5//:hdf5           HDF5's C library, serial build (for //td/backends/h5)
     @tensordict_python//:torch_python, :pybind11, :python_headers
                                       for //td/python only: libtorch_python, pybind11 and
                                       <Python.h> of the interpreter `python`
@@ -321,8 +322,8 @@ def tensordict_deps(
       libtorch_cxx11_abi: value of _GLIBCXX_USE_CXX11_ABI LibTorch was built
         with (True for Debian and the "cxx11 ABI" zips, False for the
         "Pre-cxx11 ABI" zips).
-      system_path: prefix of Abseil, oneTBB, GoogleTest, Google Benchmark and
-        nlohmann/json.
+      system_path: prefix of Abseil, oneTBB, GoogleTest, Google Benchmark,
+        nlohmann/json and HDF5.
       system_lib_dir: their library directory (autodetected).
       python: the interpreter //td/python's extensions are built for (its headers, its torch's
         libtorch_python, pybind11); only read when a //td/python target is built. Its torch
@@ -395,6 +396,19 @@ def tensordict_deps(
         include_entries = ["nlohmann"],
         required_include_entries = ["nlohmann"],
         build_file_template = Label("//third_party:json/BUILD.tpl"),
+    )
+    _maybe(
+        tensordict_system_library,
+        "tensordict_hdf5",
+        path = system_path,
+        # Debian's libhdf5-dev: the serial build's headers in include/hdf5/serial, its library
+        # as libhdf5_serial.so in the multiarch directory.
+        include_dir = "include/hdf5",
+        include_entries = ["serial"],
+        required_include_entries = ["serial"],
+        lib_dir = system_lib_dir,
+        lib_probe = "libhdf5_serial.so",
+        build_file_template = Label("//third_party:hdf5/BUILD.tpl"),
     )
     _maybe(
         tensordict_python_repository,

@@ -28,8 +28,10 @@ PACKAGES=(
   libgtest-dev
   libbenchmark-dev
   nlohmann-json3-dev
+  libhdf5-dev          # td/backends/h5 (serial HDF5, @tensordict_hdf5//:hdf5)
   # Reference values / fixtures from PyTorch itself.
   python3-torch
+  python3-h5py         # td/backends/h5: HDF5 files written / checked by h5py
   # td/python: Python extensions (<Python.h>, pybind11; libtorch_python comes with python3-torch).
   python3-dev
   pybind11-dev

@@ -17,6 +17,8 @@
 #   distributed_header  td/distributed/header_fuzzer.cc: td::distributed message headers and
 #                 init_remote structures (untrusted input from a peer).
 #   consolidated_meta  td/consolidate/metadata_fuzzer.cc: the metadata of consolidated files.
+#   h5_walk       td/backends/h5/walk_fuzzer.cc: the walk of an HDF5 file's groups, links,
+#                 dtypes and batch-size attributes (Debian: libhdf5-dev).
 set -euo pipefail
 
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
@@ -72,6 +74,11 @@ build_and_run shm_handle \
 build_and_run consolidated_meta \
   td/consolidate/metadata_fuzzer.cc td/consolidate/metadata.cc td/core/dtype.cc \
   td/core/errors.cc td/core/nested_key.cc -- -lc10 "${absl_libs[@]}"
+
+build_and_run h5_walk \
+  td/backends/h5/walk_fuzzer.cc td/backends/h5/walk.cc td/backends/h5/h5_io.cc \
+  td/core/errors.cc -- -I/usr/include/hdf5/serial -lhdf5_serial -ltorch_cpu -lc10 \
+  "${absl_libs[@]}"
 
 build_and_run distributed_header \
   td/distributed/header_fuzzer.cc td/distributed/wire.cc td/core/dtype.cc td/core/errors.cc \

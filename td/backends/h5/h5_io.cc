@@ -1,0 +1,460 @@
+// Reads and writes of datasets through selections, dataset and group creation, non-tensor
+// entries and attributes. Every function takes Lock() (NOTE [ One HDF5 lock ] in h5_io.h).
+#include <ATen/ATen.h>
+
+#include <algorithm>
+#include <cstring>
+#include <numeric>
+
+#include "absl/strings/str_cat.h"
+#include "td/backends/h5/h5_io.h"
+
+namespace td::h5::internal {
+namespace {
+
+absl::Status Io(const std::string& path, const std::string& what) {
+  return absl::DataLossError(absl::StrCat(what, " '", path, "': ", ErrorText()));
+}
+
+// One block list per dim: (start, stride, count, block) hyperslab pieces whose union, crossed
+// over the dims, is the selection. List dims are sorted and deduplicated first.
+struct Piece {
+  hsize_t start, stride, count, block;
+};
+
+std::vector<int64_t> SortedUnique(const std::vector<int64_t>& list) {
+  std::vector<int64_t> u = list;
+  std::sort(u.begin(), u.end());
+  u.erase(std::unique(u.begin(), u.end()), u.end());
+  return u;
+}
+
+std::vector<Piece> PiecesOf(const DimSel& d) {
+  switch (d.kind) {
+    case DimSel::Kind::kInt:
+      return {{static_cast<hsize_t>(d.start), 1, 1, 1}};
+    case DimSel::Kind::kRange:
+      if (d.count == 0) return {};
+      return {{static_cast<hsize_t>(d.start), static_cast<hsize_t>(d.count > 1 ? d.step : 1),
+               static_cast<hsize_t>(d.count), 1}};
+    case DimSel::Kind::kList: {
+      std::vector<Piece> out;
+      for (int64_t v : SortedUnique(d.list)) {  // runs of consecutive positions: one block each
+        if (!out.empty() && static_cast<hsize_t>(v) == out.back().start + out.back().block) {
+          ++out.back().block;
+        } else {
+          out.push_back({static_cast<hsize_t>(v), 1, 1, 1});
+        }
+      }
+      return out;
+    }
+  }
+  return {};
+}
+
+// Selects `sel` (then every element of the remaining dims) in `space` of `shape`; returns the
+// number of elements selected.
+absl::StatusOr<hsize_t> SelectIn(hid_t space, const Selection& sel,
+                                 const std::vector<int64_t>& shape) {
+  if (sel.empty()) {
+    H5Sselect_all(space);
+    return static_cast<hsize_t>(H5Sget_select_npoints(space));
+  }
+  const size_t rank = shape.size();
+  std::vector<std::vector<Piece>> pieces(rank);
+  for (size_t d = 0; d < rank; ++d) {
+    pieces[d] = d < sel.size() ? PiecesOf(sel[d])
+                               : std::vector<Piece>{{0, 1, 1, static_cast<hsize_t>(shape[d])}};
+    if (pieces[d].empty() || (d >= sel.size() && shape[d] == 0)) {
+      H5Sselect_none(space);
+      return 0;
+    }
+  }
+  // The cross product of the dims' pieces, OR-ed together (one piece per dim: one hyperslab).
+  std::vector<size_t> at(rank, 0);
+  std::vector<hsize_t> start(rank), stride(rank), count(rank), block(rank);
+  bool first = true;
+  while (true) {
+    for (size_t d = 0; d < rank; ++d) {
+      const Piece& p = pieces[d][at[d]];
+      start[d] = p.start;
+      stride[d] = p.stride;
+      count[d] = p.count;
+      block[d] = p.block;
+    }
+    if (H5Sselect_hyperslab(space, first ? H5S_SELECT_SET : H5S_SELECT_OR, start.data(),
+                            stride.data(), count.data(), block.data()) < 0) {
+      return absl::DataLossError(ErrorText());
+    }
+    first = false;
+    size_t d = rank;
+    while (d > 0 && ++at[d - 1] == pieces[d - 1].size()) at[--d] = 0;
+    if (d == 0) break;
+  }
+  return static_cast<hsize_t>(H5Sget_select_npoints(space));
+}
+
+// The shape HDF5 fills for `sel` (int dims kept as 1, lists sorted and deduplicated).
+std::vector<int64_t> BlockShape(const Selection& sel, const std::vector<int64_t>& shape) {
+  std::vector<int64_t> out = shape;
+  for (size_t d = 0; d < sel.size(); ++d) {
+    out[d] = sel[d].kind == DimSel::Kind::kList ? SortedUnique(sel[d].list).size() : sel[d].size();
+  }
+  return out;
+}
+
+}  // namespace
+
+std::vector<int64_t> SelectedShape(const Selection& sel, const std::vector<int64_t>& shape) {
+  std::vector<int64_t> out;
+  for (size_t d = 0; d < shape.size(); ++d) {
+    if (d >= sel.size()) {
+      out.push_back(shape[d]);
+    } else if (sel[d].kind != DimSel::Kind::kInt) {
+      out.push_back(sel[d].size());
+    }
+  }
+  return out;
+}
+
+absl::StatusOr<at::Tensor> ReadTensor(hid_t file, const std::string& path, at::ScalarType dtype,
+                                      const std::vector<int64_t>& shape, const Selection& sel,
+                                      hid_t dataset) {
+  std::vector<int64_t> block = BlockShape(sel, shape);
+  at::Tensor out = at::empty(block, at::TensorOptions().dtype(dtype));
+  if (out.numel() > 0) {
+    Guard guard(Lock());
+    absl::StatusOr<Hid> mem = MemType(dtype);
+    if (!mem.ok()) return mem.status();
+    Hid opened;
+    if (dataset < 0) {
+      opened = Hid(H5Dopen2(file, path.c_str(), H5P_DEFAULT));
+      if (!opened.ok()) return Io(path, "cannot open dataset");
+      dataset = opened.get();
+    }
+    Hid fspace(H5Dget_space(dataset));
+    absl::StatusOr<hsize_t> n = SelectIn(fspace.get(), sel, shape);
+    if (!n.ok()) return n.status();
+    const hsize_t total = static_cast<hsize_t>(out.numel());
+    Hid mspace(H5Screate_simple(1, &total, nullptr));
+    if (*n != total || H5Dread(dataset, mem->get(), mspace.get(), fspace.get(), H5P_DEFAULT,
+                               out.data_ptr()) < 0) {
+      return Io(path, "cannot read dataset");
+    }
+  }
+  // Lists back in their order (with repeats), then the int dims dropped.
+  for (size_t d = 0; d < sel.size(); ++d) {
+    if (sel[d].kind != DimSel::Kind::kList) continue;
+    const std::vector<int64_t> u = SortedUnique(sel[d].list);
+    if (u == sel[d].list) continue;
+    std::vector<int64_t> pos(sel[d].list.size());
+    for (size_t i = 0; i < pos.size(); ++i) {
+      pos[i] = std::lower_bound(u.begin(), u.end(), sel[d].list[i]) - u.begin();
+    }
+    out = out.index_select(static_cast<int64_t>(d), at::tensor(pos, at::kLong));
+  }
+  for (size_t d = sel.size(); d-- > 0;) {
+    if (sel[d].kind == DimSel::Kind::kInt) out = out.select(static_cast<int64_t>(d), 0);
+  }
+  return out;
+}
+
+absl::Status WriteTensor(hid_t file, const std::string& path, at::ScalarType dtype,
+                         const std::vector<int64_t>& shape, const Selection& sel,
+                         const at::Tensor& value) {
+  at::Tensor v = value.to(at::kCPU).to(dtype);
+  // Back to the block HDF5 walks: int dims as 1, lists sorted and deduplicated (the last write of
+  // a repeated position wins, as in index_put_).
+  for (size_t d = 0; d < sel.size(); ++d) {
+    if (sel[d].kind == DimSel::Kind::kInt) v = v.unsqueeze(static_cast<int64_t>(d));
+  }
+  for (size_t d = 0; d < sel.size(); ++d) {
+    if (sel[d].kind != DimSel::Kind::kList) continue;
+    const std::vector<int64_t> u = SortedUnique(sel[d].list);
+    if (u == sel[d].list) continue;
+    std::vector<int64_t> pick(u.size());
+    for (size_t i = 0; i < sel[d].list.size(); ++i) {
+      pick[std::lower_bound(u.begin(), u.end(), sel[d].list[i]) - u.begin()] =
+          static_cast<int64_t>(i);
+    }
+    v = v.index_select(static_cast<int64_t>(d), at::tensor(pick, at::kLong));
+  }
+  v = v.contiguous();
+  if (v.sizes() != at::IntArrayRef(BlockShape(sel, shape))) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("value of shape ", ShapeText(value.sizes().vec()), " for the selection of ",
+                     path, " of shape ", ShapeText(SelectedShape(sel, shape))));
+  }
+  if (v.numel() == 0) return absl::OkStatus();
+  Guard guard(Lock());
+  absl::StatusOr<Hid> mem = MemType(dtype);
+  if (!mem.ok()) return mem.status();
+  Hid ds(H5Dopen2(file, path.c_str(), H5P_DEFAULT));
+  if (!ds.ok()) return Io(path, "cannot open dataset");
+  Hid fspace(H5Dget_space(ds.get()));
+  absl::StatusOr<hsize_t> n = SelectIn(fspace.get(), sel, shape);
+  if (!n.ok()) return n.status();
+  const hsize_t total = static_cast<hsize_t>(v.numel());
+  Hid mspace(H5Screate_simple(1, &total, nullptr));
+  if (*n != total || H5Dwrite(ds.get(), mem->get(), mspace.get(), fspace.get(), H5P_DEFAULT,
+                              v.data_ptr()) < 0) {
+    return Io(path, "cannot write dataset");
+  }
+  return absl::OkStatus();
+}
+
+absl::Status CreateDataset(hid_t file, const std::string& path, at::ScalarType dtype,
+                           const std::vector<int64_t>& shape, const CreateLayout& layout) {
+  Guard guard(Lock());
+  absl::StatusOr<Hid> type = MemType(dtype);
+  if (!type.ok()) return type.status();
+  std::vector<hsize_t> dims(shape.begin(), shape.end());
+  Hid space(dims.empty() ? H5Screate(H5S_SCALAR)
+                         : H5Screate_simple(static_cast<int>(dims.size()), dims.data(), nullptr));
+  Hid dcpl(H5Pcreate(H5P_DATASET_CREATE));
+  int64_t numel = 1;
+  for (int64_t d : shape) numel *= d;
+  if ((layout.gzip || layout.chunk_rows > 0) && !dims.empty() && numel > 0) {
+    std::vector<hsize_t> chunk = dims;
+    const int64_t row_bytes =
+        std::max<int64_t>(1, numel / shape[0] * static_cast<int64_t>(c10::elementSize(dtype)));
+    const int64_t rows = layout.chunk_rows > 0 ? layout.chunk_rows
+                                               : std::max<int64_t>(1, (int64_t{1} << 20) / row_bytes);
+    chunk[0] = static_cast<hsize_t>(std::min<int64_t>(rows, shape[0]));
+    H5Pset_chunk(dcpl.get(), static_cast<int>(chunk.size()), chunk.data());
+    if (layout.gzip) H5Pset_deflate(dcpl.get(), static_cast<unsigned>(layout.level));
+  }
+  Hid lcpl(H5Pcreate(H5P_LINK_CREATE));
+  H5Pset_create_intermediate_group(lcpl.get(), 0);
+  Hid ds(H5Dcreate2(file, path.c_str(), type->get(), space.get(), lcpl.get(), dcpl.get(),
+                    H5P_DEFAULT));
+  if (!ds.ok()) return Io(path, "cannot create dataset");
+  return absl::OkStatus();
+}
+
+absl::Status WriteBatchAttr(hid_t file, const std::string& path, const std::vector<int64_t>& batch) {
+  nlohmann::json meta = {{"batch_size", batch}, {"version", 1}};
+  return WriteAttr(file, path, kMetaAttr, meta.dump());
+}
+
+absl::Status CreateGroup(hid_t file, const std::string& path, const std::vector<int64_t>& batch) {
+  Guard guard(Lock());
+  Hid gcpl(H5Pcreate(H5P_GROUP_CREATE));
+  H5Pset_link_creation_order(gcpl.get(), H5P_CRT_ORDER_TRACKED | H5P_CRT_ORDER_INDEXED);
+  Hid g(H5Gcreate2(file, path.c_str(), H5P_DEFAULT, gcpl.get(), H5P_DEFAULT));
+  if (!g.ok()) return Io(path, "cannot create group");
+  return WriteBatchAttr(file, path, batch);
+}
+
+namespace {
+
+Hid VlenString() {
+  Hid t(H5Tcopy(H5T_C_S1));
+  H5Tset_size(t.get(), H5T_VARIABLE);
+  H5Tset_cset(t.get(), H5T_CSET_UTF8);
+  return t;
+}
+
+// Every string of a string dataset or attribute (`obj` read with `read`), in row-major order.
+template <class ReadFn>
+absl::StatusOr<std::vector<std::string>> ReadStrings(hid_t type, hid_t space, ReadFn read) {
+  const hssize_t n = H5Sget_simple_extent_npoints(space);
+  std::vector<std::string> out;
+  if (n <= 0) return out;
+  if (H5Tis_variable_str(type) > 0) {
+    Hid mem = VlenString();
+    H5Tset_cset(mem.get(), H5Tget_cset(type));
+    std::vector<char*> buf(n, nullptr);
+    if (read(mem.get(), buf.data()) < 0) return absl::DataLossError(ErrorText());
+    for (char* s : buf) out.emplace_back(s != nullptr ? s : "");
+#if H5_VERSION_GE(1, 12, 0)
+    H5Treclaim(mem.get(), space, H5P_DEFAULT, buf.data());
+#else
+    H5Dvlen_reclaim(mem.get(), space, H5P_DEFAULT, buf.data());
+#endif
+    return out;
+  }
+  const size_t size = H5Tget_size(type);
+  std::vector<char> buf(size * n + 1, '\0');
+  Hid mem(H5Tcopy(type));
+  if (read(mem.get(), buf.data()) < 0) return absl::DataLossError(ErrorText());
+  for (hssize_t i = 0; i < n; ++i) {
+    const char* s = buf.data() + i * size;
+    out.emplace_back(s, strnlen(s, size));
+  }
+  return out;
+}
+
+// Nests a flat list of JSON values by `shape`.
+nlohmann::json Nest(const std::vector<nlohmann::json>& flat, const std::vector<hsize_t>& shape,
+                    size_t dim, size_t* pos) {
+  if (dim == shape.size()) return flat[(*pos)++];
+  nlohmann::json out = nlohmann::json::array();
+  for (hsize_t i = 0; i < shape[dim]; ++i) out.push_back(Nest(flat, shape, dim + 1, pos));
+  return out;
+}
+
+std::vector<hsize_t> DimsOf(hid_t space) {
+  const int rank = H5Sget_simple_extent_ndims(space);
+  std::vector<hsize_t> dims(std::max(rank, 0));
+  if (rank > 0) H5Sget_simple_extent_dims(space, dims.data(), nullptr);
+  return dims;
+}
+
+}  // namespace
+
+absl::StatusOr<nlohmann::json> ReadNonTensor(hid_t file, const std::string& path, Node::Kind kind) {
+  Guard guard(Lock());
+  Hid ds(H5Dopen2(file, path.c_str(), H5P_DEFAULT));
+  if (!ds.ok()) return Io(path, "cannot open dataset");
+  Hid type(H5Dget_type(ds.get()));
+  Hid space(H5Dget_space(ds.get()));
+  absl::StatusOr<std::vector<std::string>> strings =
+      ReadStrings(type.get(), space.get(), [&](hid_t mem, void* buf) {
+        return H5Dread(ds.get(), mem, H5S_ALL, H5S_ALL, H5P_DEFAULT, buf);
+      });
+  if (!strings.ok()) return Io(path, "cannot read strings of");
+  if (kind == Node::Kind::kStrings) {
+    std::vector<nlohmann::json> flat(strings->begin(), strings->end());
+    size_t pos = 0;
+    return Nest(flat, DimsOf(space.get()), 0, &pos);
+  }
+  const std::string text = strings->empty() ? "" : strings->front();
+  if (kind == Node::Kind::kJson) {
+    nlohmann::json v = nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);
+    if (v.is_discarded()) {
+      return absl::DataLossError(absl::StrCat("dataset '", path, "' has the attribute ", kJsonAttr,
+                                              " but does not hold JSON: ", text.substr(0, 200)));
+    }
+    return v;
+  }
+  return nlohmann::json(text);
+}
+
+absl::Status WriteNonTensor(hid_t file, const std::string& path, const nlohmann::json& value) {
+  Guard guard(Lock());
+  if (H5Lexists(file, path.c_str(), H5P_DEFAULT) > 0) H5Ldelete(file, path.c_str(), H5P_DEFAULT);
+  H5Eclear2(H5E_DEFAULT);
+  const std::string text = value.is_string() ? value.get<std::string>() : value.dump();
+  Hid type = VlenString();
+  Hid space(H5Screate(H5S_SCALAR));
+  Hid ds(H5Dcreate2(file, path.c_str(), type.get(), space.get(), H5P_DEFAULT, H5P_DEFAULT,
+                    H5P_DEFAULT));
+  const char* data = text.c_str();
+  if (!ds.ok() || H5Dwrite(ds.get(), type.get(), H5S_ALL, H5S_ALL, H5P_DEFAULT, &data) < 0) {
+    return Io(path, "cannot write string dataset");
+  }
+  if (!value.is_string()) return WriteAttr(file, path, kJsonAttr, 1);
+  return absl::OkStatus();
+}
+
+absl::StatusOr<nlohmann::json> ReadAttrs(hid_t file, const std::string& path) {
+  Guard guard(Lock());
+  Hid obj(H5Oopen(file, path.c_str(), H5P_DEFAULT));
+  if (!obj.ok()) return Io(path, "cannot open");
+  nlohmann::json out = nlohmann::json::object();
+  std::vector<std::string> names;
+  H5Aiterate2(
+      obj.get(), H5_INDEX_NAME, H5_ITER_INC, nullptr,
+      [](hid_t, const char* name, const H5A_info_t*, void* data) -> herr_t {
+        static_cast<std::vector<std::string>*>(data)->emplace_back(name);
+        return 0;
+      },
+      &names);
+  for (const std::string& name : names) {
+    if (name == kMetaAttr || name == kJsonAttr) continue;  // the layout's own (h5.h)
+    Hid attr(H5Aopen(obj.get(), name.c_str(), H5P_DEFAULT));
+    if (!attr.ok()) return Io(path, absl::StrCat("cannot open attribute ", name, " of"));
+    Hid type(H5Aget_type(attr.get()));
+    Hid space(H5Aget_space(attr.get()));
+    const std::vector<hsize_t> dims = DimsOf(space.get());
+    std::vector<nlohmann::json> flat;
+    auto read = [&](hid_t mem, void* buf) { return H5Aread(attr.get(), mem, buf); };
+    if (H5Tget_class(type.get()) == H5T_STRING) {
+      absl::StatusOr<std::vector<std::string>> s = ReadStrings(type.get(), space.get(), read);
+      if (!s.ok()) return Io(path, absl::StrCat("cannot read attribute ", name, " of"));
+      flat.assign(s->begin(), s->end());
+    } else {
+      absl::StatusOr<at::ScalarType> dtype = TensorDtypeOf(type.get());
+      if (!dtype.ok()) {
+        return absl::DataLossError(absl::StrCat("attribute '", name, "' of '", path, "': ",
+                                                dtype.status().message()));
+      }
+      const hssize_t count = H5Sget_simple_extent_npoints(space.get());
+      at::Tensor t = at::empty({count}, at::TensorOptions().dtype(*dtype));
+      absl::StatusOr<Hid> mem = MemType(*dtype);
+      if (!mem.ok()) return mem.status();
+      if (count > 0 && read(mem->get(), t.data_ptr()) < 0) {
+        return Io(path, absl::StrCat("cannot read attribute ", name, " of"));
+      }
+      for (int64_t j = 0; j < count; ++j) {
+        if (*dtype == at::kBool) {
+          flat.emplace_back(t[j].item<bool>());
+        } else if (at::isFloatingType(*dtype)) {
+          flat.emplace_back(t[j].item<double>());
+        } else {
+          flat.emplace_back(t[j].item<int64_t>());
+        }
+      }
+    }
+    size_t pos = 0;
+    if (!flat.empty() || !dims.empty()) out[name] = Nest(flat, dims, 0, &pos);
+  }
+  return out;
+}
+
+absl::Status WriteAttr(hid_t file, const std::string& path, const std::string& name,
+                       const nlohmann::json& value) {
+  Guard guard(Lock());
+  const bool array = value.is_array();
+  std::vector<nlohmann::json> items = array ? std::vector<nlohmann::json>(value.begin(), value.end())
+                                            : std::vector<nlohmann::json>{value};
+  const auto same_kind = [&](auto pred) {
+    return std::all_of(items.begin(), items.end(), pred);
+  };
+  Hid type;
+  std::vector<char> bytes;
+  std::vector<std::string> strings;
+  std::vector<const char*> ptrs;
+  if (same_kind([](const nlohmann::json& j) { return j.is_string(); })) {
+    type = VlenString();
+    for (const auto& j : items) strings.push_back(j.get<std::string>());
+    for (const auto& s : strings) ptrs.push_back(s.c_str());
+  } else if (same_kind([](const nlohmann::json& j) { return j.is_boolean(); })) {
+    type = *MemType(at::kBool);
+    for (const auto& j : items) bytes.push_back(j.get<bool>() ? 1 : 0);
+  } else if (same_kind([](const nlohmann::json& j) { return j.is_number_integer(); })) {
+    type = Hid(H5Tcopy(H5T_NATIVE_INT64));
+    for (const auto& j : items) {
+      const int64_t v = j.get<int64_t>();
+      bytes.insert(bytes.end(), reinterpret_cast<const char*>(&v),
+                   reinterpret_cast<const char*>(&v) + sizeof(v));
+    }
+  } else if (same_kind([](const nlohmann::json& j) { return j.is_number(); })) {
+    type = Hid(H5Tcopy(H5T_NATIVE_DOUBLE));
+    for (const auto& j : items) {
+      const double v = j.get<double>();
+      bytes.insert(bytes.end(), reinterpret_cast<const char*>(&v),
+                   reinterpret_cast<const char*>(&v) + sizeof(v));
+    }
+  } else {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "attribute '", name, "': ", value.dump().substr(0, 100),
+        " is not a number, bool or string, or a flat array of one kind of them"));
+  }
+  if (items.empty()) return absl::InvalidArgumentError(absl::StrCat("attribute '", name, "': an empty array"));
+  const hsize_t n = items.size();
+  Hid space(array ? H5Screate_simple(1, &n, nullptr) : H5Screate(H5S_SCALAR));
+  if (H5Aexists_by_name(file, path.c_str(), name.c_str(), H5P_DEFAULT) > 0) {
+    H5Adelete_by_name(file, path.c_str(), name.c_str(), H5P_DEFAULT);
+  }
+  Hid attr(H5Acreate_by_name(file, path.c_str(), name.c_str(), type.get(), space.get(),
+                             H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT));
+  const void* data = ptrs.empty() ? static_cast<const void*>(bytes.data()) : ptrs.data();
+  if (!attr.ok() || H5Awrite(attr.get(), type.get(), data) < 0) {
+    return Io(path, absl::StrCat("cannot write attribute ", name, " of"));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace td::h5::internal

@@ -1,0 +1,189 @@
+// Internal to //td/backends/h5: every HDF5 call of the backend, behind one lock. The walk of a
+// file's groups into a Node tree (also built alone by the fuzzer, walk_fuzzer.cc), hyperslab reads
+// and writes of datasets, strings, attributes.
+//
+// NOTE [ One HDF5 lock ]
+// Debian's libhdf5 is the serial build, configured without --enable-threadsafe: two threads
+// inside the library at once corrupt its global state (the ID table, the metadata cache, the error
+// stack), even on different files. Every HDF5 call of this backend therefore runs under one
+// process-wide recursive mutex, Lock() (recursive because a write may walk and read). Reads of
+// several threads are serialised in the library and parallel outside it (the index_select of a
+// list selection, the tensor copies of the core). A program that calls HDF5 itself, in other
+// threads, must take td::h5::internal::Lock() too. The Node trees are guarded by the same lock.
+//
+// NOTE [ HDF5 errors ]
+// HDF5 reports a failure as a negative return and an error stack; its automatic printing is off,
+// and ErrorText() turns the stack into the message of our error. Every problem with a file is a
+// td::h5::H5Error naming the file and the key (the one error type of this backend's files, as
+// MemmapError is memmap's): a file that is missing, truncated or not HDF5 (HDF5's open fails
+// with the reason, e.g. "truncated file: eof = ..."), a dataset whose leading dims disagree with
+// the batch size (both shapes named), a dtype with no tensor counterpart (variable-length
+// sequences, compounds, opaque data, references, unsigned 16-64 bit integers; the HDF5 class
+// named), an external link (its target file named), a soft link that dangles, a link cycle,
+// nesting deeper than kMaxNestingDepth. The walk checks all of it
+// when the file is opened, so later reads meet only I/O errors. Bad arguments stay ValueError /
+// KeyError / TypeError, as on every backend.
+#pragma once
+
+#include <ATen/core/Tensor.h>
+#include <hdf5.h>
+
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+
+namespace td::h5::internal {
+
+// The lock of NOTE [ One HDF5 lock ]. Also turns HDF5's error printing off, once.
+std::recursive_mutex& Lock();
+using Guard = std::lock_guard<std::recursive_mutex>;
+
+// HDF5's error stack as one line ("H5Fopen: unable to open file: ...; ..."), then cleared.
+std::string ErrorText();
+
+// An HDF5 identifier, closed on destruction (with the call its type needs). Use under Lock().
+class Hid {
+ public:
+  Hid() = default;
+  explicit Hid(hid_t id) : id_(id) {}
+  ~Hid() { reset(); }
+  Hid(Hid&& o) noexcept : id_(o.id_) { o.id_ = -1; }
+  Hid& operator=(Hid&& o) noexcept {
+    if (this != &o) {
+      reset();
+      id_ = o.id_;
+      o.id_ = -1;
+    }
+    return *this;
+  }
+  Hid(const Hid&) = delete;
+  Hid& operator=(const Hid&) = delete;
+  hid_t get() const { return id_; }
+  bool ok() const { return id_ >= 0; }
+  void reset();
+
+ private:
+  hid_t id_ = -1;
+};
+
+// One entry of a level, as the walk found it.
+struct Node {
+  enum class Kind {
+    kGroup,    // a nested TensorDict
+    kTensor,   // a dataset read as a tensor
+    kString,   // a scalar string dataset: a JSON string
+    kStrings,  // an array of strings: a JSON array of strings
+    kJson,     // a scalar string dataset with the attribute tensordict_json: parsed JSON
+  };
+  Kind kind = Kind::kGroup;
+  at::ScalarType dtype = at::kFloat;  // kTensor
+  std::vector<int64_t> shape;         // kTensor, kStrings: the dataset's shape
+  std::vector<int64_t> batch;         // kGroup: the level's batch size in the file
+  std::vector<std::pair<std::string, std::unique_ptr<Node>>> children;  // kGroup, in order
+  // kTensor: the dataset, opened on its first read and kept open while the node lives (closed
+  // under Lock(), as every node is destroyed or replaced).
+  Hid dataset;
+
+  Node* child(std::string_view name) const;
+  // Appends, or replaces the entry of that name in its place.
+  Node* put(const std::string& name, std::unique_ptr<Node> node);
+  bool erase(std::string_view name);
+};
+
+// The tensor dtype of an HDF5 datatype (NOTE [ HDF5 layout ] in h5.h), or kInvalidArgument
+// naming the HDF5 class of a type without one.
+absl::StatusOr<at::ScalarType> TensorDtypeOf(hid_t type);
+// The in-memory HDF5 type of a dtype (h5py's bool enum, h5py's float16), or kInvalidArgument
+// naming a dtype HDF5 cannot hold here (complex, bfloat16, quantized).
+absl::StatusOr<Hid> MemType(at::ScalarType dtype);
+// A string attribute (fixed or variable length) of `obj`.
+absl::StatusOr<std::string> ReadStringAttr(hid_t obj, const char* name);
+// "[3, 4]".
+std::string ShapeText(const std::vector<int64_t>& shape);
+
+// The attribute every group we write carries (NOTE [ HDF5 layout ] in h5.h).
+inline constexpr const char* kMetaAttr = "__tensordict__";
+// The attribute of a string dataset holding JSON text.
+inline constexpr const char* kJsonAttr = "tensordict_json";
+
+// Walks the group `group` of the open file `file` (named `filename` in errors) into a tree,
+// checking everything NOTE [ HDF5 errors ] lists. `batch`: the group's batch size when given.
+// Status codes: kDataLoss for a file that does not fit (H5Error), kNotFound for a missing group.
+absl::StatusOr<std::unique_ptr<Node>> Walk(hid_t file, const std::string& filename,
+                                           const std::string& group,
+                                           const std::optional<std::vector<int64_t>>& batch);
+
+// A selection of one batch dim: one position (the dim is dropped), an arithmetic range, or a
+// list of positions (any order, repeats allowed).
+struct DimSel {
+  enum class Kind { kInt, kRange, kList };
+  Kind kind = Kind::kRange;
+  int64_t start = 0;  // kInt: the position
+  int64_t step = 1;
+  int64_t count = 0;
+  std::vector<int64_t> list;
+
+  static DimSel All(int64_t size) { return DimSel{Kind::kRange, 0, 1, size, {}}; }
+  int64_t size() const { return kind == Kind::kInt ? 1 : kind == Kind::kList ? list.size() : count; }
+  int64_t at(int64_t i) const {
+    return kind == Kind::kList ? list[i] : kind == Kind::kInt ? start : start + i * step;
+  }
+  bool full(int64_t dim_size) const {
+    return kind == Kind::kRange && start == 0 && step == 1 && count == dim_size;
+  }
+};
+// The leading dims' selections; empty: everything.
+using Selection = std::vector<DimSel>;
+
+// The shape a selection gives a file shape: kept dims' sizes, then the dims after the selection.
+std::vector<int64_t> SelectedShape(const Selection& sel, const std::vector<int64_t>& shape);
+
+// Reads the dataset at `path` (absolute in the file; `dataset`, when open, is used instead)
+// through `sel` into a new tensor of `dtype` (the dtype the walk gave it), of
+// SelectedShape(sel, shape).
+absl::StatusOr<at::Tensor> ReadTensor(hid_t file, const std::string& path, at::ScalarType dtype,
+                                      const std::vector<int64_t>& shape, const Selection& sel,
+                                      hid_t dataset = -1);
+// Writes `value` (SelectedShape(sel, shape), any dtype: converted to `dtype`) into the selection.
+absl::Status WriteTensor(hid_t file, const std::string& path, at::ScalarType dtype,
+                         const std::vector<int64_t>& shape, const Selection& sel,
+                         const at::Tensor& value);
+
+struct CreateLayout {
+  bool gzip = false;
+  int level = 4;
+  int64_t chunk_rows = 0;
+};
+// Creates a dataset (zero-filled) of `shape` and `dtype` at `path`. TypeError-worthy dtypes are
+// kInvalidArgument naming the dtype.
+absl::Status CreateDataset(hid_t file, const std::string& path, at::ScalarType dtype,
+                           const std::vector<int64_t>& shape, const CreateLayout& layout);
+// Creates a group that tracks link creation order, with the batch-size attribute.
+absl::Status CreateGroup(hid_t file, const std::string& path, const std::vector<int64_t>& batch);
+// Rewrites a group's batch-size attribute.
+absl::Status WriteBatchAttr(hid_t file, const std::string& path, const std::vector<int64_t>& batch);
+
+// A non-tensor entry (Kind kString, kStrings, kJson) as JSON.
+absl::StatusOr<nlohmann::json> ReadNonTensor(hid_t file, const std::string& path, Node::Kind kind);
+// Writes `value` as a scalar string dataset (strings as they are, other JSON as text + kJsonAttr).
+absl::Status WriteNonTensor(hid_t file, const std::string& path, const nlohmann::json& value);
+
+// Every attribute of the object at `path` as a JSON object.
+absl::StatusOr<nlohmann::json> ReadAttrs(hid_t file, const std::string& path);
+absl::Status WriteAttr(hid_t file, const std::string& path, const std::string& name,
+                       const nlohmann::json& value);
+
+// `parent` + "/" + `name` (parent "/" gives "/name").
+std::string JoinPath(const std::string& parent, std::string_view name);
+
+}  // namespace td::h5::internal

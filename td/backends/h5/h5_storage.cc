@@ -1,0 +1,476 @@
+// The "h5" storage: one level of an open HDF5 file, through a selection of its rows. See
+// NOTE [ HDF5 layout ] in h5.h and NOTE [ One HDF5 lock ] in h5_io.h.
+#include "td/backends/h5/h5_storage.h"
+
+#include <ATen/ATen.h>
+
+#include <algorithm>
+#include <functional>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "td/core/dtype.h"
+#include "td/core/internal/batch_index.h"
+#include "td/core/internal/leaves.h"
+
+namespace td::h5::internal {
+
+using at::indexing::TensorIndex;
+
+H5File::~H5File() {
+  Guard guard(Lock());
+  if (fid.ok() && mode == Mode::kReadWrite) H5Fflush(fid.get(), H5F_SCOPE_GLOBAL);
+  root.reset();  // its open datasets first, under the lock
+  fid.reset();
+  H5Eclear2(H5E_DEFAULT);
+}
+
+std::string H5File::Path(const std::vector<std::string>& level, std::string_view key) const {
+  std::string p = root_path;
+  for (const std::string& part : level) p = JoinPath(p, part);
+  return key.empty() ? p : JoinPath(p, key);
+}
+
+Node* H5File::Level(const std::vector<std::string>& level) const {
+  Node* n = root.get();
+  for (const std::string& part : level) {
+    n = n->child(part);
+    if (n == nullptr || n->kind != Node::Kind::kGroup) return nullptr;
+  }
+  return n;
+}
+
+namespace {
+
+std::string KeyText(const std::vector<std::string>& level, std::string_view key) {
+  std::vector<std::string> parts = level;
+  if (!key.empty()) parts.emplace_back(key);
+  return absl::StrJoin(parts, "/");
+}
+
+// The positions a 1-D index or mask tensor selects in a dim of `size`.
+std::vector<int64_t> TensorPositions(const at::Tensor& index, int64_t size, int64_t view_dim) {
+  at::Tensor idx = index.to(at::kCPU);
+  if (::td::internal::IsMask(idx)) {
+    if (idx.size(0) != size) {
+      TD_FAIL(IndexError, "the mask of size ", idx.size(0), " does not match batch dim ",
+              view_dim, " of size ", size);
+    }
+    idx = idx.to(at::kBool).nonzero().reshape({-1});
+  }
+  idx = idx.to(at::kLong).contiguous();
+  std::vector<int64_t> out(idx.data_ptr<int64_t>(), idx.data_ptr<int64_t>() + idx.numel());
+  for (int64_t& p : out) {
+    const int64_t i = p;
+    if (p < 0) p += size;
+    if (p < 0 || p >= size) {
+      TD_FAIL(IndexError, "index ", i, " is out of bounds for batch dim ", view_dim, " of size ",
+              size);
+    }
+  }
+  return out;
+}
+
+}  // namespace
+
+H5Storage::H5Storage(std::shared_ptr<H5File> file, std::vector<std::string> level, Selection sel,
+                     std::vector<int64_t> batch)
+    : LazyStorage(std::move(batch), at::Device(at::kCPU)),
+      file_(std::move(file)),
+      level_(std::move(level)),
+      sel_(std::move(sel)) {}
+
+Capabilities H5Storage::capabilities() const {
+  Capabilities c = Capability::kLazy | Capability::kPersistent | Capability::kCpuOnly;
+  if (file_->mode == Mode::kReadOnly) return c;
+  c = c | Capability::kInPlaceWrite | Capability::kNewKeys;
+  return sel_.empty() ? c | Capability::kReplaceEntries | Capability::kBatchResize : c;
+}
+
+Node* H5Storage::level_node() const {
+  Node* n = file_->Level(level_);
+  if (n == nullptr) {
+    TD_FAIL(KeyError, "HDF5 file '", file_->filename, "': the group '", KeyText(level_, ""),
+            "' this TensorDict reads was deleted");
+  }
+  return n;
+}
+
+size_t H5Storage::size() const {
+  Guard guard(Lock());
+  return level_node()->children.size();
+}
+
+std::vector<std::string> H5Storage::keys() const {
+  Guard guard(Lock());
+  std::vector<std::string> out;
+  for (const auto& [k, v] : level_node()->children) out.push_back(k);
+  return out;
+}
+
+bool H5Storage::contains(std::string_view key) const {
+  Guard guard(Lock());
+  return level_node()->child(key) != nullptr;
+}
+
+std::shared_ptr<H5Storage> H5Storage::Sub(std::string_view key, const Node& group) const {
+  std::vector<std::string> level = level_;
+  level.emplace_back(key);
+  auto out = std::make_shared<H5Storage>(file_, std::move(level), sel_,
+                                         sel_.empty() ? group.batch : SelectedShape(sel_, group.batch));
+  out->assign_locked(locked());
+  return out;
+}
+
+std::optional<Value> H5Storage::get(std::string_view key) const {
+  const std::string path = file_->Path(level_, key);
+  auto fail = [&](const absl::Status& status) {
+    ThrowIfError<H5Error>(status, absl::StrCat("HDF5 file '", file_->filename, "', key '",
+                                               KeyText(level_, key), "'"));
+  };
+  at::ScalarType dtype;
+  std::vector<int64_t> shape;
+  hid_t dataset;
+  {
+    Guard guard(Lock());
+    Node* c = level_node()->child(key);
+    if (c == nullptr) return std::nullopt;
+    if (c->kind == Node::Kind::kGroup) return Value(TensorDict(Sub(key, *c)));
+    if (c->kind != Node::Kind::kTensor) {
+      absl::StatusOr<nlohmann::json> v = ReadNonTensor(file_->fid.get(), path, c->kind);
+      if (!v.ok()) fail(v.status());
+      return Value(NonTensorData(*std::move(v)));
+    }
+    if (!c->dataset.ok()) {
+      c->dataset = Hid(H5Dopen2(file_->fid.get(), path.c_str(), H5P_DEFAULT));
+      if (!c->dataset.ok()) fail(absl::DataLossError(ErrorText()));
+    }
+    dtype = c->dtype;
+    shape = c->shape;
+    dataset = c->dataset.get();
+  }
+  // Outside the lock but for the HDF5 calls: the rows' reordering runs in parallel with other
+  // readers (a concurrent write of the same level needs the caller's synchronisation, as on
+  // every backend).
+  absl::StatusOr<at::Tensor> t = ReadTensor(file_->fid.get(), path, dtype, shape, sel_, dataset);
+  if (!t.ok()) fail(t.status());
+  return Value(*std::move(t));
+}
+
+std::optional<EntryMeta> H5Storage::meta(std::string_view key) const {
+  Guard guard(Lock());
+  const Node* c = level_node()->child(key);
+  if (c == nullptr) return std::nullopt;
+  EntryMeta m;
+  m.device = at::kCPU;
+  if (c->kind == Node::Kind::kTensor || c->kind == Node::Kind::kGroup) {
+    m.kind = c->kind == Node::Kind::kTensor ? EntryMeta::Kind::kTensor : EntryMeta::Kind::kTensorDict;
+    const std::vector<int64_t>& full = c->kind == Node::Kind::kTensor ? c->shape : c->batch;
+    const std::vector<int64_t> s = SelectedShape(sel_, full);
+    m.shape.assign(s.begin(), s.end());
+    m.dtype = c->dtype;
+  } else {
+    m.kind = EntryMeta::Kind::kNonTensor;
+  }
+  return m;
+}
+
+void H5Storage::RequireWritable(std::string_view what, std::string_view key) const {
+  if (file_->mode == Mode::kReadOnly) {
+    TD_FAIL(ValueError, "cannot ", what, " key '", KeyText(level_, key), "': the HDF5 file '",
+            file_->filename, "' is open read-only (td::h5::OpenOptions().mode(td::h5::Mode::kReadWrite))");
+  }
+}
+
+void H5Storage::Put(const std::vector<std::string>& level, Node* lvl, std::string_view key,
+                    const Value& value) const {
+  const std::string path = file_->Path(level, key);
+  const std::string context = absl::StrCat("HDF5 file '", file_->filename, "', key '",
+                                           KeyText(level, key), "'");
+  hid_t fid = file_->fid.get();
+  Node* existing = lvl->child(key);
+  const std::string name(key);
+  auto remove_existing = [&] {
+    if (existing == nullptr) return;
+    if (H5Ldelete(fid, path.c_str(), H5P_DEFAULT) < 0) {
+      ThrowIfError<H5Error>(absl::DataLossError(ErrorText()), context);
+    }
+    lvl->erase(key);
+    existing = nullptr;
+  };
+  if (value.is_non_tensor()) {
+    remove_existing();
+    ThrowIfError<H5Error>(WriteNonTensor(fid, path, value.non_tensor()), context);
+    auto node = std::make_unique<Node>();
+    node->kind = value.non_tensor().is_string() ? Node::Kind::kString : Node::Kind::kJson;
+    lvl->put(name, std::move(node));
+    return;
+  }
+  // The dims of this level's batch size as the value has them (the selection's).
+  const size_t view_dims = SelectedShape(sel_, lvl->batch).size();
+  if (value.is_tensor()) {
+    const at::Tensor& t = value.tensor();
+    std::vector<int64_t> shape = lvl->batch;
+    const std::vector<int64_t> feature(t.sizes().begin() + view_dims, t.sizes().end());
+    shape.insert(shape.end(), feature.begin(), feature.end());
+    if (existing != nullptr && existing->kind == Node::Kind::kTensor && existing->shape == shape &&
+        (existing->dtype == t.scalar_type() || !sel_.empty())) {
+      ThrowIfError<H5Error>(WriteTensor(fid, path, existing->dtype, shape, sel_, t), context);
+      return;
+    }
+    if (existing != nullptr && !sel_.empty()) {
+      TD_FAIL(ValueError, "cannot replace key '", KeyText(level, key), "' of the HDF5 file '",
+              file_->filename, "' through a selection of its rows: its shape in the file is ",
+              ShapeText(existing->kind == Node::Kind::kTensor ? existing->shape : existing->batch),
+              ", the value needs ", ShapeText(shape), " (write through the opened TensorDict)");
+    }
+    if (!MemType(t.scalar_type()).ok()) {
+      TD_FAIL(TypeError, "key '", KeyText(level, key), "': ",
+              MemType(t.scalar_type()).status().message());
+    }
+    remove_existing();
+    ThrowIfError<H5Error>(CreateDataset(fid, path, t.scalar_type(), shape, file_->layout), context);
+    auto node = std::make_unique<Node>();
+    node->kind = Node::Kind::kTensor;
+    node->dtype = t.scalar_type();
+    node->shape = shape;
+    lvl->put(name, std::move(node));
+    ThrowIfError<H5Error>(WriteTensor(fid, path, t.scalar_type(), shape, sel_, t), context);
+    return;
+  }
+  TensorDict sub = value.tensordict();
+  if (const auto* from = dynamic_cast<const H5Storage*>(&sub.storage());
+      from != nullptr && from->file_ == file_) {
+    sub = sub.to_dense();  // read before the group it may come from is replaced
+  }
+  std::vector<int64_t> batch = lvl->batch;
+  batch.insert(batch.end(), sub.batch_size().begin() + view_dims, sub.batch_size().end());
+  if (existing != nullptr && (sel_.empty() || existing->kind != Node::Kind::kGroup ||
+                              existing->batch != batch)) {
+    if (!sel_.empty()) {
+      TD_FAIL(ValueError, "cannot replace key '", KeyText(level, key), "' of the HDF5 file '",
+              file_->filename, "' through a selection of its rows (write through the opened TensorDict)");
+    }
+    remove_existing();
+  }
+  if (existing == nullptr) {
+    ThrowIfError<H5Error>(CreateGroup(fid, path, batch), context);
+    auto node = std::make_unique<Node>();
+    node->kind = Node::Kind::kGroup;
+    node->batch = batch;
+    existing = lvl->put(name, std::move(node));
+  }
+  std::vector<std::string> sub_level = level;
+  sub_level.push_back(name);
+  Node* group = existing;
+  sub.for_each_entry([&](const std::string& k, const Value& v) { Put(sub_level, group, k, v); });
+}
+
+void H5Storage::set(std::string_view key, Value value) {
+  RequireWritable("set", key);
+  Guard guard(Lock());
+  Put(level_, level_node(), key, value);
+}
+
+void H5Storage::set_(std::string_view key, const at::Tensor& value) {
+  RequireWritable("write", key);
+  Guard guard(Lock());
+  const Node* c = level_node()->child(key);
+  TORCH_INTERNAL_ASSERT(c != nullptr && c->kind == Node::Kind::kTensor);
+  ThrowIfError<H5Error>(
+      WriteTensor(file_->fid.get(), file_->Path(level_, key), c->dtype, c->shape, sel_, value),
+      absl::StrCat("HDF5 file '", file_->filename, "', key '", KeyText(level_, key), "'"));
+}
+
+bool H5Storage::erase(std::string_view key) {
+  RequireWritable("delete", key);
+  Guard guard(Lock());
+  Node* lvl = level_node();
+  if (lvl->child(key) == nullptr) return false;
+  const std::string path = file_->Path(level_, key);
+  if (H5Ldelete(file_->fid.get(), path.c_str(), H5P_DEFAULT) < 0) {
+    ThrowIfError<H5Error>(absl::DataLossError(ErrorText()),
+                          absl::StrCat("HDF5 file '", file_->filename, "', deleting '", path, "'"));
+  }
+  lvl->erase(key);
+  return true;
+}
+
+bool H5Storage::rename_key(std::string_view old_key, std::string_view new_key) {
+  RequireWritable("rename", old_key);
+  Guard guard(Lock());
+  Node* lvl = level_node();
+  const std::string from = file_->Path(level_, old_key);
+  const std::string to = file_->Path(level_, new_key);
+  hid_t fid = file_->fid.get();
+  if (lvl->child(new_key) != nullptr) {
+    H5Ldelete(fid, to.c_str(), H5P_DEFAULT);
+    lvl->erase(new_key);
+  }
+  if (H5Lmove(fid, from.c_str(), fid, to.c_str(), H5P_DEFAULT, H5P_DEFAULT) < 0) {
+    ThrowIfError<H5Error>(absl::DataLossError(ErrorText()),
+                          absl::StrCat("HDF5 file '", file_->filename, "', renaming '", from,
+                                       "' to '", to, "'"));
+  }
+  for (auto& [k, v] : lvl->children) {
+    if (k == old_key) k = std::string(new_key);
+  }
+  return true;
+}
+
+void H5Storage::set_batch_size(std::vector<int64_t> batch_size) {
+  if (at::IntArrayRef(batch_size) == Storage::batch_size()) return;
+  if (!sel_.empty()) {
+    TD_FAIL(BatchSizeError, "cannot set the batch size of a selection of the HDF5 file '",
+            file_->filename, "' to ", SizeRepr(batch_size), ": it follows the file (batch size ",
+            SizeRepr(Storage::batch_size()), "); call to_dense() for a free-standing TensorDict");
+  }
+  RequireWritable("set the batch size of", "");
+  Guard guard(Lock());
+  Node* lvl = level_node();
+  ThrowIfError<H5Error>(WriteBatchAttr(file_->fid.get(), file_->Path(level_, ""), batch_size),
+                        absl::StrCat("HDF5 file '", file_->filename, "'"));
+  lvl->batch = batch_size;
+  Storage::set_batch_size(std::move(batch_size));
+}
+
+std::optional<Selection> H5Storage::Compose(at::ArrayRef<TensorIndex> indices) const {
+  const ::td::internal::BatchIndex ex =
+      ::td::internal::ExpandBatchIndex(indices, Storage::batch_size(), "index");
+  if (ex.has_boolean) return std::nullopt;
+  int tensors = 0;
+  for (const auto& item : ex.items) {
+    if (item.dim < 0) return std::nullopt;  // None
+    if (item.index.is_tensor()) {
+      if (item.index.tensor().dim() != 1) return std::nullopt;
+      ++tensors;
+    }
+  }
+  if (tensors > 1) return std::nullopt;  // several index tensors zip: computed in memory
+  Selection sel = sel_;
+  std::vector<int64_t> file_batch;
+  {
+    Guard guard(Lock());
+    file_batch = level_node()->batch;
+  }
+  for (size_t d = sel.size(); d < file_batch.size(); ++d) sel.push_back(DimSel::All(file_batch[d]));
+  std::vector<size_t> file_dim;  // view dim -> file dim
+  for (size_t d = 0; d < sel.size(); ++d) {
+    if (sel[d].kind != DimSel::Kind::kInt) file_dim.push_back(d);
+  }
+  Selection out = sel;
+  for (const auto& item : ex.items) {
+    const size_t d = file_dim[item.dim];
+    const DimSel& old = sel[d];
+    const int64_t n = old.size();
+    const TensorIndex& idx = item.index;
+    if (idx.is_slice() && ::td::internal::IsFullSlice(idx, n)) continue;
+    std::vector<int64_t> pos;
+    bool single = false;
+    if (idx.is_tensor()) {
+      pos = TensorPositions(idx.tensor(), n, item.dim);
+    } else if (idx.is_slice() || idx.is_integer()) {
+      if (idx.is_slice()) {
+        // A range stays a range: start, step and count without listing the positions.
+        const auto& s = idx.slice();
+        const int64_t step = ::td::internal::AsInt(s.step());
+        auto clamp = [n](int64_t v) { return std::min(std::max<int64_t>(v < 0 ? v + n : v, 0), n); };
+        const int64_t start = clamp(::td::internal::AsInt(s.start()));
+        const int64_t stop = clamp(::td::internal::AsInt(s.stop()));
+        const int64_t count = stop > start ? (stop - start + step - 1) / step : 0;
+        if (old.kind == DimSel::Kind::kRange) {
+          out[d] = DimSel{DimSel::Kind::kRange, old.start + start * old.step, old.step * step, count, {}};
+          continue;
+        }
+        for (int64_t i = 0; i < count; ++i) pos.push_back(start + i * step);
+      } else {
+        pos = ::td::internal::Positions(idx, n, &single);
+      }
+    } else {
+      return std::nullopt;
+    }
+    if (single) {
+      out[d] = DimSel{DimSel::Kind::kInt, old.at(pos[0]), 1, 1, {}};
+      continue;
+    }
+    DimSel list{DimSel::Kind::kList, 0, 1, 0, {}};
+    list.list.reserve(pos.size());
+    for (int64_t p : pos) list.list.push_back(old.at(p));
+    out[d] = std::move(list);
+  }
+  return out;
+}
+
+std::optional<TensorDict> H5Storage::index(at::ArrayRef<TensorIndex> indices) const {
+  std::optional<Selection> sel = Compose(indices);
+  if (!sel) return std::nullopt;
+  std::vector<int64_t> batch;
+  {
+    Guard guard(Lock());
+    batch = SelectedShape(*sel, level_node()->batch);
+  }
+  auto out = std::make_shared<H5Storage>(file_, level_, std::move(*sel), std::move(batch));
+  out->assign_locked(locked());
+  return TensorDict(std::move(out));
+}
+
+bool H5Storage::index_put_(at::ArrayRef<TensorIndex> indices, const TensorDict& value) {
+  std::optional<Selection> sel = Compose(indices);
+  if (!sel || file_->mode == Mode::kReadOnly) return false;
+  // Every leaf must exist with the value's feature shape and broadcast to the selection; else
+  // the core validates (and names what is wrong) and writes leaf by leaf.
+  struct Write {
+    std::string path, key;
+    at::ScalarType dtype;
+    std::vector<int64_t> shape;
+    at::Tensor value;
+  };
+  std::vector<Write> writes;
+  bool fits = true;
+  Guard guard(Lock());
+  std::function<void(const TensorDict&, const std::vector<std::string>&, const Node*)> plan =
+      [&](const TensorDict& v, const std::vector<std::string>& level, const Node* lvl) {
+        v.for_each_entry([&](const std::string& k, const Value& e) {
+          const Node* c = fits ? lvl->child(k) : nullptr;
+          if (c == nullptr || e.is_non_tensor()) {
+            fits = false;
+            return;
+          }
+          std::vector<std::string> sub = level;
+          sub.push_back(k);
+          if (e.is_tensordict()) {
+            if (c->kind != Node::Kind::kGroup) fits = false;
+            else plan(e.tensordict(), sub, c);
+            return;
+          }
+          const at::Tensor& t = e.tensor();
+          if (c->kind != Node::Kind::kTensor) {
+            fits = false;
+            return;
+          }
+          const std::vector<int64_t> target = SelectedShape(*sel, c->shape);
+          const size_t feature = c->shape.size() - lvl->batch.size();
+          if (t.dim() < static_cast<int64_t>(feature) || t.dim() > static_cast<int64_t>(target.size()) ||
+              !std::equal(target.end() - feature, target.end(), t.sizes().end() - feature)) {
+            fits = false;
+            return;
+          }
+          try {
+            writes.push_back({file_->Path(level, k), KeyText(level, k), c->dtype, c->shape,
+                              t.expand(target)});
+          } catch (const c10::Error&) {
+            fits = false;
+          }
+        });
+      };
+  plan(value, level_, level_node());
+  if (!fits) return false;
+  for (const Write& w : writes) {
+    ThrowIfError<H5Error>(WriteTensor(file_->fid.get(), w.path, w.dtype, w.shape, *sel, w.value),
+                          absl::StrCat("HDF5 file '", file_->filename, "', key '", w.key, "'"));
+  }
+  return true;
+}
+
+}  // namespace td::h5::internal

@@ -1,0 +1,471 @@
+// The lock, HDF5's error stack, dtypes, and the walk of a file's groups into a Node tree
+// (NOTE [ HDF5 errors ] in h5_io.h lists what the walk refuses).
+#include <algorithm>
+#include <cstring>
+#include <set>
+#include <sstream>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "td/backends/h5/h5_io.h"
+#include "td/core/errors.h"
+
+namespace td::h5::internal {
+
+std::recursive_mutex& Lock() {
+  static std::recursive_mutex* mu = [] {
+    auto* m = new std::recursive_mutex;
+    std::lock_guard<std::recursive_mutex> guard(*m);
+    H5open();
+    H5Eset_auto2(H5E_DEFAULT, nullptr, nullptr);  // errors reach us through ErrorText()
+    return m;
+  }();
+  return *mu;
+}
+
+namespace {
+herr_t CollectError(unsigned n, const H5E_error2_t* err, void* data) {
+  auto* parts = static_cast<std::vector<std::string>*>(data);
+  if (parts->size() < 64 && err->desc != nullptr && err->desc[0] != '\0') {
+    parts->push_back(absl::StrCat(err->func_name ? err->func_name : "?", ": ", err->desc));
+  }
+  return 0;
+}
+}  // namespace
+
+std::string ErrorText() {
+  std::vector<std::string> parts;
+  H5Ewalk2(H5E_DEFAULT, H5E_WALK_DOWNWARD, &CollectError, &parts);
+  H5Eclear2(H5E_DEFAULT);
+  if (parts.empty()) return "HDF5 gave no reason";
+  // The API call, then the two innermost (most specific) reasons.
+  if (parts.size() > 3) parts.erase(parts.begin() + 1, parts.end() - 2);
+  return absl::StrJoin(parts, "; ");
+}
+
+void Hid::reset() {
+  if (id_ < 0) return;
+  switch (H5Iget_type(id_)) {
+    case H5I_FILE: H5Fclose(id_); break;
+    case H5I_GROUP: H5Gclose(id_); break;
+    case H5I_DATASET: H5Dclose(id_); break;
+    case H5I_DATASPACE: H5Sclose(id_); break;
+    case H5I_DATATYPE: H5Tclose(id_); break;
+    case H5I_ATTR: H5Aclose(id_); break;
+    case H5I_GENPROP_LST: H5Pclose(id_); break;
+    default: H5Idec_ref(id_); break;
+  }
+  id_ = -1;
+}
+
+Node* Node::child(std::string_view name) const {
+  for (const auto& [k, v] : children) {
+    if (k == name) return v.get();
+  }
+  return nullptr;
+}
+
+Node* Node::put(const std::string& name, std::unique_ptr<Node> node) {
+  for (auto& [k, v] : children) {
+    if (k == name) {
+      v = std::move(node);
+      return v.get();
+    }
+  }
+  children.emplace_back(name, std::move(node));
+  return children.back().second.get();
+}
+
+bool Node::erase(std::string_view name) {
+  for (auto it = children.begin(); it != children.end(); ++it) {
+    if (it->first == name) {
+      children.erase(it);
+      return true;
+    }
+  }
+  return false;
+}
+
+std::string JoinPath(const std::string& parent, std::string_view name) {
+  std::string out = parent.empty() || parent == "/" ? std::string() : parent;
+  out += '/';
+  out.append(name.data(), name.size());
+  return out;
+}
+
+std::string ShapeText(const std::vector<int64_t>& shape) {
+  return absl::StrCat("[", absl::StrJoin(shape, ", "), "]");
+}
+
+absl::StatusOr<at::ScalarType> TensorDtypeOf(hid_t type) {
+  const H5T_class_t cls = H5Tget_class(type);
+  const size_t size = H5Tget_size(type);
+  if (cls == H5T_INTEGER) {
+    const bool is_signed = H5Tget_sign(type) == H5T_SGN_2;
+    if (size == 1) return is_signed ? at::kChar : at::kByte;
+    if (is_signed && size == 2) return at::kShort;
+    if (is_signed && size == 4) return at::kInt;
+    if (is_signed && size == 8) return at::kLong;
+    return absl::InvalidArgumentError(absl::StrCat("the ", is_signed ? "" : "unsigned ",
+                                                   8 * size, "-bit integer type has no tensor dtype"));
+  }
+  if (cls == H5T_FLOAT) {
+    if (size == 2) return at::kHalf;
+    if (size == 4) return at::kFloat;
+    if (size == 8) return at::kDouble;
+    return absl::InvalidArgumentError(absl::StrCat("the ", 8 * size, "-bit float type has no tensor dtype"));
+  }
+  if (cls == H5T_ENUM && size == 1 && H5Tget_nmembers(type) == 2) {
+    // h5py's bool: an enum of int8 with FALSE = 0 and TRUE = 1.
+    int8_t f = -1, t = -1;
+    const bool names = H5Tenum_valueof(type, "FALSE", &f) >= 0 && H5Tenum_valueof(type, "TRUE", &t) >= 0;
+    H5Eclear2(H5E_DEFAULT);
+    if (names && f == 0 && t == 1) return at::kBool;
+  }
+  const char* name = "an unknown";
+  switch (cls) {
+    case H5T_ENUM: name = "an enum (other than h5py's bool)"; break;
+    case H5T_COMPOUND: name = "a compound"; break;
+    case H5T_VLEN: name = "a variable-length sequence"; break;
+    case H5T_OPAQUE: name = "an opaque (e.g. pickled)"; break;
+    case H5T_REFERENCE: name = "a reference"; break;
+    case H5T_ARRAY: name = "an array"; break;
+    case H5T_TIME: name = "a time"; break;
+    case H5T_BITFIELD: name = "a bitfield"; break;
+    default: break;
+  }
+  return absl::InvalidArgumentError(absl::StrCat("unsupported dtype: ", name, " HDF5 type"));
+}
+
+absl::StatusOr<Hid> MemType(at::ScalarType dtype) {
+  switch (dtype) {
+    case at::kChar: return Hid(H5Tcopy(H5T_NATIVE_INT8));
+    case at::kByte: return Hid(H5Tcopy(H5T_NATIVE_UINT8));
+    case at::kShort: return Hid(H5Tcopy(H5T_NATIVE_INT16));
+    case at::kInt: return Hid(H5Tcopy(H5T_NATIVE_INT32));
+    case at::kLong: return Hid(H5Tcopy(H5T_NATIVE_INT64));
+    case at::kFloat: return Hid(H5Tcopy(H5T_NATIVE_FLOAT));
+    case at::kDouble: return Hid(H5Tcopy(H5T_NATIVE_DOUBLE));
+    case at::kHalf: {
+      // h5py's float16: IEEE binary16 built from the 32-bit type.
+      Hid t(H5Tcopy(H5T_IEEE_F32LE));
+      H5Tset_fields(t.get(), 15, 10, 5, 0, 10);
+      H5Tset_size(t.get(), 2);
+      H5Tset_ebias(t.get(), 15);
+      return t;
+    }
+    case at::kBool: {
+      Hid t(H5Tenum_create(H5T_NATIVE_INT8));
+      int8_t v = 0;
+      H5Tenum_insert(t.get(), "FALSE", &v);
+      v = 1;
+      H5Tenum_insert(t.get(), "TRUE", &v);
+      return t;
+    }
+    default:
+      return absl::InvalidArgumentError(
+          absl::StrCat("dtype ", c10::toString(dtype), " cannot be stored in an HDF5 file here "
+                       "(bool, uint8, int8-64, float16/32/64 can)"));
+  }
+}
+
+absl::StatusOr<std::string> ReadStringAttr(hid_t obj, const char* name) {
+  Hid attr(H5Aopen(obj, name, H5P_DEFAULT));
+  if (!attr.ok()) return absl::DataLossError(ErrorText());
+  Hid type(H5Aget_type(attr.get()));
+  if (H5Tget_class(type.get()) != H5T_STRING) {
+    return absl::DataLossError("not a string attribute");
+  }
+  Hid space(H5Aget_space(attr.get()));
+  if (H5Sget_simple_extent_npoints(space.get()) != 1) {
+    return absl::DataLossError("not a scalar string attribute");
+  }
+  if (H5Tis_variable_str(type.get()) > 0) {
+    Hid mem(H5Tcopy(H5T_C_S1));
+    H5Tset_size(mem.get(), H5T_VARIABLE);
+    H5Tset_cset(mem.get(), H5Tget_cset(type.get()));
+    char* buf = nullptr;
+    if (H5Aread(attr.get(), mem.get(), &buf) < 0) return absl::DataLossError(ErrorText());
+    std::string out = buf != nullptr ? buf : "";
+    H5free_memory(buf);
+    return out;
+  }
+  std::string out(H5Tget_size(type.get()), '\0');
+  if (H5Aread(attr.get(), type.get(), out.data()) < 0) return absl::DataLossError(ErrorText());
+  out.resize(std::strlen(out.c_str()));
+  return out;
+}
+
+namespace {
+
+// The identity of an object in its file, to find link cycles.
+std::string ObjectIdentity(hid_t obj) {
+#if H5_VERSION_GE(1, 12, 0)
+  H5O_info2_t info;
+  if (H5Oget_info3(obj, &info, H5O_INFO_BASIC) < 0) return "";
+  return std::string(reinterpret_cast<const char*>(&info.token), sizeof(info.token));
+#else
+  H5O_info_t info;
+  if (H5Oget_info2(obj, &info, H5O_INFO_BASIC) < 0) return "";
+  return std::string(reinterpret_cast<const char*>(&info.addr), sizeof(info.addr));
+#endif
+}
+
+// Links may name one group from many places (a DAG of hard or soft links), which the tree
+// repeats: a bound on the entries keeps a small hostile file from taking the memory.
+constexpr int64_t kMaxEntries = int64_t{1} << 20;
+
+struct Walker {
+  hid_t file;
+  const std::string& filename;
+  std::vector<std::string> ancestors;  // object identities of the groups being walked
+  int64_t entries = 0;
+
+  absl::Status Fail(const std::string& key, const std::string& what) {
+    return absl::DataLossError(absl::StrCat("HDF5 file '", filename, "', key '", key, "': ", what));
+  }
+
+  // The links of `group` in creation order when tracked, in name order otherwise.
+  absl::StatusOr<std::vector<std::string>> LinkNames(hid_t group, const std::string& key) {
+    H5G_info_t ginfo;
+    if (H5Gget_info(group, &ginfo) < 0) return Fail(key, ErrorText());
+    H5_index_t order = H5_INDEX_NAME;
+    Hid gcpl(H5Gget_create_plist(group));
+    unsigned flags = 0;
+    if (gcpl.ok() && H5Pget_link_creation_order(gcpl.get(), &flags) >= 0 &&
+        (flags & H5P_CRT_ORDER_TRACKED) != 0) {
+      order = H5_INDEX_CRT_ORDER;
+    }
+    H5Eclear2(H5E_DEFAULT);
+    std::vector<std::string> names;
+    for (hsize_t i = 0; i < ginfo.nlinks; ++i) {
+      ssize_t n = H5Lget_name_by_idx(group, ".", order, H5_ITER_INC, i, nullptr, 0, H5P_DEFAULT);
+      if (n < 0) return Fail(key, ErrorText());
+      std::string name(static_cast<size_t>(n), '\0');
+      H5Lget_name_by_idx(group, ".", order, H5_ITER_INC, i, name.data(), name.size() + 1,
+                         H5P_DEFAULT);
+      names.push_back(std::move(name));
+    }
+    return names;
+  }
+
+  // Refuses external links and dangling soft links; `key` names the link in errors.
+  absl::Status CheckLink(hid_t group, const std::string& name, const std::string& key) {
+    H5L_info_t info;
+    if (H5Lget_info(group, name.c_str(), &info, H5P_DEFAULT) < 0) return Fail(key, ErrorText());
+    if (info.type == H5L_TYPE_HARD) return absl::OkStatus();
+    std::string target(info.u.val_size + 1, '\0');
+    if (H5Lget_val(group, name.c_str(), target.data(), target.size(), H5P_DEFAULT) < 0) {
+      return Fail(key, ErrorText());
+    }
+    if (info.type == H5L_TYPE_EXTERNAL) {
+      const char* ext_file = nullptr;
+      const char* ext_path = nullptr;
+      unsigned flags = 0;
+      H5Lunpack_elink_val(target.data(), target.size(), &flags, &ext_file, &ext_path);
+      return Fail(key, absl::StrCat("an external link to '", ext_path ? ext_path : "?",
+                                    "' in file '", ext_file ? ext_file : "?",
+                                    "' leaves the file (copy the data into it)"));
+    }
+    if (info.type == H5L_TYPE_SOFT) {
+      target.resize(std::strlen(target.c_str()));
+      const htri_t exists = H5Oexists_by_name(group, name.c_str(), H5P_DEFAULT);
+      H5Eclear2(H5E_DEFAULT);
+      if (exists <= 0) {
+        return Fail(key, absl::StrCat("the soft link to '", target, "' dangles"));
+      }
+      return absl::OkStatus();
+    }
+    return Fail(key, "a user-defined link type is not supported");
+  }
+
+  absl::StatusOr<std::unique_ptr<Node>> Dataset(hid_t loc, const std::string& name,
+                                                const std::string& key) {
+    Hid ds(H5Dopen2(loc, name.c_str(), H5P_DEFAULT));
+    if (!ds.ok()) return Fail(key, ErrorText());
+    Hid type(H5Dget_type(ds.get()));
+    Hid space(H5Dget_space(ds.get()));
+    if (!type.ok() || !space.ok()) return Fail(key, ErrorText());
+    const int rank = H5Sget_simple_extent_ndims(space.get());
+    if (rank < 0) return Fail(key, "a null or malformed dataspace is not supported");
+    std::vector<hsize_t> dims(rank);
+    H5Sget_simple_extent_dims(space.get(), dims.data(), nullptr);
+    auto node = std::make_unique<Node>();
+    node->shape.assign(dims.begin(), dims.end());
+    if (H5Tget_class(type.get()) == H5T_STRING) {
+      if (rank > 0) {
+        node->kind = Node::Kind::kStrings;
+      } else {
+        const htri_t json = H5Aexists(ds.get(), kJsonAttr);
+        node->kind = json > 0 ? Node::Kind::kJson : Node::Kind::kString;
+      }
+      return node;
+    }
+    absl::StatusOr<at::ScalarType> dtype = TensorDtypeOf(type.get());
+    if (!dtype.ok()) {
+      return Fail(key, absl::StrCat(dtype.status().message(), " (shape ", ShapeText(node->shape),
+                                    "): only numbers, bools and strings are read"));
+    }
+    node->kind = Node::Kind::kTensor;
+    node->dtype = *dtype;
+    return node;
+  }
+
+  // The batch size stored in a group's kMetaAttr, or nullopt.
+  absl::StatusOr<std::optional<std::vector<int64_t>>> StoredBatch(hid_t group,
+                                                                 const std::string& key) {
+    const htri_t has = H5Aexists(group, kMetaAttr);
+    if (has <= 0) {
+      H5Eclear2(H5E_DEFAULT);
+      return std::optional<std::vector<int64_t>>();
+    }
+    absl::StatusOr<std::string> text = ReadStringAttr(group, kMetaAttr);
+    if (!text.ok()) return Fail(key, absl::StrCat("attribute ", kMetaAttr, ": ", text.status().message()));
+    nlohmann::json meta = nlohmann::json::parse(*text, nullptr, /*allow_exceptions=*/false);
+    std::vector<int64_t> batch;
+    if (!meta.is_object() || !meta.contains("batch_size") || !meta["batch_size"].is_array() ||
+        meta["batch_size"].size() > 64) {
+      return Fail(key, absl::StrCat("attribute ", kMetaAttr, " is not {\"batch_size\": [...]}: ",
+                                    text->substr(0, 200)));
+    }
+    for (const auto& d : meta["batch_size"]) {
+      if (!d.is_number_integer() || d.get<int64_t>() < 0 || d.get<int64_t>() > (int64_t{1} << 40)) {
+        return Fail(key, absl::StrCat("attribute ", kMetaAttr, " has a bad batch size: ",
+                                      meta["batch_size"].dump()));
+      }
+      batch.push_back(d.get<int64_t>());
+    }
+    return std::optional<std::vector<int64_t>>(std::move(batch));
+  }
+
+  absl::StatusOr<std::unique_ptr<Node>> Group(hid_t group, const std::string& key,
+                                              const std::optional<std::vector<int64_t>>& given,
+                                              const std::optional<std::vector<int64_t>>& parent) {
+    if (ancestors.size() > static_cast<size_t>(kMaxNestingDepth)) {
+      return Fail(key, absl::StrCat("groups nest deeper than ", kMaxNestingDepth, " levels"));
+    }
+    const std::string id = ObjectIdentity(group);
+    if (std::find(ancestors.begin(), ancestors.end(), id) != ancestors.end()) {
+      return Fail(key, "a link cycle: the group contains itself");
+    }
+    ancestors.push_back(id);
+    auto node = std::make_unique<Node>();
+    node->kind = Node::Kind::kGroup;
+    absl::StatusOr<std::optional<std::vector<int64_t>>> stored = StoredBatch(group, key);
+    if (!stored.ok()) return stored.status();
+    // Given; under a given one (upstream: it holds for the sub-groups), the stored one when it
+    // extends the parent's, else the parent's; stored; or inferred once the children are known.
+    std::optional<std::vector<int64_t>> batch;
+    if (given) {
+      batch = given;
+    } else if (parent) {
+      const bool extends = *stored && (*stored)->size() >= parent->size() &&
+                           std::equal(parent->begin(), parent->end(), (*stored)->begin());
+      batch = extends ? *stored : parent;
+    } else if (*stored) {
+      batch = *stored;
+    }
+    absl::StatusOr<std::vector<std::string>> names = LinkNames(group, key);
+    if (!names.ok()) return names.status();
+    for (const std::string& name : *names) {
+      const std::string child_key = key.empty() ? name : absl::StrCat(key, "/", name);
+      if (++entries > kMaxEntries) {
+        return Fail(child_key, absl::StrCat("more than ", kMaxEntries,
+                                            " entries (links repeat groups)"));
+      }
+      if (absl::Status s = CheckLink(group, name, child_key); !s.ok()) return s;
+      H5O_type_t type = H5O_TYPE_UNKNOWN;
+      {
+        Hid obj(H5Oopen(group, name.c_str(), H5P_DEFAULT));
+        if (!obj.ok()) return Fail(child_key, ErrorText());
+        H5I_type_t itype = H5Iget_type(obj.get());
+        type = itype == H5I_GROUP ? H5O_TYPE_GROUP
+                                  : itype == H5I_DATASET ? H5O_TYPE_DATASET
+                                                         : H5O_TYPE_NAMED_DATATYPE;
+      }
+      std::unique_ptr<Node> child;
+      if (type == H5O_TYPE_GROUP) {
+        Hid sub(H5Gopen2(group, name.c_str(), H5P_DEFAULT));
+        if (!sub.ok()) return Fail(child_key, ErrorText());
+        absl::StatusOr<std::unique_ptr<Node>> g =
+            Group(sub.get(), child_key, std::nullopt, given || parent ? batch : std::nullopt);
+        if (!g.ok()) return g.status();
+        child = *std::move(g);
+      } else if (type == H5O_TYPE_DATASET) {
+        absl::StatusOr<std::unique_ptr<Node>> d = Dataset(group, name, child_key);
+        if (!d.ok()) return d.status();
+        child = *std::move(d);
+      } else {
+        continue;  // a named datatype is not an entry
+      }
+      node->children.emplace_back(name, std::move(child));
+    }
+    ancestors.pop_back();
+    if (!batch) batch = InferBatch(*node);
+    // Every tensor and sub-group must start with the batch size.
+    for (const auto& [name, child] : node->children) {
+      const std::vector<int64_t>* shape = child->kind == Node::Kind::kTensor  ? &child->shape
+                                          : child->kind == Node::Kind::kGroup ? &child->batch
+                                                                              : nullptr;
+      if (shape == nullptr) continue;
+      if (shape->size() < batch->size() ||
+          !std::equal(batch->begin(), batch->end(), shape->begin())) {
+        const std::string child_key = key.empty() ? name : absl::StrCat(key, "/", name);
+        return Fail(child_key, absl::StrCat(child->kind == Node::Kind::kGroup ? "the group's batch size " : "the dataset's shape ",
+                                            ShapeText(*shape),
+                                            " does not start with the batch size ",
+                                            ShapeText(*batch), " of ",
+                                            key.empty() ? "the opened group" : "'" + key + "'"));
+      }
+    }
+    node->batch = *batch;
+    return node;
+  }
+
+  // Upstream's inference: the longest prefix shared by every tensor's shape and every sub-group's
+  // batch size (non-tensor data left out); [] for a level without any.
+  static std::vector<int64_t> InferBatch(const Node& node) {
+    std::optional<std::vector<int64_t>> common;
+    for (const auto& [name, child] : node.children) {
+      const std::vector<int64_t>* shape = child->kind == Node::Kind::kTensor  ? &child->shape
+                                          : child->kind == Node::Kind::kGroup ? &child->batch
+                                                                              : nullptr;
+      if (shape == nullptr) continue;
+      if (!common) {
+        common = *shape;
+        continue;
+      }
+      size_t n = 0;
+      while (n < common->size() && n < shape->size() && (*common)[n] == (*shape)[n]) ++n;
+      common->resize(n);
+    }
+    return common.value_or(std::vector<int64_t>{});
+  }
+};
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<Node>> Walk(hid_t file, const std::string& filename,
+                                           const std::string& group,
+                                           const std::optional<std::vector<int64_t>>& batch) {
+  Guard guard(Lock());
+  const std::string path = group.empty() ? "/" : group;
+  if (path != "/") {
+    const htri_t exists = H5Lexists(file, path.c_str(), H5P_DEFAULT) > 0 &&
+                          H5Oexists_by_name(file, path.c_str(), H5P_DEFAULT) > 0;
+    H5Eclear2(H5E_DEFAULT);
+    if (!exists) {
+      return absl::NotFoundError(
+          absl::StrCat("HDF5 file '", filename, "' has no group '", path, "'"));
+    }
+  }
+  Hid g(H5Gopen2(file, path.c_str(), H5P_DEFAULT));
+  if (!g.ok()) {
+    return absl::DataLossError(absl::StrCat("HDF5 file '", filename, "': '", path,
+                                            "' is not a group: ", ErrorText()));
+  }
+  Walker w{file, filename, {}, 0};
+  return w.Group(g.get(), "", batch, std::nullopt);
+}
+
+}  // namespace td::h5::internal
