@@ -82,7 +82,7 @@ H5Storage::H5Storage(std::shared_ptr<H5File> file, std::vector<std::string> leve
       sel_(std::move(sel)) {}
 
 Capabilities H5Storage::capabilities() const {
-  Capabilities c = Capability::kLazy | Capability::kPersistent | Capability::kCpuOnly;
+  Capabilities c = Capability::kLazy;
   if (file_->mode == Mode::kReadOnly) return c;
   c = c | Capability::kInPlaceWrite | Capability::kNewKeys;
   return sel_.empty() ? c | Capability::kReplaceEntries | Capability::kBatchResize : c;
