@@ -47,10 +47,10 @@ namespace {
 // (td/consolidate), the parameters of a module flattened into one buffer, the pieces of one split
 // tensor -- with one dtype and device, no two leaves overlap, and the gaps in the range of the
 // storage they span are at most as large as the leaves or at most 64 bytes a leaf (the
-// consolidated layout's alignment padding, which dominates when leaves are small), the engine runs an operation ONCE over that range (a
-// 1-D view of it) instead of once per leaf, and each result leaf is the same view (sizes,
-// strides, offset) into the one result: the result is again one buffer, so a chain of such ops
-// stays one kernel each. This covers
+// consolidated layout's alignment padding, which dominates when leaves are small), the engine
+// runs an operation ONCE over that range (a 1-D view of it) instead of once per leaf, and each
+// result leaf is the same view (sizes, strides, offset) into the one result: the result is again
+// one buffer, so a chain of such ops stays one kernel each. This covers
 //  * out-of-place element-wise ops (LeafwiseOut) whose operands are numbers or TensorDicts whose
 //    leaves are laid out the same way in a buffer of their own (same relative offsets);
 //  * in-place element-wise ops (LeafwiseIn) with the same operands, when the leaves cover the
@@ -167,9 +167,6 @@ std::optional<std::vector<at::Tensor>> Unspan(const Span& span, const at::Tensor
 // spread over the cores (parallel::plan_threads decides how many).
 constexpr int64_t kCopyChunk = int64_t{1} << 20;
 
-// `whole` copied into a new contiguous tensor of `options`. A CPU buffer mapped from a file
-// (a loaded consolidated file) is copied under the SIGBUS guard (NOTE [ SIGBUS guard ],
-// td/core/mapped_copy.h): a file truncated since it was mapped is a MemmapError naming it.
 // A large fresh CPU buffer is written once, page by page: with 4 KiB pages that is one page fault
 // per 4 KiB (for 400 MB, 100k faults, which cost more than the copy itself; an allocator that
 // keeps freed small blocks -- what a leaf-by-leaf loop of 4 MB tensors gets from glibc -- pays
@@ -190,6 +187,9 @@ void AdviseHugePages(const at::Tensor& buffer) {
 #endif
 }
 
+// `whole` copied into a new contiguous tensor of `options`. A CPU buffer mapped from a file
+// (a loaded consolidated file) is copied under the SIGBUS guard (NOTE [ SIGBUS guard ],
+// td/core/mapped_copy.h): a file truncated since it was mapped is a MemmapError naming it.
 at::Tensor CopyWhole(const at::Tensor& whole, const at::TensorOptions& options) {
   const int64_t n = whole.numel();
   const bool cpu = whole.device().is_cpu() && options.device().is_cpu();
