@@ -38,19 +38,35 @@ NestedKey::NestedKey(Parts parts) {
   }
 }
 
-KeyRef::KeyRef(std::initializer_list<const char*> parts) {
+void KeyRef::push_back(std::string_view part) {
+  if (size_ < kInline) {
+    inline_[size_++] = part;
+    return;
+  }
+  if (size_ == kInline) heap_.assign(inline_, inline_ + kInline);
+  heap_.push_back(part);
+  ++size_;
+}
+
+KeyRef::KeyRef(const NestedKey& key) {
+  for (const std::string& part : key) push_back(part);
+}
+
+void KeyRef::init_long(std::initializer_list<const char*> parts) {
   if (parts.size() == 0) TD_FAIL(ValueError, "a key needs at least one component");
-  parts_.assign(parts.begin(), parts.end());
+  heap_.assign(parts.begin(), parts.end());
 }
 
 KeyRef::KeyRef(std::initializer_list<KeyRef> parts) {
-  for (const KeyRef& p : parts) parts_.insert(parts_.end(), p.parts_.begin(), p.parts_.end());
-  if (parts_.empty()) TD_FAIL(ValueError, "a key needs at least one component");
+  for (const KeyRef& p : parts) {
+    for (std::string_view part : p) push_back(part);
+  }
+  if (size_ == 0) TD_FAIL(ValueError, "a key needs at least one component");
 }
 
 NestedKey KeyRef::key() const {
-  if (parts_.size() == 1) return NestedKey(parts_.front());
-  return NestedKey(NestedKey::Parts(parts_.begin(), parts_.end()));
+  if (size_ == 1) return NestedKey(front());
+  return NestedKey(NestedKey::Parts(begin(), end()));
 }
 
 std::string KeyRef::repr() const { return key().repr(); }

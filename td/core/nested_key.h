@@ -100,25 +100,31 @@ std::ostream& operator<<(std::ostream& os, const NestedKey& key);
 // outlives the call it is passed to: store a NestedKey (`ref.key()`) instead.
 class KeyRef {
  public:
-  using Parts = absl::InlinedVector<std::string_view, 4>;
-
-  KeyRef(const char* key) : parts_{std::string_view(key)} {}                // NOLINT
-  KeyRef(const std::string& key) : parts_{std::string_view(key)} {}         // NOLINT
-  KeyRef(std::string_view key) : parts_{key} {}                             // NOLINT
-  KeyRef(const NestedKey& key) : parts_(key.begin(), key.end()) {}         // NOLINT
-  // {"a", "b"}. Throws c10::ValueError when empty.
-  KeyRef(std::initializer_list<const char*> parts);  // NOLINT
+  KeyRef(const char* key) : size_(1) { inline_[0] = key; }                // NOLINT
+  KeyRef(const std::string& key) : size_(1) { inline_[0] = key; }         // NOLINT
+  KeyRef(std::string_view key) : size_(1) { inline_[0] = key; }           // NOLINT
+  KeyRef(const NestedKey& key);                                            // NOLINT
+  // {"a", "b"}. Throws c10::ValueError when empty. Inline, so that the lengths of literals are
+  // known at the call site.
+  KeyRef(std::initializer_list<const char*> parts) : size_(parts.size()) {  // NOLINT
+    if (size_ == 0 || size_ > kInline) {
+      init_long(parts);
+      return;
+    }
+    std::string_view* out = inline_;
+    for (const char* part : parts) *out++ = part;
+  }
   // {"a", {"b", "c"}}, {prefix, "b"}: the components of each element, in order.
   KeyRef(std::initializer_list<KeyRef> parts);  // NOLINT
 
-  absl::Span<const std::string_view> parts() const { return parts_; }
-  size_t size() const { return parts_.size(); }
-  bool is_nested() const { return parts_.size() > 1; }
-  std::string_view front() const { return parts_.front(); }
-  std::string_view back() const { return parts_.back(); }
-  std::string_view operator[](size_t i) const { return parts_[i]; }
-  auto begin() const { return parts_.begin(); }
-  auto end() const { return parts_.end(); }
+  absl::Span<const std::string_view> parts() const { return {data(), size_}; }
+  size_t size() const { return size_; }
+  bool is_nested() const { return size_ > 1; }
+  std::string_view front() const { return data()[0]; }
+  std::string_view back() const { return data()[size_ - 1]; }
+  std::string_view operator[](size_t i) const { return data()[i]; }
+  const std::string_view* begin() const { return data(); }
+  const std::string_view* end() const { return data() + size_; }
 
   // The owning key (allocates what std::string does).
   NestedKey key() const;
@@ -126,7 +132,18 @@ class KeyRef {
   std::string repr() const;
 
  private:
-  Parts parts_;
+  // Keys of up to kInline components (all but the deepest) live in inline_; longer ones in
+  // heap_. A plain array rather than a small-vector type: a one-component key is built with two
+  // stores, inline at the call site, and every get / set / contains starts by building one.
+  static constexpr size_t kInline = 4;
+  const std::string_view* data() const { return size_ <= kInline ? inline_ : heap_.data(); }
+  void push_back(std::string_view part);
+  // The initializer-list constructor for no parts (throws) or more than kInline.
+  void init_long(std::initializer_list<const char*> parts);
+
+  std::string_view inline_[kInline];
+  size_t size_ = 0;
+  std::vector<std::string_view> heap_;
 };
 
 

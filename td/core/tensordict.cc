@@ -23,22 +23,16 @@ using internal::CheckedBatch;
 using internal::StartsWith;
 using internal::WithKeyContext;
 
-// Walks the parts of a nested key (any range of strings or literals); nullptr when any level is
-// missing or is not a TensorDict. The result is valid while `holders` lives and the TensorDict
-// is not written.
-template <class Parts>
-const Value* LookupNested(const Storage& root, const Parts& parts,
-                          std::optional<Value> (&holders)[2]) {
-  const Storage* s = &root;
-  const Value* v = nullptr;
-  size_t i = 0;
-  for (const auto& part : parts) {
-    if (v != nullptr) {  // the previous part named a level
-      if (!v->is_tensordict()) return nullptr;
-      s = &v->tensordict().storage();
-    }
-    v = FindEntry(*s, std::string_view(part), &holders[i++ % 2]);
-    if (v == nullptr) return nullptr;
+// Walks the parts of `key`; nullptr when any level is missing or is not a TensorDict. The
+// result is valid while `holders` lives and the TensorDict is not written. Inlined: every get,
+// get_tensordict and contains starts here, and most keys have one part.
+ABSL_ATTRIBUTE_ALWAYS_INLINE inline const Value* LookupNested(const Storage& root,
+                                                              const KeyRef& key,
+                                                              std::optional<Value> (&holders)[2]) {
+  const Value* v = FindEntry(root, key[0], &holders[0]);
+  for (size_t i = 1; v != nullptr && i < key.size(); ++i) {
+    if (!v->is_tensordict()) return nullptr;  // the previous part named a leaf
+    v = FindEntry(v->tensordict().storage(), key[i], &holders[i % 2]);
   }
   return v;
 }
@@ -249,7 +243,7 @@ void TensorDict::fail_missing(const KeyRef& key, size_t depth) const {
 
 std::optional<Value> TensorDict::find(KeyRef key) const {
   std::optional<Value> holders[2];
-  const Value* v = LookupNested(*storage_, key.parts(), holders);
+  const Value* v = LookupNested(*storage_, key, holders);
   if (v == nullptr) return std::nullopt;
   if (v->is_tensordict() && storage_->locked()) {  // NOTE [ Locks span levels ]
     internal::NoteLockParent(*this, key, v->tensordict());
@@ -268,7 +262,7 @@ Value TensorDict::get_value(KeyRef key) const {
 
 at::Tensor TensorDict::get(KeyRef key) const {
   std::optional<Value> holders[2];
-  const Value* v = LookupNested(*storage_, key.parts(), holders);
+  const Value* v = LookupNested(*storage_, key, holders);
   if (v == nullptr) get_value(key);  // throws the KeyError
   if (!v->is_tensor()) {
     TD_FAIL(TypeError, "entry ", key.repr(), " is a ", v->kind(), ", not a Tensor",
@@ -279,7 +273,7 @@ at::Tensor TensorDict::get(KeyRef key) const {
 
 at::Tensor TensorDict::get(KeyRef key, const at::Tensor& default_value) const {
   std::optional<Value> holders[2];
-  const Value* v = LookupNested(*storage_, key.parts(), holders);
+  const Value* v = LookupNested(*storage_, key, holders);
   if (v == nullptr) return default_value;
   if (!v->is_tensor()) {
     TD_FAIL(TypeError, "entry ", key.repr(), " is a ", v->kind(), ", not a Tensor");
@@ -289,7 +283,7 @@ at::Tensor TensorDict::get(KeyRef key, const at::Tensor& default_value) const {
 
 TensorDict TensorDict::get_tensordict(KeyRef key) const {
   std::optional<Value> holders[2];
-  const Value* v = LookupNested(*storage_, key.parts(), holders);
+  const Value* v = LookupNested(*storage_, key, holders);
   if (v == nullptr) get_value(key);  // throws the KeyError
   if (!v->is_tensordict()) {
     TD_FAIL(TypeError, "entry ", key.repr(), " is a ", v->kind(), ", not a TensorDict");
@@ -311,7 +305,7 @@ nlohmann::json TensorDict::get_non_tensor(KeyRef key) const {
 bool TensorDict::contains(KeyRef key) const {
   if (!key.is_nested()) return storage_->contains(key.front());
   std::optional<Value> holders[2];
-  return LookupNested(*storage_, key.parts(), holders) != nullptr;
+  return LookupNested(*storage_, key, holders) != nullptr;
 }
 
 size_t TensorDict::size() const { return storage_->size(); }
