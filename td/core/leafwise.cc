@@ -74,22 +74,27 @@ std::optional<Span> SpanOf(const std::vector<at::Tensor>& leaves) {
   if (!first.defined() || first.layout() != at::kStrided || !first.has_storage()) {
     return std::nullopt;
   }
-  const c10::StorageImpl* storage = first.storage().unsafeGetStorageImpl();
+  // The storage is compared through unsafe_storage(): storage() hands out a counted reference.
+  const c10::StorageImpl* storage =
+      first.unsafeGetTensorImpl()->unsafe_storage().unsafeGetStorageImpl();
   std::vector<std::pair<int64_t, int64_t>> ranges;  // [offset, offset + numel)
   ranges.reserve(leaves.size());
   int64_t total = 0;
+  bool sorted = true;  // consolidated leaves come in buffer order: no sort needed
   const bool grad = at::GradMode::is_enabled();
   for (const at::Tensor& t : leaves) {
     if (!t.defined() || t.layout() != at::kStrided || !t.has_storage() ||
-        t.storage().unsafeGetStorageImpl() != storage || t.scalar_type() != first.scalar_type() ||
-        t.device() != first.device() || !t.is_contiguous() || (grad && t.requires_grad()) ||
-        t.is_neg() || t.is_conj()) {
+        t.unsafeGetTensorImpl()->unsafe_storage().unsafeGetStorageImpl() != storage ||
+        t.scalar_type() != first.scalar_type() || t.device() != first.device() ||
+        !t.is_contiguous() || (grad && t.requires_grad()) || t.is_neg() || t.is_conj()) {
       return std::nullopt;
     }
-    ranges.emplace_back(t.storage_offset(), t.storage_offset() + t.numel());
+    const int64_t offset = t.storage_offset();
+    if (!ranges.empty() && offset < ranges.back().first) sorted = false;
+    ranges.emplace_back(offset, offset + t.numel());
     total += t.numel();
   }
-  std::sort(ranges.begin(), ranges.end());
+  if (!sorted) std::sort(ranges.begin(), ranges.end());
   for (size_t i = 1; i < ranges.size(); ++i) {
     if (ranges[i].first < ranges[i - 1].second) return std::nullopt;  // overlap
   }
@@ -332,12 +337,13 @@ namespace {
 // when the leaves or operands do not allow it or the probe throws: the caller then validates
 // leaf by leaf, so the error names the key.
 bool OneKernelIn(const LeafTree& tree, const std::vector<ResolvedOperand>& rs,
-                 const EachInFn& each, const char* op) {
+                 const EachInFn& each) {
   std::optional<Span> span = SpanOf(tree.leaves());
   if (!span || !span->gapless) return false;
   std::optional<std::vector<LeafArg>> args = SpanArgs(*span, tree.leaves(), rs);
   if (!args) return false;
-  for (size_t i = 0; i < tree.num_leaves(); ++i) CheckWritable(tree, i, op);
+  // Every leaf is writable: SpanOf refuses leaves that require grad under grad mode, the one
+  // case CheckWritable rejects.
   std::vector<LeafArg> probes = *args;
   for (LeafArg& a : probes) {
     if (!a.s) a.t = Probe(a.t);
@@ -355,7 +361,7 @@ bool OneKernelIn(const LeafTree& tree, const std::vector<ResolvedOperand>& rs,
 void LeafwiseInLeaves(const LeafTree& tree, const std::vector<const Operand*>& operands,
                       const ForeachInFn& foreach, const EachInFn& each, const char* op) {
   std::vector<ResolvedOperand> rs = ResolveAll(tree, operands);
-  if (OneKernelIn(tree, rs, each, op)) return;
+  if (OneKernelIn(tree, rs, each)) return;
   for (size_t i = 0; i < tree.num_leaves(); ++i) {
     const at::Tensor& leaf = tree.leaves()[i];
     CheckWritable(tree, i, op);

@@ -48,9 +48,7 @@ void KeyRef::push_back(std::string_view part) {
   ++size_;
 }
 
-KeyRef::KeyRef(const NestedKey& key) {
-  for (const std::string& part : key) push_back(part);
-}
+void KeyRef::init_long(const NestedKey& key) { heap_.assign(key.begin(), key.end()); }
 
 void KeyRef::init_long(std::initializer_list<const char*> parts) {
   if (parts.size() == 0) TD_FAIL(ValueError, "a key needs at least one component");

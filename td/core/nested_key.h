@@ -103,7 +103,14 @@ class KeyRef {
   KeyRef(const char* key) : size_(1) { inline_[0] = key; }                // NOLINT
   KeyRef(const std::string& key) : size_(1) { inline_[0] = key; }         // NOLINT
   KeyRef(std::string_view key) : size_(1) { inline_[0] = key; }           // NOLINT
-  KeyRef(const NestedKey& key);                                            // NOLINT
+  KeyRef(const NestedKey& key) : size_(key.size()) {                      // NOLINT
+    if (size_ > kInline) {
+      init_long(key);
+      return;
+    }
+    std::string_view* out = inline_;
+    for (const std::string& part : key) *out++ = part;
+  }
   // {"a", "b"}. Throws c10::ValueError when empty. Inline, so that the lengths of literals are
   // known at the call site.
   KeyRef(std::initializer_list<const char*> parts) : size_(parts.size()) {  // NOLINT
@@ -138,8 +145,9 @@ class KeyRef {
   static constexpr size_t kInline = 4;
   const std::string_view* data() const { return size_ <= kInline ? inline_ : heap_.data(); }
   void push_back(std::string_view part);
-  // The initializer-list constructor for no parts (throws) or more than kInline.
+  // The constructors' case of no parts (throws) or more than kInline.
   void init_long(std::initializer_list<const char*> parts);
+  void init_long(const NestedKey& key);
 
   std::string_view inline_[kInline];
   size_t size_ = 0;

@@ -18,8 +18,7 @@ std::string FreshH5Path() {
 }
 
 Capabilities H5Caps() {
-  return Capability::kInPlaceWrite | Capability::kNewKeys | Capability::kLazy |
-         Capability::kPersistent | Capability::kCpuOnly;
+  return Capability::kInPlaceWrite | Capability::kNewKeys | Capability::kLazy;
 }
 
 struct H5Traits {
