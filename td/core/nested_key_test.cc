@@ -88,6 +88,20 @@ TEST(NestedKeyTest, JoinParentConcatStartsWith) {
 std::vector<std::string> PartsOf(KeyRef k) {
   return std::vector<std::string>(k.begin(), k.end());
 }
+// Keys longer than KeyRef's inline room (four parts) from every constructor, and their copies.
+TEST(KeyRefTest, KeysPastTheInlineRoomKeepEveryPart) {
+  using V = std::vector<std::string>;
+  const V six{"a", "b", "c", "d", "e", "f"};
+  EXPECT_EQ(PartsOf({"a", "b", "c", "d", "e", "f"}), six);
+  EXPECT_EQ(PartsOf(NestedKey({"a", "b", "c", "d", "e", "f"})), six);
+  EXPECT_EQ(PartsOf({"a", {"b", "c", "d"}, "e", {"f"}}), six);  // spills while appending
+  const KeyRef ref({"a", "b", "c", "d", "e", "f"});
+  const KeyRef copy = ref;
+  EXPECT_EQ(PartsOf(copy), six);
+  EXPECT_EQ(copy.back(), "f");
+  EXPECT_EQ(copy.key(), NestedKey({"a", "b", "c", "d", "e", "f"}));
+}
+
 TEST(KeyRefTest, ViewsEveryFormOfKeyAsItsParts) {
   using V = std::vector<std::string>;
   const std::string long_name(100, 'x');  // no small-string buffer would hold it
