@@ -113,15 +113,12 @@ TensorDict& TensorDict::copy_at_(const TensorDict& other,
   // Every key, kind and indexed shape first; index_put_ then writes (and checks again).
   std::vector<NestedKey> missing;
   for (const Item& item : other.items(KeysOptions().include_nested(true).leaves_only(true))) {
-    if (!item.second.is_tensor()) {
-      TD_FAIL(TypeError, "copy_at_: the entry ", item.first.repr(), " of the source is ",
-              item.second.kind(), "; copy_at_ copies tensors (update_at_ takes other entries)");
-    }
     std::optional<Value> dest = find(item.first);
     if (!dest) {
       missing.push_back(item.first);
       continue;
     }
+    if (!item.second.is_tensor()) continue;  // non-tensor data: index_put_ checks it is equal
     if (!dest->is_tensor()) {
       TD_FAIL(TypeError, "copy_at_: the entry ", item.first.repr(), " of the destination is ",
               dest->kind(), ", the source's is a Tensor");

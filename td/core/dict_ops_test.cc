@@ -182,6 +182,9 @@ TEST(DictOpsTest, CopyAndCopyAt) {
   TensorDict d = t.clone();
   d.copy_at_(step, {Slice(), 2});
   for (const NestedKey& k : step.keys(kLeaves)) EXPECT_TRUE(d.get(k).equal(expect.get(k))) << k;
+  // Equal non-tensor data is fine.
+  d.copy_at_(src.index({Slice(), 2}), {Slice(), 2});
+  EXPECT_EQ(d.get_non_tensor("s"), "a string!");
   // An advanced index (a copy, not a view, in torch) is written too.
   TensorDict e = t.clone();
   const at::Tensor rows = at::tensor({2, 0}, at::kLong);
@@ -199,8 +202,13 @@ TEST(DictOpsTest, CopyAndCopyAt) {
   missing.set({"n", "zz"}, at::ones({3, 2}));
   TD_EXPECT_THROW_MSG(f.copy_at_(missing, {Slice(), 2}), KeyError, {"('n', 'zz')"});
   TensorDict text = step.clone();
-  text.set_non_tensor("s", "x");
-  TD_EXPECT_THROW_MSG(f.copy_at_(text, {Slice(), 2}), TypeError, {"'s'", "NonTensorData"});
+  text.set_non_tensor("s", "x");  // this TensorDict's "s" is "a string!"
+  TD_EXPECT_THROW_MSG(f.copy_at_(text, {Slice(), 2}), ValueError, {"'s'"});
+  TensorDict into_text = step.clone();
+  into_text.set({"n", "x"}, at::ones({3, 2, 6}));
+  TensorDict g = f.clone();
+  g.set({"n", "x"}, "now text");
+  TD_EXPECT_THROW_MSG(g.copy_at_(into_text, {Slice(), 2}), TypeError, {"('n', 'x')"});
   TD_EXPECT_THROW_MSG(f.copy_at_(step, {Slice(), 9}), c10::Error, {"'a'"});
   for (const NestedKey& k : step.keys(kLeaves)) EXPECT_TRUE(f.get(k).equal(t.get(k))) << k;
 }
