@@ -12,12 +12,14 @@
 // match.
 #pragma once
 
+#include <c10/core/ScalarType.h>
 #include <c10/util/Exception.h>
 #include <c10/util/StringUtil.h>
 #include <torch/csrc/api/include/torch/version.h>
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <type_traits>
 #include <utility>
@@ -34,6 +36,21 @@ inline constexpr int kTorchVersionMinor = TORCH_VERSION_MINOR;
 
 // at::_foreach_lerp / _foreach_lerp_ exist (LibTorch >= 2.0).
 inline constexpr bool kHasForeachLerp = TORCH_VERSION_MAJOR >= 2;
+
+// torch.uint16 / uint32 / uint64 exist (LibTorch >= 2.3; the enum values cannot be detected
+// from the headers otherwise).
+inline constexpr bool kHasWideUnsignedDtypes =
+    TORCH_VERSION_MAJOR > 2 || (TORCH_VERSION_MAJOR == 2 && TORCH_VERSION_MINOR >= 3);
+// The unsigned dtype of `bits` bits (8, 16, 32, 64), or nullopt when this LibTorch lacks it.
+inline std::optional<c10::ScalarType> UnsignedDtype(int bits) {
+  if (bits == 8) return c10::ScalarType::Byte;
+#if TORCH_VERSION_MAJOR > 2 || (TORCH_VERSION_MAJOR == 2 && TORCH_VERSION_MINOR >= 3)
+  if (bits == 16) return c10::ScalarType::UInt16;
+  if (bits == 32) return c10::ScalarType::UInt32;
+  if (bits == 64) return c10::ScalarType::UInt64;
+#endif
+  return std::nullopt;
+}
 
 // Where an error was raised: captured by TD_FAIL (td/core/errors.h) with __func__ / __FILE__ /
 // __LINE__, or as a default argument with `SourceLoc::current()` (GCC and Clang evaluate the

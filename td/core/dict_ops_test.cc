@@ -162,5 +162,187 @@ TEST(DictOpsTest, StateDictMetadataAndIValue) {
   EXPECT_EQ(explicit_batch.batch_size(), (std::vector<int64_t>{3}));
 }
 
+// copy_ is update_; copy_at_ writes existing leaves at an index with exact shapes, checking
+// every key, kind and shape before writing.
+TEST(DictOpsTest, CopyAndCopyAt) {
+  TensorDict t = SampleTensorDict();
+  const TensorDict src = t.apply([](const at::Tensor& x) { return x + 1; });
+  TensorDict c = t.clone();
+  const at::Tensor a = c.get("a");
+  c.copy_(src);
+  EXPECT_TRUE(a.equal(src.get("a")));  // written into the existing tensors
+  EXPECT_TRUE(c.get({"n", "x"}).equal(src.get({"n", "x"})));
+  TD_EXPECT_THROW_MSG(c.copy_(TensorDict({{"zz", at::ones({3, 4})}}, {3, 4})), KeyError, {"'zz'"});
+
+  const TensorDict step = src.index({Slice(), 2}).exclude({"s"});  // batch [3]
+  TensorDict expect = t.clone();
+  for (const NestedKey& k : step.keys(kLeaves)) {
+    expect.get(k).index_put_({Slice(), 2}, step.get(k));
+  }
+  TensorDict d = t.clone();
+  d.copy_at_(step, {Slice(), 2});
+  for (const NestedKey& k : step.keys(kLeaves)) EXPECT_TRUE(d.get(k).equal(expect.get(k))) << k;
+  // Equal non-tensor data is fine.
+  d.copy_at_(src.index({Slice(), 2}), {Slice(), 2});
+  EXPECT_EQ(d.get_non_tensor("s"), "a string!");
+  // An advanced index (a copy, not a view, in torch) is written too.
+  TensorDict e = t.clone();
+  const at::Tensor rows = at::tensor({2, 0}, at::kLong);
+  e.copy_at_(src.index({rows}).exclude({"s"}), {rows});
+  EXPECT_TRUE(e.get("a").index({rows}).equal(src.get("a").index({rows})));
+  EXPECT_TRUE(e.get("a")[1].equal(t.get("a")[1]));
+
+  // Errors name the key and shapes; nothing is written.
+  TensorDict f = t.clone();
+  TensorDict wide = step.clone();
+  wide.set("a", at::ones({3, 1}));  // broadcastable, but copy_at_ does not broadcast
+  TD_EXPECT_THROW_MSG(f.copy_at_(wide, {Slice(), 2}), ValueError,
+                      {"'a'", "[3, 1]", "[3, 5]", "broadcast"});
+  TensorDict missing = step.clone();
+  missing.set({"n", "zz"}, at::ones({3, 2}));
+  TD_EXPECT_THROW_MSG(f.copy_at_(missing, {Slice(), 2}), KeyError, {"('n', 'zz')"});
+  TensorDict text = step.clone();
+  text.set_non_tensor("s", "x");  // this TensorDict's "s" is "a string!"
+  TD_EXPECT_THROW_MSG(f.copy_at_(text, {Slice(), 2}), ValueError, {"'s'"});
+  TensorDict into_text = step.clone();
+  into_text.set({"n", "x"}, at::ones({3, 2, 6}));
+  TensorDict g = f.clone();
+  g.set({"n", "x"}, "now text");
+  TD_EXPECT_THROW_MSG(g.copy_at_(into_text, {Slice(), 2}), TypeError, {"('n', 'x')"});
+  TD_EXPECT_THROW_MSG(f.copy_at_(step, {Slice(), 9}), c10::Error, {"'a'"});
+  for (const NestedKey& k : step.keys(kLeaves)) EXPECT_TRUE(f.get(k).equal(t.get(k))) << k;
+}
+
+TEST(DictOpsTest, CreateNestedAndFilterEmpty) {
+  TensorDict t({{"a", at::ones({3, 4})}, {"n", TensorDict({{"x", at::ones({3, 4, 2})}}, {3, 4})}},
+               {3, 4});
+  t.create_nested("root");
+  t.create_nested({"some", "nested", "value"});
+  t.create_nested({"n", "m"});  // inside an existing level: "n" and its leaf are kept
+  EXPECT_EQ(t.get_tensordict("root").batch_size(), at::IntArrayRef({3, 4}));
+  EXPECT_EQ(t.get_tensordict({"some", "nested", "value"}).batch_size(), at::IntArrayRef({3, 4}));
+  EXPECT_TRUE(t.get_tensordict({"some", "nested", "value"}).keys().empty());
+  EXPECT_TRUE(t.contains({"n", "x"}));
+  EXPECT_TRUE(t.get_tensordict({"n", "m"}).keys().empty());
+  // An existing entry is replaced.
+  t.create_nested("a");
+  EXPECT_TRUE(t.get_value("a").is_tensordict());
+
+  t.filter_empty_();
+  EXPECT_EQ(t.keys(), (std::vector<NestedKey>{"n"}));  // "a", "root", "some" held no leaf
+  EXPECT_EQ(t.get_tensordict("n").keys(), (std::vector<NestedKey>{"x"}));
+
+  t.lock_();
+  TD_EXPECT_THROW_MSG(t.create_nested("q"), LockedError, {"'q'", "locked"});
+  t.filter_empty_();  // nothing to remove: fine while locked
+  t.unlock_();
+  t.create_nested({"e", "f"});
+  t.lock_();
+  TD_EXPECT_THROW_MSG(t.filter_empty_(), LockedError, {"['e']", "locked"});
+  EXPECT_TRUE(t.contains({"e", "f"}));
+}
+
+TEST(DictOpsTest, ReplaceAndSeparates) {
+  const TensorDict t = SampleTensorDict();
+  const at::Tensor obs = at::zeros({3, 4, 5});
+  const TensorDict r = t.replace(TensorDict({{"a", obs}, {"new", at::ones({3, 4})}}, {3, 4}));
+  EXPECT_TRUE(r.get("a").is_same(obs));
+  EXPECT_TRUE(r.get("new").equal(at::ones({3, 4})));
+  EXPECT_TRUE(r.get("b").is_same(t.get("b")));  // shared, as copy() shares
+  EXPECT_FALSE(t.contains("new"));               // this TensorDict is unchanged
+  EXPECT_FALSE(t.get("a").is_same(obs));
+  EXPECT_TRUE(t.replace({{"b", at::zeros({3, 4}, at::kLong)}}).get("b").equal(at::zeros({3, 4}, at::kLong)));
+  TD_EXPECT_THROW_MSG(t.replace({{"q", at::ones({2})}}), BatchSizeError, {"'q'"});
+
+  TensorDict s = SampleTensorDict();
+  const at::Tensor a = s.get("a");
+  const TensorDict out = s.separates({"a", {"n", "x"}});
+  EXPECT_TRUE(out.get("a").is_same(a));
+  EXPECT_EQ(out.get({"n", "x"}).sizes(), at::IntArrayRef({3, 4, 2, 6}));
+  EXPECT_EQ(out.get_tensordict("n").batch_size(), at::IntArrayRef({3, 4, 2}));
+  EXPECT_EQ(out.batch_size(), s.batch_size());
+  EXPECT_FALSE(s.contains("a"));
+  EXPECT_FALSE(s.contains("n"));  // emptied, then filtered
+  EXPECT_TRUE(s.contains("b"));
+  // Missing keys: KeyError (nothing removed) when strict, skipped otherwise.
+  TensorDict m = SampleTensorDict();
+  TD_EXPECT_THROW_MSG(m.separates({"a", "zz"}), KeyError, {"'zz'"});
+  EXPECT_TRUE(m.contains("a"));
+  const TensorDict some = m.separates({"zz", "b"}, /*strict=*/false, /*filter_empty=*/false);
+  EXPECT_EQ(some.keys(), (std::vector<NestedKey>{"b"}));
+  m.separates({{"n", "x"}}, true, /*filter_empty=*/false);
+  EXPECT_TRUE(m.contains("n"));  // kept, empty
+  m.lock_();
+  TD_EXPECT_THROW_MSG(m.separates({"a"}), LockedError, {"locked"});
+  EXPECT_TRUE(m.contains("a"));
+}
+
+TEST(DictOpsTest, Fromkeys) {
+  const at::Tensor zero = at::zeros({});
+  const TensorDict t = TensorDict::fromkeys({"a", {"n", "b"}}, zero);
+  EXPECT_EQ(t.batch_size(), at::IntArrayRef({}));
+  EXPECT_EQ(t.keys(test::kLeaves), (std::vector<NestedKey>{"a", {"n", "b"}}));
+  EXPECT_TRUE(t.get("a").is_same(zero));
+  EXPECT_TRUE(t.get({"n", "b"}).is_same(zero));
+  EXPECT_EQ(TensorDict::fromkeys({"x", "y"}, "text").get_non_tensor("y"), "text");
+  EXPECT_TRUE(TensorDict::fromkeys({}, zero).keys().empty());
+}
+
+TEST(DictOpsTest, CatAndStackTensors) {
+  TensorDict t({{"pos", at::arange(6.0).view({3, 2})},
+                {"vel", at::ones({3, 2})},
+                {"n", {{"acc", at::zeros({3, 2})}}}},
+               {3});
+  const TensorDict before = t.clone();
+  t.cat_tensors({"pos", "vel", {"n", "acc"}}, "state", -1);
+  EXPECT_TRUE(t.get("state").equal(
+      at::cat({before.get("pos"), before.get("vel"), before.get({"n", "acc"})}, -1)));
+  EXPECT_FALSE(t.contains("pos"));
+  EXPECT_FALSE(t.contains({"n", "acc"}));
+  TensorDict s = before.clone();
+  s.stack_tensors({"pos", "vel"}, {"n", "both"}, 1, /*keep_entries=*/true);
+  EXPECT_TRUE(s.get({"n", "both"}).equal(at::stack({before.get("pos"), before.get("vel")}, 1)));
+  EXPECT_TRUE(s.contains("pos"));
+  // Errors change nothing: a missing key, shapes that do not fit (keyed), a result that does not
+  // start with the batch size, a locked TensorDict.
+  TensorDict e = before.clone();
+  TD_EXPECT_THROW_MSG(e.cat_tensors({"pos", "zz"}, "out"), KeyError, {"'zz'"});
+  TD_EXPECT_THROW_MSG(e.stack_tensors({"pos", "n"}, "out"), TypeError, {"'n'"});
+  e.set("wide", at::ones({3, 5}));
+  TD_EXPECT_THROW_MSG(e.stack_tensors({"pos", "wide"}, "out"), c10::Error, {"'out'", "stack"});
+  TD_EXPECT_THROW_MSG(e.cat_tensors({"pos", "vel"}, "out", 0), BatchSizeError,
+                      {"'out'", "[6, 2]", "torch.Size([3])"});
+  EXPECT_TRUE(e.contains("pos") && e.contains("vel") && !e.contains("out"));
+  e.lock_();
+  TD_EXPECT_THROW_MSG(e.cat_tensors({"pos", "vel"}, "out", 1), LockedError, {"locked"});
+  EXPECT_TRUE(e.contains("pos"));
+}
+
+TEST(DictOpsTest, CatStackFromTensorDictAndNonTensorItems) {
+  const TensorDict t({{"b", at::ones({3, 2})},
+                      {"a", at::arange(6.0).view({3, 2})},
+                      {"n", {{"c", at::zeros({3, 2})}, {"note", "deep"}}},
+                      {"s", "top"}},
+                     {3});
+  const at::Tensor a = t.get("a"), b = t.get("b"), c = t.get({"n", "c"});
+  EXPECT_TRUE(t.cat_from_tensordict().equal(at::cat({b, a, c}, 0)));  // key order
+  EXPECT_TRUE(t.cat_from_tensordict(1, /*sorted=*/true).equal(at::cat({a, b, c}, 1)));
+  EXPECT_TRUE(t.stack_from_tensordict(-1).equal(at::stack({b, a, c}, -1)));
+  EXPECT_TRUE(t.stack_from_tensordict({{"n", "c"}, "a", "b"}).equal(at::stack({c, a, b})));
+  EXPECT_TRUE(t.cat_from_tensordict({"a", {"n", "c"}, "b"}, 1).equal(at::cat({a, c, b}, 1)));
+  TD_EXPECT_THROW_MSG(t.cat_from_tensordict({"a", "zz"}), ValueError,
+                      {"missing ['b', ('n', 'c')]", "'zz'"});
+  TD_EXPECT_THROW_MSG(t.stack_from_tensordict({"a", "b", "s", {"n", "c"}}), ValueError, {"'s'"});
+
+  const std::vector<TensorDict::Item> top = t.non_tensor_items();
+  ASSERT_EQ(top.size(), 1u);
+  EXPECT_EQ(top[0].first, NestedKey("s"));
+  EXPECT_EQ(top[0].second.non_tensor(), "top");
+  const std::vector<TensorDict::Item> all = t.non_tensor_items(/*include_nested=*/true);
+  ASSERT_EQ(all.size(), 2u);
+  EXPECT_EQ(all[0].first, NestedKey({"n", "note"}));
+  EXPECT_EQ(all[1].first, NestedKey("s"));
+}
+
 }  // namespace
 }  // namespace td

@@ -1,4 +1,5 @@
-// TensorDict printing (repr, operator<<) and torch interop (IValue, state dicts).
+// TensorDict printing (repr, operator<<) and torch interop (IValue, to_dict, tolist, state
+// dicts).
 #include "td/core/tensordict.h"
 
 #include <ATen/ATen.h>
@@ -122,25 +123,43 @@ std::string TensorDict::repr() const {
 
 std::ostream& operator<<(std::ostream& os, const TensorDict& td) { return os << td.repr(); }
 
-c10::IValue TensorDict::to_ivalue() const {
+namespace {
+
+// The entries of `td` as a nested dict; with `metadata`, each level also holds its batch size and
+// device (to_ivalue), read back by from_ivalue (the "__batch_size" / "__device" entries of
+// upstream's legacy state dicts).
+c10::IValue ToDict(const TensorDict& td, bool metadata) {
   c10::impl::GenericDict dict(c10::StringType::get(), c10::AnyType::get());
-  // Batch size and device of this level, read back by from_ivalue (the "__batch_size" /
-  // "__device" entries of upstream's legacy state dicts).
-  dict.insert(std::string(kIValueBatchSizeKey), c10::IValue(batch_size().vec()));
-  dict.insert(std::string(kIValueDeviceKey),
-              device() ? c10::IValue(device()->str()) : c10::IValue());
-  const Storage& s = *storage_;
+  if (metadata) {
+    dict.insert(std::string(kIValueBatchSizeKey), c10::IValue(td.batch_size().vec()));
+    dict.insert(std::string(kIValueDeviceKey),
+                td.device() ? c10::IValue(td.device()->str()) : c10::IValue());
+  }
+  const Storage& s = td.storage();
   for (const std::string& k : s.keys()) {
     Value v = *s.get(k);
     if (v.is_tensor()) {
       dict.insert(k, v.tensor());
     } else if (v.is_tensordict()) {
-      dict.insert(k, v.tensordict().to_ivalue());
+      dict.insert(k, ToDict(v.tensordict(), metadata));
     } else {
       dict.insert(k, JsonToIValue(v.non_tensor()));
     }
   }
   return c10::IValue(dict);
+}
+
+}  // namespace
+
+c10::IValue TensorDict::to_ivalue() const { return ToDict(*this, /*metadata=*/true); }
+
+c10::IValue TensorDict::to_dict() const { return ToDict(*this, /*metadata=*/false); }
+
+c10::IValue TensorDict::tolist() const {
+  if (batch_dims() == 0) return to_dict();
+  c10::impl::GenericList list(c10::AnyType::get());
+  for (const TensorDict& element : unbind(0)) list.push_back(element.tolist());
+  return c10::IValue(list);
 }
 
 TensorDict TensorDict::from_ivalue(const c10::IValue& value, at::IntArrayRef batch_size,

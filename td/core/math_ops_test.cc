@@ -43,11 +43,13 @@ TEST(MathOpsTest, DevicesDtypesMemory) {
   EXPECT_EQ(moved.device(), at::Device("cpu"));
   EXPECT_EQ(moved.get_tensordict("n").device(), at::Device("cpu"));
   ExpectLeafwise(t, moved, [](const at::Tensor& x) { return x; });
+  // Every leaf is cast, the int64 one too (Python's td.to(dtype)).
   TensorDict dbl = t.to(at::kDouble);
-  ExpectLeafwise(t, dbl, [](const at::Tensor& x) { return x.is_floating_point() ? x.to(at::kDouble) : x; });
-  EXPECT_EQ(dbl.get("b").scalar_type(), at::kLong);
+  ExpectLeafwise(t, dbl, [](const at::Tensor& x) { return x.to(at::kDouble); });
+  EXPECT_EQ(dbl.get("b").scalar_type(), at::kDouble);
   TensorDict both = t.to(at::Device("cpu"), at::kHalf, /*non_blocking=*/true);
-  EXPECT_EQ(both.get("a").scalar_type(), at::kHalf);
+  ExpectLeafwise(t, both, [](const at::Tensor& x) { return x.to(at::kHalf); });
+  EXPECT_EQ(both.get("b").scalar_type(), at::kHalf);
   EXPECT_EQ(both.device(), at::Device("cpu"));
   ExpectLeafwise(t, t.to(at::kLong), [](const at::Tensor& x) { return x.to(at::kLong); });
   EXPECT_FALSE(t.cpu().is_same(t));

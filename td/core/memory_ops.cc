@@ -1,17 +1,22 @@
-// Devices, dtypes and memory over every leaf: to / cpu / cuda, to_dense, contiguous, detach,
-// requires_grad_, pin_memory, gradients (grad, zero_grad), new tensors shaped like this one
-// (new_*) and the *_like free functions. Declared in td/core/ops.def and td/core/operators.h;
-// built on NOTE [ Leaf maps ] (td/core/internal/leaves.h).
+// Devices, dtypes and memory over every leaf: to / cpu / cuda, clear_device_ / auto_device_, the
+// dtype verbs (float32, ...), to_dense, contiguous, detach, requires_grad_, pin_memory, gradients
+// (grad, zero_grad, data, backward), new tensors shaped like this one (new_*) and the *_like free
+// functions. Declared in td/core/ops.def and td/core/operators.h; built on NOTE [ Leaf maps ]
+// (td/core/internal/leaves.h).
 #include <ATen/ATen.h>
 #include <c10/core/impl/DeviceGuardImplInterface.h>
+#include <torch/csrc/autograd/autograd.h>
 
+#include <functional>
+#include <optional>
 #include <string>
 #include <vector>
 
-#include "td/core/dtype.h"
+#include "td/compat/torch.h"
 #include "td/core/internal/in_place.h"
 #include "td/core/internal/leafwise.h"
 #include "td/core/internal/leaves.h"
+#include "td/core/internal/storage_access.h"
 #include "td/core/internal/tensordict_util.h"
 #include "td/core/tensordict.h"
 
@@ -60,6 +65,36 @@ at::Tensor NewTensor(const at::Tensor& leaf, const at::Tensor& data, const NewOp
   return t;
 }
 
+// Sets the device of every level of `td` (the root and its nested TensorDicts) to `device`.
+// ValueError naming a lazy level, checked before any level changes.
+void SetLevelsDevice(const TensorDict& td, std::optional<at::Device> device, const char* op) {
+  const LeafTree tree(td, /*stop_at_lazy=*/true);
+  if (tree.has_lazy_level()) {
+    const std::optional<NestedKey> key = tree.lazy_level_key();
+    TD_FAIL(ValueError, op, "(): ", key ? "the level " + key->repr() : std::string("the TensorDict"),
+            " is on the ", tree.lazy_level().backend(), " backend, whose device follows the "
+            "TensorDicts it is built from; call ", op, "() on them");
+  }
+  std::function<void(const TensorDict&)> set = [&](const TensorDict& level) {
+    internal::MutableStorage(level).set_device(device);
+    for (const std::string& k : level.storage().keys()) {
+      std::optional<Value> v = level.storage().get(k);
+      if (v && v->is_tensordict()) set(v->tensordict());
+    }
+  };
+  set(td);
+}
+
+// torch.uint16 / uint32 / uint64, which only some LibTorch versions have.
+at::ScalarType UnsignedDtype(int bits) {
+  std::optional<at::ScalarType> t = compat::UnsignedDtype(bits);
+  if (!t) {
+    TD_FAIL(TypeError, "uint", bits, "(): torch.uint", bits, " needs LibTorch 2.3 or later; this "
+            "is LibTorch ", compat::kTorchVersionMajor, ".", compat::kTorchVersionMinor);
+  }
+  return *t;
+}
+
 // "cuda" -> the current cuda device ("cuda:0"); a device with an index, or the CPU, as is.
 at::Device NormalizeDevice(at::Device device) {
   if (device.has_index() || device.is_cpu() || device.type() == at::kMeta) return device;
@@ -69,6 +104,48 @@ at::Device NormalizeDevice(at::Device device) {
   }
   const at::Device current = c10::impl::getDeviceGuardImpl(device.type())->getDevice();
   return at::Device(device.type(), current.index());
+}
+
+// backward() over the leaves of `td` that require grad, with `gradient`'s leaves (or implicit
+// ones) as their gradients; everything checked before autograd runs.
+void Backward(const TensorDict& td, const TensorDict* gradient, std::optional<bool> retain_graph,
+              bool create_graph) {
+  LeafTree tree(td);
+  std::vector<at::Tensor> outputs, grads;
+  std::vector<NestedKey> missing;
+  for (size_t i = 0; i < tree.num_leaves(); ++i) {
+    const at::Tensor& leaf = tree.leaves()[i];
+    if (!leaf.requires_grad()) continue;
+    outputs.push_back(leaf);
+    if (gradient == nullptr) {
+      if (leaf.numel() != 1) {
+        TD_FAIL(ValueError, "backward(): the leaf ", tree.key(i).repr(), " has shape ",
+                leaf.sizes(), "; an implicit gradient needs one element per leaf: pass a "
+                "gradient TensorDict");
+      }
+      continue;
+    }
+    std::optional<Value> g = gradient->find(tree.key(i));
+    if (!g || !g->is_tensor()) {
+      missing.push_back(tree.key(i));
+      continue;
+    }
+    if (g->tensor().sizes() != leaf.sizes()) {
+      TD_FAIL(ValueError, "backward(): the gradient of ", tree.key(i).repr(), " has shape ",
+              g->tensor().sizes(), ", the leaf ", leaf.sizes());
+    }
+    grads.push_back(g->tensor());
+  }
+  if (!missing.empty()) {
+    TD_FAIL(KeyError, "backward(): the gradient TensorDict has no tensor under ",
+            KeysRepr(missing), " (leaves that require grad)");
+  }
+  if (outputs.empty()) {
+    TD_FAIL(ValueError, "backward(): no leaf of the TensorDict requires grad");
+  }
+  torch::autograd::backward(outputs, grads,
+                            retain_graph ? c10::optional<bool>(*retain_graph) : c10::nullopt,
+                            create_graph);
 }
 
 }  // namespace
@@ -94,38 +171,24 @@ TensorDict TensorDict::to(at::Device device, bool non_blocking) const {
 }
 
 TensorDict TensorDict::to(at::ScalarType dtype) const {
-  // A floating dtype casts the floating leaves (nn::Module::to); any other dtype casts every
-  // leaf, as Python tensordict does.
-  const bool all = !at::isFloatingType(dtype);
+  // Every leaf, as Python tensordict does (docs/porting.md).
   LeafTree tree(*this);
   std::optional<std::vector<at::Tensor>> out;
-  if (!tree.leaves().empty() && tree.leaves()[0].scalar_type() != dtype &&
-      (all || tree.leaves()[0].is_floating_point())) {
+  if (!tree.leaves().empty() && tree.leaves()[0].scalar_type() != dtype) {
     out = internal::CopyOneBuffer(tree.leaves(), at::TensorOptions().dtype(dtype));
   }
   if (!out) {
     out = MapEach(
-        tree,
-        [dtype, all](size_t, const at::Tensor& t) {
-          return all || t.is_floating_point() ? t.to(dtype) : t;
-        },
-        "casting", parallel::ParallelOptions());
+        tree, [dtype](size_t, const at::Tensor& t) { return t.to(dtype); }, "casting",
+        parallel::ParallelOptions());
   }
   return tree.Rebuild(std::move(*out), batch_size(), /*check=*/false);
 }
 
 TensorDict TensorDict::to(at::Device device, at::ScalarType dtype, bool non_blocking) const {
-  if (!at::isFloatingType(dtype)) {
-    TD_FAIL(TypeError, "to(device, dtype) casts the floating-point leaves and needs a floating "
-                    "dtype, got ", DtypeName(dtype));
-  }
   LeafTree tree(*this);
   std::vector<at::Tensor> out = MapEach(
-      tree,
-      [&](size_t, const at::Tensor& t) {
-        return t.is_floating_point() ? t.to(device, dtype, non_blocking)
-                                     : t.to(device, non_blocking);
-      },
+      tree, [&](size_t, const at::Tensor& t) { return t.to(device, dtype, non_blocking); },
       "moving", parallel::ParallelOptions());
   return tree.Rebuild(std::move(out), batch_size(), /*check=*/false,
                       std::optional<at::Device>(device));
@@ -197,6 +260,49 @@ TensorDict TensorDict::to(const char* device, bool non_blocking) const {
   return to(std::string(device), non_blocking);
 }
 
+// ---- the device of the levels ------------------------------------------------------------
+
+TensorDict& TensorDict::clear_device_() {
+  SetLevelsDevice(*this, std::nullopt, "clear_device_");
+  return *this;
+}
+
+TensorDict& TensorDict::auto_device_() {
+  std::optional<at::Device> device;
+  bool one = true;
+  const LeafTree tree(*this, /*stop_at_lazy=*/true);  // a lazy level: SetLevelsDevice throws
+  for (const at::Tensor& t : tree.leaves()) {
+    if (device && *device != t.device()) one = false;
+    device = t.device();
+  }
+  SetLevelsDevice(*this, one ? device : std::nullopt, "auto_device_");
+  return *this;
+}
+
+// ---- the dtype verbs ----------------------------------------------------------------------
+
+#define TD_CAST_(name, dtype) \
+  TensorDict TensorDict::name() const { return to(dtype); }
+TD_CAST_(half, at::kHalf)
+TD_CAST_(bfloat16, at::kBFloat16)
+TD_CAST_(float16, at::kHalf)
+TD_CAST_(float32, at::kFloat)
+TD_CAST_(float64, at::kDouble)
+TD_CAST_(int8, at::kChar)
+TD_CAST_(int16, at::kShort)
+TD_CAST_(int32, at::kInt)
+TD_CAST_(int64, at::kLong)
+TD_CAST_(uint8, at::kByte)
+TD_CAST_(uint16, UnsignedDtype(16))
+TD_CAST_(uint32, UnsignedDtype(32))
+TD_CAST_(uint64, UnsignedDtype(64))
+TD_CAST_(complex32, at::kComplexHalf)
+TD_CAST_(complex64, at::kComplexFloat)
+TD_CAST_(complex128, at::kComplexDouble)
+#undef TD_CAST_
+
+TensorDict TensorDict::type(at::ScalarType dtype) const { return to(dtype); }
+
 // ---- gradients ----------------------------------------------------------------------------
 
 TensorDict TensorDict::grad() const {
@@ -219,6 +325,19 @@ TensorDict& TensorDict::zero_grad(bool set_to_none) {
   }
   if (!grads.empty()) at::_foreach_zero_(grads);
   return *this;
+}
+
+TensorDict TensorDict::data() const {
+  return MapLeaves(*this, [](const at::Tensor& t) { return t.variable_data(); }, "reading .data of");
+}
+
+void TensorDict::backward(std::optional<bool> retain_graph, bool create_graph) const {
+  Backward(*this, nullptr, retain_graph, create_graph);
+}
+
+void TensorDict::backward(const TensorDict& gradient, std::optional<bool> retain_graph,
+                          bool create_graph) const {
+  Backward(*this, &gradient, retain_graph, create_graph);
 }
 
 // ---- new_* --------------------------------------------------------------------------------

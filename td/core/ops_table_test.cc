@@ -1,6 +1,6 @@
-// Checks that keep the op table (td/core/ops.def, NOTE [ The op table ]) and the code around it
-// in step: every overload of a name is defined in one file, the file its section heading names;
-// the docs name every op.
+// Checks that keep the op table (td/core/ops.def and the section files it includes, NOTE [ The
+// op table ]) and the code around it in step: every overload of a name is defined in one file,
+// the file its section heading names; the docs name every op.
 #include <gtest/gtest.h>
 
 #include <cctype>
@@ -30,10 +30,22 @@ struct Row {
   std::string file;  // the .cc file of its section
 };
 
-// The rows of ops.def with the td/core file named by the section heading above each.
+// The table's text: ops.def with each `#include "td/core/<section>.def"` replaced by that file.
+std::string TableText(const std::string& path = "td/core/ops.def") {
+  std::istringstream in(Read(path));
+  const std::regex include(R"re(^#include "(td/core/\w+\.def)")re");
+  std::string text, line;
+  std::smatch m;
+  while (std::getline(in, line)) {
+    text += std::regex_search(line, m, include) ? TableText(m[1]) : line + "\n";
+  }
+  return text;
+}
+
+// The rows of the table with the td/core file named by the section heading above each.
 std::vector<Row> Rows() {
   std::vector<Row> rows;
-  std::istringstream in(Read("td/core/ops.def"));
+  std::istringstream in(TableText());
   const std::regex heading(R"(^// ---- .*\(td/core/(\w+\.cc))");
   const std::regex op(R"(^TD_OP\((\w+), [^(]*?, (\w+), )");
   const std::regex unary(R"(^TD_UNARY\((\w+), (FOREACH|PLAIN)\))");

@@ -1,6 +1,7 @@
-// Element-wise ops over every leaf: arithmetic (+ - * / pow), zero_ / fill_, clamp, the unary
-// math family, comparisons, lerp, maximum / minimum, addcmul / addcdiv, remainder and the bitwise
-// ops, with their operators. Declared in td/core/ops.def and td/core/operators.h /
+// Element-wise ops over every leaf: arithmetic (+ - * / pow, rsub), zero_ / fill_, clamp
+// (clamp_min / clamp_max), the unary math family, comparisons, the is* predicates (isnan, ...),
+// lerp, maximum / minimum, addcmul / addcdiv, remainder (mod), logical_and and the bitwise ops,
+// with their operators. Declared in td/core/ops_math.def and td/core/operators.h /
 // td/core/pointwise_ops.h; every op runs on the one leaf-wise engine of
 // td/core/internal/leafwise.h (LeafwiseOut / LeafwiseIn).
 //
@@ -343,6 +344,69 @@ TD_BINARY(bitwise_or)
 TD_BINARY(bitwise_xor)
 #undef TD_BINARY
 
+TensorDict TensorDict::mod(const Operand& other) const { return remainder(other); }
+
+TensorDict TensorDict::logical_and(const Operand& other) const {
+  return LeafwiseOut(
+      *this, {&other}, {},
+      [](const at::Tensor& x, const std::vector<LeafArg>& a) {
+        return at::logical_and(x, a[0].tensor());
+      },
+      "logical_and of");
+}
+
+TensorDict TensorDict::rsub(const Operand& other, const at::Scalar& alpha) const {
+  return LeafwiseOut(
+      *this, {&other}, {},
+      [&](const at::Tensor& x, const std::vector<LeafArg>& a) {
+        return a[0].s ? at::rsub(x, *a[0].s, alpha) : at::rsub(x, a[0].t, alpha);
+      },
+      "rsub of");
+}
+
+// ---- clamp_min / clamp_max with a TensorDict, tensor or number ----------------------------
+
+#define TD_CLAMP_BOUND_(name)                                                                 \
+  TensorDict TensorDict::name(const Operand& bound) const {                                   \
+    return LeafwiseOut(                                                                       \
+        *this, {&bound}, {},                                                                  \
+        [](const at::Tensor& x, const std::vector<LeafArg>& a) {                              \
+          return a[0].s ? at::name(x, *a[0].s) : at::name(x, a[0].t);                         \
+        },                                                                                    \
+        #name " of");                                                                         \
+  }                                                                                           \
+  TensorDict& TensorDict::name##_(const Operand& bound) {                                     \
+    return LeafwiseIn(                                                                        \
+        *this, {&bound}, {},                                                                  \
+        [](at::Tensor& x, const std::vector<LeafArg>& a) {                                    \
+          if (a[0].s) {                                                                       \
+            x.name##_(*a[0].s);                                                               \
+          } else {                                                                            \
+            x.name##_(a[0].t);                                                                \
+          }                                                                                   \
+        },                                                                                    \
+        #name "_");                                                                           \
+  }
+TD_CLAMP_BOUND_(clamp_min)
+TD_CLAMP_BOUND_(clamp_max)
+#undef TD_CLAMP_BOUND_
+
+// ---- the is* predicates -------------------------------------------------------------------
+
+#define TD_PREDICATE_(name)                                                                   \
+  TensorDict TensorDict::name() const {                                                       \
+    return LeafwiseOut(                                                                       \
+        *this, {}, {},                                                                        \
+        [](const at::Tensor& x, const std::vector<LeafArg>&) { return at::name(x); },         \
+        #name " of");                                                                         \
+  }
+TD_PREDICATE_(isnan)
+TD_PREDICATE_(isfinite)
+TD_PREDICATE_(isposinf)
+TD_PREDICATE_(isneginf)
+TD_PREDICATE_(isreal)
+#undef TD_PREDICATE_
+
 TensorDict TensorDict::bitwise_not() const {
   return LeafwiseOut(
       *this, {}, {}, [](const at::Tensor& x, const std::vector<LeafArg>&) { return at::bitwise_not(x); },
@@ -355,7 +419,7 @@ TensorDict& TensorDict::bitwise_not_() {
 }
 // ---- the unary math family ----------------------------------------------------------------
 
-// One definition pair per TD_UNARY row of td/core/ops.def.
+// One definition pair per TD_UNARY row of the op table (td/core/ops_math.def).
 #define TD_UNARY_FOREACH_(name)                                                               \
   TensorDict TensorDict::name() const {                                                       \
     return LeafwiseOut(                                                                       \

@@ -51,8 +51,9 @@ void ExpectLeafwise2(const TensorDict& src, const TensorDict& other, const Tenso
   for (const NestedKey& k : src.keys(kLeaves)) {
     if (!src.get_value(k).is_tensor()) continue;
     const at::Tensor e = fn(src.get(k), other.get(k));
-    ASSERT_EQ(r.get(k).scalar_type(), e.scalar_type()) << k;
-    EXPECT_TRUE(r.get(k).allclose(e, 1e-5, 1e-6, true)) << k;
+    const at::Tensor got = r.get(k);
+    ASSERT_EQ(got.scalar_type(), e.scalar_type()) << k;
+    EXPECT_TRUE(got.is_floating_point() ? got.allclose(e, 1e-5, 1e-6, true) : got.equal(e)) << k;
   }
 }
 
@@ -307,6 +308,84 @@ TEST(PointwiseOpsTest, OneBufferOperandsInPlaceAndCopies) {
   const TensorDict apart({{"a", sparse.narrow(0, 0, 6)}, {"b", sparse.narrow(0, 100, 6)}}, {6});
   const TensorDict apart_twice = apart * 2;
   EXPECT_NE(storage_of(apart_twice, "a"), storage_of(apart_twice, "b"));
+}
+
+// clamp_min / clamp_max with a TensorDict, tensor or number bound, out of place and in place.
+TEST(PointwiseOpsTest, ClampMinMax) {
+  const TensorDict a = Floats(), b = Floats(-0.5, 0.5);
+  const Fn2 lo = [](const at::Tensor& x, const at::Tensor& y) { return at::clamp_min(x, y); };
+  const Fn2 hi = [](const at::Tensor& x, const at::Tensor& y) { return at::clamp_max(x, y); };
+  ExpectLeafwise2(a, b, a.clamp_min(b), lo);
+  ExpectLeafwise2(a, b, a.clamp_max(b), hi);
+  ExpectLeafwise(a, a.clamp_min(0.25), [](const at::Tensor& x) { return at::clamp_min(x, 0.25); });
+  ExpectLeafwise(a, a.clamp_max(0.25), [](const at::Tensor& x) { return at::clamp_max(x, 0.25); });
+  const at::Tensor bound = at::full({}, -0.1);
+  ExpectLeafwise(a, a.clamp_max(bound), [&](const at::Tensor& x) { return at::clamp_max(x, bound); });
+  TensorDict c = a.clone();
+  c.clamp_min_(b);
+  ExpectLeafwise2(a, b, c, lo);
+  c = a.clone();
+  c.clamp_max_(0.0);
+  ExpectLeafwise(a, c, [](const at::Tensor& x) { return at::clamp_max(x, 0.0); });
+  // A bound that lacks a leaf: KeyError naming it; in place nothing is written.
+  TensorDict partial({{"a", at::zeros({3, 4, 5})}}, {3, 4});
+  c = a.clone();
+  TD_EXPECT_THROW_MSG(c.clamp_min_(partial), c10::Error, {"['n']", "missing"});
+  EXPECT_TRUE(c.get("a").equal(a.get("a")));
+  // A bound that does not broadcast into a leaf: keyed error with both shapes, nothing written.
+  TD_EXPECT_THROW_MSG(c.clamp_max_(at::zeros({5})), c10::Error, {"('n', 'x')"});
+  EXPECT_TRUE(c.get("a").equal(a.get("a")));
+}
+
+// mod is remainder; rsub is other - alpha * this (torch.rsub); logical_and gives bools.
+TEST(PointwiseOpsTest, ModRsubLogicalAnd) {
+  const TensorDict a = Floats(), b = Floats(1, 2);
+  ExpectLeafwise2(a, b, a.mod(b), [](const at::Tensor& x, const at::Tensor& y) {
+    return at::remainder(x, y);
+  });
+  ExpectLeafwise(a, a.mod(0.3), [](const at::Tensor& x) { return at::remainder(x, 0.3); });
+  ExpectLeafwise2(a, b, a.rsub(b, 0.5), [](const at::Tensor& x, const at::Tensor& y) {
+    return at::rsub(x, y, 0.5);  // y - 0.5 * x
+  });
+  ExpectLeafwise(a, a.rsub(1), [](const at::Tensor& x) { return 1 - x; });
+  const TensorDict ints = Ints();
+  const TensorDict i = ints.select({"i"});  // (torch.rsub refuses bool tensors)
+  ExpectLeafwise(i, i.rsub(3, 2), [](const at::Tensor& x) { return 3 - 2 * x; });
+  ExpectLeafwise2(a, b, a.logical_and(b), [](const at::Tensor& x, const at::Tensor& y) {
+    return at::logical_and(x, y);
+  });
+  const at::Tensor yes = at::ones({}, at::kBool);
+  ExpectLeafwise(ints, ints.logical_and(yes), [&](const at::Tensor& x) {
+    return at::logical_and(x, yes);
+  });
+  ExpectLeafwise(ints, ints.logical_and(0), [](const at::Tensor& x) {
+    return at::logical_and(x, at::zeros({}, at::kLong));
+  });
+  EXPECT_EQ(a.logical_and(b).get({"n", "x"}).scalar_type(), at::kBool);
+  TensorDict partial({{"a", at::zeros({3, 4, 5})}}, {3, 4});
+  TD_EXPECT_THROW_MSG(a.rsub(partial), c10::Error, {"['n']", "missing"});
+}
+
+// isnan / isfinite / isposinf / isneginf / isreal against ATen on every leaf.
+TEST(PointwiseOpsTest, Predicates) {
+  TensorDict a = Floats();
+  a.get("a").index_put_({0, 0}, NAN);
+  a.get({"n", "x"}).index_put_({1, 1, 0}, INFINITY);
+  a.get({"n", "x"}).index_put_({2, 3, 1}, -INFINITY);
+  a.set("c", at::complex(at::ones({3, 4}), at::arange(12.0).view({3, 4}) % 2));
+  const std::vector<std::pair<TensorDict, Fn>> cases = {
+      {a.isnan(), [](const at::Tensor& x) { return at::isnan(x); }},
+      {a.isfinite(), [](const at::Tensor& x) { return at::isfinite(x); }},
+      {a.isreal(), [](const at::Tensor& x) { return at::isreal(x); }}};
+  for (const auto& [r, fn] : cases) ExpectLeafwise(a, r, fn);
+  const TensorDict reals = a.exclude({"c"});
+  ExpectLeafwise(reals, reals.isposinf(), [](const at::Tensor& x) { return at::isposinf(x); });
+  ExpectLeafwise(reals, reals.isneginf(), [](const at::Tensor& x) { return at::isneginf(x); });
+  EXPECT_EQ(a.isnan().get("a").sum().item<int64_t>(), 5);  // the row a[0, 0, :]
+  EXPECT_FALSE(a.isfinite().all());
+  EXPECT_TRUE(Ints().isfinite().all());
+  // isposinf of a complex leaf: LibTorch's error, naming the key.
+  TD_EXPECT_THROW_MSG(a.isposinf(), c10::Error, {"'c'"});
 }
 
 }  // namespace

@@ -1,7 +1,8 @@
-// Reductions over every leaf (sum, mean, std, var, min, max, norm, any, all, logsumexp, prod,
-// nansum, nanmean, quantile, min / max with indices, cummax / cummin) and the ops along one batch
-// dim (softmax, log_softmax). Declared in td/core/ops.def; built on NOTE [ Leaf maps ]
-// (td/core/internal/leaves.h); errors follow NOTE [ Leaf-wise math ] (td/core/pointwise_ops.cc).
+// Reductions over every leaf (sum, mean, std, var, min / amin, max / amax, norm, any, all,
+// logsumexp, prod, nansum, nanmean, quantile, min / max with indices, cummax / cummin) and the ops
+// along one batch dim (softmax, log_softmax). Declared in td/core/ops_math.def; built on
+// NOTE [ Leaf maps ] (td/core/internal/leaves.h); errors follow NOTE [ Leaf-wise math ]
+// (td/core/pointwise_ops.cc).
 #include <ATen/ATen.h>
 
 #include <algorithm>
@@ -265,7 +266,12 @@ TD_DIMS_OVERLOAD_(logsumexp)
 TD_DIMS_OVERLOAD_(prod)
 TD_DIMS_OVERLOAD_(nansum)
 TD_DIMS_OVERLOAD_(nanmean)
+TD_DIMS_OVERLOAD_(amin)
+TD_DIMS_OVERLOAD_(amax)
 #undef TD_DIMS_OVERLOAD_
+
+TensorDict TensorDict::amin(const ReduceOptions& o) const { return min(o); }
+TensorDict TensorDict::amax(const ReduceOptions& o) const { return max(o); }
 
 // ---- all / any of everything ---------------------------------------------------------------
 

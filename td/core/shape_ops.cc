@@ -1,6 +1,6 @@
 // Shape operations on the batch dims: view, reshape, squeeze, unsqueeze, permute, transpose,
-// expand, flatten, unflatten, split, chunk, unbind, flip, roll, narrow, repeat, repeat_interleave,
-// gather, where, masked_fill(_), masked_select, pad. Each computes the result batch size from the
+// expand, flatten, unflatten, split, chunk, unbind, flip (fliplr, flipud), roll, rot90, narrow,
+// repeat, tile, repeat_interleave, gather, where, masked_fill(_), masked_select, pad, atleast_*d. Each computes the result batch size from the
 // batch size with the tensor op's own rules, normalises dims against the batch dims, and maps
 // the op over every leaf (see NOTE [ Leaf maps ] in td/core/internal/leaves.h).
 #include <ATen/ATen.h>
@@ -536,6 +536,63 @@ TensorDict TensorDict::moveaxis(at::IntArrayRef source, at::IntArrayRef destinat
 TensorDict TensorDict::swapaxes(int64_t axis0, int64_t axis1) const {
   return transpose(axis0, axis1);
 }
+
+TensorDict TensorDict::swapdims(int64_t dim0, int64_t dim1) const { return transpose(dim0, dim1); }
+
+TensorDict TensorDict::fliplr() const {
+  if (batch_dims() < 2) {
+    TD_FAIL(ValueError, "fliplr: needs at least 2 batch dims; the batch size is ",
+            SizeRepr(batch_size()));
+  }
+  return flip({1});
+}
+
+TensorDict TensorDict::flipud() const {
+  if (batch_dims() < 1) {
+    TD_FAIL(ValueError, "flipud: needs at least 1 batch dim; the batch size is ",
+            SizeRepr(batch_size()));
+  }
+  return flip({0});
+}
+
+TensorDict TensorDict::rot90(int64_t k, at::IntArrayRef dims) const {
+  if (dims.size() != 2) {
+    TD_FAIL(ValueError, "rot90: dims must name two batch dims, got ", dims, " for batch size ",
+            SizeRepr(batch_size()));
+  }
+  const int64_t d0 = WrapBatchDim(dims[0], batch_dims(), batch_size(), "rot90");
+  const int64_t d1 = WrapBatchDim(dims[1], batch_dims(), batch_size(), "rot90");
+  if (d0 == d1) {
+    TD_FAIL(ValueError, "rot90: dims must be two different batch dims, got ", dims,
+            " for batch size ", SizeRepr(batch_size()));
+  }
+  std::vector<int64_t> nb = batch_size().vec();
+  if (k % 2 != 0) std::swap(nb[d0], nb[d1]);
+  return MapShape(*this, nb, "rotating",
+                  [&](const at::Tensor& t) { return at::rot90(t, k, {d0, d1}); });
+}
+
+TensorDict TensorDict::tile(at::IntArrayRef dims) const {
+  // torch.tile: fewer entries than dims are padded with leading 1s; then it is repeat.
+  std::vector<int64_t> repeats(dims.begin(), dims.end());
+  if (static_cast<int64_t>(repeats.size()) < batch_dims()) {
+    repeats.insert(repeats.begin(), batch_dims() - static_cast<int64_t>(repeats.size()), 1);
+  }
+  return repeat(repeats);
+}
+
+namespace {
+// `td` with leading batch dims of size 1 added up to `n` batch dims (torch.atleast_<n>d).
+TensorDict AtLeast(const TensorDict& td, int64_t n) {
+  TensorDict out = td;
+  while (out.batch_dims() < n) out = out.unsqueeze(0);
+  return out;
+}
+}  // namespace
+
+TensorDict TensorDict::atleast_1d() const { return AtLeast(*this, 1); }
+TensorDict TensorDict::atleast_2d() const { return AtLeast(*this, 2); }
+TensorDict TensorDict::atleast_3d() const { return AtLeast(*this, 3); }
 
 std::vector<TensorDict> TensorDict::tensor_split(int64_t sections, int64_t dim) const {
   if (sections < 1) {

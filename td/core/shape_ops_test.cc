@@ -264,5 +264,48 @@ TEST(ShapeOpsTest, Pad) {
   TD_EXPECT_THROW_MSG(t.pad({-4, 0}), c10::ValueError, {"negative"});
 }
 
+// fliplr / flipud / rot90 / tile / atleast_*d / swapdims against torch's op on every leaf's batch
+// dims (nested leaves keep their extra dims after them).
+TEST(ShapeOpsTest, FlipsRot90TileAtLeast) {
+  const TensorDict t = SampleTensorDict();  // batch [3, 4]
+  ExpectLeafwise(t, t.fliplr(), {3, 4}, [](const at::Tensor& x) { return x.flip({1}); });
+  ExpectLeafwise(t, t.flipud(), {3, 4}, [](const at::Tensor& x) { return x.flip({0}); });
+  ExpectLeafwise(t, t.rot90(), {4, 3}, [](const at::Tensor& x) { return at::rot90(x, 1, {0, 1}); });
+  ExpectLeafwise(t, t.rot90(2), {3, 4}, [](const at::Tensor& x) { return at::rot90(x, 2, {0, 1}); });
+  ExpectLeafwise(t, t.rot90(-1, {1, 0}), {4, 3},
+                 [](const at::Tensor& x) { return at::rot90(x, -1, {1, 0}); });
+  ExpectLeafwise(t, t.rot90(3, {-1, 0}), {4, 3},
+                 [](const at::Tensor& x) { return at::rot90(x, 3, {1, 0}); });
+  // tile: fewer entries than batch dims are leading 1s; more add leading dims.
+  ExpectLeafwise(t, t.tile({2}), {3, 8}, [](const at::Tensor& x) {
+    std::vector<int64_t> r(x.dim(), 1);
+    r[1] = 2;
+    return x.repeat(r);
+  });
+  ExpectLeafwise(t, t.tile({2, 1, 3}), {2, 3, 12}, [](const at::Tensor& x) {
+    std::vector<int64_t> r(x.dim() + 1, 1);
+    r[0] = 2;
+    r[2] = 3;
+    return x.repeat(r);
+  });
+  ExpectLeafwise(t, t.swapdims(0, -1), {4, 3}, [](const at::Tensor& x) { return x.transpose(0, 1); });
+  ExpectLeafwise(t, t.atleast_1d(), {3, 4}, [](const at::Tensor& x) { return x; });
+  ExpectLeafwise(t, t.atleast_2d(), {3, 4}, [](const at::Tensor& x) { return x; });
+  ExpectLeafwise(t, t.atleast_3d(), {1, 3, 4}, [](const at::Tensor& x) { return x.unsqueeze(0); });
+  EXPECT_TRUE(t.atleast_2d().is_same(t));  // already there: this TensorDict, as in Python
+  const TensorDict scalar({{"a", at::ones({5})}, {"n", {{"b", at::zeros({})}}}}, {});
+  EXPECT_EQ(scalar.atleast_1d().batch_size(), at::IntArrayRef({1}));
+  EXPECT_EQ(scalar.atleast_2d().get("a").sizes(), at::IntArrayRef({1, 1, 5}));
+  EXPECT_EQ(scalar.atleast_3d().get({"n", "b"}).sizes(), at::IntArrayRef({1, 1, 1}));
+  // fliplr needs two batch dims, flipud one; rot90 two distinct dims in range.
+  const TensorDict row = t.index({0});  // batch [4]
+  TD_EXPECT_THROW_MSG(row.fliplr(), c10::ValueError, {"fliplr", "2 batch dims", "torch.Size([4])"});
+  TD_EXPECT_THROW_MSG(scalar.flipud(), c10::ValueError, {"flipud", "torch.Size([])"});
+  TD_EXPECT_THROW_MSG(t.rot90(1, {0, 0}), c10::ValueError, {"rot90", "torch.Size([3, 4])"});
+  TD_EXPECT_THROW_MSG(t.rot90(1, {0}), c10::ValueError, {"rot90", "two batch dims"});
+  TD_EXPECT_THROW_MSG(t.rot90(1, {0, 2}), c10::IndexError, {"rot90", "torch.Size([3, 4])"});
+  TD_EXPECT_THROW_MSG(t.tile({-1}), c10::ValueError, {"negative"});
+}
+
 }  // namespace
 }  // namespace td

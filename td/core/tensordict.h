@@ -171,6 +171,10 @@ class TensorDict {
   // A new TensorDict holding `state` with its recorded batch sizes and device.
   //   td::TensorDict copy = td::TensorDict::from_state_dict(td.state_dict_with_metadata());
   static TensorDict from_state_dict(const StateDict& state, std::string_view separator = ".");
+  // Python's TensorDict.fromkeys(keys, value): batch size [], `value` under every key (nested
+  // keys create their levels; a tensor is shared by the keys, not copied).
+  //   auto zeros = td::TensorDict::fromkeys({"a", {"b", "c"}}, at::zeros({}));
+  static TensorDict fromkeys(const std::vector<NestedKey>& keys, const Value& value);
  private:
   // The TensorDict holding the entry `key` (creating intermediate levels when `create`); the
   // returned string_view points into `key`.

@@ -1,7 +1,7 @@
 // The conformance suite's fixture: the reference content every backend holds, the comparison
 // helpers and the typed test suite itself (TYPED_TEST_SUITE_P). The tests are in
-// conformance_dict.h and conformance_ops.h; conformance_suite.h registers them, and is what a
-// backend's test includes. See NOTE [ Storage interface ] in
+// conformance_dict.h, conformance_ops.h and conformance_parity.h; conformance_suite.h registers
+// them, and is what a backend's test includes. See NOTE [ Storage interface ] in
 // td/core/storage.h for the rules the suite checks.
 //
 // How a backend joins

@@ -27,6 +27,7 @@
 #include "tests/conformance/conformance_dict.h"
 #include "tests/conformance/conformance_fixture.h"
 #include "tests/conformance/conformance_ops.h"
+#include "tests/conformance/conformance_parity.h"
 
 namespace td {
 namespace conformance {
@@ -41,7 +42,8 @@ REGISTER_TYPED_TEST_SUITE_P(Conformance, BackendIdAndCapabilities, ContentMatche
                             ApplyInPlace, Equality, PrintsLikeDense, StateDictAndIValue,
                             Indexing, IndexResultsWriteThrough, IndexPut, LazyPreallocation,
                             ShapeOps, StackAndCat, Math, MathInPlace, EveryInPlaceOpWritesThrough,
-                            Consolidate);
+                            Consolidate, LeafQueries, DtypeVerbs, ParityMathAndShapeOps,
+                            ParityInPlace, ParityDictVerbs);
 
 }  // namespace conformance
 }  // namespace td

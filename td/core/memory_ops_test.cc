@@ -1,0 +1,182 @@
+// Tests of the dtype verbs, data and backward of td/core/memory_ops.cc: every leaf against the
+// same ATen call, nested leaves and non-tensor data included, and the errors.
+#include <ATen/ATen.h>
+#include <gtest/gtest.h>
+
+#include <functional>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "td/compat/torch.h"
+#include "td/core/testing.h"
+
+namespace td {
+namespace {
+
+using test::kLeaves;
+
+// Batch [3, 2]: "pixels" uint8, "x" float32, nested "n/steps" int64 (batch [3, 2, 4]), "done"
+// bool, and non-tensor "s". Small non-negative values: exact in every dtype below.
+TensorDict Mixed() {
+  TensorDict n({{"steps", at::arange(24).view({3, 2, 4})}}, {3, 2, 4});
+  return TensorDict({{"pixels", (at::arange(6 * 3) * 7 % 251).view({3, 2, 3}).to(at::kByte)},
+                     {"x", at::arange(6.0).view({3, 2}) / 4},
+                     {"n", n},
+                     {"done", at::arange(6).view({3, 2}) % 2 == 0},
+                     {"s", "a string!"}},
+                    {3, 2});
+}
+
+// Values compared in a dtype with kernels on every LibTorch (complex32 and uint16+ have few).
+at::Tensor Wide(const at::Tensor& t) {
+  return t.to(t.is_complex() ? at::kComplexDouble : at::kDouble);
+}
+
+// Every leaf of `r` is leaf.to(dtype) of `src` (same values, dtype `dtype`); "s" carried.
+void ExpectCast(const TensorDict& src, const TensorDict& r, at::ScalarType dtype) {
+  EXPECT_EQ(r.batch_size(), src.batch_size());
+  EXPECT_EQ(r.get_tensordict("n").batch_size(), src.get_tensordict("n").batch_size());
+  EXPECT_EQ(r.get_non_tensor("s"), "a string!");
+  for (const NestedKey& k : src.keys(kLeaves)) {
+    if (!src.get_value(k).is_tensor()) continue;
+    const at::Tensor want = src.get(k).to(dtype);
+    const at::Tensor got = r.get(k);
+    ASSERT_EQ(got.scalar_type(), dtype) << k;
+    ASSERT_EQ(got.sizes(), want.sizes()) << k;
+    EXPECT_TRUE(at::equal(Wide(got), Wide(want))) << k;
+  }
+}
+
+TEST(MemoryOpsTest, DtypeVerbsCastEveryLeaf) {
+  const TensorDict t = Mixed();
+  const std::vector<std::pair<std::function<TensorDict(const TensorDict&)>, at::ScalarType>> verbs =
+      {{[](const TensorDict& x) { return x.half(); }, at::kHalf},
+       {[](const TensorDict& x) { return x.bfloat16(); }, at::kBFloat16},
+       {[](const TensorDict& x) { return x.float16(); }, at::kHalf},
+       {[](const TensorDict& x) { return x.float32(); }, at::kFloat},
+       {[](const TensorDict& x) { return x.float64(); }, at::kDouble},
+       {[](const TensorDict& x) { return x.int8(); }, at::kChar},
+       {[](const TensorDict& x) { return x.int16(); }, at::kShort},
+       {[](const TensorDict& x) { return x.int32(); }, at::kInt},
+       {[](const TensorDict& x) { return x.int64(); }, at::kLong},
+       {[](const TensorDict& x) { return x.uint8(); }, at::kByte},
+       {[](const TensorDict& x) { return x.complex32(); }, at::kComplexHalf},
+       {[](const TensorDict& x) { return x.complex64(); }, at::kComplexFloat},
+       {[](const TensorDict& x) { return x.complex128(); }, at::kComplexDouble},
+       {[](const TensorDict& x) { return x.type(at::kShort); }, at::kShort},
+       {[](const TensorDict& x) { return x.to(at::kBool); }, at::kBool}};
+  for (const auto& [verb, dtype] : verbs) {
+    SCOPED_TRACE(c10::toString(dtype));
+    ExpectCast(t, verb(t), dtype);
+  }
+  // uint8 pixels become floats (Python's td.float()), and a leaf already of the dtype is shared.
+  const TensorDict f = t.float32();
+  EXPECT_TRUE(f.get("x").is_same(t.get("x")));
+  EXPECT_TRUE(at::equal(f.get("pixels"), t.get("pixels").to(at::kFloat)));
+}
+
+TEST(MemoryOpsTest, WideUnsignedVerbsNeedTheirDtype) {
+  const TensorDict t = Mixed();
+  const std::vector<std::pair<int, std::function<TensorDict(const TensorDict&)>>> verbs = {
+      {16, [](const TensorDict& x) { return x.uint16(); }},
+      {32, [](const TensorDict& x) { return x.uint32(); }},
+      {64, [](const TensorDict& x) { return x.uint64(); }}};
+  for (const auto& [bits, verb] : verbs) {
+    SCOPED_TRACE(bits);
+    if (std::optional<at::ScalarType> dtype = compat::UnsignedDtype(bits)) {
+      ExpectCast(t, verb(t), *dtype);
+    } else {
+      TD_EXPECT_THROW_MSG(verb(t), TypeError,
+                          {"uint" + std::to_string(bits), "LibTorch 2.3", "this is LibTorch"});
+    }
+  }
+}
+
+TEST(MemoryOpsTest, ToDeviceAndDtypeCastsEveryLeaf) {
+  const TensorDict t = Mixed();
+  const TensorDict r = t.to(at::Device("cpu"), at::kInt);
+  EXPECT_EQ(r.device(), at::Device("cpu"));
+  ExpectCast(t, r, at::kInt);
+  // A cast LibTorch refuses (to a quantized dtype) names the key.
+  TensorDict two({{"x", at::ones({3, 2}, at::kDouble)}, {"y", at::ones({3, 2})}}, {3, 2});
+  TD_EXPECT_THROW_MSG(two.to(at::kQInt8), c10::Error, {"'x'"});
+}
+
+TEST(MemoryOpsTest, DataSharesMemoryWithoutHistory) {
+  at::Tensor w = at::ones({3, 2}).requires_grad_(true);
+  TensorDict t({{"w", w}, {"n", {{"v", at::arange(6.0).view({3, 2})}}}, {"s", "hi"}}, {3, 2});
+  const TensorDict d = t.data();
+  EXPECT_FALSE(d.get("w").requires_grad());
+  EXPECT_EQ(d.get("w").data_ptr(), w.data_ptr());
+  EXPECT_EQ(d.get({"n", "v"}).data_ptr(), t.get({"n", "v"}).data_ptr());
+  EXPECT_EQ(d.get_non_tensor("s"), "hi");
+  // Like Python's .data, and unlike detach(): an in-place write through it is not seen by
+  // autograd's version counter.
+  const int64_t version = w._version();
+  d.get("w").mul_(2);
+  EXPECT_EQ(w._version(), version);
+  EXPECT_TRUE(at::equal(w.detach(), at::full({3, 2}, 2.0)));
+}
+
+TEST(MemoryOpsTest, BackwardOverTheLeavesThatRequireGrad) {
+  at::Tensor x = at::arange(3.0).requires_grad_(true);
+  TensorDict losses({{"actor", x.sum()},
+                     {"n", {{"critic", x.pow(2).sum()}}},
+                     {"count", at::full({}, 3, at::kLong)},
+                     {"s", "ignored"}},
+                    {});
+  losses.backward();
+  // d/dx (sum x + sum x^2) = 1 + 2x
+  EXPECT_TRUE(at::allclose(x.grad(), 1 + 2 * x.detach()));
+
+  // A gradient TensorDict weighs the leaves, matched by key.
+  x.mutable_grad() = at::Tensor();
+  TensorDict again({{"actor", x.sum()}, {"n", {{"critic", x.pow(2).sum()}}}}, {});
+  again.backward(
+      TensorDict({{"actor", at::full({}, 0.5)}, {"n", {{"critic", at::full({}, 2.0)}}}}, {}));
+  EXPECT_TRUE(at::allclose(x.grad(), 0.5 + 4 * x.detach()));
+
+  // Errors: nothing requires grad; a leaf of several elements without a gradient; a gradient
+  // that lacks a key or has another shape. Autograd has not run (the graphs are intact).
+  x.mutable_grad() = at::Tensor();
+  TD_EXPECT_THROW_MSG(TensorDict({{"a", at::ones({2})}}, {}).backward(), ValueError,
+                      {"no leaf", "requires grad"});
+  TensorDict wide({{"y", x * 2}, {"n", {{"z", x.sum()}}}}, {});
+  TD_EXPECT_THROW_MSG(wide.backward(), ValueError, {"'y'", "[3]", "gradient"});
+  TD_EXPECT_THROW_MSG(wide.backward(TensorDict({{"y", at::ones({3})}}, {})), KeyError,
+                      {"('n', 'z')"});
+  TD_EXPECT_THROW_MSG(
+      wide.backward(TensorDict({{"y", at::ones({2})}, {"n", {{"z", at::full({}, 1.0)}}}}, {})),
+      ValueError, {"'y'", "[2]", "[3]"});
+  EXPECT_FALSE(x.grad().defined());
+  wide.backward(TensorDict({{"y", at::ones({3})}, {"n", {{"z", at::full({}, 1.0)}}}}, {}));
+  EXPECT_TRUE(at::allclose(x.grad(), at::full({3}, 3.0)));
+}
+
+TEST(MemoryOpsTest, ClearAndAutoDevice) {
+  TensorDict t({{"a", at::ones({3})}, {"n", {{"x", at::zeros({3, 2})}}}}, {3}, at::Device("cpu"));
+  EXPECT_EQ(t.get_tensordict("n").device(), at::Device("cpu"));
+  t.clear_device_();
+  EXPECT_EQ(t.device(), std::nullopt);
+  EXPECT_EQ(t.get_tensordict("n").device(), std::nullopt);
+  // Without a device, leaves may live on different devices (meta stands in for an accelerator).
+  t.set("m", at::empty({3}, at::Device(at::kMeta)));
+  t.auto_device_();
+  EXPECT_EQ(t.device(), std::nullopt);
+  t.del_("m");
+  t.auto_device_();
+  EXPECT_EQ(t.device(), at::Device("cpu"));
+  EXPECT_EQ(t.get_tensordict("n").device(), at::Device("cpu"));
+  TensorDict meta({{"a", at::empty({2}, at::Device(at::kMeta))}}, {2});
+  meta.auto_device_();
+  EXPECT_TRUE(meta.is_meta());
+  // No leaf: no device.
+  TensorDict none({}, {}, at::Device("cpu"));
+  none.auto_device_();
+  EXPECT_EQ(none.device(), std::nullopt);
+}
+
+}  // namespace
+}  // namespace td
