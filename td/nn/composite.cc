@@ -97,7 +97,7 @@ CompositePart::CompositePart(DistributionFactory factory, std::vector<NestedKey>
 
 std::shared_ptr<CompositeDistribution> CompositeDistributionFactory::make(
     const TensorDict& params) const {
-  return std::make_shared<CompositeDistribution>(params, map);
+  return std::make_shared<CompositeDistribution>(params, map, options);
 }
 
 std::string CompositeDistributionFactory::name() const {
@@ -115,14 +115,16 @@ std::vector<NestedKey> CompositeDistributionFactory::keys() const {
   return out;
 }
 
-CompositeDistributionFactory CompositeDistribution::factory(CompositeMap map) {
-  return CompositeDistributionFactory{std::move(map)};
+CompositeDistributionFactory CompositeDistribution::factory(CompositeMap map,
+                                                            CompositeDistributionOptions options) {
+  return CompositeDistributionFactory{std::move(map), std::move(options)};
 }
 
 // ---- CompositeDistribution ------------------------------------------------------------------------
 
-CompositeDistribution::CompositeDistribution(const TensorDict& params, CompositeMap map)
-    : batch_shape_(params.batch_size().vec()), device_(params.device()) {
+CompositeDistribution::CompositeDistribution(const TensorDict& params, CompositeMap map,
+                                             CompositeDistributionOptions options)
+    : options_(std::move(options)), batch_shape_(params.batch_size().vec()), device_(params.device()) {
   if (map.empty()) TD_FAIL(ValueError, "CompositeDistribution: the distribution map is empty");
   for (const auto& [key, part] : map) {
     if (std::find(keys_.begin(), keys_.end(), key) != keys_.end()) {
@@ -139,15 +141,53 @@ CompositeDistribution::CompositeDistribution(const TensorDict& params, Composite
                                  ") of a CompositeDistribution"));
       throw;
     }
-    if (!StartsWith(dist->batch_shape(), batch_shape_)) {
-      TD_FAIL(ValueError, "CompositeDistribution: ", key.repr(), " (", dist->name(),
-                       ") has batch shape ", SizeRepr(dist->batch_shape()),
-                       ", which does not start with the parameters' batch size ",
-                       SizeRepr(batch_shape_));
-    }
-    keys_.push_back(key);
-    dists_.push_back(std::move(dist));
+    add_part(key, std::move(dist));
   }
+}
+
+void CompositeDistribution::add_part(const NestedKey& key, std::shared_ptr<Distribution> dist) {
+  if (std::find(keys_.begin(), keys_.end(), key) != keys_.end()) {
+    TD_FAIL(ValueError, "CompositeDistribution: out key ", key.repr(), " appears twice");
+  }
+  if (!dist) TD_FAIL(ValueError, "CompositeDistribution: the distribution of ", key.repr(), " is null");
+  if (!StartsWith(dist->batch_shape(), batch_shape_)) {
+    TD_FAIL(ValueError, "CompositeDistribution: ", key.repr(), " (", dist->name(),
+                     ") has batch shape ", SizeRepr(dist->batch_shape()),
+                     ", which does not start with the parameters' batch size ",
+                     SizeRepr(batch_shape_));
+  }
+  keys_.push_back(key);
+  dists_.push_back(std::move(dist));
+}
+
+CompositeDistribution CompositeDistribution::from_distributions(
+    const TensorDict& params,
+    std::vector<std::pair<NestedKey, std::shared_ptr<Distribution>>> distributions,
+    const std::vector<std::pair<NestedKey, NestedKey>>& name_map,
+    CompositeDistributionOptions options) {
+  if (distributions.empty()) {
+    TD_FAIL(ValueError, "CompositeDistribution::from_distributions: no distributions given");
+  }
+  std::vector<NestedKey> given;
+  for (const auto& entry : distributions) given.push_back(entry.first);
+  for (const auto& [from, to] : name_map) {
+    if (std::find(given.begin(), given.end(), from) == given.end()) {
+      TD_FAIL(KeyError, "CompositeDistribution::from_distributions: name_map renames ", from.repr(),
+              ", which is not one of the distributions' keys ", KeysRepr(given));
+    }
+  }
+  CompositeDistribution out;
+  out.options_ = std::move(options);
+  out.batch_shape_ = params.batch_size().vec();
+  out.device_ = params.device();
+  for (auto& [key, dist] : distributions) {
+    NestedKey write = key;
+    for (const auto& [from, to] : name_map) {
+      if (from == key) write = to;
+    }
+    out.add_part(write, std::move(dist));
+  }
+  return out;
 }
 
 std::string CompositeDistribution::name() const {
@@ -260,7 +300,7 @@ std::pair<at::Tensor, at::Tensor> CompositeDistribution::part_log_prob(const Ten
 }
 
 at::Tensor CompositeDistribution::log_prob(const TensorDict& sample) const {
-  return log_prob_composite(sample, /*include_sum=*/true).get("sample_log_prob");
+  return log_prob_composite(sample, /*include_sum=*/true).get(options_.log_prob_key());
 }
 
 TensorDict CompositeDistribution::log_prob_composite(const TensorDict& sample,
@@ -280,14 +320,14 @@ TensorDict CompositeDistribution::log_prob_composite(const TensorDict& sample,
   at::Tensor total;
   for (size_t i = 0; i < keys_.size(); ++i) {
     const NestedKey lp_key = LogProbKey(keys_[i]);
-    if (out.contains(lp_key) || (include_sum && lp_key == NestedKey("sample_log_prob"))) {
+    if (out.contains(lp_key) || (include_sum && lp_key == options_.log_prob_key())) {
       TD_FAIL(ValueError, "CompositeDistribution::log_prob_composite: the log-prob key ",
                        lp_key.repr(), " of ", keys_[i].repr(), " is taken by another entry");
     }
     out.set(lp_key, parts[i].first);
     total = total.defined() ? total + parts[i].second : parts[i].second;
   }
-  if (include_sum) out.set("sample_log_prob", total);
+  if (include_sum) out.set(options_.log_prob_key(), total);
   return out;
 }
 
@@ -305,7 +345,7 @@ TensorDict CompositeDistribution::entropy_composite(bool include_sum) const {
   at::Tensor total;
   for (size_t i = 0; i < keys_.size(); ++i) {
     const NestedKey key = add_suffix(keys_[i], "_entropy");
-    if (out.contains(key) || (include_sum && key == NestedKey("entropy"))) {
+    if (out.contains(key) || (include_sum && key == options_.entropy_key())) {
       TD_FAIL(ValueError, "CompositeDistribution::entropy_composite: the entropy key ", key.repr(),
               " of ", keys_[i].repr(), " is taken by another entry");
     }
@@ -314,8 +354,41 @@ TensorDict CompositeDistribution::entropy_composite(bool include_sum) const {
     const at::Tensor r = reduce(h, i);
     total = total.defined() ? total + r : r;
   }
-  if (include_sum) out.set("entropy", total);
+  if (include_sum) out.set(options_.entropy_key(), total);
   return out;
+}
+
+TensorDict CompositeDistribution::cdf(TensorDict sample) const {
+  std::vector<at::Tensor> out;
+  for (size_t i = 0; i < keys_.size(); ++i) {
+    std::optional<Value> v = sample.find(keys_[i]);
+    if (!v || !v->is_tensor()) {
+      TD_FAIL(KeyError, "CompositeDistribution::cdf: the sample has no tensor under ",
+              keys_[i].repr(), "; its keys are ", KeysRepr(sample.keys(KeysOptions().include_nested(true))));
+    }
+    out.push_back(dists_[i]->cdf(v->tensor()));
+  }
+  for (size_t i = 0; i < keys_.size(); ++i) sample.set(add_suffix(keys_[i], "_cdf"), out[i]);
+  return sample;
+}
+
+TensorDict CompositeDistribution::icdf(TensorDict sample) const {
+  std::vector<at::Tensor> out;
+  for (size_t i = 0; i < keys_.size(); ++i) {
+    const NestedKey cdf_key = add_suffix(keys_[i], "_cdf");
+    at::Tensor prob;
+    if (std::optional<Value> p = sample.find(cdf_key); p && p->is_tensor()) {
+      prob = p->tensor();
+    } else if (std::optional<Value> v = sample.find(keys_[i]); v && v->is_tensor()) {
+      prob = dists_[i]->cdf(v->tensor());
+    } else {
+      TD_FAIL(KeyError, "CompositeDistribution::icdf: the sample has neither ", cdf_key.repr(),
+              " nor ", keys_[i].repr());
+    }
+    out.push_back(dists_[i]->icdf(prob));
+  }
+  for (size_t i = 0; i < keys_.size(); ++i) sample.set(add_suffix(keys_[i], "_icdf"), out[i]);
+  return sample;
 }
 
 }  // namespace td::nn

@@ -18,6 +18,8 @@
 // sample() otherwise (so a Categorical part makes the whole draw gradient-free, as upstream).
 #pragma once
 
+#include <torch/arg.h>
+
 #include <ATen/core/Tensor.h>
 
 #include <memory>
@@ -78,10 +80,18 @@ using CompositeMap = std::vector<std::pair<NestedKey, CompositePart>>;
 
 class CompositeDistribution;
 
+// Upstream's CompositeDistribution(log_prob_key=, entropy_key=): where log_prob_composite() and
+// entropy_composite() write their sums (and which entry log_prob() returns).
+struct CompositeDistributionOptions {
+  TORCH_ARG(NestedKey, log_prob_key) = NestedKey("sample_log_prob");
+  TORCH_ARG(NestedKey, entropy_key) = NestedKey("entropy");
+};
+
 // Builds a CompositeDistribution from a parameter TensorDict (see
 // ProbabilisticTensorDictModule).
 struct CompositeDistributionFactory {
   CompositeMap map;
+  CompositeDistributionOptions options = {};
   // CompositeDistribution(params, map).
   std::shared_ptr<CompositeDistribution> make(const TensorDict& params) const;
   // "CompositeDistribution(disc: Categorical, cont: Normal)".
@@ -97,10 +107,28 @@ class CompositeDistribution {
   // distribution and both shapes); KeyError naming the out key, the missing parameter key and
   // the keys params has; the part's own errors with the out key added.
   //   td::nn::CompositeDistribution dist(params, {{"disc", td::nn::Categorical::factory()}});
-  CompositeDistribution(const TensorDict& params, CompositeMap map);
+  CompositeDistribution(const TensorDict& params, CompositeMap map,
+                        CompositeDistributionOptions options = {});
   //   auto f = td::nn::CompositeDistribution::factory({{"disc", td::nn::Categorical::factory()},
   //                                                    {"cont", td::nn::Normal::factory()}});
-  static CompositeDistributionFactory factory(CompositeMap map);
+  static CompositeDistributionFactory factory(CompositeMap map,
+                                              CompositeDistributionOptions options = {});
+  // Upstream's from_distributions: a CompositeDistribution over distributions already built,
+  // out key -> distribution in order, with the batch shape of `params` (its values are not
+  // read). `name_map` renames out keys (key -> where its draws are written). Throws ValueError
+  // for an empty list, a null distribution, a repeated (renamed) out key, or a part whose batch
+  // shape does not start with params.batch_size() (naming the key and both shapes); KeyError for
+  // a name_map key that is not one of the distributions' keys.
+  //   auto dist = td::nn::CompositeDistribution::from_distributions(
+  //       params, {{"disc", std::make_shared<td::nn::Categorical>(logits)}});
+  static CompositeDistribution from_distributions(
+      const TensorDict& params,
+      std::vector<std::pair<NestedKey, std::shared_ptr<Distribution>>> distributions,
+      const std::vector<std::pair<NestedKey, NestedKey>>& name_map = {},
+      CompositeDistributionOptions options = {});
+
+  const NestedKey& log_prob_key() const { return options_.log_prob_key(); }
+  const NestedKey& entropy_key() const { return options_.entropy_key(); }
 
   // "CompositeDistribution(disc: Categorical, cont: Normal)".
   std::string name() const;
@@ -133,7 +161,7 @@ class CompositeDistribution {
   at::Tensor log_prob(const TensorDict& sample) const;
   // Python's log_prob_composite: a TensorDict (batch size [*sample_shape, *batch_shape]) holding
   // each part's log-probability, not reduced, under "<key>_log_prob" (the last component
-  // suffixed), and their reduced sum under "sample_log_prob" when include_sum. Same errors as
+  // suffixed), and their reduced sum under log_prob_key() ("sample_log_prob") when include_sum. Same errors as
   // log_prob().
   //   dist.log_prob_composite(draws).get({"cont_log_prob"});   // [B, 2]
   TensorDict log_prob_composite(const TensorDict& sample, bool include_sum = true) const;
@@ -141,9 +169,19 @@ class CompositeDistribution {
   at::Tensor entropy() const;
   // Python's entropy_composite: a TensorDict (batch size batch_shape()) holding each part's
   // entropy, not reduced, under "<key>_entropy" (the last component suffixed), and their reduced
-  // sum under "entropy" when include_sum.
+  // sum under entropy_key() ("entropy") when include_sum.
   //   dist.entropy_composite().get("cont_entropy");   // [B, 2]
   TensorDict entropy_composite(bool include_sum = true) const;
+  // Upstream's cdf: writes each part's cdf of sample[key] under "<key>_cdf" (the last component
+  // suffixed) into `sample` (a handle: the caller's TensorDict) and returns it. Throws KeyError
+  // naming a missing key, c10::NotImplementedError naming a part without a cdf; nothing is
+  // written then.
+  //   dist.cdf(draws).get("cont_cdf");
+  TensorDict cdf(TensorDict sample) const;
+  // Upstream's icdf: writes each part's inverse cdf under "<key>_icdf", of sample["<key>_cdf"],
+  // or of the cdf of sample[key] when there is no "<key>_cdf". Throws KeyError naming both keys
+  // when neither is there, and as cdf().
+  TensorDict icdf(TensorDict sample) const;
 
  private:
   template <class Fn>
@@ -152,6 +190,11 @@ class CompositeDistribution {
   std::pair<at::Tensor, at::Tensor> part_log_prob(const TensorDict& sample, size_t i) const;
   at::Tensor reduce(const at::Tensor& t, size_t i) const;
 
+  CompositeDistribution() = default;
+  // Appends a built part, checking its key and batch shape.
+  void add_part(const NestedKey& key, std::shared_ptr<Distribution> dist);
+
+  CompositeDistributionOptions options_;
   std::vector<NestedKey> keys_;
   std::vector<std::shared_ptr<Distribution>> dists_;
   std::vector<int64_t> batch_shape_;

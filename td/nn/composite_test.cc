@@ -186,6 +186,81 @@ td::nn::ProbabilisticTensorDictSequential Policy(
                                     options));
 }
 
+TEST(CompositeDistribution, LogProbAndEntropyKeys) {
+  at::manual_seed(0);
+  Params p;
+  CompositeDistribution dist(p.td(), DiscreteAndContinuous(),
+                             td::nn::CompositeDistributionOptions()
+                                 .log_prob_key(td::NestedKey{"agent", "lp"})
+                                 .entropy_key("h"));
+  EXPECT_EQ(dist.log_prob_key(), (td::NestedKey{"agent", "lp"}));
+  const TensorDict draw = dist.sample();
+  const TensorDict parts = dist.log_prob_composite(draw);
+  EXPECT_TRUE(parts.contains({"agent", "lp"}));
+  EXPECT_FALSE(parts.contains("sample_log_prob"));
+  EXPECT_TRUE(at::allclose(parts.get({"agent", "lp"}), dist.log_prob(draw)));
+  const TensorDict h = dist.entropy_composite();
+  EXPECT_TRUE(at::allclose(h.get("h"), dist.entropy()));
+  EXPECT_FALSE(h.contains("entropy"));
+  // Through the factory too; a sum key colliding with a part's key is refused, naming it.
+  auto f = CompositeDistribution::factory(DiscreteAndContinuous(),
+                                          td::nn::CompositeDistributionOptions().entropy_key("disc_entropy"));
+  TD_EXPECT_THROW_MSG(f.make(p.td())->entropy_composite(), td::ValueError, {"'disc_entropy'"});
+}
+
+TEST(CompositeDistribution, FromDistributions) {
+  at::manual_seed(0);
+  Params p;
+  auto cat = std::make_shared<Categorical>(Categorical::from_logits(p.logits));
+  auto normal = std::make_shared<Normal>(p.loc, p.scale);
+  CompositeDistribution dist = CompositeDistribution::from_distributions(
+      p.td(), {{"disc", cat}, {"cont", normal}}, {{td::NestedKey("cont"), td::NestedKey{"act", "cont"}}});
+  EXPECT_EQ(dist.keys(), (Keys{"disc", td::NestedKey{"act", "cont"}}));
+  EXPECT_EQ(dist.batch_shape(), at::IntArrayRef({kB}));
+  EXPECT_EQ(dist.sample({3}).get({"act", "cont"}).sizes(), at::IntArrayRef({3, kB, 2}));
+  const TensorDict draw = dist.sample();
+  const at::Tensor by_hand = CategoricalLogProb(p.logits, draw.get("disc")) +
+                             NormalLogProb(p.loc, p.scale, draw.get({"act", "cont"}));
+  EXPECT_TRUE(at::allclose(dist.log_prob(draw), by_hand));
+  TD_EXPECT_THROW_MSG(CompositeDistribution::from_distributions(p.td(), {{"disc", cat}},
+                                                                {{td::NestedKey("typo"), td::NestedKey("x")}}),
+                      td::KeyError, {"'typo'", "['disc']"});
+  TensorDict wide({}, {kB + 1});
+  TD_EXPECT_THROW_MSG(CompositeDistribution::from_distributions(wide, {{"disc", cat}}), td::ValueError,
+                      {"'disc'", "batch shape"});
+  TD_EXPECT_THROW_MSG(CompositeDistribution::from_distributions(p.td(), {{"disc", nullptr}}),
+                      td::ValueError, {"'disc'", "null"});
+}
+
+TEST(CompositeDistribution, CdfAndIcdf) {
+  at::manual_seed(0);
+  Params p;
+  CompositeDistribution dist(TensorDict({{"a", {{"loc", p.loc}, {"scale", p.scale}}},
+                                         {"b", {{"loc", p.loc * 2}, {"scale", p.scale}}}},
+                                        {kB}),
+                             {{"a", Normal::factory()}, {td::NestedKey{"n", "b"}, td::nn::CompositePart(Normal::factory(), {{"b", "loc"}, {"b", "scale"}})}});
+  TensorDict draw = dist.sample();
+  TensorDict same = dist.cdf(draw);
+  EXPECT_TRUE(same.is_same(draw));  // written into the sample, as upstream
+  const at::Tensor by_hand = 0.5 * (1 + at::erf((draw.get("a") - p.loc) / (p.scale * std::sqrt(2.0))));
+  EXPECT_TRUE(at::allclose(draw.get("a_cdf"), by_hand));
+  EXPECT_TRUE(draw.contains({"n", "b_cdf"}));
+  dist.icdf(draw);
+  EXPECT_TRUE(at::allclose(draw.get("a_icdf"), draw.get("a"), 1e-4, 1e-4));
+  EXPECT_TRUE(at::allclose(draw.get({"n", "b_icdf"}), draw.get({"n", "b"}), 1e-4, 1e-4));
+  // icdf from the draws alone (no "_cdf" entries): their cdf first.
+  TensorDict fresh = dist.sample();
+  dist.icdf(fresh);
+  EXPECT_TRUE(at::allclose(fresh.get("a_icdf"), fresh.get("a"), 1e-4, 1e-4));
+  TD_EXPECT_THROW_MSG(dist.icdf(TensorDict({}, {kB})), td::KeyError, {"'a_cdf'", "'a'"});
+  // A part without a cdf: NotImplementedError naming it, nothing written.
+  CompositeDistribution mixed(p.td(), DiscreteAndContinuous());
+  TensorDict d = mixed.sample();
+  TD_EXPECT_THROW_MSG(mixed.cdf(d), c10::NotImplementedError, {"Categorical", "cdf"});
+  EXPECT_FALSE(d.contains("cont_cdf"));
+  TD_EXPECT_THROW_MSG(mixed.cdf(TensorDict({}, {kB})), td::KeyError, {"'disc'"});
+}
+
 TEST(ProbabilisticCompositeModule, DiscreteAndContinuousHeads) {
   at::manual_seed(0);
   auto policy = Policy();

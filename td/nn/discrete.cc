@@ -1,5 +1,7 @@
 #include "td/nn/discrete.h"
 
+#include "td/nn/continuous.h"
+
 #include <ATen/ATen.h>
 
 #include <utility>
@@ -205,6 +207,20 @@ at::Tensor MaskedCategorical::mode() const {
   at::Tensor m = categorical_.mode();
   if (!sparse()) return m;
   return indices_.gather(-1, m.unsqueeze(-1)).squeeze(-1);
+}
+
+const std::map<std::string, DistributionFactory>& distributions_maps() {
+  static const std::map<std::string, DistributionFactory> maps = {
+      {"normal", Normal::factory()},
+      {"categorical", Categorical::factory()},
+      {"onehotcategorical", OneHotCategorical::factory()},
+      {"delta", Delta::factory()},
+      {"truncatednormal", TruncatedNormal::factory()},
+      {"tanhnormal", TanhNormal::factory()},
+      {"independentnormal", IndependentNormal::factory()},
+      {"maskedcategorical", MaskedCategorical::factory()},
+  };
+  return maps;
 }
 
 }  // namespace td::nn

@@ -12,6 +12,7 @@
 #include <ATen/core/Tensor.h>
 
 #include <limits>
+#include <map>
 #include <optional>
 #include <string>
 
@@ -70,5 +71,13 @@ class MaskedCategorical : public Distribution {
   at::Tensor pad_;      // sparse form with padding_value: true at the padding entries
   MaskedCategoricalOptions options_;
 };
+
+// Python's tensordict.nn.distributions_maps: the distributions of td::nn by lower-case class
+// name, each as its default factory ("delta", "onehotcategorical" as upstream; also "normal",
+// "categorical", "truncatednormal", "tanhnormal", "independentnormal", "maskedcategorical").
+// Upstream's map also lists two modules, NormalParamExtractor and AddStateIndependentNormalScale,
+// which are not distributions here (td/nn/distributions.h, td/nn/scale.h).
+//   auto f = td::nn::distributions_maps().at("tanhnormal");
+const std::map<std::string, DistributionFactory>& distributions_maps();
 
 }  // namespace td::nn

@@ -3,6 +3,7 @@
 #include <ATen/CPUGeneratorImpl.h>
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <limits>
 #include <vector>
 
@@ -140,3 +141,20 @@ TEST(RandOneHot, OneHotRows) {
 }
 
 }  // namespace
+
+TEST(DistributionsMaps, NamesToDefaultFactories) {
+  const auto& maps = td::nn::distributions_maps();
+  EXPECT_EQ(maps.size(), 8u);
+  for (const char* name : {"delta", "onehotcategorical", "normal", "categorical", "truncatednormal",
+                           "tanhnormal", "independentnormal", "maskedcategorical"}) {
+    ASSERT_TRUE(maps.count(name)) << name;
+    std::string lower = maps.at(name).name;
+    std::transform(lower.begin(), lower.end(), lower.begin(), ::tolower);
+    EXPECT_EQ(lower.substr(0, std::string(name).size()), name) << maps.at(name).name;
+  }
+  // The factory builds the distribution from its named parameters.
+  td::nn::ProbabilisticTensorDictModule head({"logits"}, {"action"}, maps.at("onehotcategorical"));
+  td::TensorDict out = head(td::TensorDict({{"logits", at::randn({5, 3})}}, {5}));
+  EXPECT_TRUE(at::equal(out.get("action").sum(-1), at::ones({5}, out.get("action").scalar_type())));
+  EXPECT_THROW(maps.at("normalparamextractor"), std::out_of_range);  // a module, not a distribution
+}

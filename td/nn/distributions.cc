@@ -76,6 +76,14 @@ at::Tensor Distribution::median() const {
                                  "it); use InteractionType::kMode (mode()) instead");
 }
 
+at::Tensor Distribution::cdf(const at::Tensor&) const {
+  TD_FAIL(c10::NotImplementedError, name(), " has no cdf (torch.distributions defines none for it)");
+}
+
+at::Tensor Distribution::icdf(const at::Tensor&) const {
+  TD_FAIL(c10::NotImplementedError, name(), " has no icdf (torch.distributions defines none for it)");
+}
+
 std::vector<int64_t> Distribution::extended_shape(at::IntArrayRef sample_shape) const {
   return Concat(Concat(sample_shape, batch_shape_), event_shape_);
 }
@@ -126,6 +134,14 @@ at::Tensor Normal::log_prob(const at::Tensor& value) const {
 }
 
 at::Tensor Normal::entropy() const { return 0.5 + kLogSqrt2Pi + at::log(scale_); }
+
+at::Tensor Normal::cdf(const at::Tensor& value) const {
+  return 0.5 * (1 + at::erf((value - loc_) / (scale_ * std::sqrt(2.0))));
+}
+
+at::Tensor Normal::icdf(const at::Tensor& prob) const {
+  return loc_ + scale_ * at::erfinv(2 * prob - 1) * std::sqrt(2.0);
+}
 
 // ---- Categorical --------------------------------------------------------------------------------
 

@@ -81,6 +81,12 @@ class Distribution {
   // Categorical and OneHotCategorical have none (nor in torch).
   //   at::Tensor m = td::nn::TruncatedNormal(loc, scale, -1, 1).median();
   virtual at::Tensor median() const;
+  // The cumulative distribution function at `value`, and its inverse at probabilities `prob`
+  // (shape: batch_shape broadcast with the argument). The defaults throw
+  // c10::NotImplementedError naming the distribution (torch defines them for Normal, not for
+  // the discrete distributions).
+  virtual at::Tensor cdf(const at::Tensor& value) const;
+  virtual at::Tensor icdf(const at::Tensor& prob) const;
 
  protected:
   std::vector<int64_t> extended_shape(at::IntArrayRef sample_shape) const;
@@ -116,6 +122,8 @@ class Normal : public Distribution {
   at::Tensor mode() const override { return loc_; }
   at::Tensor mean() const override { return loc_; }
   at::Tensor median() const override { return loc_; }
+  at::Tensor cdf(const at::Tensor& value) const override;
+  at::Tensor icdf(const at::Tensor& prob) const override;
   const at::Tensor& loc() const { return loc_; }
   const at::Tensor& scale() const { return scale_; }
 

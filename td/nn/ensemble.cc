@@ -1,5 +1,7 @@
 #include "td/nn/ensemble.h"
 
+#include "td/nn/wrappers.h"
+
 #include <ATen/ATen.h>
 #include <torch/nn.h>
 
@@ -63,6 +65,15 @@ void EnsembleModuleImpl::init(TensorDict stacked) {
   in_keys_ = module_->in_keys();
   out_keys_source_ = module_->out_keys();
   out_keys_ = out_keys_source_;
+}
+
+TensorDict EnsembleModuleImpl::reset_parameters_recursive() {
+  const TensorDict params = params_->params();
+  for (int64_t i = 0; i < num_members_; ++i) {
+    // The functional form resets views of member i's slices in place.
+    td::nn::reset_parameters_recursive(*module_, params.index({i}));
+  }
+  return params;
 }
 
 void EnsembleModuleImpl::reset() {

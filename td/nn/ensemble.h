@@ -84,6 +84,11 @@ class EnsembleModuleImpl : public Cloneable<EnsembleModuleImpl> {
   // The stacked parameters (the registered leaves; batch [N]).
   TensorDict params() const { return params_->params(); }
   int64_t num_members() const { return num_members_; }
+  // Upstream's EnsembleModule.reset_parameters_recursive: draws fresh parameters for every
+  // member, each its own draw (reset_parameters_recursive of td/nn/wrappers.h on the module,
+  // member by member), written in place into the registered stacked tensors (optimizers keep
+  // them). Returns params(). Members that hold no resettable module keep their values.
+  TensorDict reset_parameters_recursive();
   void reset() override;
   void pretty_print(std::ostream& stream) const override;
 

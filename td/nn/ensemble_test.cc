@@ -184,3 +184,24 @@ TEST(EnsembleModule, SeedProbabilisticSequenceVmapCounterpart) {
 }
 
 }  // namespace
+
+TEST(EnsembleModule, ResetParametersRecursiveDrawsEachMember) {
+  TensorDictModule td_module(tnn::Linear(4, 3), {"x"}, {"y"});
+  td::nn::EnsembleModule ensemble(td_module, 3);  // three equal copies
+  td::TensorDict params = ensemble->params();
+  const at::Tensor w = params.get({"module", "weight"});
+  const at::Tensor before = w.detach().clone();
+  EXPECT_TRUE(at::equal(before[0], before[1]));
+  td::TensorDict reset = ensemble->reset_parameters_recursive();
+  // In place: the registered tensors (what optimizers hold) changed, shapes kept.
+  EXPECT_TRUE(reset.get({"module", "weight"}).is_same(w));
+  EXPECT_EQ(w.sizes(), at::IntArrayRef({3, 3, 4}));
+  EXPECT_FALSE(at::equal(w[0], before[0]));
+  EXPECT_FALSE(at::equal(w[0], w[1]));
+  EXPECT_FALSE(at::equal(w[1], w[2]));
+  EXPECT_FALSE(at::equal(params.get({"module", "bias"})[0], params.get({"module", "bias"})[2]));
+  // Linear's init bound: |w| <= 1/sqrt(in_features).
+  EXPECT_LE(w.abs().max().item<float>(), 0.5f + 1e-6f);
+  td::TensorDict out = ensemble(td::TensorDict({{"x", at::ones({2, 4})}}, {2}));
+  EXPECT_TRUE(at::allclose(out.get("y")[1], at::ones({2, 4}).matmul(w[1].t()) + params.get({"module", "bias"})[1]));
+}

@@ -7,8 +7,12 @@
 
 namespace td::nn {
 
-TensorDictParamsImpl::TensorDictParamsImpl(const TensorDict& params)
-    : batch_size_(params.batch_size().vec()), device_(params.device()), layout_(params) {
+TensorDictParamsImpl::TensorDictParamsImpl(const TensorDict& params,
+                                           const TensorDictParamsOptions& options)
+    : options_(options),
+      batch_size_(params.batch_size().vec()),
+      device_(params.device()),
+      layout_(params) {
   register_from(params, /*fresh=*/false);
 }
 
@@ -25,7 +29,7 @@ void TensorDictParamsImpl::register_from(const TensorDict& params, bool fresh) {
           register_buffer(k, at::empty_like(params.get(k)));
           break;
         case Kind::kChild:
-          register_module(k, std::make_shared<TensorDictParamsImpl>(params.get_tensordict(k)));
+          register_module(k, std::make_shared<TensorDictParamsImpl>(params.get_tensordict(k), options_));
           break;
         case Kind::kNonTensor:
           break;
@@ -44,7 +48,9 @@ void TensorDictParamsImpl::register_from(const TensorDict& params, bool fresh) {
       // detach(): a new TensorImpl sharing the memory, so that to() or set_data() on the
       // registered tensor never changes the caller's tensor object.
       const at::Tensor t = v->tensor().detach();
-      if (t.is_floating_point() || t.is_complex()) {
+      const bool parameter = options_.no_convert() ? v->tensor().requires_grad()
+                                                   : t.is_floating_point() || t.is_complex();
+      if (parameter) {
         register_parameter(k, t, /*requires_grad=*/true);
         order_.emplace_back(k, Kind::kParameter);
       } else {
@@ -52,7 +58,7 @@ void TensorDictParamsImpl::register_from(const TensorDict& params, bool fresh) {
         order_.emplace_back(k, Kind::kBuffer);
       }
     } else if (v->is_tensordict()) {
-      register_module(k, std::make_shared<TensorDictParamsImpl>(v->tensordict()));
+      register_module(k, std::make_shared<TensorDictParamsImpl>(v->tensordict(), options_));
       order_.emplace_back(k, Kind::kChild);
     } else {
       order_.emplace_back(k, Kind::kNonTensor);
@@ -82,6 +88,7 @@ TensorDict TensorDictParamsImpl::params() const {
         break;
     }
   }
+  if (options_.lock()) out.lock_();
   return out;
 }
 

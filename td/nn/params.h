@@ -15,6 +15,7 @@
 // stop at the registered leaves. Non-tensor entries are kept and returned by params().
 #pragma once
 
+#include <torch/arg.h>
 #include <torch/nn/cloneable.h>
 #include <torch/nn/pimpl.h>
 
@@ -26,11 +27,24 @@
 
 namespace td::nn {
 
+// Upstream's constructor options.
+struct TensorDictParamsOptions {
+  // false: floating-point and complex leaves become parameters (requiring grad), the others
+  // buffers. true (upstream's no_convert=True): no conversion, a leaf that requires grad (what a
+  // parameter is in LibTorch) is registered as a parameter and every other leaf as a buffer.
+  TORCH_ARG(bool, no_convert) = false;
+  // params() returns a locked TensorDict (nested levels included): set() of a new key throws
+  // LockedError instead of silently not registering anything.
+  TORCH_ARG(bool, lock) = false;
+};
+
 class TensorDictParamsImpl : public torch::nn::Cloneable<TensorDictParamsImpl> {
  public:
   // Throws ValueError naming a key that cannot be a module attribute name (empty, or with a
   // '.').
-  explicit TensorDictParamsImpl(const TensorDict& params);
+  explicit TensorDictParamsImpl(const TensorDict& params,
+                                const TensorDictParamsOptions& options = {});
+  const TensorDictParamsOptions& options() const { return options_; }
 
   // The registered tensors laid out like the TensorDict given at construction (same keys, order
   // and batch sizes). A new TensorDict on every call whose leaves ARE the registered tensors:
@@ -50,6 +64,7 @@ class TensorDictParamsImpl : public torch::nn::Cloneable<TensorDictParamsImpl> {
   enum class Kind { kParameter, kBuffer, kChild, kNonTensor };
   void register_from(const TensorDict& params, bool fresh);
 
+  TensorDictParamsOptions options_;
   std::vector<std::pair<std::string, Kind>> order_;
   std::vector<int64_t> batch_size_;
   std::optional<at::Device> device_;

@@ -85,3 +85,35 @@ TEST(TensorDictParams, BuffersToAndClone) {
 }
 
 }  // namespace
+
+TEST(TensorDictParams, NoConvertKeepsWhatRequiresGradAndLockLocks) {
+  td::TensorDict data({{"w", at::ones({2, 3}).requires_grad_()},
+                       {"stat", at::zeros({2})},
+                       {"n", {{"b", at::ones({2}).requires_grad_()}, {"count", at::zeros({2}, at::kLong)}}}},
+                      {2});
+  // Default: every floating-point leaf is a parameter.
+  td::nn::TensorDictParams converted(data);
+  EXPECT_EQ(converted->named_parameters().size(), 3u);
+  // no_convert: only the leaves that require grad are parameters, the rest buffers.
+  td::nn::TensorDictParams kept(data, td::nn::TensorDictParamsOptions().no_convert(true));
+  std::vector<std::string> params, buffers;
+  for (const auto& p : kept->named_parameters()) params.push_back(p.key());
+  for (const auto& b : kept->named_buffers()) buffers.push_back(b.key());
+  EXPECT_EQ(td::KeysRepr(params), "['w', 'n.b']");
+  EXPECT_EQ(td::KeysRepr(buffers), "['stat', 'n.count']");
+  EXPECT_TRUE(kept->options().no_convert());
+  EXPECT_FALSE(kept->params().is_locked());
+  // lock: params() is locked, nested levels too; the clone keeps the options.
+  td::nn::TensorDictParams locked(data, td::nn::TensorDictParamsOptions().lock(true));
+  td::TensorDict p = locked->params();
+  EXPECT_TRUE(p.is_locked());
+  TD_EXPECT_THROW_MSG(p.set("new", at::zeros({2})), td::LockedError, {"'new'"});
+  TD_EXPECT_THROW_MSG(p.get_tensordict("n").set("new", at::zeros({2})), td::LockedError, {"'new'"});
+  {
+    at::NoGradGuard no_grad;
+    p.set_("w", at::full({2, 3}, 2.0));  // in place is allowed
+  }
+  EXPECT_TRUE(locked->params().get("w").equal(at::full({2, 3}, 2.0)));
+  auto copy = std::dynamic_pointer_cast<td::nn::TensorDictParamsImpl>(locked->clone());
+  EXPECT_TRUE(copy->params().is_locked());
+}

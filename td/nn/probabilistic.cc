@@ -49,6 +49,11 @@ SetInteractionType::~SetInteractionType() { current_interaction_type = previous_
 // ---- ProbabilisticTensorDictModuleImpl ----------------------------------------------------------
 
 ProbabilisticTensorDictModuleImpl::ProbabilisticTensorDictModuleImpl(
+    Keys in_keys, Keys out_keys, ProbabilisticTensorDictModuleOptions options)
+    : ProbabilisticTensorDictModuleImpl(std::move(in_keys), std::move(out_keys), Delta::factory(),
+                                        std::move(options)) {}
+
+ProbabilisticTensorDictModuleImpl::ProbabilisticTensorDictModuleImpl(
     Keys in_list, Keys out_list,
     DistributionFactory distribution, ProbabilisticTensorDictModuleOptions options)
     : distribution_(std::move(distribution)), options_(std::move(options)) {

@@ -157,6 +157,11 @@ class ProbabilisticTensorDictModuleImpl
   ProbabilisticTensorDictModuleImpl(Keys in_keys, Keys out_keys,
                                     CompositeDistributionFactory distribution,
                                     ProbabilisticTensorDictModuleOptions options = {});
+  // Upstream's default distribution_class: Delta::factory() (a point mass at parameter "param",
+  // so the in key is named "param", or dist_param_names({"param"}) names it).
+  //   td::nn::ProbabilisticTensorDictModule point({"param"}, {"action"});
+  ProbabilisticTensorDictModuleImpl(Keys in_keys, Keys out_keys,
+                                    ProbabilisticTensorDictModuleOptions options = {});
 
   // Builds the distribution, writes the draw(s) (and the log-probabilities) into `td`, returns
   // `td` (with num_samples: a new TensorDict, `td` expanded). Throws KeyError naming a missing
@@ -258,6 +263,11 @@ class ProbabilisticTensorDictModule
       : ModuleHolder(std::make_shared<ProbabilisticTensorDictModuleImpl>(
             std::move(in_keys), std::move(out_keys), std::move(distribution),
             std::move(options))) {}
+  // Delta, upstream's default distribution_class.
+  ProbabilisticTensorDictModule(Keys in_keys, Keys out_keys,
+                                ProbabilisticTensorDictModuleOptions options = {})
+      : ModuleHolder(std::make_shared<ProbabilisticTensorDictModuleImpl>(
+            std::move(in_keys), std::move(out_keys), std::move(options))) {}
 };
 
 // A TensorDictSequential whose last module is a ProbabilisticTensorDictModule.

@@ -207,3 +207,26 @@ TEST(ProbabilisticTensorDictSequential, PrintsAndClones) {
 }
 
 }  // namespace
+
+TEST(ProbabilisticTensorDictModule, DefaultDistributionIsDelta) {
+  // Upstream's distribution_class defaults to Delta: the draw is the parameter itself.
+  ProbabilisticTensorDictModule point({"param"}, {"action"},
+                                      ProbabilisticTensorDictModuleOptions().return_log_prob(true));
+  const at::Tensor param = at::randn({4, 2});
+  td::TensorDict out = point(td::TensorDict({{"param", param}}, {4}));
+  EXPECT_TRUE(at::equal(out.get("action"), param));
+  // Delta's log-density at its own point (as upstream's Delta: 0 per element, summed over the
+  // event dims).
+  EXPECT_EQ(out.get("action_log_prob").sizes(), at::IntArrayRef({4}));
+  EXPECT_TRUE(at::equal(out.get("action_log_prob"), at::zeros({4})));
+  {
+    td::nn::SetInteractionType random(InteractionType::kRandom);
+    EXPECT_TRUE(at::equal(point(td::TensorDict({{"param", param}}, {4})).get("action"), param));
+  }
+  // The parameter must be named "param" (or dist_param_names says which in key it is).
+  TD_EXPECT_THROW_MSG(ProbabilisticTensorDictModule({"loc"}, {"action"})(td::TensorDict({{"loc", param}}, {4})),
+                      c10::Error, {"param"});
+  ProbabilisticTensorDictModule named({"loc"}, {"action"},
+                                      ProbabilisticTensorDictModuleOptions().dist_param_names({"param"}));
+  EXPECT_TRUE(at::equal(named(td::TensorDict({{"loc", param}}, {4})).get("action"), param));
+}

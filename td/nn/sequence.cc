@@ -166,11 +166,20 @@ TensorDict TensorDictSequentialImpl::run_chain(TensorDict td, size_t end) {
 }
 
 TensorDict TensorDictSequentialImpl::forward(const TensorDict& td) {
+  if (options_.inplace() == SequentialOutput::kNew) return forward_into(td, TensorDict());
+  if (options_.inplace() == SequentialOutput::kEmpty) return forward_into(td, td.empty());
   TensorDict cur = run_chain(td, modules_.size());
   if (out_keys_.size() != out_keys_source_.size()) {
     for (const NestedKey& k : out_keys_source_) {
       if (!Contains(out_keys_, k) && !Contains(in_keys_, k)) DeleteWherePresent(cur, k);
     }
+  }
+  if (options_.inplace() == SequentialOutput::kInput && !cur.is_same(td)) {
+    TensorDict out = td;
+    internal::WriteTransaction tx;
+    for (const NestedKey& k : out_keys_) WriteOut(cur, out, k, tx);
+    tx.commit();
+    return out;
   }
   return cur;
 }

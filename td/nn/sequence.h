@@ -31,12 +31,22 @@
 
 namespace td::nn {
 
+// Where TensorDictSequential::forward writes (upstream's inplace=).
+enum class SequentialOutput {
+  kModules,  // inplace=None: what the modules do (a TensorDictModule writes into its input)
+  kInput,    // inplace=True: the input TensorDict, which forward returns
+  kNew,      // inplace=False: a new TensorDict of batch size [] holding the out keys only
+  kEmpty,    // inplace="empty": input.empty() (same batch size and device) with the out keys
+};
+
 struct TensorDictSequentialOptions {
   // Skip the modules whose in_keys are not all present, instead of failing (on a lazy stack: run
   // them on the members that hold them all).
   TORCH_ARG(bool, partial_tolerant) = false;
   // Keep only these out keys (see TensorDictModuleBase::select_out_keys).
   TORCH_ARG(std::optional<std::vector<NestedKey>>, selected_out_keys) = std::nullopt;
+  // kNew and kEmpty leave the input unchanged (forward_into a new TensorDict).
+  TORCH_ARG(SequentialOutput, inplace) = SequentialOutput::kModules;
 };
 
 class TensorDictSequential;

@@ -174,3 +174,35 @@ TEST(TensorDictSequential, ParametersCloneAndPrint) {
 }
 
 }  // namespace
+
+TEST(TensorDictSequential, InplaceOption) {
+  auto make = [](td::nn::SequentialOutput where) {
+    return TensorDictSequential(td::nn::TensorDictSequentialOptions().inplace(where),
+                                TensorDictModule([](at::Tensor x) { return x + 1; }, {"x"}, {"y"}),
+                                TensorDictModule([](at::Tensor y) { return y * 2; }, {"y"},
+                                                 Keys{td::NestedKey{"n", "z"}}));
+  };
+  auto input = [] { return td::TensorDict({{"x", at::zeros({2, 3})}, {"other", at::ones({2})}}, {2}); };
+  // inplace=True: the input, written.
+  td::TensorDict in1 = input();
+  td::TensorDict r1 = make(td::nn::SequentialOutput::kInput)(in1);
+  EXPECT_TRUE(r1.is_same(in1));
+  EXPECT_TRUE(in1.get({"n", "z"}).equal(at::full({2, 3}, 2.0)));
+  // inplace=False: a new TensorDict of batch [] with the out keys only; the input untouched.
+  td::TensorDict in2 = input();
+  td::TensorDict r2 = make(td::nn::SequentialOutput::kNew)(in2);
+  EXPECT_FALSE(r2.is_same(in2));
+  EXPECT_EQ(r2.batch_size().size(), 0u);
+  EXPECT_EQ(td::KeysRepr(r2.keys(td::KeysOptions().include_nested(true).leaves_only(true))),
+            "['y', ('n', 'z')]");
+  EXPECT_TRUE(r2.get("y").equal(at::ones({2, 3})));
+  EXPECT_FALSE(in2.contains("y"));
+  // inplace="empty": input.empty(), so the batch size is kept.
+  td::TensorDict in3 = input();
+  td::TensorDict r3 = make(td::nn::SequentialOutput::kEmpty)(in3);
+  EXPECT_EQ(r3.batch_size(), at::IntArrayRef({2}));
+  EXPECT_FALSE(r3.contains("x"));
+  EXPECT_FALSE(r3.contains("other"));
+  EXPECT_TRUE(r3.get({"n", "z"}).equal(at::full({2, 3}, 2.0)));
+  EXPECT_FALSE(in3.contains("y"));
+}

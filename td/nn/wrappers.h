@@ -98,6 +98,23 @@ class WrapModuleImpl : public Cloneable<WrapModuleImpl> {
 };
 TORCH_MODULE(WrapModule);
 
+// Python's as_tensordict_module(in_keys=..., out_keys=...): a decorator turning a callable into a
+// TensorDictModule. Here it returns the decorator; applying it to a function, lambda or module
+// gives TensorDictModule(fn, in_keys, out_keys), with that constructor's checks and errors.
+//   auto plus_one = td::nn::as_tensordict_module({"c"}, {"d"})([](at::Tensor c) { return c + 1; });
+//   plus_one(data);   // writes "d"
+struct TensorDictModuleDecorator {
+  Keys in_keys;
+  Keys out_keys;
+  template <class F>
+  TensorDictModule operator()(F&& fn) const {
+    return TensorDictModule(std::forward<F>(fn), in_keys, out_keys);
+  }
+};
+inline TensorDictModuleDecorator as_tensordict_module(Keys in_keys, Keys out_keys) {
+  return TensorDictModuleDecorator{std::move(in_keys), std::move(out_keys)};
+}
+
 // A module of yours that reset_parameters_recursive() should reset: derive from this too.
 //   struct MyImpl : torch::nn::Cloneable<MyImpl>, td::nn::ResetsParameters {
 //     void reset_parameters() override { torch::nn::init::zeros_(w); }

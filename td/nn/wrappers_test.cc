@@ -234,3 +234,17 @@ TEST(Dispatch, TensorsByName) {
 }
 
 }  // namespace
+
+TEST(AsTensorDictModule, DecoratesCallables) {
+  auto decorate = td::nn::as_tensordict_module({"c"}, Keys{NestedKey{"out", "d"}});
+  TensorDictModule plus_one = decorate([](at::Tensor c) { return c + 1; });
+  TensorDict data({{"c", at::zeros({2})}}, {2});
+  plus_one(data);
+  EXPECT_TRUE(data.get({"out", "d"}).equal(at::ones({2})));
+  EXPECT_EQ(td::KeysRepr(plus_one->in_keys()), "['c']");
+  // Modules too, and the constructor's errors: a missing input names the key.
+  TensorDictModule linear = td::nn::as_tensordict_module({"x"}, {"y"})(tnn::Linear(2, 3));
+  TensorDict x({{"x", at::ones({4, 2})}}, {4});
+  EXPECT_EQ(linear(x).get("y").sizes(), at::IntArrayRef({4, 3}));
+  TD_EXPECT_THROW_MSG(plus_one(TensorDict({}, {2})), td::KeyError, {"'c'"});
+}

@@ -27,6 +27,28 @@ std::vector<TensorDict> TensorDicts(const R& range) {
 }
 }  // namespace tc_detail
 
+// Upstream's is_tensorclass(obj_or_type) / is_tensor_collection(obj_or_type): whether a type
+// (or the type of a value) is a TensorClass, or a TensorDict or TensorClass (what every
+// TensorDict operation accepts).
+//   static_assert(td::is_tensorclass<MyData>() && td::is_tensor_collection<td::TensorDict>());
+//   if (td::is_tensor_collection(x)) ...
+template <class T>
+constexpr bool is_tensorclass() {
+  return tc_detail::kIsTensorClass<std::decay_t<T>>;
+}
+template <class T>
+bool is_tensorclass(const T&) {
+  return is_tensorclass<T>();
+}
+template <class T>
+constexpr bool is_tensor_collection() {
+  return is_tensorclass<T>() || std::is_base_of_v<TensorDict, std::decay_t<T>>;
+}
+template <class T>
+bool is_tensor_collection(const T&) {
+  return is_tensor_collection<T>();
+}
+
 #define TD_TC_IF_CLASS(D) template <class D, std::enable_if_t<tc_detail::kIsTensorClass<D>, int> = 0>
 
 // Stacks / concatenates TensorClasses of one type along a batch dim (the rules of td::stack /

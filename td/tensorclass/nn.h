@@ -14,7 +14,9 @@
 //   Transition out = td::nn::forward(*actor, data);   // out.action() is set
 #pragma once
 
+#include <memory>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "td/core/errors.h"
@@ -117,6 +119,89 @@ D forward(TensorDictModuleBase& module, const D& data) {
             e.what_without_backtrace());
   }
 }
+
+// The keys of D's fields, a nested class's fields expanded ({"step", "obs"}): what upstream's
+// TensorClassModuleWrapper takes as in_keys / out_keys.
+template <class D>
+std::vector<NestedKey> tensorclass_keys() {
+  std::vector<NestedKey> out;
+  D::td_for_each_field([&](auto tag, std::string_view, const NestedKey& key) {
+    using Inner = typename tc_detail::IsOptional<typename decltype(tag)::type>::Inner;
+    if constexpr (tc_detail::kIsTensorClass<Inner>) {
+      for (const NestedKey& sub : tensorclass_keys<Inner>()) out.push_back(key + sub);
+    } else {
+      out.push_back(key);
+    }
+  });
+  return out;
+}
+
+template <class In, class Out>
+class TensorClassModuleWrapperImpl;
+// The handle as_td_module() returns.
+template <class In, class Out>
+using TensorClassModuleWrapper = std::shared_ptr<TensorClassModuleWrapperImpl<In, Out>>;
+
+// Upstream's TensorClassModuleBase[In, Out]: a module whose forward takes one TensorClass `In`
+// and returns an `Out` (typed where a TensorDictModule is keyed). as_td_module() wraps it for
+// TensorDict pipelines. Hold it in a std::shared_ptr (as every LibTorch module).
+//   struct AddOne : td::nn::TensorClassModuleBase<Input, Output> {
+//     Output forward(const Input& in) override { return Output(in.x() + 1, in.batch_size()); }
+//   };
+//   auto m = std::make_shared<AddOne>();
+//   Output y = (*m)(input);
+//   td::TensorDict out = m->as_td_module()->forward(td);   // reads "x", writes "y"
+template <class In, class Out>
+class TensorClassModuleBase : public torch::nn::Module {
+  static_assert(tc_detail::kIsTensorClass<In> && tc_detail::kIsTensorClass<Out>,
+                "TensorClassModuleBase<In, Out>: In and Out must be td::TensorClass types");
+
+ public:
+  using InputType = In;
+  using OutputType = Out;
+  virtual Out forward(const In& x) = 0;
+  Out operator()(const In& x) { return forward(x); }
+  // A TensorDict module running this one (shared, not copied): in_keys are In's field keys,
+  // out_keys Out's. Throws ValueError when this module is not held by a std::shared_ptr.
+  TensorClassModuleWrapper<In, Out> as_td_module() {
+    std::shared_ptr<TensorClassModuleBase> self;
+    try {
+      self = std::dynamic_pointer_cast<TensorClassModuleBase>(shared_from_this());
+    } catch (const std::bad_weak_ptr&) {
+      TD_FAIL(ValueError, "TensorClassModuleBase::as_td_module: the module must be held by a "
+              "std::shared_ptr (std::make_shared<YourModule>(...))");
+    }
+    return std::make_shared<TensorClassModuleWrapperImpl<In, Out>>(std::move(self));
+  }
+};
+
+// Upstream's TensorClassModuleWrapper: a TensorDict module around a TensorClassModuleBase. Its
+// forward reads In's fields from the TensorDict (other keys are ignored; In::from_tensordict:
+// KeyError naming missing fields, TypeError for a field of the wrong kind), runs the module and returns the output as a new
+// TensorDict (Out's fields; the input is not written, as upstream). The module is registered
+// as the child "tc_module".
+template <class In, class Out>
+class TensorClassModuleWrapperImpl : public TensorDictModuleBase {
+ public:
+  explicit TensorClassModuleWrapperImpl(std::shared_ptr<TensorClassModuleBase<In, Out>> module)
+      : module_(std::move(module)) {
+    if (!module_) TD_FAIL(ValueError, "TensorClassModuleWrapper: the module is null");
+    register_module("tc_module", module_);
+    in_keys_ = tensorclass_keys<In>();
+    out_keys_ = tensorclass_keys<Out>();
+    out_keys_source_ = out_keys_;
+  }
+  TensorDict forward(const TensorDict& td) override {
+    // The input's other keys (a pipeline's) are not In's business: only its fields are read.
+    std::vector<NestedKey> fields;
+    for (std::string_view f : In::field_names()) fields.emplace_back(std::string(f));
+    return module_->forward(In::from_tensordict(td.select(fields, /*strict=*/false))).to_tensordict();
+  }
+  const std::shared_ptr<TensorClassModuleBase<In, Out>>& tc_module() const { return module_; }
+
+ private:
+  std::shared_ptr<TensorClassModuleBase<In, Out>> module_;
+};
 
 }  // namespace nn
 }  // namespace td

@@ -145,3 +145,48 @@ TEST(TensorClassNn, MissingFieldsAreNamed) {
 
 }  // namespace
 }  // namespace td
+
+namespace td {
+namespace {
+
+class InputTC : public TensorClass<InputTC> {
+ public:
+  TD_TENSORCLASS(InputTC, (at::Tensor, x), (std::string, tag))
+};
+class Inner : public TensorClass<Inner> {
+ public:
+  TD_TENSORCLASS(Inner, (at::Tensor, z))
+};
+class OutputTC : public TensorClass<OutputTC> {
+ public:
+  TD_TENSORCLASS(OutputTC, (at::Tensor, y), (std::optional<Inner>, inner))
+};
+
+struct AddOne : nn::TensorClassModuleBase<InputTC, OutputTC> {
+  OutputTC forward(const InputTC& in) override {
+    return OutputTC(in.x() + 1, Inner(in.x() * 2, in.batch_size()), in.batch_size());
+  }
+};
+
+TEST(TensorClassModule, TypedForwardAndTensorDictWrapper) {
+  auto m = std::make_shared<AddOne>();
+  OutputTC out = (*m)(InputTC(at::zeros({3}), "t", {3}));
+  EXPECT_TRUE(out.y().equal(at::ones({3})));
+  auto wrapper = m->as_td_module();
+  EXPECT_EQ(KeysRepr(wrapper->in_keys()), "['x', 'tag']");
+  EXPECT_EQ(KeysRepr(wrapper->out_keys()), "['y', ('inner', 'z')]");
+  EXPECT_EQ(nn::tensorclass_keys<OutputTC>(), (std::vector<NestedKey>{"y", NestedKey{"inner", "z"}}));
+  // In a TensorDict pipeline: other keys of the input are ignored, the output is a new TensorDict.
+  TensorDict data({{"x", at::ones({3})}, {"tag", "t"}, {"other", at::zeros({3})}}, {3});
+  TensorDict result = wrapper->forward(data);
+  EXPECT_TRUE(result.get("y").equal(at::full({3}, 2.0)));
+  EXPECT_TRUE(result.get({"inner", "z"}).equal(at::full({3}, 2.0)));
+  EXPECT_FALSE(data.contains("y"));
+  EXPECT_EQ(wrapper->named_children().size(), 1u);  // "tc_module"
+  TD_EXPECT_THROW_MSG(wrapper->forward(TensorDict({{"tag", "t"}}, {3})), KeyError, {"'x'"});
+  AddOne on_stack;
+  TD_EXPECT_THROW_MSG(on_stack.as_td_module(), ValueError, {"std::shared_ptr"});
+}
+
+}  // namespace
+}  // namespace td

@@ -120,8 +120,8 @@ inline constexpr std::string_view kMemberNames[] = {
 #define TD_OP(kind, ret, name, params, args, sample) #name,
 #define TD_UNARY(name, kernel) #name, #name "_",
 #include "td/core/ops.def"
-    "backend", "batch_dims", "batch_size", "check_fields", "check_tensordict", "device",
-    "field_names", "finish_positional", "from_tensordict", "get_field", "has_field",
+    "backend", "batch_dims", "batch_size", "check_fields", "check_tensordict", "data", "device",
+    "check_state_keys", "field_key", "field_names", "finish_positional", "from_tensordict", "get_field", "has_field",
     "init_named", "init_positional", "load_memmap", "names", "ndim", "numel", "python_type",
     "self", "set_field", "shape", "td_", "tensordict", "to_tensordict", "unset", "wrap",
     "wrap_all",
@@ -341,6 +341,63 @@ class TensorClass : public tc_detail::TensorClassTag {
                                                           Derived::python_type(), o, names()));
   }
 
+  // ---- generic access by field name (upstream's tc.set(name, v) / tc.del_(name)) --------------
+  // Writes field `name` (a value of its declared kind; the typed set_<name>() is the checked
+  // C++ spelling). Throws KeyError naming the field and the class's fields when there is no such
+  // field, TypeError naming it when the value is of another kind, and what TensorDict::set
+  // throws (BatchSizeError). Returns *this.
+  //   data.set("label", labels + 1);
+  Derived& set(std::string_view name, Value value) {
+    const NestedKey key = field_key(name, "set");
+    std::string why;
+    Derived::td_for_each_field([&](auto tag, std::string_view field, const NestedKey&) {
+      using Tr = tc_detail::FieldTraits<typename decltype(tag)::type>;
+      if (field == name) why = Tr::check(value);
+    });
+    if (!why.empty()) {
+      TD_FAIL(TypeError, Derived::kClassName, ".set: field '", name, "' cannot hold ", why);
+    }
+    td_.set(key, std::move(value));
+    return self();
+  }
+  // Upstream's load_state_dict on an instance (state_dict() comes from the op table): the
+  // entries of `state` ("field.sub" -> tensor, as state_dict() writes them) copied into the
+  // fields, as TensorDict::load_state_dict. Throws KeyError naming the keys whose first part is
+  // not a field (checked before anything is written; the class keeps its fields), and what
+  // TensorDict::load_state_dict throws.
+  //   fresh.load_state_dict(trained.state_dict());
+  Derived& load_state_dict(const TensorMap& state, bool strict = true,
+                           std::string_view separator = ".") {
+    check_state_keys(state, separator);
+    td_.load_state_dict(state, strict, separator);
+    return self();
+  }
+  Derived& load_state_dict(const StateDict& state, bool strict = true,
+                           std::string_view separator = ".") {
+    check_state_keys(state.tensors, separator);
+    td_.load_state_dict(state, strict, separator);
+    return self();
+  }
+
+  // Upstream's `.data`: the class with every tensor's data, sharing memory, outside autograd
+  // (TensorDict::detach; `.grad` is the op table's grad()).
+  Derived data() const { return wrap(td_.detach()); }
+  // Removes an optional field (it reads as unset: upstream's None). Throws KeyError for an
+  // unknown field, ValueError naming a required one.
+  Derived& del_(std::string_view name) {
+    const NestedKey key = field_key(name, "del_");
+    bool required = false;
+    Derived::td_for_each_field([&](auto tag, std::string_view field, const NestedKey&) {
+      if (field == name) required = tc_detail::FieldTraits<typename decltype(tag)::type>::kRequired;
+    });
+    if (required) {
+      TD_FAIL(ValueError, Derived::kClassName, ".del_: field '", name,
+              "' is required (declare it std::optional to allow removing it)");
+    }
+    if (td_.contains(key)) td_.del_(key);
+    return self();
+  }
+
   // ---- printing ------------------------------------------------------------------------------
   // MyData(\n    image=Tensor(shape=..., device=..., dtype=..., is_shared=...),\n    ...,
   // batch_size=torch.Size([...]),\n    device=None,\n    is_shared=False): set fields in sorted
@@ -434,6 +491,33 @@ class TensorClass : public tc_detail::TensorClassTag {
 
  private:
   Derived& self() { return static_cast<Derived&>(*this); }
+  // KeyError naming the state keys whose first part (before `separator`) is not a field.
+  static void check_state_keys(const TensorMap& state, std::string_view separator) {
+    std::string bad;
+    for (const auto& item : state) {
+      const std::string& k = item.key();
+      const size_t cut = separator.empty() ? std::string::npos : k.find(separator);
+      if (!has_field(std::string_view(k).substr(0, cut))) bad += (bad.empty() ? "'" : ", '") + k + "'";
+    }
+    if (!bad.empty()) {
+      TD_FAIL(KeyError, Derived::kClassName, ".load_state_dict: ", bad,
+              " name no field of the class");
+    }
+  }
+  // The key of field `name`, or KeyError naming it and the fields.
+  static NestedKey field_key(std::string_view name, const char* op) {
+    std::optional<NestedKey> found;
+    std::string fields;
+    Derived::td_for_each_field([&](auto, std::string_view field, const NestedKey& key) {
+      if (field == name) found = key;
+      fields += (fields.empty() ? "'" : ", '") + std::string(field) + "'";
+    });
+    if (!found) {
+      TD_FAIL(KeyError, Derived::kClassName, ".", op, ": no field '", name, "'; the fields are [",
+              fields, "]");
+    }
+    return *found;
+  }
   static std::vector<Derived> wrap_all(std::vector<TensorDict>&& v) {
     std::vector<Derived> out;
     out.reserve(v.size());

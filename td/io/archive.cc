@@ -1,0 +1,483 @@
+#include "td/io/archive.h"
+
+#include <ATen/ops/empty.h>
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cerrno>
+#include <cstring>
+#include <filesystem>
+#include <map>
+#include <set>
+#include <utility>
+#include <vector>
+
+#include "td/backends/lazy_stack/lazy_stack.h"
+#include "td/backends/memmap/format.h"
+#include "td/backends/memmap/memory_mapped_tensor.h"
+#include "td/core/errors.h"
+#include "td/io/zip.h"
+
+namespace td {
+namespace {
+
+namespace fs = std::filesystem;
+namespace mm = internal::memmap;
+using io_internal::ZipEntry;
+
+const std::string kMeta(mm::kMetaFile);
+constexpr size_t kChunk = size_t{16} << 20;
+// A tree deeper than this is refused (as the directory loader's limit, kMaxNestingDepth).
+constexpr int kMaxLevels = kMaxNestingDepth;
+
+std::string Join(const std::string& dir, const std::string& name) {
+  return dir.empty() ? name : dir + "/" + name;
+}
+
+bool IsTemp(const std::string& name) { return name.rfind(mm::kTempPrefix, 0) == 0; }
+
+// Throws MemmapError naming `path` for a name that could leave the extraction directory.
+void CheckEntryName(const std::string& archive, const std::string& name) {
+  bool ok = !name.empty() && name.front() != '/' && name.find('\\') == std::string::npos &&
+            name.find('\0') == std::string::npos;
+  size_t start = 0;
+  while (ok && start <= name.size()) {
+    const size_t end = std::min(name.find('/', start), name.size());
+    const std::string part = name.substr(start, end - start);
+    ok = !part.empty() && part != "." && part != "..";
+    start = end + 1;
+  }
+  if (!ok) {
+    TD_FAIL(MemmapError, archive, ": entry name '", name,
+            "' is not a relative path inside the archive (empty, absolute, '.', '..' or '\\')");
+  }
+}
+
+// The archive's entries and the directories they imply.
+struct Tree {
+  std::string path;
+  std::map<std::string, ZipEntry> entries;
+  std::map<std::string, std::set<std::string>> children;  // dir ("" = root) -> names
+  std::set<std::string> dirs;
+
+  explicit Tree(const std::string& p) : path(p), entries(io_internal::ReadZipDirectory(p)) {
+    dirs.insert("");
+    for (const auto& [name, e] : entries) {
+      CheckEntryName(path, name);
+      std::string child = name;
+      while (true) {
+        const size_t slash = child.rfind('/');
+        const std::string parent = slash == std::string::npos ? "" : child.substr(0, slash);
+        children[parent].insert(slash == std::string::npos ? child : child.substr(slash + 1));
+        if (slash == std::string::npos) break;
+        dirs.insert(parent);
+        child = parent;
+      }
+    }
+    for (const std::string& d : dirs) {
+      if (entries.count(d)) TD_FAIL(MemmapError, path, ": '", d, "' is both a file and a directory");
+    }
+  }
+  std::string Display(const std::string& name) const { return path + "::" + name; }
+  const ZipEntry& Stored(const std::string& name) const {
+    const ZipEntry& e = entries.at(name);
+    if (e.method != 0) {
+      TD_FAIL(MemmapError, Display(name), " is compressed (zip method ", e.method,
+              "; 8 is deflate, 12 bzip2, 14 lzma): only stored entries can be mapped; write the "
+              "archive without compression");
+    }
+    return e;
+  }
+};
+
+bool IsArchiveFile(const std::string& path) {
+  struct stat st {};
+  if (::stat(path.c_str(), &st) != 0 || !S_ISREG(st.st_mode)) return false;
+  try {
+    return io_internal::ReadZipDirectory(path).count(kMeta) > 0;
+  } catch (const c10::Error&) {
+    return false;
+  }
+}
+
+// A temporary name beside `target` that the memmap loader and pack_memmap skip.
+std::string TempBeside(const std::string& target) {
+  static std::atomic<uint64_t> counter{0};
+  const fs::path t(target);
+  return (t.parent_path() / (std::string(mm::kTempPrefix) + t.filename().string() + "." +
+                             std::to_string(::getpid()) + "." + std::to_string(counter++)))
+      .string();
+}
+
+// Adds the files of the directory `dir` (entry names under `rel`) in the archive's order.
+void PackDir(io_internal::ZipWriter* w, const fs::path& dir, const std::string& rel, int depth) {
+  if (depth > kMaxLevels) {
+    TD_FAIL(MemmapError, dir.string(), ": directories nested more than ", kMaxLevels, " deep");
+  }
+  std::vector<std::string> files, subdirs;
+  std::error_code ec;
+  for (fs::directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec)) {
+    const std::string name = it->path().filename().string();
+    if (IsTemp(name)) continue;
+    const fs::file_status st = it->symlink_status(ec);
+    if (ec) break;
+    if (fs::is_symlink(st)) {
+      TD_FAIL(MemmapError, "cannot pack ", it->path().string(),
+              ": it is a symlink (a memmap directory holds none)");
+    } else if (fs::is_regular_file(st)) {
+      files.push_back(name);
+    } else if (fs::is_directory(st)) {
+      subdirs.push_back(name);
+    } else {
+      TD_FAIL(MemmapError, "cannot pack ", it->path().string(), ": not a file or a directory");
+    }
+  }
+  if (ec) TD_FAIL(MemmapError, "cannot list ", dir.string(), ": ", ec.message());
+  std::sort(files.begin(), files.end());
+  std::sort(subdirs.begin(), subdirs.end());
+  std::stable_partition(files.begin(), files.end(), [](const std::string& n) { return n == kMeta; });
+  for (const std::string& f : files) {
+    const fs::path p = dir / f;
+    const uint64_t size = fs::file_size(p, ec);
+    if (ec) TD_FAIL(MemmapError, "cannot stat ", p.string(), ": ", ec.message());
+    const bool align = f.size() > mm::kTensorSuffix.size() &&
+                       f.compare(f.size() - mm::kTensorSuffix.size(), mm::kTensorSuffix.size(),
+                                 mm::kTensorSuffix) == 0;
+    w->AddFile(Join(rel, f), p.string(), size, align);
+  }
+  for (const std::string& d : subdirs) PackDir(w, dir / d, Join(rel, d), depth + 1);
+}
+
+// Builds TensorDicts from the levels of an archive (the directory loader's rules: NOTE [ Memmap
+// directory format ] in td/backends/memmap/format.h), leaves viewing `base`.
+class ArchiveLoader {
+ public:
+  ArchiveLoader(const Tree& tree, MemmapMode mode) : tree_(tree), mode_(mode) {
+    struct stat st {};
+    if (::stat(tree.path.c_str(), &st) != 0) {
+      TD_FAIL(MemmapError, "cannot stat ", tree.path, ": ", std::strerror(errno));
+    }
+    base_ = MemoryMappedTensor::from_filename(tree.path, at::kByte, {static_cast<int64_t>(st.st_size)},
+                                              mode);
+  }
+
+  // The directory `dir` as a value (a TensorDict, or non-tensor data).
+  Value Dir(const std::string& dir, int depth) {
+    if (depth > kMaxLevels) {
+      TD_FAIL(MemmapError, tree_.Display(dir), ": TensorDicts nested more than ", kMaxLevels,
+              " levels deep");
+    }
+    const std::string meta_name = Join(dir, kMeta);
+    if (!tree_.entries.count(meta_name)) {
+      TD_FAIL(MemmapError, tree_.Display(dir), " is not a memmap level: it has no meta.json");
+    }
+    const ZipEntry& e = tree_.Stored(meta_name);
+    if (e.size > mm::kMaxMetaBytes) {
+      TD_FAIL(MemmapError, tree_.Display(meta_name), " is larger than ", mm::kMaxMetaBytes, " bytes");
+    }
+    const std::string text(static_cast<const char*>(base_.data_ptr()) + e.payload_offset, e.size);
+    mm::DirMeta meta = ValueOrThrow<MemmapError>(mm::ParseDirMeta(text, tree_.Display(meta_name)));
+    switch (meta.type) {
+      case mm::DirType::kTensorDict:
+        return Level(dir, meta.level, depth);
+      case mm::DirType::kLazyStack:
+        return LazyStack(dir, meta.stack_dim, depth);
+      case mm::DirType::kTensorClass:
+        return TensorClassDir(dir, meta, depth);
+      case mm::DirType::kNonTensorData:
+      case mm::DirType::kNonTensorStack:
+        return Value(NonTensorData(std::move(meta.data)));
+    }
+    TD_FAIL(MemmapError, tree_.Display(meta_name), ": unknown directory type");
+  }
+
+ private:
+  const std::set<std::string>& Children(const std::string& dir) const {
+    static const std::set<std::string> none;
+    auto it = tree_.children.find(dir);
+    return it == tree_.children.end() ? none : it->second;
+  }
+
+  TensorDict Level(const std::string& dir, mm::LevelMeta level, int depth) {
+    const std::set<std::string>& names = Children(dir);
+    ThrowIfError<MemmapError>(mm::ResolveEntryFiles(
+        &level.entries, [&](const std::string& n) { return names.count(n) > 0; },
+        tree_.Display(dir)));
+    std::set<std::string> used{kMeta};
+    std::vector<TensorDict::Item> items;
+    for (const mm::EntryMeta& m : level.entries) {
+      const std::string name = Join(dir, m.file_name);
+      if (!m.file_name.empty()) used.insert(m.file_name);
+      if (m.kind != mm::EntryKind::kTensor) {
+        if (!tree_.dirs.count(name)) {
+          TD_FAIL(MemmapError, tree_.Display(name), ": key ", NestedKey(m.key).repr(),
+                  " is a sub-directory in meta.json but a file in the archive");
+        }
+        items.emplace_back(NestedKey(m.key), Dir(name, depth + 1));
+        continue;
+      }
+      if (m.is_nested) {
+        TD_FAIL(MemmapError, tree_.Display(name), ": key ", NestedKey(m.key).repr(),
+                " is a nested (jagged) tensor, which archives do not load here; unpack_memmap "
+                "the archive and load_memmap the directory");
+      }
+      items.emplace_back(NestedKey(m.key), Leaf(name, m));
+    }
+    for (const std::string& n : names) {
+      if (!used.count(n) && !IsTemp(n)) {
+        TD_FAIL(MemmapError, tree_.Display(Join(dir, n)),
+                ": unexpected entry (meta.json of the level does not name it)");
+      }
+    }
+    try {
+      return TensorDict(items, level.batch_size);
+    } catch (const c10::Error& err) {
+      TD_FAIL(MemmapError, tree_.Display(dir), ": ", err.what_without_backtrace());
+    }
+  }
+
+  at::Tensor Leaf(const std::string& name, const mm::EntryMeta& m) {
+    if (m.file_name.empty()) return at::empty(m.shape, at::TensorOptions().dtype(m.dtype));
+    if (!tree_.entries.count(name)) {
+      TD_FAIL(MemmapError, tree_.Display(name), ": key ", NestedKey(m.key).repr(),
+              " is a directory in the archive, expected the tensor's file");
+    }
+    const ZipEntry& e = tree_.Stored(name);
+    if (static_cast<int64_t>(e.size) != m.nbytes) {
+      TD_FAIL(MemmapError, tree_.Display(name), ": key ", NestedKey(m.key).repr(), " of shape ",
+              c10::IntArrayRef(m.shape), " and dtype ", m.dtype, " needs ", m.nbytes,
+              " bytes, the entry holds ", e.size);
+    }
+    at::Tensor flat = base_.narrow(0, static_cast<int64_t>(e.payload_offset), m.nbytes);
+    if (e.payload_offset % c10::elementSize(m.dtype) != 0) {
+      if (mode_ == MemmapMode::kReadWrite) {
+        TD_FAIL(MemmapError, tree_.Display(name), ": the data of key ", NestedKey(m.key).repr(),
+                " is not aligned for ", m.dtype, " (the archive was written by another zip "
+                "tool), so it is copied and writes could not reach the file: load it read-only");
+      }
+      flat = flat.clone();
+    }
+    return flat.view(m.dtype).view(m.shape);
+  }
+
+  TensorDict LazyStack(const std::string& dir, int64_t stack_dim, int depth) {
+    std::vector<TensorDict> members;
+    for (int64_t i = 0;; ++i) {
+      const std::string name = Join(dir, std::to_string(i));
+      if (!tree_.dirs.count(name)) break;
+      Value v = Dir(name, depth + 1);
+      if (!v.is_tensordict()) {
+        TD_FAIL(MemmapError, tree_.Display(name), " holds non-tensor data; a lazy stack's "
+                "members must be TensorDicts");
+      }
+      members.push_back(v.tensordict());
+    }
+    const size_t expected = Children(dir).size() - 1;  // all but meta.json
+    if (members.empty() || members.size() != expected) {
+      TD_FAIL(MemmapError, tree_.Display(dir), ": a lazy stack needs sub-directories 0, 1, ... "
+              "and nothing else; found ", members.size(), " members among ", expected, " entries");
+    }
+    try {
+      return TensorDict(lazy_stack(members, stack_dim));
+    } catch (const c10::Error& err) {
+      TD_FAIL(MemmapError, tree_.Display(dir), ": ", err.what_without_backtrace());
+    }
+  }
+
+  TensorDict TensorClassDir(const std::string& dir, const mm::DirMeta& meta, int depth) {
+    const std::string inner = Join(dir, std::string(mm::kNonTensorInner));
+    if (!tree_.dirs.count(inner)) {
+      TD_FAIL(MemmapError, tree_.Display(dir), " holds the tensorclass ", meta.type_name,
+              " but has no _tensordict/ directory with its tensors");
+    }
+    Value v = Dir(inner, depth + 1);
+    if (!v.is_tensordict()) {
+      TD_FAIL(MemmapError, tree_.Display(inner), " must hold a TensorDict level");
+    }
+    TensorDict out = v.tensordict();
+    for (const auto& [key, value] : meta.fields) {
+      if (out.contains(key)) {
+        TD_FAIL(MemmapError, tree_.Display(Join(dir, kMeta)), ": field ", NestedKey(key).repr(),
+                " is also a key of ", tree_.Display(inner));
+      }
+      out.set_non_tensor(key, value);
+    }
+    return out;
+  }
+
+  const Tree& tree_;
+  MemmapMode mode_;
+  at::Tensor base_;
+};
+
+}  // namespace
+
+bool is_memmap_archive(const std::string& path) { return IsArchiveFile(path); }
+
+std::string pack_memmap(const std::string& prefix, const std::string& archive_path) {
+  std::error_code ec;
+  if (!fs::is_regular_file(fs::path(prefix) / kMeta, ec)) {
+    TD_FAIL(ValueError, "pack_memmap: ", prefix,
+            " does not look like a memmap directory (no meta.json found)");
+  }
+  if (fs::is_directory(archive_path, ec)) {
+    TD_FAIL(ValueError, "pack_memmap: cannot write an archive at ", archive_path,
+            ": it is an existing directory");
+  }
+  const std::string tmp = TempBeside(archive_path);
+  try {
+    io_internal::ZipWriter w(tmp);
+    PackDir(&w, fs::path(prefix), "", 0);
+    w.Finish();
+  } catch (...) {
+    fs::remove(tmp, ec);
+    throw;
+  }
+  if (::rename(tmp.c_str(), archive_path.c_str()) != 0) {
+    const int err = errno;
+    fs::remove(tmp, ec);
+    TD_FAIL(MemmapError, "cannot rename ", tmp, " to ", archive_path, ": ", std::strerror(err));
+  }
+  return archive_path;
+}
+
+std::string unpack_memmap(const std::string& archive_path, const std::string& prefix) {
+  if (!IsArchiveFile(archive_path)) {
+    TD_FAIL(ValueError, "unpack_memmap: ", archive_path, " is not a memmap archive");
+  }
+  Tree tree(archive_path);
+  const int in = ::open(archive_path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (in < 0) TD_FAIL(MemmapError, "cannot open ", archive_path, ": ", std::strerror(errno));
+  std::vector<char> buf;
+  try {
+    std::error_code ec;
+    fs::create_directories(prefix, ec);
+    if (ec) TD_FAIL(MemmapError, "cannot create ", prefix, ": ", ec.message());
+    for (const std::string& d : tree.dirs) {
+      if (d.empty()) continue;
+      const fs::path p = fs::path(prefix) / d;
+      const fs::file_status st = fs::symlink_status(p, ec);
+      if (fs::is_symlink(st)) TD_FAIL(MemmapError, "unpack_memmap: ", p.string(), " is a symlink");
+      if (!fs::exists(st)) {
+        fs::create_directory(p, ec);
+        if (ec) TD_FAIL(MemmapError, "cannot create ", p.string(), ": ", ec.message());
+      } else if (!fs::is_directory(st)) {
+        TD_FAIL(MemmapError, "unpack_memmap: ", p.string(), " exists and is not a directory");
+      }
+    }
+    for (const auto& [name, entry] : tree.entries) {
+      const ZipEntry& e = tree.Stored(name);
+      const std::string out_path = (fs::path(prefix) / name).string();
+      const int out = ::open(out_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC,
+                             0644);
+      if (out < 0) TD_FAIL(MemmapError, "cannot create ", out_path, ": ", std::strerror(errno));
+      uint32_t crc = 0;
+      uint64_t done = 0;
+      buf.resize(std::min<uint64_t>(kChunk, std::max<uint64_t>(e.size, 1)));
+      bool failed = false;
+      while (done < e.size && !failed) {
+        const size_t n = static_cast<size_t>(std::min<uint64_t>(buf.size(), e.size - done));
+        const ssize_t r = ::pread(in, buf.data(), n, static_cast<off_t>(e.payload_offset + done));
+        failed = r != static_cast<ssize_t>(n) || ::write(out, buf.data(), n) != static_cast<ssize_t>(n);
+        crc = io_internal::Crc32(crc, buf.data(), n);
+        done += n;
+      }
+      const int err = errno;
+      if (::close(out) != 0) failed = true;
+      if (failed) TD_FAIL(MemmapError, "cannot extract ", tree.Display(name), " to ", out_path, ": ",
+                          std::strerror(err));
+      if (crc != e.crc) {
+        TD_FAIL(MemmapError, tree.Display(name), ": CRC-32 mismatch (the data was changed in place; "
+                "refresh_archive_checksums fixes the archive)");
+      }
+    }
+  } catch (...) {
+    ::close(in);
+    throw;
+  }
+  ::close(in);
+  return prefix;
+}
+
+std::string refresh_archive_checksums(const std::string& archive_path) {
+  if (!IsArchiveFile(archive_path)) {
+    TD_FAIL(ValueError, "refresh_archive_checksums: ", archive_path, " is not a memmap archive");
+  }
+  Tree tree(archive_path);
+  const int fd = ::open(archive_path.c_str(), O_RDWR | O_CLOEXEC);
+  if (fd < 0) TD_FAIL(MemmapError, "cannot open ", archive_path, ": ", std::strerror(errno));
+  std::vector<char> buf;
+  auto fail = [&](const std::string& name) {
+    const int err = errno;
+    ::close(fd);
+    TD_FAIL(MemmapError, "cannot refresh the checksum of ", tree.Display(name), ": ",
+            std::strerror(err));
+  };
+  for (const auto& [name, e] : tree.entries) {
+    if (e.method != 0) continue;  // compressed payloads cannot have been written in place
+    uint32_t crc = 0;
+    buf.resize(std::min<uint64_t>(kChunk, std::max<uint64_t>(e.size, 1)));
+    for (uint64_t done = 0; done < e.size;) {
+      const size_t n = static_cast<size_t>(std::min<uint64_t>(buf.size(), e.size - done));
+      if (::pread(fd, buf.data(), n, static_cast<off_t>(e.payload_offset + done)) !=
+          static_cast<ssize_t>(n)) {
+        fail(name);
+      }
+      crc = io_internal::Crc32(crc, buf.data(), n);
+      done += n;
+    }
+    const unsigned char le[4] = {static_cast<unsigned char>(crc), static_cast<unsigned char>(crc >> 8),
+                                 static_cast<unsigned char>(crc >> 16),
+                                 static_cast<unsigned char>(crc >> 24)};
+    uint64_t local = e.header_offset + 14;
+    if (e.descriptor) {
+      // The CRC follows the payload, after an optional "PK\7\8" signature.
+      local = e.payload_offset + e.compressed_size;
+      unsigned char sig[4] = {0, 0, 0, 0};
+      if (::pread(fd, sig, 4, static_cast<off_t>(local)) != 4) fail(name);
+      if (sig[0] == 'P' && sig[1] == 'K' && sig[2] == 7 && sig[3] == 8) local += 4;
+    }
+    if (::pwrite(fd, le, 4, static_cast<off_t>(local)) != 4 ||
+        ::pwrite(fd, le, 4, static_cast<off_t>(e.central_offset + 16)) != 4) {
+      fail(name);
+    }
+  }
+  if (::close(fd) != 0) TD_FAIL(MemmapError, "cannot close ", archive_path, ": ", std::strerror(errno));
+  return archive_path;
+}
+
+TensorDict load_archive(const std::string& archive_path, const ArchiveLoadOptions& options) {
+  if (!IsArchiveFile(archive_path)) {
+    TD_FAIL(MemmapError, "load_archive: ", archive_path,
+            " is not a memmap archive (a zip file with a top-level meta.json)");
+  }
+  Tree tree(archive_path);
+  ArchiveLoader loader(tree, options.mode());
+  std::string root;
+  if (options.sub_path()) {
+    for (const std::string& part : *options.sub_path()) {
+      const std::string escaped = Join(root, mm::EscapeKey(part));
+      const std::string raw = Join(root, part);
+      if (tree.dirs.count(escaped)) {
+        root = escaped;
+      } else if (tree.dirs.count(raw)) {
+        root = raw;
+      } else {
+        TD_FAIL(KeyError, "load_archive: sub_path ", options.sub_path()->repr(), " is not in ",
+                archive_path, " (no directory ", escaped, ")");
+      }
+    }
+  }
+  Value v = loader.Dir(root, 0);
+  if (!v.is_tensordict()) {
+    TD_FAIL(MemmapError, tree.Display(root), " holds non-tensor data, not a TensorDict");
+  }
+  TensorDict out = v.tensordict();
+  out.lock_();
+  return out;
+}
+
+}  // namespace td

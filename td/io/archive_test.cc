@@ -1,0 +1,204 @@
+// Memmap archives: pack / unpack / load round trips over nested, non-tensor and lazy-stacked
+// content, the zip layout (order, alignment, CRCs), in-place writes and checksums, and bad input.
+#include "td/io/archive.h"
+
+#include <ATen/ATen.h>
+#include <gtest/gtest.h>
+
+#include <cstdio>
+#include <fstream>
+
+#include "td/backends/lazy_stack/lazy_stack.h"
+#include "td/backends/memmap/memory_mapped_tensor.h"
+#include "td/backends/memmap/test_util.h"
+#include "td/core/testing.h"
+#include "td/io/io.h"
+
+namespace td {
+namespace {
+
+using testing_util::Exists;
+using testing_util::FreshDir;
+using testing_util::ReadText;
+using testing_util::WriteText;
+
+uint32_t Le32(const std::string& s, size_t at) {
+  return static_cast<uint32_t>(static_cast<unsigned char>(s[at])) |
+         (static_cast<uint32_t>(static_cast<unsigned char>(s[at + 1])) << 8) |
+         (static_cast<uint32_t>(static_cast<unsigned char>(s[at + 2])) << 16) |
+         (static_cast<uint32_t>(static_cast<unsigned char>(s[at + 3])) << 24);
+}
+uint16_t Le16(const std::string& s, size_t at) {
+  return static_cast<uint16_t>(static_cast<unsigned char>(s[at]) |
+                               (static_cast<unsigned char>(s[at + 1]) << 8));
+}
+
+// (name, payload offset, method) of each local header, walking the file from the start.
+struct Local {
+  std::string name;
+  size_t payload;
+  uint16_t method;
+};
+std::vector<Local> LocalHeaders(const std::string& zip) {
+  std::vector<Local> out;
+  size_t at = 0;
+  while (at + 30 <= zip.size() && Le32(zip, at) == 0x04034b50) {
+    const uint16_t n = Le16(zip, at + 26), x = Le16(zip, at + 28);
+    // sizes from the zip64 extra block (the 32-bit fields are 0xFFFFFFFF)
+    uint64_t size = Le32(zip, at + 22);
+    for (size_t k = at + 30 + n; k + 4 <= at + 30 + n + x;) {
+      const uint16_t id = Le16(zip, k), len = Le16(zip, k + 2);
+      if (id == 1) size = Le32(zip, k + 4) | (static_cast<uint64_t>(Le32(zip, k + 8)) << 32);
+      k += 4 + len;
+    }
+    out.push_back({zip.substr(at + 30, n), at + 30 + n + x, Le16(zip, at + 8)});
+    at = at + 30 + n + x + size;
+  }
+  return out;
+}
+
+TensorDict Sample() {
+  at::manual_seed(1);
+  TensorDict data({{"obs", at::randn({4, 3})},
+                   {"done", at::tensor({1, 0, 1, 0}, at::kLong).to(at::kBool)},
+                   {"next", {{"reward", at::arange(4, at::kLong)}, {"w", at::randn({4, 2}, at::kDouble)}}},
+                   {"a b/c", at::ones({4}, at::kHalf)},
+                   {"note", "hello"}},
+                  {4});
+  return data;
+}
+
+TEST(Archive, PackLoadRoundTripIsOneMapping) {
+  const std::string dir = FreshDir("arch");
+  TensorDict data = Sample();
+  data.memmap(dir + "/td");
+  EXPECT_FALSE(is_memmap_archive(dir + "/td"));  // a directory
+  EXPECT_EQ(pack_memmap(dir + "/td", dir + "/td.tdz"), dir + "/td.tdz");
+  EXPECT_TRUE(is_memmap_archive(dir + "/td.tdz"));
+  TensorDict back = load_archive(dir + "/td.tdz");
+  EXPECT_TRUE(back.is_locked());
+  EXPECT_EQ(back.batch_size().vec(), std::vector<int64_t>{4});
+  EXPECT_TRUE(back.get("obs").equal(data.get("obs")));
+  EXPECT_TRUE(back.get("done").equal(data.get("done")));
+  EXPECT_TRUE(back.get({"next", "reward"}).equal(data.get({"next", "reward"})));
+  EXPECT_TRUE(back.get({"next", "w"}).equal(data.get({"next", "w"})));
+  EXPECT_TRUE(back.get("a b/c").equal(data.get("a b/c")));
+  EXPECT_EQ(back.get_non_tensor("note"), "hello");
+  // Every aligned leaf is a view of the one mapping of the archive.
+  EXPECT_EQ(*MemoryMappedTensor::filename_of(back.get("obs")), *MemoryMappedTensor::filename_of(
+                                                                    back.get({"next", "w"})));
+  EXPECT_TRUE(back.get("obs").storage().is_alias_of(back.get({"next", "reward"}).storage()));
+  // Copy-on-write by default: a write stays in memory, the file keeps its bytes.
+  back.get("obs").fill_(7);
+  TensorDict again = load_archive(dir + "/td.tdz");
+  EXPECT_TRUE(again.get("obs").equal(data.get("obs")));
+}
+
+TEST(Archive, LayoutOrderAlignmentAndChecksums) {
+  const std::string dir = FreshDir("layout");
+  Sample().memmap(dir + "/td");
+  pack_memmap(dir + "/td", dir + "/td.tdz");
+  const std::string zip = ReadText(dir + "/td.tdz");
+  const std::vector<Local> locals = LocalHeaders(zip);
+  std::vector<std::string> names;
+  for (const Local& l : locals) {
+    names.push_back(l.name);
+    EXPECT_EQ(l.method, 0) << l.name;
+    if (l.name.size() > 7 && l.name.substr(l.name.size() - 7) == ".memmap") {
+      EXPECT_EQ(l.payload % 64, 0u) << l.name;
+    }
+  }
+  // meta.json first at each level, then the level's files by name, then sub-directories.
+  ASSERT_GE(names.size(), 7u);
+  EXPECT_EQ(names.front(), "meta.json");
+  EXPECT_EQ(names, (std::vector<std::string>{"meta.json", "a%20b%2Fc.memmap", "done.memmap",
+                                             "obs.memmap", "next/meta.json", "next/reward.memmap",
+                                             "next/w.memmap", "note/meta.json",
+                                             "note/_tensordict/meta.json"}));
+  // unpack_memmap checks every CRC-32 and rebuilds the directory.
+  unpack_memmap(dir + "/td.tdz", dir + "/copy");
+  TensorDict copy = TensorDict::load_memmap(dir + "/copy");
+  EXPECT_TRUE(copy.get({"next", "w"}).equal(Sample().get({"next", "w"})));
+  EXPECT_EQ(ReadText(dir + "/copy/obs.memmap"), ReadText(dir + "/td/obs.memmap"));
+  // Same data, same bytes.
+  pack_memmap(dir + "/copy", dir + "/copy.tdz");
+  EXPECT_EQ(ReadText(dir + "/copy.tdz"), zip);
+}
+
+TEST(Archive, ReadWriteMappingThenRefreshChecksums) {
+  const std::string dir = FreshDir("rw");
+  save(Sample(), dir + "/td.tdz");
+  TensorDict rw = load_archive(dir + "/td.tdz", ArchiveLoadOptions().mode(MemmapMode::kReadWrite));
+  rw.get({"next", "reward"}).fill_(42);
+  TensorDict seen = load_archive(dir + "/td.tdz");
+  EXPECT_TRUE(seen.get({"next", "reward"}).equal(at::full({4}, 42, at::kLong)));
+  // The stored CRC no longer matches: extraction refuses, naming the entry.
+  TD_EXPECT_THROW_MSG(unpack_memmap(dir + "/td.tdz", dir + "/x"), MemmapError,
+                      {"next/reward.memmap", "CRC-32", "refresh_archive_checksums"});
+  EXPECT_EQ(refresh_archive_checksums(dir + "/td.tdz"), dir + "/td.tdz");
+  unpack_memmap(dir + "/td.tdz", dir + "/y");
+  EXPECT_TRUE(TensorDict::load_memmap(dir + "/y").get({"next", "reward"}).equal(
+      at::full({4}, 42, at::kLong)));
+}
+
+TEST(Archive, LazyStackAndSubPath) {
+  const std::string dir = FreshDir("lazy");
+  TensorDict a({{"x", at::zeros({2})}, {"y", at::ones({2, 3})}}, {2});
+  TensorDict b({{"x", at::ones({2})}, {"y", at::zeros({2, 3})}}, {2});
+  TensorDict outer({{"stack", TensorDict(lazy_stack({a, b}, 0))}, {"z", at::arange(2)}}, {});
+  save(outer, dir + "/s.tdz");
+  TensorDict back = load(dir + "/s.tdz");
+  EXPECT_EQ(back.get_tensordict("stack").backend(), "lazy_stack");
+  EXPECT_TRUE(back.get({"stack", "y"}).equal(at::stack({a.get("y"), b.get("y")})));
+  TensorDict sub = load_archive(dir + "/s.tdz", ArchiveLoadOptions().sub_path(NestedKey("stack")));
+  EXPECT_EQ(sub.batch_size().vec(), (std::vector<int64_t>{2, 2}));
+  TD_EXPECT_THROW_MSG(load_archive(dir + "/s.tdz", ArchiveLoadOptions().sub_path(NestedKey("nope"))),
+                      KeyError, {"'nope'", "s.tdz"});
+}
+
+TEST(Archive, BadInput) {
+  const std::string dir = FreshDir("bad");
+  WriteText(dir + "/not.zip", "hello, not a zip file at all");
+  EXPECT_FALSE(is_memmap_archive(dir + "/not.zip"));
+  EXPECT_FALSE(is_memmap_archive(dir + "/missing.tdz"));
+  TD_EXPECT_THROW_MSG(load_archive(dir + "/not.zip"), MemmapError, {"not.zip", "not a memmap archive"});
+  TD_EXPECT_THROW_MSG(unpack_memmap(dir + "/not.zip", dir + "/o"), ValueError, {"not.zip"});
+  TD_EXPECT_THROW_MSG(refresh_archive_checksums(dir + "/not.zip"), ValueError, {"not.zip"});
+  TD_EXPECT_THROW_MSG(pack_memmap(dir, dir + "/x.tdz"), ValueError, {"no meta.json", dir});
+
+  Sample().memmap(dir + "/td");
+  pack_memmap(dir + "/td", dir + "/td.tdz");
+  std::string zip = ReadText(dir + "/td.tdz");
+  // Truncated: the end record is gone.
+  WriteText(dir + "/cut.tdz", zip.substr(0, zip.size() / 2));
+  EXPECT_FALSE(is_memmap_archive(dir + "/cut.tdz"));
+  // A compressed tensor entry (method 8 in its central record): refused, naming it.
+  size_t at = zip.find(std::string("PK\x01\x02", 4));
+  while (at != std::string::npos) {
+    const std::string name = zip.substr(at + 46, Le16(zip, at + 28));
+    if (name == "obs.memmap") zip[at + 10] = 8;
+    at = zip.find(std::string("PK\x01\x02", 4), at + 4);
+  }
+  WriteText(dir + "/deflated.tdz", zip);
+  TD_EXPECT_THROW_MSG(load_archive(dir + "/deflated.tdz"), MemmapError,
+                      {"deflated.tdz::obs.memmap", "compressed", "method 8"});
+  // A tensor entry whose size does not fit meta.json's shape.
+  const std::string other = dir + "/td2";
+  TensorDict small({{"obs", at::zeros({4, 3})}}, {4});
+  small.memmap(other);
+  WriteText(other + "/obs.memmap", std::string(8, '\0'));
+  pack_memmap(other, dir + "/short.tdz");
+  TD_EXPECT_THROW_MSG(load_archive(dir + "/short.tdz"), MemmapError,
+                      {"short.tdz::obs.memmap", "'obs'", "48 bytes", "holds 8"});
+  // A name that leaves the directory.
+  std::string evil = ReadText(dir + "/short.tdz");
+  for (size_t p = evil.find("obs.memmap"); p != std::string::npos; p = evil.find("obs.memmap", p + 1)) {
+    evil.replace(p, 10, "../x.memma");
+  }
+  WriteText(dir + "/evil.tdz", evil);
+  TD_EXPECT_THROW_MSG(unpack_memmap(dir + "/evil.tdz", dir + "/e"), MemmapError, {"'../x.memma'"});
+  EXPECT_FALSE(Exists(dir + "/x.memma"));
+}
+
+}  // namespace
+}  // namespace td

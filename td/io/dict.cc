@@ -1,0 +1,80 @@
+#include "td/io/dict.h"
+
+#include <ATen/ops/scalar_tensor.h>
+
+#include <string>
+
+#include "td/core/errors.h"
+
+namespace td {
+namespace {
+
+// The batch size to build with, and whether to infer one afterwards.
+std::pair<std::vector<int64_t>, bool> Plan(const FromDictOptions& o, const char* fn) {
+  if (o.batch_size() && (o.auto_batch_size() || o.batch_dims())) {
+    TD_FAIL(ValueError, fn, ": batch_size ", c10::IntArrayRef(*o.batch_size()),
+            " cannot be combined with ", o.batch_dims() ? "batch_dims" : "auto_batch_size");
+  }
+  if (o.batch_dims() && *o.batch_dims() < 0) {
+    TD_FAIL(ValueError, fn, ": batch_dims must be >= 0, got ", *o.batch_dims());
+  }
+  return {o.batch_size().value_or(std::vector<int64_t>{}), o.auto_batch_size() || o.batch_dims()};
+}
+
+TensorDict Finish(TensorDict out, bool infer, const FromDictOptions& o) {
+  if (infer) out.auto_batch_size_(o.batch_dims());
+  return out;
+}
+
+c10::IValue ToDict(const TensorDict& td, const ToDictOptions& options) {
+  const c10::impl::GenericDict with_meta = td.to_ivalue().toGenericDict();
+  c10::impl::GenericDict out(c10::StringType::get(), c10::AnyType::get());
+  td.for_each_entry([&](const std::string& key, const Value& value) {
+    if (value.is_tensordict()) {
+      out.insert(key, ToDict(value.tensordict(), options));
+    } else if (value.is_tensor()) {
+      out.insert(key, value.tensor());
+    } else if (options.retain_none() || !value.non_tensor().is_null()) {
+      out.insert(key, with_meta.at(key));
+    }
+  });
+  return c10::IValue(out);
+}
+
+}  // namespace
+
+TensorDict from_dict(std::initializer_list<TensorDict::Item> items, const FromDictOptions& options) {
+  return from_dict(std::vector<TensorDict::Item>(items), options);
+}
+
+TensorDict from_dict(const std::vector<TensorDict::Item>& items, const FromDictOptions& options) {
+  auto [batch, infer] = Plan(options, "from_dict");
+  return Finish(TensorDict(items, batch, options.device()), infer, options);
+}
+
+TensorDict from_dict(const c10::IValue& dict, const FromDictOptions& options) {
+  auto [batch, infer] = Plan(options, "from_dict");
+  if (!dict.isGenericDict()) TD_FAIL(TypeError, "from_dict needs a dict, got ", dict.tagKind());
+  TensorDict out = TensorDict::from_ivalue(dict, batch, options.device());
+  // from_ivalue gives every level the batch size it is passed; an empty one keeps [] (or what a
+  // to_ivalue() dict recorded).
+  return Finish(std::move(out), infer, options);
+}
+
+TensorDict make_tensordict(std::initializer_list<TensorDict::Item> items,
+                           const FromDictOptions& options) {
+  return from_dict(items, options);
+}
+
+c10::IValue to_dict(const TensorDict& td, const ToDictOptions& options) { return ToDict(td, options); }
+
+TensorDict fromkeys(const std::vector<NestedKey>& keys, const Value& value) {
+  const Value v = value.is_tensor() && !value.tensor().defined()
+                      ? Value(at::scalar_tensor(0, at::TensorOptions().dtype(at::kLong)))
+                      : value;
+  TensorDict out({}, {});
+  for (const NestedKey& k : keys) out.set(k, v);
+  return out;
+}
+
+}  // namespace td

@@ -1,0 +1,184 @@
+#include "td/io/io.h"
+
+#include <ATen/ops/empty.h>
+#include <ATen/ops/zeros.h>
+
+#include <atomic>
+#include <filesystem>
+#include <unistd.h>
+
+#include "td/backends/memmap/format.h"
+#include "td/backends/memmap/memmap_storage.h"
+#include "td/core/errors.h"
+#include "td/io/archive.h"
+
+namespace td {
+namespace {
+
+namespace fs = std::filesystem;
+
+bool EndsWith(const std::string& s, const std::string& suffix) {
+  return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
+}
+
+const MemmapStorage* MemmapOf(const TensorDict& td) {
+  return dynamic_cast<const MemmapStorage*>(&td.storage());
+}
+
+// A staging directory beside `target` (same file system), named so the memmap loader and
+// pack_memmap skip it.
+std::string StagingBeside(const std::string& target) {
+  static std::atomic<uint64_t> counter{0};
+  const fs::path t = fs::absolute(target);
+  return (t.parent_path() / (std::string(internal::memmap::kTempPrefix) + "stage." +
+                             t.filename().string() + "." + std::to_string(::getpid()) + "." +
+                             std::to_string(counter++)))
+      .string();
+}
+
+// Runs `fn` with `td` unlocked when it is a locked memmap TensorDict (upstream's
+// ignore_lock=True), locking it again afterwards, also when `fn` throws.
+template <class Fn>
+void IgnoringMemmapLock(TensorDict& td, Fn&& fn) {
+  const bool relock = td.is_locked() && MemmapOf(td) != nullptr;
+  if (relock) td.unlock_();
+  try {
+    fn();
+  } catch (...) {
+    if (relock) td.lock_();
+    throw;
+  }
+  if (relock) td.lock_();
+}
+
+void RequireMemmap(const TensorDict& td, const char* fn, const NestedKey& key) {
+  if (MemmapOf(td) == nullptr) {
+    TD_FAIL(ValueError, fn, "(", key.repr(), "): can only make a memory-mapped tensor in a "
+            "TensorDict on the memmap backend; this one is on '", td.backend(), "'");
+  }
+  if (td.contains(key)) {
+    TD_FAIL(ValueError, fn, ": key ", key.repr(), " already exists in the TensorDict at ",
+            MemmapOf(td)->path(), "; del_() it before writing it again");
+  }
+}
+
+}  // namespace
+
+TensorDict save(const TensorDict& td, const std::string& prefix, const SaveOptions& options) {
+  const bool archive = options.archive().value_or(EndsWith(prefix, ".tdz"));
+  std::error_code ec;
+  if (!options.exists_ok() && fs::exists(fs::symlink_status(prefix, ec))) {
+    TD_FAIL(ValueError, "save: ", prefix, " already exists (SaveOptions::exists_ok is false)");
+  }
+  const MemmapOptions memmap_options = MemmapOptions()
+                                           .num_threads(options.num_threads())
+                                           .copy_existing(options.copy_existing())
+                                           .exists_ok(options.exists_ok());
+  if (!archive) return td.memmap(prefix, memmap_options);
+  if (fs::is_directory(prefix, ec)) {
+    TD_FAIL(ValueError, "save: cannot write an archive at ", prefix, ": it is a directory");
+  }
+  if (const MemmapStorage* m = MemmapOf(td); m != nullptr) {
+    pack_memmap(m->path(), prefix);
+  } else {
+    const std::string staging = StagingBeside(prefix);
+    try {
+      td.memmap(staging, memmap_options);
+      pack_memmap(staging, prefix);
+    } catch (...) {
+      fs::remove_all(staging, ec);
+      throw;
+    }
+    fs::remove_all(staging, ec);
+  }
+  return load_archive(prefix);
+}
+
+TensorDict dumps(const TensorDict& td, const std::string& prefix, const SaveOptions& options) {
+  return save(td, prefix, options);
+}
+
+TensorDict load(const std::string& prefix, const LoadOptions& options) {
+  if (is_memmap_archive(prefix)) {
+    return load_archive(prefix, ArchiveLoadOptions()
+                                    .mode(options.mode().value_or(MemmapMode::kReadOnly))
+                                    .sub_path(options.sub_path()));
+  }
+  return TensorDict::load_memmap(prefix, LoadMemmapOptions()
+                                             .mode(options.mode().value_or(MemmapMode::kReadWrite))
+                                             .sub_path(options.sub_path())
+                                             .num_threads(options.num_threads()));
+}
+
+TensorDict& load_(TensorDict& td, const std::string& prefix, const LoadOptions& options) {
+  TensorDict loaded = load(prefix, options);
+  // A memmap TensorDict writes the values into its own files; nested levels of mapped tensors
+  // would be refused as "already memory-mapped elsewhere", so they are read into memory first.
+  if (MemmapOf(td) != nullptr) loaded = loaded.clone();
+  IgnoringMemmapLock(td, [&] { td.update(loaded); });
+  return td;
+}
+
+TensorDict& load_memmap_(TensorDict& td, const std::string& prefix, const LoadOptions& options) {
+  return load_(td, prefix, options);
+}
+
+std::string saved_path(const TensorDict& td) {
+  const MemmapStorage* m = MemmapOf(td);
+  if (m == nullptr) {
+    TD_FAIL(ValueError, "saved_path: the TensorDict is on the '", td.backend(),
+            "' backend, not memory-mapped (load_memmap / memmap give one that is)");
+  }
+  return m->path();
+}
+
+TensorDict& memmap_refresh_(TensorDict& td) {
+  const MemmapStorage* m = MemmapOf(td);
+  if (m == nullptr) {
+    TD_FAIL(ValueError, "memmap_refresh_: the TensorDict is on the '", td.backend(),
+            "' backend and has no memmap directory to refresh from");
+  }
+  const bool locked = td.is_locked();
+  TensorDict fresh = TensorDict::load_memmap(m->path(), LoadMemmapOptions().mode(m->mode()));
+  if (!locked) fresh.unlock_();
+  td = fresh;
+  return td;
+}
+
+at::Tensor make_memmap(TensorDict& td, const NestedKey& key, at::IntArrayRef shape,
+                       at::ScalarType dtype) {
+  RequireMemmap(td, "make_memmap", key);
+  at::Tensor zeros = at::zeros({}, at::TensorOptions().dtype(dtype)).expand(shape);
+  IgnoringMemmapLock(td, [&] { td.set(key, zeros); });
+  return td.get(key);
+}
+
+at::Tensor make_memmap_from_tensor(TensorDict& td, const NestedKey& key, const at::Tensor& tensor,
+                                   bool copy_data) {
+  RequireMemmap(td, "make_memmap_from_tensor", key);
+  if (!tensor.defined()) TD_FAIL(ValueError, "make_memmap_from_tensor(", key.repr(), "): undefined tensor");
+  at::Tensor value =
+      copy_data ? tensor : at::zeros({}, tensor.options().device(at::kCPU)).expand(tensor.sizes());
+  IgnoringMemmapLock(td, [&] { td.set(key, value); });
+  return td.get(key);
+}
+
+at::Tensor make_memmap_from_storage(TensorDict& td, const NestedKey& key, const c10::Storage& storage,
+                                    at::IntArrayRef shape, at::ScalarType dtype) {
+  RequireMemmap(td, "make_memmap_from_storage", key);
+  int64_t numel = 1;
+  for (int64_t d : shape) {
+    if (d < 0) TD_FAIL(ValueError, "make_memmap_from_storage(", key.repr(), "): negative dim in ", shape);
+    numel *= d;
+  }
+  const size_t needed = static_cast<size_t>(numel) * c10::elementSize(dtype);
+  if (!storage || storage.nbytes() < needed) {
+    TD_FAIL(ValueError, "make_memmap_from_storage(", key.repr(), "): shape ", shape, " of ", dtype,
+            " needs ", needed, " bytes, the storage holds ", storage ? storage.nbytes() : 0);
+  }
+  at::Tensor view = at::empty({0}, at::TensorOptions().dtype(dtype).device(storage.device()));
+  view.set_(storage, 0, shape);
+  return make_memmap_from_tensor(td, key, view, true);
+}
+
+}  // namespace td

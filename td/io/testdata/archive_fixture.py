@@ -1,0 +1,97 @@
+"""Memmap archives on the Python side, for //td/io:archive_compat_test (standard library only).
+
+  archive_fixture.py write PATH            writes the archive Python tensordict 0.14's save(...)
+                                           lays out: STORED entries written by zipfile with
+                                           force_zip64, each .memmap payload padded to 64 bytes by
+                                           an extra block of id 0x6474 (NOTE [ Memmap archive
+                                           format ] in td/io/archive.h)
+  archive_fixture.py write_unaligned PATH  the same entries without padding (what `zip -0 -r`
+                                           gives: payloads at arbitrary offsets)
+  archive_fixture.py check PATH            checks an archive the C++ side wrote: CRCs (testzip),
+                                           entry order, 64-byte aligned payloads, the values
+
+The content: batch [4]; "obs" float32 [4, 3] = 0..11; "next" / "r" int64 [4] = 10, 20, 30, 40;
+"note" the string "hi".
+"""
+import json
+import struct
+import sys
+import zipfile
+
+TD_TYPE = "<class 'tensordict._td.TensorDict'>"
+NT_TYPE = "<class 'tensordict.tensorclass.NonTensorData'>"
+
+
+def tensor_meta(shape, dtype):
+    return {"device": "cpu", "shape": shape, "dtype": dtype, "is_nested": False}
+
+
+def files():
+    root = {
+        "obs": tensor_meta([4, 3], "torch.float32"),
+        "next": {"type": "TensorDict"},
+        "note": {"type": "NonTensorData"},
+        "shape": [4],
+        "device": "cpu",
+        "_type": TD_TYPE,
+    }
+    nxt = {"r": tensor_meta([4], "torch.int64"), "shape": [4], "device": "cpu", "_type": TD_TYPE}
+    note = {"_type": NT_TYPE, "data": "hi", "_metadata": None, "_is_non_tensor": True}
+    return [
+        ("meta.json", json.dumps(root).encode()),
+        ("obs.memmap", struct.pack("<12f", *range(12))),
+        ("next/meta.json", json.dumps(nxt).encode()),
+        ("next/r.memmap", struct.pack("<4q", 10, 20, 30, 40)),
+        ("note/meta.json", json.dumps(note).encode()),
+    ]
+
+
+def write(path, align):
+    with zipfile.ZipFile(path, "w", allowZip64=True) as zf:
+        for name, data in files():
+            info = zipfile.ZipInfo(name, date_time=(2024, 1, 1, 0, 0, 0))
+            info.compress_type = zipfile.ZIP_STORED
+            info.file_size = len(data)
+            if align and name.endswith(".memmap"):
+                # header (30) + name + this block (4 + pad) + zipfile's zip64 block (20)
+                start = zf.start_dir + 30 + len(name.encode()) + 4 + 20
+                pad = -start % 64
+                info.extra = struct.pack("<HH", 0x6474, pad) + b"\0" * pad
+            with zf.open(info, "w", force_zip64=True) as f:
+                if align and name.endswith(".memmap"):
+                    assert zf.fp.tell() % 64 == 0, "payload not aligned"
+                f.write(data)
+
+
+def check(path):
+    with zipfile.ZipFile(path) as zf:
+        assert zf.testzip() is None, "bad CRC"
+        names = zf.namelist()
+        # Non-tensor data's level also holds _tensordict/meta.json (its batch shape), as
+        # Python's writer leaves it.
+        assert names == ["meta.json", "obs.memmap", "next/meta.json", "next/r.memmap",
+                         "note/meta.json", "note/_tensordict/meta.json"], names
+        raw = open(path, "rb").read()
+        for info in zf.infolist():
+            assert info.compress_type == zipfile.ZIP_STORED, info.filename
+            n, x = struct.unpack_from("<HH", raw, info.header_offset + 26)
+            payload = info.header_offset + 30 + n + x
+            if info.filename.endswith(".memmap"):
+                assert payload % 64 == 0, (info.filename, payload)
+        assert struct.unpack("<12f", zf.read("obs.memmap")) == tuple(float(i) for i in range(12))
+        assert struct.unpack("<4q", zf.read("next/r.memmap")) == (10, 20, 30, 40)
+        meta = json.loads(zf.read("meta.json"))
+        assert meta["shape"] == [4] and meta["obs"]["dtype"] == "torch.float32", meta
+        assert json.loads(zf.read("note/meta.json"))["data"] == "hi"
+
+
+if __name__ == "__main__":
+    mode, path = sys.argv[1], sys.argv[2]
+    if mode == "write":
+        write(path, align=True)
+    elif mode == "write_unaligned":
+        write(path, align=False)
+    elif mode == "check":
+        check(path)
+    else:
+        sys.exit("unknown mode " + mode)

@@ -1,0 +1,71 @@
+// The zip reading and writing behind memmap archives (NOTE [ Memmap archive format ] in
+// td/io/archive.h): only what the format needs, STORED entries, zip64, payload alignment. Not
+// API (the package's public headers are archive.h, io.h, dict.h, tabular.h).
+#pragma once
+
+#include <cstdint>
+#include <cstdio>
+#include <utility>
+#include <map>
+#include <string>
+#include <string_view>
+
+namespace td {
+namespace io_internal {
+
+// CRC-32 (the zip / zlib polynomial) of `n` bytes, continuing from `crc` (0 to start).
+uint32_t Crc32(uint32_t crc, const void* data, size_t n);
+
+// One entry of an archive, from its central directory record and its local header.
+struct ZipEntry {
+  std::string name;
+  uint16_t method = 0;  // 0: stored
+  uint16_t flags = 0;
+  uint32_t crc = 0;
+  uint64_t size = 0;             // uncompressed
+  uint64_t compressed_size = 0;
+  uint64_t header_offset = 0;    // of the local header
+  uint64_t payload_offset = 0;   // of the data
+  uint64_t central_offset = 0;   // of the central directory record
+  bool descriptor = false;       // flag bit 3: the CRC also follows the payload
+};
+
+// The entries of the zip file `path`, by name (directory entries, names ending in "/", left
+// out). Throws MemmapError naming the file and the problem when it is not a readable zip (no
+// end record, a record outside the file, a bad signature, an encrypted entry, a name repeated).
+// Payloads are only located, not read or checked.
+std::map<std::string, ZipEntry> ReadZipDirectory(const std::string& path);
+
+// Writes a zip file entry by entry, STORED, in the layout of NOTE [ Memmap archive format ].
+class ZipWriter {
+ public:
+  // Creates `path` (which must not exist: O_EXCL). Throws MemmapError.
+  explicit ZipWriter(const std::string& path);
+  ~ZipWriter();
+  ZipWriter(const ZipWriter&) = delete;
+  ZipWriter& operator=(const ZipWriter&) = delete;
+
+  // Adds the entry `name` with the content of the file `source` (`size` bytes), its payload
+  // aligned to 64 bytes when `align`. Throws MemmapError naming `source` when it does not hold
+  // exactly `size` bytes or cannot be read, or on a write failure.
+  void AddFile(const std::string& name, const std::string& source, uint64_t size, bool align);
+  // Writes the central directory and closes the file. Throws MemmapError.
+  void Finish();
+
+ private:
+  struct Written {
+    std::string name;
+    uint32_t crc;
+    uint64_t size;
+    uint64_t header_offset;
+  };
+  void Write(const void* data, size_t n);
+  uint64_t Tell();
+
+  std::string path_;
+  std::FILE* f_ = nullptr;
+  std::map<uint64_t, Written> written_;  // by header offset: the order they were written
+};
+
+}  // namespace io_internal
+}  // namespace td
