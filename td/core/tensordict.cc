@@ -13,6 +13,7 @@
 #include "td/core/internal/dict_util.h"
 #include "td/core/internal/tensordict_util.h"
 #include "td/core/internal/entry_list.h"
+#include "td/core/internal/leaves.h"
 #include "td/core/internal/storage_access.h"
 #include "td/core/storage.h"
 
@@ -308,7 +309,13 @@ bool TensorDict::contains(KeyRef key) const {
   return LookupNested(*storage_, key, holders) != nullptr;
 }
 
-size_t TensorDict::size() const { return storage_->size(); }
+at::IntArrayRef TensorDict::size() const { return batch_size(); }
+
+int64_t TensorDict::size(int64_t dim) const {
+  return batch_size()[internal::WrapBatchDim(dim, batch_dims(), batch_size(), "size")];
+}
+
+size_t TensorDict::num_keys() const { return storage_->size(); }
 
 void TensorDict::for_each_entry(
     absl::FunctionRef<void(const std::string& key, const Value& value)> fn) const {
