@@ -224,7 +224,7 @@ Value TensorDict::setdefault(KeyRef key, Value default_value) {
 }
 
 TensorDict& TensorDict::clear() {
-  if (is_locked() && size() > 0) {
+  if (is_locked() && num_keys() > 0) {
     TD_FAIL(LockedError, "clear(): cannot remove the entries of a locked TensorDict (unlock_() first)");
   }
   for (const NestedKey& k : keys()) del_(k);

@@ -90,12 +90,12 @@ TEST(DictOpsTest, DictVerbs) {
   EXPECT_TRUE(t.contains("a"));
   t.unlock_();
   t.clear();
-  EXPECT_EQ(t.size(), 0u);
+  EXPECT_EQ(t.num_keys(), 0u);
   TD_EXPECT_THROW_MSG(t.popitem(), KeyError, {"empty"});
   // is_empty: no leaves anywhere, as upstream.
   EXPECT_TRUE(t.is_empty());
   t.set("e", TensorDict({}, {3, 4}));
-  EXPECT_EQ(t.size(), 1u);
+  EXPECT_EQ(t.num_keys(), 1u);
   EXPECT_TRUE(t.is_empty());
   t.set_non_tensor({"e", "note"}, "x");
   EXPECT_FALSE(t.is_empty());

@@ -15,7 +15,7 @@ namespace {
 void ExpectDictOf(const c10::IValue& dict, const TensorDict& td) {
   ASSERT_TRUE(dict.isGenericDict());
   const c10::impl::GenericDict d = dict.toGenericDict();
-  EXPECT_EQ(d.size(), td.size());
+  EXPECT_EQ(d.size(), td.num_keys());
   EXPECT_FALSE(d.contains(std::string(kIValueBatchSizeKey)));
   EXPECT_FALSE(d.contains(std::string(kIValueDeviceKey)));
   for (const TensorDict::Item& item : td.items()) {

@@ -32,7 +32,13 @@ TEST(TensorDictTest, ConstructionAndBatchSize) {
   EXPECT_EQ(t.batch_dims(), 2);
   EXPECT_EQ(t.ndim(), 2);
   EXPECT_EQ(t.numel(), 12);
-  EXPECT_EQ(t.size(), 4u);
+  EXPECT_EQ(t.num_keys(), 4u);
+  // size() is the batch shape, as torch::Tensor::sizes() and Python's td.size().
+  EXPECT_EQ(t.size(), at::IntArrayRef({3, 4}));
+  EXPECT_EQ(t.size(0), 3);
+  EXPECT_EQ(t.size(-1), 4);
+  TD_EXPECT_THROW_MSG(t.size(2), c10::IndexError, {"size", "dimension 2", "[3, 4]"});
+  TD_EXPECT_THROW_MSG(TensorDict().size(0), c10::IndexError, {"size", "dimension 0"});
   EXPECT_FALSE(t.device().has_value());
   EXPECT_EQ(t.backend(), "dense");
   EXPECT_EQ(t.get_tensordict("n").batch_size(), at::IntArrayRef({3, 4}));

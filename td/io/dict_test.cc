@@ -61,7 +61,7 @@ TEST(FromKeys, OneValueUnderEveryKey) {
   EXPECT_EQ(z.get("a").item<int64_t>(), 0);
   EXPECT_EQ(z.get({"n", "b"}).item<int64_t>(), 0);
   TensorDict f = fromkeys({"x", "y", "x"}, at::full({2}, 1.5));
-  EXPECT_EQ(f.size(), 2u);
+  EXPECT_EQ(f.num_keys(), 2u);
   EXPECT_TRUE(f.get("y").equal(at::full({2}, 1.5)));
   TensorDict s = fromkeys({"x"}, "label");
   EXPECT_EQ(s.get_non_tensor("x"), "label");

@@ -228,7 +228,8 @@ TEST(ParallelApplyTest, CloneAndToOfLargeTensorDictsMatchTheSource) {
   EXPECT_FALSE(c.get("k0").is_same(t.get("k0")));
   EXPECT_NE(c.get("k0").data_ptr(), t.get("k0").data_ptr());
   ExpectIdentical(t, t.to(at::kCPU));
-  ExpectIdentical(t.apply([](const at::Tensor& x) { return x.is_floating_point() ? x.to(at::kDouble) : x; },
+  // to(dtype) casts every leaf, integer and bool ones included (Python's td.to(dtype)).
+  ExpectIdentical(t.apply([](const at::Tensor& x) { return x.to(at::kDouble); },
                           ApplyOptions().parallel(false)),
                   t.to(at::kDouble));
   TensorDict strided = t.apply([](const at::Tensor& x) { return x.transpose(0, 1).contiguous().transpose(0, 1); });

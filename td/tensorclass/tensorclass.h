@@ -379,9 +379,6 @@ class TensorClass : public tc_detail::TensorClassTag {
     return self();
   }
 
-  // Upstream's `.data`: the class with every tensor's data, sharing memory, outside autograd
-  // (TensorDict::detach; `.grad` is the op table's grad()).
-  Derived data() const { return wrap(td_.detach()); }
   // Removes an optional field (it reads as unset: upstream's None). Throws KeyError for an
   // unknown field, ValueError naming a required one.
   Derived& del_(std::string_view name) {

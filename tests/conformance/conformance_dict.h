@@ -37,7 +37,7 @@ TYPED_TEST_P(Conformance, ContentMatchesReference) {
   EXPECT_EQ(t.batch_size(), at::IntArrayRef(Batch()));
   EXPECT_EQ(t.batch_dims(), 4);
   EXPECT_EQ(t.numel(), 24);
-  EXPECT_EQ(t.size(), 4u);
+  EXPECT_EQ(t.num_keys(), 4u);
   EXPECT_EQ(t.keys(), (std::vector<NestedKey>{"a", "b", "c", "n"}));
   EXPECT_EQ(t.keys(KeysOptions().include_nested(true)),
             (std::vector<NestedKey>{"a", "b", "c", "n", {"n", "inner"}}));

@@ -39,7 +39,7 @@ TensorDict Version(float v) {
 std::string CheckOne(const std::string& dir, float* version) {
   try {
     TensorDict t = TensorDict::load_memmap(dir);
-    if (t.size() != static_cast<size_t>(kLeaves + 2)) return "incomplete: " + t.repr();
+    if (t.num_keys() != static_cast<size_t>(kLeaves + 2)) return "incomplete: " + t.repr();
     const float v = t.get_non_tensor("version").get<float>();
     for (const Value& leaf : t.values(KeysOptions().include_nested(true).leaves_only(true))) {
       if (leaf.is_tensor() && !leaf.tensor().eq(v).all().item<bool>()) {

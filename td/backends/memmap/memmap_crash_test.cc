@@ -43,7 +43,7 @@ float CheckUniform(const std::string& dir) {
     ADD_FAILURE() << "checkpoint does not load: " << e.what_without_backtrace();
     return -1;
   }
-  EXPECT_EQ(loaded.size(), static_cast<size_t>(kLeaves + 2));
+  EXPECT_EQ(loaded.num_keys(), static_cast<size_t>(kLeaves + 2));
   const float v = loaded.get_non_tensor("version").get<float>();
   for (const Value& leaf : loaded.values(KeysOptions().include_nested(true).leaves_only(true))) {
     if (!leaf.is_tensor()) continue;
