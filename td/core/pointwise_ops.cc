@@ -315,7 +315,7 @@ TD_ADDC(addcmul)
 TD_ADDC(addcdiv)
 #undef TD_ADDC
 
-// ---- remainder and bitwise ----------------------------------------------------------------
+// ---- remainder, bitwise, clamp_min / clamp_max (a TensorDict, tensor or number operand) -------
 
 #define TD_BINARY(name)                                                                       \
   TensorDict TensorDict::name(const Operand& other) const {                                   \
@@ -342,6 +342,8 @@ TD_BINARY(remainder)
 TD_BINARY(bitwise_and)
 TD_BINARY(bitwise_or)
 TD_BINARY(bitwise_xor)
+TD_BINARY(clamp_min)
+TD_BINARY(clamp_max)
 #undef TD_BINARY
 
 TensorDict TensorDict::mod(const Operand& other) const { return remainder(other); }
@@ -364,32 +366,6 @@ TensorDict TensorDict::rsub(const Operand& other, const at::Scalar& alpha) const
       "rsub of");
 }
 
-// ---- clamp_min / clamp_max with a TensorDict, tensor or number ----------------------------
-
-#define TD_CLAMP_BOUND_(name)                                                                 \
-  TensorDict TensorDict::name(const Operand& bound) const {                                   \
-    return LeafwiseOut(                                                                       \
-        *this, {&bound}, {},                                                                  \
-        [](const at::Tensor& x, const std::vector<LeafArg>& a) {                              \
-          return a[0].s ? at::name(x, *a[0].s) : at::name(x, a[0].t);                         \
-        },                                                                                    \
-        #name " of");                                                                         \
-  }                                                                                           \
-  TensorDict& TensorDict::name##_(const Operand& bound) {                                     \
-    return LeafwiseIn(                                                                        \
-        *this, {&bound}, {},                                                                  \
-        [](at::Tensor& x, const std::vector<LeafArg>& a) {                                    \
-          if (a[0].s) {                                                                       \
-            x.name##_(*a[0].s);                                                               \
-          } else {                                                                            \
-            x.name##_(a[0].t);                                                                \
-          }                                                                                   \
-        },                                                                                    \
-        #name "_");                                                                           \
-  }
-TD_CLAMP_BOUND_(clamp_min)
-TD_CLAMP_BOUND_(clamp_max)
-#undef TD_CLAMP_BOUND_
 
 // ---- the is* predicates -------------------------------------------------------------------
 
