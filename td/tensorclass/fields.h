@@ -11,7 +11,18 @@
 //   std::optional<any of the above>     absent while nullopt      std::optional<...>
 //
 // Fields without std::optional are required: construction without them is a KeyError naming
-// them. Any other type is refused at compile time by a static_assert in TD_TENSORCLASS.
+// them, unless the field declares a default (NOTE [ Field defaults ]). Any other type is refused
+// at compile time by a static_assert in TD_TENSORCLASS.
+//
+// NOTE [ Field defaults ]
+// A field declared `(Type, name, default)` takes `default` when a constructor is not given it:
+// the named constructor and td::from_dict (td/tensorclass/dict.h) when the name is absent, the
+// positional constructor when td::use_default is passed in its place. `default` is an expression
+// evaluated anew each time it is needed (so a tensor default is never shared between objects:
+// upstream's default_factory), or a callable taking no arguments whose result is used (upstream's
+// default_factory=fn). A tensor or TensorDict default must start with the object's batch size
+// (BatchSizeError naming the field otherwise). A default containing a top-level comma is
+// parenthesised, as types are: `(nlohmann::json, info, (nlohmann::json{{"k", 1}}))`.
 #pragma once
 
 #include <ATen/core/Tensor.h>
@@ -148,7 +159,7 @@ struct FieldTraits<D, std::enable_if_t<kIsTensorClass<D>>> {
   static constexpr const char* kDeclared = D::kClassName;
   using Get = D;
   static D read(const TensorDict& td, const NestedKey& key) {
-    return D(WrapTag{}, td.get_tensordict(key));
+    return D::wrap(td.get_tensordict(key));
   }
   static Value to_value(const D& v) { return Value(v.tensordict()); }
   static std::string check(const Value& v) {
@@ -255,6 +266,41 @@ struct FieldTraits<std::optional<T>, std::enable_if_t<FieldTraits<T>::kSupported
   }
 };
 
+// ---- defaults (NOTE [ Field defaults ]) ----------------------------------------------------
+// The last argument TD_TENSORCLASS passes to its per-field macros, after the optional default.
+struct DefaultEnd {};
+// A field's default: `d()` when `d` is callable with no arguments, else `d`, as a T.
+template <class T, class U>
+T MakeDefault(U&& d, DefaultEnd) {
+  if constexpr (std::is_invocable_v<U&>) {
+    return T(d());
+  } else {
+    return T(std::forward<U>(d));
+  }
+}
+// The tag of td::use_default.
+struct UseDefault {
+  explicit constexpr UseDefault(int) {}
+};
+// The positional constructor's parameter for a field with a default: a value of the field's type
+// (any argument that converts to it) or td::use_default.
+template <class T>
+class OrDefault {
+ public:
+  OrDefault(UseDefault) {}  // NOLINT(google-explicit-constructor)
+  template <class U,
+            std::enable_if_t<std::is_convertible_v<U&&, T> &&
+                                 !std::is_same_v<std::decay_t<U>, UseDefault> &&
+                                 !std::is_same_v<std::decay_t<U>, OrDefault>,
+                             int> = 0>
+  OrDefault(U&& v) : v_(std::in_place, std::forward<U>(v)) {}  // NOLINT
+  bool given() const { return v_.has_value(); }
+  T take() && { return *std::move(v_); }
+
+ private:
+  std::optional<T> v_;
+};
+
 template <class T>
 struct IsOptional : std::false_type {
   using Inner = T;
@@ -265,6 +311,11 @@ struct IsOptional<std::optional<T>> : std::true_type {
 };
 
 }  // namespace tc_detail
+
+// In place of a positional constructor argument, the field's declared default
+// (NOTE [ Field defaults ] in td/tensorclass/fields.h):
+//   Config c(weights, td::use_default, {8});
+inline constexpr tc_detail::UseDefault use_default{0};
 
 // One field given by name: `{"image", images}`.
 struct NamedField {

@@ -1,7 +1,8 @@
 // Free functions over TensorClasses, as td/core/stack.h and td/core/operators.h provide them
 // for TensorDicts: td::stack / td::cat / td::unbind, the arithmetic and comparison operators,
 // the *_like constructors, allclose and printing. Included by td/tensorclass/tensorclass.h.
-// Each returns the argument's class with its non-tensor fields carried.
+// Each returns the argument's class with its non-tensor fields carried. Members are called
+// through TensorClass<D>, so fields that hide them (kShadow) do not get in the way.
 #pragma once
 
 #include <ATen/core/Scalar.h>
@@ -70,7 +71,9 @@ TD_TC_IF_CLASS(D) D cat(std::initializer_list<D> items, int64_t dim = 0) {
   return D::wrap(cat(tc_detail::TensorDicts<D>(items), dim));
 }
 // The slices along batch dim `dim` (views), as d.unbind(dim).
-TD_TC_IF_CLASS(D) std::vector<D> unbind(const D& d, int64_t dim = 0) { return d.unbind(dim); }
+TD_TC_IF_CLASS(D) std::vector<D> unbind(const D& d, int64_t dim = 0) {
+  return static_cast<const TensorClass<D>&>(d).unbind(dim);
+}
 
 // zeros_like / ones_like / empty_like / full_like / rand_like / randn_like of every tensor field.
 //   MyData buffer = td::zeros_like(data);
@@ -115,8 +118,12 @@ TD_TC_SCALAR_FIRST(*)
 TD_TC_SCALAR_FIRST(/)
 #undef TD_TC_SCALAR_FIRST
 #define TD_TC_COMPOUND(op, method)                                           \
-  TD_TC_IF_CLASS(D) D& operator op(D& a, const D& b) { return a.method(b); } \
-  TD_TC_IF_CLASS(D) D& operator op(D& a, const at::Scalar& b) { return a.method(b); }
+  TD_TC_IF_CLASS(D) D& operator op(D& a, const D& b) {                      \
+    return static_cast<TensorClass<D>&>(a).method(b);                        \
+  }                                                                          \
+  TD_TC_IF_CLASS(D) D& operator op(D& a, const at::Scalar& b) {              \
+    return static_cast<TensorClass<D>&>(a).method(b);                        \
+  }
 TD_TC_COMPOUND(+=, add_)
 TD_TC_COMPOUND(-=, sub_)
 TD_TC_COMPOUND(*=, mul_)
@@ -124,7 +131,9 @@ TD_TC_COMPOUND(/=, div_)
 #undef TD_TC_COMPOUND
 
 // Prints d.repr() (Python tensordict's tensorclass layout).
-TD_TC_IF_CLASS(D) std::ostream& operator<<(std::ostream& os, const D& d) { return os << d.repr(); }
+TD_TC_IF_CLASS(D) std::ostream& operator<<(std::ostream& os, const D& d) {
+  return os << static_cast<const TensorClass<D>&>(d).repr();
+}
 
 #undef TD_TC_IF_CLASS
 

@@ -105,6 +105,45 @@ void FailMissing(std::string_view cls, const std::vector<std::string>& missing,
                  " (fields: ", NamesRepr(fields), ")");
 }
 
+void CheckDefault(std::string_view cls, std::string_view name, const Value& value,
+                  at::IntArrayRef batch_size) {
+  const bool tensor = value.is_tensor();
+  if (!tensor && !value.is_tensordict()) return;
+  const at::IntArrayRef shape = tensor ? value.tensor().sizes() : value.tensordict().batch_size();
+  if (shape.size() >= batch_size.size() && shape.slice(0, batch_size.size()) == batch_size) return;
+  TD_FAIL(BatchSizeError, cls, ": the default of field '", name, "' has ",
+          tensor ? "shape " : "batch size ", shape, ", which does not start with the batch size ",
+          batch_size);
+}
+
+std::optional<nlohmann::json> NonTensorTreeAsJson(const TensorDict& td) {
+  nlohmann::json out = nlohmann::json::object();
+  bool ok = true;
+  td.for_each_entry([&](const std::string& k, const Value& v) {
+    if (!ok) return;
+    if (v.is_tensor()) {
+      ok = false;
+    } else if (v.is_tensordict()) {
+      std::optional<nlohmann::json> j = NonTensorTreeAsJson(v.tensordict());
+      if (j) {
+        out[k] = *std::move(j);
+      } else {
+        ok = false;
+      }
+    } else {
+      out[k] = v.non_tensor();
+    }
+  });
+  if (!ok) return std::nullopt;
+  return out;
+}
+
+void FailFrozen(std::string_view cls, std::string_view what, std::string_view field) {
+  const std::string of_field = field.empty() ? std::string() : " of field '" + std::string(field) + "'";
+  TD_FAIL(LockedError, cls, " is frozen (kFrozen): ", what, of_field,
+          " is refused; objects of a frozen class stay locked from construction on");
+}
+
 void FailUnknown(std::string_view cls, const std::string& name,
                  const std::vector<std::string_view>& fields) {
   TD_FAIL(KeyError, cls, " has no field '", name, "' (fields: ", NamesRepr(fields), ")");

@@ -21,19 +21,26 @@
 //   MyData grid = data.reshape({10, 10});                            // every TensorDict op
 //   std::cout << grid;                                               // MyData(image=..., ...)
 //
-// TD_TENSORCLASS(Class, (Type, name)...) declares, for each field: `name()` (returns the field),
-// `set_name(value)` (writes it; returns *this), and the class's constructors:
+// TD_TENSORCLASS(Class, (Type, name)..., (Type, name, default)...) declares, for each field:
+// `name()` (returns the field), `set_name(value)` (writes it; returns *this), and the class's
+// constructors:
 //   Class(Type1 name1, ..., TypeN nameN, at::IntArrayRef batch_size,
-//         std::optional<at::Device> device = std::nullopt)         positional, every field
+//         td::TensorClassOptions options = {})     positional, every field (td::use_default in
+//                                                  place of a field that has a default)
 //   Class(std::initializer_list<td::NamedField> fields, at::IntArrayRef batch_size,
-//         std::optional<at::Device> device = std::nullopt)         by name
+//         td::TensorClassOptions options = {})     by name; fields with a default may be left out
 //   Class::unset(batch_size, device)    no field set yet (filled by index_put_, setters, ...)
+// options: the device (a device alone converts to it) and lock. Defaults: NOTE [ Field defaults ]
+// in td/tensorclass/fields.h. A class may declare `void post_init()`, which every constructor
+// calls once the fields are set (NOTE [ Construction order ]), and the flags kFrozen / kShadow
+// (see TensorClass below). Upstream's from_dict: td::from_dict<Class> (td/tensorclass/dict.h).
 // Field types: see td/tensorclass/fields.h. A field of another type stops compilation with the
 // static_assert "td::TensorClass field '<name>': unsupported field type '<Type>'. A field is
 // ...", and a field named like a TensorClass member (index, reshape, batch_size, ...) with
-// "td::TensorClass field '<name>' has the name of a TensorClass member ...". A value of the
-// wrong type passed to a positional constructor or setter is a C++ conversion error at the call
-// (e.g. no conversion from `int` to `at::Tensor`); by name it is a td TypeError naming the field.
+// "td::TensorClass field '<name>' has the name of a TensorClass member ..." (unless kShadow). A
+// value of the wrong type passed to a positional constructor or setter is a C++ conversion error
+// at the call (e.g. no conversion from `int` to `at::Tensor`); by name it is a td TypeError
+// naming the field.
 //
 // NOTE [ TensorClass storage ]
 // A TensorClass is a handle holding one td::TensorDict (like TensorDict holds its storage):
@@ -54,6 +61,7 @@
 #include <ATen/TensorIndexing.h>
 #include <ATen/core/Tensor.h>
 #include <c10/core/Device.h>
+#include <torch/arg.h>
 
 #include <array>
 #include <cstdint>
@@ -70,6 +78,7 @@
 #include "td/core/stack.h"
 #include "td/core/storage.h"
 #include "td/core/tensordict.h"
+#include "td/tensorclass/declare.h"  // IWYU pragma: export
 #include "td/tensorclass/fields.h"
 #include "td/tensorclass/for_each.h"
 
@@ -113,30 +122,15 @@ TensorDict LoadClassTensorDict(const std::string& prefix, std::string_view cls,
                                std::string_view python_name, const LoadMemmapOptions& options,
                                const std::vector<std::string_view>& fields);
 
-// The names of TensorClass's members: every op of td/core/ops.def and TensorClass's own (and
-// those TD_TENSORCLASS declares). A field with one of them would hide the member, so
-// TD_TENSORCLASS refuses it with a static_assert.
-inline constexpr std::string_view kMemberNames[] = {
-#define TD_OP(kind, ret, name, params, args, sample) #name,
-#define TD_UNARY(name, kernel) #name, #name "_",
-#include "td/core/ops.def"
-    "backend", "batch_dims", "batch_size", "check_fields", "check_tensordict", "data", "device",
-    "check_state_keys", "field_key", "field_names", "finish_positional", "from_tensordict", "get_field", "has_field",
-    "init_named", "init_positional", "load_memmap", "names", "ndim", "numel", "python_type",
-    "self", "set_field", "shape", "td_", "tensordict", "to_tensordict", "unset", "wrap",
-    "wrap_all",
-};
-constexpr bool IsMemberName(std::string_view name) {
-  for (std::string_view m : kMemberNames) {
-    if (m == name) return true;
-  }
-  return false;
-}
-
-template <class T>
-struct TypeTag {
-  using type = T;
-};
+// Throws BatchSizeError when the default of field `name` (a tensor or TensorDict) does not start
+// with `batch_size`.
+void CheckDefault(std::string_view cls, std::string_view name, const Value& value,
+                  at::IntArrayRef batch_size);
+// The JSON object of a TensorDict holding non-tensor entries only (nested levels as nested
+// objects), or nullopt when it holds a tensor.
+std::optional<nlohmann::json> NonTensorTreeAsJson(const TensorDict& td);
+// Throws LockedError: "<Class> is frozen (kFrozen): <what> [of field '<field>'] is refused ...".
+[[noreturn]] void FailFrozen(std::string_view cls, std::string_view what, std::string_view field);
 // (values, indices) of min_with_indices / max_with_indices / cummax / cummin on a TensorClass:
 // two objects of the class (structured bindings work: auto [v, i] = data.cummax(0);).
 template <class D>
@@ -146,6 +140,26 @@ struct ValuesIndicesOf {
 };
 
 }  // namespace tc_detail
+
+// Options of a TensorClass constructor (upstream's constructor keywords device= and lock=):
+//   MyData d(images, mask, labels, {100}, td::TensorClassOptions().device(at::kCPU).lock(true));
+// A device alone converts to it, so `MyData(images, mask, labels, {100}, at::kCUDA)` reads as
+// before. Upstream's names= (dimension names) has no counterpart: td::TensorDict has no
+// dimension names.
+struct TensorClassOptions {
+  TensorClassOptions() = default;
+  template <class D,
+            std::enable_if_t<std::is_constructible_v<std::optional<at::Device>, D&&> &&
+                                 !std::is_same_v<std::decay_t<D>, TensorClassOptions>,
+                             int> = 0>
+  TensorClassOptions(D&& device) : device_(std::forward<D>(device)) {}  // NOLINT
+  // The device every tensor field is moved to (nullopt: none).
+  TORCH_ARG(std::optional<at::Device>, device) = std::nullopt;
+  // Lock the object once it is built (after post_init): no field may then be added, removed or
+  // replaced by one of another shape (TensorDict::lock_). Objects of a kFrozen class are
+  // locked either way.
+  TORCH_ARG(bool, lock) = false;
+};
 
 // NOTE [ TensorClass forwarding ]
 // TensorClass's operations are the rows of the op table (NOTE [ The op table ] in
@@ -159,10 +173,11 @@ struct ValuesIndicesOf {
   Derived name params const { return wrap(td_.name args); }
 #define TD_TC_OP_CHECKED(ret, name, params, args) \
   Derived name params const { return from_tensordict(td_.name args); }
-#define TD_TC_OP_IN(ret, name, params, args) \
-  Derived& name params {                      \
-    td_.name args;                            \
-    return self();                            \
+#define TD_TC_OP_IN(ret, name, params, args)                                    \
+  Derived& name params {                                                         \
+    if constexpr (std::string_view(#name) == "unlock_") check_unfrozen("unlock_()"); \
+    td_.name args;                                                               \
+    return self();                                                               \
   }
 #define TD_TC_OP_IN_FIELDS(ret, name, params, args) \
   Derived& name params {                            \
@@ -192,6 +207,20 @@ class TensorClass : public tc_detail::TensorClassTag {
  public:
   using Index = at::indexing::TensorIndex;
 
+  // ---- class flags: a class redeclares them in its body, before TD_TENSORCLASS --------------
+  // kFrozen: every object of the class is locked from construction on, and stays so
+  // (NOTE [ Frozen classes ] in td/tensorclass/declare.h; upstream's frozen=True).
+  //   class Config : public td::TensorClass<Config> {
+  //    public:
+  //     static constexpr bool kFrozen = true;
+  //     TD_TENSORCLASS(Config, (at::Tensor, weights), (double, lr))
+  //   };
+  static constexpr bool kFrozen = false;
+  // kShadow: fields may be named like TensorClass's operations and properties (index, to,
+  // batch_size, ...), whose accessor then hides the member (NOTE [ Shadowing fields ] in
+  // td/tensorclass/declare.h; upstream's shadow=True).
+  static constexpr bool kShadow = false;
+
   // ---- the underlying TensorDict -----------------------------------------------------------
   // The TensorDict holding the fields (a handle: writes go to this object's fields).
   const TensorDict& tensordict() const { return td_; }
@@ -202,10 +231,12 @@ class TensorClass : public tc_detail::TensorClassTag {
   // field with the declared kind and no other key. Throws KeyError naming the missing and the
   // extra keys, TypeError naming a field of the wrong kind.
   //   MyData d = MyData::from_tensordict(td::TensorDict({{"image", x}, ...}, {100}));
+  // Then runs Derived's post_init() and, for a kFrozen class, locks `td` (as every constructor
+  // does); defaults are not filled (td::from_dict does, td/tensorclass/dict.h).
   static Derived from_tensordict(TensorDict td) {
     std::string why = check_tensordict(td, /*throw_keys=*/true);
     if (!why.empty()) TD_FAIL(TypeError, Derived::kClassName, ".from_tensordict: ", why);
-    return Derived(tc_detail::WrapTag{}, std::move(td));
+    return td_adopt(std::move(td), /*lock=*/false);
   }
   // "" when `td` can be wrapped as Derived, else why not. With `throw_keys`, missing and extra
   // keys throw KeyError instead of being returned.
@@ -349,6 +380,7 @@ class TensorClass : public tc_detail::TensorClassTag {
   //   data.set("label", labels + 1);
   Derived& set(std::string_view name, Value value) {
     const NestedKey key = field_key(name, "set");
+    check_unfrozen("set", name);
     std::string why;
     Derived::td_for_each_field([&](auto tag, std::string_view field, const NestedKey&) {
       using Tr = tc_detail::FieldTraits<typename decltype(tag)::type>;
@@ -383,6 +415,7 @@ class TensorClass : public tc_detail::TensorClassTag {
   // unknown field, ValueError naming a required one.
   Derived& del_(std::string_view name) {
     const NestedKey key = field_key(name, "del_");
+    check_unfrozen("del_", name);
     bool required = false;
     Derived::td_for_each_field([&](auto tag, std::string_view field, const NestedKey&) {
       if (field == name) required = tc_detail::FieldTraits<typename decltype(tag)::type>::kRequired;
@@ -415,8 +448,87 @@ class TensorClass : public tc_detail::TensorClassTag {
   }
 
   // Wraps a TensorDict that is known to fit (the result of a structure-preserving operation)
-  // without checking it; use from_tensordict() for anything else.
-  static Derived wrap(TensorDict td) { return Derived(tc_detail::WrapTag{}, std::move(td)); }
+  // without checking it, locking it for a kFrozen class; use from_tensordict() for anything
+  // else.
+  static Derived wrap(TensorDict td) {
+    Derived out(tc_detail::WrapTag{}, std::move(td));
+    if constexpr (Derived::kFrozen) {
+      if (!out.td_.is_locked()) out.td_.lock_();
+    }
+    return out;
+  }
+
+  // ---- construction steps: TD_TENSORCLASS's constructors and td::from_dict (dict.h) ---------
+  // The entries of fields given by name, in field order, with the defaults of those not given
+  // (a required field given as nullopt counts as not given; NOTE [ Field defaults ] in
+  // td/tensorclass/fields.h). Throws KeyError naming an unknown field or the missing required
+  // ones, TypeError naming a field given a value of another kind, ValueError for a field given
+  // twice, BatchSizeError for a default that does not start with `batch_size`.
+  static std::vector<TensorDict::Item> td_items(at::ArrayRef<NamedField> fields,
+                                                at::IntArrayRef batch_size) {
+    const std::vector<std::string_view> all = names();
+    std::vector<const NamedField*> given(all.size(), nullptr);
+    for (const NamedField& f : fields) {
+      size_t i = 0;
+      while (i < all.size() && all[i] != f.name) ++i;
+      if (i == all.size()) tc_detail::FailUnknown(Derived::kClassName, f.name, all);
+      if (given[i]) TD_FAIL(ValueError, Derived::kClassName, ": field '", f.name, "' is given twice");
+      given[i] = &f;
+    }
+    std::vector<std::string> missing;
+    std::vector<TensorDict::Item> items;
+    size_t i = 0;
+    Derived::td_for_each_field([&](auto tag, std::string_view name, const NestedKey& key) {
+      using Tag = decltype(tag);
+      using Tr = tc_detail::FieldTraits<typename Tag::type>;
+      const NamedField* f = given[i++];
+      if (!f || (Tr::kRequired && f->value.is_none())) {
+        if constexpr (tc_detail::kHasDefault<Tag>) {
+          add_default<typename Tag::type>(&items, key, Tag::kDefault, name, batch_size);
+          return;
+        }
+      }
+      if (!f || f->value.is_none()) {
+        if (Tr::kRequired) missing.emplace_back(name);
+        return;
+      }
+      items.emplace_back(key, Tr::from_field(f->value, Derived::kClassName, name));
+    });
+    if (!missing.empty()) tc_detail::FailMissing(Derived::kClassName, missing, all);
+    return items;
+  }
+  // The top-level entries of `entries` as fields by name (tensors, TensorDicts, JSON values). A
+  // JSON null in a field not declared nlohmann::json is not given (upstream's None); in a field
+  // declared nlohmann::json, a TensorDict of non-tensor entries only is that JSON object (a dict
+  // value read from a c10::IValue dict).
+  static std::vector<NamedField> td_named(const TensorDict& entries) {
+    std::vector<NamedField> out;
+    entries.for_each_entry([&](const std::string& key, const Value& v) {
+      if (v.is_tensor()) {
+        out.emplace_back(key, v.tensor());
+      } else if (v.is_tensordict()) {
+        std::optional<nlohmann::json> j;
+        if (td_is_json_field(key)) j = tc_detail::NonTensorTreeAsJson(v.tensordict());
+        if (j) {
+          out.emplace_back(key, *std::move(j));
+        } else {
+          out.emplace_back(key, v.tensordict());
+        }
+      } else if (v.non_tensor().is_null() && !td_is_json_field(key)) {
+        out.emplace_back(key, std::nullopt);
+      } else {
+        out.emplace_back(key, v.non_tensor());
+      }
+    });
+    return out;
+  }
+  // Wraps `td` without checking it, then runs Derived's post_init() and locks the object when
+  // `lock` or kFrozen: the last steps of every constructor.
+  static Derived td_adopt(TensorDict td, bool lock) {
+    Derived out(tc_detail::WrapTag{}, std::move(td));
+    out.finish_init(lock);
+    return out;
+  }
 
  protected:
   TensorClass(tc_detail::WrapTag, TensorDict td) : td_(std::move(td)) {}
@@ -434,6 +546,7 @@ class TensorClass : public tc_detail::TensorClassTag {
   }
   template <class T>
   void set_field(const NestedKey& key, T v) {
+    check_unfrozen("the setter", key.front());
     if constexpr (tc_detail::IsOptional<T>::value) {
       std::optional<Value> value = tc_detail::FieldTraits<T>::to_value(std::move(v));
       if (value) {
@@ -446,31 +559,11 @@ class TensorClass : public tc_detail::TensorClassTag {
     }
   }
   // The named-field constructor: every name and value is checked before anything is built.
-  void init_named(std::initializer_list<NamedField> fields) {
-    const std::vector<std::string_view> all = names();
-    std::vector<const NamedField*> given(all.size(), nullptr);
-    for (const NamedField& f : fields) {
-      size_t i = 0;
-      while (i < all.size() && all[i] != f.name) ++i;
-      if (i == all.size()) tc_detail::FailUnknown(Derived::kClassName, f.name, all);
-      if (given[i]) TD_FAIL(ValueError, Derived::kClassName, ": field '", f.name, "' is given twice");
-      given[i] = &f;
-    }
-    std::vector<std::string> missing;
-    std::vector<TensorDict::Item> items;
-    size_t i = 0;
-    Derived::td_for_each_field([&](auto tag, std::string_view name, const NestedKey& key) {
-      using Tr = tc_detail::FieldTraits<typename decltype(tag)::type>;
-      const NamedField* f = given[i++];
-      if (!f || f->value.is_none()) {
-        if (Tr::kRequired) missing.emplace_back(name);
-        return;
-      }
-      items.emplace_back(key, Tr::from_field(f->value, Derived::kClassName, name));
-    });
-    if (!missing.empty()) tc_detail::FailMissing(Derived::kClassName, missing, all);
-    td_ = TensorDict(items, td_.batch_size(), td_.device());
+  void init_named(std::initializer_list<NamedField> fields, bool lock) {
+    td_ = TensorDict(td_items(fields, td_.batch_size()), td_.batch_size(), td_.device());
+    finish_init(lock);
   }
+  // The positional constructor: init_positional for each field, then finish_positional.
   template <class T>
   void init_positional(std::vector<TensorDict::Item>* items, const NestedKey& key, T v) {
     if constexpr (tc_detail::IsOptional<T>::value) {
@@ -480,14 +573,62 @@ class TensorClass : public tc_detail::TensorClassTag {
       items->emplace_back(key, tc_detail::FieldTraits<T>::to_value(std::move(v)));
     }
   }
-  void finish_positional(const std::vector<TensorDict::Item>& items) {
+  template <class T>
+  void init_positional(std::vector<TensorDict::Item>* items, const NestedKey& key,
+                       tc_detail::OrDefault<T> v, T (*dflt)(), std::string_view name) {
+    if (v.given()) {
+      init_positional<T>(items, key, std::move(v).take());
+    } else {
+      add_default<T>(items, key, dflt, name, td_.batch_size());
+    }
+  }
+  void finish_positional(const std::vector<TensorDict::Item>& items, bool lock) {
     td_ = TensorDict(items, td_.batch_size(), td_.device());
+    finish_init(lock);
+  }
+  // NOTE [ Construction order ]
+  // Every constructor (positional, named, from_tensordict, td::from_dict) sets the fields
+  // (defaults included), then calls Derived's post_init() when it declares one, then locks the
+  // object when asked (TensorClassOptions::lock) or when the class is kFrozen — upstream's
+  // order. Operations returning the class (wrap) do not call post_init.
+  void finish_init(bool lock) {
+    tc_detail::PostInitAccess::call(self());
+    if ((lock || Derived::kFrozen) && !td_.is_locked()) td_.lock_();
   }
 
   TensorDict td_;
 
  private:
   Derived& self() { return static_cast<Derived&>(*this); }
+  // LockedError naming `what` (and `field`) when this object of a kFrozen class is locked (that
+  // is, once it is built: post_init may still write).
+  void check_unfrozen(std::string_view what, std::string_view field = {}) const {
+    if constexpr (Derived::kFrozen) {
+      if (td_.is_locked()) tc_detail::FailFrozen(Derived::kClassName, what, field);
+    }
+  }
+  template <class T>
+  static void add_default(std::vector<TensorDict::Item>* items, const NestedKey& key, T (*dflt)(),
+                          std::string_view name, at::IntArrayRef batch_size) {
+    if constexpr (tc_detail::IsOptional<T>::value) {
+      std::optional<Value> v = tc_detail::FieldTraits<T>::to_value(dflt());
+      if (!v) return;
+      tc_detail::CheckDefault(Derived::kClassName, name, *v, batch_size);
+      items->emplace_back(key, *std::move(v));
+    } else {
+      Value v = tc_detail::FieldTraits<T>::to_value(dflt());
+      tc_detail::CheckDefault(Derived::kClassName, name, v, batch_size);
+      items->emplace_back(key, std::move(v));
+    }
+  }
+  static bool td_is_json_field(std::string_view name) {
+    bool json = false;
+    Derived::td_for_each_field([&](auto tag, std::string_view field, const NestedKey&) {
+      using T = typename tc_detail::IsOptional<typename decltype(tag)::type>::Inner;
+      if (field == name) json = std::is_same_v<T, nlohmann::json>;
+    });
+    return json;
+  }
   // KeyError naming the state keys whose first part (before `separator`) is not a field.
   static void check_state_keys(const TensorMap& state, std::string_view separator) {
     std::string bad;
@@ -565,39 +706,14 @@ class TensorClass : public tc_detail::TensorClassTag {
 #include "td/tensorclass/free_functions.h"  // IWYU pragma: export
 
 // ---- TD_TENSORCLASS -------------------------------------------------------------------------
-#define TD_TC_NAME(T, name) #name,
-#define TD_TC_PARAM(T, name) T name,
-#define TD_TC_INIT(T, name) \
-  this->template init_positional<T>(&td_tc_items, td_key_##name(), std::move(name));
-#define TD_TC_VISIT(T, name) \
-  f(::td::tc_detail::TypeTag<T>{}, std::string_view(#name), td_key_##name());
-#define TD_TC_MEMBERS(T, name)                                                                   \
-  static_assert(::td::tc_detail::FieldTraits<T>::kSupported,                                     \
-                "td::TensorClass field '" #name "': unsupported field type '" #T                 \
-                "'. A field is at::Tensor, td::TensorDict, a td::TensorClass, std::string, bool, " \
-                "an integer or floating type, nlohmann::json, or std::optional of one of these"); \
-  static_assert(!::td::tc_detail::IsMemberName(#name),                                           \
-                "td::TensorClass field '" #name "' has the name of a TensorClass member (an "    \
-                "operation such as index / reshape / sum, or batch_size, device, ...); rename "   \
-                "the field");                                                                    \
-  static const ::td::NestedKey& td_key_##name() {                                                \
-    static const ::td::NestedKey key(#name);                                                     \
-    return key;                                                                                  \
-  }                                                                                              \
-  typename ::td::tc_detail::FieldTraits<T>::Get name() const {                                   \
-    return this->template get_field<T>(td_key_##name());                                         \
-  }                                                                                              \
-  td_self_type& set_##name(T value) {                                                            \
-    this->template set_field<T>(td_key_##name(), std::move(value));                              \
-    return *this;                                                                                \
-  }
-
-// Declares the fields of a TensorClass (see the file comment): inside the class body,
-// `TD_TENSORCLASS(Class, (Type, name), ...)` with at most 32 fields. Types must not contain
-// unparenthesised commas (use an alias). Leaves the class body in `public:`.
+// Declares the fields of a TensorClass (see the file comment of td/tensorclass/tensorclass.h):
+// inside the class body, `TD_TENSORCLASS(Class, (Type, name), (Type, name, default), ...)` with
+// at most 32 fields. Types and defaults must not contain unparenthesised commas (use an alias,
+// or parentheses). Leaves the class body in `public:`.
 #define TD_TENSORCLASS(Class, ...)                                                            \
  public:                                                                                      \
   using td_self_type = Class;                                                                 \
+  friend struct ::td::tc_detail::PostInitAccess;                                              \
   static constexpr const char* kClassName = #Class;                                           \
   static constexpr size_t kNumFields = TD_TC_COUNT(__VA_ARGS__);                              \
   static const std::array<std::string_view, kNumFields>& field_names() {                      \
@@ -611,22 +727,21 @@ class TensorClass : public tc_detail::TensorClassTag {
   }                                                                                           \
   Class(::td::tc_detail::WrapTag tag, ::td::TensorDict td)                                    \
       : ::td::TensorClass<Class>(tag, std::move(td)) {}                                       \
-  Class(TD_TC_FOR_EACH(TD_TC_PARAM, __VA_ARGS__)::at::IntArrayRef batch_size,                 \
-        std::optional<::at::Device> device = std::nullopt)                                    \
-      : ::td::TensorClass<Class>(batch_size, device) {                                        \
+  Class(TD_TC_FOR_EACH(TD_TC_PARAM, __VA_ARGS__)::at::IntArrayRef td_batch_size,              \
+        ::td::TensorClassOptions td_options = {})                                             \
+      : ::td::TensorClass<Class>(td_batch_size, td_options.device()) {                        \
     std::vector<::td::TensorDict::Item> td_tc_items;                                          \
     TD_TC_FOR_EACH(TD_TC_INIT, __VA_ARGS__)                                                   \
-    this->finish_positional(td_tc_items);                                                     \
+    this->finish_positional(td_tc_items, td_options.lock());                                  \
   }                                                                                           \
-  Class(std::initializer_list<::td::NamedField> fields, ::at::IntArrayRef batch_size,         \
-        std::optional<::at::Device> device = std::nullopt)                                    \
-      : ::td::TensorClass<Class>(batch_size, device) {                                        \
-    this->init_named(fields);                                                                 \
+  Class(std::initializer_list<::td::NamedField> td_fields, ::at::IntArrayRef td_batch_size,   \
+        ::td::TensorClassOptions td_options = {})                                             \
+      : ::td::TensorClass<Class>(td_batch_size, td_options.device()) {                        \
+    this->init_named(td_fields, td_options.lock());                                           \
   }                                                                                           \
-  static Class unset(::at::IntArrayRef batch_size,                                            \
-                     std::optional<::at::Device> device = std::nullopt) {                     \
-    return Class(::td::tc_detail::WrapTag{},                                                  \
-                 ::td::TensorDict(std::initializer_list<::td::TensorDict::Item>{}, batch_size, \
-                                  device));                                                   \
+  static Class unset(::at::IntArrayRef td_batch_size,                                         \
+                     std::optional<::at::Device> td_device = std::nullopt) {                  \
+    return ::td::TensorClass<Class>::wrap(::td::TensorDict(                                   \
+        std::initializer_list<::td::TensorDict::Item>{}, td_batch_size, td_device));          \
   }                                                                                           \
   TD_TC_FOR_EACH(TD_TC_MEMBERS, __VA_ARGS__)
