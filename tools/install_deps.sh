@@ -32,6 +32,7 @@ PACKAGES=(
   # Reference values / fixtures from PyTorch itself.
   python3-torch
   python3-h5py         # td/backends/h5: HDF5 files written / checked by h5py
+  python3-zarr         # td/io:zarr_compat_test: Zarr stores written / checked by zarr-python (2 on Debian 12, 3 on 13)
   # td/python: Python extensions (<Python.h>, pybind11; libtorch_python comes with python3-torch).
   python3-dev
   pybind11-dev

@@ -11,6 +11,7 @@
 #include <string>
 #include <utility>
 
+#include "td/core/dtype.h"
 #include "td/core/internal/structure_check.h"
 #include "td/distributed/distributed.h"
 #include "td/distributed/internal.h"
@@ -314,6 +315,43 @@ std::vector<TensorDict> gather(const ProcessGroupPtr& pg, const TensorDict& td, 
   }
   if (!root) return {};
   return Materialize(td, outs[0]);
+}
+
+std::optional<TensorDict> gather_and_stack(const ProcessGroupPtr& pg, TensorDict& td, int dst,
+                                           const CollectiveOptions& options) {
+  internal::CheckPeer(pg, dst, "gather_and_stack", "destination", true);
+  std::string what = What(pg, "gather_and_stack", {{"destination", dst}});
+  const int world = pg->getSize();
+  if (world < 2) {
+    TD_FAIL(ValueError, what, ": needs at least 2 ranks (the destination stacks the others')");
+  }
+  if (pg->getRank() != dst) {
+    gather(pg, td, dst, options);
+    return std::nullopt;
+  }
+  const bool rows = td.batch_dims() > 0 && td.batch_size()[0] > 0;
+  const bool fits = td.batch_dims() > 0 && td.batch_size()[0] == world - 1;
+  auto misfit = [&] {
+    TD_FAIL(ValueError, what, ": the destination's batch size ", SizeRepr(td.batch_size()),
+            " must start with world_size - 1 = ", world - 1, " (one row per other rank)");
+  };
+  // Without a row to offer, the TensorDict itself goes in: its structure differs from the
+  // others', so the structure check fails every rank rather than leaving them waiting.
+  const TensorDict mine = rows ? td.index({0}) : td;
+  std::vector<TensorDict> all;
+  try {
+    all = gather(pg, mine, dst, options);
+  } catch (const c10::ValueError&) {
+    if (!fits) misfit();
+    throw;
+  }
+  if (!fits) misfit();
+  std::vector<TensorDict> others;
+  for (int r = 0; r < world; ++r) {
+    if (r != dst) others.push_back(std::move(all[r]));
+  }
+  td.update_(stack(others, 0));
+  return td;
 }
 
 TensorDict scatter(const ProcessGroupPtr& pg, const std::vector<TensorDict>& tds, int src,

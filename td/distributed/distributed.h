@@ -179,6 +179,19 @@ std::vector<TensorDict> all_gather(const ProcessGroupPtr& pg, const TensorDict& 
 // On `dst`: every rank's td in rank order; elsewhere: an empty vector.
 std::vector<TensorDict> gather(const ProcessGroupPtr& pg, const TensorDict& td, int dst,
                                const CollectiveOptions& options = {});
+// Upstream's td.gather_and_stack(dst): every other rank's `td` gathered to `dst`, stacked along a
+// new dim 0 in rank order (dst's own left out) and written into dst's `td` in place (update_;
+// a memmap or shared-memory TensorDict is written through), so dst's `td` has batch size
+// [world_size - 1, *the others' batch size]. Returns `td` on dst, nullopt elsewhere. dst
+// contributes its first row to the gather, so the structure check (CollectiveOptions) compares it
+// with the others' TensorDicts: differing keys, shapes or dtypes are a ValueError on every rank
+// naming the first difference, and dst's `td` is left untouched. Throws ValueError on dst when its
+// batch size does not start with world_size - 1 (after the exchange, so no rank waits for it),
+// and on every rank when the group has a single rank. Non-tensor data is not sent (as gather).
+//   if (rank == 0) buffer = td::TensorDict({{"obs", at::zeros({world - 1, 8})}}, {world - 1});
+//   gather_and_stack(pg, rank == 0 ? buffer : mine, 0);   // buffer[r - 1] holds rank r's obs
+std::optional<TensorDict> gather_and_stack(const ProcessGroupPtr& pg, TensorDict& td, int dst,
+                                           const CollectiveOptions& options = {});
 // On `src`, `tds` holds one TensorDict per rank (all of the same structure); other ranks pass
 // an empty vector. Returns this rank's TensorDict (structure of tds[0], shipped by src).
 TensorDict scatter(const ProcessGroupPtr& pg, const std::vector<TensorDict>& tds, int src,

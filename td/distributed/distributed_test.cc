@@ -480,6 +480,60 @@ TEST(DistributedTest, CollectiveMismatchFailsOnEveryRank) {
   }));
 }
 
+// gather_and_stack: the destination's TensorDict (one row per other rank) receives the others'
+// TensorDicts stacked in rank order, in place; the others get nullopt. A destination whose batch
+// size does not fit, and ranks whose structures differ, fail on every rank with nothing written.
+TEST(DistributedTest, GatherAndStackWritesTheOthersIntoTheDestination) {
+  ExpectAllPassed(RunRanks(RunOptions().world_size(3), [](int rank, const ProcessGroupPtr& pg) {
+    auto mine = [](int r) {
+      return TensorDict({{"a", at::full({2}, r + 1.0)},
+                         {"n", TensorDict({{"i", at::full({2, 3}, r * 10, at::kLong)}}, {2, 3})}},
+                        {2});
+    };
+    auto rows = [](int64_t n) {
+      return TensorDict({{"a", at::zeros({n, 2})},
+                         {"n", TensorDict({{"i", at::zeros({n, 2, 3}, at::kLong)}}, {n, 2, 3})}},
+                        {n, 2});
+    };
+    TensorDict dst_td = rows(2);  // one row for rank 0, one for rank 2
+    TensorDict own = mine(rank);
+    const at::Tensor storage = dst_td.get("a");
+    std::optional<TensorDict> out = gather_and_stack(pg, rank == 1 ? dst_td : own, 1);
+    if (rank == 1) {
+      ASSERT_TRUE(out.has_value());
+      EXPECT_TRUE(out->is_same(dst_td));
+      EXPECT_TRUE(dst_td.get("a").equal(at::tensor({1.0f, 1.0f, 3.0f, 3.0f}).view({2, 2})));
+      EXPECT_TRUE(dst_td.get({"n", "i"}).select(0, 1).equal(at::full({2, 3}, 20, at::kLong)));
+      EXPECT_TRUE(dst_td.get("a").is_same(storage));  // written in place
+    } else {
+      EXPECT_FALSE(out.has_value());
+    }
+    // The destination's batch size must start with world_size - 1.
+    TensorDict wrong = rows(3);
+    TensorDict& other = own;
+    // (Its row fits the others' structure: they send and return, it refuses to write.)
+    if (rank == 1) {
+      TD_EXPECT_THROW_MSG(gather_and_stack(pg, wrong, 1), ValueError,
+                          {"gather_and_stack", "[3, 2]", "world_size - 1 = 2"});
+      EXPECT_TRUE(AllEqual(wrong, 0.0));
+    } else {
+      EXPECT_FALSE(gather_and_stack(pg, other, 1).has_value());
+    }
+    // A destination with no row to offer: every rank fails, none waits.
+    TensorDict empty({}, {});
+    if (rank == 1) {
+      TD_EXPECT_THROW_MSG(gather_and_stack(pg, empty, 1), ValueError, {"world_size - 1 = 2"});
+    } else {
+      EXPECT_THROW(gather_and_stack(pg, other, 1), ValueError);
+    }
+    // Differing structures: every rank fails, the destination's TensorDict is untouched.
+    TensorDict bad({{"a", at::full({2, 5}, 1.0)}}, {2});
+    TensorDict before = dst_td.clone();
+    EXPECT_THROW(gather_and_stack(pg, rank == 1 ? dst_td : (rank == 2 ? bad : other), 1), ValueError);
+    ExpectSame(dst_td, before);
+  }));
+}
+
 // The group's rendezvous and barrier keep the generous default timeout (a loaded machine may be
 // slow to start a rank); the calls meant to fail get a short one of their own.
 const auto kShortCall = std::chrono::milliseconds(3000);

@@ -4,7 +4,10 @@
 
 #include <string>
 
+#include "td/backends/lazy_stack/lazy_stack.h"
 #include "td/core/errors.h"
+#include "td/core/stack.h"
+#include "td/stacking/stacking.h"
 
 namespace td {
 namespace {
@@ -41,7 +44,75 @@ c10::IValue ToDict(const TensorDict& td, const ToDictOptions& options) {
   return c10::IValue(out);
 }
 
+// The options each element's from_dict gets (upstream: batch_size[1:], batch_dims - 1).
+FromDictOptions ElementOptions(const FromListOptions& o, size_t n) {
+  if (o.batch_size() && (o.auto_batch_size() || o.batch_dims())) {
+    TD_FAIL(ValueError, "from_list: batch_size ", c10::IntArrayRef(*o.batch_size()),
+            " cannot be combined with ", o.batch_dims() ? "batch_dims" : "auto_batch_size");
+  }
+  if (n == 0) TD_FAIL(ValueError, "from_list needs at least one element, got an empty list");
+  FromDictOptions e;
+  e.device(o.device());
+  if (o.batch_size()) {
+    const std::vector<int64_t>& b = *o.batch_size();
+    if (b.empty() || b[0] != static_cast<int64_t>(n)) {
+      TD_FAIL(ValueError, "from_list: the batch size ", c10::IntArrayRef(b),
+              " does not start with the length of the list (", n, ")");
+    }
+    e.batch_size(std::vector<int64_t>(b.begin() + 1, b.end()));
+  }
+  if (o.batch_dims()) {
+    if (*o.batch_dims() < 1) {
+      TD_FAIL(ValueError, "from_list: batch_dims must be >= 1 (the stacked dim), got ",
+              *o.batch_dims());
+    }
+    e.batch_dims(*o.batch_dims() - 1);
+  }
+  e.auto_batch_size(o.auto_batch_size() || o.batch_dims().has_value());
+  return e;
+}
+
+TensorDict StackList(const std::vector<TensorDict>& tds, const FromListOptions& o) {
+  if (!o.lazy()) return maybe_dense_stack(tds, 0);
+  if (*o.lazy()) return lazy_stack(tds, 0);
+  return stack(tds, 0);
+}
+
 }  // namespace
+
+TensorDict from_list(const std::vector<Value>& input, const FromListOptions& options) {
+  const FromDictOptions e = ElementOptions(options, input.size());
+  std::vector<TensorDict> tds;
+  tds.reserve(input.size());
+  for (size_t i = 0; i < input.size(); ++i) {
+    const Value& v = input[i];
+    if (v.is_tensordict()) {
+      tds.push_back(v.tensordict());  // as it is, as upstream
+    } else if (v.is_plain_dict()) {
+      tds.push_back(from_dict(v.plain_dict(), e));
+    } else {
+      TD_FAIL(TypeError, "from_list: element ", i, " is ", v.kind(),
+              "; expected a TensorDict or a dict");
+    }
+  }
+  return StackList(tds, options);
+}
+
+TensorDict from_list(const c10::IValue& list, const FromListOptions& options) {
+  if (!list.isList()) TD_FAIL(TypeError, "from_list needs a list, got ", list.tagKind());
+  const c10::List<c10::IValue> items = list.toList();
+  const FromDictOptions e = ElementOptions(options, items.size());
+  std::vector<TensorDict> tds;
+  tds.reserve(items.size());
+  for (size_t i = 0; i < items.size(); ++i) {
+    const c10::IValue item = items.get(i);
+    if (!item.isGenericDict()) {
+      TD_FAIL(TypeError, "from_list: element ", i, " is ", item.tagKind(), "; expected a dict");
+    }
+    tds.push_back(from_dict(item, e));
+  }
+  return StackList(tds, options);
+}
 
 TensorDict from_dict(std::initializer_list<TensorDict::Item> items, const FromDictOptions& options) {
   return from_dict(std::vector<TensorDict::Item>(items), options);

@@ -7,6 +7,7 @@
 //                                     td::FromDictOptions().auto_batch_size(true));   // [3, 4]
 //   c10::IValue plain = td::to_dict(td);          // {"a": tensor, "b": {"c": tensor}}
 //   td::TensorDict zeros = td::fromkeys({"x", {"n", "y"}});   // each key holds tensor(0)
+//   td::TensorDict rows = td::from_list({row0, row1, td::Value{{"obs", at::zeros({3})}}});  // [3]
 // Bazel: //td/io. See docs/io.md.
 #pragma once
 
@@ -46,6 +47,37 @@ TensorDict from_dict(const c10::IValue& dict, const FromDictOptions& options = {
 // Upstream's functional spelling of from_dict over keyword arguments: the same call.
 TensorDict make_tensordict(std::initializer_list<TensorDict::Item> items,
                            const FromDictOptions& options = {});
+
+// Options of from_list (upstream's keyword arguments of TensorDict.from_list).
+struct FromListOptions {
+  // The batch size of the result; its first dim must be the list's length, the rest is each
+  // dict's batch size (as FromDictOptions::batch_size).
+  TORCH_ARG(std::optional<std::vector<int64_t>>, batch_size) = std::nullopt;
+  // Infer each dict's batch size (FromDictOptions::auto_batch_size).
+  TORCH_ARG(bool, auto_batch_size) = false;
+  // At most this many batch dims in the result, the stacked one included (each dict gets
+  // batch_dims - 1); implies auto_batch_size.
+  TORCH_ARG(std::optional<int64_t>, batch_dims) = std::nullopt;
+  TORCH_ARG(std::optional<at::Device>, device) = std::nullopt;
+  // How the elements are stacked: nullopt (upstream's default) a dense td::stack when they have
+  // the same keys and shapes and a lazy stack otherwise (td::maybe_dense_stack); true always
+  // lazy (td::lazy_stack); false always dense (td::stack).
+  TORCH_ARG(std::optional<bool>, lazy) = std::nullopt;
+};
+
+// Python's TensorDict.from_list: each element, a TensorDict as it is (device and batch options
+// apply to dicts only, as upstream) or a dict (a braced list of
+// items) through from_dict (with the options' device and per-element batch size), stacked along
+// a new leading batch dim. Throws ValueError for an empty list, a batch_size whose first dim is
+// not the list's length, or batch_size with auto_batch_size / batch_dims; TypeError naming the
+// index of an element that is neither a TensorDict nor a dict; what the stack throws (elements
+// of differing batch sizes; with lazy(false), differing keys or shapes).
+//   td::TensorDict s = td::from_list({td::Value{{"a", at::zeros({2})}}, td::Value{{"a", at::ones({2})}}},
+//                                    td::FromListOptions().auto_batch_size(true));   // [2, 2]
+TensorDict from_list(const std::vector<Value>& input, const FromListOptions& options = {});
+// From a c10 list of dicts and TensorDicts' to_dict() dicts (what torch::pickle_load gives for a
+// Python list of dicts): each element through from_dict(IValue), then as above.
+TensorDict from_list(const c10::IValue& list, const FromListOptions& options = {});
 
 struct ToDictOptions {
   // false: leave out non-tensor entries holding null (upstream's None).

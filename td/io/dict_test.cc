@@ -7,6 +7,7 @@
 
 #include <sstream>
 
+#include "td/backends/lazy_stack/lazy_stack.h"
 #include "td/core/testing.h"
 #include "td/io/utils.h"
 
@@ -52,6 +53,47 @@ TEST(ToDict, RoundTripThroughIValue) {
   bad.insert("obj", c10::IValue(c10::Device("cpu")));
   TD_EXPECT_THROW_MSG(from_dict(c10::IValue(bad)), TypeError, {"'obj'"});
   TD_EXPECT_THROW_MSG(from_dict(c10::IValue(3)), TypeError, {"needs a dict"});
+}
+
+TEST(FromList, DictsAndTensorDictsStackedAlongANewDim) {
+  const TensorDict row({{"obs", at::full({2}, 3.0)}}, {});
+  TensorDict s = from_list({Value{{"obs", at::zeros({2})}}, row, Value{{"obs", at::ones({2})}}});
+  EXPECT_EQ(s.backend(), "dense");
+  EXPECT_EQ(s.batch_size().vec(), std::vector<int64_t>{3});
+  EXPECT_TRUE(s.get("obs").equal(at::tensor({0.f, 0.f, 3.f, 3.f, 1.f, 1.f}).view({3, 2})));
+  // Per-element batch sizes: given (after the list's length) or inferred.
+  EXPECT_EQ(from_list({Value{{"obs", at::zeros({2})}}}, FromListOptions().batch_size(std::vector<int64_t>{1, 2}))
+                .batch_size()
+                .vec(),
+            (std::vector<int64_t>{1, 2}));
+  const std::vector<Value> nested = {Value{{"a", at::zeros({2, 4})}, {"n", {{"b", at::zeros({2, 4, 5})}}}},
+                                     Value{{"a", at::ones({2, 4})}, {"n", {{"b", at::ones({2, 4, 5})}}}}};
+  TensorDict inferred = from_list(nested, FromListOptions().auto_batch_size(true));
+  EXPECT_EQ(inferred.batch_size().vec(), (std::vector<int64_t>{2, 2, 4}));
+  EXPECT_EQ(from_list(nested, FromListOptions().batch_dims(2)).batch_size().vec(),
+            (std::vector<int64_t>{2, 2}));
+  // Stacking: dense when the elements agree, lazy when they do not (or when asked).
+  TensorDict ragged = from_list({Value{{"obs", at::zeros({2})}}, Value{{"obs", at::zeros({5})}}});
+  EXPECT_EQ(ragged.backend(), "lazy_stack");
+  EXPECT_EQ(from_list({row, row}, FromListOptions().lazy(true)).backend(), "lazy_stack");
+  EXPECT_THROW(from_list({Value{{"obs", at::zeros({2})}}, Value{{"obs", at::zeros({5})}}},
+                         FromListOptions().lazy(false)),
+               c10::Error);
+  // From a list of dicts as torch::pickle_load gives it.
+  c10::impl::GenericList list(c10::AnyType::get());
+  list.push_back(to_dict(TensorDict({{"x", at::zeros({3})}}, {3})));
+  list.push_back(to_dict(TensorDict({{"x", at::ones({3})}}, {3})));
+  TensorDict from_ivalues = from_list(c10::IValue(list), FromListOptions().auto_batch_size(true));
+  EXPECT_EQ(from_ivalues.batch_size().vec(), (std::vector<int64_t>{2, 3}));
+  EXPECT_TRUE(from_ivalues.get("x")[1].equal(at::ones({3})));
+  // Errors.
+  TD_EXPECT_THROW_MSG(from_list(std::vector<Value>{}), ValueError, {"empty list"});
+  TD_EXPECT_THROW_MSG(from_list({row, row}, FromListOptions().batch_size(std::vector<int64_t>{3})),
+                      ValueError, {"[3]", "length of the list (2)"});
+  TD_EXPECT_THROW_MSG(from_list({row, Value(at::zeros({2}))}), TypeError, {"element 1", "Tensor"});
+  TD_EXPECT_THROW_MSG(from_list({row}, FromListOptions().batch_size(std::vector<int64_t>{1}).auto_batch_size(true)),
+                      ValueError, {"auto_batch_size"});
+  TD_EXPECT_THROW_MSG(from_list(c10::IValue(at::zeros({1}))), TypeError, {"needs a list"});
 }
 
 TEST(FromKeys, OneValueUnderEveryKey) {

@@ -660,4 +660,21 @@ LazyStackedTensorDict lazy_stack(const std::vector<TensorDict>& tds, int64_t dim
   return LazyStackedTensorDict(TensorDict(std::make_shared<LazyStackStorage>(tds, d)));
 }
 
+LazyStackedTensorDict to_lazystack(const TensorDict& td, int64_t dim) {
+  const int64_t n = td.batch_dims();
+  const int64_t d = dim < 0 ? dim + n : dim;
+  if (d < 0 || d >= n) {
+    TD_FAIL(c10::IndexError, "to_lazystack: dim ", dim, " is out of range for batch size ",
+            SizeRepr(td.batch_size()), " (expected a dim in [", -n, ", ", n - 1, "])");
+  }
+  if (std::optional<LazyStackedTensorDict> s = LazyStackedTensorDict::from(td)) {
+    if (s->stack_dim() == d) return *s;
+  }
+  if (td.batch_size()[d] == 0) {
+    TD_FAIL(c10::ValueError, "to_lazystack: batch size ", SizeRepr(td.batch_size()),
+            " has no element along dim ", dim, "; a lazy stack needs at least one member");
+  }
+  return lazy_stack(td.unbind(d), d);
+}
+
 }  // namespace td

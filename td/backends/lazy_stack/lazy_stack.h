@@ -99,4 +99,12 @@ class LazyStackedTensorDict : public TensorDict {
 //   td::LazyStackedTensorDict s = td::lazy_stack({a, b, c}, 0);
 LazyStackedTensorDict lazy_stack(const std::vector<TensorDict>& tds, int64_t dim = 0);
 
+// Python's td.to_lazystack(dim): `td` as a lazy stack along batch dim `dim` (negative counts from
+// the end): lazy_stack(td.unbind(dim), dim), whose members are views of td's slices (in-place writes
+// through the stack, set_ and index_put_, go to td's tensors). A lazy stack already stacked along `dim` is returned as it is; one stacked along
+// another dim is restacked along `dim` (upstream's way to swap the stack dim). Throws IndexError
+// when dim is out of range, ValueError when td's size along dim is 0 (a stack needs a member).
+//   td::LazyStackedTensorDict s = td::to_lazystack(td, 1);   // s.stack_dim() == 1
+LazyStackedTensorDict to_lazystack(const TensorDict& td, int64_t dim = 0);
+
 }  // namespace td

@@ -330,5 +330,29 @@ TEST(LazyStackTest, MadeFromMembersNotOpenedById) {
   EXPECT_NE(s.storage().lazy(), nullptr);
 }
 
+TEST(LazyStackTest, ToLazystackUnbindsAndRestacks) {
+  TensorDict td({{"a", at::arange(6, at::kFloat).view({2, 3})}, {"n", {{"x", at::zeros({2, 3, 4})}}}},
+                {2, 3});
+  LazyStackedTensorDict s = to_lazystack(td);
+  EXPECT_EQ(s.stack_dim(), 0);
+  EXPECT_EQ(s.batch_size(), at::IntArrayRef({2, 3}));
+  ASSERT_EQ(s.tensordicts().size(), 2u);
+  EXPECT_TRUE(s.get("a").equal(td.get("a")));
+  // The members are views of td's slices: in-place writes through the stack reach td.
+  s.set_("a", at::full({2, 3}, 7.0));
+  EXPECT_TRUE(td.get("a").equal(at::full({2, 3}, 7.0)));
+  // Already stacked along the dim: the same stack; along another: restacked.
+  EXPECT_TRUE(to_lazystack(s, -2).is_same(s));
+  LazyStackedTensorDict s1 = to_lazystack(s, 1);
+  EXPECT_EQ(s1.stack_dim(), 1);
+  EXPECT_EQ(s1.tensordicts().size(), 3u);
+  EXPECT_EQ(s1.batch_size(), at::IntArrayRef({2, 3}));
+  EXPECT_TRUE(s1.get({"n", "x"}).equal(td.get({"n", "x"})));
+  TD_EXPECT_THROW_MSG(to_lazystack(td, 2), c10::IndexError, {"dim 2", "[2, 3]"});
+  TD_EXPECT_THROW_MSG(to_lazystack(TensorDict({}, {}), 0), c10::IndexError, {"dim 0"});
+  TD_EXPECT_THROW_MSG(to_lazystack(TensorDict({}, {0, 2}), 0), c10::ValueError,
+                      {"[0, 2]", "at least one member"});
+}
+
 }  // namespace
 }  // namespace td

@@ -1,0 +1,391 @@
+#include "td/io/zarr.h"
+
+#include <ATen/core/Tensor.h>
+#include <ATen/ops/empty.h>
+#include <ATen/ops/zeros.h>
+#include <fcntl.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cerrno>
+#include <cstring>
+#include <filesystem>
+#include <utility>
+
+#include <nlohmann/json.hpp>
+
+#include "td/core/errors.h"
+#include "td/io/zarr_format.h"
+
+namespace td {
+namespace {
+
+namespace fs = std::filesystem;
+using internal::zarr::ArrayMeta;
+using internal::zarr::ChunkKey;
+using internal::zarr::Dims;
+using internal::zarr::ElemType;
+using internal::zarr::FailErrno;
+using internal::zarr::json;
+using internal::zarr::Node;
+using internal::zarr::NumpyDtype;
+using internal::zarr::ReadNode;
+using internal::zarr::ReadRaw;
+using internal::zarr::Strings;
+using internal::zarr::SyncDir;
+using internal::zarr::WriteFile;
+using internal::zarr::WriteJson;
+
+constexpr const char* kMetadataAttr = "__tensordict__";
+constexpr const char* kNonTensorAttr = "__tensordict_non_tensor__";
+// Deeper nesting is refused (a malformed or hostile store).
+constexpr int kMaxDepth = 256;
+
+std::string Join(const std::string& dir, const std::string& name) {
+  return dir.empty() ? name : dir + "/" + name;
+}
+
+// ---- reading groups ------------------------------------------------------------------------
+
+struct Reader {
+  std::string store;
+  std::optional<at::Device> device;
+
+  std::string Where(const std::string& rel) const {
+    return rel.empty() ? store : store + "/" + rel;
+  }
+
+  // `known`: the batch size is the store's (or the options'), so arrays are checked against it;
+  // otherwise it is inferred afterwards.
+  Value ReadArray(const Node& n, const std::string& rel, const std::vector<int64_t>& batch,
+                  bool known) {
+    const std::string where = Where(rel);
+    const ArrayMeta& a = n.array;
+    const json marker = n.attrs.value(kNonTensorAttr, json());
+    if (!marker.is_null()) {
+      const std::string encoding =
+          marker.is_object() ? marker.value("encoding", std::string()) : std::string();
+      if (encoding != "json") {
+        TD_FAIL(ZarrError, where, ": non-tensor data encoded as '", encoding,
+                "' (upstream pickles values JSON cannot hold); only \"json\" can be read here");
+      }
+      if (a.type.kind != ElemType::kTensor || a.type.dtype != at::kByte || a.shape.size() != 1) {
+        TD_FAIL(ZarrError, where, ": non-tensor data must be a 1-D uint8 array");
+      }
+      at::Tensor raw = ReadRaw(a, Where(rel), where).contiguous();
+      const auto* p = static_cast<const char*>(raw.data_ptr());
+      json value = json::parse(p, p + raw.numel(), nullptr, /*allow_exceptions=*/false);
+      if (value.is_discarded()) TD_FAIL(ZarrError, where, ": non-tensor payload is not valid JSON");
+      return Value(NonTensorData(std::move(value)));
+    }
+    at::Tensor raw = ReadRaw(a, Where(rel), where);
+    if (a.type.big_endian && a.type.swap_unit() > 1) {
+      std::vector<int64_t> units = a.shape;
+      units.push_back(a.type.itemsize / a.type.swap_unit());
+      units.push_back(a.type.swap_unit());
+      raw = raw.reshape(units).flip({-1}).reshape(raw.sizes());
+    }
+    raw = raw.contiguous();
+    if (a.type.kind != ElemType::kTensor) {
+      return Value(NonTensorData(Strings(a, raw.data_ptr<uint8_t>(), 0)));
+    }
+    if (known && (a.shape.size() < batch.size() ||
+                   !std::equal(batch.begin(), batch.end(), a.shape.begin()))) {
+      TD_FAIL(ZarrError, where, ": array of shape ", c10::IntArrayRef(a.shape),
+              " does not start with the batch size ", c10::IntArrayRef(batch));
+    }
+    at::Tensor t;
+    if (raw.numel() == 0) {
+      t = at::empty(a.shape, a.type.dtype);
+    } else if (a.type.dtype == at::kBool) {
+      t = raw.reshape(a.shape).ne(0);
+    } else {
+      t = raw.view(a.type.dtype).reshape(a.shape);
+    }
+    return Value(std::move(t));
+  }
+
+  static std::optional<std::vector<int64_t>> StoredBatch(const Node& n, const std::string& where) {
+    const json meta = n.attrs.value(kMetadataAttr, json());
+    if (!meta.is_object() || meta.value("batch_size", json()).is_null()) return std::nullopt;
+    return Dims(meta["batch_size"], where + " (attribute __tensordict__)", "batch_size", false);
+  }
+
+  TensorDict ReadGroup(const std::string& rel, const std::vector<int64_t>& batch, bool known,
+                       int depth) {
+    const std::string dir = Where(rel);
+    if (depth > kMaxDepth) TD_FAIL(ZarrError, dir, ": groups nested more than ", kMaxDepth, " deep");
+    std::vector<std::string> names;
+    std::error_code ec;
+    for (fs::directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec)) {
+      const std::string name = it->path().filename().string();
+      if (it->is_directory(ec)) names.push_back(name);  // metadata and chunks are files
+    }
+    if (ec) TD_FAIL(ZarrError, "cannot list ", dir, ": ", ec.message());
+    std::sort(names.begin(), names.end());
+    std::vector<TensorDict::Item> items;
+    for (const std::string& name : names) {
+      const std::string child_rel = Join(rel, name);
+      const Node child = ReadNode(Where(child_rel), Where(child_rel));
+      if (child.kind == Node::kArray) {
+        items.emplace_back(name, ReadArray(child, child_rel, batch, known));
+      } else if (child.kind == Node::kGroup) {
+        // A group's own stored batch size, else its parent's (upstream's _make_nested).
+        std::optional<std::vector<int64_t>> stored = StoredBatch(child, Where(child_rel));
+        std::vector<int64_t> child_batch = stored.value_or(known ? batch : std::vector<int64_t>{});
+        if (known && stored && (child_batch.size() < batch.size() ||
+                                !std::equal(batch.begin(), batch.end(), child_batch.begin()))) {
+          TD_FAIL(ZarrError, Where(child_rel), ": the group's batch size ",
+                  c10::IntArrayRef(child_batch), " does not start with its parent's ",
+                  c10::IntArrayRef(batch));
+        }
+        items.emplace_back(name, ReadGroup(child_rel, child_batch, known || stored.has_value(),
+                                           depth + 1));
+      }
+      // A directory that is neither (no metadata) is not a Zarr node: zarr skips it too.
+    }
+    return TensorDict(items, batch, device);
+  }
+};
+
+// ---- writing -------------------------------------------------------------------------------
+
+struct Writer {
+  std::string root;  // the temporary directory
+  std::vector<int64_t> chunks;
+  json consolidated = json::object();
+
+  void CheckName(const std::string& name, const NestedKey& key) const {
+    static const char* const kReserved[] = {".zarray", ".zgroup", ".zattrs", ".zmetadata",
+                                            "zarr.json"};
+    bool reserved = false;
+    for (const char* r : kReserved) reserved = reserved || name == r;
+    if (reserved || name.empty() || name == "." || name == ".." ||
+        name.find('/') != std::string::npos || name.find('\0') != std::string::npos) {
+      TD_FAIL(ValueError, "to_zarr: key ", key.repr(),
+              " cannot be a Zarr node name (empty, '.', '..', a '/' inside, or a name Zarr's "
+              "metadata uses)");
+    }
+  }
+
+  void Meta(const std::string& rel, const char* file, const json& j) {
+    WriteJson(Join(root, Join(rel, file)), j);
+    consolidated[Join(rel, file)] = j;
+  }
+
+  static json FillValue(at::ScalarType dtype) {
+    if (dtype == at::kBool) return false;
+    if (at::isComplexType(dtype)) return json::array({0.0, 0.0});
+    if (at::isFloatingType(dtype)) return 0.0;
+    return 0;
+  }
+
+  // One array (`t` contiguous, on the CPU) in directory `rel`.
+  void WriteArray(const std::string& rel, const at::Tensor& t, const json& attrs,
+                  const std::vector<int64_t>& chunk_spec) {
+    const std::string dir = Join(root, rel);
+    fs::create_directory(dir);
+    const std::vector<int64_t> shape = t.sizes().vec();
+    std::vector<int64_t> cs;
+    for (size_t d = 0; d < shape.size(); ++d) {
+      cs.push_back(std::max<int64_t>(1, d < chunk_spec.size() ? chunk_spec[d] : shape[d]));
+    }
+    Meta(rel, ".zarray",
+         json{{"chunks", cs},
+              {"compressor", nullptr},
+              {"dtype", NumpyDtype(t.scalar_type())},
+              {"fill_value", FillValue(t.scalar_type())},
+              {"filters", nullptr},
+              {"order", "C"},
+              {"shape", shape},
+              {"zarr_format", 2}});
+    if (!attrs.empty()) Meta(rel, ".zattrs", attrs);
+    if (t.numel() == 0) return SyncDir(dir);  // no chunk: zarr writes none either
+    const int64_t nd = static_cast<int64_t>(shape.size());
+    if (cs == shape) {
+      WriteFile(dir + "/" + ChunkName(std::vector<int64_t>(nd, 0)), t.data_ptr(), t.nbytes());
+      return SyncDir(dir);
+    }
+    std::vector<int64_t> grid(nd), coords(nd, 0);
+    for (int64_t d = 0; d < nd; ++d) grid[d] = (shape[d] + cs[d] - 1) / cs[d];
+    at::Tensor buffer = at::zeros(cs, t.options());
+    while (true) {
+      at::Tensor src = t, dst = buffer;
+      bool edge = false;
+      for (int64_t d = 0; d < nd; ++d) {
+        const int64_t start = coords[d] * cs[d], n = std::min(cs[d], shape[d] - start);
+        src = src.narrow(d, start, n);
+        dst = dst.narrow(d, 0, n);
+        edge = edge || n != cs[d];
+      }
+      if (edge) buffer.zero_();  // the padding of an edge chunk holds the fill value
+      dst.copy_(src);
+      WriteFile(dir + "/" + ChunkName(coords), buffer.data_ptr(), buffer.nbytes());
+      int64_t d = nd - 1;
+      while (d >= 0 && ++coords[d] == grid[d]) coords[d--] = 0;
+      if (d < 0) break;
+    }
+    SyncDir(dir);
+  }
+
+  static std::string ChunkName(const std::vector<int64_t>& coords) {
+    ArrayMeta a;
+    return ChunkKey(a, coords);
+  }
+
+  void WriteGroup(const TensorDict& td, const std::string& rel,
+                  const std::vector<std::string>& prefix) {
+    if (!rel.empty()) fs::create_directory(Join(root, rel));
+    Meta(rel, ".zgroup", json{{"zarr_format", 2}});
+    Meta(rel, ".zattrs",
+         json{{kMetadataAttr, json{{"batch_size", td.batch_size().vec()}, {"version", 1}}}});
+    td.for_each_entry([&](const std::string& name, const Value& v) {
+      std::vector<std::string> parts = prefix;
+      parts.push_back(name);
+      const NestedKey key(parts);
+      CheckName(name, key);
+      const std::string child = Join(rel, name);
+      if (v.is_tensordict()) {
+        WriteGroup(v.tensordict(), child, parts);
+      } else if (v.is_tensor()) {
+        const at::Tensor& t = v.tensor();
+        if (NumpyDtype(t.scalar_type()).empty()) {
+          TD_FAIL(TypeError, "to_zarr: key ", key.repr(), " has dtype ", t.scalar_type(),
+                  ", which Zarr (numpy) cannot hold here (bool, int8/16/32/64, uint8, "
+                  "float16/32/64, complex64/128 can)");
+        }
+        WriteArray(child, t.detach().to(at::kCPU).contiguous(), json::object(), chunks);
+      } else {
+        const std::string text =
+            v.non_tensor().dump(-1, ' ', false, json::error_handler_t::replace);
+        at::Tensor bytes = at::empty({static_cast<int64_t>(text.size())}, at::kByte);
+        std::memcpy(bytes.data_ptr(), text.data(), text.size());
+        WriteArray(child, bytes, json{{kNonTensorAttr, json{{"encoding", "json"}}}}, {});
+      }
+    });
+    if (!rel.empty()) SyncDir(Join(root, rel));
+  }
+};
+
+bool IsZarrStore(const std::string& path) {
+  std::error_code ec;
+  for (const char* f : {"/.zgroup", "/.zarray", "/zarr.json"}) {
+    if (fs::exists(path + f, ec)) return true;
+  }
+  return fs::is_empty(path, ec) && !ec;
+}
+
+std::atomic<uint64_t> temp_counter{0};
+
+}  // namespace
+
+void to_zarr(const TensorDict& td, const std::string& path_in, const ToZarrOptions& options) {
+  std::string path = path_in;
+  while (path.size() > 1 && path.back() == '/') path.pop_back();
+  if (path.empty()) TD_FAIL(ValueError, "to_zarr: the path is empty");
+  std::error_code ec;
+  const bool existed = fs::exists(fs::symlink_status(path, ec));
+  if (existed) {
+    if (!options.overwrite()) {
+      TD_FAIL(ValueError, "to_zarr: ", path, " exists (ToZarrOptions().overwrite(true) replaces it)");
+    }
+    if (!fs::is_directory(fs::symlink_status(path, ec)) || !IsZarrStore(path)) {
+      TD_FAIL(ValueError, "to_zarr: ", path,
+              " exists and is not a Zarr store or an empty directory; refusing to replace it");
+    }
+  }
+  const fs::path p(path);
+  const std::string parent = p.has_parent_path() ? p.parent_path().string() : std::string(".");
+  if (!fs::is_directory(parent, ec)) {
+    TD_FAIL(ZarrError, "to_zarr: the parent directory of ", path, " does not exist");
+  }
+  const std::string tmp = parent + "/." + p.filename().string() + ".tmp-" +
+                          std::to_string(::getpid()) + "-" + std::to_string(temp_counter++);
+  try {
+    if (!fs::create_directory(tmp, ec) || ec) {
+      TD_FAIL(ZarrError, "to_zarr: cannot create ", tmp, ": ", ec.message());
+    }
+    Writer w;
+    w.root = tmp;
+    w.chunks = options.chunks();
+    w.WriteGroup(td, "", {});
+    WriteJson(tmp + "/.zmetadata",
+              json{{"metadata", w.consolidated}, {"zarr_consolidated_format", 1}});
+    SyncDir(tmp);
+  } catch (const fs::filesystem_error& e) {
+    fs::remove_all(tmp, ec);
+    TD_FAIL(ZarrError, "to_zarr: writing ", path, ": ", e.what());
+  } catch (...) {
+    fs::remove_all(tmp, ec);
+    throw;
+  }
+  if (!existed) {
+    if (::rename(tmp.c_str(), path.c_str()) != 0) {
+      const int err = errno;
+      fs::remove_all(tmp, ec);
+      FailErrno(err, "to_zarr: cannot rename the new store to", path);
+    }
+  } else {
+    // Swap the new store with the old one in one step (Linux renameat2 RENAME_EXCHANGE); where
+    // the file system cannot, move the old one aside first.
+    constexpr unsigned kRenameExchange = 1u << 1;
+    if (::syscall(SYS_renameat2, AT_FDCWD, tmp.c_str(), AT_FDCWD, path.c_str(),
+                  kRenameExchange) == 0) {
+      fs::remove_all(tmp, ec);  // now the old store
+    } else {
+      const std::string old = tmp + ".old";
+      if (::rename(path.c_str(), old.c_str()) != 0) {
+        const int err = errno;
+        fs::remove_all(tmp, ec);
+        FailErrno(err, "to_zarr: cannot move the previous store aside:", path);
+      }
+      if (::rename(tmp.c_str(), path.c_str()) != 0) {
+        const int err = errno;
+        ::rename(old.c_str(), path.c_str());
+        fs::remove_all(tmp, ec);
+        FailErrno(err, "to_zarr: cannot rename the new store to", path);
+      }
+      fs::remove_all(old, ec);
+    }
+  }
+  SyncDir(parent);
+}
+
+TensorDict from_zarr(const std::string& path_in, const FromZarrOptions& options) {
+  if (options.batch_size() && (options.auto_batch_size() || options.batch_dims())) {
+    TD_FAIL(ValueError, "from_zarr: batch_size ", c10::IntArrayRef(*options.batch_size()),
+            " cannot be combined with ", options.batch_dims() ? "batch_dims" : "auto_batch_size");
+  }
+  if (options.batch_dims() && *options.batch_dims() < 0) {
+    TD_FAIL(ValueError, "from_zarr: batch_dims must be >= 0, got ", *options.batch_dims());
+  }
+  std::string path = path_in;
+  while (path.size() > 1 && path.back() == '/') path.pop_back();
+  std::error_code ec;
+  if (!fs::exists(path, ec)) TD_FAIL(ZarrError, "from_zarr: ", path, " does not exist");
+  if (!fs::is_directory(path, ec)) {
+    TD_FAIL(ZarrError, "from_zarr: ", path, " is not a directory store");
+  }
+  Reader r;
+  r.store = path;
+  r.device = options.device();
+  const Node root = ReadNode(path, path);
+  if (root.kind != Node::kGroup) {
+    TD_FAIL(ZarrError, "from_zarr: ", path,
+            root.kind == Node::kArray ? " is a Zarr array, not a group"
+                                      : " is not a Zarr store (no .zgroup or zarr.json)");
+  }
+  std::optional<std::vector<int64_t>> batch = options.batch_size();
+  if (!batch) batch = Reader::StoredBatch(root, path);
+  // No batch size at the root (a store of another tool): upstream's _set_max_batch_size.
+  const bool infer = !batch.has_value();
+  TensorDict out = r.ReadGroup("", batch.value_or(std::vector<int64_t>{}), !infer, 0);
+  if (infer || options.auto_batch_size() || options.batch_dims()) {
+    out.auto_batch_size_(options.batch_dims());
+  }
+  return out;
+}
+
+}  // namespace td

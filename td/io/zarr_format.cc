@@ -1,0 +1,492 @@
+// Zarr's files and metadata (internal to //td/io:zarr): reading and writing whole files,
+// numpy dtype strings, the metadata of a node in format 2 or 3, and an array's chunks assembled
+// into one buffer. NOTE [ Zarr layout ] in td/io/zarr.h says what a store holds.
+#include "td/io/zarr_format.h"
+
+#include <ATen/ops/empty.h>
+#include <ATen/ops/scalar_tensor.h>
+#include <ATen/ops/zeros.h>
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <limits>
+#include <utility>
+
+#include "td/core/errors.h"
+
+namespace td {
+namespace internal {
+namespace zarr {
+namespace {
+
+// Metadata files larger than this are refused rather than parsed.
+constexpr int64_t kMaxJsonBytes = int64_t{64} << 20;
+
+}  // namespace
+
+// ---- files ---------------------------------------------------------------------------------
+
+[[noreturn]] void FailErrno(int err, const char* what, const std::string& path) {
+  TD_FAIL(ZarrError, what, " ", path, ": ", std::strerror(err));
+}
+
+void ReadExactly(int fd, void* data, int64_t n, const std::string& path) {
+  auto* p = static_cast<char*>(data);
+  while (n > 0) {
+    const ssize_t r = ::read(fd, p, static_cast<size_t>(std::min<int64_t>(n, int64_t{1} << 30)));
+    if (r < 0) {
+      if (errno == EINTR) continue;
+      FailErrno(errno, "cannot read", path);
+    }
+    if (r == 0) TD_FAIL(ZarrError, path, ": the file ended early (it changed while being read)");
+    p += r;
+    n -= r;
+  }
+}
+
+void WriteFile(const std::string& path, const void* data, int64_t n) {
+  Fd fd(::open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644));
+  if (fd.get() < 0) FailErrno(errno, "cannot create", path);
+  const auto* p = static_cast<const char*>(data);
+  while (n > 0) {
+    const ssize_t w =
+        ::write(fd.get(), p, static_cast<size_t>(std::min<int64_t>(n, int64_t{1} << 30)));
+    if (w < 0) {
+      if (errno == EINTR) continue;
+      FailErrno(errno, "cannot write", path);
+    }
+    p += w;
+    n -= w;
+  }
+  if (::fsync(fd.get()) != 0) FailErrno(errno, "cannot fsync", path);
+}
+
+void WriteJson(const std::string& path, const json& j) {
+  const std::string text = j.dump(4);
+  WriteFile(path, text.data(), static_cast<int64_t>(text.size()));
+}
+
+void SyncDir(const std::string& path) {
+  Fd fd(::open(path.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+  if (fd.get() >= 0) ::fsync(fd.get());
+}
+
+// The JSON in `path`, or nullopt when there is no such file.
+std::optional<json> ReadJson(const std::string& path) {
+  Fd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
+  if (fd.get() < 0) {
+    if (errno == ENOENT || errno == ENOTDIR) return std::nullopt;
+    FailErrno(errno, "cannot open", path);
+  }
+  struct stat st;
+  if (::fstat(fd.get(), &st) != 0) FailErrno(errno, "cannot stat", path);
+  if (!S_ISREG(st.st_mode)) TD_FAIL(ZarrError, path, " is not a regular file");
+  if (st.st_size > kMaxJsonBytes) {
+    TD_FAIL(ZarrError, path, " holds ", st.st_size, " bytes of metadata (at most ", kMaxJsonBytes,
+            " read)");
+  }
+  std::string text(static_cast<size_t>(st.st_size), '\0');
+  ReadExactly(fd.get(), text.data(), st.st_size, path);
+  json j = json::parse(text, nullptr, /*allow_exceptions=*/false);
+  if (j.is_discarded()) TD_FAIL(ZarrError, path, " is not valid JSON");
+  return j;
+}
+
+// ---- dtypes --------------------------------------------------------------------------------
+
+namespace {
+
+struct DtypeRow {
+  at::ScalarType dtype;
+  char kind;  // numpy's kind letter
+  const char* v3_name;
+};
+const DtypeRow kDtypes[] = {
+    {at::kBool, 'b', "bool"},          {at::kChar, 'i', "int8"},
+    {at::kByte, 'u', "uint8"},         {at::kShort, 'i', "int16"},
+    {at::kInt, 'i', "int32"},          {at::kLong, 'i', "int64"},
+    {at::kHalf, 'f', "float16"},       {at::kFloat, 'f', "float32"},
+    {at::kDouble, 'f', "float64"},     {at::kComplexFloat, 'c', "complex64"},
+    {at::kComplexDouble, 'c', "complex128"},
+};
+
+const DtypeRow* FindDtype(at::ScalarType dtype) {
+  for (const DtypeRow& r : kDtypes) {
+    if (r.dtype == dtype) return &r;
+  }
+  return nullptr;
+}
+
+}  // namespace
+
+std::string NumpyDtype(at::ScalarType dtype) {
+  const DtypeRow* r = FindDtype(dtype);
+  if (r == nullptr) return "";
+  const int64_t size = static_cast<int64_t>(c10::elementSize(dtype));
+  return std::string(size == 1 ? "|" : "<") + r->kind + std::to_string(size);
+}
+
+namespace {
+
+ElemType ParseV2Dtype(const json& j, const std::string& where) {
+  if (!j.is_string()) {
+    TD_FAIL(ZarrError, where, ": dtype ", j.dump(),
+            " is not supported (structured dtypes have no TensorDict counterpart)");
+  }
+  const std::string s = j.get<std::string>();
+  ElemType t;
+  if (s.size() < 3 || (s[0] != '<' && s[0] != '>' && s[0] != '|')) {
+    TD_FAIL(ZarrError, where, ": dtype '", s, "' is not a numpy dtype string such as \"<f4\"");
+  }
+  int64_t size = 0;
+  for (size_t i = 2; i < s.size(); ++i) {
+    if (s[i] < '0' || s[i] > '9' || size > (int64_t{1} << 40)) {
+      TD_FAIL(ZarrError, where, ": dtype '", s, "' is not supported");
+    }
+    size = size * 10 + (s[i] - '0');
+  }
+  t.big_endian = s[0] == '>';
+  const char kind = s[1];
+  if ((kind == 'S' || kind == 'U') && size > 0) {
+    t.kind = kind == 'S' ? ElemType::kBytes : ElemType::kUnicode;
+    t.itemsize = kind == 'S' ? size : size * 4;
+    return t;
+  }
+  for (const DtypeRow& r : kDtypes) {
+    if (r.kind == kind && static_cast<int64_t>(c10::elementSize(r.dtype)) == size) {
+      t.dtype = r.dtype;
+      t.itemsize = size;
+      if (size > 1 && s[0] == '|') break;
+      return t;
+    }
+  }
+  TD_FAIL(ZarrError, where, ": dtype '", s,
+          "' is not supported (bool, int8/16/32/64, uint8, float16/32/64, complex64/128 and "
+          "fixed-size strings are)");
+}
+
+}  // namespace
+
+// ---- metadata of one node ------------------------------------------------------------------
+
+std::vector<int64_t> Dims(const json& j, const std::string& where, const char* field,
+                          bool positive) {
+  if (!j.is_array()) TD_FAIL(ZarrError, where, ": '", field, "' must be a list of integers");
+  std::vector<int64_t> out;
+  for (const json& d : j) {
+    if (!d.is_number_integer() || d.get<int64_t>() < (positive ? 1 : 0)) {
+      TD_FAIL(ZarrError, where, ": '", field, "' must hold ", positive ? "positive" : "non-negative",
+              " integers, got ", j.dump());
+    }
+    out.push_back(d.get<int64_t>());
+  }
+  return out;
+}
+
+namespace {
+
+void ParseV2Array(const json& z, const std::string& where, ArrayMeta& a) {
+  if (!z.is_object() || z.value("zarr_format", 0) != 2) {
+    TD_FAIL(ZarrError, where, ": not Zarr format 2 array metadata");
+  }
+  a.shape = Dims(z.value("shape", json()), where, "shape", false);
+  a.chunks = Dims(z.value("chunks", json()), where, "chunks", true);
+  if (a.chunks.size() != a.shape.size()) {
+    TD_FAIL(ZarrError, where, ": chunks ", c10::IntArrayRef(a.chunks), " and shape ",
+            c10::IntArrayRef(a.shape), " have different lengths");
+  }
+  a.type = ParseV2Dtype(z.value("dtype", json()), where);
+  const json compressor = z.value("compressor", json());
+  if (!compressor.is_null()) {
+    TD_FAIL(ZarrError, where, ": compressor ", compressor.dump(),
+            " is not supported (only uncompressed arrays are read: write with compressor=None "
+            "or compressors=None)");
+  }
+  const json filters = z.value("filters", json());
+  if (!filters.is_null() && !(filters.is_array() && filters.empty())) {
+    TD_FAIL(ZarrError, where, ": filters ", filters.dump(), " are not supported");
+  }
+  const std::string order = z.value("order", std::string("C"));
+  if (order != "C" && order != "F") TD_FAIL(ZarrError, where, ": order '", order, "' is unknown");
+  a.fortran = order == "F";
+  a.fill = z.value("fill_value", json());
+  a.separator = z.value("dimension_separator", std::string("."));
+  if (a.separator != "." && a.separator != "/") {
+    TD_FAIL(ZarrError, where, ": dimension_separator '", a.separator, "' is unknown");
+  }
+}
+
+void ParseV3Array(const json& z, const std::string& where, ArrayMeta& a) {
+  a.v3 = true;
+  a.shape = Dims(z.value("shape", json()), where, "shape", false);
+  const json grid = z.value("chunk_grid", json());
+  if (!grid.is_object() || grid.value("name", std::string()) != "regular") {
+    TD_FAIL(ZarrError, where, ": chunk_grid ", grid.dump(), " is not supported (regular only)");
+  }
+  a.chunks = Dims(grid.value("configuration", json::object()).value("chunk_shape", json()), where,
+                  "chunk_shape", true);
+  if (a.chunks.size() != a.shape.size()) {
+    TD_FAIL(ZarrError, where, ": chunk_shape ", c10::IntArrayRef(a.chunks), " and shape ",
+            c10::IntArrayRef(a.shape), " have different lengths");
+  }
+  const json transformers = z.value("storage_transformers", json::array());
+  if (!transformers.is_array() || !transformers.empty()) {
+    TD_FAIL(ZarrError, where, ": storage_transformers ", transformers.dump(), " are not supported");
+  }
+  const json dt = z.value("data_type", json());
+  const DtypeRow* row = nullptr;
+  for (const DtypeRow& r : kDtypes) {
+    if (dt.is_string() && dt.get<std::string>() == r.v3_name) row = &r;
+  }
+  if (row == nullptr) TD_FAIL(ZarrError, where, ": data_type ", dt.dump(), " is not supported");
+  a.type.dtype = row->dtype;
+  a.type.itemsize = static_cast<int64_t>(c10::elementSize(row->dtype));
+  const json codecs = z.value("codecs", json());
+  if (!codecs.is_array() || codecs.size() != 1 || !codecs[0].is_object() ||
+      codecs[0].value("name", std::string()) != "bytes") {
+    TD_FAIL(ZarrError, where, ": codecs ", codecs.dump(),
+            " are not supported (only the \"bytes\" codec alone, i.e. uncompressed: write with "
+            "compressors=None)");
+  }
+  const std::string endian =
+      codecs[0].value("configuration", json::object()).value("endian", std::string("little"));
+  a.type.big_endian = endian == "big";
+  const json keys = z.value("chunk_key_encoding", json::object());
+  const std::string enc = keys.value("name", std::string("default"));
+  if (enc != "default" && enc != "v2") {
+    TD_FAIL(ZarrError, where, ": chunk_key_encoding '", enc, "' is unknown");
+  }
+  a.v3_default_keys = enc == "default";
+  a.separator = keys.value("configuration", json::object())
+                    .value("separator", std::string(a.v3_default_keys ? "/" : "."));
+  if (a.separator != "." && a.separator != "/") {
+    TD_FAIL(ZarrError, where, ": chunk key separator '", a.separator, "' is unknown");
+  }
+  a.fill = z.value("fill_value", json());
+}
+
+}  // namespace
+
+// The node in directory `dir` (`where` names it in messages): format 2 (.zarray / .zgroup and
+// .zattrs) or format 3 (zarr.json).
+Node ReadNode(const std::string& dir, const std::string& where) {
+  Node n;
+  std::optional<json> zarray = ReadJson(dir + "/.zarray");
+  std::optional<json> zgroup = zarray ? std::nullopt : ReadJson(dir + "/.zgroup");
+  if (zarray || zgroup) {
+    if (std::optional<json> attrs = ReadJson(dir + "/.zattrs")) {
+      if (!attrs->is_object()) TD_FAIL(ZarrError, where, "/.zattrs is not a JSON object");
+      n.attrs = std::move(*attrs);
+    }
+    if (zarray) {
+      n.kind = Node::kArray;
+      ParseV2Array(*zarray, where, n.array);
+    } else {
+      if (!zgroup->is_object() || zgroup->value("zarr_format", 0) != 2) {
+        TD_FAIL(ZarrError, where, "/.zgroup is not Zarr format 2 group metadata");
+      }
+      n.kind = Node::kGroup;
+    }
+    return n;
+  }
+  std::optional<json> z = ReadJson(dir + "/zarr.json");
+  if (!z) return n;
+  if (!z->is_object() || z->value("zarr_format", 0) != 3) {
+    TD_FAIL(ZarrError, where, "/zarr.json is not Zarr format 3 metadata");
+  }
+  const json attrs = z->value("attributes", json::object());
+  if (!attrs.is_object()) TD_FAIL(ZarrError, where, ": attributes must be a JSON object");
+  n.attrs = attrs;
+  const std::string type = z->value("node_type", std::string());
+  if (type == "group") {
+    n.kind = Node::kGroup;
+  } else if (type == "array") {
+    n.kind = Node::kArray;
+    ParseV3Array(*z, where, n.array);
+  } else {
+    TD_FAIL(ZarrError, where, ": node_type '", type, "' is unknown");
+  }
+  return n;
+}
+
+// ---- reading arrays ------------------------------------------------------------------------
+
+// The fill value's bytes in stored order ([itemsize] uint8).
+namespace {
+
+at::Tensor FillBytes(const ArrayMeta& a, const std::string& where) {
+  const json& f = a.fill;
+  at::Tensor zero = at::zeros({a.type.itemsize}, at::kByte);
+  if (f.is_null() || a.type.kind != ElemType::kTensor) return zero;
+  auto number = [&](const json& v) -> double {
+    if (v.is_number()) return v.get<double>();
+    if (v.is_boolean()) return v.get<bool>() ? 1.0 : 0.0;
+    if (v.is_string()) {
+      const std::string s = v.get<std::string>();
+      if (s == "NaN") return std::numeric_limits<double>::quiet_NaN();
+      if (s == "Infinity") return std::numeric_limits<double>::infinity();
+      if (s == "-Infinity") return -std::numeric_limits<double>::infinity();
+    }
+    TD_FAIL(ZarrError, where, ": fill_value ", f.dump(), " is not supported for this dtype");
+  };
+  at::Tensor value;
+  if (at::isComplexType(a.type.dtype)) {
+    if (!f.is_array() || f.size() != 2) {
+      TD_FAIL(ZarrError, where, ": fill_value ", f.dump(), " of a complex array must be [re, im]");
+    }
+    value = at::scalar_tensor(c10::complex<double>(number(f[0]), number(f[1])),
+                              at::TensorOptions().dtype(a.type.dtype));
+  } else if (f.is_number_integer() && !at::isFloatingType(a.type.dtype)) {
+    value = at::scalar_tensor(f.get<int64_t>(), at::TensorOptions().dtype(a.type.dtype));
+  } else {
+    value = at::scalar_tensor(number(f), at::TensorOptions().dtype(a.type.dtype));
+  }
+  at::Tensor bytes = value.reshape({1}).view(at::kByte).clone();
+  if (a.type.big_endian) {
+    bytes = bytes.view({-1, a.type.swap_unit()}).flip({1}).reshape({-1});
+  }
+  return bytes;
+}
+
+}  // namespace
+
+std::string ChunkKey(const ArrayMeta& a, const std::vector<int64_t>& coords) {
+  std::string key;
+  for (size_t d = 0; d < coords.size(); ++d) {
+    if (d > 0) key += a.separator;
+    key += std::to_string(coords[d]);
+  }
+  if (a.v3_default_keys) return coords.empty() ? "c" : "c" + a.separator + key;
+  return coords.empty() ? "0" : key;
+}
+
+// The array's elements as raw bytes in stored order: a uint8 tensor of shape [*shape, itemsize].
+at::Tensor ReadRaw(const ArrayMeta& a, const std::string& dir, const std::string& where) {
+  const int64_t nd = static_cast<int64_t>(a.shape.size());
+  int64_t numel = 1, chunk_numel = 1;
+  const int64_t limit = std::numeric_limits<int64_t>::max() / 2;
+  for (int64_t d = 0; d < nd; ++d) {
+    if (a.shape[d] != 0 && numel > limit / a.shape[d]) {
+      TD_FAIL(ZarrError, where, ": shape ", c10::IntArrayRef(a.shape), " is too large");
+    }
+    numel *= a.shape[d];
+    if (chunk_numel > limit / a.chunks[d]) {
+      TD_FAIL(ZarrError, where, ": chunks ", c10::IntArrayRef(a.chunks), " are too large");
+    }
+    chunk_numel *= a.chunks[d];
+  }
+  if (numel > limit / a.type.itemsize || chunk_numel > limit / a.type.itemsize) {
+    TD_FAIL(ZarrError, where, ": shape ", c10::IntArrayRef(a.shape), " is too large");
+  }
+  std::vector<int64_t> raw_shape = a.shape;
+  raw_shape.push_back(a.type.itemsize);
+  at::Tensor raw = at::empty(raw_shape, at::kByte);
+  if (numel == 0) return raw;
+  const int64_t chunk_bytes = chunk_numel * a.type.itemsize;
+  const bool whole = a.shape == a.chunks && (!a.fortran || nd <= 1);
+  std::vector<int64_t> grid(nd), coords(nd, 0);
+  for (int64_t d = 0; d < nd; ++d) grid[d] = (a.shape[d] + a.chunks[d] - 1) / a.chunks[d];
+  at::Tensor fill;
+  at::Tensor buffer;
+  while (true) {
+    const std::string file = dir + "/" + ChunkKey(a, coords);
+    at::Tensor region = raw;
+    for (int64_t d = 0; d < nd; ++d) {
+      const int64_t start = coords[d] * a.chunks[d];
+      region = region.narrow(d, start, std::min(a.chunks[d], a.shape[d] - start));
+    }
+    Fd fd(::open(file.c_str(), O_RDONLY | O_CLOEXEC));
+    if (fd.get() < 0) {
+      if (errno != ENOENT) FailErrno(errno, "cannot open", file);
+      // A chunk never written holds the fill value.
+      if (!fill.defined()) fill = FillBytes(a, where);
+      region.copy_(fill);
+    } else {
+      struct stat st;
+      if (::fstat(fd.get(), &st) != 0) FailErrno(errno, "cannot stat", file);
+      if (!S_ISREG(st.st_mode) || st.st_size != chunk_bytes) {
+        TD_FAIL(ZarrError, where, ": chunk file ", file, " holds ", st.st_size,
+                " bytes, expected ", chunk_bytes, " (chunk shape ", c10::IntArrayRef(a.chunks),
+                " x ", a.type.itemsize, " bytes): truncated, or compressed");
+      }
+      if (whole) {
+        ReadExactly(fd.get(), raw.data_ptr(), chunk_bytes, file);
+      } else {
+        if (!buffer.defined()) buffer = at::empty({chunk_bytes}, at::kByte);
+        ReadExactly(fd.get(), buffer.data_ptr(), chunk_bytes, file);
+        at::Tensor chunk;
+        if (a.fortran) {
+          // Fortran order: the chunk's dims reversed, C order.
+          std::vector<int64_t> rev(a.chunks.rbegin(), a.chunks.rend());
+          rev.push_back(a.type.itemsize);
+          std::vector<int64_t> perm;
+          for (int64_t d = nd - 1; d >= 0; --d) perm.push_back(d);
+          perm.push_back(nd);
+          chunk = buffer.view(rev).permute(perm);
+        } else {
+          std::vector<int64_t> cs = a.chunks;
+          cs.push_back(a.type.itemsize);
+          chunk = buffer.view(cs);
+        }
+        for (int64_t d = 0; d < nd; ++d) chunk = chunk.narrow(d, 0, region.size(d));
+        region.copy_(chunk);
+      }
+    }
+    int64_t d = nd - 1;
+    while (d >= 0 && ++coords[d] == grid[d]) coords[d--] = 0;
+    if (d < 0) break;
+  }
+  return raw;
+}
+
+namespace {
+
+std::string Utf8(const uint8_t* p, int64_t n_chars) {
+  std::string out;
+  for (int64_t i = 0; i < n_chars; ++i) {
+    uint32_t c = uint32_t{p[4 * i]} | uint32_t{p[4 * i + 1]} << 8 | uint32_t{p[4 * i + 2]} << 16 |
+                 uint32_t{p[4 * i + 3]} << 24;
+    if (c == 0) break;
+    if (c > 0x10FFFF || (c >= 0xD800 && c <= 0xDFFF)) c = 0xFFFD;
+    if (c < 0x80) {
+      out += static_cast<char>(c);
+    } else if (c < 0x800) {
+      out += static_cast<char>(0xC0 | (c >> 6));
+      out += static_cast<char>(0x80 | (c & 0x3F));
+    } else if (c < 0x10000) {
+      out += static_cast<char>(0xE0 | (c >> 12));
+      out += static_cast<char>(0x80 | ((c >> 6) & 0x3F));
+      out += static_cast<char>(0x80 | (c & 0x3F));
+    } else {
+      out += static_cast<char>(0xF0 | (c >> 18));
+      out += static_cast<char>(0x80 | ((c >> 12) & 0x3F));
+      out += static_cast<char>(0x80 | ((c >> 6) & 0x3F));
+      out += static_cast<char>(0x80 | (c & 0x3F));
+    }
+  }
+  return out;
+}
+
+}  // namespace
+
+// Fixed-size strings as JSON: a string, or arrays nested by shape.
+json Strings(const ArrayMeta& a, const uint8_t* p, size_t dim) {
+  if (dim == a.shape.size()) {
+    if (a.type.kind == ElemType::kUnicode) return Utf8(p, a.type.itemsize / 4);
+    const auto* c = reinterpret_cast<const char*>(p);
+    return std::string(c, strnlen(c, static_cast<size_t>(a.type.itemsize)));
+  }
+  int64_t stride = a.type.itemsize;
+  for (size_t d = dim + 1; d < a.shape.size(); ++d) stride *= a.shape[d];
+  json out = json::array();
+  for (int64_t i = 0; i < a.shape[dim]; ++i) out.push_back(Strings(a, p + i * stride, dim + 1));
+  return out;
+}
+
+}  // namespace zarr
+}  // namespace internal
+}  // namespace td

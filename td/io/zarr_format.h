@@ -1,0 +1,115 @@
+// Zarr's files and metadata, internal to //td/io:zarr (zarr.cc reads and writes stores with
+// these): whole-file reads and writes that name the path in their ZarrError, numpy dtype
+// strings, a node's metadata in format 2 or 3, and an array's chunks assembled into one buffer.
+// NOTE [ Zarr layout ] in td/io/zarr.h says what a store holds. Not API.
+#pragma once
+
+#include <ATen/core/Tensor.h>
+#include <c10/core/ScalarType.h>
+#include <unistd.h>
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "td/io/zarr.h"
+
+namespace td {
+namespace internal {
+namespace zarr {
+
+using json = nlohmann::json;
+
+// ---- files ---------------------------------------------------------------------------------
+
+// An owned file descriptor.
+class Fd {
+ public:
+  explicit Fd(int fd) : fd_(fd) {}
+  Fd(const Fd&) = delete;
+  Fd& operator=(const Fd&) = delete;
+  ~Fd() {
+    if (fd_ >= 0) ::close(fd_);
+  }
+  int get() const { return fd_; }
+
+ private:
+  int fd_;
+};
+
+// ZarrError "<what> <path>: <strerror(err)>".
+[[noreturn]] void FailErrno(int err, const char* what, const std::string& path);
+// read(2) until `n` bytes are read; ZarrError naming `path` on an error or an early end.
+void ReadExactly(int fd, void* data, int64_t n, const std::string& path);
+// Creates `path` (it must not exist) holding the bytes, fsynced.
+void WriteFile(const std::string& path, const void* data, int64_t n);
+// WriteFile of the JSON text (indented as zarr-python writes it).
+void WriteJson(const std::string& path, const json& j);
+// fsync(2) of a directory, best effort (new names inside it durable).
+void SyncDir(const std::string& path);
+// The JSON in `path`, or nullopt when there is no such file; ZarrError for a file that is not
+// valid JSON or larger than 64 MiB.
+std::optional<json> ReadJson(const std::string& path);
+
+// ---- dtypes and metadata -------------------------------------------------------------------
+
+// How an array's elements are stored: a LibTorch dtype, or fixed-size strings.
+struct ElemType {
+  enum Kind { kTensor, kBytes, kUnicode } kind = kTensor;
+  at::ScalarType dtype = at::kByte;
+  int64_t itemsize = 1;
+  bool big_endian = false;
+  // Bytes swapped as one unit (a complex number swaps its two halves separately).
+  int64_t swap_unit() const {
+    if (kind == kUnicode) return 4;
+    if (kind == kBytes) return 1;
+    return at::isComplexType(dtype) ? itemsize / 2 : itemsize;
+  }
+};
+
+// numpy's dtype string of `dtype` ("<f4", "|b1"), or "" when Zarr cannot hold it here.
+std::string NumpyDtype(at::ScalarType dtype);
+
+// An array's metadata, from either format.
+struct ArrayMeta {
+  std::vector<int64_t> shape, chunks;
+  ElemType type;
+  bool fortran = false;
+  json fill;  // null: zeros
+  bool v3 = false;
+  bool v3_default_keys = false;  // "c/0/0" (v3's default) rather than "0.0"
+  std::string separator = ".";
+};
+
+// A node: a group, an array, or nothing (a directory without Zarr metadata).
+struct Node {
+  enum Kind { kNone, kGroup, kArray } kind = kNone;
+  json attrs = json::object();
+  ArrayMeta array;
+};
+
+// Non-negative (or, with `positive`, positive) integers; ZarrError naming `field` otherwise.
+std::vector<int64_t> Dims(const json& j, const std::string& where, const char* field,
+                          bool positive);
+// The node in directory `dir` (`where` names it in messages): format 2 (.zarray / .zgroup and
+// .zattrs) or format 3 (zarr.json). ZarrError for metadata this reader does not support.
+Node ReadNode(const std::string& dir, const std::string& where);
+
+// ---- array data ----------------------------------------------------------------------------
+
+// The name of the chunk at grid coordinates `coords` ("0.1", "c/0/1", "0" for a 0-d array).
+std::string ChunkKey(const ArrayMeta& a, const std::vector<int64_t>& coords);
+// The array's elements as raw bytes in stored order (byte order not yet swapped): a uint8 tensor
+// of shape [*shape, itemsize], read from the chunk files in `dir` (missing ones hold the fill
+// value). ZarrError naming the chunk file when one has the wrong size.
+at::Tensor ReadRaw(const ArrayMeta& a, const std::string& dir, const std::string& where);
+// Fixed-size strings (raw bytes of a kBytes / kUnicode array from `dim` on) as JSON: a string, or
+// arrays nested by shape.
+json Strings(const ArrayMeta& a, const uint8_t* p, size_t dim);
+
+}  // namespace zarr
+}  // namespace internal
+}  // namespace td
