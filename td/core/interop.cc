@@ -1,15 +1,19 @@
-// TensorDict printing (repr, operator<<) and torch interop (IValue, to_dict, tolist, state
-// dicts).
+// TensorDict printing (repr, operator<<, under the print options of td/core/print_options.h) and
+// torch interop (IValue, to_dict, tolist, state dicts).
 #include "td/core/tensordict.h"
 
 #include <ATen/ATen.h>
 
 #include <algorithm>
+#include <cmath>
+#include <cstdio>
 
 #include "absl/container/flat_hash_set.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "td/core/dtype.h"
+#include "td/core/internal/repr.h"
 #include "td/core/internal/tensordict_util.h"
 #include "td/core/storage.h"
 
@@ -24,12 +28,81 @@ std::string NonTensorRepr(const nlohmann::json& j) {
 
 void Indent(std::string* out, int n) { out->append(static_cast<size_t>(n), ' '); }
 
-void ReprImpl(const TensorDict& td, int indent, std::string* out) {
-  const Storage& s = td.storage();
-  const bool shared = s.capabilities().has(Capability::kCrossProcess);
-  const char* shared_str = shared ? "True" : "False";
-  std::vector<std::string> keys = s.keys();
-  std::sort(keys.begin(), keys.end());
+const char* PyBool(bool b) { return b ? "True" : "False"; }
+
+// Python's f"{x:.4g}".
+std::string Format4g(double x) {
+  if (std::isnan(x)) return "nan";
+  char buf[32];
+  std::snprintf(buf, sizeof(buf), "%.4g", x);
+  return buf;
+}
+
+// The `plain` summary of upstream's repr: mean / std of floating-point and complex tensors (in
+// float64), min / max of the others, [] when empty.
+std::string PlainSummary(const at::Tensor& t) {
+  if (t.numel() == 0) return "[]";
+  if (t.is_floating_point() || t.is_complex()) {
+    const at::Tensor d = (t.is_complex() ? at::real(t) : t).to(at::kDouble);
+    return absl::StrCat("mean=", Format4g(d.mean().item<double>()),
+                        ", std=", Format4g(d.std().item<double>()));
+  }
+  if (t.scalar_type() == at::kBool) {
+    return absl::StrCat("min=", PyBool(t.min().item<bool>()), ", max=",
+                        PyBool(t.max().item<bool>()));
+  }
+  return absl::StrCat("min=", t.min().item<int64_t>(), ", max=", t.max().item<int64_t>());
+}
+
+std::string TensorRepr(const TensorDict& level, const std::string& key, const EntryMeta& m,
+                       const PrintOptions& o) {
+  const bool shared = level.storage().capabilities().has(Capability::kCrossProcess);
+  std::vector<std::string> parts;
+  if (o.show_shape()) parts.push_back("shape=" + SizeRepr(m.shape));
+  if (o.show_field_device()) parts.push_back("device=" + m.device.str());
+  if (o.show_dtype()) parts.push_back("dtype=" + DtypeName(m.dtype));
+  if (o.show_field_is_shared()) parts.push_back(absl::StrCat("is_shared=", PyBool(shared)));
+  const bool extended = o.show_grad() || o.show_is_contiguous() || o.show_is_view() ||
+                        o.show_storage_size() || o.plain();
+  if (extended && !m.ragged()) {
+    const at::Tensor t = level.storage().get(key)->tensor();  // computed on a lazy level
+    if (!t.is_nested() && t.layout() == at::kStrided) {
+      if (o.show_grad()) parts.push_back(absl::StrCat("requires_grad=", PyBool(t.requires_grad())));
+      if (o.show_is_contiguous()) {
+        parts.push_back(absl::StrCat("is_contiguous=", PyBool(t.is_contiguous())));
+      }
+      if (o.show_is_view()) parts.push_back(absl::StrCat("is_view=", PyBool(t.is_view())));
+      if (o.show_storage_size()) {
+        parts.push_back(absl::StrCat("storage_size=", t.storage().nbytes()));
+      }
+      if (o.plain() && !t.is_meta()) parts.push_back(PlainSummary(t));  // meta: no values
+    }
+  }
+  return absl::StrCat("Tensor(", absl::StrJoin(parts, ", "), ")");
+}
+
+void ReprImpl(const TensorDict& td, int indent, const PrintOptions& o, std::string* out);
+
+std::string EntryReprImpl(const TensorDict& level, const std::string& key, const PrintOptions& o,
+                          int indent) {
+  const Storage& s = level.storage();
+  std::optional<EntryMeta> m = s.meta(key);  // ragged dims print as -1
+  if (!m) TD_FAIL(KeyError, "no entry ", NestedKey(key).repr());
+  if (m->kind == EntryMeta::Kind::kTensor) return TensorRepr(level, key, *m, o);
+  std::optional<Value> v = s.get(key);
+  if (v->is_tensordict()) {
+    std::string out;
+    ReprImpl(v->tensordict(), indent, o, &out);
+    return out;
+  }
+  return absl::StrCat("NonTensorData(data=", NonTensorRepr(v->non_tensor()),
+                      ", batch_size=", SizeRepr(level.batch_size()), ", device=",
+                      level.device() ? level.device()->str() : "None", ")");
+}
+
+void ReprImpl(const TensorDict& td, int indent, const PrintOptions& o, std::string* out) {
+  std::vector<std::string> keys = td.storage().keys();
+  internal::SortForPrinting(keys, o);
   out->append("TensorDict(\n");
   Indent(out, indent + 4);
   out->append("fields={");
@@ -37,32 +110,19 @@ void ReprImpl(const TensorDict& td, int indent, std::string* out) {
     out->append(i ? ",\n" : "\n");
     Indent(out, indent + 8);
     out->append(keys[i]).append(": ");
-    std::optional<EntryMeta> m = s.meta(keys[i]);  // ragged dims print as -1
-    if (m->kind == EntryMeta::Kind::kTensor) {
-      absl::StrAppend(out, "Tensor(shape=", SizeRepr(m->shape), ", device=", m->device.str(),
-                      ", dtype=", DtypeName(m->dtype), ", is_shared=", shared_str, ")");
-      continue;
-    }
-    std::optional<Value> v = s.get(keys[i]);
-    if (v->is_tensordict()) {
-      ReprImpl(v->tensordict(), indent + 8, out);
-    } else {
-      absl::StrAppend(out, "NonTensorData(data=", NonTensorRepr(v->non_tensor()),
-                      ", batch_size=", SizeRepr(td.batch_size()), ", device=",
-                      td.device() ? td.device()->str() : "None", ")");
-    }
+    out->append(EntryReprImpl(td, keys[i], o, indent + 8));
   }
   if (keys.empty()) {
     out->append("\n");
     Indent(out, indent + 4);
   }
-  out->append("},\n");
-  Indent(out, indent + 4);
-  absl::StrAppend(out, "batch_size=", SizeRepr(td.batch_size()), ",\n");
-  Indent(out, indent + 4);
-  absl::StrAppend(out, "device=", td.device() ? td.device()->str() : "None", ",\n");
-  Indent(out, indent + 4);
-  absl::StrAppend(out, "is_shared=", shared_str, ")");
+  out->append("}");
+  for (const std::string& line : internal::LevelLines(td, o)) {
+    out->append(",\n");
+    Indent(out, indent + 4);
+    out->append(line);
+  }
+  out->append(")");
 }
 
 c10::IValue JsonToIValue(const nlohmann::json& j) {
@@ -115,9 +175,44 @@ std::optional<nlohmann::json> IValueToJson(const c10::IValue& v) {
 
 // ---- printing and interop -----------------------------------------------------------------
 
+namespace internal {
+
+std::string EntryRepr(const TensorDict& level, const std::string& key,
+                      const PrintOptions& options, int indent) {
+  return EntryReprImpl(level, key, options, indent);
+}
+
+void SortForPrinting(std::vector<std::string>& keys, const PrintOptions& options) {
+  if (options.sort_key()) {
+    std::vector<std::pair<std::string, std::string>> by;  // (sort key, key)
+    by.reserve(keys.size());
+    for (std::string& k : keys) by.emplace_back(options.sort_key()(k), std::move(k));
+    std::stable_sort(by.begin(), by.end(),
+                     [](const auto& a, const auto& b) { return a.first < b.first; });
+    for (size_t i = 0; i < keys.size(); ++i) keys[i] = std::move(by[i].second);
+  } else if (options.sort_keys() == KeyOrder::kAlphabetical) {
+    std::sort(keys.begin(), keys.end());
+  }
+}
+
+std::vector<std::string> LevelLines(const TensorDict& td, const PrintOptions& options) {
+  std::vector<std::string> out;
+  if (options.show_batch_size()) out.push_back("batch_size=" + SizeRepr(td.batch_size()));
+  if (options.show_device()) {
+    out.push_back(absl::StrCat("device=", td.device() ? td.device()->str() : "None"));
+  }
+  if (options.show_is_shared()) {
+    out.push_back(absl::StrCat(
+        "is_shared=", PyBool(td.storage().capabilities().has(Capability::kCrossProcess))));
+  }
+  return out;
+}
+
+}  // namespace internal
+
 std::string TensorDict::repr() const {
   std::string out;
-  ReprImpl(*this, 0, &out);
+  ReprImpl(*this, 0, get_printoptions(), &out);
   return out;
 }
 

@@ -1,9 +1,11 @@
 // Devices, dtypes and memory over every leaf: to / cpu / cuda, clear_device_ / auto_device_, the
-// dtype verbs (float32, ...), to_dense, contiguous, detach, requires_grad_, pin_memory, gradients
+// dtype verbs (float32, ...), to_dense, contiguous, detach, requires_grad_, pin_memory /
+// pin_memory_, record_stream, as_tensor, to_padded_tensor, gradients
 // (grad, zero_grad, data, backward), new tensors shaped like this one (new_*) and the *_like free
 // functions. Declared in td/core/ops.def and td/core/operators.h; built on NOTE [ Leaf maps ]
 // (td/core/internal/leaves.h).
 #include <ATen/ATen.h>
+#include <ATen/ops/nested_to_padded_tensor.h>
 #include <c10/core/impl/DeviceGuardImplInterface.h>
 #include <torch/csrc/autograd/autograd.h>
 
@@ -245,6 +247,114 @@ TensorDict& TensorDict::requires_grad_(bool requires_grad) {
 
 TensorDict TensorDict::pin_memory() const {
   return MapLeaves(*this, [](const at::Tensor& t) { return t.pin_memory(); }, "pinning");
+}
+
+namespace {
+
+// A tensor leaf with its level, for the operations that replace or record leaves where they are.
+struct LevelLeaf {
+  TensorDict level;
+  std::string key;
+  NestedKey full_key;
+  at::Tensor tensor;
+};
+
+// Every tensor leaf of `td` with its level (depth first, in order). `check_level` sees each level
+// (with its key, nullptr for the root) before its entries are read, and throws to refuse it.
+void CollectLevelLeaves(const TensorDict& td, const NestedKey* prefix,
+                        const std::function<void(const TensorDict&, const NestedKey*)>& check_level,
+                        std::vector<LevelLeaf>* out) {
+  check_level(td, prefix);
+  const Storage& s = td.storage();
+  for (const std::string& k : s.keys()) {
+    std::optional<Value> v = s.get(k);
+    if (!v) continue;
+    NestedKey full = prefix ? *prefix + NestedKey(k) : NestedKey(k);
+    if (v->is_tensor()) {
+      out->push_back({td, k, std::move(full), v->tensor()});
+    } else if (v->is_tensordict()) {
+      CollectLevelLeaves(v->tensordict(), &full, check_level, out);
+    }
+  }
+}
+
+std::string LevelName(const NestedKey* key) {
+  return key ? "the level " + key->repr() : std::string("the TensorDict");
+}
+
+}  // namespace
+
+TensorDict& TensorDict::pin_memory_() {
+  std::vector<LevelLeaf> leaves;
+  CollectLevelLeaves(
+      *this, nullptr,
+      [](const TensorDict& level, const NestedKey* key) {
+        if (level.backend() != "dense") {
+          TD_FAIL(ValueError, "pin_memory_(): ", LevelName(key), " is on the '", level.backend(),
+                  "' backend, whose tensors stay where it keeps them; pin_memory() returns a "
+                  "pinned dense copy instead");
+        }
+      },
+      &leaves);
+  // Every pinned copy first: a failure leaves every leaf as it was.
+  std::vector<at::Tensor> pinned(leaves.size());
+  for (size_t i = 0; i < leaves.size(); ++i) {
+    pinned[i] = internal::WithKeyContext(leaves[i].full_key, "pinning",
+                                         [&] { return leaves[i].tensor.pin_memory(); });
+  }
+  // Then replace them, each in its level (a dense level's set() of a validated value of the same
+  // shape does not throw).
+  for (size_t i = 0; i < leaves.size(); ++i) {
+    internal::MutableStorage(leaves[i].level).set(leaves[i].key, std::move(pinned[i]));
+  }
+  return *this;
+}
+
+TensorDict& TensorDict::record_stream(c10::Stream stream) {
+  const std::optional<c10::Stream>& recorded = storage_->recorded_stream();
+  if (recorded && *recorded != stream) {
+    TD_FAIL(ValueError, "record_stream: a stream is already associated with this TensorDict (",
+            *recorded, "); cannot record ", stream);
+  }
+  std::vector<LevelLeaf> leaves;
+  CollectLevelLeaves(
+      *this, nullptr,
+      [](const TensorDict& level, const NestedKey* key) {
+        if (level.storage().lazy() != nullptr) {
+          TD_FAIL(TypeError, "record_stream: ", LevelName(key), " is on the '", level.backend(),
+                  "' backend, whose tensors are computed on read; call record_stream on the "
+                  "TensorDicts it is built from");
+        }
+      },
+      &leaves);
+  for (const LevelLeaf& leaf : leaves) {
+    if (leaf.tensor.device().type() != stream.device_type()) {
+      TD_FAIL(ValueError, "record_stream: key ", leaf.full_key.repr(), " is on ",
+              leaf.tensor.device().str(), " but the stream is on ", stream.device().str(),
+              "; every leaf must be on the stream's device type");
+    }
+  }
+  for (const LevelLeaf& leaf : leaves) {
+    internal::WithKeyContext(leaf.full_key, "recording a stream on",
+                             [&] { leaf.tensor.record_stream(stream); });
+  }
+  internal::MutableStorage(*this).set_recorded_stream(stream);
+  return *this;
+}
+
+TensorDict TensorDict::as_tensor() const {
+  TensorDict out = to_dense();
+  if (is_locked()) out.lock_();
+  return out;
+}
+
+TensorDict TensorDict::to_padded_tensor(double padding) const {
+  return MapLeaves(
+      *this,
+      [padding](const at::Tensor& t) {
+        return t.is_nested() ? at::nested_to_padded_tensor(t, padding) : t;
+      },
+      "padding");
 }
 
 TensorDict TensorDict::to(const std::string& device, bool non_blocking) const {

@@ -178,5 +178,109 @@ TEST(MemoryOpsTest, ClearAndAutoDevice) {
   EXPECT_EQ(none.device(), std::nullopt);
 }
 
+// pin_memory_ replaces every leaf by its pinned copy in place, or changes nothing: without an
+// accelerator LibTorch cannot pin, and the error names the key.
+TEST(MemoryOpsTest, PinMemoryInPlace) {
+  TensorDict t = Mixed();
+  const TensorDict before = t.copy();  // the same tensors, in other dicts
+  TensorDict handle = t;
+  if (at::hasCUDA()) {
+    EXPECT_EQ(&t.pin_memory_(), &t);
+    for (const NestedKey& k : before.keys(kLeaves)) {
+      if (!before.get_value(k).is_tensor()) continue;
+      EXPECT_TRUE(handle.get(k).is_pinned()) << k;
+      EXPECT_TRUE(handle.get(k).equal(before.get(k))) << k;
+    }
+  } else {
+    TD_EXPECT_THROW_MSG(t.pin_memory_(), c10::Error, {"pinning key 'pixels'"});
+    for (const NestedKey& k : before.keys(kLeaves)) {
+      if (before.get_value(k).is_tensor()) {
+        EXPECT_TRUE(t.get(k).is_same(before.get(k))) << k;
+      }
+    }
+    EXPECT_EQ(t.get_non_tensor("s"), "a string!");
+  }
+  // Without a tensor leaf there is nothing to pin, on any build.
+  TensorDict levels({{"n", TensorDict({}, {3})}, {"s", "x"}}, {3});
+  EXPECT_EQ(&levels.pin_memory_(), &levels);
+}
+
+// record_stream checks the leaves' devices first, rethrows LibTorch's error with the key, and
+// keeps the one stream it recorded, as upstream.
+TEST(MemoryOpsTest, RecordStream) {
+  TensorDict t = Mixed();
+  const c10::Stream cpu(c10::Stream::DEFAULT, at::Device(at::kCPU));
+  // A CPU tensor has no streams to record: LibTorch's error, with the key.
+  TD_EXPECT_THROW_MSG(t.record_stream(cpu), c10::Error, {"recording a stream on key 'pixels'"});
+  // The failed call associated nothing: a stream of another device type is refused for the
+  // leaves' device, naming the first leaf.
+  const c10::Stream cuda(c10::Stream::DEFAULT, at::Device(at::kCUDA, 0));
+  TD_EXPECT_THROW_MSG(t.record_stream(cuda), c10::ValueError,
+                      {"key 'pixels'", "is on cpu", "stream is on cuda:0"});
+  TD_EXPECT_THROW_MSG(TensorDict({{"n", TensorDict({{"x", at::zeros({2})}}, {2})}}, {2})
+                          .record_stream(cuda),
+                      c10::ValueError, {"key ('n', 'x')"});
+  // Without tensor leaves the call succeeds and associates the stream with every handle.
+  TensorDict levels({{"n", TensorDict({}, {2})}}, {2});
+  TensorDict handle = levels;
+  EXPECT_EQ(&levels.record_stream(cpu), &levels);
+  levels.record_stream(cpu);  // the same stream again
+  const c10::Stream other(c10::Stream::UNSAFE, at::Device(at::kCPU), 1);
+  TD_EXPECT_THROW_MSG(handle.record_stream(other), c10::ValueError,
+                      {"already associated", "cannot record"});
+}
+
+// as_tensor: the same leaves, dense at every level, locked like the source.
+TEST(MemoryOpsTest, AsTensor) {
+  TensorDict t = Mixed();
+  t.lock_();
+  const TensorDict a = t.as_tensor();
+  EXPECT_FALSE(a.is_same(t));
+  EXPECT_TRUE(a.is_locked());
+  EXPECT_EQ(a.backend(), "dense");
+  EXPECT_FALSE(a.get_tensordict("n").is_same(t.get_tensordict("n")));
+  EXPECT_EQ(a.keys(kLeaves), t.keys(kLeaves));
+  for (const NestedKey& k : t.keys(kLeaves)) {
+    if (t.get_value(k).is_tensor()) {
+      EXPECT_TRUE(a.get(k).is_same(t.get(k))) << k;
+    }
+  }
+  EXPECT_EQ(a.get_non_tensor("s"), "a string!");
+  t.unlock_();
+  EXPECT_FALSE(t.as_tensor().is_locked());
+}
+
+// Nested tensors (LibTorch's ragged tensors) as leaves: set() checks their regular batch dims,
+// printing and get_item_shape show a ragged dim as -1, to_padded_tensor pads them.
+TEST(MemoryOpsTest, ToPaddedTensor) {
+  const at::Tensor nested =
+      at::_nested_tensor_from_tensor_list({at::ones({2, 3}), at::full({4, 3}, 2.0)});
+  TensorDict t({{"ragged", nested},
+                {"x", at::arange(2.0)},
+                {"n", TensorDict({{"r", nested}}, {2})}},
+               {2});
+  EXPECT_EQ(t.get_item_shape("ragged"), (std::vector<int64_t>{2, -1, 3}));
+  EXPECT_NE(t.repr().find("ragged: Tensor(shape=torch.Size([2, -1, 3]), device=cpu, "
+                          "dtype=torch.float32"),
+            std::string::npos)
+      << t.repr();
+  const TensorDict p = t.to_padded_tensor(-1.0);
+  const at::Tensor r = p.get("ragged");
+  EXPECT_FALSE(r.is_nested());
+  EXPECT_EQ(r.sizes(), at::IntArrayRef({2, 4, 3}));
+  EXPECT_TRUE(r[0].narrow(0, 0, 2).equal(at::ones({2, 3})));
+  EXPECT_TRUE(r[0].narrow(0, 2, 2).equal(at::full({2, 3}, -1.0)));
+  EXPECT_TRUE(r[1].equal(at::full({4, 3}, 2.0)));
+  EXPECT_TRUE(p.get({"n", "r"}).equal(r));
+  EXPECT_TRUE(p.get("x").is_same(t.get("x")));  // other leaves are shared
+  EXPECT_TRUE(t.get("ragged").is_nested());     // the source is unchanged
+  EXPECT_TRUE(t.to_padded_tensor().get("ragged")[0][3].equal(at::zeros({3})));
+  // A batch dim over the ragged dim does not fit.
+  TD_EXPECT_THROW_MSG(TensorDict({{"ragged", nested}}, {2, 2}), BatchSizeError,
+                      {"'ragged'", "torch.Size([2, -1, 3])", "torch.Size([2, 2])", "ragged dim"});
+  TD_EXPECT_THROW_MSG(TensorDict({{"ragged", nested}}, {3}), BatchSizeError,
+                      {"'ragged'", "torch.Size([3])"});
+}
+
 }  // namespace
 }  // namespace td

@@ -8,6 +8,7 @@
 #include "absl/strings/str_join.h"
 #include "td/core/dtype.h"
 #include "td/core/internal/entry_list.h"
+#include "td/core/internal/tensordict_util.h"
 
 namespace td {
 namespace {
@@ -110,7 +111,12 @@ std::optional<EntryMeta> Storage::meta(std::string_view key) const {
   if (v->is_tensor()) {
     const at::Tensor& t = v->tensor();
     m.kind = EntryMeta::Kind::kTensor;
-    m.shape.assign(t.sizes().begin(), t.sizes().end());
+    if (t.is_nested()) {  // ragged dims as -1, as a lazy stack reports them
+      const std::vector<int64_t> shape = internal::ShapeOf(t);
+      m.shape.assign(shape.begin(), shape.end());
+    } else {
+      m.shape.assign(t.sizes().begin(), t.sizes().end());
+    }
     m.dtype = t.scalar_type();
     m.device = t.device();
   } else if (v->is_tensordict()) {

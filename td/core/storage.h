@@ -214,6 +214,10 @@ class Storage {
   bool has_lock_parents() const { return has_lock_parents_.load(std::memory_order_acquire); }
   void set_has_lock_parents(bool has) { has_lock_parents_.store(has, std::memory_order_release); }
 
+  // The stream TensorDict::record_stream associated with this level (nullopt before).
+  const std::optional<c10::Stream>& recorded_stream() const { return recorded_stream_; }
+  void set_recorded_stream(c10::Stream stream) { recorded_stream_ = stream; }
+
   at::IntArrayRef batch_size() const { return batch_size_; }
   const std::optional<at::Device>& device() const { return device_; }
   void set_device(std::optional<at::Device> device) { device_ = device; }
@@ -234,6 +238,7 @@ class Storage {
   // allocation, and making a storage allocates once less.
   c10::SmallVector<int64_t, 5> batch_size_;
   std::optional<at::Device> device_;
+  std::optional<c10::Stream> recorded_stream_;
   bool locked_ = false;
   std::vector<LockParent> lock_parents_;
   std::atomic<bool> has_lock_parents_{false};

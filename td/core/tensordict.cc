@@ -362,10 +362,10 @@ void TensorDict::validate(Value& value, const KeyRef& full_key) const {
   if (value.is_tensor()) {
     const at::Tensor& t = value.tensor();
     if (!t.defined()) TD_FAIL(ValueError, "cannot set key ", full_key.repr(), " to an undefined tensor");
-    if (!StartsWith(t.sizes(), bs)) {
+    if (!internal::TensorStartsWith(t, bs)) {
       TD_FAIL(BatchSizeError, "batch size mismatch for key ", full_key.repr(), ": the value's shape ",
-                           SizeRepr(t.sizes()), " does not start with the batch size ",
-                           SizeRepr(bs));
+                           SizeRepr(internal::ShapeOf(t)), " does not start with the batch size ",
+                           SizeRepr(bs), t.is_nested() ? " (-1: a ragged dim of a nested tensor)" : "");
     }
     if (device && t.device() != *device) value = t.to(*device);
     return;

@@ -21,6 +21,7 @@
 #include <ATen/core/Tensor.h>
 #include <ATen/core/ivalue.h>
 #include <c10/core/Device.h>
+#include <c10/core/Stream.h>
 #include <torch/arg.h>
 #include <torch/ordered_dict.h>
 
@@ -42,6 +43,7 @@
 #include "td/core/memmap_options.h"
 #include "td/core/nested_key.h"
 #include "td/core/options.h"
+#include "td/core/print_options.h"
 #include "td/executor/executor.h"
 
 namespace td {

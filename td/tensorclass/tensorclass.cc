@@ -12,7 +12,9 @@
 #include <ATen/Functions.h>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "td/core/dtype.h"
+#include "td/core/internal/repr.h"
 #include "td/core/storage.h"
 
 namespace td {
@@ -224,34 +226,26 @@ std::string Reindent(const std::string& text, int indent) {
 }
 
 std::string EntryRepr(const TensorDict& td, const std::string& key) {
-  const Storage& s = td.storage();
-  const char* shared = s.capabilities().has(Capability::kCrossProcess) ? "True" : "False";
-  std::optional<EntryMeta> m = s.meta(key);  // ragged dims print as -1, as TensorDict's repr
-  if (!m) TD_FAIL(KeyError, "no entry '", key, "'");
-  if (m->kind == EntryMeta::Kind::kTensor) {
-    return absl::StrCat("Tensor(shape=", SizeRepr(m->shape), ", device=", m->device.str(),
-                        ", dtype=", DtypeName(m->dtype), ", is_shared=", shared, ")");
-  }
-  Value v = *s.get(key);
-  if (v.is_tensordict()) return v.tensordict().repr();
-  const nlohmann::json& j = v.non_tensor();
-  return absl::StrCat("NonTensorData(data=", j.is_string() ? j.get<std::string>() : j.dump(),
-                      ", batch_size=", SizeRepr(td.batch_size()),
-                      ", device=", td.device() ? td.device()->str() : "None", ")");
+  return internal::EntryRepr(td, key, get_printoptions(), /*indent=*/0);
 }
 
 std::string ClassRepr(std::string_view cls, const TensorDict& td,
                       std::vector<std::pair<std::string, std::string>> fields) {
-  std::sort(fields.begin(), fields.end());
-  const bool shared = td.storage().capabilities().has(Capability::kCrossProcess);
-  std::string out = absl::StrCat(std::string(cls), "(\n");
-  for (const auto& [name, text] : fields) {
-    absl::StrAppend(&out, "    ", name, "=", Reindent(text, 4), ",\n");
+  const PrintOptions options = get_printoptions();
+  std::vector<std::string> names;
+  names.reserve(fields.size());
+  for (const auto& field : fields) names.push_back(field.first);
+  internal::SortForPrinting(names, options);
+  std::vector<std::string> lines;
+  for (const std::string& name : names) {
+    const auto it = std::find_if(fields.begin(), fields.end(),
+                                 [&](const auto& f) { return f.first == name; });
+    lines.push_back(absl::StrCat("    ", name, "=", Reindent(it->second, 4)));
   }
-  absl::StrAppend(&out, "    batch_size=", SizeRepr(td.batch_size()), ",\n", "    device=",
-                  td.device() ? td.device()->str() : "None", ",\n",
-                  "    is_shared=", shared ? "True" : "False", ")");
-  return out;
+  for (const std::string& line : internal::LevelLines(td, options)) {
+    lines.push_back("    " + line);
+  }
+  return absl::StrCat(std::string(cls), "(\n", absl::StrJoin(lines, ",\n"), ")");
 }
 
 }  // namespace tc_detail

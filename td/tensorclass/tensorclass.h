@@ -85,11 +85,13 @@
 namespace td {
 namespace tc_detail {
 
-// Printing helpers (tensorclass.cc): one entry's text, as TensorDict's repr prints entries.
+// Printing helpers (tensorclass.cc): one entry's text, as TensorDict's repr prints entries
+// (under the print options, td/core/print_options.h).
 std::string EntryRepr(const TensorDict& td, const std::string& key);
 // `text` with every line after the first indented by `indent` spaces.
 std::string Reindent(const std::string& text, int indent);
-// Class(\n    a=...,\n    b=...,\n    batch_size=..., device=..., is_shared=...), fields sorted.
+// Class(\n    a=...,\n    b=...,\n    batch_size=..., device=..., is_shared=...): fields ordered
+// and lines shown as the print options say.
 std::string ClassRepr(std::string_view cls, const TensorDict& td,
                       std::vector<std::pair<std::string, std::string>> fields);
 // Throws KeyError naming the required fields that are missing.

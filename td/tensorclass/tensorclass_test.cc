@@ -48,6 +48,32 @@ TEST(TensorClass, SeedExample) {
             0u);
 }
 
+// A TensorClass prints under the print options (td/core/print_options.h), as upstream's.
+TEST(TensorClass, PrintOptions) {
+  MyData data(at::zeros({2, 3, 4, 4}), at::ones({2, 1, 4, 4}, at::kBool), at::arange(2), {2});
+  {
+    PrintOptionsGuard scoped(PrintOptions().verbose(false));
+    EXPECT_EQ(data.repr(),
+              "MyData(\n"
+              "    image=Tensor(shape=torch.Size([2, 3, 4, 4])),\n"
+              "    label=Tensor(shape=torch.Size([2])),\n"
+              "    mask=Tensor(shape=torch.Size([2, 1, 4, 4])),\n"
+              "    batch_size=torch.Size([2]))");
+  }
+  PrintOptionsGuard scoped(PrintOptions()
+                               .show_batch_size(false)
+                               .show_device(false)
+                               .show_is_shared(false)
+                               .show_field_device(false)
+                               .show_field_is_shared(false)
+                               .sort_keys(KeyOrder::kInsertion));
+  EXPECT_EQ(data.repr(),
+            "MyData(\n"
+            "    image=Tensor(shape=torch.Size([2, 3, 4, 4]), dtype=torch.float32),\n"
+            "    mask=Tensor(shape=torch.Size([2, 1, 4, 4]), dtype=torch.bool),\n"
+            "    label=Tensor(shape=torch.Size([2]), dtype=torch.int64))");
+}
+
 TEST(TensorClass, FieldsOfEveryKind) {
   Episode ep = test::SampleEpisode();
   EXPECT_EQ(ep.reward().sizes(), at::IntArrayRef({4, 3}));

@@ -514,7 +514,7 @@ class LazyStackStorage final : public LazyStorage {
         absl::StrJoin(shown, ", "), ". Read it with td::LazyStackedTensorDict: get_list(\"", key,
         "\") for the tensors as a list, get_padded(\"", key,
         "\", td::PadOptions().padding_value(0).padding_side(\"right\")) for a padded tensor, or "
-        "get_nested(\"", key, "\") for a nested tensor");
+        "get_nestedtensor(\"", key, "\") for a nested tensor");
   }
 
   std::vector<TensorDict> members_;
@@ -634,13 +634,33 @@ at::Tensor LazyStackedTensorDict::get_padded(const NestedKey& key,
   return at::stack(parts, stack_dim());
 }
 
-at::Tensor LazyStackedTensorDict::get_nested(const NestedKey& key) const {
-  if (stack_dim() != 0) {
-    TD_FAIL(c10::ValueError, "get_nested: a nested tensor is ragged along its first dim, but this "
-                          "lazy stack is along dim ", stack_dim(),
+namespace {
+
+void CheckNestable(const LazyStackedTensorDict& s, const NestedKey& key) {
+  if (s.stack_dim() != 0) {
+    TD_FAIL(c10::ValueError, "get_nestedtensor: a nested tensor is ragged along its first dim, "
+                          "but this lazy stack is along dim ", s.stack_dim(),
                           "; use get_list() or get_padded() for key ", key.repr());
   }
+}
+
+}  // namespace
+
+at::Tensor LazyStackedTensorDict::get_nestedtensor(const NestedKey& key) const {
+  CheckNestable(*this, key);
   return at::_nested_tensor_from_tensor_list(get_list(key));
+}
+
+at::Tensor LazyStackedTensorDict::get_nestedtensor(const NestedKey& key,
+                                                   const at::Tensor& default_value) const {
+  CheckNestable(*this, key);
+  if (!default_value.defined()) {
+    TD_FAIL(c10::ValueError, "get_nestedtensor: the default for key ", key.repr(),
+                          " is an undefined tensor");
+  }
+  std::vector<at::Tensor> parts;
+  for (const TensorDict& m : tensordicts()) parts.push_back(m.get(key, default_value));
+  return at::_nested_tensor_from_tensor_list(parts);
 }
 
 LazyStackedTensorDict LazyStackedTensorDict::get_lazy_stack(const NestedKey& key) const {

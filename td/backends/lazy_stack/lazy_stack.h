@@ -18,7 +18,7 @@
 //   exclusive_keys() on the storage lists the others, and operations that need every key
 //   (to_dense(), contiguous()) name them in their KeyError. A ragged key fails a dense get() with
 //   a ValueError naming the key, the differing shapes and the alternatives: get_list(),
-//   get_padded() and get_nested(). Printing shows a ragged dim as -1.
+//   get_padded() and get_nestedtensor(). Printing shows a ragged dim as -1.
 // * Indexing with an integer along the stack dim returns the member itself; a slice or an
 //   index tensor along the stack dim returns a lazy stack of the selected members; indices that
 //   leave the stack dim whole index the members and stack the results lazily. index_put_ writes
@@ -86,9 +86,19 @@ class LazyStackedTensorDict : public TensorDict {
   // "left" nor "right"; the errors of get_list().
   //   at::Tensor padded = s.get_padded("ragged", td::PadOptions().padding_value(-1));
   at::Tensor get_padded(const NestedKey& key, const PadOptions& options = {}) const;
-  // A nested tensor (LibTorch's ragged tensor) holding the members' tensors; its first dim indexes
-  // the members. Throws ValueError unless the stack dim is 0; the errors of get_list().
-  at::Tensor get_nested(const NestedKey& key) const;
+  // Python's get_nestedtensor(key): a nested tensor (LibTorch's ragged tensor) holding the
+  // members' tensors; its first dim indexes the members (to_padded_tensor() of a TensorDict
+  // holding it pads it). Throws ValueError unless the stack dim is 0; the errors of get_list().
+  //   at::Tensor n = s.get_nestedtensor("ragged");   // n.unbind(0)[i] is member i's tensor
+  at::Tensor get_nestedtensor(const NestedKey& key) const;
+  // The same, with `default_value` in place of the tensor of each member that lacks `key`
+  // (upstream's default=tensor).
+  at::Tensor get_nestedtensor(const NestedKey& key, const at::Tensor& default_value) const;
+  // Python's valid_keys: keys(options), the keys every member holds (exclusive_keys() on the
+  // storage lists the others).
+  std::vector<NestedKey> valid_keys(const KeysOptions& options = {}) const {
+    return keys(options);
+  }
   // The sub-TensorDict under `key`, as a lazy stack of the members' sub-TensorDicts.
   LazyStackedTensorDict get_lazy_stack(const NestedKey& key) const;
 };

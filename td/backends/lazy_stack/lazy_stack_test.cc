@@ -204,7 +204,7 @@ TEST(LazyStackTest, RaggedKeys) {
   EXPECT_TRUE(s.get("a").equal(at::tensor({1.0, 1.0, 2.0, 2.0, 3.0, 3.0}).view({3, 2})));
   TD_EXPECT_THROW_MSG(s.get("r"), c10::ValueError,
                       {"'r'", "torch.Size([2, 3]) (members 0, 2)", "torch.Size([2, 5]) (member 1)",
-                       "get_list", "get_padded", "padding_value", "padding_side", "get_nested"});
+                       "get_list", "get_padded", "padding_value", "padding_side", "get_nestedtensor"});
   std::vector<at::Tensor> list = s.get_list("r");
   ASSERT_EQ(list.size(), 3u);
   EXPECT_EQ(list[1].sizes(), at::IntArrayRef({2, 5}));
@@ -215,7 +215,7 @@ TEST(LazyStackTest, RaggedKeys) {
   EXPECT_TRUE(left[2][1].equal(at::tensor({0.0, 0.0, 3.0, 3.0, 3.0})));
   TD_EXPECT_THROW_MSG(s.get_padded("r", PadOptions().padding_side("up")), c10::ValueError,
                       {"\"up\""});
-  at::Tensor nested = s.get_nested("r");
+  at::Tensor nested = s.get_nestedtensor("r");
   EXPECT_TRUE(nested.is_nested());
   EXPECT_EQ(nested.unbind(0)[1].sizes(), at::IntArrayRef({2, 5}));
   // Printing and metadata show the ragged dim as -1, without stacking.
@@ -227,8 +227,59 @@ TEST(LazyStackTest, RaggedKeys) {
   // Ragged keys can still be replaced as a whole.
   s.set("r", at::zeros({3, 2, 4}));
   EXPECT_EQ(s.get("r").sizes(), at::IntArrayRef({3, 2, 4}));
-  TD_EXPECT_THROW_MSG(lazy_stack({Ragged(3, 1)}, 1).get_nested("r"), c10::ValueError,
+  TD_EXPECT_THROW_MSG(lazy_stack({Ragged(3, 1)}, 1).get_nestedtensor("r"), c10::ValueError,
                       {"dim 1", "get_padded"});
+}
+
+// Python's get_nestedtensor: a LibTorch nested tensor of the members' tensors (a default tensor
+// stands in for members lacking the key); a TensorDict holding it pads it with
+// to_padded_tensor() as get_padded() does.
+TEST(LazyStackTest, GetNestedTensorAndToPaddedTensor) {
+  std::vector<TensorDict> members = {Ragged(3, 1), Ragged(5, 2)};
+  members[1].set({"sub", "y"}, at::ones({2, 4}));
+  LazyStackedTensorDict s = lazy_stack(members, 0);
+  const at::Tensor nested = s.get_nestedtensor("r");
+  ASSERT_TRUE(nested.is_nested());
+  EXPECT_TRUE(nested.unbind(0)[0].equal(members[0].get("r")));
+  EXPECT_TRUE(nested.unbind(0)[1].equal(members[1].get("r")));
+  const TensorDict holder({{"r", nested}}, {2});
+  EXPECT_EQ(holder.get_item_shape("r"), (std::vector<int64_t>{2, 2, -1}));
+  const PadOptions pad = PadOptions().padding_value(-1);
+  EXPECT_TRUE(holder.to_padded_tensor(-1).get("r").equal(s.get_padded("r", pad)));
+  // A missing key: KeyError naming the members without it; with a default, the default.
+  TD_EXPECT_THROW_MSG(s.get_nestedtensor({"sub", "y"}), KeyError, {"('sub', 'y')", "member 0"});
+  const at::Tensor filled = s.get_nestedtensor({"sub", "y"}, at::zeros({2, 1}));
+  EXPECT_TRUE(filled.unbind(0)[0].equal(at::zeros({2, 1})));
+  EXPECT_TRUE(filled.unbind(0)[1].equal(at::ones({2, 4})));
+  TD_EXPECT_THROW_MSG(s.get_nestedtensor("r", at::Tensor()), c10::ValueError,
+                      {"'r'", "undefined"});
+  TD_EXPECT_THROW_MSG(lazy_stack({Ragged(3, 1)}, 1).get_nestedtensor("r", at::zeros({2})),
+                      c10::ValueError, {"dim 1", "get_padded"});
+}
+
+// Python's valid_keys is keys(): the keys every member holds.
+TEST(LazyStackTest, ValidKeys) {
+  std::vector<TensorDict> members = {Ragged(3, 1), Ragged(3, 2)};
+  members[0].set("only0", at::zeros({2}));
+  LazyStackedTensorDict s = lazy_stack(members, 0);
+  EXPECT_EQ(s.valid_keys(), s.keys());
+  EXPECT_EQ(s.valid_keys(), (std::vector<NestedKey>{"r", "a"}));
+  EXPECT_EQ(s.valid_keys(KeysOptions().sort(true)), (std::vector<NestedKey>{"a", "r"}));
+  EXPECT_EQ(s.storage().lazy()->exclusive_keys(), std::vector<std::string>{"only0"});
+}
+
+// pin_memory_ and record_stream act on stored tensors: a lazy level is refused before anything
+// is done, naming it and its backend.
+TEST(LazyStackTest, PinMemoryInPlaceAndRecordStreamRefuseLazyLevels) {
+  TensorDict parent({{"s", lazy_stack({Ragged(3, 1), Ragged(3, 2)}, 0)}, {"x", at::zeros({2})}},
+                    {2});
+  const at::Tensor x = parent.get("x");
+  TD_EXPECT_THROW_MSG(parent.pin_memory_(), c10::ValueError,
+                      {"pin_memory_()", "the level 's'", "'lazy_stack' backend", "pin_memory()"});
+  EXPECT_TRUE(parent.get("x").is_same(x));
+  TD_EXPECT_THROW_MSG(
+      parent.record_stream(c10::Stream(c10::Stream::DEFAULT, at::Device(at::kCPU))),
+      c10::TypeError, {"record_stream", "the level 's'", "'lazy_stack' backend"});
 }
 
 // lock_() finds sub-TensorDicts through metadata: a ragged leaf is never stacked for it.

@@ -22,6 +22,30 @@ inline bool StartsWith(at::IntArrayRef shape, at::IntArrayRef prefix) {
   return shape.size() >= prefix.size() && std::equal(prefix.begin(), prefix.end(), shape.begin());
 }
 
+// The shape of `t` as printing and the batch-size checks read it: its sizes; for a nested tensor
+// (LibTorch's ragged tensor, whose sizes() throws), the number of components then each dim's
+// size, -1 where the components differ.
+inline std::vector<int64_t> ShapeOf(const at::Tensor& t) {
+  if (!t.is_nested()) return t.sizes().vec();
+  const at::Tensor sizes = t._nested_tensor_size().contiguous();  // [components, dims - 1]
+  const int64_t n = sizes.size(0);
+  std::vector<int64_t> out{n};
+  const int64_t* p = sizes.data_ptr<int64_t>();
+  for (int64_t d = 0; d < t.dim() - 1; ++d) {
+    int64_t size = n > 0 ? p[d] : -1;
+    for (int64_t c = 1; c < n && size >= 0; ++c) {
+      if (p[c * (t.dim() - 1) + d] != size) size = -1;
+    }
+    out.push_back(size);
+  }
+  return out;
+}
+
+// True when `t` starts with the batch size `prefix` (ShapeOf: a ragged dim never matches).
+inline bool TensorStartsWith(const at::Tensor& t, at::IntArrayRef prefix) {
+  return t.is_nested() ? StartsWith(ShapeOf(t), prefix) : StartsWith(t.sizes(), prefix);
+}
+
 // `batch_size` as a vector; throws ValueError when a dim is negative.
 inline std::vector<int64_t> CheckedBatch(at::IntArrayRef batch_size) {
   for (int64_t d : batch_size) {
