@@ -27,6 +27,18 @@ BackendHook<bool(const TensorDict&)> is_memmap("TensorDict::is_memmap", "memmap"
 BackendHook<TensorDict&(TensorDict&)> share_memory_("TensorDict::share_memory_",
                                                     "shared_memory");
 BackendHook<bool(const TensorDict&)> is_shared("TensorDict::is_shared", "shared_memory");
+BackendHook<TensorDict(const TensorDict&, at::IntArrayRef)> permute_view(
+    "TensorDict::permute under lazy_legacy()", "lazy_view");
+BackendHook<TensorDict(const TensorDict&, int64_t, int64_t)> transpose_view(
+    "TensorDict::transpose under lazy_legacy()", "lazy_view");
+BackendHook<TensorDict(const TensorDict&, int64_t)> unsqueeze_view(
+    "TensorDict::unsqueeze under lazy_legacy()", "lazy_view");
+BackendHook<TensorDict(const TensorDict&, int64_t)> squeeze_view(
+    "TensorDict::squeeze under lazy_legacy()", "lazy_view");
+BackendHook<TensorDict(const TensorDict&, at::IntArrayRef)> reshape_view(
+    "TensorDict::view under lazy_legacy()", "lazy_view");
+BackendHook<TensorDict(const std::vector<TensorDict>&, int64_t)> lazy_stack(
+    "td::stack under lazy_legacy()", "lazy_stack");
 }  // namespace hooks
 
 }  // namespace internal

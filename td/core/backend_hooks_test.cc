@@ -28,6 +28,31 @@ TEST(BackendHooksTest, CoreAloneLinksAndExplainsWhatToAdd) {
   EXPECT_FALSE(t.is_locked());  // nothing happened to it
 }
 
+// Under lazy_legacy() the shape ops and td::stack need the lazy backends; without them they say
+// which target to link, and nothing changes once the switch is off again.
+TEST(BackendHooksTest, LazyLegacyWithoutTheLazyBackendsNamesThem) {
+  TensorDict t = test::SampleTensorDict();  // batch size [3, 4]
+  {
+    SetLazyLegacy lazy(true);
+    EXPECT_TRUE(lazy_legacy());
+    TD_EXPECT_THROW_MSG(t.permute({1, 0}), c10::Error,
+                        {"TensorDict::permute under lazy_legacy()", "//td/backends/lazy_view"});
+    TD_EXPECT_THROW_MSG(t.transpose(0, 1), c10::Error, {"transpose", "//td/backends/lazy_view"});
+    TD_EXPECT_THROW_MSG(t.unsqueeze(0), c10::Error, {"unsqueeze", "//td/backends/lazy_view"});
+    TD_EXPECT_THROW_MSG(t.view({12}), c10::Error, {"view", "//td/backends/lazy_view"});
+    TD_EXPECT_THROW_MSG(stack({t, t}), c10::Error,
+                        {"td::stack under lazy_legacy()", "//td/backends/lazy_stack"});
+    // Argument errors come first, in the ops' own words.
+    EXPECT_THROW(t.permute({0, 0}), c10::ValueError);
+    // No size-1 dim: nothing to squeeze, no view needed. The same batch size: the TensorDict.
+    EXPECT_EQ(t.squeeze().batch_size(), t.batch_size());
+    EXPECT_TRUE(t.view({3, 4}).is_same(t));
+  }
+  EXPECT_FALSE(lazy_legacy());
+  EXPECT_EQ(t.permute({1, 0}).backend(), "dense");
+  EXPECT_EQ(stack({t, t}).batch_size(), at::IntArrayRef({2, 3, 4}));
+}
+
 TEST(BackendHooksTest, DenseIsRegisteredByTheCore) {
   EXPECT_EQ(MakeTensorDict("dense", StorageSpec().batch_size({2})).backend(), "dense");
   EXPECT_EQ(TensorDict({}, {2}).backend(), "dense");

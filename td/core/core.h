@@ -16,6 +16,7 @@
 #include "td/core/comparison.h"      // IWYU pragma: export
 #include "td/core/dtype.h"           // IWYU pragma: export
 #include "td/core/errors.h"          // IWYU pragma: export
+#include "td/core/lazy_legacy.h"     // IWYU pragma: export
 #include "td/core/memmap_options.h"  // IWYU pragma: export
 #include "td/core/nested_key.h"      // IWYU pragma: export
 #include "td/core/operators.h"       // IWYU pragma: export

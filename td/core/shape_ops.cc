@@ -9,6 +9,8 @@
 #include <numeric>
 
 #include "td/core/dtype.h"
+#include "td/core/lazy_legacy.h"
+#include "td/core/internal/backend_hooks.h"
 #include "td/core/internal/in_place.h"
 #include "td/core/internal/leaves.h"
 #include "td/core/storage.h"
@@ -125,6 +127,10 @@ std::vector<int64_t> SplitSizes(int64_t size, int64_t split_size) {
 TensorDict TensorDict::view(at::IntArrayRef shape) const {
   const int64_t bd = batch_dims();
   std::vector<int64_t> nb = InferShape(shape, numel(), batch_size(), "view");
+  if (lazy_legacy()) {  // NOTE [ Lazy legacy ] in td/core/lazy_legacy.h
+    if (at::IntArrayRef(nb) == batch_size()) return *this;
+    return internal::hooks::reshape_view.require()(*this, nb);
+  }
   return MapShape(*this, nb, "viewing",
                   [&](const at::Tensor& t) { return t.view(LeafShape(nb, t, bd)); });
 }
@@ -146,6 +152,11 @@ TensorDict TensorDict::squeeze(std::optional<int64_t> dim) const {
       if (batch_size()[d] == 1) dims.push_back(d);
     }
   }
+  if (lazy_legacy()) {  // NOTE [ Lazy legacy ] in td/core/lazy_legacy.h
+    TensorDict out = *this;
+    for (int64_t d : dims) out = internal::hooks::squeeze_view.require()(out, d);
+    return out;
+  }
   std::vector<int64_t> nb = batch_size().vec();
   for (int64_t d : dims) nb.erase(nb.begin() + d);
   return MapShape(*this, nb, "squeezing", [&](const at::Tensor& t) {
@@ -157,6 +168,7 @@ TensorDict TensorDict::squeeze(std::optional<int64_t> dim) const {
 
 TensorDict TensorDict::unsqueeze(int64_t dim) const {
   const int64_t d = WrapBatchDim(dim, batch_dims() + 1, batch_size(), "unsqueeze");
+  if (lazy_legacy()) return internal::hooks::unsqueeze_view.require()(*this, d);
   std::vector<int64_t> nb = batch_size().vec();
   nb.insert(nb.begin() + d, 1);
   return MapShape(*this, nb, "unsqueezing", [d](const at::Tensor& t) { return t.unsqueeze(d); });
@@ -178,6 +190,7 @@ TensorDict TensorDict::permute(at::IntArrayRef dims) const {
     seen[perm[i]] = true;
     nb[i] = batch_size()[perm[i]];
   }
+  if (lazy_legacy()) return internal::hooks::permute_view.require()(*this, perm);
   return MapShape(*this, nb, "permuting", [&](const at::Tensor& t) {
     std::vector<int64_t> full = perm;
     for (int64_t i = bd; i < t.dim(); ++i) full.push_back(i);
@@ -188,6 +201,7 @@ TensorDict TensorDict::permute(at::IntArrayRef dims) const {
 TensorDict TensorDict::transpose(int64_t dim0, int64_t dim1) const {
   const int64_t d0 = WrapBatchDim(dim0, batch_dims(), batch_size(), "transpose");
   const int64_t d1 = WrapBatchDim(dim1, batch_dims(), batch_size(), "transpose");
+  if (lazy_legacy()) return internal::hooks::transpose_view.require()(*this, d0, d1);
   std::vector<int64_t> nb = batch_size().vec();
   std::swap(nb[d0], nb[d1]);
   return MapShape(*this, nb, "transposing",

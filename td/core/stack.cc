@@ -5,7 +5,9 @@
 #include <string>
 
 #include "td/core/dtype.h"
+#include "td/core/internal/backend_hooks.h"
 #include "td/core/internal/leaves.h"
+#include "td/core/lazy_legacy.h"
 
 namespace td {
 namespace {
@@ -35,6 +37,8 @@ std::vector<std::vector<at::Tensor>> AlignAll(const LeafTree& tree,
 
 TensorDict stack(const std::vector<TensorDict>& tds, int64_t dim) {
   if (tds.empty()) TD_FAIL(ValueError, "stack: expected a non-empty list of TensorDicts");
+  // NOTE [ Lazy legacy ] in td/core/lazy_legacy.h
+  if (lazy_legacy()) return internal::hooks::lazy_stack.require()(tds, dim);
   const TensorDict& first = tds[0];
   const int64_t d = internal::WrapBatchDim(dim, first.batch_dims() + 1, first.batch_size(),
                                            "stack");

@@ -3,13 +3,12 @@
 #include <ATen/ATen.h>
 
 #include <algorithm>
-#include <cstdlib>
 
 #include "absl/strings/str_cat.h"
-#include "absl/strings/ascii.h"
 #include "absl/strings/str_join.h"
 #include "td/core/dtype.h"
 #include "td/core/errors.h"
+#include "td/core/internal/env.h"
 
 namespace td::nn {
 namespace {
@@ -25,12 +24,7 @@ bool StartsWith(at::IntArrayRef shape, at::IntArrayRef prefix) {
 NestedKey LogProbKey(const NestedKey& key) { return add_suffix(key, "_log_prob"); }
 
 bool DefaultLpAggregate() {
-  static const bool value = [] {
-    const char* env = std::getenv("COMPOSITE_LP_AGGREGATE");
-    if (env == nullptr) return false;
-    const std::string v = absl::AsciiStrToLower(env);
-    return v == "1" || v == "true" || v == "yes" || v == "on" || v == "y" || v == "t";
-  }();
+  static const bool value = td::internal::EnvFlag("COMPOSITE_LP_AGGREGATE");
   return value;
 }
 

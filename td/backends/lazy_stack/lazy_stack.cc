@@ -10,6 +10,7 @@
 #include "absl/strings/str_join.h"
 #include "td/compat/borrowed_tensors.h"
 #include "td/core/dtype.h"
+#include "td/core/internal/backend_hooks.h"
 #include "td/core/internal/batch_index.h"
 #include "td/core/internal/entry_list.h"
 #include "td/core/internal/storage_access.h"
@@ -696,5 +697,16 @@ LazyStackedTensorDict to_lazystack(const TensorDict& td, int64_t dim) {
   }
   return lazy_stack(td.unbind(d), d);
 }
+
+namespace {
+
+// td::stack under lazy_legacy() (NOTE [ Lazy legacy ] in td/core/lazy_legacy.h).
+TensorDict StackHook(const std::vector<TensorDict>& tds, int64_t dim) {
+  return lazy_stack(tds, dim);
+}
+
+const bool kLazyStackHooksRegistered = internal::hooks::lazy_stack.Register(&StackHook);
+
+}  // namespace
 
 }  // namespace td

@@ -13,6 +13,7 @@
 #include "absl/strings/str_cat.h"
 #include "td/core/internal/leaves.h"
 #include "td/core/dtype.h"
+#include "td/core/internal/backend_hooks.h"
 #include "td/core/internal/batch_index.h"
 #include "td/core/internal/entry_list.h"
 #include "td/core/storage.h"
@@ -371,5 +372,27 @@ std::optional<LazyViewTensorDict> LazyViewTensorDict::from(const TensorDict& td)
 TensorDict LazyViewTensorDict::source() const {
   return static_cast<const LazyViewStorage&>(storage()).source();
 }
+
+namespace {
+
+// The lazy forms of TensorDict's shape ops under lazy_legacy() (NOTE [ Lazy legacy ] in
+// td/core/lazy_legacy.h).
+TensorDict PermuteHook(const TensorDict& td, at::IntArrayRef dims) { return permute_view(td, dims); }
+TensorDict TransposeHook(const TensorDict& td, int64_t d0, int64_t d1) {
+  return transpose_view(td, d0, d1);
+}
+TensorDict UnsqueezeHook(const TensorDict& td, int64_t dim) { return unsqueeze_view(td, dim); }
+TensorDict SqueezeHook(const TensorDict& td, int64_t dim) { return squeeze_view(td, dim); }
+TensorDict ReshapeHook(const TensorDict& td, at::IntArrayRef shape) {
+  return reshape_view(td, shape);
+}
+
+const bool kLazyViewHooksRegistered = internal::hooks::permute_view.Register(&PermuteHook) &&
+                                      internal::hooks::transpose_view.Register(&TransposeHook) &&
+                                      internal::hooks::unsqueeze_view.Register(&UnsqueezeHook) &&
+                                      internal::hooks::squeeze_view.Register(&SqueezeHook) &&
+                                      internal::hooks::reshape_view.Register(&ReshapeHook);
+
+}  // namespace
 
 }  // namespace td

@@ -28,6 +28,9 @@
 //  * a question (is_memmap, is_shared) answers false: without the backend linked, no TensorDict
 //    or tensor of the process can be on it. This is also why //td/backends/shared_memory does
 //    not link the memmap backend just to ask is_memmap().
+// The lazy forms of permute, transpose, unsqueeze, squeeze, view and td::stack, which those calls
+// take while lazy_legacy() is true (NOTE [ Lazy legacy ] in td/core/lazy_legacy.h), are slots of
+// the same kind, filled by the lazy_view and lazy_stack backends.
 // Backends depend downward only: a backend includes td/core, never the other way round.
 #pragma once
 
@@ -86,6 +89,13 @@ extern BackendHook<TensorDict(const std::string&, const LoadMemmapOptions&)> loa
 extern BackendHook<bool(const TensorDict&)> is_memmap;
 extern BackendHook<TensorDict&(TensorDict&)> share_memory_;
 extern BackendHook<bool(const TensorDict&)> is_shared;
+// While lazy_legacy() is true.
+extern BackendHook<TensorDict(const TensorDict&, at::IntArrayRef)> permute_view;
+extern BackendHook<TensorDict(const TensorDict&, int64_t, int64_t)> transpose_view;
+extern BackendHook<TensorDict(const TensorDict&, int64_t)> unsqueeze_view;
+extern BackendHook<TensorDict(const TensorDict&, int64_t)> squeeze_view;
+extern BackendHook<TensorDict(const TensorDict&, at::IntArrayRef)> reshape_view;
+extern BackendHook<TensorDict(const std::vector<TensorDict>&, int64_t)> lazy_stack;
 }  // namespace hooks
 
 }  // namespace internal
