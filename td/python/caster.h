@@ -126,7 +126,7 @@ struct type_caster<td::LazyStackedTensorDict> {
 
 // Any td::TensorClass: see NOTE [ Python TensorDict conversion ].
 template <class T>
-struct type_caster<T, std::enable_if_t<td::tc_detail::kIsTensorClass<T>>> {
+struct type_caster<T, std::enable_if_t<td::internal::tensorclass::kIsTensorClass<T>>> {
   PYBIND11_TYPE_CASTER(T, const_name("tensorclass"));
   type_caster() : value(T::unset({})) {}
 

@@ -207,10 +207,10 @@ class Shadowed : public TensorClass<Shadowed> {
                  (at::Tensor, x))
 };
 
-static_assert(tc_detail::IsMemberName("index") && tc_detail::IsMemberName("batch_size"));
-static_assert(!tc_detail::IsMemberName("obs") && !tc_detail::IsReservedName("obs"));
-static_assert(tc_detail::IsReservedName("tensordict") && tc_detail::IsReservedName("post_init") &&
-              tc_detail::IsReservedName("td_anything"));
+static_assert(internal::tensorclass::IsMemberName("index") && internal::tensorclass::IsMemberName("batch_size"));
+static_assert(!internal::tensorclass::IsMemberName("obs") && !internal::tensorclass::IsReservedName("obs"));
+static_assert(internal::tensorclass::IsReservedName("tensordict") && internal::tensorclass::IsReservedName("post_init") &&
+              internal::tensorclass::IsReservedName("td_anything"));
 
 TEST(TensorClassShadow, FieldsHideMembers) {
   const at::Tensor idx = at::arange(4.0), x = at::randn({4, 2});

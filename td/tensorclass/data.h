@@ -24,7 +24,7 @@ namespace td::data {
 
 template <class D>
 class ClassBatchLoader {
-  static_assert(tc_detail::kIsTensorClass<D>,
+  static_assert(::td::internal::tensorclass::kIsTensorClass<D>,
                 "td::data::ClassBatchLoader<D>: D must be a td::TensorClass (for a TensorDict, "
                 "use td::data::BatchLoader)");
 

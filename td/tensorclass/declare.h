@@ -39,7 +39,7 @@
 #include "td/tensorclass/for_each.h"
 
 namespace td {
-namespace tc_detail {
+namespace internal::tensorclass {
 
 // The names of TensorClass's operations and properties: every op of td/core/ops.def and
 // TensorClass's own. A field with one of them would hide the member, so TD_TENSORCLASS refuses
@@ -96,14 +96,14 @@ struct PostInitAccess {
   }
 };
 
-}  // namespace tc_detail
+}  // namespace internal::tensorclass
 }  // namespace td
 
 // Each per-field macro is called as M(Type, name, END) or M(Type, name, default, END)
 // (td/tensorclass/for_each.h); TD_TC_IF_DEFAULT picks its first or second argument by that.
 #define TD_TC_NAME(T, name, ...) #name,
 #define TD_TC_PARAM(T, name, ...) \
-  TD_TC_IF_DEFAULT(::td::tc_detail::OrDefault<T>, T, __VA_ARGS__) name,
+  TD_TC_IF_DEFAULT(::td::internal::tensorclass::OrDefault<T>, T, __VA_ARGS__) name,
 #define TD_TC_INIT(T, name, ...) \
   TD_TC_IF_DEFAULT(TD_TC_INIT_DEFAULT, TD_TC_INIT_VALUE, __VA_ARGS__)(T, name)
 #define TD_TC_INIT_VALUE(T, name) \
@@ -112,22 +112,22 @@ struct PostInitAccess {
   this->template init_positional<T>(&td_tc_items, td_key_##name(), std::move(name),        \
                                     &td_self_type::td_default_##name, std::string_view(#name));
 #define TD_TC_VISIT(T, name, ...)                                                          \
-  f(::td::tc_detail::TypeTag<T, TD_TC_IF_DEFAULT(&td_self_type::td_default_##name, nullptr, \
+  f(::td::internal::tensorclass::TypeTag<T, TD_TC_IF_DEFAULT(&td_self_type::td_default_##name, nullptr, \
                                                  __VA_ARGS__)>{},                          \
     std::string_view(#name), td_key_##name());
 #define TD_TC_DEFAULT_FN(T, name, ...) \
-  static T td_default_##name() { return ::td::tc_detail::MakeDefault<T>(__VA_ARGS__); }
+  static T td_default_##name() { return ::td::internal::tensorclass::MakeDefault<T>(__VA_ARGS__); }
 #define TD_TC_NO_DEFAULT_FN(T, name, ...)
 #define TD_TC_MEMBERS(T, name, ...)                                                              \
-  static_assert(::td::tc_detail::FieldTraits<T>::kSupported,                                     \
+  static_assert(::td::internal::tensorclass::FieldTraits<T>::kSupported,                                     \
                 "td::TensorClass field '" #name "': unsupported field type '" #T                 \
                 "'. A field is at::Tensor, td::TensorDict, a td::TensorClass, std::string, bool, " \
                 "an integer or floating type, nlohmann::json, or std::optional of one of these"); \
-  static_assert(!::td::tc_detail::IsReservedName(#name),                                         \
+  static_assert(!::td::internal::tensorclass::IsReservedName(#name),                                         \
                 "td::TensorClass field '" #name "' has a name td::TensorClass itself relies on "  \
                 "(tensordict, wrap, field_names, post_init, td_..., see kReservedNames in "       \
                 "td/tensorclass/declare.h); rename the field");                              \
-  static_assert(td_self_type::kShadow || !::td::tc_detail::IsMemberName(#name),                   \
+  static_assert(td_self_type::kShadow || !::td::internal::tensorclass::IsMemberName(#name),                   \
                 "td::TensorClass field '" #name "' has the name of a TensorClass member (an "    \
                 "operation such as index / reshape / sum, or batch_size, device, ...); rename "   \
                 "the field, or declare `static constexpr bool kShadow = true;` before "          \
@@ -136,7 +136,7 @@ struct PostInitAccess {
     static const ::td::NestedKey key(#name);                                                     \
     return key;                                                                                  \
   }                                                                                              \
-  typename ::td::tc_detail::FieldTraits<T>::Get name() const {                                   \
+  typename ::td::internal::tensorclass::FieldTraits<T>::Get name() const {                                   \
     return this->template get_field<T>(td_key_##name());                                         \
   }                                                                                              \
   td_self_type& set_##name(T value) {                                                            \

@@ -22,7 +22,7 @@
 #include "td/tensorclass/tensorclass.h"
 
 namespace td {
-namespace tc_detail {
+namespace internal::tensorclass {
 
 // Builds C from fields by name as its named constructor does — every name a field, values of
 // the declared kinds, defaults for the fields not given (checked against the given batch size,
@@ -44,9 +44,9 @@ C FromNamed(at::ArrayRef<NamedField> fields, const FromDictOptions& options) {
   return C::td_adopt(::td::from_dict(items, options), /*lock=*/false);
 }
 
-}  // namespace tc_detail
+}  // namespace internal::tensorclass
 
-#define TD_TC_IF_CLASS(C) template <class C, std::enable_if_t<tc_detail::kIsTensorClass<C>, int> = 0>
+#define TD_TC_IF_CLASS(C) template <class C, std::enable_if_t<internal::tensorclass::kIsTensorClass<C>, int> = 0>
 
 // From fields given by name (as the named constructor takes them; fields with a default may be
 // left out). Throws what the named constructor throws (KeyError for an unknown or missing
@@ -54,15 +54,15 @@ C FromNamed(at::ArrayRef<NamedField> fields, const FromDictOptions& options) {
 // batch_size with auto_batch_size / batch_dims, BatchSizeError naming a field that does not
 // start with the given batch size).
 TD_TC_IF_CLASS(C) C from_dict(std::initializer_list<NamedField> fields, const FromDictOptions& options = {}) {
-  return tc_detail::FromNamed<C>(fields, options);
+  return internal::tensorclass::FromNamed<C>(fields, options);
 }
 TD_TC_IF_CLASS(C) C from_dict(const std::vector<NamedField>& fields, const FromDictOptions& options = {}) {
-  return tc_detail::FromNamed<C>(fields, options);
+  return internal::tensorclass::FromNamed<C>(fields, options);
 }
 // From the top-level entries of a TensorDict (not changed: nested levels are copied first), each
 // a field; a non-tensor entry holding null counts as not given (upstream's None).
 TD_TC_IF_CLASS(C) C from_dict(const TensorDict& dict, const FromDictOptions& options = {}) {
-  return tc_detail::FromNamed<C>(C::td_named(dict.copy()), options);
+  return internal::tensorclass::FromNamed<C>(C::td_named(dict.copy()), options);
 }
 // From a c10::Dict<std::string, IValue> of tensors, dicts and JSON-like values (nested dicts
 // are nested TensorDicts / classes, or the JSON object of a field declared nlohmann::json), as
@@ -71,17 +71,17 @@ TD_TC_IF_CLASS(C) C from_dict(const TensorDict& dict, const FromDictOptions& opt
 TD_TC_IF_CLASS(C) C from_dict(const c10::IValue& dict, const FromDictOptions& options = {}) {
   FromDictOptions plain;
   plain.batch_size(options.batch_size()).device(options.device());
-  return tc_detail::FromNamed<C>(C::td_named(::td::from_dict(dict, plain)), options);
+  return internal::tensorclass::FromNamed<C>(C::td_named(::td::from_dict(dict, plain)), options);
 }
 
 // Upstream's instance method from_dict_instance: a new object of `instance`'s class from `dict`.
 // The class's field types already say what each entry becomes (upstream reads them from the
 // instance's current values), so this is from_dict<C>(dict, options); `instance` is not read.
-template <class C, class Dict, std::enable_if_t<tc_detail::kIsTensorClass<C>, int> = 0>
+template <class C, class Dict, std::enable_if_t<internal::tensorclass::kIsTensorClass<C>, int> = 0>
 C from_dict_instance(const C& instance, const Dict& dict, const FromDictOptions& options = {}) {
   return from_dict<C>(dict, options);
 }
-template <class C, std::enable_if_t<tc_detail::kIsTensorClass<C>, int> = 0>
+template <class C, std::enable_if_t<internal::tensorclass::kIsTensorClass<C>, int> = 0>
 C from_dict_instance(const C& instance, std::initializer_list<NamedField> fields,
                      const FromDictOptions& options = {}) {
   return from_dict<C>(fields, options);

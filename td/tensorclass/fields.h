@@ -40,7 +40,7 @@
 #include "td/core/tensordict.h"
 
 namespace td {
-namespace tc_detail {
+namespace internal::tensorclass {
 
 // Base of every td::TensorClass<Derived>, so traits can recognise them.
 struct TensorClassTag {};
@@ -310,18 +310,18 @@ struct IsOptional<std::optional<T>> : std::true_type {
   using Inner = T;
 };
 
-}  // namespace tc_detail
+}  // namespace internal::tensorclass
 
 // In place of a positional constructor argument, the field's declared default
 // (NOTE [ Field defaults ] in td/tensorclass/fields.h):
 //   Config c(weights, td::use_default, {8});
-inline constexpr tc_detail::UseDefault use_default{0};
+inline constexpr internal::tensorclass::UseDefault use_default{0};
 
 // One field given by name: `{"image", images}`.
 struct NamedField {
-  NamedField(std::string n, tc_detail::FieldValue v) : name(std::move(n)), value(std::move(v)) {}
+  NamedField(std::string n, internal::tensorclass::FieldValue v) : name(std::move(n)), value(std::move(v)) {}
   std::string name;
-  tc_detail::FieldValue value;
+  internal::tensorclass::FieldValue value;
 };
 
 }  // namespace td

@@ -1,14 +1,14 @@
 // Generated preprocessor helpers of TD_TENSORCLASS (td/tensorclass/tensorclass.h): apply a
 // macro to each `(Type, name)` or `(Type, name, default)` tuple of a field list (at most 32
 // fields). M is called as M(Type, name, END) or M(Type, name, default, END), END being
-// `::td::tc_detail::DefaultEnd{}`, so that its `...` is never empty; TD_TC_IF_DEFAULT tells the
+// `::td::internal::tensorclass::DefaultEnd{}`, so that its `...` is never empty; TD_TC_IF_DEFAULT tells the
 // two apart.
 #pragma once
 
 #define TD_TC_EXPAND(x) x
 #define TD_TC_UNPACK(...) __VA_ARGS__
 #define TD_TC_CALL(M, args) M args
-#define TD_TC_APPLY(M, t) TD_TC_CALL(M, (TD_TC_UNPACK t, ::td::tc_detail::DefaultEnd{}))
+#define TD_TC_APPLY(M, t) TD_TC_CALL(M, (TD_TC_UNPACK t, ::td::internal::tensorclass::DefaultEnd{}))
 // `yes` when the field's `...` holds a default before END, else `no`.
 #define TD_TC_PICK3_(a, b, c, ...) c
 #define TD_TC_IF_DEFAULT(yes, no, ...) TD_TC_PICK3_(__VA_ARGS__, yes, no, ~)

@@ -18,7 +18,7 @@
 #include "td/tensorclass/fields.h"
 
 namespace td {
-namespace tc_detail {
+namespace internal::tensorclass {
 template <class D, class R>
 std::vector<TensorDict> TensorDicts(const R& range) {
   std::vector<TensorDict> out;
@@ -26,7 +26,7 @@ std::vector<TensorDict> TensorDicts(const R& range) {
   for (const D& d : range) out.push_back(d.tensordict());
   return out;
 }
-}  // namespace tc_detail
+}  // namespace internal::tensorclass
 
 // Upstream's is_tensorclass(obj_or_type) / is_tensor_collection(obj_or_type): whether a type
 // (or the type of a value) is a TensorClass, or a TensorDict or TensorClass (what every
@@ -35,7 +35,7 @@ std::vector<TensorDict> TensorDicts(const R& range) {
 //   if (td::is_tensor_collection(x)) ...
 template <class T>
 constexpr bool is_tensorclass() {
-  return tc_detail::kIsTensorClass<std::decay_t<T>>;
+  return internal::tensorclass::kIsTensorClass<std::decay_t<T>>;
 }
 template <class T>
 bool is_tensorclass(const T&) {
@@ -50,7 +50,7 @@ bool is_tensor_collection(const T&) {
   return is_tensor_collection<T>();
 }
 
-#define TD_TC_IF_CLASS(D) template <class D, std::enable_if_t<tc_detail::kIsTensorClass<D>, int> = 0>
+#define TD_TC_IF_CLASS(D) template <class D, std::enable_if_t<internal::tensorclass::kIsTensorClass<D>, int> = 0>
 
 // Stacks / concatenates TensorClasses of one type along a batch dim (the rules of td::stack /
 // td::cat: same fields everywhere — KeyError naming the difference —, batch sizes that fit —
@@ -59,16 +59,16 @@ bool is_tensor_collection(const T&) {
 //   MyData both = td::stack({a, b}, 0);                     // batch [2, ...]
 //   MyData all = td::cat(std::vector<MyData>{a, b, c}, 0);
 TD_TC_IF_CLASS(D) D stack(const std::vector<D>& items, int64_t dim = 0) {
-  return D::wrap(stack(tc_detail::TensorDicts<D>(items), dim));
+  return D::wrap(stack(internal::tensorclass::TensorDicts<D>(items), dim));
 }
 TD_TC_IF_CLASS(D) D stack(std::initializer_list<D> items, int64_t dim = 0) {
-  return D::wrap(stack(tc_detail::TensorDicts<D>(items), dim));
+  return D::wrap(stack(internal::tensorclass::TensorDicts<D>(items), dim));
 }
 TD_TC_IF_CLASS(D) D cat(const std::vector<D>& items, int64_t dim = 0) {
-  return D::wrap(cat(tc_detail::TensorDicts<D>(items), dim));
+  return D::wrap(cat(internal::tensorclass::TensorDicts<D>(items), dim));
 }
 TD_TC_IF_CLASS(D) D cat(std::initializer_list<D> items, int64_t dim = 0) {
-  return D::wrap(cat(tc_detail::TensorDicts<D>(items), dim));
+  return D::wrap(cat(internal::tensorclass::TensorDicts<D>(items), dim));
 }
 // The slices along batch dim `dim` (views), as d.unbind(dim).
 TD_TC_IF_CLASS(D) std::vector<D> unbind(const D& d, int64_t dim = 0) {

@@ -22,7 +22,7 @@
 #include "td/core/errors.h"
 
 namespace td {
-namespace tc_detail {
+namespace internal::tensorclass {
 namespace {
 
 constexpr std::string_view kMeta = "meta.json";
@@ -265,29 +265,29 @@ void RegisterClass(const std::string& python_name, const std::type_info& type, c
   Registry().emplace(python_name, Registered{std::type_index(type), cls, std::move(factory)});
 }
 
-}  // namespace tc_detail
+}  // namespace internal::tensorclass
 
 LoadedMemmap load_memmap_any(const std::string& prefix, const LoadMemmapOptions& options) {
-  std::optional<nlohmann::json> meta = tc_detail::ReadMeta(prefix);
+  std::optional<nlohmann::json> meta = internal::tensorclass::ReadMeta(prefix);
   if (!meta) {
-    TD_FAIL(MemmapError, tc_detail::Join(prefix, tc_detail::kMeta),
+    TD_FAIL(MemmapError, internal::tensorclass::Join(prefix, internal::tensorclass::kMeta),
                       ": missing (not a memmap directory)");
   }
   const std::string type = (*meta)["_type"].get<std::string>();
-  const std::string qual = tc_detail::QualifiedName(type);
-  if (!tc_detail::IsDir(tc_detail::Join(prefix, tc_detail::kInner))) {
+  const std::string qual = internal::tensorclass::QualifiedName(type);
+  if (!internal::tensorclass::IsDir(internal::tensorclass::Join(prefix, internal::tensorclass::kInner))) {
     // Not a tensorclass directory: a TensorDict (or whatever the core loader accepts).
     return LoadedMemmap(qual, TensorDict::load_memmap(prefix, options), std::any());
   }
-  std::optional<tc_detail::Registered> found;
+  std::optional<internal::tensorclass::Registered> found;
   {
-    std::lock_guard<std::mutex> lock(tc_detail::RegistryMutex());
-    auto& reg = tc_detail::Registry();
+    std::lock_guard<std::mutex> lock(internal::tensorclass::RegistryMutex());
+    auto& reg = internal::tensorclass::Registry();
     auto it = reg.find(qual);
     if (it == reg.end()) {
-      const std::string last = tc_detail::LastComponent(qual);
+      const std::string last = internal::tensorclass::LastComponent(qual);
       for (auto i = reg.begin(); i != reg.end(); ++i) {
-        if (tc_detail::LastComponent(i->first) == last) {
+        if (internal::tensorclass::LastComponent(i->first) == last) {
           if (it != reg.end()) {
             TD_FAIL(ValueError, "load_memmap_any: ", type, " matches both ", it->first, " and ",
                              i->first, " by class name; register the full name ", qual);
@@ -299,10 +299,10 @@ LoadedMemmap load_memmap_any(const std::string& prefix, const LoadMemmapOptions&
     if (it != reg.end()) found = it->second;
   }
   if (!found) {
-    return LoadedMemmap(qual, tc_detail::LoadFields(prefix, *meta, options, nullptr, qual),
+    return LoadedMemmap(qual, internal::tensorclass::LoadFields(prefix, *meta, options, nullptr, qual),
                         std::any());
   }
-  TensorDict td = tc_detail::LoadFields(prefix, *meta, options, nullptr, found->cls);
+  TensorDict td = internal::tensorclass::LoadFields(prefix, *meta, options, nullptr, found->cls);
   std::any object = found->factory(td);
   return LoadedMemmap(qual, std::move(td), std::move(object));
 }

@@ -70,11 +70,11 @@ class LoadedMemmap {
   std::any object_;
 };
 
-namespace tc_detail {
+namespace internal::tensorclass {
 using ClassFactory = std::function<std::any(TensorDict)>;
 void RegisterClass(const std::string& python_name, const std::type_info& type,
                    const char* cls, ClassFactory factory);
-}  // namespace tc_detail
+}  // namespace internal::tensorclass
 
 // Registers D for load_memmap_any under its Python name (D::python_type() by default). Throws
 // ValueError when another type is registered under the same name. Thread-safe.
@@ -82,7 +82,7 @@ void RegisterClass(const std::string& python_name, const std::type_info& type,
 //   td::register_tensorclass<MyData>("my_pkg.data.MyData");
 template <class D>
 void register_tensorclass(std::optional<std::string> python_name = std::nullopt) {
-  tc_detail::RegisterClass(python_name ? *python_name : D::python_type(), typeid(D),
+  internal::tensorclass::RegisterClass(python_name ? *python_name : D::python_type(), typeid(D),
                            D::kClassName,
                            [](TensorDict td) { return std::any(D::from_tensordict(std::move(td))); });
 }

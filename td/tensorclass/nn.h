@@ -25,7 +25,7 @@
 #include "td/tensorclass/tensorclass.h"
 
 namespace td {
-namespace tc_detail {
+namespace internal::tensorclass {
 
 // Appends to `missing` the required fields of D that `level` lacks (null: the whole level is
 // absent) and that no key of `written` (relative to the level) writes, at the field or under it;
@@ -63,7 +63,7 @@ void MissingUnlessWritten(const TensorDict* level, const std::vector<NestedKey>&
   });
 }
 
-}  // namespace tc_detail
+}  // namespace internal::tensorclass
 
 namespace nn {
 
@@ -80,7 +80,7 @@ namespace nn {
 // Throws whatever the module throws.
 //   Transition step = Transition::unset({8}).set_obs(obs);   // action and next: written below
 //   Transition out = td::nn::forward(*policy_and_env, step);
-template <class D, std::enable_if_t<tc_detail::kIsTensorClass<D>, int> = 0>
+template <class D, std::enable_if_t<::td::internal::tensorclass::kIsTensorClass<D>, int> = 0>
 D forward(TensorDictModuleBase& module, const D& data) {
   std::vector<std::string> bad;
   for (const NestedKey& k : module.out_keys()) {
@@ -98,7 +98,7 @@ D forward(TensorDictModuleBase& module, const D& data) {
             " (fields: [", fields, "])");
   }
   std::vector<NestedKey> missing;
-  tc_detail::MissingUnlessWritten<D>(&data.tensordict(), module.out_keys(), {}, missing);
+  ::td::internal::tensorclass::MissingUnlessWritten<D>(&data.tensordict(), module.out_keys(), {}, missing);
   if (!missing.empty()) {
     TD_FAIL(KeyError, "td::nn::forward: ", D::kClassName, " requires ",
             missing.size() > 1 ? "fields " : "field ", KeysRepr(missing),
@@ -126,8 +126,8 @@ template <class D>
 std::vector<NestedKey> tensorclass_keys() {
   std::vector<NestedKey> out;
   D::td_for_each_field([&](auto tag, std::string_view, const NestedKey& key) {
-    using Inner = typename tc_detail::IsOptional<typename decltype(tag)::type>::Inner;
-    if constexpr (tc_detail::kIsTensorClass<Inner>) {
+    using Inner = typename ::td::internal::tensorclass::IsOptional<typename decltype(tag)::type>::Inner;
+    if constexpr (::td::internal::tensorclass::kIsTensorClass<Inner>) {
       for (const NestedKey& sub : tensorclass_keys<Inner>()) out.push_back(key + sub);
     } else {
       out.push_back(key);
@@ -153,7 +153,7 @@ using TensorClassModuleWrapper = std::shared_ptr<TensorClassModuleWrapperImpl<In
 //   td::TensorDict out = m->as_td_module()->forward(td);   // reads "x", writes "y"
 template <class In, class Out>
 class TensorClassModuleBase : public torch::nn::Module {
-  static_assert(tc_detail::kIsTensorClass<In> && tc_detail::kIsTensorClass<Out>,
+  static_assert(::td::internal::tensorclass::kIsTensorClass<In> && ::td::internal::tensorclass::kIsTensorClass<Out>,
                 "TensorClassModuleBase<In, Out>: In and Out must be td::TensorClass types");
 
  public:

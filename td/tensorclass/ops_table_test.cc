@@ -126,7 +126,7 @@ void ExpectSame(const std::vector<TensorDict>& a, const std::vector<Fields>& b,
   ASSERT_EQ(a.size(), b.size()) << what;
   for (size_t i = 0; i < a.size(); ++i) ExpectSame(a[i], b[i].tensordict(), what);
 }
-void ExpectSame(const ValuesIndices& a, const tc_detail::ValuesIndicesOf<Fields>& b,
+void ExpectSame(const ValuesIndices& a, const internal::tensorclass::ValuesIndicesOf<Fields>& b,
                 const std::string& what) {
   ExpectSame(a.values, b.values.tensordict(), what);
   ExpectSame(a.indices, b.indices.tensordict(), what);
@@ -157,7 +157,7 @@ class OpsTableTest : public ::testing::Test {
     const std::string k = kind;
     if (k == "OUT" || k == "CHECKED") static_assert_kind<R, Fields>(name);
     if (k == "LIST") static_assert_kind<R, std::vector<Fields>>(name);
-    if (k == "PAIR") static_assert_kind<R, tc_detail::ValuesIndicesOf<Fields>>(name);
+    if (k == "PAIR") static_assert_kind<R, internal::tensorclass::ValuesIndicesOf<Fields>>(name);
     std::string td_error, tc_error;
     try {
       if constexpr (std::is_void_v<R>) {

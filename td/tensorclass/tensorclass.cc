@@ -18,7 +18,7 @@
 #include "td/core/storage.h"
 
 namespace td {
-namespace tc_detail {
+namespace internal::tensorclass {
 namespace {
 
 std::string JsonTypeName(const nlohmann::json& j) {
@@ -248,5 +248,5 @@ std::string ClassRepr(std::string_view cls, const TensorDict& td,
   return absl::StrCat(std::string(cls), "(\n", absl::StrJoin(lines, ",\n"), ")");
 }
 
-}  // namespace tc_detail
+}  // namespace internal::tensorclass
 }  // namespace td

@@ -83,7 +83,7 @@
 #include "td/tensorclass/for_each.h"
 
 namespace td {
-namespace tc_detail {
+namespace internal::tensorclass {
 
 // Printing helpers (tensorclass.cc): one entry's text, as TensorDict's repr prints entries
 // (under the print options, td/core/print_options.h).
@@ -141,7 +141,7 @@ struct ValuesIndicesOf {
   D indices;
 };
 
-}  // namespace tc_detail
+}  // namespace internal::tensorclass
 
 // Options of a TensorClass constructor (upstream's constructor keywords device= and lock=):
 //   MyData d(images, mask, labels, {100}, td::TensorClassOptions().device(at::kCPU).lock(true));
@@ -190,7 +190,7 @@ struct TensorClassOptions {
 #define TD_TC_OP_LIST(ret, name, params, args) \
   std::vector<Derived> name params const { return wrap_all(td_.name args); }
 #define TD_TC_OP_PAIR(ret, name, params, args)                        \
-  tc_detail::ValuesIndicesOf<Derived> name params const {             \
+  internal::tensorclass::ValuesIndicesOf<Derived> name params const {             \
     ValuesIndices r = td_.name args;                                  \
     return {wrap(std::move(r.values)), wrap(std::move(r.indices))};   \
   }
@@ -205,7 +205,7 @@ struct TensorClassOptions {
 // TD_TENSORCLASS. Operations mirror td::TensorDict's (td/core/tensordict.h, where each is
 // documented), with Derived in place of TensorDict.
 template <class Derived>
-class TensorClass : public tc_detail::TensorClassTag {
+class TensorClass : public internal::tensorclass::TensorClassTag {
  public:
   using Index = at::indexing::TensorIndex;
 
@@ -246,7 +246,7 @@ class TensorClass : public tc_detail::TensorClassTag {
     std::vector<std::string> missing;
     std::string why;
     Derived::td_for_each_field([&](auto tag, std::string_view name, const NestedKey& key) {
-      using Tr = tc_detail::FieldTraits<typename decltype(tag)::type>;
+      using Tr = internal::tensorclass::FieldTraits<typename decltype(tag)::type>;
       std::optional<Value> v = td.find(key);
       if (!v) {
         if (Tr::kRequired) missing.emplace_back(name);
@@ -262,7 +262,7 @@ class TensorClass : public tc_detail::TensorClassTag {
     for (const std::string& k : td.storage().keys()) {
       if (!has_field(k)) extra.push_back(k);
     }
-    std::string keys = tc_detail::KeyMismatch(Derived::kClassName, missing, extra, names());
+    std::string keys = internal::tensorclass::KeyMismatch(Derived::kClassName, missing, extra, names());
     if (!keys.empty()) {
       if (throw_keys) TD_FAIL(KeyError, Derived::kClassName, ": ", keys);
       return keys;
@@ -334,9 +334,9 @@ class TensorClass : public tc_detail::TensorClassTag {
   // std::string / number field cannot hold a bool tensor. Throws KeyError naming the fields
   // set on one side only.
   //   bool same = (a == b).all();
-  TensorDict operator==(const Derived& o) const { return tc_detail::FieldsEqual(td_, o.td_, true); }
+  TensorDict operator==(const Derived& o) const { return internal::tensorclass::FieldsEqual(td_, o.td_, true); }
   TensorDict operator!=(const Derived& o) const {
-    return tc_detail::FieldsEqual(td_, o.td_, false);
+    return internal::tensorclass::FieldsEqual(td_, o.td_, false);
   }
 
   // ---- memory-mapped files (the work is TensorDict's: link //td/backends/memmap) ----------
@@ -347,20 +347,20 @@ class TensorClass : public tc_detail::TensorClassTag {
   // object. Throws as TensorDict::memmap, and ValueError for an unusable prefix.
   //   MyData saved = data.memmap("/data/mydata");
   Derived memmap(const std::string& prefix, const MemmapOptions& o = {}) const {
-    TensorDict out = td_.memmap(tc_detail::PrepareClassDir(prefix, o.exists_ok()), o);
-    tc_detail::WriteClassMeta(prefix, Derived::python_type(), o.fsync());
+    TensorDict out = td_.memmap(internal::tensorclass::PrepareClassDir(prefix, o.exists_ok()), o);
+    internal::tensorclass::WriteClassMeta(prefix, Derived::python_type(), o.fsync());
     return wrap(std::move(out));
   }
   // In place: this object's fields become memory-mapped files (every handle sees them).
   Derived& memmap_(const std::string& prefix, const MemmapOptions& o = {}) {
-    td_.memmap_(tc_detail::PrepareClassDir(prefix, o.exists_ok()), o);
-    tc_detail::WriteClassMeta(prefix, Derived::python_type(), o.fsync());
+    td_.memmap_(internal::tensorclass::PrepareClassDir(prefix, o.exists_ok()), o);
+    internal::tensorclass::WriteClassMeta(prefix, Derived::python_type(), o.fsync());
     return self();
   }
   // Same fields, shapes and dtypes at `prefix`, zero-filled sparse files (nothing copied).
   Derived memmap_like(const std::string& prefix, const MemmapOptions& o = {}) const {
-    TensorDict out = td_.memmap_like(tc_detail::PrepareClassDir(prefix, o.exists_ok()), o);
-    tc_detail::WriteClassMeta(prefix, Derived::python_type(), o.fsync());
+    TensorDict out = td_.memmap_like(internal::tensorclass::PrepareClassDir(prefix, o.exists_ok()), o);
+    internal::tensorclass::WriteClassMeta(prefix, Derived::python_type(), o.fsync());
     return wrap(std::move(out));
   }
   // Opens a tensorclass directory written by memmap() or by Python tensordict (options as
@@ -370,7 +370,7 @@ class TensorClass : public tc_detail::TensorClassTag {
   // do not match Derived's.
   //   MyData loaded = MyData::load_memmap("/data/mydata");
   static Derived load_memmap(const std::string& prefix, const LoadMemmapOptions& o = {}) {
-    return from_tensordict(tc_detail::LoadClassTensorDict(prefix, Derived::kClassName,
+    return from_tensordict(internal::tensorclass::LoadClassTensorDict(prefix, Derived::kClassName,
                                                           Derived::python_type(), o, names()));
   }
 
@@ -385,7 +385,7 @@ class TensorClass : public tc_detail::TensorClassTag {
     check_unfrozen("set", name);
     std::string why;
     Derived::td_for_each_field([&](auto tag, std::string_view field, const NestedKey&) {
-      using Tr = tc_detail::FieldTraits<typename decltype(tag)::type>;
+      using Tr = internal::tensorclass::FieldTraits<typename decltype(tag)::type>;
       if (field == name) why = Tr::check(value);
     });
     if (!why.empty()) {
@@ -420,7 +420,7 @@ class TensorClass : public tc_detail::TensorClassTag {
     check_unfrozen("del_", name);
     bool required = false;
     Derived::td_for_each_field([&](auto tag, std::string_view field, const NestedKey&) {
-      if (field == name) required = tc_detail::FieldTraits<typename decltype(tag)::type>::kRequired;
+      if (field == name) required = internal::tensorclass::FieldTraits<typename decltype(tag)::type>::kRequired;
     });
     if (required) {
       TD_FAIL(ValueError, Derived::kClassName, ".del_: field '", name,
@@ -437,23 +437,23 @@ class TensorClass : public tc_detail::TensorClassTag {
   std::string repr() const {
     std::vector<std::pair<std::string, std::string>> fields;
     Derived::td_for_each_field([&](auto tag, std::string_view name, const NestedKey& key) {
-      using T = typename tc_detail::IsOptional<typename decltype(tag)::type>::Inner;
+      using T = typename internal::tensorclass::IsOptional<typename decltype(tag)::type>::Inner;
       if (!td_.contains(key)) return;
       std::string n(name);
-      if constexpr (tc_detail::kIsTensorClass<T>) {
-        fields.emplace_back(n, tc_detail::FieldTraits<T>::read(td_, key).repr());
+      if constexpr (internal::tensorclass::kIsTensorClass<T>) {
+        fields.emplace_back(n, internal::tensorclass::FieldTraits<T>::read(td_, key).repr());
       } else {
-        fields.emplace_back(n, tc_detail::EntryRepr(td_, n));
+        fields.emplace_back(n, internal::tensorclass::EntryRepr(td_, n));
       }
     });
-    return tc_detail::ClassRepr(Derived::kClassName, td_, std::move(fields));
+    return internal::tensorclass::ClassRepr(Derived::kClassName, td_, std::move(fields));
   }
 
   // Wraps a TensorDict that is known to fit (the result of a structure-preserving operation)
   // without checking it, locking it for a kFrozen class; use from_tensordict() for anything
   // else.
   static Derived wrap(TensorDict td) {
-    Derived out(tc_detail::WrapTag{}, std::move(td));
+    Derived out(internal::tensorclass::WrapTag{}, std::move(td));
     if constexpr (Derived::kFrozen) {
       if (!out.td_.is_locked()) out.td_.lock_();
     }
@@ -473,7 +473,7 @@ class TensorClass : public tc_detail::TensorClassTag {
     for (const NamedField& f : fields) {
       size_t i = 0;
       while (i < all.size() && all[i] != f.name) ++i;
-      if (i == all.size()) tc_detail::FailUnknown(Derived::kClassName, f.name, all);
+      if (i == all.size()) internal::tensorclass::FailUnknown(Derived::kClassName, f.name, all);
       if (given[i]) TD_FAIL(ValueError, Derived::kClassName, ": field '", f.name, "' is given twice");
       given[i] = &f;
     }
@@ -482,10 +482,10 @@ class TensorClass : public tc_detail::TensorClassTag {
     size_t i = 0;
     Derived::td_for_each_field([&](auto tag, std::string_view name, const NestedKey& key) {
       using Tag = decltype(tag);
-      using Tr = tc_detail::FieldTraits<typename Tag::type>;
+      using Tr = internal::tensorclass::FieldTraits<typename Tag::type>;
       const NamedField* f = given[i++];
       if (!f || (Tr::kRequired && f->value.is_none())) {
-        if constexpr (tc_detail::kHasDefault<Tag>) {
+        if constexpr (internal::tensorclass::kHasDefault<Tag>) {
           add_default<typename Tag::type>(&items, key, Tag::kDefault, name, batch_size);
           return;
         }
@@ -496,7 +496,7 @@ class TensorClass : public tc_detail::TensorClassTag {
       }
       items.emplace_back(key, Tr::from_field(f->value, Derived::kClassName, name));
     });
-    if (!missing.empty()) tc_detail::FailMissing(Derived::kClassName, missing, all);
+    if (!missing.empty()) internal::tensorclass::FailMissing(Derived::kClassName, missing, all);
     return items;
   }
   // The top-level entries of `entries` as fields by name (tensors, TensorDicts, JSON values). A
@@ -510,7 +510,7 @@ class TensorClass : public tc_detail::TensorClassTag {
         out.emplace_back(key, v.tensor());
       } else if (v.is_tensordict()) {
         std::optional<nlohmann::json> j;
-        if (td_is_json_field(key)) j = tc_detail::NonTensorTreeAsJson(v.tensordict());
+        if (td_is_json_field(key)) j = internal::tensorclass::NonTensorTreeAsJson(v.tensordict());
         if (j) {
           out.emplace_back(key, *std::move(j));
         } else {
@@ -527,13 +527,13 @@ class TensorClass : public tc_detail::TensorClassTag {
   // Wraps `td` without checking it, then runs Derived's post_init() and locks the object when
   // `lock` or kFrozen: the last steps of every constructor.
   static Derived td_adopt(TensorDict td, bool lock) {
-    Derived out(tc_detail::WrapTag{}, std::move(td));
+    Derived out(internal::tensorclass::WrapTag{}, std::move(td));
     out.finish_init(lock);
     return out;
   }
 
  protected:
-  TensorClass(tc_detail::WrapTag, TensorDict td) : td_(std::move(td)) {}
+  TensorClass(internal::tensorclass::WrapTag, TensorDict td) : td_(std::move(td)) {}
   TensorClass(at::IntArrayRef batch_size, std::optional<at::Device> device)
       : td_(std::initializer_list<TensorDict::Item>{}, batch_size, device) {}
 
@@ -543,21 +543,21 @@ class TensorClass : public tc_detail::TensorClassTag {
   }
   // Used by TD_TENSORCLASS's accessors and setters.
   template <class T>
-  typename tc_detail::FieldTraits<T>::Get get_field(const NestedKey& key) const {
-    return tc_detail::FieldTraits<T>::read(td_, key);
+  typename internal::tensorclass::FieldTraits<T>::Get get_field(const NestedKey& key) const {
+    return internal::tensorclass::FieldTraits<T>::read(td_, key);
   }
   template <class T>
   void set_field(const NestedKey& key, T v) {
     check_unfrozen("the setter", key.front());
-    if constexpr (tc_detail::IsOptional<T>::value) {
-      std::optional<Value> value = tc_detail::FieldTraits<T>::to_value(std::move(v));
+    if constexpr (internal::tensorclass::IsOptional<T>::value) {
+      std::optional<Value> value = internal::tensorclass::FieldTraits<T>::to_value(std::move(v));
       if (value) {
         td_.set(key, *std::move(value));
       } else if (td_.contains(key)) {
         td_.del_(key);
       }
     } else {
-      td_.set(key, tc_detail::FieldTraits<T>::to_value(std::move(v)));
+      td_.set(key, internal::tensorclass::FieldTraits<T>::to_value(std::move(v)));
     }
   }
   // The named-field constructor: every name and value is checked before anything is built.
@@ -568,16 +568,16 @@ class TensorClass : public tc_detail::TensorClassTag {
   // The positional constructor: init_positional for each field, then finish_positional.
   template <class T>
   void init_positional(std::vector<TensorDict::Item>* items, const NestedKey& key, T v) {
-    if constexpr (tc_detail::IsOptional<T>::value) {
-      std::optional<Value> value = tc_detail::FieldTraits<T>::to_value(std::move(v));
+    if constexpr (internal::tensorclass::IsOptional<T>::value) {
+      std::optional<Value> value = internal::tensorclass::FieldTraits<T>::to_value(std::move(v));
       if (value) items->emplace_back(key, *std::move(value));
     } else {
-      items->emplace_back(key, tc_detail::FieldTraits<T>::to_value(std::move(v)));
+      items->emplace_back(key, internal::tensorclass::FieldTraits<T>::to_value(std::move(v)));
     }
   }
   template <class T>
   void init_positional(std::vector<TensorDict::Item>* items, const NestedKey& key,
-                       tc_detail::OrDefault<T> v, T (*dflt)(), std::string_view name) {
+                       internal::tensorclass::OrDefault<T> v, T (*dflt)(), std::string_view name) {
     if (v.given()) {
       init_positional<T>(items, key, std::move(v).take());
     } else {
@@ -594,7 +594,7 @@ class TensorClass : public tc_detail::TensorClassTag {
   // object when asked (TensorClassOptions::lock) or when the class is kFrozen — upstream's
   // order. Operations returning the class (wrap) do not call post_init.
   void finish_init(bool lock) {
-    tc_detail::PostInitAccess::call(self());
+    internal::tensorclass::PostInitAccess::call(self());
     if ((lock || Derived::kFrozen) && !td_.is_locked()) td_.lock_();
   }
 
@@ -606,27 +606,27 @@ class TensorClass : public tc_detail::TensorClassTag {
   // is, once it is built: post_init may still write).
   void check_unfrozen(std::string_view what, std::string_view field = {}) const {
     if constexpr (Derived::kFrozen) {
-      if (td_.is_locked()) tc_detail::FailFrozen(Derived::kClassName, what, field);
+      if (td_.is_locked()) internal::tensorclass::FailFrozen(Derived::kClassName, what, field);
     }
   }
   template <class T>
   static void add_default(std::vector<TensorDict::Item>* items, const NestedKey& key, T (*dflt)(),
                           std::string_view name, at::IntArrayRef batch_size) {
-    if constexpr (tc_detail::IsOptional<T>::value) {
-      std::optional<Value> v = tc_detail::FieldTraits<T>::to_value(dflt());
+    if constexpr (internal::tensorclass::IsOptional<T>::value) {
+      std::optional<Value> v = internal::tensorclass::FieldTraits<T>::to_value(dflt());
       if (!v) return;
-      tc_detail::CheckDefault(Derived::kClassName, name, *v, batch_size);
+      internal::tensorclass::CheckDefault(Derived::kClassName, name, *v, batch_size);
       items->emplace_back(key, *std::move(v));
     } else {
-      Value v = tc_detail::FieldTraits<T>::to_value(dflt());
-      tc_detail::CheckDefault(Derived::kClassName, name, v, batch_size);
+      Value v = internal::tensorclass::FieldTraits<T>::to_value(dflt());
+      internal::tensorclass::CheckDefault(Derived::kClassName, name, v, batch_size);
       items->emplace_back(key, std::move(v));
     }
   }
   static bool td_is_json_field(std::string_view name) {
     bool json = false;
     Derived::td_for_each_field([&](auto tag, std::string_view field, const NestedKey&) {
-      using T = typename tc_detail::IsOptional<typename decltype(tag)::type>::Inner;
+      using T = typename internal::tensorclass::IsOptional<typename decltype(tag)::type>::Inner;
       if (field == name) json = std::is_same_v<T, nlohmann::json>;
     });
     return json;
@@ -673,10 +673,10 @@ class TensorClass : public tc_detail::TensorClassTag {
     }
     if (!extra.empty()) {
       TD_FAIL(KeyError, Derived::kClassName, ".", op, ": ",
-              tc_detail::KeyMismatch(Derived::kClassName, {}, extra, names()));
+              internal::tensorclass::KeyMismatch(Derived::kClassName, {}, extra, names()));
     }
     Derived::td_for_each_field([&](auto tag, std::string_view name, const NestedKey& key) {
-      using Tr = tc_detail::FieldTraits<typename decltype(tag)::type>;
+      using Tr = internal::tensorclass::FieldTraits<typename decltype(tag)::type>;
       std::optional<Value> v = other.find(key);
       if (!v) return;
       std::string w = Tr::check(*v);
@@ -715,7 +715,7 @@ class TensorClass : public tc_detail::TensorClassTag {
 #define TD_TENSORCLASS(Class, ...)                                                            \
  public:                                                                                      \
   using td_self_type = Class;                                                                 \
-  friend struct ::td::tc_detail::PostInitAccess;                                              \
+  friend struct ::td::internal::tensorclass::PostInitAccess;                                              \
   static constexpr const char* kClassName = #Class;                                           \
   static constexpr size_t kNumFields = TD_TC_COUNT(__VA_ARGS__);                              \
   static const std::array<std::string_view, kNumFields>& field_names() {                      \
@@ -727,7 +727,7 @@ class TensorClass : public tc_detail::TensorClassTag {
   static void td_for_each_field(F&& f) {                                                      \
     TD_TC_FOR_EACH(TD_TC_VISIT, __VA_ARGS__)                                                  \
   }                                                                                           \
-  Class(::td::tc_detail::WrapTag tag, ::td::TensorDict td)                                    \
+  Class(::td::internal::tensorclass::WrapTag tag, ::td::TensorDict td)                                    \
       : ::td::TensorClass<Class>(tag, std::move(td)) {}                                       \
   Class(TD_TC_FOR_EACH(TD_TC_PARAM, __VA_ARGS__)::at::IntArrayRef td_batch_size,              \
         ::td::TensorClassOptions td_options = {})                                             \
