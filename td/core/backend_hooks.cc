@@ -3,6 +3,7 @@
 #include "td/core/internal/backend_hooks.h"
 
 #include "td/core/errors.h"
+#include "td/core/internal/names.h"
 
 namespace td {
 namespace internal {
@@ -31,8 +32,12 @@ BackendHook<bool(const TensorDict&)> is_shared("TensorDict::is_shared", "shared_
 
 }  // namespace internal
 
+// The files do not record dim names (upstream's neither); the returned TensorDicts keep them
+// (NOTE [ Dim names ] in td/core/names.cc).
 TensorDict TensorDict::memmap(const std::string& prefix, const MemmapOptions& options) const {
-  return internal::hooks::memmap.require()(*this, prefix, options);
+  TensorDict out = internal::hooks::memmap.require()(*this, prefix, options);
+  internal::CopyNames(*this, out);
+  return out;
 }
 
 TensorDict& TensorDict::memmap_(const std::string& prefix, const MemmapOptions& options) {
@@ -40,7 +45,9 @@ TensorDict& TensorDict::memmap_(const std::string& prefix, const MemmapOptions& 
 }
 
 TensorDict TensorDict::memmap_like(const std::string& prefix, const MemmapOptions& options) const {
-  return internal::hooks::memmap_like.require()(*this, prefix, options);
+  TensorDict out = internal::hooks::memmap_like.require()(*this, prefix, options);
+  internal::CopyNames(*this, out);
+  return out;
 }
 
 TensorDict TensorDict::load_memmap(const std::string& prefix, const LoadMemmapOptions& options) {
