@@ -223,6 +223,7 @@ TensorDict ToDenseImpl(const TensorDict& src, const NestedKey* prefix) {
                    "ones); select(keys()) first to drop them, or set them on every member");
   }
   auto out_storage = MakeDenseStorage(src.batch_size().vec(), src.device());
+  out_storage->set_names(s.shared_names());  // NOTE [ Dim names ] (td/core/names.cc)
   TensorDict out(out_storage);
   for (const std::string& k : s.keys()) {
     NestedKey full = prefix ? *prefix + NestedKey(k) : NestedKey(k);

@@ -3,6 +3,7 @@
 #include "td/core/internal/backend_hooks.h"
 
 #include "td/core/errors.h"
+#include "td/core/internal/names.h"
 
 namespace td {
 namespace internal {
@@ -43,8 +44,12 @@ BackendHook<TensorDict(const std::vector<TensorDict>&, int64_t)> lazy_stack(
 
 }  // namespace internal
 
+// The files do not record dim names (upstream's neither); the returned TensorDicts keep them
+// (NOTE [ Dim names ] in td/core/names.cc).
 TensorDict TensorDict::memmap(const std::string& prefix, const MemmapOptions& options) const {
-  return internal::hooks::memmap.require()(*this, prefix, options);
+  TensorDict out = internal::hooks::memmap.require()(*this, prefix, options);
+  internal::CopyNames(*this, out);
+  return out;
 }
 
 TensorDict& TensorDict::memmap_(const std::string& prefix, const MemmapOptions& options) {
@@ -52,7 +57,9 @@ TensorDict& TensorDict::memmap_(const std::string& prefix, const MemmapOptions& 
 }
 
 TensorDict TensorDict::memmap_like(const std::string& prefix, const MemmapOptions& options) const {
-  return internal::hooks::memmap_like.require()(*this, prefix, options);
+  TensorDict out = internal::hooks::memmap_like.require()(*this, prefix, options);
+  internal::CopyNames(*this, out);
+  return out;
 }
 
 TensorDict TensorDict::load_memmap(const std::string& prefix, const LoadMemmapOptions& options) {

@@ -74,6 +74,35 @@ std::vector<int64_t> ProbeBatch(const NormalizedIndex& norm, at::IntArrayRef bat
   }
 }
 
+// NOTE [ Dim names ] (td/core/names.cc): where each result dim of `ex` comes from. An integer
+// drops its dim; a slice keeps it; None adds an unnamed dim; a one-dim index tensor keeps its
+// dim's name, a mask's dim and a multi-dim index tensor's dims are unnamed. Several index
+// tensors (whose dims torch may move to the front) or a bool scalar leave every dim unnamed.
+internal::DimOrigins IndexOrigins(const internal::BatchIndex& ex) {
+  internal::DimOrigins out;
+  int tensors = 0;
+  for (const internal::BatchIndex::Item& item : ex.items) {
+    const TensorIndex& index = item.index;
+    if (index.is_slice()) {
+      out.push_back(item.dim);
+    } else if (index.is_none()) {
+      out.push_back(-1);
+    } else if (index.is_tensor()) {
+      ++tensors;
+      const at::Tensor& t = index.tensor();
+      if (IsMask(t)) {
+        out.push_back(-1);
+      } else if (t.dim() == 1) {
+        out.push_back(item.dim);
+      } else {
+        out.insert(out.end(), t.dim(), -1);
+      }
+    }
+  }
+  if (tensors > 1 || ex.has_boolean) out.assign(out.size(), -1);
+  return out;
+}
+
 // True when a tensor of shape `from` can be written into a slot of shape `to` (torch's rule for
 // index_put_: leading 1s of `from` are dropped, then `from` must broadcast to `to`).
 bool BroadcastsTo(at::IntArrayRef from, at::IntArrayRef to) {
@@ -227,6 +256,8 @@ TensorDict TensorDict::index(at::ArrayRef<TensorIndex> indices) const {
   if (const LazyStorage* lazy = storage_->lazy()) {
     if (std::optional<TensorDict> native = lazy->index(indices)) return *std::move(native);
   }
+  std::optional<internal::DimOrigins> origins;  // only for a named TensorDict
+  if (storage_->names() != nullptr) origins = IndexOrigins(ex);
   const NormalizedIndex norm = NormalizeIndex(std::move(ex));
   const bool basic = !norm.advanced && internal::IsBasicIndex(norm.indices);
   LeafTree tree(*this);
@@ -243,7 +274,11 @@ TensorDict TensorDict::index(at::ArrayRef<TensorIndex> indices) const {
     const int64_t feature = tree.leaves()[0].dim() - batch_dims();
     batch = out[0].sizes().slice(0, out[0].dim() - feature).vec();
   }
-  return tree.Rebuild(std::move(out), batch, /*check=*/false);
+  if (origins && origins->size() != batch.size()) origins->assign(batch.size(), -1);
+  auto origins_fn = [&] {
+    return origins ? *origins : internal::DimOrigins(batch.size(), -1);
+  };
+  return tree.Rebuild(std::move(out), batch, /*check=*/false, std::nullopt, true, origins_fn);
 }
 
 TensorDict& TensorDict::index_put_(std::initializer_list<TensorIndex> indices,

@@ -8,6 +8,7 @@
 #include "absl/strings/str_cat.h"
 #include "td/core/dtype.h"
 #include "td/core/internal/entry_list.h"
+#include "td/core/internal/names.h"
 #include "td/core/storage.h"
 
 namespace td {
@@ -28,6 +29,7 @@ void LeafTree::AddLevel(const TensorDict& td, int64_t parent, int64_t parent_ent
   const Storage& s = td.storage();
   const int64_t me = static_cast<int64_t>(levels_.size());
   if (first_lazy_level_ < 0 && s.lazy() != nullptr) first_lazy_level_ = me;
+  if (s.names() != nullptr) has_names_ = true;
   levels_.push_back(Level{td, parent, parent_entry, {}});
   if (stop_at_lazy_ && first_lazy_level_ >= 0) return;
   const size_t n = s.size();
@@ -177,7 +179,7 @@ std::vector<at::Tensor> LeafTree::Align(const TensorDict& other,
 TensorDict LeafTree::RebuildLevel(int64_t level, std::vector<at::Tensor>& outputs,
                                   std::vector<int64_t> batch, int64_t root_old_dims, bool check,
                                   const std::optional<at::Device>& device,
-                                  bool extra_dims) const {
+                                  bool extra_dims, const DimOrigins* origins) const {
   const Level& lv = levels_[level];
   std::vector<std::pair<std::string, Value>> entries;
   entries.reserve(lv.entries.size());
@@ -206,7 +208,8 @@ TensorDict LeafTree::RebuildLevel(int64_t level, std::vector<at::Tensor>& output
         std::optional<at::Device> sub_device = levels_[e.index].td.device();
         if (device != lv.td.device()) sub_device = device;
         entries.emplace_back(e.key, RebuildLevel(e.index, outputs, std::move(sub_batch),
-                                                 root_old_dims, check, sub_device, extra_dims));
+                                                 root_old_dims, check, sub_device, extra_dims,
+                                                 origins));
         break;
       }
       case Kind::kOther:
@@ -214,20 +217,45 @@ TensorDict LeafTree::RebuildLevel(int64_t level, std::vector<at::Tensor>& output
         break;
     }
   }
+  std::shared_ptr<const DimNames> names;
+  if (has_names_ && lv.td.storage().names() != nullptr) {
+    const int64_t old_dims = lv.td.batch_dims();
+    names = MapNames(*lv.td.storage().names(), origins, root_old_dims,
+                     extra_dims ? std::max<int64_t>(old_dims - root_old_dims, 0) : 0);
+  }
   // Made last, so that it can take `batch` over.
   std::shared_ptr<Storage> storage = MakeDenseStorage(std::move(batch), device);
   storage->append_new(std::move(entries));
+  if (names) storage->set_names(std::move(names));
   return TensorDict(std::move(storage));
 }
 
 TensorDict LeafTree::Rebuild(std::vector<at::Tensor> outputs, at::IntArrayRef batch_size,
                              bool check, std::optional<std::optional<at::Device>> device,
-                             bool nested_extra_dims) const {
+                             bool nested_extra_dims, std::optional<DimOriginsFn> origins) const {
   TORCH_INTERNAL_ASSERT(outputs.size() == leaves_.size(), "Rebuild: ", outputs.size(),
                         " outputs for ", leaves_.size(), " leaves");
   const std::optional<at::Device> dev = device ? *device : root().device();
+  // NOTE [ Dim names ] (td/core/names.cc): where every operation's result gets its names.
+  DimOrigins map;
+  const DimOrigins* map_ptr = nullptr;
+  if (has_names_) {
+    const int64_t old_dims = root().batch_dims();
+    if (origins) {
+      map = (*origins)();
+      TORCH_INTERNAL_ASSERT(map.size() == batch_size.size(), "Rebuild: ", map.size(),
+                            " dim origins for batch size ", batch_size);
+      map_ptr = &map;
+    } else if (static_cast<int64_t>(batch_size.size()) == old_dims) {
+      for (int64_t i = 0; i < old_dims; ++i) map.push_back(i);
+      map_ptr = &map;
+    } else {
+      map.assign(batch_size.size(), -1);
+      map_ptr = &map;
+    }
+  }
   return RebuildLevel(0, outputs, batch_size.vec(), root().batch_dims(), check, dev,
-                      nested_extra_dims);
+                      nested_extra_dims, map_ptr);
 }
 
 void RethrowWithKey(const NestedKey& key, const char* what) {

@@ -62,14 +62,24 @@ std::vector<int64_t> InferShape(at::IntArrayRef shape, int64_t numel, at::IntArr
   return out;
 }
 
-// Maps `fn` (which must keep feature dims and give batch `batch`) over every leaf.
+// Maps `fn` (which must keep feature dims and give batch `batch`) over every leaf. `origins`
+// says where each result dim comes from, for dim names (NOTE [ Dim names ] in
+// td/core/names.cc); without it names are kept when the number of batch dims is.
 template <class Fn>
-TensorDict MapShape(const TensorDict& td, at::IntArrayRef batch, const char* what, Fn&& fn) {
+TensorDict MapShape(const TensorDict& td, at::IntArrayRef batch, const char* what, Fn&& fn,
+                    std::optional<internal::DimOriginsFn> origins = std::nullopt) {
   LeafTree tree(td);
   std::vector<at::Tensor> out =
       MapEach(tree, [&](size_t, const at::Tensor& leaf) { return fn(leaf); }, what);
-  return tree.Rebuild(std::move(out), batch, /*check=*/false);
+  return tree.Rebuild(std::move(out), batch, /*check=*/false, std::nullopt, true, origins);
 }
+
+// DimOrigins of an op that keeps the dims listed in `keep` (in result order; -1: a new dim).
+internal::DimOrigins Origins(at::IntArrayRef keep) {
+  return internal::DimOrigins(keep.begin(), keep.end());
+}
+// Every dim new: the result's dims are unnamed (view / reshape to another shape).
+internal::DimOrigins NoOrigins(size_t ndim) { return internal::DimOrigins(ndim, -1); }
 
 // Leaf shape for a new batch: `batch` + the leaf's dims after the old `bd` batch dims.
 std::vector<int64_t> LeafShape(at::IntArrayRef batch, const at::Tensor& leaf, int64_t bd) {
@@ -78,11 +88,13 @@ std::vector<int64_t> LeafShape(at::IntArrayRef batch, const at::Tensor& leaf, in
 
 std::vector<TensorDict> RebuildEach(const LeafTree& tree,
                                     std::vector<std::vector<at::Tensor>> outputs,
-                                    const std::vector<std::vector<int64_t>>& batches) {
+                                    const std::vector<std::vector<int64_t>>& batches,
+                                    std::optional<internal::DimOriginsFn> origins = std::nullopt) {
   std::vector<TensorDict> result;
   result.reserve(outputs.size());
   for (size_t k = 0; k < outputs.size(); ++k) {
-    result.push_back(tree.Rebuild(std::move(outputs[k]), batches[k], /*check=*/false));
+    result.push_back(tree.Rebuild(std::move(outputs[k]), batches[k], /*check=*/false,
+                                  std::nullopt, true, origins));
   }
   return result;
 }
@@ -131,15 +143,21 @@ TensorDict TensorDict::view(at::IntArrayRef shape) const {
     if (at::IntArrayRef(nb) == batch_size()) return *this;
     return internal::hooks::reshape_view.require()(*this, nb);
   }
-  return MapShape(*this, nb, "viewing",
-                  [&](const at::Tensor& t) { return t.view(LeafShape(nb, t, bd)); });
+  const bool same = at::IntArrayRef(nb).equals(batch_size());
+  return MapShape(
+      *this, nb, "viewing", [&](const at::Tensor& t) { return t.view(LeafShape(nb, t, bd)); },
+      same ? std::nullopt
+           : std::optional<internal::DimOriginsFn>([&] { return NoOrigins(nb.size()); }));
 }
 
 TensorDict TensorDict::reshape(at::IntArrayRef shape) const {
   const int64_t bd = batch_dims();
   std::vector<int64_t> nb = InferShape(shape, numel(), batch_size(), "reshape");
-  return MapShape(*this, nb, "reshaping",
-                  [&](const at::Tensor& t) { return t.reshape(LeafShape(nb, t, bd)); });
+  const bool same = at::IntArrayRef(nb).equals(batch_size());
+  return MapShape(
+      *this, nb, "reshaping", [&](const at::Tensor& t) { return t.reshape(LeafShape(nb, t, bd)); },
+      same ? std::nullopt
+           : std::optional<internal::DimOriginsFn>([&] { return NoOrigins(nb.size()); }));
 }
 
 TensorDict TensorDict::squeeze(std::optional<int64_t> dim) const {
@@ -159,11 +177,21 @@ TensorDict TensorDict::squeeze(std::optional<int64_t> dim) const {
   }
   std::vector<int64_t> nb = batch_size().vec();
   for (int64_t d : dims) nb.erase(nb.begin() + d);
-  return MapShape(*this, nb, "squeezing", [&](const at::Tensor& t) {
-    at::Tensor r = t;
-    for (int64_t d : dims) r = r.squeeze(d);
-    return r;
-  });
+  auto origins = [&] {
+    internal::DimOrigins o;
+    for (int64_t d = 0; d < batch_dims(); ++d) {
+      if (std::find(dims.begin(), dims.end(), d) == dims.end()) o.push_back(d);
+    }
+    return o;
+  };
+  return MapShape(
+      *this, nb, "squeezing",
+      [&](const at::Tensor& t) {
+        at::Tensor r = t;
+        for (int64_t d : dims) r = r.squeeze(d);
+        return r;
+      },
+      origins);
 }
 
 TensorDict TensorDict::unsqueeze(int64_t dim) const {
@@ -171,7 +199,14 @@ TensorDict TensorDict::unsqueeze(int64_t dim) const {
   if (lazy_legacy()) return internal::hooks::unsqueeze_view.require()(*this, d);
   std::vector<int64_t> nb = batch_size().vec();
   nb.insert(nb.begin() + d, 1);
-  return MapShape(*this, nb, "unsqueezing", [d](const at::Tensor& t) { return t.unsqueeze(d); });
+  auto origins = [&] {
+    internal::DimOrigins o;
+    for (int64_t i = 0; i < batch_dims(); ++i) o.push_back(i);
+    o.insert(o.begin() + d, -1);
+    return o;
+  };
+  return MapShape(
+      *this, nb, "unsqueezing", [d](const at::Tensor& t) { return t.unsqueeze(d); }, origins);
 }
 
 TensorDict TensorDict::permute(at::IntArrayRef dims) const {
@@ -191,11 +226,14 @@ TensorDict TensorDict::permute(at::IntArrayRef dims) const {
     nb[i] = batch_size()[perm[i]];
   }
   if (lazy_legacy()) return internal::hooks::permute_view.require()(*this, perm);
-  return MapShape(*this, nb, "permuting", [&](const at::Tensor& t) {
-    std::vector<int64_t> full = perm;
-    for (int64_t i = bd; i < t.dim(); ++i) full.push_back(i);
-    return t.permute(full);
-  });
+  return MapShape(
+      *this, nb, "permuting",
+      [&](const at::Tensor& t) {
+        std::vector<int64_t> full = perm;
+        for (int64_t i = bd; i < t.dim(); ++i) full.push_back(i);
+        return t.permute(full);
+      },
+      [&] { return Origins(perm); });
 }
 
 TensorDict TensorDict::transpose(int64_t dim0, int64_t dim1) const {
@@ -204,8 +242,14 @@ TensorDict TensorDict::transpose(int64_t dim0, int64_t dim1) const {
   if (lazy_legacy()) return internal::hooks::transpose_view.require()(*this, d0, d1);
   std::vector<int64_t> nb = batch_size().vec();
   std::swap(nb[d0], nb[d1]);
-  return MapShape(*this, nb, "transposing",
-                  [=](const at::Tensor& t) { return t.transpose(d0, d1); });
+  auto origins = [&] {
+    internal::DimOrigins o;
+    for (int64_t i = 0; i < batch_dims(); ++i) o.push_back(i);
+    std::swap(o[d0], o[d1]);
+    return o;
+  };
+  return MapShape(
+      *this, nb, "transposing", [=](const at::Tensor& t) { return t.transpose(d0, d1); }, origins);
 }
 
 TensorDict TensorDict::expand(at::IntArrayRef shape) const {
@@ -231,8 +275,14 @@ TensorDict TensorDict::expand(at::IntArrayRef shape) const {
                        shape, ": dim ", j, " has size ", old, " (only dims of size 1 expand)");
     }
   }
-  return MapShape(*this, nb, "expanding",
-                  [&](const at::Tensor& t) { return t.expand(LeafShape(nb, t, bd)); });
+  auto origins = [&] {
+    internal::DimOrigins o(nd - bd, -1);
+    for (int64_t i = 0; i < bd; ++i) o.push_back(i);
+    return o;
+  };
+  return MapShape(
+      *this, nb, "expanding", [&](const at::Tensor& t) { return t.expand(LeafShape(nb, t, bd)); },
+      origins);
 }
 
 TensorDict TensorDict::flatten(int64_t start_dim, int64_t end_dim) const {
@@ -243,8 +293,15 @@ TensorDict TensorDict::flatten(int64_t start_dim, int64_t end_dim) const {
   std::vector<int64_t> nb(batch_size().begin(), batch_size().begin() + s);
   nb.push_back(Numel(batch_size().slice(s, e - s + 1)));
   nb.insert(nb.end(), batch_size().begin() + e + 1, batch_size().end());
-  return MapShape(*this, nb, "flattening",
-                  [=](const at::Tensor& t) { return t.flatten(s, e); });
+  auto origins = [&] {
+    internal::DimOrigins o;
+    for (int64_t i = 0; i < s; ++i) o.push_back(i);
+    o.push_back(s == e ? s : -1);  // one dim flattened keeps its name
+    for (int64_t i = e + 1; i < batch_dims(); ++i) o.push_back(i);
+    return o;
+  };
+  return MapShape(
+      *this, nb, "flattening", [=](const at::Tensor& t) { return t.flatten(s, e); }, origins);
 }
 
 TensorDict TensorDict::unflatten(int64_t dim, at::IntArrayRef sizes) const {
@@ -255,8 +312,16 @@ TensorDict TensorDict::unflatten(int64_t dim, at::IntArrayRef sizes) const {
   nb.insert(nb.end(), piece.begin(), piece.end());
   nb.insert(nb.end(), batch_size().begin() + d + 1, batch_size().end());
   const int64_t bd = batch_dims();
-  return MapShape(*this, nb, "unflattening",
-                  [&](const at::Tensor& t) { return t.view(LeafShape(nb, t, bd)); });
+  auto origins = [&] {
+    internal::DimOrigins o;
+    for (int64_t i = 0; i < d; ++i) o.push_back(i);
+    o.insert(o.end(), piece.size(), -1);
+    for (int64_t i = d + 1; i < bd; ++i) o.push_back(i);
+    return o;
+  };
+  return MapShape(
+      *this, nb, "unflattening", [&](const at::Tensor& t) { return t.view(LeafShape(nb, t, bd)); },
+      origins);
 }
 
 std::vector<TensorDict> TensorDict::split(int64_t split_size, int64_t dim) const {
@@ -305,7 +370,14 @@ std::vector<TensorDict> TensorDict::unbind(int64_t dim) const {
   LeafTree tree(*this);
   auto outs = internal::MapEachMulti(
       tree, n, [d](size_t, const at::Tensor& t) { return t.unbind(d); }, "unbinding");
-  return RebuildEach(tree, std::move(outs), std::vector<std::vector<int64_t>>(n, nb));
+  auto origins = [&] {
+    internal::DimOrigins o;
+    for (int64_t i = 0; i < batch_dims(); ++i) {
+      if (i != d) o.push_back(i);
+    }
+    return o;
+  };
+  return RebuildEach(tree, std::move(outs), std::vector<std::vector<int64_t>>(n, nb), origins);
 }
 
 TensorDict TensorDict::flip(at::IntArrayRef dims) const {
@@ -582,8 +654,15 @@ TensorDict TensorDict::rot90(int64_t k, at::IntArrayRef dims) const {
   }
   std::vector<int64_t> nb = batch_size().vec();
   if (k % 2 != 0) std::swap(nb[d0], nb[d1]);
-  return MapShape(*this, nb, "rotating",
-                  [&](const at::Tensor& t) { return at::rot90(t, k, {d0, d1}); });
+  auto origins = [&] {
+    internal::DimOrigins o;
+    for (int64_t i = 0; i < batch_dims(); ++i) o.push_back(i);
+    if (k % 2 != 0) std::swap(o[d0], o[d1]);
+    return o;
+  };
+  return MapShape(
+      *this, nb, "rotating", [&](const at::Tensor& t) { return at::rot90(t, k, {d0, d1}); },
+      origins);
 }
 
 TensorDict TensorDict::tile(at::IntArrayRef dims) const {

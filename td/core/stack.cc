@@ -58,7 +58,18 @@ TensorDict stack(const std::vector<TensorDict>& tds, int64_t dim) {
                                            static_cast<int64_t>(tds.size())));
   std::vector<int64_t> batch = first.batch_size().vec();
   batch.insert(batch.begin() + d, static_cast<int64_t>(tds.size()));
-  return tree.Rebuild(std::move(out), batch, /*check=*/false);
+  // NOTE [ Dim names ] (td/core/names.cc): the inputs' names with an unnamed stack dim when they
+  // all agree, none otherwise (upstream's stack).
+  auto origins = [&] {
+    internal::DimOrigins o;
+    const DimNames names = first.names();
+    bool agree = true;
+    for (size_t j = 1; agree && j < tds.size(); ++j) agree = tds[j].names() == names;
+    for (int64_t i = 0; i < first.batch_dims(); ++i) o.push_back(agree ? i : -1);
+    o.insert(o.begin() + d, -1);
+    return o;
+  };
+  return tree.Rebuild(std::move(out), batch, /*check=*/false, std::nullopt, true, origins);
 }
 
 TensorDict cat(const std::vector<TensorDict>& tds, int64_t dim) {

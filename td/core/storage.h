@@ -218,6 +218,16 @@ class Storage {
   const std::optional<c10::Stream>& recorded_stream() const { return recorded_stream_; }
   void set_recorded_stream(c10::Stream stream) { recorded_stream_ = stream; }
 
+  // The names of the batch dims (NOTE [ Dim names ] in td/core/names.cc): nullptr when no dim
+  // is named, else batch_size().size() entries, at least one set. Not virtual: a field read on
+  // every shape op, shared (not copied) by results that keep it.
+  const DimNames* names() const { return names_.get(); }
+  const std::shared_ptr<const DimNames>& shared_names() const { return names_; }
+  // Replaces the names of this level, already validated and normalised by the core (nullptr, or
+  // batch_size().size() entries with one set); nested levels are the core's business. Backends
+  // whose batch dims are other TensorDicts' (a lazy stack) forward to them.
+  virtual void set_names(std::shared_ptr<const DimNames> names) { names_ = std::move(names); }
+
   at::IntArrayRef batch_size() const { return batch_size_; }
   const std::optional<at::Device>& device() const { return device_; }
   void set_device(std::optional<at::Device> device) { device_ = device; }
@@ -230,6 +240,7 @@ class Storage {
     batch_size_.assign(batch_size.begin(), batch_size.end());
   }
   void assign_locked(bool locked) { locked_ = locked; }
+  void assign_names(std::shared_ptr<const DimNames> names) { names_ = std::move(names); }
 
  private:
   friend class LazyStorage;
@@ -238,6 +249,7 @@ class Storage {
   // allocation, and making a storage allocates once less.
   c10::SmallVector<int64_t, 5> batch_size_;
   std::optional<at::Device> device_;
+  std::shared_ptr<const DimNames> names_;  // nullptr: unnamed (nothing allocated)
   std::optional<c10::Stream> recorded_stream_;
   bool locked_ = false;
   std::vector<LockParent> lock_parents_;

@@ -144,6 +144,7 @@ void internal::NoteLockParent(const TensorDict& parent, const KeyRef& key,
 
 TensorDict TensorDict::select(const std::vector<NestedKey>& keys, bool strict) const {
   TensorDict out(MakeDenseStorage(batch_size().vec(), device()));
+  out.storage_->set_names(storage_->shared_names());
   for (const NestedKey& key : keys) {
     std::optional<Value> v = find(key);
     if (!v) {
@@ -159,6 +160,7 @@ TensorDict TensorDict::select(const std::vector<NestedKey>& keys, bool strict) c
       TensorDict sub_dst = existing ? existing->tensordict()
                                     : TensorDict(MakeDenseStorage(sub_src.batch_size().vec(),
                                                                   sub_src.device()));
+      if (!existing) sub_dst.storage_->set_names(sub_src.storage_->shared_names());
       if (!existing) dst.storage_->set(key[i], sub_dst);
       src = std::move(sub_src);
       dst = std::move(sub_dst);
@@ -192,6 +194,7 @@ std::vector<TensorDict> TensorDict::split_keys(
 
 TensorDict TensorDict::flatten_keys(std::string_view separator) const {
   TensorDict out(MakeDenseStorage(batch_size().vec(), device()));
+  out.storage_->set_names(storage_->shared_names());
   std::function<void(const TensorDict&, const std::string&)> visit =
       [&](const TensorDict& level, const std::string& prefix) {
         const Storage& s = *level.storage_;
@@ -216,6 +219,7 @@ TensorDict TensorDict::flatten_keys(std::string_view separator) const {
 TensorDict TensorDict::unflatten_keys(std::string_view separator) const {
   TORCH_CHECK(!separator.empty(), "unflatten_keys needs a non-empty separator");
   TensorDict out(MakeDenseStorage(batch_size().vec(), device()));
+  out.storage_->set_names(storage_->shared_names());
   const Storage& s = *storage_;
   for (const std::string& k : s.keys()) {
     Value v = *s.get(k);
@@ -238,6 +242,7 @@ TensorDict TensorDict::unflatten_keys(std::string_view separator) const {
 
 TensorDict TensorDict::empty(bool recurse) const {
   TensorDict out(MakeDenseStorage(batch_size().vec(), device()));
+  out.storage_->set_names(storage_->shared_names());
   if (recurse) {
     const Storage& s = *storage_;
     for (const std::string& k : s.keys()) {
@@ -263,6 +268,7 @@ TensorDict TensorDict::clone() const {
 
 TensorDict TensorDict::copy() const {
   TensorDict out(MakeDenseStorage(batch_size().vec(), device()));
+  out.storage_->set_names(storage_->shared_names());
   const Storage& s = *storage_;
   for (const std::string& k : s.keys()) {
     Value v = *s.get(k);

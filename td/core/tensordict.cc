@@ -16,6 +16,7 @@
 #include "td/core/internal/leaves.h"
 #include "td/core/internal/storage_access.h"
 #include "td/core/storage.h"
+#include "td/core/internal/names.h"
 
 namespace td {
 namespace {
@@ -85,6 +86,7 @@ void CheckBatchFits(const TensorDict& td, at::IntArrayRef nb, const NestedKey* p
 // throws before anything changed.
 void ApplyBatch(const TensorDict& td, const std::vector<int64_t>& nb) {
   internal::MutableStorage(td).set_batch_size(nb);
+  internal::ResizeNames(internal::MutableStorage(td));
   const Storage& s = td.storage();
   for (const std::string& k : s.keys()) {
     std::optional<EntryMeta> m = s.meta(k);
@@ -92,6 +94,29 @@ void ApplyBatch(const TensorDict& td, const std::vector<int64_t>& nb) {
       ApplyBatch(s.get(k)->tensordict(), nb);
     }
   }
+}
+
+// NOTE [ Dim names ] (td/core/names.cc): a TensorDict set under a named parent carries the
+// parent's names on its leading dims; when its own differ it is stored as a shallow copy so
+// named (the caller's TensorDict is left as it is). ValueError when a leading dim is named
+// otherwise.
+void NameNested(Value& value, const DimNames& parent, const KeyRef& full_key) {
+  const TensorDict& sub = value.tensordict();
+  const DimNames* own = sub.storage().names();
+  const int64_t n = static_cast<int64_t>(parent.size());
+  bool same = own != nullptr;
+  for (int64_t i = 0; i < n; ++i) {
+    const std::optional<std::string> mine = own ? (*own)[i] : std::nullopt;
+    if (mine && parent[i] && *mine != *parent[i]) {
+      TD_FAIL(ValueError, "cannot set key ", full_key.repr(), ": its batch dim ", i, " is named '",
+              *mine, "' but the TensorDict's dim ", i, " is named '", *parent[i], "'");
+    }
+    same = same && mine == parent[i];
+  }
+  if (same) return;
+  TensorDict named = sub.copy();
+  internal::ApplyNames(named, internal::WithLeading(own, sub.batch_dims(), &parent, n));
+  value = std::move(named);
 }
 
 }  // namespace
@@ -128,14 +153,16 @@ const nlohmann::json& Value::non_tensor() const {
 TensorDict::TensorDict() : storage_(MakeDenseStorage({}, std::nullopt)) {}
 
 TensorDict::TensorDict(std::initializer_list<Item> items, at::IntArrayRef batch_size,
-                       std::optional<at::Device> device)
+                       std::optional<at::Device> device, const DimNames& names)
     : storage_(MakeDenseStorage(CheckedBatch(batch_size), device)) {
+  if (!names.empty()) storage_->set_names(internal::CheckedNames(names, batch_size, "TensorDict"));
   for (const Item& item : items) set(item.first, item.second);
 }
 
 TensorDict::TensorDict(const std::vector<Item>& items, at::IntArrayRef batch_size,
-                       std::optional<at::Device> device)
+                       std::optional<at::Device> device, const DimNames& names)
     : storage_(MakeDenseStorage(CheckedBatch(batch_size), device)) {
+  if (!names.empty()) storage_->set_names(internal::CheckedNames(names, batch_size, "TensorDict"));
   for (const Item& item : items) set(item.first, item.second);
 }
 
@@ -191,6 +218,7 @@ TensorDict& TensorDict::auto_batch_size_(std::optional<int64_t> batch_dims) {
   if (batch_dims && static_cast<int64_t>(nb.size()) > *batch_dims) nb.resize(*batch_dims);
   internal::RequireBatchResize(*storage_, nb, "auto_batch_size_");
   storage_->set_batch_size(std::move(nb));
+  internal::ResizeNames(*storage_);
   return *this;
 }
 
@@ -209,6 +237,7 @@ std::pair<TensorDict, std::string_view> TensorDict::parent_of(const KeyRef& key,
                           ": the TensorDict is locked (call unlock_() first)");
       }
       TensorDict sub(MakeDenseStorage(cur.batch_size().vec(), cur.device()));
+      sub.storage_->set_names(cur.storage_->shared_names());  // NOTE [ Dim names ]
       cur.storage_->set(key[i], sub);
       // Read it back: a backend may store its own form of the value (a lazy stack splits it
       // between its members).
@@ -372,6 +401,7 @@ void TensorDict::validate(Value& value, const KeyRef& full_key) const {
   }
   if (value.is_plain_dict()) {
     TensorDict sub(MakeDenseStorage(bs.vec(), device));
+    sub.storage_->set_names(storage_->shared_names());  // NOTE [ Dim names ]
     for (const Item& item : value.plain_dict()) {
       WithKeyContext(full_key.key(), "setting", [&] { sub.set(item.first, item.second); });
     }
@@ -391,6 +421,7 @@ void TensorDict::validate(Value& value, const KeyRef& full_key) const {
     const EntryList* held = storage_->held_entries();  // NOTE [ Nesting depth ]
     PlaceNested(held, held ? held->depth() : 0, sub, full_key.repr(), /*record=*/false);
     if (device && sub.device() != device) value = sub.to(*device);
+    if (const DimNames* names = storage_->names()) NameNested(value, *names, full_key);
   }
 }
 

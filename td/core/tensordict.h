@@ -57,6 +57,19 @@ inline constexpr std::string_view kIValueDeviceKey = "__device";
 class Operand;
 struct ValuesIndices;
 
+// The names of the batch dims (Python's td.names): one entry per batch dim, nullopt for an
+// unnamed dim. See NOTE [ Dim names ] in td/core/names.cc.
+using DimNames = std::vector<std::optional<std::string>>;
+// A mapping old name -> new name (nullopt unnames the dim), for rename() / rename_(): Python's
+// td.rename(old="new"). Written as a braced list of pairs:
+//   td.rename({{"time", "t"}, {"env", std::nullopt}});
+struct DimRenames {
+  using Pair = std::pair<std::string, std::optional<std::string>>;
+  DimRenames(std::initializer_list<Pair> pairs) : pairs(pairs) {}  // NOLINT
+  explicit DimRenames(std::vector<Pair> pairs) : pairs(std::move(pairs)) {}
+  std::vector<Pair> pairs;
+};
+
 // A flat state dict: "a.b.c" -> tensor, as Module::named_parameters() gives.
 using TensorMap = torch::OrderedDict<std::string, at::Tensor>;
 
@@ -83,12 +96,14 @@ class TensorDict {
   TensorDict();
   // Entries in order; a braced list of items as a value becomes a sub-TensorDict with this batch
   // size and device. Throws BatchSizeError when a value's leading dims are not `batch_size`.
+  // `names` names the batch dims (Python's names=; empty: unnamed), with set_names()'s rules.
   //   td::TensorDict td({{"a", torch::zeros({3, 4, 5})}, {"n", {{"x", torch::ones({3, 4})}}}},
   //                     {3, 4});
+  //   td::TensorDict named({{"obs", obs}}, {8, 100}, std::nullopt, {"env", "time"});
   TensorDict(std::initializer_list<Item> items, at::IntArrayRef batch_size,
-             std::optional<at::Device> device = std::nullopt);
+             std::optional<at::Device> device = std::nullopt, const DimNames& names = {});
   TensorDict(const std::vector<Item>& items, at::IntArrayRef batch_size,
-             std::optional<at::Device> device = std::nullopt);
+             std::optional<at::Device> device = std::nullopt, const DimNames& names = {});
   // From a hand-rolled map of tensors. Keys are taken in the map's iteration order.
   template <class Map, class = decltype(std::declval<const Map&>().begin()->second.defined())>
   static TensorDict from_map(const Map& map, at::IntArrayRef batch_size,

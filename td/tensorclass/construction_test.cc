@@ -1,6 +1,6 @@
 // td::TensorClass construction: field defaults (constants, expressions, factories; td::use_default
-// positionally), post_init and its order, constructor options (device, lock), kFrozen classes
-// and kShadow classes.
+// positionally), post_init and its order, constructor options (device, lock, names), kFrozen
+// classes and kShadow classes.
 #include <ATen/ATen.h>
 #include <gtest/gtest.h>
 
@@ -152,6 +152,26 @@ TEST(TensorClassOptions, DeviceAndLock) {
   EXPECT_FALSE(MyData(img, mask, label, {4}).is_locked());
   d.unlock_();  // not frozen: lock= can be undone
   EXPECT_FALSE(d.is_locked());
+}
+
+// names= (upstream's constructor keyword): the batch dims are named before post_init; the
+// class's operations carry the names as TensorDict's do.
+TEST(TensorClassOptions, Names) {
+  const at::Tensor img = at::randn({4, 3}), mask = at::ones({4, 1}, at::kBool);
+  const at::Tensor label = at::arange(4);
+  MyData d(img, mask, label, {4}, TensorClassOptions().names({"time"}));
+  EXPECT_EQ(d.names(), DimNames({"time"}));
+  EXPECT_EQ(d.tensordict().names(), DimNames({"time"}));
+  MyData n({{"image", img}, {"mask", mask}, {"label", label}}, {4},
+           TensorClassOptions().names({"t"}).lock(true));
+  EXPECT_EQ(n.names(), DimNames({"t"}));
+  EXPECT_TRUE(n.is_locked());
+  EXPECT_EQ(d.unsqueeze(0).names(), DimNames({std::nullopt, "time"}));
+  EXPECT_EQ(d.rename({"step"}).names(), DimNames({"step"}));
+  EXPECT_EQ(d.names(), DimNames({"time"}));
+  EXPECT_FALSE(MyData(img, mask, label, {4}).has_names());
+  TD_EXPECT_THROW_MSG(MyData(img, mask, label, {4}, TensorClassOptions().names({"a", "b"})),
+                      ValueError, {"2 dim names", "[4]"});
 }
 
 class Frozen : public TensorClass<Frozen> {

@@ -48,14 +48,14 @@ inline constexpr std::string_view kMemberNames[] = {
 #define TD_OP(kind, ret, name, params, args, sample) #name,
 #define TD_UNARY(name, kernel) #name, #name "_",
 #include "td/core/ops.def"
-    "backend", "batch_dims", "batch_size", "data", "device", "names", "ndim", "numel", "shape",
+    "backend", "batch_dims", "batch_size", "data", "device", "ndim", "numel", "shape",
     "to_tensordict",
 };
 // The names the machinery of TensorClass and TD_TENSORCLASS calls on the class (and the
 // post_init hook): never a field, kShadow or not. So is every name starting with "td_".
 inline constexpr std::string_view kReservedNames[] = {
     "add_default", "check_fields", "check_state_keys", "check_tensordict", "check_unfrozen",
-    "field_key", "field_names", "finish_init", "finish_positional", "from_tensordict",
+    "field_key", "field_name_list", "field_names", "finish_init", "finish_positional", "from_tensordict",
     "get_field", "has_field", "init_named", "init_positional", "load_memmap", "post_init",
     "python_type", "self", "set_field", "tensordict", "unset", "wrap", "wrap_all",
 };

@@ -143,11 +143,12 @@ struct ValuesIndicesOf {
 
 }  // namespace internal::tensorclass
 
-// Options of a TensorClass constructor (upstream's constructor keywords device= and lock=):
+// Options of a TensorClass constructor (upstream's constructor keywords device=, names= and
+// lock=):
 //   MyData d(images, mask, labels, {100}, td::TensorClassOptions().device(at::kCPU).lock(true));
+//   MyData n(images, mask, labels, {8, 100}, td::TensorClassOptions().names({"env", "time"}));
 // A device alone converts to it, so `MyData(images, mask, labels, {100}, at::kCUDA)` reads as
-// before. Upstream's names= (dimension names) has no counterpart: td::TensorDict has no
-// dimension names.
+// before.
 struct TensorClassOptions {
   TensorClassOptions() = default;
   template <class D,
@@ -161,6 +162,9 @@ struct TensorClassOptions {
   // replaced by one of another shape (TensorDict::lock_). Objects of a kFrozen class are
   // locked either way.
   TORCH_ARG(bool, lock) = false;
+  // The names of the batch dims (TensorDict::set_names' rules; empty: unnamed), set before
+  // post_init.
+  TORCH_ARG(DimNames, names);
 };
 
 // NOTE [ TensorClass forwarding ]
@@ -262,7 +266,8 @@ class TensorClass : public internal::tensorclass::TensorClassTag {
     for (const std::string& k : td.storage().keys()) {
       if (!has_field(k)) extra.push_back(k);
     }
-    std::string keys = internal::tensorclass::KeyMismatch(Derived::kClassName, missing, extra, names());
+    std::string keys =
+        internal::tensorclass::KeyMismatch(Derived::kClassName, missing, extra, field_name_list());
     if (!keys.empty()) {
       if (throw_keys) TD_FAIL(KeyError, Derived::kClassName, ": ", keys);
       return keys;
@@ -370,8 +375,8 @@ class TensorClass : public internal::tensorclass::TensorClassTag {
   // do not match Derived's.
   //   MyData loaded = MyData::load_memmap("/data/mydata");
   static Derived load_memmap(const std::string& prefix, const LoadMemmapOptions& o = {}) {
-    return from_tensordict(internal::tensorclass::LoadClassTensorDict(prefix, Derived::kClassName,
-                                                          Derived::python_type(), o, names()));
+    return from_tensordict(internal::tensorclass::LoadClassTensorDict(
+        prefix, Derived::kClassName, Derived::python_type(), o, field_name_list()));
   }
 
   // ---- generic access by field name (upstream's tc.set(name, v) / tc.del_(name)) --------------
@@ -468,7 +473,7 @@ class TensorClass : public internal::tensorclass::TensorClassTag {
   // twice, BatchSizeError for a default that does not start with `batch_size`.
   static std::vector<TensorDict::Item> td_items(at::ArrayRef<NamedField> fields,
                                                 at::IntArrayRef batch_size) {
-    const std::vector<std::string_view> all = names();
+    const std::vector<std::string_view> all = field_name_list();
     std::vector<const NamedField*> given(all.size(), nullptr);
     for (const NamedField& f : fields) {
       size_t i = 0;
@@ -537,7 +542,7 @@ class TensorClass : public internal::tensorclass::TensorClassTag {
   TensorClass(at::IntArrayRef batch_size, std::optional<at::Device> device)
       : td_(std::initializer_list<TensorDict::Item>{}, batch_size, device) {}
 
-  static std::vector<std::string_view> names() {
+  static std::vector<std::string_view> field_name_list() {
     return std::vector<std::string_view>(Derived::field_names().begin(),
                                          Derived::field_names().end());
   }
@@ -561,9 +566,10 @@ class TensorClass : public internal::tensorclass::TensorClassTag {
     }
   }
   // The named-field constructor: every name and value is checked before anything is built.
-  void init_named(std::initializer_list<NamedField> fields, bool lock) {
-    td_ = TensorDict(td_items(fields, td_.batch_size()), td_.batch_size(), td_.device());
-    finish_init(lock);
+  void init_named(std::initializer_list<NamedField> fields, const TensorClassOptions& options) {
+    td_ = TensorDict(td_items(fields, td_.batch_size()), td_.batch_size(), td_.device(),
+                     options.names());
+    finish_init(options.lock());
   }
   // The positional constructor: init_positional for each field, then finish_positional.
   template <class T>
@@ -584,9 +590,10 @@ class TensorClass : public internal::tensorclass::TensorClassTag {
       add_default<T>(items, key, dflt, name, td_.batch_size());
     }
   }
-  void finish_positional(const std::vector<TensorDict::Item>& items, bool lock) {
-    td_ = TensorDict(items, td_.batch_size(), td_.device());
-    finish_init(lock);
+  void finish_positional(const std::vector<TensorDict::Item>& items,
+                         const TensorClassOptions& options) {
+    td_ = TensorDict(items, td_.batch_size(), td_.device(), options.names());
+    finish_init(options.lock());
   }
   // NOTE [ Construction order ]
   // Every constructor (positional, named, from_tensordict, td::from_dict) sets the fields
@@ -673,7 +680,7 @@ class TensorClass : public internal::tensorclass::TensorClassTag {
     }
     if (!extra.empty()) {
       TD_FAIL(KeyError, Derived::kClassName, ".", op, ": ",
-              internal::tensorclass::KeyMismatch(Derived::kClassName, {}, extra, names()));
+              internal::tensorclass::KeyMismatch(Derived::kClassName, {}, extra, field_name_list()));
     }
     Derived::td_for_each_field([&](auto tag, std::string_view name, const NestedKey& key) {
       using Tr = internal::tensorclass::FieldTraits<typename decltype(tag)::type>;
@@ -734,12 +741,12 @@ class TensorClass : public internal::tensorclass::TensorClassTag {
       : ::td::TensorClass<Class>(td_batch_size, td_options.device()) {                        \
     std::vector<::td::TensorDict::Item> td_tc_items;                                          \
     TD_TC_FOR_EACH(TD_TC_INIT, __VA_ARGS__)                                                   \
-    this->finish_positional(td_tc_items, td_options.lock());                                  \
+    this->finish_positional(td_tc_items, td_options);                                         \
   }                                                                                           \
   Class(std::initializer_list<::td::NamedField> td_fields, ::at::IntArrayRef td_batch_size,   \
         ::td::TensorClassOptions td_options = {})                                             \
       : ::td::TensorClass<Class>(td_batch_size, td_options.device()) {                        \
-    this->init_named(td_fields, td_options.lock());                                           \
+    this->init_named(td_fields, td_options);                                                  \
   }                                                                                           \
   static Class unset(::at::IntArrayRef td_batch_size,                                         \
                      std::optional<::at::Device> td_device = std::nullopt) {                  \

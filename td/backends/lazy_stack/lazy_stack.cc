@@ -102,6 +102,7 @@ class LazyStackStorage final : public LazyStorage {
     assign_locked(all_locked);
     assign_batch_size(InsertDim(first.batch_size(), dim_, static_cast<int64_t>(members_.size())));
     set_device(device);
+    refresh_names(std::nullopt);
   }
 
   std::string_view backend_id() const override { return kBackendId; }
@@ -289,6 +290,21 @@ class LazyStackStorage final : public LazyStorage {
     refresh();
   }
 
+  // NOTE [ Dim names ] (td/core/names.cc): the members get the names without the stack dim's;
+  // this storage keeps the stack dim's name.
+  void set_names(std::shared_ptr<const DimNames> names) override {
+    const size_t member_dims = members_[0].batch_size().size();
+    DimNames member_names(member_dims);
+    std::optional<std::string> stack_name;
+    if (names) {
+      member_names = *names;
+      stack_name = member_names[dim_];
+      member_names.erase(member_names.begin() + dim_);
+    }
+    for (TensorDict& m : members_) m.set_names(member_names);
+    refresh_names(stack_name);
+  }
+
   void set_locked(bool locked) override {
     assign_locked(locked);
     for (TensorDict& m : members_) {
@@ -460,6 +476,26 @@ class LazyStackStorage final : public LazyStorage {
       if (m.device() != device) device = std::nullopt;
     }
     set_device(device);
+    refresh_names(std::nullopt);
+  }
+
+  // The names of the members (when they all agree; none otherwise, as upstream's stack) with
+  // `stack_name` for the stack dim.
+  void refresh_names(const std::optional<std::string>& stack_name) {
+    const DimNames* first = members_[0].storage().names();
+    bool agree = true;
+    for (size_t i = 1; agree && i < members_.size(); ++i) {
+      const DimNames* other = members_[i].storage().names();
+      agree = (first == nullptr && other == nullptr) ||
+              (first != nullptr && other != nullptr && *first == *other);
+    }
+    if ((first == nullptr || !agree) && !stack_name) {
+      assign_names(nullptr);
+      return;
+    }
+    DimNames names = agree && first != nullptr ? *first : DimNames(members_[0].batch_dims());
+    names.insert(names.begin() + dim_, stack_name);
+    assign_names(std::make_shared<const DimNames>(std::move(names)));
   }
 
   // Refuses a write that a locked member would reject, before any member is written.

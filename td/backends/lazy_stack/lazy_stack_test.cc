@@ -405,5 +405,30 @@ TEST(LazyStackTest, ToLazystackUnbindsAndRestacks) {
                       {"[0, 2]", "at least one member"});
 }
 
+// Dim names (NOTE [ Dim names ] in td/core/names.cc): the members' names with an unnamed stack
+// dim; naming the stack names its members (the stack dim's name stays on the stack).
+TEST(LazyStackTest, DimNames) {
+  std::vector<TensorDict> m = Members(2);
+  for (TensorDict& t : m) t.set_names({"time"});
+  LazyStackedTensorDict s = lazy_stack(m, 0);
+  EXPECT_EQ(s.names(), DimNames({std::nullopt, "time"}));
+  EXPECT_EQ(s.get_tensordict("n").names(), DimNames({std::nullopt, "time"}));
+  EXPECT_EQ(s.index({0}).names(), DimNames({"time"}));      // a member
+  EXPECT_EQ(s.index({at::indexing::Slice(), 0}).names(), DimNames({std::nullopt}));
+  EXPECT_EQ(s.to_dense().names(), DimNames({std::nullopt, "time"}));
+  s.set_names({"env", "t"});
+  EXPECT_EQ(s.names(), DimNames({"env", "t"}));
+  EXPECT_EQ(m[1].names(), DimNames({"t"}));
+  EXPECT_EQ(m[0].get_tensordict("n").names(), DimNames({"t"}));
+  TD_EXPECT_THROW_MSG(s.set_names({"t", "t"}), ValueError, {"'t' repeats"});
+  s.rename_({std::nullopt, std::nullopt});
+  EXPECT_FALSE(s.has_names());
+  EXPECT_FALSE(m[0].has_names());
+  // Members named differently: the stack is unnamed (upstream's stack drops them too).
+  std::vector<TensorDict> d = Members(2);
+  d[0].set_names({"a"});
+  EXPECT_FALSE(lazy_stack(d, 0).has_names());
+}
+
 }  // namespace
 }  // namespace td

@@ -276,20 +276,33 @@ int64_t WrapDim(int64_t dim, int64_t n, const TensorDict& source, const char* op
   return d;
 }
 
-TensorDict MakeView(const TensorDict& source, std::shared_ptr<const ViewOp> op) {
-  return TensorDict(std::make_shared<LazyViewStorage>(source, std::move(op)));
+// `names`: what the same op gives the source's dim names (NOTE [ Dim names ] in
+// td/core/names.cc), computed by the caller on an empty dense probe; the view's own level only.
+TensorDict MakeView(const TensorDict& source, std::shared_ptr<const ViewOp> op,
+                    std::shared_ptr<const DimNames> names = nullptr) {
+  auto storage = std::make_shared<LazyViewStorage>(source, std::move(op));
+  if (names) storage->set_names(std::move(names));
+  return TensorDict(std::move(storage));
+}
+
+// An empty dense TensorDict with `source`'s batch size and names, to compute a view's names.
+TensorDict NamesProbe(const TensorDict& source) {
+  return TensorDict({}, source.batch_size(), std::nullopt,
+                    source.has_names() ? source.names() : DimNames{});
 }
 
 }  // namespace
 
 TensorDict index_view(const TensorDict& source, at::ArrayRef<TensorIndex> indices) {
   // The core validates the index and reports errors in its words; the probe gives the batch.
-  const TensorDict probe = TensorDict({}, source.batch_size()).index(indices);
+  const TensorDict probe = NamesProbe(source).index(indices);
   const internal::BatchIndex ex =
       internal::ExpandBatchIndex(indices, source.batch_size(), "index_view");
-  return MakeView(source, std::make_shared<IndexOp>(
-                             source.batch_size().vec(), probe.batch_size().vec(),
-                             internal::WithoutTrailingFullSlices(ex, source.batch_size())));
+  return MakeView(source,
+                  std::make_shared<IndexOp>(
+                      source.batch_size().vec(), probe.batch_size().vec(),
+                      internal::WithoutTrailingFullSlices(ex, source.batch_size())),
+                  probe.storage().shared_names());
 }
 
 TensorDict index_view(const TensorDict& source, std::initializer_list<TensorIndex> indices) {
@@ -310,7 +323,10 @@ TensorDict permute_view(const TensorDict& source, at::IntArrayRef dims) {
     TD_FAIL(c10::ValueError, "permute_view: ", dims, " is not a permutation of the ", n,
                           " batch dims of batch size ", SizeRepr(source.batch_size()));
   }
-  return MakeView(source, std::make_shared<PermuteOp>(source.batch_size().vec(), std::move(d)));
+  std::shared_ptr<const DimNames> names =
+      source.has_names() ? NamesProbe(source).permute(d).storage().shared_names() : nullptr;
+  return MakeView(source, std::make_shared<PermuteOp>(source.batch_size().vec(), std::move(d)),
+                  std::move(names));
 }
 
 TensorDict transpose_view(const TensorDict& source, int64_t dim0, int64_t dim1) {
@@ -325,7 +341,10 @@ TensorDict transpose_view(const TensorDict& source, int64_t dim0, int64_t dim1) 
 
 TensorDict unsqueeze_view(const TensorDict& source, int64_t dim) {
   const int64_t d = WrapDim(dim, source.batch_dims() + 1, source, "unsqueeze_view");
-  return MakeView(source, std::make_shared<UnsqueezeOp>(source.batch_size().vec(), d));
+  std::shared_ptr<const DimNames> names =
+      source.has_names() ? NamesProbe(source).unsqueeze(d).storage().shared_names() : nullptr;
+  return MakeView(source, std::make_shared<UnsqueezeOp>(source.batch_size().vec(), d),
+                  std::move(names));
 }
 
 TensorDict squeeze_view(const TensorDict& source, int64_t dim) {
@@ -335,7 +354,10 @@ TensorDict squeeze_view(const TensorDict& source, int64_t dim) {
                           SizeRepr(source.batch_size()), " has size ", source.batch_size()[d],
                           ", not 1");
   }
-  return MakeView(source, std::make_shared<SqueezeOp>(source.batch_size().vec(), d));
+  std::shared_ptr<const DimNames> names =
+      source.has_names() ? NamesProbe(source).squeeze(d).storage().shared_names() : nullptr;
+  return MakeView(source, std::make_shared<SqueezeOp>(source.batch_size().vec(), d),
+                  std::move(names));
 }
 
 TensorDict reshape_view(const TensorDict& source, at::IntArrayRef shape) {

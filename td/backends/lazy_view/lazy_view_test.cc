@@ -190,5 +190,17 @@ TEST(LazyViewTest, MadeFromSourcesNotOpenedById) {
   }
 }
 
+// Dim names (NOTE [ Dim names ] in td/core/names.cc): a view's level carries what the same
+// dense op gives the source's names.
+TEST(IndexViewTest, DimNames) {
+  TensorDict src({{"a", at::zeros({2, 3, 4})}}, {2, 3}, std::nullopt, {"env", "time"});
+  EXPECT_EQ(index_view(src, {0}).names(), DimNames({"time"}));
+  EXPECT_EQ(index_view(src, {Slice(), Slice(0, 2)}).names(), DimNames({"env", "time"}));
+  EXPECT_EQ(permute_view(src, {1, 0}).names(), DimNames({"time", "env"}));
+  EXPECT_EQ(unsqueeze_view(src, 1).names(), DimNames({"env", std::nullopt, "time"}));
+  EXPECT_EQ(squeeze_view(unsqueeze_view(src, 0), 0).names(), DimNames({"env", "time"}));
+  EXPECT_FALSE(index_view(TensorDict({}, {2}), {0}).has_names());
+}
+
 }  // namespace
 }  // namespace td

@@ -493,3 +493,30 @@ TEST(MemmapRegistryTest, OpensAnEmptyDirectory) {
 
 }  // namespace
 }  // namespace td
+
+namespace td {
+namespace {
+
+// Dim names (NOTE [ Dim names ] in td/core/names.cc): meta.json has no names (as upstream's), so
+// a loaded TensorDict is unnamed; the TensorDicts memmap() / memmap_() / memmap_like() return
+// keep them.
+TEST(MemmapTest, DimNamesStayInMemoryOnly) {
+  const std::string root = FreshDir("mm");
+  TensorDict src = Sample();
+  src.set_names({"batch"});
+  TensorDict saved = src.memmap(root + "/named");
+  EXPECT_EQ(saved.names(), DimNames({"batch"}));
+  EXPECT_EQ(saved.get_tensordict({"n", "deep"}).names(), DimNames({"batch"}));
+  EXPECT_EQ(ReadText(root + "/named/meta.json").find("batch\""), std::string::npos);
+  TensorDict loaded = TensorDict::load_memmap(root + "/named");
+  EXPECT_FALSE(loaded.has_names());
+  assert_allclose(loaded, src);
+  EXPECT_EQ(src.memmap_like(root + "/like").names(), DimNames({"batch"}));
+  TensorDict in_place = Sample();
+  in_place.set_names({"b"});
+  in_place.memmap_(root + "/inplace");
+  EXPECT_EQ(in_place.names(), DimNames({"b"}));
+}
+
+}  // namespace
+}  // namespace td

@@ -32,12 +32,19 @@
 #include <vector>
 
 #include "absl/container/inlined_vector.h"
+#include "absl/functional/function_ref.h"
 #include "td/core/internal/entry_list.h"
 #include "td/core/tensordict.h"
 #include "td/executor/executor.h"
 
 namespace td {
 namespace internal {
+
+// For each batch dim of an operation's result, the root batch dim of its input it comes from,
+// or -1 for a new dim: how Rebuild carries dim names (NOTE [ Dim names ] in td/core/names.cc).
+using DimOrigins = absl::InlinedVector<int64_t, 8>;
+// Computes DimOrigins; called only when some level of the input has names.
+using DimOriginsFn = absl::FunctionRef<DimOrigins()>;
 
 class LeafTree {
  public:
@@ -97,10 +104,16 @@ class LeafTree {
   // not start with its level's new batch size (and moves outputs to the device); without it the
   // caller guarantees both. Without `nested_extra_dims`, nested levels get exactly
   // `batch_size` instead of `batch_size` + their extra dims (for full reductions).
+  // Dim names (only when some level has them): `origins` maps the result's root dims to this
+  // tree's; without it the names are kept when the root keeps its number of batch dims and
+  // dropped otherwise. A nested level's extra dims keep their names.
   TensorDict Rebuild(std::vector<at::Tensor> outputs, at::IntArrayRef batch_size,
                      bool check = true,
                      std::optional<std::optional<at::Device>> device = std::nullopt,
-                     bool nested_extra_dims = true) const;
+                     bool nested_extra_dims = true,
+                     std::optional<DimOriginsFn> origins = std::nullopt) const;
+  // True when some level (the root or a nested TensorDict) has dim names.
+  bool has_names() const { return has_names_; }
 
  private:
   enum class Kind : uint8_t { kTensor, kTensorDict, kOther };
@@ -123,7 +136,8 @@ class LeafTree {
                   std::vector<NestedKey>* extra) const;
   TensorDict RebuildLevel(int64_t level, std::vector<at::Tensor>& outputs,
                           std::vector<int64_t> batch, int64_t root_old_dims, bool check,
-                          const std::optional<at::Device>& device, bool extra_dims) const;
+                          const std::optional<at::Device>& device, bool extra_dims,
+                          const DimOrigins* origins) const;
 
   // Inline room for the common shapes (a root with a nested level or two, a few dozen leaves):
   // flattening a small TensorDict allocates only the root's entries and the leaf list.
@@ -131,6 +145,7 @@ class LeafTree {
   std::vector<at::Tensor> leaves_;
   int64_t first_lazy_level_ = -1;
   bool stop_at_lazy_ = false;
+  bool has_names_ = false;
   absl::InlinedVector<std::pair<int32_t, int32_t>, 32> leaf_pos_;  // (level, entry) of each leaf
 };
 
