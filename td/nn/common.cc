@@ -6,6 +6,7 @@
 
 #include "absl/container/inlined_vector.h"
 #include "absl/strings/str_cat.h"
+#include "td/backends/lazy_stack/lazy_stack.h"
 
 namespace td::nn {
 namespace {
@@ -32,6 +33,27 @@ std::string ByNameRepr(const std::vector<NestedKey>& keys, const std::vector<std
     absl::StrAppend(&out, i ? ", " : "", keys[i].repr(), ": '", args[i], "'");
   }
   return out + "}";
+}
+
+// `key` read from the lazy stack that holds it (`td` or a sub-TensorDict on the key's path) as
+// get_kwargs asks (padded or nested), or nullopt when no lazy stack holds it.
+std::optional<at::Tensor> ReadStacked(const TensorDict& td, const NestedKey& key,
+                                      const GetKwargs& get) {
+  TensorDict level = td;
+  for (size_t d = 0; d < key.size(); ++d) {
+    if (std::optional<LazyStackedTensorDict> s = LazyStackedTensorDict::from(level)) {
+      const NestedKey rest(NestedKey::Parts(key.begin() + static_cast<int64_t>(d), key.end()));
+      if (!s->contains(rest)) return std::nullopt;
+      if (get.as_nested_tensor()) return s->get_nestedtensor(rest);
+      return s->get_padded(
+          rest, PadOptions().padding_value(get.padding_value()).padding_side(get.padding_side()));
+    }
+    if (d + 1 == key.size()) break;
+    std::optional<Value> sub = level.find(NestedKey(*(key.begin() + static_cast<int64_t>(d))));
+    if (!sub || !sub->is_tensordict()) return std::nullopt;
+    level = sub->tensordict();
+  }
+  return std::nullopt;
 }
 
 }  // namespace
@@ -488,26 +510,62 @@ TensorDict TensorDictModuleImpl::forward_into(const TensorDict& td, TensorDict o
     }
     return out;
   }
+  const GetKwargs& get = options_.get_kwargs();
   std::vector<at::Tensor> inputs;
   inputs.reserve(in_keys_.size());
+  std::vector<NestedKey> missing;
   for (size_t i = 0; i < in_keys_.size(); ++i) {
     const NestedKey& k = in_keys_[i];
-    std::optional<Value> v = td.find(k);
     auto arg = [&] {
       return in_args_.empty() ? std::string() : absl::StrCat(" (argument '", in_args_[i], "')");
     };
+    if (get.as_padded_tensor() || get.as_nested_tensor()) {
+      if (std::optional<at::Tensor> t = ReadStacked(td, k, get)) {
+        inputs.push_back(*std::move(t));
+        continue;
+      }
+    }
+    std::optional<Value> v = td.find(k);
     if (!v) {
-      TD_FAIL(KeyError, describe(), ": input key ", k.repr(), arg(),
-                     " is missing from the TensorDict; it has keys ", LeafKeys(td));
+      if (options_.strict()) {
+        TD_FAIL(KeyError, describe(), ": input key ", k.repr(), arg(),
+                " is missing from the TensorDict; it has keys ", LeafKeys(td),
+                " (TensorDictModuleOptions().strict(false) passes a missing input as "
+                "get_kwargs.default_value, an undefined tensor unless set)");
+      }
+      missing.push_back(k);
+      inputs.push_back(get.default_value());
+      continue;
     }
     if (!v->is_tensor()) {
       TD_FAIL(TypeError, describe(), ": input key ", k.repr(), arg(), " is a ", v->kind(),
                       ", not a Tensor");
     }
-    inputs.push_back(v->tensor());
+    at::Tensor t = v->tensor();
+    if (get.as_padded_tensor() && t.is_nested()) {
+      if (get.padding_side() != "right") {
+        TD_FAIL(ValueError, describe(), ": input key ", k.repr(), arg(),
+                " is a nested tensor, which pads only on the right; get_kwargs.padding_side is '",
+                get.padding_side(), "'");
+      }
+      t = at::nested_to_padded_tensor(t, get.padding_value());
+    }
+    inputs.push_back(std::move(t));
   }
-  const internal::ModuleOutput result = invoke(inputs);
-  write(result, out);
+  if (missing.empty()) {
+    write(invoke(inputs), out);
+    return out;
+  }
+  try {
+    write(invoke(inputs), out);
+  } catch (c10::Error& e) {
+    e.add_context(absl::StrCat("the in keys ", KeysRepr(missing),
+                               " are missing from the input TensorDict (strict(false) passed ",
+                               get.default_value().defined() ? "get_kwargs.default_value"
+                                                             : "undefined tensors",
+                               " in their place)"));
+    throw;
+  }
   return out;
 }
 

@@ -138,6 +138,9 @@ class CompositeDistribution {
   const std::vector<NestedKey>& keys() const { return keys_; }
   // The part drawn under `key`. Throws KeyError naming the key and keys().
   const Distribution& dist(const NestedKey& key) const;
+  // The parts, in keys() order (shared: from_distributions() may build another composite over
+  // them).
+  const std::vector<std::shared_ptr<Distribution>>& dists() const { return dists_; }
 
   // Draws as a TensorDict with batch size sample_shape + batch_shape(), one entry per out key
   // (nested keys nest). sample() records no gradient.

@@ -475,37 +475,120 @@ void ProbabilisticTensorDictModuleImpl::pretty_print(std::ostream& stream) const
 
 // ---- ProbabilisticTensorDictSequentialImpl --------------------------------------------------------
 
+namespace {
+
+// The probabilistic modules of `modules` (nested probabilistic sequences' own), last first.
+template <class Fn>
+void ForEachProbabilisticReversed(const std::vector<std::shared_ptr<TensorDictModuleBase>>& modules,
+                                  Fn fn) {
+  for (auto it = modules.rbegin(); it != modules.rend(); ++it) {
+    if (auto* m = dynamic_cast<ProbabilisticTensorDictModuleImpl*>(it->get())) fn(*m);
+    if (auto* s = dynamic_cast<ProbabilisticTensorDictSequentialImpl*>(it->get())) {
+      ForEachProbabilisticReversed(s->modules(), fn);
+    }
+  }
+}
+
+bool IsProbabilistic(const TensorDictModuleBase* m) {
+  return dynamic_cast<const ProbabilisticTensorDictModuleImpl*>(m) != nullptr ||
+         dynamic_cast<const ProbabilisticTensorDictSequentialImpl*>(m) != nullptr;
+}
+
+}  // namespace
+
 ProbabilisticTensorDictSequentialImpl::ProbabilisticTensorDictSequentialImpl(
     std::vector<std::shared_ptr<TensorDictModuleBase>> modules,
     TensorDictSequentialOptions options)
-    : TensorDictSequentialImpl(std::move(modules), std::move(options)) {
+    : ProbabilisticTensorDictSequentialImpl(
+          std::move(modules), ProbabilisticTensorDictSequentialOptions().sequential(options)) {}
+
+ProbabilisticTensorDictSequentialImpl::ProbabilisticTensorDictSequentialImpl(
+    std::vector<std::shared_ptr<TensorDictModuleBase>> modules,
+    ProbabilisticTensorDictSequentialOptions options)
+    : TensorDictSequentialImpl(std::move(modules), options.sequential()) {
   if (modules_.empty()) {
     TD_FAIL(ValueError, "ProbabilisticTensorDictSequential needs at least one module");
   }
-  if (!std::dynamic_pointer_cast<ProbabilisticTensorDictModuleImpl>(modules_.back())) {
-    TD_FAIL(TypeError, "ProbabilisticTensorDictSequential: the last module must be a "
-                    "ProbabilisticTensorDictModule; got ",
-                    modules_.back()->name());
+  const bool last_is_module =
+      std::dynamic_pointer_cast<ProbabilisticTensorDictModuleImpl>(modules_.back()) != nullptr;
+  size_t probabilistic = 0, prob_modules = 0;
+  for (const auto& m : modules_) {
+    probabilistic += IsProbabilistic(m.get()) ? 1 : 0;
+    prob_modules += dynamic_cast<ProbabilisticTensorDictModuleImpl*>(m.get()) ? 1 : 0;
   }
+  if (probabilistic == 0 || (!last_is_module && options.return_composite() == false)) {
+    TD_FAIL(TypeError, "ProbabilisticTensorDictSequential: the last module must be a "
+                    "ProbabilisticTensorDictModule",
+                    probabilistic == 0 ? " (no module is probabilistic: use a TensorDictSequential)"
+                                       : " unless return_composite is true",
+                    "; got ", modules_.back()->name());
+  }
+  return_composite_ = options.return_composite().value_or(!last_is_module || prob_modules > 1);
 }
 
 ProbabilisticTensorDictModuleImpl& ProbabilisticTensorDictSequentialImpl::probabilistic_module()
     const {
-  return dynamic_cast<ProbabilisticTensorDictModuleImpl&>(*modules_.back());
+  ProbabilisticTensorDictModuleImpl* last = nullptr;
+  ForEachProbabilisticReversed(modules_, [&](ProbabilisticTensorDictModuleImpl& m) {
+    if (last == nullptr) last = &m;
+  });
+  // The constructor checked that some module is probabilistic; a nested sequence has one too.
+  return *last;
 }
 
 std::shared_ptr<Distribution> ProbabilisticTensorDictSequentialImpl::get_dist(
     const TensorDict& td) {
+  if (return_composite_) {
+    TD_FAIL(TypeError, "ProbabilisticTensorDictSequential::get_dist: with return_composite the "
+                    "distribution is a CompositeDistribution over every probabilistic module; "
+                    "call get_composite_dist()");
+  }
   return probabilistic_module().get_dist(run_chain(td, modules_.size() - 1));
 }
 
 std::shared_ptr<CompositeDistribution> ProbabilisticTensorDictSequentialImpl::get_composite_dist(
     const TensorDict& td) {
+  if (return_composite_) return composite_of_all(td);
   return probabilistic_module().get_composite_dist(run_chain(td, modules_.size() - 1));
+}
+
+std::shared_ptr<CompositeDistribution> ProbabilisticTensorDictSequentialImpl::composite_of_all(
+    const TensorDict& td) {
+  TensorDict cur = td.copy();
+  std::vector<std::pair<NestedKey, std::shared_ptr<Distribution>>> dists;
+  auto add_composite = [&dists](const CompositeDistribution& c) {
+    for (size_t j = 0; j < c.keys().size(); ++j) dists.emplace_back(c.keys()[j], c.dists()[j]);
+  };
+  for (size_t i = 0; i < modules_.size(); ++i) {
+    TensorDictModuleBase* m = modules_[i].get();
+    if (auto* p = dynamic_cast<ProbabilisticTensorDictModuleImpl*>(m)) {
+      if (p->is_composite()) {
+        add_composite(*p->get_composite_dist(cur));
+      } else {
+        dists.emplace_back(p->dist_sample_keys()[0], p->get_dist(cur));
+      }
+    } else if (auto* s = dynamic_cast<ProbabilisticTensorDictSequentialImpl*>(m)) {
+      // get_dist / get_composite_dist write the nested sequence's deterministic outputs into a
+      // copy of `cur`; its draw (below) recomputes them.
+      const TensorDict view = cur.copy();
+      if (s->return_composite() || s->probabilistic_module().is_composite()) {
+        add_composite(*s->get_composite_dist(view));
+      } else {
+        dists.emplace_back(s->probabilistic_module().dist_sample_keys()[0], s->get_dist(view));
+      }
+    } else {
+      cur = run_module(i, cur);
+      continue;
+    }
+    if (i + 1 < modules_.size()) cur = run_module(i, cur);  // the draw later modules read
+  }
+  return std::make_shared<CompositeDistribution>(
+      CompositeDistribution::from_distributions(cur, std::move(dists)));
 }
 
 at::Tensor ProbabilisticTensorDictSequentialImpl::log_prob(const TensorDict& td) {
   // The draw is read from `td` itself (a module before the last may write elsewhere).
+  if (return_composite_) return composite_of_all(td)->log_prob(td);
   ProbabilisticTensorDictModuleImpl& last = probabilistic_module();
   if (last.is_composite()) return get_composite_dist(td)->log_prob(td);
   return get_dist(td)->log_prob(td.get(last.out_keys_source()[0]));
@@ -529,22 +612,6 @@ TensorDictSequential ProbabilisticTensorDictSequentialImpl::det_part() const {
 InteractionType ProbabilisticTensorDictSequentialImpl::default_interaction_type() const {
   return probabilistic_module().options().default_interaction_type();
 }
-
-namespace {
-
-// The probabilistic modules of `modules` (nested probabilistic sequences' own), last first.
-template <class Fn>
-void ForEachProbabilisticReversed(const std::vector<std::shared_ptr<TensorDictModuleBase>>& modules,
-                                  Fn fn) {
-  for (auto it = modules.rbegin(); it != modules.rend(); ++it) {
-    if (auto* m = dynamic_cast<ProbabilisticTensorDictModuleImpl*>(it->get())) fn(*m);
-    if (auto* s = dynamic_cast<ProbabilisticTensorDictSequentialImpl*>(it->get())) {
-      ForEachProbabilisticReversed(s->modules(), fn);
-    }
-  }
-}
-
-}  // namespace
 
 std::vector<NestedKey> ProbabilisticTensorDictSequentialImpl::log_prob_keys() const {
   std::vector<NestedKey> out;
@@ -580,7 +647,10 @@ std::vector<int64_t> ProbabilisticTensorDictSequentialImpl::num_samples() const 
 
 std::shared_ptr<TensorDictSequentialImpl> ProbabilisticTensorDictSequentialImpl::make_like(
     std::vector<std::shared_ptr<TensorDictModuleBase>> modules) const {
-  return std::make_shared<ProbabilisticTensorDictSequentialImpl>(std::move(modules), options_);
+  return std::make_shared<ProbabilisticTensorDictSequentialImpl>(
+      std::move(modules), ProbabilisticTensorDictSequentialOptions()
+                              .sequential(options_)
+                              .return_composite(return_composite_));
 }
 
 void ProbabilisticTensorDictSequentialImpl::pretty_print(std::ostream& stream) const {

@@ -270,22 +270,51 @@ class ProbabilisticTensorDictModule
             std::move(in_keys), std::move(out_keys), std::move(options))) {}
 };
 
-// A TensorDictSequential whose last module is a ProbabilisticTensorDictModule.
+struct ProbabilisticTensorDictSequentialOptions {
+  // Python's return_composite=: true makes get_composite_dist() a CompositeDistribution over
+  // every probabilistic module of the sequence (see ProbabilisticTensorDictSequentialImpl);
+  // false considers only the last module, which must then be a ProbabilisticTensorDictModule.
+  // Unset: true when the last module is not a ProbabilisticTensorDictModule or more than one
+  // module is, as upstream.
+  TORCH_ARG(std::optional<bool>, return_composite) = std::nullopt;
+  // partial_tolerant, selected_out_keys, inplace.
+  TORCH_ARG(TensorDictSequentialOptions, sequential) = {};
+};
+
+// A TensorDictSequential with probabilistic modules: usually ending with one, whose distribution
+// get_dist() returns; with return_composite, any number of them anywhere in the sequence, whose
+// distributions get_composite_dist() gathers into one CompositeDistribution.
 class ProbabilisticTensorDictSequentialImpl : public TensorDictSequentialImpl {
  public:
-  // Throws TypeError when the last module is not a ProbabilisticTensorDictModule, ValueError
-  // when there is no module.
+  // Throws TypeError when the last module is not a ProbabilisticTensorDictModule (unless
+  // return_composite), or when no module is probabilistic (use a TensorDictSequential);
+  // ValueError when there is no module.
   explicit ProbabilisticTensorDictSequentialImpl(
       std::vector<std::shared_ptr<TensorDictModuleBase>> modules,
       TensorDictSequentialOptions options = {});
+  //   ProbabilisticTensorDictSequentialImpl(
+  //       modules, ProbabilisticTensorDictSequentialOptions().return_composite(true));
+  ProbabilisticTensorDictSequentialImpl(std::vector<std::shared_ptr<TensorDictModuleBase>> modules,
+                                        ProbabilisticTensorDictSequentialOptions options);
   // Runs every module but the last on `td` (writing their outputs into it) and returns the
-  // distribution of the last one.
+  // distribution of the last one. Throws TypeError with return_composite (the distribution is a
+  // CompositeDistribution: call get_composite_dist()).
   std::shared_ptr<Distribution> get_dist(const TensorDict& td);
-  // The same for a last module with a composite distribution.
-  //   auto dist = policy->get_composite_dist(data);
+  // Without return_composite: the same for a last module with a composite distribution.
+  // With return_composite (Python's get_dist then): runs the modules in order on a shallow copy of
+  // `td` (`td` is left unchanged); each probabilistic module contributes its distribution, built
+  // from what the modules before it wrote (a composite module its parts), and, unless it is the
+  // last module, draws (as its forward() does: the interaction type set on this thread, else its
+  // default) so that later modules are conditioned on that draw. Returns the CompositeDistribution
+  // over those distributions, keyed by their draws' keys, in module order, with the batch shape of
+  // `td`.
+  //   auto dist = policy->get_composite_dist(data);   // dist->keys(): {"sample0", "sample1"}
   std::shared_ptr<CompositeDistribution> get_composite_dist(const TensorDict& td);
-  // The log-probability of the draw(s) already in td under the distribution built from it.
+  // The log-probability of the draw(s) already in td under the distribution built from it (with
+  // return_composite: the sum over every probabilistic module's draws, get_composite_dist(td)->
+  // log_prob(td)).
   at::Tensor log_prob(const TensorDict& td);
+  bool return_composite() const { return return_composite_; }
   // Python's get_dist_params: runs every module but the last on `td` (under the interaction type
   // set on this thread, else default_interaction_type()) and returns the result, which holds the
   // distribution's parameters.
@@ -296,6 +325,9 @@ class ProbabilisticTensorDictSequentialImpl : public TensorDictSequentialImpl {
   TensorDictSequential det_part() const;
   // The last module's default interaction type.
   InteractionType default_interaction_type() const;
+  // The last ProbabilisticTensorDictModule of the sequence (looking into nested probabilistic
+  // sequences); without return_composite, the last module.
+  ProbabilisticTensorDictModuleImpl& probabilistic_module() const;
   // The log-prob keys of the probabilistic modules, last module first (Python's order).
   std::vector<NestedKey> log_prob_keys() const;
   // The draws' and parameters' keys of the probabilistic modules, last module first.
@@ -304,12 +336,15 @@ class ProbabilisticTensorDictSequentialImpl : public TensorDictSequentialImpl {
   // The sample dims the probabilistic modules add, the last module's first (each expands what
   // the previous ones wrote).
   std::vector<int64_t> num_samples() const;
-  ProbabilisticTensorDictModuleImpl& probabilistic_module() const;
   void pretty_print(std::ostream& stream) const override;
 
  protected:
   std::shared_ptr<TensorDictSequentialImpl> make_like(
       std::vector<std::shared_ptr<TensorDictModuleBase>> modules) const override;
+
+ private:
+  std::shared_ptr<CompositeDistribution> composite_of_all(const TensorDict& td);
+  bool return_composite_ = false;
 };
 
 class ProbabilisticTensorDictSequential
@@ -323,9 +358,17 @@ class ProbabilisticTensorDictSequential
                                     TensorDictSequentialOptions options = {})
       : ModuleHolder(std::make_shared<ProbabilisticTensorDictSequentialImpl>(
             std::move(modules), std::move(options))) {}
+  //   td::nn::ProbabilisticTensorDictSequential seq(
+  //       {a.ptr(), head0.ptr(), b.ptr(), head1.ptr()},
+  //       td::nn::ProbabilisticTensorDictSequentialOptions().return_composite(true));
+  ProbabilisticTensorDictSequential(std::vector<std::shared_ptr<TensorDictModuleBase>> modules,
+                                    ProbabilisticTensorDictSequentialOptions options)
+      : ModuleHolder(std::make_shared<ProbabilisticTensorDictSequentialImpl>(
+            std::move(modules), std::move(options))) {}
   template <class First, class... Rest,
             class = std::enable_if_t<
                 !std::is_same_v<std::decay_t<First>, TensorDictSequentialOptions> &&
+                !std::is_same_v<std::decay_t<First>, ProbabilisticTensorDictSequentialOptions> &&
                 !std::is_same_v<std::decay_t<First>, std::nullptr_t> &&
                 !(sizeof...(Rest) == 0 &&
                   std::is_same_v<std::decay_t<First>, ProbabilisticTensorDictSequential>) &&

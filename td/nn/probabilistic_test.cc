@@ -206,6 +206,78 @@ TEST(ProbabilisticTensorDictSequential, PrintsAndClones) {
                            p.td_module1(data.copy()).get("hidden")));
 }
 
+// ---- return_composite ------------------------------------------------------------------------------
+
+// Upstream's docstring example: x -> loc -> sample0 -> loc2 -> sample1, Normal(loc, 1) each.
+std::vector<std::shared_ptr<td::nn::TensorDictModuleBase>> TwoDraws() {
+  auto loc_and_scale = [](at::Tensor x) { return std::make_tuple(x + 1, at::ones_like(x)); };
+  return {
+      TensorDictModule(loc_and_scale, {"x"}, {"loc", "scale"}).ptr(),
+      ProbabilisticTensorDictModule({"loc", "scale"}, "sample0", td::nn::Normal::factory()).ptr(),
+      TensorDictModule(loc_and_scale, {"sample0"}, {"loc2", "scale2"}).ptr(),
+      ProbabilisticTensorDictModule(
+          {"loc2", "scale2"}, "sample1", td::nn::Normal::factory(),
+          ProbabilisticTensorDictModuleOptions().dist_param_names({"loc", "scale"}))
+          .ptr()};
+}
+
+TEST(ProbabilisticTensorDictSequential, ReturnCompositeGathersEveryDistribution) {
+  ProbabilisticTensorDictSequential seq(TwoDraws());  // two probabilistic modules: composite
+  EXPECT_TRUE(seq->return_composite());
+  td::TensorDict input({{"x", at::ones({3})}}, {3});
+  auto dist = seq->get_composite_dist(input);
+  EXPECT_EQ(dist->keys(), (std::vector<td::NestedKey>{"sample0", "sample1"}));
+  EXPECT_EQ(input.keys(), (std::vector<td::NestedKey>{"x"}));  // the input is left unchanged
+  // sample1's distribution is conditioned on the draw of sample0 (deterministic: its mean, 2).
+  EXPECT_TRUE(dist->dist("sample0").mean().equal(at::full({3}, 2.0)));
+  EXPECT_TRUE(dist->dist("sample1").mean().equal(at::full({3}, 3.0)));
+  EXPECT_EQ(dist->batch_shape(), at::IntArrayRef({3}));
+  // forward runs every module; log_prob scores both draws: 2 * log N(0; 0, 1) per element.
+  td::TensorDict out = seq(input.copy());
+  EXPECT_TRUE(out.get("sample1").equal(at::full({3}, 3.0)));
+  EXPECT_TRUE(at::allclose(seq->log_prob(out), at::full({3}, -2 * 0.91893853320467)));
+  // Under kRandom, sample1's loc is sample0's draw plus one, not 3.
+  {
+    at::manual_seed(0);
+    td::nn::SetInteractionType random(InteractionType::kRandom);
+    auto drawn = seq->get_composite_dist(input);
+    EXPECT_FALSE(at::allclose(drawn->dist("sample1").mean(), at::full({3}, 3.0)));
+  }
+  TD_EXPECT_THROW_MSG(seq->get_dist(input), td::TypeError, {"return_composite", "get_composite_dist"});
+}
+
+TEST(ProbabilisticTensorDictSequential, ReturnCompositeFalseUsesTheLastModule) {
+  ProbabilisticTensorDictSequential seq(
+      TwoDraws(), td::nn::ProbabilisticTensorDictSequentialOptions().return_composite(false));
+  EXPECT_FALSE(seq->return_composite());
+  td::TensorDict input({{"x", at::ones({3})}}, {3});
+  auto dist = seq->get_dist(input);
+  EXPECT_EQ(dist->name(), "Normal");
+  EXPECT_TRUE(dist->mean().equal(at::full({3}, 3.0)));
+  td::TensorDict out = seq(td::TensorDict({{"x", at::ones({3})}}, {3}));
+  EXPECT_TRUE(at::allclose(seq->log_prob(out), at::full({3}, -0.91893853320467)));
+}
+
+TEST(ProbabilisticTensorDictSequential, ReturnCompositeWithAnIntermediateDistributionOnly) {
+  std::vector<std::shared_ptr<td::nn::TensorDictModuleBase>> mods = TwoDraws();
+  mods.resize(3);  // x -> loc -> sample0 -> loc2: the last module is not probabilistic
+  ProbabilisticTensorDictSequential seq(mods);
+  EXPECT_TRUE(seq->return_composite());
+  td::TensorDict input({{"x", at::ones({3})}}, {3});
+  EXPECT_EQ(seq->get_composite_dist(input)->keys(), (std::vector<td::NestedKey>{"sample0"}));
+  EXPECT_TRUE(seq(input).get("loc2").equal(at::full({3}, 3.0)));
+  // Not allowed without return_composite, nor with no probabilistic module at all.
+  TD_EXPECT_THROW_MSG(ProbabilisticTensorDictSequential(
+                          mods, td::nn::ProbabilisticTensorDictSequentialOptions()
+                                    .return_composite(false)),
+                      td::TypeError, {"last module must be", "unless return_composite is true"});
+  TD_EXPECT_THROW_MSG(
+      ProbabilisticTensorDictSequential(
+          std::vector<std::shared_ptr<td::nn::TensorDictModuleBase>>{mods[0]},
+          td::nn::ProbabilisticTensorDictSequentialOptions().return_composite(true)),
+      td::TypeError, {"no module is probabilistic", "TensorDictSequential"});
+}
+
 }  // namespace
 
 TEST(ProbabilisticTensorDictModule, DefaultDistributionIsDelta) {
