@@ -1,5 +1,6 @@
 #include "td/core/dtype.h"
 
+#include <cctype>
 #include <utility>
 
 #include "absl/strings/str_join.h"
@@ -39,6 +40,26 @@ std::string DtypeName(c10::ScalarType dtype) {
 std::optional<c10::ScalarType> ParseDtypeName(std::string_view name) {
   for (const auto& s : kSpellings) {
     if (s.name == name) return s.type;
+  }
+  return std::nullopt;
+}
+
+std::string DtypeRepr(c10::ScalarType dtype) {
+  for (const auto& s : kSpellings) {
+    if (s.type == dtype) return std::string(s.name);
+  }
+  if (dtype == c10::kComplexHalf) return "torch.complex32";
+  // Python names the others as c10 does, in lower case: QInt8 -> qint8, UInt16 -> uint16.
+  std::string name = c10::toString(dtype);
+  for (char& c : name) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  return "torch." + name;
+}
+
+std::optional<c10::ScalarType> ParseDtypeRepr(std::string_view name) {
+  if (std::optional<c10::ScalarType> known = ParseDtypeName(name)) return known;
+  for (int i = 0; i < static_cast<int>(c10::ScalarType::Undefined); ++i) {
+    const auto dtype = static_cast<c10::ScalarType>(i);
+    if (DtypeRepr(dtype) == name) return dtype;
   }
   return std::nullopt;
 }

@@ -60,7 +60,7 @@ std::string TensorRepr(const TensorDict& level, const std::string& key, const En
   std::vector<std::string> parts;
   if (o.show_shape()) parts.push_back("shape=" + SizeRepr(m.shape));
   if (o.show_field_device()) parts.push_back("device=" + m.device.str());
-  if (o.show_dtype()) parts.push_back("dtype=" + DtypeName(m.dtype));
+  if (o.show_dtype()) parts.push_back("dtype=" + DtypeRepr(m.dtype));
   if (o.show_field_is_shared()) parts.push_back(absl::StrCat("is_shared=", PyBool(shared)));
   const bool extended = o.show_grad() || o.show_is_contiguous() || o.show_is_view() ||
                         o.show_storage_size() || o.plain();

@@ -82,8 +82,10 @@ std::optional<Span> SpanOf(const std::vector<at::Tensor>& leaves) {
   int64_t total = 0;
   bool sorted = true;  // consolidated leaves come in buffer order: no sort needed
   const bool grad = at::GradMode::is_enabled();
+  // Quantized leaves never span: their TensorImpl carries a quantizer that Unspan's plain views
+  // would lose.
   for (const at::Tensor& t : leaves) {
-    if (!t.defined() || t.layout() != at::kStrided || !t.has_storage() ||
+    if (!t.defined() || t.layout() != at::kStrided || !t.has_storage() || t.is_quantized() ||
         t.unsafeGetTensorImpl()->unsafe_storage().unsafeGetStorageImpl() != storage ||
         t.scalar_type() != first.scalar_type() || t.device() != first.device() ||
         !t.is_contiguous() || (grad && t.requires_grad()) || t.is_neg() || t.is_conj()) {

@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "td/compat/torch.h"
+#include "td/core/dtype.h"
 #include "td/core/internal/in_place.h"
 #include "td/core/internal/leafwise.h"
 #include "td/core/internal/leaves.h"
@@ -95,6 +96,21 @@ at::ScalarType UnsignedDtype(int bits) {
             "is LibTorch ", compat::kTorchVersionMajor, ".", compat::kTorchVersionMinor);
   }
   return *t;
+}
+
+// The quantized dtype verbs: torch's Tensor.to cannot cast a tensor to a quantized dtype, so
+// every leaf must already be of `dtype` (checked before anything is built); they are shared.
+TensorDict AlreadyQuantized(const TensorDict& td, at::ScalarType dtype, const char* verb) {
+  LeafTree tree(td);
+  for (size_t i = 0; i < tree.num_leaves(); ++i) {
+    const at::ScalarType has = tree.leaves()[i].scalar_type();
+    if (has == dtype) continue;
+    TD_FAIL(TypeError, verb, "(): the leaf ", tree.key(i).repr(), " is ", DtypeRepr(has),
+            "; torch cannot cast a tensor to a quantized dtype, so ", verb, "() passes only "
+            "leaves already of ", DtypeRepr(dtype), ": quantize them with apply and "
+            "at::quantize_per_tensor");
+  }
+  return tree.Rebuild(tree.leaves(), td.batch_size(), /*check=*/false);
 }
 
 // "cuda" -> the current cuda device ("cuda:0"); a device with an index, or the CPU, as is.
@@ -410,6 +426,13 @@ TD_CAST_(complex32, at::kComplexHalf)
 TD_CAST_(complex64, at::kComplexFloat)
 TD_CAST_(complex128, at::kComplexDouble)
 #undef TD_CAST_
+
+TensorDict TensorDict::qint8() const { return AlreadyQuantized(*this, at::kQInt8, "qint8"); }
+TensorDict TensorDict::qint32() const { return AlreadyQuantized(*this, at::kQInt32, "qint32"); }
+TensorDict TensorDict::quint8() const { return AlreadyQuantized(*this, at::kQUInt8, "quint8"); }
+TensorDict TensorDict::quint4x2() const {
+  return AlreadyQuantized(*this, at::kQUInt4x2, "quint4x2");
+}
 
 TensorDict TensorDict::type(at::ScalarType dtype) const { return to(dtype); }
 

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "td/compat/torch.h"
+#include "td/core/dtype.h"
 #include "td/core/testing.h"
 
 namespace td {
@@ -102,6 +103,80 @@ TEST(MemoryOpsTest, ToDeviceAndDtypeCastsEveryLeaf) {
   // A cast LibTorch refuses (to a quantized dtype) names the key.
   TensorDict two({{"x", at::ones({3, 2}, at::kDouble)}, {"y", at::ones({3, 2})}}, {3, 2});
   TD_EXPECT_THROW_MSG(two.to(at::kQInt8), c10::Error, {"'x'"});
+}
+
+// A quantized leaf holds the same values, dtype and quantizer as `want`.
+void ExpectSameQuantized(const at::Tensor& got, const at::Tensor& want) {
+  ASSERT_TRUE(got.is_quantized());
+  EXPECT_EQ(got.scalar_type(), want.scalar_type());
+  EXPECT_EQ(got.q_scale(), want.q_scale());
+  EXPECT_EQ(got.q_zero_point(), want.q_zero_point());
+  EXPECT_TRUE(at::equal(got.int_repr(), want.int_repr()));
+}
+
+TEST(MemoryOpsTest, QuantizedLeavesInDenseStorage) {
+  using at::indexing::Slice;
+  const at::Tensor qa = at::quantize_per_tensor(at::arange(6.0).view({3, 2}) / 4, 0.25, 0,
+                                                at::kQInt8);
+  const at::Tensor qb = at::quantize_per_tensor(at::arange(12.0).view({3, 2, 2}), 0.5, 1,
+                                                at::kQInt8);
+  TensorDict q({{"a", qa}, {"n", {{"b", qb}}}, {"s", "note"}}, {3, 2});
+  EXPECT_TRUE(q.get("a").is_same(qa));
+  EXPECT_TRUE(q.get({"n", "b"}).is_same(qb));
+  // Indexing keeps the quantizer.
+  ExpectSameQuantized(q.index({1}).get({"n", "b"}), qb[1]);
+  ExpectSameQuantized(q.index({Slice(0, 2)}).get("a"), qa.slice(0, 0, 2));
+  // clone: new memory, same quantized values; also for leaves that are views of one quantized
+  // buffer (which the one-buffer copy of clone and to() leaves to the per-leaf path).
+  const TensorDict c = q.clone();
+  ExpectSameQuantized(c.get("a"), qa);
+  EXPECT_NE(c.get("a").data_ptr(), qa.data_ptr());
+  ExpectSameQuantized(c.get({"n", "b"}), qb);
+  const at::Tensor whole = at::quantize_per_tensor(at::arange(12.0), 0.5, 0, at::kQUInt8);
+  const TensorDict views({{"u", whole.slice(0, 0, 6).view({3, 2})},
+                          {"v", whole.slice(0, 6, 12).view({3, 2})}},
+                         {3, 2});
+  const TensorDict vc = views.clone();
+  ExpectSameQuantized(vc.get("u"), whole.slice(0, 0, 6).view({3, 2}));
+  ExpectSameQuantized(vc.get("v"), whole.slice(0, 6, 12).view({3, 2}));
+  EXPECT_NE(vc.get("v").data_ptr(), whole.data_ptr());
+  // Printing names the dtype as Python does.
+  EXPECT_NE(c10::str(q).find("dtype=torch.qint8"), std::string::npos) << q;
+}
+
+TEST(MemoryOpsTest, QuantizedVerbsPassOnlyLeavesOfTheirDtype) {
+  const at::Tensor x = at::arange(6.0).view({3, 2}) / 4;
+  const at::Tensor qa = at::quantize_per_tensor(x, 0.25, 0, at::kQInt8);
+  const at::Tensor qb = at::quantize_per_tensor(x * 4, 0.5, 1, at::kQInt8);
+  const TensorDict q({{"a", qa}, {"n", {{"b", qb}}}, {"s", "note"}}, {3, 2});
+  // Already quantized: the same tensors, nested ones included; non-tensor data carried.
+  const TensorDict r = q.qint8();
+  EXPECT_EQ(r.batch_size(), q.batch_size());
+  EXPECT_TRUE(r.get("a").is_same(qa));
+  EXPECT_TRUE(r.get({"n", "b"}).is_same(qb));
+  EXPECT_EQ(r.get_non_tensor("s"), "note");
+  // Each verb on its own dtype.
+  const std::vector<std::pair<at::ScalarType, std::function<TensorDict(const TensorDict&)>>>
+      verbs = {{at::kQInt8, [](const TensorDict& t) { return t.qint8(); }},
+               {at::kQInt32, [](const TensorDict& t) { return t.qint32(); }},
+               {at::kQUInt8, [](const TensorDict& t) { return t.quint8(); }},
+               {at::kQUInt4x2, [](const TensorDict& t) { return t.quint4x2(); }}};
+  for (const auto& [dtype, verb] : verbs) {
+    SCOPED_TRACE(c10::toString(dtype));
+    const at::Tensor w = at::quantize_per_tensor(x, 0.25, 0, dtype);
+    const TensorDict one({{"w", w}}, {3, 2});
+    EXPECT_TRUE(verb(one).get("w").is_same(w));
+    // A float leaf is refused by name (torch cannot cast to a quantized dtype)...
+    const TensorDict mixed({{"w", w}, {"n", {{"x", x}}}}, {3, 2});
+    const std::string name = DtypeRepr(dtype).substr(6);  // "qint8"
+    TD_EXPECT_THROW_MSG(verb(mixed), TypeError,
+                        {name + "()", "('n', 'x')", "torch.float32", "at::quantize_per_tensor"});
+    // ... and nothing changed.
+    EXPECT_TRUE(mixed.get("w").is_same(w));
+    EXPECT_TRUE(mixed.get({"n", "x"}).is_same(x));
+  }
+  // So is a leaf of another quantized dtype.
+  TD_EXPECT_THROW_MSG(q.quint8(), TypeError, {"quint8()", "'a'", "torch.qint8", "torch.quint8"});
 }
 
 TEST(MemoryOpsTest, DataSharesMemoryWithoutHistory) {
