@@ -1,5 +1,7 @@
-// main() for every benchmark binary: runs the benchmarks (5 repetitions by default), then
-// prints, for each benchmark named `<Case>/ours` and every baseline `<Case>/<name>` (the same work
+// main() for every benchmark binary: runs the benchmarks (5 repetitions by default, randomly
+// interleaved: the repetitions of `<Case>/ours` and of its baselines alternate in time, so a
+// drift in machine speed during the run, common on a shared VM, moves both sides of a ratio
+// alike rather than whichever ran during it), then prints, for each benchmark named `<Case>/ours` and every baseline `<Case>/<name>` (the same work
 // written by hand with plain LibTorch, or a std/absl map, in the same run), the ratio of their
 // median real times. A ratio below 1 means ours is faster.
 #include <benchmark/benchmark.h>
@@ -71,15 +73,20 @@ class RatioReporter : public benchmark::ConsoleReporter {
 int main(int argc, char** argv) {
   std::vector<char*> args(argv, argv + argc);
   bool has_reps = false;
+  bool has_interleaving = false;
   for (int i = 1; i < argc; ++i) {
-    if (std::string(argv[i]).rfind("--benchmark_repetitions", 0) == 0) has_reps = true;
+    const std::string arg = argv[i];
+    if (arg.rfind("--benchmark_repetitions", 0) == 0) has_reps = true;
+    if (arg.rfind("--benchmark_enable_random_interleaving", 0) == 0) has_interleaving = true;
   }
   static char reps[] = "--benchmark_repetitions=5";
   static char only_aggregates[] = "--benchmark_report_aggregates_only=true";
+  static char interleave[] = "--benchmark_enable_random_interleaving=true";
   if (!has_reps) {
     args.push_back(reps);
     args.push_back(only_aggregates);
   }
+  if (!has_interleaving) args.push_back(interleave);
   int n = static_cast<int>(args.size());
   benchmark::Initialize(&n, args.data());
   if (benchmark::ReportUnrecognizedArguments(n, args.data())) return 1;
