@@ -5,6 +5,7 @@
 #include <ATen/CPUGeneratorImpl.h>
 
 #include <algorithm>
+#include <mutex>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -17,6 +18,24 @@ thread_local std::optional<InteractionType> current_interaction_type;
 
 std::string LeafKeys(const TensorDict& td) {
   return KeysRepr(td.keys(KeysOptions().include_nested(true).leaves_only(true)));
+}
+
+// An independent copy of `g`: the same state, advanced on its own. LibTorch 1.13's
+// at::Generator::clone() leaks the copy: GeneratorImpl::clone adopts the new object after
+// raising only its strong count, so its weak count stays 0 and dropping the last reference
+// never deletes it (LeakSanitizer in //td/nn:probabilistic_keys_test, allocated by
+// CPUGeneratorImpl::clone_impl). A CPU generator is copied through its state instead, on every
+// LibTorch version; other devices keep clone().
+at::Generator CopyGenerator(at::Generator g) {  // a handle: mutex() is non-const
+  if (!g.device().is_cpu()) return g.clone();
+  at::Tensor state;
+  {
+    std::lock_guard<std::mutex> lock(g.mutex());
+    state = g.get_state();
+  }
+  at::Generator copy = at::detail::createCPUGenerator();
+  copy.set_state(state);
+  return copy;
 }
 
 }  // namespace
@@ -232,7 +251,7 @@ at::Generator ProbabilisticTensorDictModuleImpl::call_generator(
 }
 
 void ProbabilisticTensorDictModuleImpl::reset() {
-  if (generator_.defined()) generator_ = generator_.clone();
+  if (generator_.defined()) generator_ = CopyGenerator(generator_);
   cached_dist_.reset();
   cached_composite_.reset();
 }
