@@ -1,9 +1,9 @@
 // main() for every benchmark binary: runs the benchmarks (5 repetitions by default, randomly
 // interleaved: the repetitions of `<Case>/ours` and of its baselines alternate in time, so a
 // drift in machine speed during the run, common on a shared VM, moves both sides of a ratio
-// alike rather than whichever ran during it), then prints, for each benchmark named `<Case>/ours` and every baseline `<Case>/<name>` (the same work
-// written by hand with plain LibTorch, or a std/absl map, in the same run), the ratio of their
-// median real times. A ratio below 1 means ours is faster.
+// alike), then prints, for each benchmark named `<Case>/ours` and every baseline `<Case>/<name>`
+// (the same work written by hand with plain LibTorch, or a std/absl map, in the same run), the
+// ratio of their median real times. A ratio below 1 means ours is faster.
 #include <benchmark/benchmark.h>
 
 #include <cstdio>
