@@ -8,27 +8,24 @@
 // the agent) and the reward is -|action - kBest o|^2. Actors explore with Gaussian noise around
 // the policy's output; the learner regresses the policy onto the actions it was sent, weighted
 // by the softmax of their rewards (reward-weighted regression). Run as is, the program forks its
-// 3 ranks itself (Gloo over a FileStore in a temp dir); started by a launcher that sets RANK /
+// 3 ranks itself with td::distributed::spawn; started by a launcher that sets RANK /
 // WORLD_SIZE / MASTER_ADDR / MASTER_PORT it joins that group instead. Exits non-zero unless the
 // policy's error falls below a fifth of where it started.
 //
 // Bazel: //td/tensorclass:nn, :distributed and :data (each brings //td/tensorclass and the
-// package it adapts), //td/nn, //td/backends/memmap, @tensordict_libtorch//:libtorch.
-#include <signal.h>
-#include <sys/wait.h>
+// package it adapts), //td/distributed, //td/nn, //td/backends/memmap,
+// @tensordict_libtorch//:libtorch.
 #include <torch/torch.h>  // torch::nn::Linear, torch::optim::Adam
-#include <unistd.h>
 
 #include <chrono>
-#include <cstdio>
 #include <filesystem>
 #include <cstdlib>
 #include <iostream>
 #include <optional>
 #include <string>
-#include <thread>
 #include <vector>
 
+#include "td/distributed/spawn.h"         // td::distributed::spawn
 #include "td/nn/common.h"                 // TensorDictModule
 #include "td/nn/functional.h"             // from_module
 #include "td/nn/sequence.h"               // TensorDictSequential
@@ -143,48 +140,13 @@ int main() {
     std::filesystem::remove_all(dir);
     return code;
   }
-  const int world = 3;
-  auto options = dist::GroupOptions()
-                     .world_size(world)
-                     .file_store_path(std::string(dir) + "/store")
-                     .timeout(std::chrono::milliseconds(60000));
-  std::vector<pid_t> pids;
-  for (int r = 0; r < world; ++r) {
-    std::fflush(stdout);
-    pid_t pid = ::fork();
-    if (pid == 0) {
-      int code = 1;
-      try {
-        code = RunRank(dist::init_process_group(dist::GroupOptions(options).rank(r)), dir);
-      } catch (const std::exception& e) {
-        std::cerr << "rank " << r << ": " << e.what() << std::endl;
-      }
-      std::fflush(stdout);
-      std::_Exit(code);
-    }
-    pids.push_back(pid);
-  }
-  // Every rank's waits are bounded by the group's timeout; the whole run by this deadline.
-  int failed = 0, running = world;
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::minutes(5);
-  while (running > 0) {
-    for (pid_t& pid : pids) {
-      int status = 0;
-      if (pid <= 0 || ::waitpid(pid, &status, WNOHANG) != pid) continue;
-      if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) ++failed;
-      pid = 0;
-      --running;
-    }
-    if (running > 0 && std::chrono::steady_clock::now() > deadline) {
-      for (pid_t pid : pids) {
-        if (pid > 0) ::kill(pid, SIGKILL);
-      }
-      std::cerr << "killed " << running << " rank(s) at the deadline" << std::endl;
-      failed = running;
-      break;
-    }
-    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  // Every rank's waits are bounded by the group's timeout; the whole run by the deadline.
+  const auto exits = dist::spawn(
+      dist::SpawnOptions().world_size(3).deadline(std::chrono::minutes(5)),
+      [&dir](int, const dist::ProcessGroupPtr& pg) { return RunRank(pg, dir); });
+  for (size_t r = 0; r < exits.size(); ++r) {
+    if (!exits[r].ok()) std::cerr << "rank " << r << ": " << exits[r].to_string() << std::endl;
   }
   std::filesystem::remove_all(dir);
-  return failed == 0 ? 0 : 1;
+  return dist::all_ok(exits) ? 0 : 1;
 }

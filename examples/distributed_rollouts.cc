@@ -9,14 +9,11 @@
 //                                                  td::TensorDict batch = td::stack(rollouts);
 //
 // The first rollout of each actor goes with init_remote, so the learner needs no template. Run
-// as is, the program forks its 4 ranks itself (Gloo over a FileStore in a temp dir); started by
+// as is, the program forks its 4 ranks itself with td::distributed::spawn; started by
 // a launcher that sets RANK / WORLD_SIZE / MASTER_ADDR / MASTER_PORT it joins that group instead.
 // Exits non-zero unless the learner's loss falls.
 #include <ATen/ATen.h>
-#include <sys/wait.h>
-#include <unistd.h>
 
-#include <cstdio>
 #include <cstdlib>
 #include <iostream>
 #include <string>
@@ -25,6 +22,7 @@
 #include "td/core/stack.h"
 #include "td/core/tensordict.h"
 #include "td/distributed/distributed.h"
+#include "td/distributed/spawn.h"
 
 namespace dist = td::distributed;
 
@@ -96,34 +94,10 @@ int main() {
   if (std::getenv("RANK") != nullptr) {
     return RunRank(dist::init_process_group(dist::options_from_env()));
   }
-  char dir[] = "/tmp/td_rollouts_XXXXXX";
-  if (::mkdtemp(dir) == nullptr) return 1;
-  const int world = 4;
-  auto options = dist::GroupOptions()
-                     .world_size(world)
-                     .file_store_path(std::string(dir) + "/store")
-                     .timeout(std::chrono::milliseconds(60000));
-  std::vector<pid_t> pids;
-  for (int r = 0; r < world; ++r) {
-    std::fflush(stdout);
-    pid_t pid = ::fork();
-    if (pid == 0) {
-      int code = 1;
-      try {
-        code = RunRank(dist::init_process_group(dist::GroupOptions(options).rank(r)));
-      } catch (const std::exception& e) {
-        std::cerr << "rank " << r << ": " << e.what() << std::endl;
-      }
-      std::fflush(stdout);
-      std::_Exit(code);
-    }
-    pids.push_back(pid);
+  const auto exits = dist::spawn(dist::SpawnOptions().world_size(4),
+                                 [](int, const dist::ProcessGroupPtr& pg) { return RunRank(pg); });
+  for (size_t r = 0; r < exits.size(); ++r) {
+    if (!exits[r].ok()) std::cerr << "rank " << r << ": " << exits[r].to_string() << std::endl;
   }
-  int failed = 0;
-  for (pid_t pid : pids) {
-    int status = 0;
-    ::waitpid(pid, &status, 0);
-    if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) ++failed;
-  }
-  return failed == 0 ? 0 : 1;
+  return dist::all_ok(exits) ? 0 : 1;
 }
