@@ -338,21 +338,22 @@ std::vector<int64_t> Concat(at::IntArrayRef a, at::IntArrayRef b) {
   return out;
 }
 
-at::Tensor DrawTensor(const Distribution& dist, InteractionType type, at::IntArrayRef num_samples,
-                      int64_t n_empirical) {
-  at::Tensor draw;
+at::IntArrayRef Shape(const at::Tensor& draw) { return draw.sizes(); }
+at::IntArrayRef Shape(const TensorDict& draw) { return draw.batch_size(); }
+
+// The draw of `type` from a Distribution (a tensor) or a CompositeDistribution (a TensorDict),
+// expanded by num_samples where the draw is not random. `mean` is dist.mean(), or what stands in
+// for it.
+template <class Dist, class MeanFn>
+auto Draw(const Dist& dist, InteractionType type, at::IntArrayRef num_samples, MeanFn mean)
+    -> decltype(dist.mode()) {
+  decltype(dist.mode()) draw;
   switch (type) {
     case InteractionType::kMode:
       draw = dist.mode();
       break;
     case InteractionType::kMean:
-      try {
-        draw = dist.mean();
-      } catch (const c10::NotImplementedError&) {
-        // No closed form: the mean of n draws (Python's n_empirical_estimate).
-        const std::vector<int64_t> n = {n_empirical};
-        draw = (dist.has_rsample() ? dist.rsample(n) : dist.sample(n)).mean(0);
-      }
+      draw = mean();
       break;
     case InteractionType::kRandom:
       return dist.has_rsample() ? dist.rsample(num_samples) : dist.sample(num_samples);
@@ -363,29 +364,25 @@ at::Tensor DrawTensor(const Distribution& dist, InteractionType type, at::IntArr
       draw = dist.deterministic_sample();
       break;
   }
-  return num_samples.empty() ? draw : draw.expand(Concat(num_samples, draw.sizes()));
+  return num_samples.empty() ? draw : draw.expand(Concat(num_samples, Shape(draw)));
+}
+
+at::Tensor DrawTensor(const Distribution& dist, InteractionType type, at::IntArrayRef num_samples,
+                      int64_t n_empirical) {
+  return Draw(dist, type, num_samples, [&] {
+    try {
+      return dist.mean();
+    } catch (const c10::NotImplementedError&) {
+      // No closed form: the mean of n draws (Python's n_empirical_estimate).
+      const std::vector<int64_t> n = {n_empirical};
+      return (dist.has_rsample() ? dist.rsample(n) : dist.sample(n)).mean(0);
+    }
+  });
 }
 
 TensorDict DrawComposite(const CompositeDistribution& dist, InteractionType type,
                          at::IntArrayRef num_samples) {
-  TensorDict draw;
-  switch (type) {
-    case InteractionType::kMode:
-      draw = dist.mode();
-      break;
-    case InteractionType::kMean:
-      draw = dist.mean();
-      break;
-    case InteractionType::kRandom:
-      return dist.has_rsample() ? dist.rsample(num_samples) : dist.sample(num_samples);
-    case InteractionType::kMedian:
-      draw = dist.median();
-      break;
-    case InteractionType::kDeterministic:
-      draw = dist.deterministic_sample();
-      break;
-  }
-  return num_samples.empty() ? draw : draw.expand(Concat(num_samples, draw.batch_size()));
+  return Draw(dist, type, num_samples, [&] { return dist.mean(); });
 }
 
 }  // namespace
