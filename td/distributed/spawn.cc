@@ -122,6 +122,7 @@ bool all_ok(const std::vector<RankExit>& exits) {
 
 std::vector<RankExit> spawn(const SpawnOptions& o,
                             const std::function<int(int, const ProcessGroupPtr&)>& fn) {
+  if (!fn) TD_FAIL(ValueError, "td::distributed::spawn: the rank function is empty");
   if (o.world_size() < 1) {
     TD_FAIL(ValueError, "td::distributed::spawn: world_size must be >= 1, got ", o.world_size());
   }

@@ -144,6 +144,7 @@ TEST(Spawn, RejectsBadOptionsBeforeForking) {
   }
   EXPECT_THROW(spawn(SpawnOptions().group_timeout(std::chrono::milliseconds(0)), fn), ValueError);
   EXPECT_THROW(spawn(SpawnOptions().deadline(std::chrono::milliseconds(-1)), fn), ValueError);
+  EXPECT_THROW(spawn(SpawnOptions(), nullptr), ValueError);
 }
 
 }  // namespace
