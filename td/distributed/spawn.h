@@ -68,8 +68,8 @@ struct RankExit {
 // Forks options.world_size() processes; the r-th makes rank r's group and runs fn(r, group),
 // whose result is its exit code. Returns one RankExit per rank, in rank order, once every
 // process has ended (or at the deadline). Throws td::ValueError for an empty `fn`,
-// world_size < 1 or a non-positive group_timeout or deadline, c10::Error when the store directory or a process
-// cannot be made (processes already started are killed first).
+// world_size < 1 or a non-positive group_timeout or deadline; c10::Error when the store
+// directory or a process cannot be made (processes already started are killed first).
 std::vector<RankExit> spawn(const SpawnOptions& options,
                             const std::function<int(int, const ProcessGroupPtr&)>& fn);
 
