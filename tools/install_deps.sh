@@ -13,6 +13,12 @@
 # Debian 13 (trixie; tools/bazelw-debian13 runs this inside its root): the
 # same packages, giving LibTorch 2.6.0, GCC 14, Abseil 20240722, oneTBB 2022.1,
 # GoogleTest 1.16, Google Benchmark 1.9, clang 19.
+# Debian sid (tools/bazelw-sid): LibTorch 2.14.1, GCC 16, Abseil 20260526,
+# oneTBB 2023.1, GoogleTest 1.18, Bazel 7.7.1, CMake 4.3, clang 21.
+#
+# apt's and dpkg's progress (about 1,600 lines on a fresh machine) goes to
+# $TENSORDICT_INSTALL_LOG (default ~/.cache/tensordict-install-deps.log); the
+# terminal gets one line before and one after, or the log's tail on failure.
 set -euo pipefail
 
 PACKAGES=(
@@ -44,6 +50,7 @@ PACKAGES=(
 # The sanitizer and libFuzzer runtimes of the distribution's default clang.
 case "$(. /etc/os-release 2>/dev/null && echo "${VERSION_CODENAME:-}")" in
   trixie) PACKAGES+=(libclang-rt-19-dev) ;;
+  sid | forky) PACKAGES+=(libclang-rt-21-dev cmake) ;;
   *) PACKAGES+=(libclang-rt-14-dev) ;;
 esac
 
@@ -66,7 +73,10 @@ if [[ "${1:-}" == "--check" ]]; then
   exit 1
 fi
 
-echo "install_deps: installing ${missing[*]}" >&2
+log="${TENSORDICT_INSTALL_LOG:-${HOME:-/root}/.cache/tensordict-install-deps.log}"
+mkdir -p "$(dirname "${log}")"
+echo "install_deps: installing ${#missing[@]} Debian packages (${missing[*]}) and what they need;" \
+  "apt's output goes to ${log}" >&2
 SUDO=()
 if [[ $(id -u) -ne 0 ]]; then
   if command -v sudo >/dev/null 2>&1; then
@@ -80,6 +90,15 @@ fi
 # Wait for (rather than fail on) a concurrent apt/dpkg run, e.g. unattended
 # upgrades or another session's install.
 APT_OPTS=(-o DPkg::Lock::Timeout=900)
-"${SUDO[@]}" apt-get "${APT_OPTS[@]}" update -qq >&2
-"${SUDO[@]}" env DEBIAN_FRONTEND=noninteractive \
-  apt-get "${APT_OPTS[@]}" install -y -qq "${missing[@]}" >&2
+start=${SECONDS}
+if ! {
+  "${SUDO[@]}" apt-get "${APT_OPTS[@]}" update &&
+    "${SUDO[@]}" env DEBIAN_FRONTEND=noninteractive \
+      apt-get "${APT_OPTS[@]}" install -y "${missing[@]}"
+} >"${log}" 2>&1; then
+  echo "install_deps: apt-get failed; the end of ${log}:" >&2
+  tail -n 25 "${log}" >&2
+  exit 1
+fi
+echo "install_deps: done in $((SECONDS - start)) s," \
+  "$(grep -c '^Setting up ' "${log}" || true) packages set up" >&2

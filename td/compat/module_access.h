@@ -17,14 +17,14 @@
 #include <torch/ordered_dict.h>
 
 #include <memory>
-#include <c10/util/Optional.h>
 #include <string>
+
+#include "td/compat/torch.h"
 
 namespace td::compat {
 
-// The optional device torch::nn::Module::clone takes: c10::optional<Device> (std::optional itself
-// from LibTorch 2.4 on).
-using OptionalDevice = c10::optional<c10::Device>;
+// The optional device torch::nn::Module::clone takes.
+using OptionalDevice = Optional<c10::Device>;
 
 using TensorRegistry = torch::OrderedDict<std::string, at::Tensor>;
 using ModuleRegistry = torch::OrderedDict<std::string, std::shared_ptr<torch::nn::Module>>;

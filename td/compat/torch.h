@@ -5,8 +5,10 @@
 // Code outside td/compat never tests TORCH_VERSION_* and never names a LibTorch symbol that exists
 // in only some versions: it asks this target. Where a difference can be detected from the
 // headers themselves (`__has_include`, a constructor that exists or not), the check is made on
-// that rather than on a version number, so a LibTorch between or after the versions tested
-// (1.13.1 and 2.6.0, see tools/bazelw-debian13) gets the right branch. The private members this
+// that rather than on a version number, so a LibTorch between or after the versions tested gets
+// the right branch. Tested: 1.13.1 (Debian 12, C++17), 2.6.0 (Debian 13, tools/bazelw-debian13)
+// and 2.14.1 (Debian sid, tools/bazelw-sid; C++20 on both 2.x, NOTE [ C++ standard ] in
+// tensordict_deps.bzl). The private members this
 // library relies on (td/compat/module_access.h) and the OpenMP runtime lookup (td/compat/omp.h)
 // live here too; //td/compat:compat_test fails on any LibTorch whose layout they no longer
 // match.
@@ -26,6 +28,12 @@
 
 #if __has_include(<c10/util/Lazy.h>)
 #include <c10/util/Lazy.h>
+#endif
+#if TORCH_VERSION_MAJOR < 2
+#include <c10/util/Optional.h>
+#include <c10/util/string_view.h>
+#else
+#include <string_view>
 #endif
 
 namespace td::compat {
@@ -51,6 +59,22 @@ inline std::optional<c10::ScalarType> UnsignedDtype(int bits) {
 #endif
   return std::nullopt;
 }
+
+// The optional and string-view types of LibTorch's API (arguments of at:: functions, virtuals of
+// torch::nn::Module and torch::data datasets): c10's own classes in 1.13; in 2.x the standard
+// ones, whose c10:: names are deprecated aliases that C10_NODEPRECATED removes. Code outside
+// td/compat spells them td::compat::Optional / kNullopt / StringView and never c10::optional.
+#if TORCH_VERSION_MAJOR < 2
+template <class T>
+using Optional = c10::optional<T>;
+inline constexpr c10::nullopt_t kNullopt = c10::nullopt;
+using StringView = c10::string_view;
+#else
+template <class T>
+using Optional = std::optional<T>;
+inline constexpr std::nullopt_t kNullopt = std::nullopt;
+using StringView = std::string_view;
+#endif
 
 // Where an error was raised: captured by TD_FAIL (td/core/errors.h) with __func__ / __FILE__ /
 // __LINE__, or as a default argument with `SourceLoc::current()` (GCC and Clang evaluate the

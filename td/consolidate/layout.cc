@@ -8,10 +8,10 @@
 
 #include <algorithm>
 #include <cstdlib>
+#include <mutex>
 #include <utility>
 
 #include "absl/container/flat_hash_map.h"
-#include "absl/synchronization/mutex.h"
 #include "td/core/internal/entry_list.h"
 #include "td/core/storage.h"
 #include "td/core/tensordict.h"
@@ -94,9 +94,11 @@ struct Registry {
     c10::weak_intrusive_ptr<c10::StorageImpl> weak;
     std::shared_ptr<const BufferContext> ctx;
   };
-  absl::Mutex mu;
-  absl::flat_hash_map<const c10::StorageImpl*, Entry> entries ABSL_GUARDED_BY(mu);
-  size_t sweep_at ABSL_GUARDED_BY(mu) = 64;
+  // std::mutex, not absl::Mutex: Abseil 20220623 locks it only through a pointer, which 20260526
+  // deprecates. Both members below are guarded by it.
+  std::mutex mu;
+  absl::flat_hash_map<const c10::StorageImpl*, Entry> entries;
+  size_t sweep_at = 64;
 };
 
 Registry& GetRegistry() {
@@ -115,7 +117,7 @@ std::optional<Buffer> Adopt(const at::Tensor& owner, std::shared_ptr<const Buffe
   ctx->layout = std::move(layout);
   const c10::Storage& storage = owner.storage();
   Registry& r = GetRegistry();
-  absl::MutexLock lock(&r.mu);
+  std::lock_guard<std::mutex> lock(r.mu);
   auto it = r.entries.find(storage.unsafeGetStorageImpl());
   if (it != r.entries.end() && !it->second.weak.expired()) {
     const BufferContext& old = *it->second.ctx;
@@ -141,7 +143,7 @@ std::optional<Buffer> Adopt(const at::Tensor& owner, std::shared_ptr<const Buffe
 
 std::shared_ptr<const BufferContext> ContextOf(const c10::Storage& storage) {
   Registry& r = GetRegistry();
-  absl::MutexLock lock(&r.mu);
+  std::lock_guard<std::mutex> lock(r.mu);
   auto it = r.entries.find(storage.unsafeGetStorageImpl());
   if (it == r.entries.end()) return nullptr;
   if (it->second.weak.expired()) {

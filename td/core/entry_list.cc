@@ -1,5 +1,6 @@
 #include "td/core/internal/entry_list.h"
 
+#include <mutex>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -133,7 +134,7 @@ void EntryList::reset_index() {
 }
 
 void EntryList::build_index() const {
-  absl::MutexLock lock(&index_mu_);
+  std::lock_guard<std::mutex> lock(index_mu_);
   if (indexed_.load(std::memory_order_relaxed)) return;  // another reader built it
   index_.clear();
   index_.reserve(entries_.size());

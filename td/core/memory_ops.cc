@@ -162,7 +162,7 @@ void Backward(const TensorDict& td, const TensorDict* gradient, std::optional<bo
     TD_FAIL(ValueError, "backward(): no leaf of the TensorDict requires grad");
   }
   torch::autograd::backward(outputs, grads,
-                            retain_graph ? c10::optional<bool>(*retain_graph) : c10::nullopt,
+                            retain_graph ? compat::Optional<bool>(*retain_graph) : compat::kNullopt,
                             create_graph);
 }
 

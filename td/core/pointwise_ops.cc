@@ -190,8 +190,8 @@ TensorDict TensorDict::clamp(const std::optional<at::Scalar>& min,
   return LeafwiseOut(
       *this, {}, {},
       [&](const at::Tensor& t, const std::vector<LeafArg>&) {
-        return at::clamp(t, min ? c10::optional<at::Scalar>(*min) : c10::nullopt,
-                         max ? c10::optional<at::Scalar>(*max) : c10::nullopt);
+        return at::clamp(t, min ? compat::Optional<at::Scalar>(*min) : compat::kNullopt,
+                         max ? compat::Optional<at::Scalar>(*max) : compat::kNullopt);
       },
       "clamping");
 }
@@ -202,8 +202,8 @@ TensorDict& TensorDict::clamp_(const std::optional<at::Scalar>& min,
   return LeafwiseIn(
       *this, {}, {},
       [&](at::Tensor& t, const std::vector<LeafArg>&) {
-        t.clamp_(min ? c10::optional<at::Scalar>(*min) : c10::nullopt,
-                 max ? c10::optional<at::Scalar>(*max) : c10::nullopt);
+        t.clamp_(min ? compat::Optional<at::Scalar>(*min) : compat::kNullopt,
+                 max ? compat::Optional<at::Scalar>(*max) : compat::kNullopt);
       },
       "clamp_");
 }

@@ -9,6 +9,7 @@
 #include <functional>
 #include <vector>
 
+#include "td/compat/torch.h"
 #include "td/core/internal/leafwise.h"
 #include "td/core/internal/leaves.h"
 #include "td/core/internal/tensordict_util.h"
@@ -101,9 +102,9 @@ ValuesIndices Pairwise(const TensorDict& td, int64_t dim, bool keepdim, bool red
                        tree.Rebuild(std::move(out[1]), nb, /*check=*/false)};
 }
 
-// LibTorch 1.13 takes c10::optional, 2.x std::optional: either converts from this.
-c10::optional<at::ScalarType> AsC10(std::optional<at::ScalarType> d) {
-  return d ? c10::optional<at::ScalarType>(*d) : c10::nullopt;
+// LibTorch's optional (td/compat/torch.h) from ours.
+compat::Optional<at::ScalarType> AsC10(std::optional<at::ScalarType> d) {
+  return d ? compat::Optional<at::ScalarType>(*d) : compat::kNullopt;
 }
 
 }  // namespace
@@ -222,11 +223,11 @@ TensorDict TensorDict::nanmean(const ReduceOptions& o) const {
 
 TensorDict TensorDict::quantile(double q, std::optional<int64_t> dim, bool keepdim,
                                 std::string_view interpolation) const {
-  const c10::string_view interp(interpolation.data(), interpolation.size());
+  const compat::StringView interp(interpolation.data(), interpolation.size());
   if (!dim) {
     return Reduce(
         *this, ReduceOptions(), "quantile",
-        [&](const at::Tensor& t) { return at::quantile(t, q, c10::nullopt, false, interp); }, {});
+        [&](const at::Tensor& t) { return at::quantile(t, q, compat::kNullopt, false, interp); }, {});
   }
   return Reduce(*this, Dims({*dim}, keepdim), "quantile", {},
                 [&](const at::Tensor& t, at::IntArrayRef d, bool k) {

@@ -25,7 +25,7 @@ TensorDict TensorDictDataset::get(size_t index) {
   return data_.index({static_cast<int64_t>(index)});
 }
 
-c10::optional<size_t> TensorDictDataset::size() const { return rows_; }
+td::compat::Optional<size_t> TensorDictDataset::size() const { return rows_; }
 
 TensorDict Stack::apply_batch(std::vector<TensorDict> rows) {
   if (rows.empty()) TD_FAIL(ValueError, "td::data::Stack: cannot collate an empty batch");

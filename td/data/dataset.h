@@ -24,6 +24,7 @@
 #include <cstddef>
 #include <vector>
 
+#include "td/compat/torch.h"
 #include "td/core/tensordict.h"
 
 namespace td::data {
@@ -43,7 +44,7 @@ class TensorDictDataset
   //   td::TensorDict row = ds.get(3);   // batch size data.batch_size()[1:]
   TensorDict get(size_t index) override;
   // The number of rows, data.batch_size()[0].
-  c10::optional<size_t> size() const override;
+  td::compat::Optional<size_t> size() const override;
 
   const TensorDict& tensordict() const { return data_; }
 

@@ -8,15 +8,16 @@
 #include <vector>
 
 #include "td/compat/functorch.h"
+#include "td/compat/torch.h"
 #include "td/core/dtype.h"
 #include "td/core/errors.h"
 
 namespace td::nn {
 namespace {
 
-c10::optional<at::Generator> Gen() {
+td::compat::Optional<at::Generator> Gen() {
   at::Generator g = sampling_generator();
-  if (!g.defined()) return c10::nullopt;
+  if (!g.defined()) return td::compat::kNullopt;
   return g;
 }
 

@@ -7,6 +7,7 @@
 #include <ostream>
 
 #include "td/compat/functorch.h"
+#include "td/compat/torch.h"
 #include "td/core/dtype.h"
 #include "td/core/errors.h"
 #include "td/core/nested_key.h"
@@ -49,8 +50,8 @@ at::Tensor NormalLogPdf(const at::Tensor& x) { return -0.5 * x * x - kLogSqrt2Pi
 thread_local at::Generator current_generator;
 
 // What ATen's sampling functions take: the thread's generator, or none (the default one).
-c10::optional<at::Generator> Gen() {
-  if (!current_generator.defined()) return c10::nullopt;
+td::compat::Optional<at::Generator> Gen() {
+  if (!current_generator.defined()) return td::compat::kNullopt;
   return current_generator;
 }
 

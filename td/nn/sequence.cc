@@ -266,7 +266,7 @@ std::shared_ptr<TensorDictSequentialImpl> TensorDictSequentialImpl::make_like(
 }
 
 std::shared_ptr<torch::nn::Module> TensorDictSequentialImpl::clone(
-    const c10::optional<at::Device>& device) const {
+    const td::compat::OptionalDevice& device) const {
   std::vector<std::shared_ptr<TensorDictModuleBase>> copies;
   copies.reserve(modules_.size());
   for (const auto& m : modules_) {

@@ -99,7 +99,7 @@ class TensorDictSequentialImpl : public TensorDictModuleBase {
 
   // A deep copy: every module cloned, same options.
   std::shared_ptr<torch::nn::Module> clone(
-      const c10::optional<at::Device>& device = c10::nullopt) const override;
+      const td::compat::OptionalDevice& device = td::compat::kNullopt) const override;
   // td::nn::TensorDictSequential(in_keys=[...], out_keys=[...]), then the modules.
   void pretty_print(std::ostream& stream) const override;
 

@@ -42,7 +42,7 @@ TensorDictModuleBase& TensorDictModuleWrapperImpl::reset_out_keys() {
 }
 
 std::shared_ptr<torch::nn::Module> TensorDictModuleWrapperImpl::clone(
-    const c10::optional<at::Device>& device) const {
+    const td::compat::OptionalDevice& device) const {
   auto inner = std::dynamic_pointer_cast<TensorDictModuleBase>(td_module_->clone(device));
   if (!inner) {
     TD_FAIL(c10::Error, "TensorDictModuleWrapper::clone: the clone of ", td_module_->name(),

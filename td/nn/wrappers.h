@@ -56,7 +56,7 @@ class TensorDictModuleWrapperImpl : public TensorDictModuleBase {
 
   // A copy around a clone of the wrapped module (on `device` when given), built by make_like().
   std::shared_ptr<torch::nn::Module> clone(
-      const c10::optional<at::Device>& device = c10::nullopt) const override;
+      const td::compat::OptionalDevice& device = td::compat::kNullopt) const override;
   void pretty_print(std::ostream& stream) const override;
 
  protected:

@@ -6,6 +6,9 @@
 # absl::variant and absl::any are Abseil's own types there, NOT aliases of
 # the std:: ones (they convert implicitly in most places, but overloads and
 # template deduction see different types).
+
+load("@rules_cc//cc:defs.bzl", "cc_library")
+
 package(default_visibility = ["//visibility:public"])
 
 cc_library(

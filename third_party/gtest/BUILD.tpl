@@ -4,6 +4,9 @@
 # Debian ships GoogleTest/GoogleMock as static archives only (PIC); each
 # target lists the archives in dependency order itself, so the link line is
 # right whatever Bazel does with the order of linkopts across targets.
+
+load("@rules_cc//cc:defs.bzl", "cc_library")
+
 package(default_visibility = ["//visibility:public"])
 
 _HDRS = glob(["include/**"])

@@ -4,6 +4,9 @@
 # Debian's serial HDF5 (libhdf5-dev): headers in include/hdf5/serial, the library as
 # libhdf5_serial.so. That build is not thread-safe: //td/backends/h5 makes every HDF5 call under
 # one process-wide lock (NOTE [ One HDF5 lock ] in td/backends/h5/h5_io.h).
+
+load("@rules_cc//cc:defs.bzl", "cc_library")
+
 package(default_visibility = ["//visibility:public"])
 
 cc_library(

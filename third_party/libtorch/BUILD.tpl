@@ -6,6 +6,9 @@
 # official zips. Cost of one TU on the 2-core dev box (g++ 12, Debian
 # LibTorch 1.13.1): <ATen/ATen.h> ~4.5 s / 0.5 GB RAM, <torch/types.h>
 # ~5.5 s, <torch/torch.h> ~12 s / 1 GB RAM -- include ATen where possible.
+
+load("@rules_cc//cc:defs.bzl", "cc_library")
+
 package(default_visibility = ["//visibility:public"])
 
 _HDRS = glob(["include/**"])

@@ -4,6 +4,9 @@
 # Only //td/python depends on these: Python's C API headers, pybind11's headers and
 # libtorch_python (torch's Python bindings, e.g. THPVariable_Wrap). An extension module does not
 # link libpython: the interpreter that loads it provides those symbols.
+
+load("@rules_cc//cc:defs.bzl", "cc_library")
+
 package(default_visibility = ["//visibility:public"])
 
 cc_library(

@@ -7,6 +7,7 @@
 #include <atomic>
 #include <cstdint>
 #include <cstring>
+#include <mutex>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -16,7 +17,6 @@
 #include "absl/base/attributes.h"
 #include "absl/container/flat_hash_set.h"
 #include "absl/hash/hash.h"
-#include "absl/synchronization/mutex.h"
 #include "td/core/storage.h"
 
 namespace td {
@@ -132,11 +132,12 @@ class EntryList {
   // operation results (clone, math, indexing) are iterated or consumed without a lookup by key.
   // Concurrent readers of a const TensorDict may race to build it: `indexed_` (acquire /
   // release) says it is complete, `index_mu_` lets one of them build it. Writers (serialised by
-  // the caller, like every write) keep a built index in step or drop it.
+  // the caller, like every write) keep a built index in step or drop it. (A std::mutex: Abseil
+  // 20220623 locks an absl::Mutex only through calls that 20260526 deprecates.)
   mutable absl::flat_hash_set<uint32_t, PositionHash, PositionEq> index_{
       0, PositionHash{&entries_}, PositionEq{&entries_}};
   mutable std::atomic<bool> indexed_{false};
-  mutable absl::Mutex index_mu_;
+  mutable std::mutex index_mu_;
   // Raised through const pointers when a level is placed deeper (a property of the level's
   // position, not of its entries); written only by writes, which the caller serialises.
   mutable int depth_ = 0;
