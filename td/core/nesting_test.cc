@@ -265,7 +265,8 @@ TEST(NestedBatchDimsTest, EveryLevelKeepsItsOwnDims) {
   ExpectLevels(t, {3, 4});  // nothing above changed the input
 }
 
-// The values follow the batch sizes: each leaf of the result is the op on the input's leaf.
+// The values follow the batch sizes: each leaf of the result is the op on the input's leaf
+// (the leaves were right before the batch sizes were; this guards the values).
 TEST(NestedBatchDimsTest, LeavesMatchTheirOwnOp) {
   const TensorDict t = ExtraDimsTree();
   const NestedKey z{"n", "m", "k", "z"};
@@ -296,11 +297,14 @@ TEST(NestedBatchDimsTest, NamesOfNestedDimsFollow) {
   t.set_names({"b", "t"});
   t.get_tensordict({"n", "m"}).set_names({"b", "t", "c", "s"});
   const TensorDict r = t.permute({1, 0});
+  EXPECT_EQ(r.get_tensordict({"n", "m"}).batch_size(), at::IntArrayRef({4, 3, 2, 5}));
   EXPECT_EQ(r.get_tensordict({"n", "m"}).names(), (DimNames{"t", "b", "c", "s"}));
   EXPECT_EQ(r.get_tensordict({"n", "m", "k"}).names(),
             (DimNames{"t", "b", "c", "s", std::nullopt}));
   EXPECT_EQ(r.get_tensordict("n").names(), (DimNames{"t", "b", std::nullopt}));
-  EXPECT_EQ(t.index({0}).get_tensordict({"n", "m"}).names(), (DimNames{"t", "c", "s"}));
+  const TensorDict row = t.index({0});
+  EXPECT_EQ(row.get_tensordict({"n", "m"}).batch_size(), at::IntArrayRef({4, 2, 5}));
+  EXPECT_EQ(row.get_tensordict({"n", "m"}).names(), (DimNames{"t", "c", "s"}));
 }
 
 // Rebuild checks every level it builds against its leaves: an output that does not fit is a
