@@ -9,17 +9,11 @@
 #include "td/core/dtype.h"
 #include "td/core/internal/entry_list.h"
 #include "td/core/internal/names.h"
+#include "td/core/internal/tensordict_util.h"
 #include "td/core/storage.h"
 
 namespace td {
 namespace internal {
-namespace {
-
-bool StartsWith(at::IntArrayRef shape, at::IntArrayRef prefix) {
-  return shape.size() >= prefix.size() && std::equal(prefix.begin(), prefix.end(), shape.begin());
-}
-
-}  // namespace
 
 LeafTree::LeafTree(const TensorDict& td, bool stop_at_lazy) : stop_at_lazy_(stop_at_lazy) {
   AddLevel(td, -1, -1);
@@ -176,11 +170,41 @@ std::vector<at::Tensor> LeafTree::Align(const TensorDict& other,
   return out;
 }
 
+// NOTE [ Rebuilt batch sizes ]
+// A nested level's batch size starts with its parent's and may add dims of its own ("extra"
+// dims). Operations act on the root's batch dims only, so in the result every level keeps its
+// extra dims after its parent's new batch size: a level whose batch size was
+// `parent_old + extra` gets `parent_new + extra`. Counting from the parent, not the root, is
+// what keeps a level two or more below the root from getting its ancestors' extra dims twice.
+// RebuildLevel then checks each level it builds against its leaves and its children: each starts
+// with the level's batch size. With `check`, a leaf that does not is the caller's output of the
+// wrong shape (BatchSizeError naming the key); without it the caller promised the shapes, so
+// any violation is an internal error naming the level, the entry and both shapes, thrown
+// instead of returning a TensorDict whose batch size does not fit its entries.
+namespace {
+
+// `level`: "the root" or "level ('a', 'b')"; `leaf`: whether `entry` is a tensor (its shape)
+// or a sub-TensorDict (its batch size).
+[[noreturn]] void FailLevelInvariant(const std::string& level, const NestedKey& entry, bool leaf,
+                                     at::IntArrayRef entry_shape, at::IntArrayRef batch) {
+  TD_FAIL(c10::Error, "internal error (a tensordict bug) in LeafTree::Rebuild: ", level,
+          " of the result has batch size ", SizeRepr(batch), " but its ",
+          leaf ? "leaf " : "sub-TensorDict ", entry.repr(), " has ",
+          leaf ? "shape " : "batch size ", SizeRepr(entry_shape),
+          ", which does not start with it");
+}
+
+}  // namespace
+
 TensorDict LeafTree::RebuildLevel(int64_t level, std::vector<at::Tensor>& outputs,
                                   std::vector<int64_t> batch, int64_t root_old_dims, bool check,
                                   const std::optional<at::Device>& device,
                                   bool extra_dims, const DimOrigins* origins) const {
   const Level& lv = levels_[level];
+  const int64_t old_dims = lv.td.batch_dims();
+  auto level_repr = [&] {
+    return level == 0 ? std::string("the root") : "level " + LevelKey(level, nullptr).repr();
+  };
   std::vector<std::pair<std::string, Value>> entries;
   entries.reserve(lv.entries.size());
   for (const Entry& e : lv.entries) {
@@ -188,28 +212,35 @@ TensorDict LeafTree::RebuildLevel(int64_t level, std::vector<at::Tensor>& output
       case Kind::kTensor: {
         at::Tensor& t = outputs[e.index];
         if (!t.defined()) break;
-        if (check) {
-          if (!StartsWith(t.sizes(), batch)) {
+        if (!TensorStartsWith(t, batch)) {
+          if (check) {
             TD_FAIL(BatchSizeError, "the result for key ", LevelKey(level, &e.key).repr(),
-                                 " has shape ", SizeRepr(t.sizes()),
+                                 " has shape ", SizeRepr(ShapeOf(t)),
                                  ", which does not start with the batch size ", SizeRepr(batch));
           }
-          if (device && t.device() != *device) t = t.to(*device);
+          FailLevelInvariant(level_repr(), LevelKey(level, &e.key), /*leaf=*/true, ShapeOf(t),
+                             batch);
         }
+        if (check && device && t.device() != *device) t = t.to(*device);
         entries.emplace_back(e.key, std::move(t));
         break;
       }
       case Kind::kTensorDict: {
+        // NOTE [ Rebuilt batch sizes ]: this level's new batch size, then the child's own dims.
         at::IntArrayRef old = levels_[e.index].td.batch_size();
         std::vector<int64_t> sub_batch = batch;
-        if (extra_dims && static_cast<int64_t>(old.size()) > root_old_dims) {
-          sub_batch.insert(sub_batch.end(), old.begin() + root_old_dims, old.end());
+        if (extra_dims && static_cast<int64_t>(old.size()) > old_dims) {
+          sub_batch.insert(sub_batch.end(), old.begin() + old_dims, old.end());
         }
         std::optional<at::Device> sub_device = levels_[e.index].td.device();
         if (device != lv.td.device()) sub_device = device;
-        entries.emplace_back(e.key, RebuildLevel(e.index, outputs, std::move(sub_batch),
-                                                 root_old_dims, check, sub_device, extra_dims,
-                                                 origins));
+        TensorDict sub = RebuildLevel(e.index, outputs, std::move(sub_batch), root_old_dims, check,
+                                      sub_device, extra_dims, origins);
+        if (!StartsWith(sub.batch_size(), batch)) {
+          FailLevelInvariant(level_repr(), LevelKey(level, &e.key), /*leaf=*/false,
+                             sub.batch_size(), batch);
+        }
+        entries.emplace_back(e.key, std::move(sub));
         break;
       }
       case Kind::kOther:
@@ -219,7 +250,6 @@ TensorDict LeafTree::RebuildLevel(int64_t level, std::vector<at::Tensor>& output
   }
   std::shared_ptr<const DimNames> names;
   if (has_names_ && lv.td.storage().names() != nullptr) {
-    const int64_t old_dims = lv.td.batch_dims();
     names = MapNames(*lv.td.storage().names(), origins, root_old_dims,
                      extra_dims ? std::max<int64_t>(old_dims - root_old_dims, 0) : 0);
   }

@@ -11,11 +11,14 @@
 //      static constexpr const char* kBackendId;  // what TensorDict::backend() reports
 //      static td::Capabilities capabilities();   // what the backend declares; must equal
 //                                                // storage().capabilities() of Make()'s result
-//      static td::TensorDict Make();             // a NEW TensorDict on the backend holding
-//                                                // exactly td::conformance::ReferenceContent()
-//    ReferenceContent() is the same logical content for every backend: batch size [4, 3, 2, 1],
-//    keys "a" float32 (*B, 5), "b" float32 (*B, 10), "c" int64 (*B, 3) and ("n", "inner")
-//    float32 (*B, 2) (sub-TensorDict "n" with batch size B), inserted in that order.
+//      static td::TensorDict Make(const td::TensorDict& content);
+//                                                // a NEW TensorDict on the backend holding
+//                                                // exactly `content`
+//    The suite calls Make with two contents, the same for every backend. ReferenceContent(),
+//    which most tests use: batch size B = [4, 3, 2, 1], keys "a" float32 (*B, 5), "b" float32
+//    (*B, 10), "c" int64 (*B, 3) and ("n", "inner") float32 (*B, 2) (sub-TensorDict "n" with
+//    batch size B), inserted in that order. DeepContent(): levels one, two and three below the
+//    root with batch dims of their own (DeepLevels()).
 // 2. Instantiate the suite and add a cc_test depending on //tests/conformance:suite:
 //      using MyTypes = ::testing::Types<MyTraits>;
 //      INSTANTIATE_TYPED_TEST_SUITE_P(My, Conformance, MyTypes);
@@ -29,6 +32,8 @@
 #include <ATen/ATen.h>
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <cstdint>
 #include <functional>
 #include <sstream>
 #include <string>
@@ -64,7 +69,8 @@ inline at::Tensor Values(at::IntArrayRef shape, double scale, double offset,
   return (at::arange(n, at::kDouble) * scale + offset).to(dtype).view(shape);
 }
 
-// The logical content every backend's traits Make() must hold (see the top of this file).
+// The logical content every backend's traits Make() must hold for most tests (see the top of
+// this file).
 inline TensorDict ReferenceContent() {
   TensorDict t({}, Batch());
   t.set("a", Values(Shape({5}), 0.5, -10.0));
@@ -72,6 +78,55 @@ inline TensorDict ReferenceContent() {
   t.set("c", Values(Shape({3}), 1, 7, at::kLong));
   t.set({"n", "inner"}, Values(Shape({2}), 2.0, 1000.0));
   return t;
+}
+
+// The levels below the root of DeepContent() and the batch dims each has beyond the root's.
+inline const std::vector<std::pair<NestedKey, std::vector<int64_t>>>& DeepLevels() {
+  static const auto* levels = new std::vector<std::pair<NestedKey, std::vector<int64_t>>>{
+      {"d", {2}},
+      {{"d", "e"}, {2, 3}},
+      {{"d", "e", "f"}, {2, 3, 2}},
+      {{"d", "g"}, {2}},  // no dims beyond its parent's
+  };
+  return *levels;
+}
+
+// The second content every backend's traits Make() must hold: batch size B = [4, 3, 2, 1],
+// "a" float32 (*B, 5), then "d" [*B, 2] holding "x" float32 (*B, 2, 3), ("d", "e") [*B, 2, 3]
+// holding "y" int64 (*B, 2, 3, 2), ("d", "e", "f") [*B, 2, 3, 2] holding "z" float32
+// (*B, 2, 3, 2, 4), and ("d", "g") [*B, 2] holding "w" float32 of exactly its batch size.
+inline TensorDict DeepContent() {
+  TensorDict t({}, Batch());
+  t.set("a", Values(Shape({5}), 0.5, -10.0));
+  t.set("d", TensorDict({}, Shape({2})));
+  t.set({"d", "x"}, Values(Shape({2, 3}), 0.25, 100.0));
+  t.set({"d", "e"}, TensorDict({}, Shape({2, 3})));
+  t.set({"d", "e", "y"}, Values(Shape({2, 3, 2}), 1, -50, at::kLong));
+  t.set({"d", "e", "f"}, TensorDict({}, Shape({2, 3, 2})));
+  t.set({"d", "e", "f", "z"}, Values(Shape({2, 3, 2, 4}), -0.5, 2000.0));
+  t.set({"d", "g"}, TensorDict({}, Shape({2})));
+  t.set({"d", "g", "w"}, Values(Shape({2}), 3.0, 7.0));
+  return t;
+}
+
+// Every level of `td` (holding DeepContent() or the result of an operation on it) has the batch
+// size of the root followed by its own dims (DeepLevels()), and each of its leaves starts with
+// it. The dense answer alone cannot show this: a core bug gives both sides one wrong batch size.
+inline void ExpectDeepLevels(const TensorDict& td) {
+  for (const auto& [key, extra] : DeepLevels()) {
+    std::vector<int64_t> want = td.batch_size().vec();
+    want.insert(want.end(), extra.begin(), extra.end());
+    const TensorDict level = td.get_tensordict(key);
+    EXPECT_EQ(level.batch_size(), at::IntArrayRef(want)) << "level " << key.repr();
+    level.for_each_entry([&](const std::string& k, const Value& v) {
+      if (!v.is_tensor()) return;
+      const at::IntArrayRef shape = v.tensor().sizes();
+      EXPECT_TRUE(shape.size() >= want.size() &&
+                  std::equal(want.begin(), want.end(), shape.begin()))
+          << "leaf " << k << " of level " << key.repr() << " has shape " << shape
+          << ", which does not start with the level's batch size " << level.batch_size();
+    });
+  }
 }
 
 // Throws (failing the test with the difference) unless `actual` has the same batch size, keys,
@@ -100,7 +155,8 @@ inline void ExpectClose(const TensorDict& actual, const TensorDict& expected) {
 template <class Traits>
 class Conformance : public ::testing::Test {
  protected:
-  static TensorDict Make() { return Traits::Make(); }
+  static TensorDict Make() { return Traits::Make(ReferenceContent()); }
+  static TensorDict MakeDeep() { return Traits::Make(DeepContent()); }
   static bool Has(Capability c) { return Traits::capabilities().has(c); }
 };
 

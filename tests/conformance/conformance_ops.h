@@ -133,11 +133,14 @@ TYPED_TEST_P(Conformance, LazyPreallocation) {
 
 // ---- shape ops ---------------------------------------------------------------------------
 
-TYPED_TEST_P(Conformance, ShapeOps) {
-  TensorDict t = this->Make();
-  TensorDict ref = ReferenceContent();
-  using Op = std::function<TensorDict(const TensorDict&)>;
-  const std::vector<std::pair<std::string, Op>> ops = {
+using ShapeOp = std::function<TensorDict(const TensorDict&)>;
+using MultiShapeOp = std::function<std::vector<TensorDict>(const TensorDict&)>;
+
+// Shape ops covering every kind, each valid for the batch size [4, 3, 2, 1]; `where` takes the
+// other values from `like` (the dense content the backend holds).
+inline std::vector<std::pair<std::string, ShapeOp>> ShapeOpCases(const TensorDict& like) {
+  const TensorDict zeros = like.apply([](const at::Tensor& y) { return y * 0; });
+  return {
       {"view({12, 2, 1})", [](const TensorDict& x) { return x.view({12, 2, 1}); }},
       {"view({-1})", [](const TensorDict& x) { return x.view({-1}); }},
       {"reshape({2, 12})", [](const TensorDict& x) { return x.reshape({2, 12}); }},
@@ -164,15 +167,26 @@ TYPED_TEST_P(Conformance, ShapeOps) {
       {"gather", [](const TensorDict& x) {
          return x.gather(0, at::zeros({2, 3, 2, 1}, at::kLong));
        }},
-      {"where", [](const TensorDict& x) {
-         return x.where(at::arange(4) > 1, ReferenceContent().apply(
-                                                [](const at::Tensor& y) { return y * 0; }));
-       }},
+      {"where", [zeros](const TensorDict& x) { return x.where(at::arange(4) > 1, zeros); }},
   };
+}
+
+inline std::vector<std::pair<std::string, MultiShapeOp>> MultiShapeOpCases() {
+  return {
+      {"split(3, 0)", [](const TensorDict& x) { return x.split(3, 0); }},
+      {"split({1, 2}, 1)", [](const TensorDict& x) { return x.split({1, 2}, 1); }},
+      {"chunk(2, 2)", [](const TensorDict& x) { return x.chunk(2, 2); }},
+      {"unbind(1)", [](const TensorDict& x) { return x.unbind(1); }},
+  };
+}
+
+TYPED_TEST_P(Conformance, ShapeOps) {
+  TensorDict t = this->Make();
+  TensorDict ref = ReferenceContent();
   // view() needs leaves whose memory allows it, as torch's view does: a backend holding
   // non-contiguous leaves (a permuted view) must refuse it with torch's message and the key.
   const bool viewable = t.get("a").is_contiguous();
-  for (const auto& [name, op] : ops) {
+  for (const auto& [name, op] : ShapeOpCases(ref)) {
     SCOPED_TRACE(name);
     if (!viewable && name.rfind("view(", 0) == 0) {
       TD_EXPECT_THROW_MSG(op(t), c10::Error, {"view", "'a'"});
@@ -180,14 +194,7 @@ TYPED_TEST_P(Conformance, ShapeOps) {
     }
     ExpectSame(op(t), op(ref));
   }
-  const std::vector<std::pair<std::string, std::function<std::vector<TensorDict>(const TensorDict&)>>>
-      multi = {
-          {"split(3, 0)", [](const TensorDict& x) { return x.split(3, 0); }},
-          {"split({1, 2}, 1)", [](const TensorDict& x) { return x.split({1, 2}, 1); }},
-          {"chunk(2, 2)", [](const TensorDict& x) { return x.chunk(2, 2); }},
-          {"unbind(1)", [](const TensorDict& x) { return x.unbind(1); }},
-      };
-  for (const auto& [name, op] : multi) {
+  for (const auto& [name, op] : MultiShapeOpCases()) {
     SCOPED_TRACE(name);
     std::vector<TensorDict> got = op(t);
     std::vector<TensorDict> want = op(ref);
@@ -354,6 +361,55 @@ TYPED_TEST_P(Conformance, Consolidate) {
   acc.add_(floats);
   ExpectSame(acc, ref * 2);
   ExpectSame(t, ReferenceContent());  // nothing above wrote into t
+}
+
+// ---- nested levels with batch dims of their own ---------------------------------------------
+
+// Levels one, two and three below the root with batch dims of their own (DeepContent()) keep
+// exactly those dims after the root's through every kind of operation (NOTE [ Rebuilt batch
+// sizes ] in td/core/leaves.cc): each result is the dense answer, and every level's batch size
+// is the result's root batch size followed by the level's own dims (ExpectDeepLevels).
+TYPED_TEST_P(Conformance, NestedLevelsWithBatchDims) {
+  const TensorDict t = this->MakeDeep();
+  const TensorDict ref = DeepContent();
+  auto check = [](const std::string& name, const TensorDict& got, const TensorDict& want) {
+    SCOPED_TRACE(name);
+    ExpectSame(got, want);
+    ExpectDeepLevels(got);
+    ExpectDeepLevels(want);
+  };
+  check("the content", t, ref);
+  check("clone", t.clone(), ref);
+  check("to(kDouble)", t.to(at::kDouble), ref.to(at::kDouble));
+  check("contiguous", t.contiguous(), ref);
+  check("to_dense", t.to_dense(), ref);
+  check("consolidate", consolidate(t), ref);
+  check("consolidate + clone", consolidate(t).clone(), ref);
+  check("consolidate + to(kDouble)", consolidate(t).to(at::kDouble), ref.to(at::kDouble));
+  const auto twice = [](const at::Tensor& x) { return x * 2; };
+  check("apply", t.apply(twice), ref.apply(twice));
+  const auto row = [](const at::Tensor& x) { return x.select(0, 1); };
+  check("apply(batch_size)", t.apply(row, std::vector<int64_t>{3, 2, 1}),
+        ref.apply(row, std::vector<int64_t>{3, 2, 1}));
+  check("t + ref", t + ref, ref * 2);
+  check("sum({0, 2})", t.sum({0, 2}), ref.sum({0, 2}));
+  check("max({1}, true)", t.max({1}, true), ref.max({1}, true));
+  for (const auto& index : IndexCases()) check(IndexRepr(index), t.index(index), ref.index(index));
+  const bool viewable = t.get("a").is_contiguous();
+  for (const auto& [name, op] : ShapeOpCases(ref)) {
+    if (!viewable && name.rfind("view(", 0) == 0) continue;  // as in ShapeOps
+    check(name, op(t), op(ref));
+  }
+  for (const auto& [name, op] : MultiShapeOpCases()) {
+    std::vector<TensorDict> got = op(t);
+    std::vector<TensorDict> want = op(ref);
+    ASSERT_EQ(got.size(), want.size()) << name;
+    for (size_t i = 0; i < got.size(); ++i) check(name + " " + std::to_string(i), got[i], want[i]);
+  }
+  check("stack(1)", stack({t, ref}, 1), stack({ref, ref}, 1));
+  check("lazy_stack(0)", lazy_stack({t, ref}, 0), stack({ref, ref}, 0));
+  check("cat(2)", cat({t, ref}, 2), cat({ref, ref}, 2));
+  ExpectSame(t, DeepContent());  // nothing above wrote into t
 }
 
 }  // namespace conformance

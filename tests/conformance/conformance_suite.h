@@ -9,11 +9,14 @@
 //      static constexpr const char* kBackendId;  // what TensorDict::backend() reports
 //      static td::Capabilities capabilities();   // what the backend declares; must equal
 //                                                // storage().capabilities() of Make()'s result
-//      static td::TensorDict Make();             // a NEW TensorDict on the backend holding
-//                                                // exactly td::conformance::ReferenceContent()
-//    ReferenceContent() is the same logical content for every backend: batch size [4, 3, 2, 1],
-//    keys "a" float32 (*B, 5), "b" float32 (*B, 10), "c" int64 (*B, 3) and ("n", "inner")
-//    float32 (*B, 2) (sub-TensorDict "n" with batch size B), inserted in that order.
+//      static td::TensorDict Make(const td::TensorDict& content);
+//                                                // a NEW TensorDict on the backend holding
+//                                                // exactly `content`
+//    The suite calls Make with two contents, the same for every backend. ReferenceContent(),
+//    which most tests use: batch size B = [4, 3, 2, 1], keys "a" float32 (*B, 5), "b" float32
+//    (*B, 10), "c" int64 (*B, 3) and ("n", "inner") float32 (*B, 2) (sub-TensorDict "n" with
+//    batch size B), inserted in that order. DeepContent(): levels one, two and three below the
+//    root with batch dims of their own (DeepLevels()).
 // 2. Instantiate the suite and add a cc_test depending on //tests/conformance:suite:
 //      using MyTypes = ::testing::Types<MyTraits>;
 //      INSTANTIATE_TYPED_TEST_SUITE_P(My, Conformance, MyTypes);
@@ -43,7 +46,7 @@ REGISTER_TYPED_TEST_SUITE_P(Conformance, BackendIdAndCapabilities, ContentMatche
                             Indexing, IndexResultsWriteThrough, IndexPut, LazyPreallocation,
                             ShapeOps, StackAndCat, Math, MathInPlace, EveryInPlaceOpWritesThrough,
                             Consolidate, LeafQueries, DtypeVerbs, ParityMathAndShapeOps,
-                            ParityInPlace, ParityDictVerbs);
+                            ParityInPlace, ParityDictVerbs, NestedLevelsWithBatchDims);
 
 }  // namespace conformance
 }  // namespace td

@@ -12,7 +12,7 @@ struct DenseTraits {
     return Capability::kInPlaceWrite | Capability::kNewKeys | Capability::kReplaceEntries |
            Capability::kBatchResize;
   }
-  static TensorDict Make() { return ReferenceContent(); }
+  static TensorDict Make(const TensorDict& content) { return content; }
 };
 
 INSTANTIATE_TYPED_TEST_SUITE_P(Dense, Conformance, ::testing::Types<DenseTraits>);

@@ -1,4 +1,4 @@
-// The conformance suite on the h5 backend: the reference content written with td::h5::to_h5 and
+// The conformance suite on the h5 backend: the content written with td::h5::to_h5 and
 // opened read-write; then the same content as an index of a larger file (the rows of a slice, and
 // of an index tensor in another order), which reads and writes the file through a selection.
 #include <ATen/ATen.h>
@@ -26,17 +26,17 @@ struct H5Traits {
   static Capabilities capabilities() {
     return H5Caps() | Capability::kReplaceEntries | Capability::kBatchResize;
   }
-  static TensorDict Make() { return h5::to_h5(ReferenceContent(), FreshH5Path()); }
+  static TensorDict Make(const TensorDict& content) { return h5::to_h5(content, FreshH5Path()); }
 };
 
 // Rows 1..4 of a file of 6 rows whose rows 0 and 5 hold other values.
 struct H5SliceTraits {
   static constexpr const char* kBackendId = "h5";
   static Capabilities capabilities() { return H5Caps(); }
-  static TensorDict Make() {
-    TensorDict pad = ReferenceContent().index({at::indexing::Slice(0, 1)}).apply(
+  static TensorDict Make(const TensorDict& content) {
+    TensorDict pad = content.index({at::indexing::Slice(0, 1)}).apply(
         [](const at::Tensor& x) { return x * 0 - 5; });
-    TensorDict file = h5::to_h5(cat({pad, ReferenceContent(), pad}, 0), FreshH5Path());
+    TensorDict file = h5::to_h5(cat({pad, content, pad}, 0), FreshH5Path());
     return file.index({at::indexing::Slice(1, 5)});
   }
 };
@@ -45,10 +45,10 @@ struct H5SliceTraits {
 struct H5ListTraits {
   static constexpr const char* kBackendId = "h5";
   static Capabilities capabilities() { return H5Caps(); }
-  static TensorDict Make() {
+  static TensorDict Make(const TensorDict& content) {
     const at::Tensor stored = at::tensor({1, 3, 0, 2}, at::kLong);  // file row of each ref row
-    TensorDict file = h5::to_h5(ReferenceContent().index({at::tensor({2, 0, 3, 1}, at::kLong)}),
-                                FreshH5Path());
+    TensorDict file =
+        h5::to_h5(content.index({at::tensor({2, 0, 3, 1}, at::kLong)}), FreshH5Path());
     return file.index({stored});
   }
 };

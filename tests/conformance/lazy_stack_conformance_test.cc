@@ -14,14 +14,13 @@ struct LazyStackTraits {
     return Capability::kInPlaceWrite | Capability::kNewKeys | Capability::kLazy |
            Capability::kReplaceEntries | Capability::kBatchResize;
   }
-  static TensorDict Make() {
-    TensorDict ref = ReferenceContent();
-    std::vector<int64_t> member_batch = Batch();
+  static TensorDict Make(const TensorDict& content) {
+    std::vector<int64_t> member_batch = content.batch_size().vec();
     member_batch.erase(member_batch.begin() + kDim);
     std::vector<TensorDict> members;
-    for (int64_t i = 0; i < Batch()[kDim]; ++i) {
-      members.push_back(
-          ref.apply([i](const at::Tensor& t) { return t.select(kDim, i).clone(); }, member_batch));
+    for (int64_t i = 0; i < content.batch_size()[kDim]; ++i) {
+      members.push_back(content.apply(
+          [i](const at::Tensor& t) { return t.select(kDim, i).clone(); }, member_batch));
     }
     return lazy_stack(members, kDim);
   }

@@ -1,6 +1,6 @@
 // The conformance suite on the lazy view backends: each traits type builds a source holding the
-// reference content transformed by the inverse op (and, for index views, surrounded by other
-// rows), then views it so that the view holds exactly the reference content.
+// content transformed by the inverse op (and, for index views, surrounded by other rows), then
+// views it so that the view holds exactly the content.
 #include "td/backends/lazy_view/lazy_view.h"
 #include "tests/conformance/conformance_suite.h"
 
@@ -15,9 +15,9 @@ Capabilities PartialViewCaps() {
 }
 Capabilities BijectiveViewCaps() { return PartialViewCaps() | Capability::kReplaceEntries; }
 
-// Rows -7 around the reference content along dim 0: source batch [6, 3, 2, 1].
-TensorDict Padded() {
-  return ReferenceContent().apply(
+// Rows -7 around `content` along dim 0: source batch [6, 3, 2, 1].
+TensorDict Padded(const TensorDict& content) {
+  return content.apply(
       [](const at::Tensor& t) {
         at::Tensor pad = at::full_like(t.narrow(0, 0, 1), -7);
         return at::cat({pad, t, pad});
@@ -28,16 +28,17 @@ TensorDict Padded() {
 struct IndexSliceViewTraits {
   static constexpr const char* kBackendId = "index_view";
   static Capabilities capabilities() { return PartialViewCaps(); }
-  static TensorDict Make() { return index_view(Padded(), {Slice(1, 5)}); }
+  static TensorDict Make(const TensorDict& content) {
+    return index_view(Padded(content), {Slice(1, 5)});
+  }
 };
 
 struct IndexIntViewTraits {
   static constexpr const char* kBackendId = "index_view";
   static Capabilities capabilities() { return PartialViewCaps(); }
-  static TensorDict Make() {
-    TensorDict ref = ReferenceContent();
-    return index_view(stack({ref.apply([](const at::Tensor& t) { return t * 0 - 1; }), ref}, 0),
-                      {1});
+  static TensorDict Make(const TensorDict& content) {
+    return index_view(
+        stack({content.apply([](const at::Tensor& t) { return t * 0 - 1; }), content}, 0), {1});
   }
 };
 
@@ -45,44 +46,50 @@ struct IndexIntViewTraits {
 struct IndexTensorViewTraits {
   static constexpr const char* kBackendId = "index_view";
   static Capabilities capabilities() { return PartialViewCaps(); }
-  static TensorDict Make() { return index_view(Padded(), {at::tensor({1, 2, 3, 4}, at::kLong)}); }
+  static TensorDict Make(const TensorDict& content) {
+    return index_view(Padded(content), {at::tensor({1, 2, 3, 4}, at::kLong)});
+  }
 };
 
 struct PermuteViewTraits {
   static constexpr const char* kBackendId = "permute_view";
   static Capabilities capabilities() { return BijectiveViewCaps(); }
-  static TensorDict Make() {
-    // view dim i = source dim dims[i]; the source is the reference permuted by the inverse.
+  static TensorDict Make(const TensorDict& content) {
+    // view dim i = source dim dims[i]; the source is the content permuted by the inverse.
     const std::vector<int64_t> dims = {2, 0, 3, 1};
-    return permute_view(ReferenceContent().permute({1, 3, 0, 2}).contiguous(), dims);
+    return permute_view(content.permute({1, 3, 0, 2}).contiguous(), dims);
   }
 };
 
 struct TransposeViewTraits {
   static constexpr const char* kBackendId = "permute_view";
   static Capabilities capabilities() { return BijectiveViewCaps(); }
-  static TensorDict Make() {
-    return transpose_view(ReferenceContent().transpose(0, 2).contiguous(), 0, 2);
+  static TensorDict Make(const TensorDict& content) {
+    return transpose_view(content.transpose(0, 2).contiguous(), 0, 2);
   }
 };
 
 struct UnsqueezeViewTraits {
   static constexpr const char* kBackendId = "unsqueeze_view";
   static Capabilities capabilities() { return BijectiveViewCaps(); }
-  static TensorDict Make() { return unsqueeze_view(ReferenceContent().squeeze(3), 3); }
+  static TensorDict Make(const TensorDict& content) {
+    return unsqueeze_view(content.squeeze(3), 3);
+  }
 };
 
 struct SqueezeViewTraits {
   static constexpr const char* kBackendId = "squeeze_view";
   static Capabilities capabilities() { return BijectiveViewCaps(); }
-  static TensorDict Make() { return squeeze_view(ReferenceContent().unsqueeze(1), 1); }
+  static TensorDict Make(const TensorDict& content) {
+    return squeeze_view(content.unsqueeze(1), 1);
+  }
 };
 
 struct ReshapeViewTraits {
   static constexpr const char* kBackendId = "reshape_view";
   static Capabilities capabilities() { return BijectiveViewCaps(); }
-  static TensorDict Make() {
-    return reshape_view(ReferenceContent().reshape({12, 2}).clone(), {4, 3, 2, 1});
+  static TensorDict Make(const TensorDict& content) {
+    return reshape_view(content.reshape({12, 2}).clone(), {4, 3, 2, 1});
   }
 };
 

@@ -15,10 +15,10 @@ struct MemmapTraits {
     return Capability::kInPlaceWrite | Capability::kNewKeys | Capability::kReplaceEntries |
            Capability::kBatchResize | Capability::kCrossProcess;
   }
-  static TensorDict Make() {
+  static TensorDict Make(const TensorDict& content) {
     std::string dir = ::testing::TempDir() + "/memmap-conformance-XXXXXX";
     if (::mkdtemp(dir.data()) == nullptr) throw std::runtime_error("mkdtemp failed");
-    TensorDict t = ReferenceContent().memmap(dir + "/td");
+    TensorDict t = content.memmap(dir + "/td");
     t.unlock_();
     return t;
   }
@@ -29,10 +29,10 @@ struct MemmapTraits {
 struct ReadOnlyMemmapTraits {
   static constexpr const char* kBackendId = "memmap";
   static Capabilities capabilities() { return Capability::kBatchResize; }
-  static TensorDict Make() {
+  static TensorDict Make(const TensorDict& content) {
     std::string dir = ::testing::TempDir() + "/memmap-ro-conformance-XXXXXX";
     if (::mkdtemp(dir.data()) == nullptr) throw std::runtime_error("mkdtemp failed");
-    ReferenceContent().memmap(dir + "/td");
+    content.memmap(dir + "/td");
     TensorDict t =
         TensorDict::load_memmap(dir + "/td", LoadMemmapOptions().mode(MemmapMode::kReadOnly));
     t.unlock_();

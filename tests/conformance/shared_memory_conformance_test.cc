@@ -12,9 +12,10 @@ struct SharedMemoryTraits {
     return Capability::kInPlaceWrite | Capability::kNewKeys | Capability::kReplaceEntries |
            Capability::kBatchResize | Capability::kCrossProcess;
   }
-  static TensorDict Make() {
-    TensorDict t = MakeTensorDict("shared_memory", StorageSpec().batch_size(Batch()));
-    t.update(ReferenceContent());
+  static TensorDict Make(const TensorDict& content) {
+    TensorDict t =
+        MakeTensorDict("shared_memory", StorageSpec().batch_size(content.batch_size().vec()));
+    t.update(content);
     return t;
   }
 };

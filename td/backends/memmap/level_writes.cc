@@ -210,6 +210,7 @@ void MemmapStorage::set(std::string_view key_view, Value value) {
   const std::string path = internal::memmap::JoinPath(dir_, name);
   internal::memmap::WriteOptions wo;
   if (kind == EntryKind::kTensor) {
+    internal::memmap::CheckMappable(value.tensor(), nk, "memmap set");
     DtypeName(value.tensor().scalar_type());  // TypeError for a dtype the format cannot name
   } else if (kind == EntryKind::kNonTensor) {
     ThrowIfError<MemmapError>(internal::memmap::CheckWritableJson(

@@ -24,6 +24,7 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -51,6 +52,10 @@ struct WriteOptions {
 internal::memmap::EntryKind KindOf(const Value& v);
 internal::memmap::EntryMeta EntryMetaOf(const std::string& key, const Value& v);
 
+// Throws ValueError naming `op` and `key` unless `t` can be written as a memmap file: a strided
+// tensor that is not a nested (ragged) one. memmap() writes no sizes file for a nested tensor,
+// so none is written at all (docs/memmap.md, "written here").
+void CheckMappable(const at::Tensor& t, const NestedKey& key, std::string_view op);
 // Throws ValueError / TypeError naming the key for anything WriteTree would fail on by
 // construction; `dir` is the final directory of `td` (for copy_existing).
 void ValidateTree(const TensorDict& td, const std::string& dir, const WriteOptions& options);

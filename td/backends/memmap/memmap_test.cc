@@ -135,6 +135,36 @@ TEST(MemmapTest, KeysThatCannotBeStoredAreRefusedBeforeWriting) {
   EXPECT_TRUE(testing_util::ListNames(root).empty());  // nothing was written
 }
 
+// A nested (ragged) tensor reports the strided layout, yet memmap() has no sizes file to write
+// for it: it is refused by name before anything is written, however it is written.
+TEST(MemmapTest, NestedTensorLeavesAreRefusedBeforeWriting) {
+  const std::string root = FreshDir("mm");
+  const at::Tensor ragged =
+      at::_nested_tensor_from_tensor_list({at::ones({2, 3}), at::full({4, 3}, 2.0)});
+  TensorDict t({{"x", at::ones({2})}, {"n", TensorDict({{"r", ragged}}, {2})}}, {2});
+  TD_EXPECT_THROW_MSG(t.memmap(root + "/a"), c10::ValueError,
+                      {"memmap: key ('n', 'r')", "nested (ragged) tensor", "strided"});
+  TD_EXPECT_THROW_MSG(t.memmap_like(root + "/a"), c10::ValueError, {"('n', 'r')", "nested"});
+  TensorDict in_place = t.copy();
+  TD_EXPECT_THROW_MSG(in_place.memmap_(root + "/a"), c10::ValueError, {"('n', 'r')", "nested"});
+  EXPECT_TRUE(in_place.get("x").is_same(t.get("x")));  // its leaves are not replaced
+  EXPECT_TRUE(testing_util::ListNames(root).empty());  // nothing was written
+  // Into a memmap TensorDict: refused, the directory as it was.
+  TensorDict mm = TensorDict({{"x", at::ones({2})}}, {2}).memmap(root + "/b");
+  mm.unlock_();
+  TD_EXPECT_THROW_MSG(mm.set("r", ragged), c10::ValueError, {"'r'", "nested (ragged) tensor"});
+  EXPECT_FALSE(mm.contains("r"));
+  EXPECT_EQ(TensorDict::load_memmap(root + "/b").keys(), std::vector<NestedKey>{"x"});
+  EXPECT_EQ(testing_util::ListNames(root + "/b"),
+            (std::vector<std::string>{"meta.json", "x.memmap"}));
+  TD_EXPECT_THROW_MSG(MemoryMappedTensor::from_tensor(ragged, root + "/r.memmap"),
+                      c10::ValueError, {"nested (ragged)", "strided"});
+  EXPECT_FALSE(Exists(root + "/r.memmap"));
+  // Padded, it is an ordinary tensor.
+  const TensorDict padded = t.to_padded_tensor().memmap(root + "/c");
+  EXPECT_EQ(padded.get({"n", "r"}).sizes(), at::IntArrayRef({2, 4, 3}));
+}
+
 TEST(MemmapTest, ExistingTargets) {
   const std::string root = FreshDir("mm");
   TensorDict src({{"a", at::ones({2})}}, {2});

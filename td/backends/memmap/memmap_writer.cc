@@ -76,10 +76,7 @@ void ValidateLevel(const TensorDict& td, const std::string& dir, const WriteOpti
     }
     if (v->is_tensor()) {
       const at::Tensor& t = v->tensor();
-      if (t.layout() != at::kStrided) {
-        TD_FAIL(ValueError, "memmap: key ", full.repr(), " holds a ", c10::str(t.layout()),
-                         " tensor; only strided (dense) tensors can be memory-mapped");
-      }
+      CheckMappable(t, full, "memmap");
       try {
         DtypeName(t.scalar_type());
       } catch (const c10::Error&) {
@@ -347,6 +344,18 @@ void ReplaceLeaves(const TensorDict& td, const TensorDict& mapped) {
 }
 
 }  // namespace
+
+void CheckMappable(const at::Tensor& t, const NestedKey& key, std::string_view op) {
+  // A nested (ragged) tensor reports the strided layout: is_nested() is what tells it apart.
+  if (t.is_nested()) {
+    TD_FAIL(ValueError, op, ": key ", key.repr(), " holds a nested (ragged) tensor; only strided ",
+            "(dense) tensors can be memory-mapped (TensorDict::to_padded_tensor pads it into one)");
+  }
+  if (t.layout() != at::kStrided) {
+    TD_FAIL(ValueError, op, ": key ", key.repr(), " holds a ", c10::str(t.layout()),
+            " tensor; only strided (dense) tensors can be memory-mapped");
+  }
+}
 
 EntryKind KindOf(const Value& v) {
   if (v.is_tensor()) return EntryKind::kTensor;

@@ -88,10 +88,10 @@ absl::StatusOr<at::Tensor> MapFile(int fd, const std::string& path, c10::ScalarT
 }
 
 absl::Status WriteTensor(int fd, const at::Tensor& tensor, const std::string& path) {
-  if (tensor.layout() != at::kStrided) {
+  if (tensor.is_nested() || tensor.layout() != at::kStrided) {
     return absl::InvalidArgumentError(absl::StrCat(
-        "cannot write a ", c10::str(tensor.layout()), " tensor to ", path,
-        ": only strided (dense) tensors have a memmap layout"));
+        "cannot write a ", tensor.is_nested() ? "nested (ragged)" : c10::str(tensor.layout()),
+        " tensor to ", path, ": only strided (dense) tensors have a memmap layout"));
   }
   at::Tensor t = tensor.resolve_conj().resolve_neg();
   const int64_t total = t.numel() * static_cast<int64_t>(t.element_size());
@@ -169,9 +169,10 @@ MemoryMappedTensor Create(at::IntArrayRef shape, at::ScalarType dtype, const std
 MemoryMappedTensor MemoryMappedTensor::from_tensor(const at::Tensor& tensor,
                                                    const std::string& filename, bool exists_ok) {
   TORCH_CHECK_VALUE(tensor.defined(), "MemoryMappedTensor::from_tensor: undefined tensor");
-  if (tensor.layout() != at::kStrided) {
-    TD_FAIL(ValueError, "MemoryMappedTensor::from_tensor: a ", tensor.layout(),
-                     " tensor cannot be memory-mapped; only strided (dense) tensors can");
+  if (tensor.is_nested() || tensor.layout() != at::kStrided) {
+    TD_FAIL(ValueError, "MemoryMappedTensor::from_tensor: a ",
+            tensor.is_nested() ? std::string("nested (ragged)") : c10::str(tensor.layout()),
+            " tensor cannot be memory-mapped; only strided (dense) tensors can");
   }
   return Create(tensor.sizes(), tensor.scalar_type(), filename, exists_ok, &tensor);
 }

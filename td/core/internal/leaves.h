@@ -14,7 +14,9 @@
 //   3. Rebuild: `tree.Rebuild(outputs, batch)` builds a dense TensorDict of the same structure with
 //      output i in place of leaf i (an undefined output drops the entry), non-tensor entries
 //      carried as they are. Operations act on the root's batch dims only: a nested level whose
-//      batch size was `B_old + extra` gets `B_new + extra`.
+//      batch size was its parent's `P_old + extra` gets `P_new + extra`, and every level built is
+//      checked against its leaves and sub-levels (NOTE [ Rebuilt batch sizes ] in
+//      td/core/leaves.cc).
 // Operations compute their result batch size from the root batch size with the tensor op's own
 // rules (or from the first output leaf, see indexing.cc), and normalise negative dims against the
 // batch dims before touching leaves (a leaf has more dims than the batch).
@@ -102,8 +104,10 @@ class LeafTree {
   // outputs drop the entry) with root batch size `batch_size` and device `device` (the root's
   // device when nullopt). With `check`, throws BatchSizeError naming the key when an output does
   // not start with its level's new batch size (and moves outputs to the device); without it the
-  // caller guarantees both. Without `nested_extra_dims`, nested levels get exactly
-  // `batch_size` instead of `batch_size` + their extra dims (for full reductions).
+  // caller guarantees both, and an output that does not fit is an internal error (c10::Error
+  // naming the level, the key and both shapes; NOTE [ Rebuilt batch sizes ] in
+  // td/core/leaves.cc). Without `nested_extra_dims`, nested levels get exactly `batch_size`
+  // instead of `batch_size` + their extra dims (for full reductions).
   // Dim names (only when some level has them): `origins` maps the result's root dims to this
   // tree's; without it the names are kept when the root keeps its number of batch dims and
   // dropped otherwise. A nested level's extra dims keep their names.
