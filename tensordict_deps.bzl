@@ -349,17 +349,10 @@ def tensordict_offline_repositories():
             subdir = "offline/" + name,
         )
 
-def tensordict_deps(
-        libtorch_path = "/usr",
-        libtorch_include_dir = "include",
-        libtorch_lib_dir = "",
-        libtorch_cxx11_abi = True,
-        system_path = "/usr",
-        system_lib_dir = "",
-        python = "/usr/bin/python3"):
+def tensordict_deps(**kwargs):
     """Declares all external repositories tensordict needs.
 
-    Args:
+    Args (all optional; defaults in tensordict_repositories):
       libtorch_path: LibTorch install prefix. "/usr" for Debian's
         libtorch-dev; the directory an official libtorch zip was unpacked to
         (layout <root>/include, <root>/include/torch/csrc/api/include,
@@ -378,16 +371,7 @@ def tensordict_deps(
         must be the LibTorch at libtorch_path.
     """
     tensordict_offline_repositories()
-    tensordict_repositories(
-        _maybe,
-        libtorch_path = libtorch_path,
-        libtorch_include_dir = libtorch_include_dir,
-        libtorch_lib_dir = libtorch_lib_dir,
-        libtorch_cxx11_abi = libtorch_cxx11_abi,
-        system_path = system_path,
-        system_lib_dir = system_lib_dir,
-        python = python,
-    )
+    tensordict_repositories(_maybe, **kwargs)
 
 def _declare(rule, name, **kwargs):
     rule(name = name, **kwargs)
