@@ -176,22 +176,20 @@ std::vector<at::Tensor> LeafTree::Align(const TensorDict& other,
 // extra dims after its parent's new batch size: a level whose batch size was
 // `parent_old + extra` gets `parent_new + extra`. Counting from the parent, not the root, is
 // what keeps a level two or more below the root from getting its ancestors' extra dims twice.
-// RebuildLevel then checks each level it builds against its leaves and its children: each starts
-// with the level's batch size. With `check`, a leaf that does not is the caller's output of the
-// wrong shape (BatchSizeError naming the key); without it the caller promised the shapes, so
-// any violation is an internal error naming the level, the entry and both shapes, thrown
-// instead of returning a TensorDict whose batch size does not fit its entries.
+// RebuildLevel then checks each level it builds against its leaves: each starts with the level's
+// batch size (a child's batch size starts with it by construction, and the child checks its own
+// leaves). With `check`, a leaf that does not is the caller's output of the wrong shape
+// (BatchSizeError naming the key); without it the caller promised the shapes, so any violation
+// is an internal error naming the level, the leaf and both shapes, thrown instead of returning a
+// TensorDict whose batch size does not fit its entries.
 namespace {
 
-// `level`: "the root" or "level ('a', 'b')"; `leaf`: whether `entry` is a tensor (its shape)
-// or a sub-TensorDict (its batch size).
-[[noreturn]] void FailLevelInvariant(const std::string& level, const NestedKey& entry, bool leaf,
-                                     at::IntArrayRef entry_shape, at::IntArrayRef batch) {
+// `level`: "the root" or "level ('a', 'b')".
+[[noreturn]] void FailLevelInvariant(const std::string& level, const NestedKey& leaf,
+                                     at::IntArrayRef leaf_shape, at::IntArrayRef batch) {
   TD_FAIL(c10::Error, "internal error (a tensordict bug) in LeafTree::Rebuild: ", level,
-          " of the result has batch size ", SizeRepr(batch), " but its ",
-          leaf ? "leaf " : "sub-TensorDict ", entry.repr(), " has ",
-          leaf ? "shape " : "batch size ", SizeRepr(entry_shape),
-          ", which does not start with it");
+          " of the result has batch size ", SizeRepr(batch), " but its leaf ", leaf.repr(),
+          " has shape ", SizeRepr(leaf_shape), ", which does not start with it");
 }
 
 }  // namespace
@@ -218,8 +216,7 @@ TensorDict LeafTree::RebuildLevel(int64_t level, std::vector<at::Tensor>& output
                                  " has shape ", SizeRepr(ShapeOf(t)),
                                  ", which does not start with the batch size ", SizeRepr(batch));
           }
-          FailLevelInvariant(level_repr(), LevelKey(level, &e.key), /*leaf=*/true, ShapeOf(t),
-                             batch);
+          FailLevelInvariant(level_repr(), LevelKey(level, &e.key), ShapeOf(t), batch);
         }
         if (check && device && t.device() != *device) t = t.to(*device);
         entries.emplace_back(e.key, std::move(t));
@@ -234,13 +231,9 @@ TensorDict LeafTree::RebuildLevel(int64_t level, std::vector<at::Tensor>& output
         }
         std::optional<at::Device> sub_device = levels_[e.index].td.device();
         if (device != lv.td.device()) sub_device = device;
-        TensorDict sub = RebuildLevel(e.index, outputs, std::move(sub_batch), root_old_dims, check,
-                                      sub_device, extra_dims, origins);
-        if (!StartsWith(sub.batch_size(), batch)) {
-          FailLevelInvariant(level_repr(), LevelKey(level, &e.key), /*leaf=*/false,
-                             sub.batch_size(), batch);
-        }
-        entries.emplace_back(e.key, std::move(sub));
+        entries.emplace_back(e.key, RebuildLevel(e.index, outputs, std::move(sub_batch),
+                                                 root_old_dims, check, sub_device, extra_dims,
+                                                 origins));
         break;
       }
       case Kind::kOther:
