@@ -17,10 +17,10 @@ codec), so both formats are read on both systems.
                                  metadata, several chunks with edge chunks, Fortran order,
                                  big-endian, a missing chunk read as the fill value, "/"
                                  separators); DIR/strings.zarr: numpy string arrays (fixed-size
-                                 with zarr-python 2, variable-length "vlen-utf8" / "vlen-bytes"
-                                 filters with 3); DIR/compressed.zarr: one compressed array (Blosc
-                                 with 2, Zstd with 3); DIR/pickled.zarr: non-tensor data encoded
-                                 with pickle; DIR/zarr_major: zarr-python's major version
+                                 with zarr-python 2 and 3.1+, variable-length "vlen-utf8" /
+                                 "vlen-bytes" filters with 3.0); DIR/compressed.zarr: one
+                                 compressed array (Blosc with 2, Zstd with 3); DIR/pickled.zarr:
+                                 non-tensor data encoded with pickle
   zarr_fixture.py write_v3 DIR   DIR/v3.zarr: td.zarr's content in format 3
   zarr_fixture.py check PATH     reads a store the C++ side wrote (td.zarr's content) with zarr
                                  and checks the values, dtypes, chunks and attributes
@@ -137,9 +137,6 @@ def write(out):
     pickled = new_group(os.path.join(out, "pickled.zarr"))
     non_tensor(pickled, "obj", {1, 2}, encoding="pickle")
     pickled.attrs[META] = batch_attr([])
-
-    with open(os.path.join(out, "zarr_major"), "w") as f:
-        f.write("3" if ZARR3 else "2")
 
 
 def write_v3(out):
