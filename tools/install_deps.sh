@@ -26,6 +26,9 @@ PACKAGES=(
   bazel-bootstrap
   default-jdk-headless
   g++
+  cmake                # the CMake build (CMakeLists.txt) and tests/consumer_cmake
+  ninja-build
+  ccache               # .ci/run's CMake builds reuse objects across clones
   # Libraries (see tensordict_deps.bzl for the Bazel targets).
   libtorch-dev
   libgloo-dev          # gloo headers: ProcessGroupGloo.hpp (@tensordict_libtorch//:c10d)
@@ -50,7 +53,7 @@ PACKAGES=(
 # The sanitizer and libFuzzer runtimes of the distribution's default clang.
 case "$(. /etc/os-release 2>/dev/null && echo "${VERSION_CODENAME:-}")" in
   trixie) PACKAGES+=(libclang-rt-19-dev) ;;
-  sid | forky) PACKAGES+=(libclang-rt-21-dev cmake) ;;
+  sid | forky) PACKAGES+=(libclang-rt-21-dev) ;;
   *) PACKAGES+=(libclang-rt-14-dev) ;;
 esac
 

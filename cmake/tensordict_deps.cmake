@@ -1,0 +1,37 @@
+# The libraries tensordict builds on, found the same way by the build (CMakeLists.txt) and by
+# find_package(tensordict) (tensordictConfig.cmake, where TD_FIND_AS_DEPENDENCY is set, so a
+# missing one makes find_package(tensordict) report itself not found instead of stopping).
+# LibTorch comes first: the C++ standard follows its version (NOTE [ C++ standard ] in
+# tensordict_deps.bzl; C++17 for 1.x, C++20 for 2.x).
+include(CMakeFindDependencyMacro)
+
+macro(td_find_package)
+  if(TD_FIND_AS_DEPENDENCY)
+    find_dependency(${ARGN})
+  else()
+    find_package(${ARGN} REQUIRED)
+  endif()
+endmacro()
+
+td_find_package(Torch)
+td_find_package(absl)
+td_find_package(TBB)
+td_find_package(nlohmann_json)
+td_find_package(HDF5 COMPONENTS C)
+td_find_package(Threads)
+
+if(Torch_VERSION VERSION_LESS 2)
+  set(TD_CXX_STANDARD 17)
+else()
+  set(TD_CXX_STANDARD 20)
+endif()
+
+# Gloo's process group is compiled in when LibTorch's headers come with gloo's
+# (tensordict_deps.bzl decides the same for @tensordict_libtorch//:c10d).
+set(TD_C10D_DEFINITIONS USE_DISTRIBUTED USE_RPC USE_TENSORPIPE)
+foreach(_td_dir IN LISTS TORCH_INCLUDE_DIRS)
+  if(EXISTS "${_td_dir}/gloo")
+    list(APPEND TD_C10D_DEFINITIONS USE_C10D_GLOO)
+    break()
+  endif()
+endforeach()

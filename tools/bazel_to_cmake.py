@@ -1,0 +1,486 @@
+#!/usr/bin/env python3
+"""Writes the CMake build of tensordict from its Bazel BUILD files, or checks it is current.
+
+Bazel is the source of truth (NOTE [ CMake from Bazel ]). This tool evaluates each BUILD.bazel
+under td/ and tests/conformance/ (Starlark here is a subset of Python: the rules are plain
+functions that record their arguments) and writes, next to it, a CMakeLists.txt that declares the
+same targets with the functions of cmake/tensordict_rules.cmake. It also writes
+tests/consumer_cmake/alone.cmake, the programs of the CMake consumer, from
+tests/public_targets.bzl, and cmake/tensordict_warnings.cmake from tools/cc.bzl.
+
+  python3 tools/bazel_to_cmake.py           # rewrite the generated files
+  python3 tools/bazel_to_cmake.py --check   # exit 1, naming each target that differs
+
+//tools:cmake_fresh_test runs the check under Bazel.
+
+# NOTE [ CMake from Bazel ]
+# A Bazel target //td/<path>:<name> is the CMake target tensordict::<stem>, where <stem> is <path>
+# with "/" replaced by "_", followed by "_<name>" when <name> differs from the last component of
+# <path> (//td/core -> tensordict::core, //td/core:errors -> tensordict::core_errors,
+# //td/backends/memmap -> tensordict::backends_memmap, //td:version -> tensordict::version).
+# Outside td/ the whole package path is the stem (//tests/conformance:suite ->
+# tests_conformance_suite). The library's file is libtensordict_<stem>.
+# External repositories map to names that cmake/tensordict_rules.cmake resolves with the
+# find_package results (EXTERNAL below). A target is Bazel-only when it is a rule CMake does not
+# build (sh_test, genrule, a linkshared binary), needs a generated file, or depends on a Bazel-only target or on an
+# external repository with no CMake counterpart (the Python headers of //td/python); the
+# generated file lists each with its reason.
+"""
+
+import argparse
+import difflib
+import os
+import pathlib
+import sys
+import textwrap
+
+ROOTS = ["td", "tests/conformance"]
+HEADER_EXTS = (".h", ".def", ".inc")
+SOURCE_EXTS = (".cc", ".cpp")
+
+# Bazel external label -> the name cmake/tensordict_rules.cmake's td_external() maps to targets.
+EXTERNAL = {
+    "@tensordict_absl//:absl": "absl",
+    "@tensordict_libtorch//:libtorch": "torch",
+    "@tensordict_libtorch//:c10d": "c10d",
+    "@tensordict_tbb//:tbb": "tbb",
+    "@tensordict_json//:json": "json",
+    "@tensordict_hdf5//:hdf5": "hdf5",
+    "@tensordict_gtest//:gtest": "gtest",
+    "@tensordict_gtest//:gtest_main": "gtest_main",
+    "@tensordict_gtest//:gmock": "gmock",
+    "@tensordict_gtest//:gmock_main": "gmock_main",
+}
+# External repositories the CMake build has no counterpart for, and why.
+EXTERNAL_BAZEL_ONLY = {
+    "@tensordict_python": "needs Python's headers and pybind11 (Python users build the caster "
+    "with torch.utils.cpp_extension, docs/python.md)",
+}
+
+SIZE_SECONDS = {"small": 60, "medium": 300, "large": 900, "enormous": 3600}
+TIMEOUT_SECONDS = {"short": 60, "moderate": 300, "long": 900, "eternal": 3600}
+
+
+class Rule:
+    def __init__(self, kind, package, attrs):
+        self.kind = kind
+        self.package = package
+        self.name = attrs.pop("name")
+        self.attrs = attrs
+
+    @property
+    def label(self):
+        return "//%s:%s" % (self.package, self.name)
+
+    def get(self, key, default=None):
+        return self.attrs.get(key, default if default is not None else [])
+
+
+def stem(package, name):
+    parts = package.split("/")
+    if parts[0] == "td":
+        parts = parts[1:]
+    if not parts or parts[-1] != name:
+        parts = parts + [name]
+    return "_".join(parts)
+
+
+def resolve(label, package):
+    """A label as written in `package` -> (package, name), or None for a source file."""
+    if label.startswith("@"):
+        return None
+    if label.startswith("//"):
+        pkg, _, name = label[2:].partition(":")
+        return pkg, name or pkg.split("/")[-1]
+    if label.startswith(":"):
+        return package, label[1:]
+    return None
+
+
+class Package:
+    def __init__(self, root, path):
+        self.root = root
+        self.path = path  # e.g. "td/core"
+        self.rules = []
+        self.sources = set()  # files named by exports_files or globs: plain files
+
+    def evaluate(self):
+        build = self.root / self.path / "BUILD.bazel"
+        scope = {}
+
+        def record(kind):
+            def rule(**attrs):
+                self.rules.append(Rule(kind, self.path, dict(attrs)))
+            return rule
+
+        def ignored(*args, **kwargs):
+            pass
+
+        def glob(include, exclude=(), **kwargs):
+            base = self.root / self.path
+            found = set()
+            for pattern in include:
+                for p in base.glob(pattern):
+                    rel = p.relative_to(base)
+                    if p.is_file() and not self._in_subpackage(rel):
+                        found.add(str(rel))
+            for pattern in exclude:
+                found -= {str(p.relative_to(base)) for p in base.glob(pattern)}
+            return sorted(found)
+
+        def select(*args, **kwargs):
+            raise SystemExit("%s: select() has no CMake translation here" % build)
+
+        def load(module, *names, **aliases):
+            pass  # the rules below stand in for everything //tools:cc.bzl defines
+
+        scope.update(
+            load=load,
+            glob=glob,
+            select=select,
+            package=ignored,
+            exports_files=ignored,
+            filegroup=record("filegroup"),
+            genrule=record("genrule"),
+            sh_test=record("sh_test"),
+            cc_library=record("library"),
+            cc_test=record("test"),
+            cc_binary=record("binary"),
+            td_cc_library=record("library"),
+            td_cc_test=record("test"),
+            td_cc_binary=record("binary"),
+        )
+        exec(compile(build.read_text(), str(build), "exec"), scope)
+
+    def _in_subpackage(self, rel):
+        parent = rel.parent
+        while str(parent) != ".":
+            if (self.root / self.path / parent / "BUILD.bazel").exists():
+                return True
+            parent = parent.parent
+        return False
+
+
+def load_packages(root):
+    packages = {}
+    for r in ROOTS:
+        for build in sorted((root / r).rglob("BUILD.bazel")):
+            path = str(build.parent.relative_to(root))
+            pkg = Package(root, path)
+            pkg.evaluate()
+            packages[path] = pkg
+    return packages
+
+
+def bazel_only_reasons(packages):
+    """label -> why CMake does not build it, for every Bazel-only rule (transitively)."""
+    rules = {r.label: r for p in packages.values() for r in p.rules}
+    reasons = {}
+    for r in rules.values():
+        if r.kind in ("sh_test", "genrule"):
+            reasons[r.label] = "a %s, which CMake does not run" % r.kind
+        if r.kind == "binary" and r.get("linkshared", False):
+            reasons[r.label] = ("a shared object bundling libraries for Python extensions; CMake "
+                                "users link the libraries themselves")
+    changed = True
+    while changed:
+        changed = False
+        for r in rules.values():
+            if r.label in reasons or r.kind == "filegroup":
+                continue
+            why = None
+            for dep in r.get("deps"):
+                for repo, text in EXTERNAL_BAZEL_ONLY.items():
+                    if dep.startswith(repo + "//"):
+                        why = text
+                target = resolve(dep, r.package)
+                if target and "//%s:%s" % target in reasons:
+                    why = "depends on //%s:%s" % target
+            for item in r.get("data"):
+                target = resolve(item, r.package)
+                if target and "//%s:%s" % target in reasons:
+                    why = "needs the output of //%s:%s" % target
+            if why:
+                reasons[r.label] = why
+                changed = True
+    return rules, reasons
+
+
+def cmake_name(rule_label):
+    pkg, name = resolve(rule_label, "")
+    return stem(pkg, name)
+
+
+def format_list(key, items):
+    """`  KEY a b c`, continued on lines of at most 100 columns."""
+    lines = []
+    for item in items:
+        if lines and len(lines[-1]) + 1 + len(item) <= 100:
+            lines[-1] += " " + item
+        else:
+            lines.append(("  %s " % key if not lines else " " * (len(key) + 3)) + item)
+    return lines
+
+
+def quote(text):
+    return '"%s"' % text.replace("\\", "\\\\").replace('"', '\\"')
+
+
+def rule_block(rule, rules):
+    """The CMake call for one rule, as lines."""
+    name = cmake_name(rule.label)
+    srcs = list(rule.get("srcs"))
+    hdrs = list(rule.get("hdrs"))
+    deps, external = [], []
+    for dep in rule.get("deps"):
+        if dep.startswith("@"):
+            if dep not in EXTERNAL:
+                raise SystemExit("%s: no CMake counterpart for %s (EXTERNAL in %s)" %
+                                 (rule.label, dep, __file__))
+            external.append(EXTERNAL[dep])
+        else:
+            pkg, dep_name = resolve(dep, rule.package)
+            deps.append(stem(pkg, dep_name))
+    lines = ["# %s" % rule.label]
+    function = {"library": "td_cmake_library", "test": "td_cmake_test",
+                "binary": "td_cmake_binary"}[rule.kind]
+    lines.append("%s(%s" % (function, name))
+    flags = []
+    if rule.get("testonly", False):
+        flags.append("TESTONLY")
+    if rule.get("alwayslink", False):
+        flags.append("ALWAYSLINK")
+    if flags:
+        lines.append("  " + " ".join(flags))
+    lines += format_list("SRCS", srcs)
+    lines += format_list("HDRS", hdrs)
+    lines += format_list("DEPS", deps)
+    lines += format_list("EXTERNAL", external)
+    lines += format_list("COPTS", [quote(c) for c in rule.get("copts")])
+    lines += format_list("LINKOPTS", [quote(c) for c in rule.get("linkopts")])
+    if rule.kind == "test":
+        args = []
+        for arg in rule.get("args"):
+            for item in rule.get("data"):
+                target = resolve(item, rule.package)
+                if target:
+                    arg = arg.replace("$(location %s)" % item,
+                                      "$<TARGET_FILE:tensordict_%s>" % stem(*target))
+            if "$(" in arg:
+                raise SystemExit("%s: no CMake translation of argument %r" % (rule.label, arg))
+            args.append(quote(arg))
+        lines += format_list("ARGS", args)
+        env = ["%s=%s" % kv for kv in sorted(rule.get("env", {}).items())]
+        lines += format_list("ENV", [quote(e) for e in env])
+        tags = [t for t in rule.get("tags") if t in ("multihost", "slow", "exclusive")]
+        lines += format_list("LABELS", tags)
+        seconds = TIMEOUT_SECONDS.get(rule.get("timeout", ""),
+                                      SIZE_SECONDS[rule.get("size", "medium")])
+        lines.append("  TIMEOUT %d" % seconds)
+    lines[-1] += ")"
+    return name, lines
+
+
+HEADER = """\
+# Generated by tools/bazel_to_cmake.py from {build}; do not edit: edit that file, then run
+#   python3 tools/bazel_to_cmake.py
+# //tools:cmake_fresh_test fails while this file differs from what the tool writes. The target
+# names follow NOTE [ CMake from Bazel ] (tools/bazel_to_cmake.py).
+"""
+
+
+def package_file(pkg, packages, rules, reasons):
+    """(path, text, {cmake name: block text}) of one package's CMakeLists.txt."""
+    out = [HEADER.format(build=pkg.path + "/BUILD.bazel")]
+    blocks = {}
+    skipped = []
+    for rule in pkg.rules:
+        if rule.kind == "filegroup":
+            continue
+        if rule.label in reasons:
+            skipped += textwrap.wrap("%s: %s" % (rule.label, reasons[rule.label]), 97,
+                                     initial_indent="#   ", subsequent_indent="#     ")
+            continue
+        name, lines = rule_block(rule, rules)
+        blocks[name] = "\n".join(lines)
+        out.append(blocks[name] + "\n")
+    if skipped:
+        out.append("# Bazel-only:\n" + "\n".join(skipped) + "\n")
+    children = sorted(p for p in packages
+                      if p.startswith(pkg.path + "/") and "/" not in p[len(pkg.path) + 1:])
+    if children:
+        out.append("\n".join("add_subdirectory(%s)" % c[len(pkg.path) + 1:]
+                             for c in children) + "\n")
+    return pkg.path + "/CMakeLists.txt", "\n".join(out), blocks
+
+
+def alone_file(root):
+    """tests/consumer_cmake/alone.cmake from tests/public_targets.bzl's PUBLIC_TARGETS."""
+    scope = {}
+    bzl = root / "tests" / "public_targets.bzl"
+    exec(compile(bzl.read_text(), str(bzl), "exec"), scope)
+    lines = ["# Generated by tools/bazel_to_cmake.py from tests/public_targets.bzl; do not edit.",
+             "# Each program of alone/ and the one tensordict target it links (the CMake names",
+             "# of NOTE [ CMake from Bazel ] in tools/bazel_to_cmake.py).",
+             "set(TD_ALONE"]
+    blocks = {}
+    for program, label in scope["PUBLIC_TARGETS"].items():
+        pkg, name = resolve(label, "")
+        blocks[program] = "  %s tensordict::%s" % (program, stem(pkg, name))
+        lines.append(blocks[program])
+    lines[-1] += ")"
+    return "tests/consumer_cmake/alone.cmake", "\n".join(lines) + "\n", blocks
+
+
+def warnings_file(root):
+    """cmake/tensordict_warnings.cmake: TD_WARNINGS of tools/cc.bzl."""
+    cc_bzl = root / "tools" / "cc.bzl"
+    scope = {}
+
+    def load(module, *names):
+        scope.update({n: [] if n.endswith("CXXOPTS") else "" for n in names})
+
+    scope.update(load=load, cc_binary=None, cc_library=None, cc_test=None)
+    exec(compile(cc_bzl.read_text(), str(cc_bzl), "exec"), scope)
+    lines = ["# Generated by tools/bazel_to_cmake.py from tools/cc.bzl's TD_WARNINGS; do not edit.",
+             "# The warnings of tensordict's own code (errors with -DTENSORDICT_WERROR=ON)."]
+    lines += [line[2:] for line in format_list("set(TD_WARNINGS", scope["TD_WARNINGS"])]
+    lines[-1] += ")"
+    blocks = {"TD_WARNINGS": "\n".join(lines[2:])}
+    return "cmake/tensordict_warnings.cmake", "\n".join(lines) + "\n", blocks
+
+
+def generate(root):
+    packages = load_packages(root)
+    rules, reasons = bazel_only_reasons(packages)
+    files = [package_file(p, packages, rules, reasons) for p in packages.values()]
+    files.append(alone_file(root))
+    files.append(warnings_file(root))
+    return files
+
+
+def parse_blocks(text):
+    """{name: block} of a file as package_file / alone_file lay it out, to name what changed."""
+    blocks = {}
+    for chunk in text.split("\n\n"):
+        lines = chunk.strip("\n").splitlines()
+        for i, line in enumerate(lines):
+            if line.startswith("td_cmake_"):
+                name = line.split("(", 1)[1].split()[0].rstrip(")")
+                blocks[name] = "\n".join(lines[i - 1:])
+            elif line.startswith("  ") and " tensordict::" in line:
+                blocks[line.split()[0]] = line
+    return blocks
+
+
+def check(root, files):
+    problems = []
+    for path, text, blocks in files:
+        on_disk = root / path
+        if not on_disk.exists():
+            problems.append("%s is missing (targets %s)" % (path, ", ".join(blocks) or "none"))
+            continue
+        old = on_disk.read_text()
+        if old == text:
+            continue
+        old_blocks = parse_blocks(old)
+        new_blocks = parse_blocks(text)
+        named = []
+        for name in sorted(set(old_blocks) | set(new_blocks)):
+            if name not in old_blocks:
+                named.append("%s is new" % name)
+            elif name not in new_blocks:
+                named.append("%s is gone" % name)
+            elif old_blocks[name] != new_blocks[name]:
+                named.append("%s changed" % name)
+        detail = "; ".join(named) or "outside any target"
+        diff = "".join(difflib.unified_diff(old.splitlines(True), text.splitlines(True),
+                                            path + " (checked in)", path + " (from BUILD)", n=1))
+        problems.append("%s differs from what its BUILD file says: %s\n%s" % (path, detail, diff))
+    written = {path for path, _, _ in files}
+    for r in ROOTS:
+        for stale in sorted((root / r).rglob("CMakeLists.txt")):
+            rel = str(stale.relative_to(root))
+            if rel not in written:
+                problems.append("%s has no BUILD.bazel beside it any more: remove it" % rel)
+    return problems
+
+
+def write(root, files):
+    for path, text, _ in files:
+        target = root / path
+        if not target.exists() or target.read_text() != text:
+            target.parent.mkdir(parents=True, exist_ok=True)
+            target.write_text(text)
+            print("wrote", path)
+
+
+def self_test():
+    """A made-up tree: the check passes after writing, and names the target a BUILD edit adds,
+    changes or removes, and a package whose BUILD file is gone."""
+    import tempfile
+    failures = []
+
+    def expect(root, wanted):
+        problems = "\n".join(check(root, generate(root)))
+        for text in wanted:
+            if text not in problems:
+                failures.append("expected %r in the check's report, got:\n%s" % (text, problems))
+        if not wanted and problems:
+            failures.append("expected no problems, got:\n" + problems)
+
+    with tempfile.TemporaryDirectory() as tmp:
+        root = pathlib.Path(tmp)
+        (root / "tools").mkdir()
+        (root / "tools" / "cc.bzl").write_text('TD_WARNINGS = ["-Wall"]\n')
+        (root / "tests").mkdir()
+        (root / "tests" / "public_targets.bzl").write_text('PUBLIC_TARGETS = {"x_alone": "//td/x"}\n')
+        build = root / "td" / "x" / "BUILD.bazel"
+        build.parent.mkdir(parents=True)
+        lib = 'td_cc_library(name = "x", srcs = ["x.cc"], deps = ["//td/x:y"])\n'
+        other = 'td_cc_library(name = "y", hdrs = ["y.h"], deps = ["@tensordict_absl//:absl"])\n'
+        build.write_text(lib + other)
+        write(root, generate(root))
+        expect(root, [])
+        build.write_text(lib.replace('"x.cc"', '"x.cc", "z.cc"') + other)
+        expect(root, ["td/x/CMakeLists.txt", "x changed"])
+        build.write_text(lib + other + 'td_cc_test(name = "x_test", srcs = ["t.cc"])\n')
+        expect(root, ["x_test is new"])
+        build.write_text(lib)
+        expect(root, ["x_y is gone"])
+        (root / "td" / "gone").mkdir()
+        (root / "td" / "gone" / "CMakeLists.txt").write_text("")
+        expect(root, ["td/gone/CMakeLists.txt has no BUILD.bazel"])
+    for f in failures:
+        print("FAIL:", f)
+    print("self-test: %s" % ("failed" if failures else "passed"))
+    return 1 if failures else 0
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--check", action="store_true", help="compare, write nothing")
+    parser.add_argument("--self-test", action="store_true", help="check the checker")
+    parser.add_argument("--root", default=None, help="the repository (default: this file's)")
+    args = parser.parse_args()
+    if args.self_test:
+        return self_test()
+    root = pathlib.Path(args.root) if args.root else pathlib.Path(__file__).resolve().parent.parent
+    if "TEST_SRCDIR" in os.environ and args.root is None:
+        root = pathlib.Path(os.environ["TEST_SRCDIR"]) / os.environ["TEST_WORKSPACE"]
+    files = generate(root)
+    if args.check:
+        problems = check(root, files)
+        for p in problems:
+            print(p)
+        if problems:
+            print("Run `python3 tools/bazel_to_cmake.py` and commit what it writes.")
+            return 1
+        print("%d CMake files match the BUILD files." % len(files))
+        return 0
+    write(root, files)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
