@@ -17,6 +17,11 @@ td_find_package(Torch)
 td_find_package(absl)
 td_find_package(TBB)
 td_find_package(nlohmann_json)
+# CMake's FindHDF5 compiles a C probe: a C++-only consumer project gets C enabled here.
+get_property(_td_languages GLOBAL PROPERTY ENABLED_LANGUAGES)
+if(NOT "C" IN_LIST _td_languages)
+  enable_language(C)
+endif()
 td_find_package(HDF5 COMPONENTS C)
 td_find_package(Threads)
 

@@ -98,6 +98,9 @@ function(td_cmake_library name)
   if(arg_TESTONLY)
     return()
   endif()
+  # Installed, each library finds the others beside it and LibTorch where it was linked from.
+  set_target_properties(${target} PROPERTIES INSTALL_RPATH "$ORIGIN"
+                        INSTALL_RPATH_USE_LINK_PATH TRUE)
   install(TARGETS ${target} EXPORT tensordictTargets
           LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR}
           ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR})

@@ -9,7 +9,7 @@ filegroup can hold: the test reads them from the source tree its runfiles link t
 not rerun it when only they change. //tools:comment_refs_selftest (`--self-test`) checks on a
 made-up tree that each kind of dangling citation below is reported and that valid ones are not.
 By hand, from the repository root: `python3 tools/comment_refs.py` (walks the tree, skipping
-bazel-* and .git). Python 3 standard library only, no network.
+bazel-*, .cmake-build and .git). Python 3 standard library only, no network.
 
 What is read. Every C++ file (.cc, .h, .def): its // and /* */ comments, plus NOTE citations in
 string literals (error messages cite NOTEs too). Every Bazel/shell/Python file (BUILD, BUILD.bazel,
@@ -269,7 +269,7 @@ class Repo:
       rel = os.path.relpath(dirpath, top)
       rel = prefix if rel == "." else os.path.join(prefix, rel) if prefix else rel
       dirnames[:] = sorted(d for d in dirnames
-                           if not d.startswith("bazel-") and d not in (".git", "__pycache__")
+                           if not d.startswith("bazel-") and d not in (".git", ".cmake-build", "__pycache__")
                            and not (rel == "" and d == "external"))
       parts = rel.split("/") if rel else []
       for i in range(len(parts)):

@@ -5,7 +5,7 @@
 #include <cstdlib>
 #include <string>
 
-#include "check.h"
+#include "alone/check.h"
 #include "td/backends/memmap/memory_mapped_tensor.h"
 #include "td/core/tensordict.h"
 #include "td/nn/common.h"
