@@ -148,15 +148,17 @@ TEST(ZarrBadInput, FillValuesTheDtypeCannotHoldAreNamed) {
 
 TEST(ZarrBadInput, DeeplyNestedJsonIsRefused) {
   const std::string dir = FreshDir("zdeep");
-  const std::string deep(100000, '[');
+  // Well-formed: nlohmann/json parses it, then its dump and copies recurse once per level.
+  const std::string deep = std::string(100000, '[') + std::string(100000, ']');
   Group(dir + "/a.zarr");
-  WriteText(dir + "/a.zarr/.zattrs", deep);
+  WriteText(dir + "/a.zarr/.zattrs", "{\"a\": " + deep + "}");
   TD_EXPECT_THROW_MSG(from_zarr(dir + "/a.zarr"), ZarrError, {"a.zarr/.zattrs", "nested deeper"});
   Group(dir + "/b.zarr");
   Array(dir + "/b.zarr/n", json::array({deep.size()}), json::array({deep.size()}), "|u1", 0);
   WriteText(dir + "/b.zarr/n/.zattrs", R"({"__tensordict_non_tensor__": {"encoding": "json"}})");
   WriteText(dir + "/b.zarr/n/0", deep);
-  TD_EXPECT_THROW_MSG(from_zarr(dir + "/b.zarr"), ZarrError, {"b.zarr/n (non-tensor payload)", "nested deeper"});
+  TD_EXPECT_THROW_MSG(from_zarr(dir + "/b.zarr"), ZarrError,
+                      {"b.zarr/n (non-tensor payload)", "nested deeper"});
 }
 
 TEST(ZarrBadInput, KeysThatAreNotUtf8AreNamed) {
