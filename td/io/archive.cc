@@ -93,15 +93,21 @@ struct Tree {
   }
 };
 
-bool IsArchiveFile(const std::string& path) {
+// Why `path` is not a memmap archive (not a regular file, not a readable zip, no top-level
+// meta.json), or "" when it is one.
+std::string NotArchiveReason(const std::string& path) {
   struct stat st {};
-  if (::stat(path.c_str(), &st) != 0 || !S_ISREG(st.st_mode)) return false;
+  if (::stat(path.c_str(), &st) != 0) return std::strerror(errno);
+  if (!S_ISREG(st.st_mode)) return "not a regular file";
   try {
-    return io_internal::ReadZipDirectory(path).count(kMeta) > 0;
-  } catch (const c10::Error&) {
-    return false;
+    if (io_internal::ReadZipDirectory(path).count(kMeta) == 0) return "no top-level meta.json";
+  } catch (const c10::Error& e) {
+    return e.what_without_backtrace();
   }
+  return "";
 }
+
+bool IsArchiveFile(const std::string& path) { return NotArchiveReason(path).empty(); }
 
 // A temporary name beside `target` that the memmap loader and pack_memmap skip.
 std::string TempBeside(const std::string& target) {
@@ -178,6 +184,7 @@ class ArchiveLoader {
     if (e.size > mm::kMaxMetaBytes) {
       TD_FAIL(MemmapError, tree_.Display(meta_name), " is larger than ", mm::kMaxMetaBytes, " bytes");
     }
+    CheckMapped(meta_name, e);
     const std::string text(static_cast<const char*>(base_.data_ptr()) + e.payload_offset, e.size);
     mm::DirMeta meta = ValueOrThrow<MemmapError>(mm::ParseDirMeta(text, tree_.Display(meta_name)));
     switch (meta.type) {
@@ -199,6 +206,17 @@ class ArchiveLoader {
     static const std::set<std::string> none;
     auto it = tree_.children.find(dir);
     return it == tree_.children.end() ? none : it->second;
+  }
+
+  // MemmapError naming the entry unless its `size` bytes lie inside the mapping (ReadZipDirectory
+  // checked them against the file, which may have shrunk since).
+  void CheckMapped(const std::string& name, const ZipEntry& e) const {
+    const uint64_t mapped = static_cast<uint64_t>(base_.numel());
+    if (e.payload_offset > mapped || e.size > mapped - e.payload_offset) {
+      TD_FAIL(MemmapError, tree_.Display(name), ": its ", e.size, " bytes at byte ",
+              e.payload_offset, " lie outside the archive's ", mapped,
+              " bytes (the file changed while it was being loaded)");
+    }
   }
 
   TensorDict Level(const std::string& dir, mm::LevelMeta level, int depth) {
@@ -246,6 +264,7 @@ class ArchiveLoader {
               " is a directory in the archive, expected the tensor's file");
     }
     const ZipEntry& e = tree_.Stored(name);
+    CheckMapped(name, e);
     if (static_cast<int64_t>(e.size) != m.nbytes) {
       TD_FAIL(MemmapError, tree_.Display(name), ": key ", NestedKey(m.key).repr(), " of shape ",
               c10::IntArrayRef(m.shape), " and dtype ", m.dtype, " needs ", m.nbytes,
@@ -345,8 +364,8 @@ std::string pack_memmap(const std::string& prefix, const std::string& archive_pa
 }
 
 std::string unpack_memmap(const std::string& archive_path, const std::string& prefix) {
-  if (!IsArchiveFile(archive_path)) {
-    TD_FAIL(ValueError, "unpack_memmap: ", archive_path, " is not a memmap archive");
+  if (const std::string why = NotArchiveReason(archive_path); !why.empty()) {
+    TD_FAIL(ValueError, "unpack_memmap: ", archive_path, " is not a memmap archive: ", why);
   }
   Tree tree(archive_path);
   const int in = ::open(archive_path.c_str(), O_RDONLY | O_CLOEXEC);
@@ -403,8 +422,8 @@ std::string unpack_memmap(const std::string& archive_path, const std::string& pr
 }
 
 std::string refresh_archive_checksums(const std::string& archive_path) {
-  if (!IsArchiveFile(archive_path)) {
-    TD_FAIL(ValueError, "refresh_archive_checksums: ", archive_path, " is not a memmap archive");
+  if (const std::string why = NotArchiveReason(archive_path); !why.empty()) {
+    TD_FAIL(ValueError, "refresh_archive_checksums: ", archive_path, " is not a memmap archive: ", why);
   }
   Tree tree(archive_path);
   const int fd = ::open(archive_path.c_str(), O_RDWR | O_CLOEXEC);
@@ -450,9 +469,9 @@ std::string refresh_archive_checksums(const std::string& archive_path) {
 }
 
 TensorDict load_archive(const std::string& archive_path, const ArchiveLoadOptions& options) {
-  if (!IsArchiveFile(archive_path)) {
+  if (const std::string why = NotArchiveReason(archive_path); !why.empty()) {
     TD_FAIL(MemmapError, "load_archive: ", archive_path,
-            " is not a memmap archive (a zip file with a top-level meta.json)");
+            " is not a memmap archive (a zip file with a top-level meta.json): ", why);
   }
   Tree tree(archive_path);
   ArchiveLoader loader(tree, options.mode());

@@ -200,5 +200,32 @@ TEST(Archive, BadInput) {
   EXPECT_FALSE(Exists(dir + "/x.memma"));
 }
 
+// A stored entry's central record declares 60 MiB of data while the archive holds a few hundred
+// bytes: every reader would take the declared size from the payload, past the file's end.
+TEST(Archive, DeclaredSizeBeyondStoredSizeIsRefused) {
+  const std::string dir = FreshDir("declared");
+  TensorDict({{"x", at::zeros({2})}}, {2}).memmap(dir + "/td");
+  pack_memmap(dir + "/td", dir + "/td.tdz");
+  std::string zip = ReadText(dir + "/td.tdz");
+  ASSERT_LT(zip.size(), 2000u);
+  bool patched = false;
+  for (size_t at = zip.find(std::string("PK\x01\x02", 4)); at != std::string::npos;
+       at = zip.find(std::string("PK\x01\x02", 4), at + 4)) {
+    if (zip.substr(at + 46, Le16(zip, at + 28)) != "meta.json") continue;
+    const uint32_t big = uint32_t{60} << 20;  // the uncompressed size, 32-bit field at +24
+    for (int b = 0; b < 4; ++b) zip[at + 24 + b] = static_cast<char>((big >> (8 * b)) & 0xFF);
+    patched = true;
+  }
+  ASSERT_TRUE(patched);
+  WriteText(dir + "/big.tdz", zip);
+  EXPECT_FALSE(is_memmap_archive(dir + "/big.tdz"));
+  TD_EXPECT_THROW_MSG(load_archive(dir + "/big.tdz"), MemmapError,
+                      {"big.tdz", "'meta.json'", "62914560 bytes", "must be equal"});
+  TD_EXPECT_THROW_MSG(unpack_memmap(dir + "/big.tdz", dir + "/out"), ValueError,
+                      {"big.tdz", "'meta.json'", "must be equal"});
+  TD_EXPECT_THROW_MSG(refresh_archive_checksums(dir + "/big.tdz"), ValueError,
+                      {"big.tdz", "'meta.json'"});
+}
+
 }  // namespace
 }  // namespace td

@@ -3,6 +3,8 @@
 #include <ATen/ops/empty.h>
 #include <ATen/ops/tensor.h>
 
+#include <algorithm>
+#include <cctype>
 #include <cerrno>
 #include <cmath>
 #include <cstdio>
@@ -14,6 +16,7 @@
 #include "absl/container/flat_hash_set.h"
 #include "nlohmann/json.hpp"
 #include "td/core/errors.h"
+#include "td/core/internal/structure_check.h"
 #include "td/io/dict.h"
 
 namespace td {
@@ -115,12 +118,16 @@ void WriteText(const std::string& path, const std::string& text) {
   if (!f) TD_FAIL(c10::Error, "cannot write ", path, ": ", std::strerror(errno));
 }
 
+// The file's text, without a leading UTF-8 byte-order mark (pandas drops it too: it is not part
+// of the first column's name).
 std::string ReadText(const std::string& path) {
   std::ifstream f(path, std::ios::binary);
   if (!f) TD_FAIL(c10::Error, "cannot read ", path, ": ", std::strerror(errno));
   std::ostringstream ss;
   ss << f.rdbuf();
-  return ss.str();
+  std::string text = ss.str();
+  if (text.compare(0, 3, "\xEF\xBB\xBF") == 0) text.erase(0, 3);
+  return text;
 }
 
 // Parses an RFC 4180 CSV text into rows of cells. A cell that was quoted is reported as such
@@ -189,21 +196,110 @@ std::vector<std::vector<Cell>> ParseCsv(const std::string& text, const std::stri
   return rows;
 }
 
-std::optional<int64_t> AsInt(const std::string& s) {
-  if (s.empty()) return std::nullopt;
-  errno = 0;
-  char* end = nullptr;
-  const long long v = std::strtoll(s.c_str(), &end, 10);
-  if (errno != 0 || end != s.c_str() + s.size()) return std::nullopt;
-  return static_cast<int64_t>(v);
+// What an unquoted CSV cell is to pandas' default C parser (read_csv without dtype):
+//  kNa     one of its default NA strings ("", "NA", "nan", "null", ...): a missing value;
+//  kInt    an integer ([+-]digits, spaces around allowed) in int64's range;
+//  kUint   such an integer in [2^63, 2^64): pandas makes the column uint64;
+//  kBigInt such an integer outside both ranges: pandas keeps the column as strings;
+//  kFloat  a decimal number (digits, '.', an exponent) or inf / infinity (any case, signed);
+//  kOther  anything else (hexadecimal "0x1A", "1_000", "1e", words): a string.
+enum class CellKind { kNa, kInt, kUint, kBigInt, kFloat, kOther };
+
+bool IsNaToken(const std::string& s) {
+  static const char* const kNa[] = {"",     "#N/A", "#N/A N/A", "#NA", "-1.#IND", "-1.#QNAN",
+                                    "-NaN", "-nan", "1.#IND",   "1.#QNAN", "<NA>", "N/A",
+                                    "NA",   "NULL", "NaN",      "None", "n/a",  "nan",
+                                    "null"};
+  for (const char* na : kNa) {
+    if (s == na) return true;
+  }
+  return false;
 }
 
-std::optional<double> AsDouble(const std::string& s) {
-  if (s.empty()) return std::nan("");
-  char* end = nullptr;
-  const double v = std::strtod(s.c_str(), &end);
-  if (end != s.c_str() + s.size()) return std::nullopt;
-  return v;
+CellKind Classify(const std::string& s) {
+  if (IsNaToken(s)) return CellKind::kNa;
+  size_t b = 0, e = s.size();
+  while (b < e && (s[b] == ' ' || s[b] == '\t')) ++b;
+  while (e > b && (s[e - 1] == ' ' || s[e - 1] == '\t')) --e;
+  const std::string t = s.substr(b, e - b);
+  size_t i = t.empty() || (t[0] != '+' && t[0] != '-') ? 0 : 1;
+  const size_t digits_start = i;
+  while (i < t.size() && t[i] >= '0' && t[i] <= '9') ++i;
+  const size_t int_digits = i - digits_start;
+  if (int_digits > 0 && i == t.size()) {
+    errno = 0;
+    std::strtoll(t.c_str(), nullptr, 10);
+    if (errno == 0) return CellKind::kInt;
+    if (t[0] == '-') return CellKind::kBigInt;
+    errno = 0;
+    std::strtoull(t.c_str(), nullptr, 10);
+    return errno == 0 ? CellKind::kUint : CellKind::kBigInt;
+  }
+  size_t frac_digits = 0;
+  if (i < t.size() && t[i] == '.') {
+    for (++i; i < t.size() && t[i] >= '0' && t[i] <= '9'; ++i) ++frac_digits;
+  }
+  if (int_digits + frac_digits > 0) {
+    if (i < t.size() && (t[i] == 'e' || t[i] == 'E')) {
+      size_t j = i + 1;
+      if (j < t.size() && (t[j] == '+' || t[j] == '-')) ++j;
+      const size_t exp_start = j;
+      while (j < t.size() && t[j] >= '0' && t[j] <= '9') ++j;
+      if (j > exp_start) i = j;
+    }
+    if (i == t.size()) return CellKind::kFloat;
+  }
+  std::string lower = t.substr(digits_start);
+  for (char& c : lower) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  return lower == "inf" || lower == "infinity" ? CellKind::kFloat : CellKind::kOther;
+}
+
+// The value of a kNa (NaN), kInt or kFloat cell.
+double CellDouble(const std::string& s, CellKind kind) {
+  if (kind == CellKind::kNa) return std::nan("");
+  std::string t = s;
+  t.erase(std::remove(t.begin(), t.end(), '\t'), t.end());
+  t.erase(std::remove(t.begin(), t.end(), ' '), t.end());
+  return std::strtod(t.c_str(), nullptr);  // the forms Classify accepts; inf and 1e999 as +-inf
+}
+
+// The first integer literal of the JSON `text` (outside strings) that int64 cannot hold, or "".
+// nlohmann/json reads 2^64-1 as an unsigned number and larger ones as doubles: neither is a
+// value a column can keep exactly.
+std::string WideJsonInteger(std::string_view text) {
+  bool in_string = false, escaped = false;
+  for (size_t i = 0; i < text.size(); ++i) {
+    const char c = text[i];
+    if (in_string) {
+      if (escaped) {
+        escaped = false;
+      } else if (c == '\\') {
+        escaped = true;
+      } else if (c == '"') {
+        in_string = false;
+      }
+      continue;
+    }
+    if (c == '"') {
+      in_string = true;
+      continue;
+    }
+    if (c != '-' && (c < '0' || c > '9')) continue;
+    size_t j = i;
+    bool integral = true;
+    constexpr std::string_view kNumberChars = "0123456789.eE+-";
+    while (j < text.size() && kNumberChars.find(text[j]) != std::string_view::npos) {
+      integral = integral && text[j] != '.' && text[j] != 'e' && text[j] != 'E';
+      ++j;
+    }
+    const std::string token(text.substr(i, j - i));
+    i = j - 1;
+    if (!integral) continue;
+    errno = 0;
+    std::strtoll(token.c_str(), nullptr, 10);
+    if (errno == ERANGE) return token;
+  }
+  return "";
 }
 
 // A column of cells (JSON values) as a tensor when every cell fits one numeric type, else as
@@ -314,23 +410,42 @@ TensorDict from_csv(const std::string& path, const FromTableOptions& options) {
               " cells, the header ", names.size());
     }
   }
+  auto is_true = [](const std::string& s) { return s == "True" || s == "TRUE" || s == "true"; };
+  auto is_false = [](const std::string& s) { return s == "False" || s == "FALSE" || s == "false"; };
   for (size_t c = 0; c < names.size(); ++c) {
-    bool ints = true, bools = true, numbers = true;
+    // pandas' order: int64, then uint64 (refused: no LibTorch dtype) or, for integers neither
+    // holds, strings; bool; float64; strings.
+    bool ints = true, bools = true, numbers = true, wide = false, negative = false;
+    size_t first_uint = 0;
+    std::vector<CellKind> kinds;
     for (size_t r = 1; r < rows.size(); ++r) {
       const Cell& cell = rows[r][c];
-      ints = ints && !cell.quoted && AsInt(cell.text).has_value();
-      bools = bools && !cell.quoted &&
-              (cell.text == "True" || cell.text == "False" || cell.text == "true" || cell.text == "false");
-      numbers = numbers && !cell.quoted && AsDouble(cell.text).has_value();
+      const CellKind k = cell.quoted ? CellKind::kOther : Classify(cell.text);
+      kinds.push_back(k);
+      const bool integer = k == CellKind::kInt || k == CellKind::kUint || k == CellKind::kBigInt;
+      ints = ints && integer;
+      if (k == CellKind::kUint && first_uint == 0) first_uint = r;
+      wide = wide || k == CellKind::kBigInt;
+      negative = negative || (integer && cell.text.find('-') != std::string::npos);
+      bools = bools && !cell.quoted && (is_true(cell.text) || is_false(cell.text));
+      numbers = numbers && (k == CellKind::kNa || k == CellKind::kInt || k == CellKind::kFloat);
     }
+    if (ints && first_uint > 0 && !wide && !negative) {
+      TD_FAIL(ValueError, "from_csv: ", path, ": column '", names[c], "' holds integers up to 2^64-1 (",
+              rows[first_uint][c].text, " on row ", first_uint + 1, "), which pandas reads as uint64; "
+              "LibTorch has no uint64 dtype and int64 cannot hold them");
+    }
+    const bool as_ints = ints && first_uint == 0 && !wide;
     for (size_t r = 1; r < rows.size(); ++r) {
       const std::string& s = rows[r][c].text;
-      if (ints) {
-        cols[c].emplace_back(*AsInt(s));
+      if (as_ints) {
+        cols[c].emplace_back(static_cast<int64_t>(std::strtoll(s.c_str(), nullptr, 10)));
+      } else if (ints) {
+        cols[c].emplace_back(s);  // integers past int64 and uint64 (or both signs): pandas' strings
       } else if (bools) {
-        cols[c].emplace_back(s == "True" || s == "true");
+        cols[c].emplace_back(is_true(s));
       } else if (numbers) {
-        const double v = *AsDouble(s);
+        const double v = CellDouble(s, kinds[r - 1]);
         cols[c].push_back(std::isnan(v) ? json(nullptr) : json(v));
       } else {
         cols[c].emplace_back(s);
@@ -364,26 +479,32 @@ void to_json(const TensorDict& td, const std::string& path, const TableOptions& 
 TensorDict from_json(const std::string& path, const FromTableOptions& options) {
   CheckBatchOptions(options, "from_json");
   const std::string text = ReadText(path);
-  // Parsed keeping each record's key order (the columns' order).
+  // Parsed keeping each record's key order (the columns' order), through the one depth-checked
+  // parse (NOTE [ Untrusted JSON ] in td/core/internal/structure_check.h).
+  auto parse = [&](std::string_view t, const std::string& where) {
+    absl::StatusOr<nlohmann::ordered_json> j = internal::ParseUntrustedJson<nlohmann::ordered_json>(t);
+    if (!j.ok()) TD_FAIL(ValueError, "from_json: ", path, where, ": ", j.status().message());
+    return *std::move(j);
+  };
+  if (const std::string wide = WideJsonInteger(text); !wide.empty()) {
+    TD_FAIL(ValueError, "from_json: ", path, ": the integer ", wide,
+            " does not fit int64 (LibTorch has no uint64 dtype); a column cannot hold it exactly");
+  }
   std::vector<nlohmann::ordered_json> records;
-  try {
-    if (options.lines()) {
-      std::istringstream in(text);
-      std::string line;
-      while (std::getline(in, line)) {
-        if (line.find_first_not_of(" \t\r") == std::string::npos) continue;
-        records.push_back(nlohmann::ordered_json::parse(line));
-      }
-    } else {
-      nlohmann::ordered_json all = nlohmann::ordered_json::parse(text);
-      if (!all.is_array()) {
-        TD_FAIL(ValueError, "from_json: ", path, " must hold an array of records (objects); got a ",
-                all.type_name(), " (for one nested object, use from_dict)");
-      }
-      for (auto& r : all) records.push_back(std::move(r));
+  if (options.lines()) {
+    std::istringstream in(text);
+    std::string line;
+    for (size_t n = 1; std::getline(in, line); ++n) {
+      if (line.find_first_not_of(" \t\r") == std::string::npos) continue;
+      records.push_back(parse(line, " line " + std::to_string(n)));
     }
-  } catch (const nlohmann::ordered_json::exception& e) {
-    TD_FAIL(ValueError, "from_json: ", path, ": malformed JSON: ", e.what());
+  } else {
+    nlohmann::ordered_json all = parse(text, "");
+    if (!all.is_array()) {
+      TD_FAIL(ValueError, "from_json: ", path, " must hold an array of records (objects); got a ",
+              all.type_name(), " (for one nested object, use from_dict)");
+    }
+    for (auto& r : all) records.push_back(std::move(r));
   }
   std::vector<std::string> names;
   absl::flat_hash_set<std::string> seen;
@@ -400,7 +521,9 @@ TensorDict from_json(const std::string& path, const FromTableOptions& options) {
   for (size_t c = 0; c < names.size(); ++c) {
     for (const auto& r : records) {
       auto it = r.find(names[c]);
-      cols[c].push_back(it == r.end() ? json(nullptr) : json::parse(it->dump()));
+      // ordered_json to json: our own text, through the one parse (NOTE [ Untrusted JSON ]).
+      cols[c].push_back(it == r.end() ? json(nullptr)
+                                      : ValueOrThrow(internal::ParseUntrustedJson<json>(it->dump())));
     }
   }
   return FromColumns(names, cols, static_cast<int64_t>(records.size()), options, path, "from_json");

@@ -105,5 +105,59 @@ TEST(Json, RecordsAndLines) {
   TD_EXPECT_THROW_MSG(from_json(dir + "/num.json"), ValueError, {"record 0", "number"});
 }
 
+// What pandas' read_csv makes of cells: decimal numbers only (not C's hexadecimal floats), its NA
+// strings, integers past int64 (uint64: refused here; beyond: strings), a byte-order mark.
+TEST(Csv, NumbersAsPandasReadsThem) {
+  const std::string dir = FreshDir("csvnum");
+  WriteText(dir + "/bom.csv", "\xEF\xBB\xBFid,hex\n1,0x1A\n2,12\n");
+  TensorDict bom = from_csv(dir + "/bom.csv");
+  EXPECT_EQ(bom.keys(), (std::vector<NestedKey>{"id", "hex"}));
+  EXPECT_TRUE(bom.get("id").equal(at::tensor({1, 2}, at::kLong)));
+  EXPECT_EQ(bom.get_non_tensor("hex"), nlohmann::json::array({"0x1A", "12"}));
+
+  WriteText(dir + "/f.csv", "x\n 1.5\n-inf\nNA\n1e3\n.5\n");
+  const at::Tensor x = from_csv(dir + "/f.csv").get("x");
+  ASSERT_EQ(x.scalar_type(), at::kDouble);
+  EXPECT_EQ(x[0].item<double>(), 1.5);
+  EXPECT_EQ(x[1].item<double>(), -INFINITY);
+  EXPECT_TRUE(std::isnan(x[2].item<double>()));
+  EXPECT_EQ(x[3].item<double>(), 1000.0);
+  EXPECT_EQ(x[4].item<double>(), 0.5);
+  for (const char* word : {"1e", "1_000", "0x10p0", "nan(1)"}) {
+    WriteText(dir + "/w.csv", std::string("w\n1\n") + word + "\n");
+    EXPECT_EQ(from_csv(dir + "/w.csv").get_non_tensor("w"), nlohmann::json::array({"1", word}))
+        << word;
+  }
+
+  WriteText(dir + "/u.csv", "u\n9223372036854775808\n1\n");
+  TD_EXPECT_THROW_MSG(from_csv(dir + "/u.csv"), ValueError,
+                      {"u.csv", "'u'", "9223372036854775808", "row 2", "uint64"});
+  WriteText(dir + "/h.csv", "h,s\n18446744073709551616,-1\n1,9223372036854775808\n");
+  TensorDict h = from_csv(dir + "/h.csv");
+  EXPECT_EQ(h.get_non_tensor("h"), nlohmann::json::array({"18446744073709551616", "1"}));
+  EXPECT_EQ(h.get_non_tensor("s"), nlohmann::json::array({"-1", "9223372036854775808"}));
+}
+
+// JSON integers int64 cannot hold, and nesting deep enough to exhaust a recursive parser.
+TEST(Json, WideIntegersAndDeepNesting) {
+  const std::string dir = FreshDir("jsonbad");
+  WriteText(dir + "/u.json", R"([{"a": 18446744073709551615}, {"a": 1}])");
+  TD_EXPECT_THROW_MSG(from_json(dir + "/u.json"), ValueError,
+                      {"u.json", "18446744073709551615", "int64"});
+  WriteText(dir + "/h.jsonl", "{\"a\": 1}\n{\"a\": -99999999999999999999}\n");
+  TD_EXPECT_THROW_MSG(from_json(dir + "/h.jsonl", FromTableOptions().lines(true)), ValueError,
+                      {"h.jsonl", "-99999999999999999999"});
+  WriteText(dir + "/ok.json", R"([{"a": 9223372036854775807, "b": "18446744073709551616"}])");
+  EXPECT_EQ(from_json(dir + "/ok.json").get("a")[0].item<int64_t>(), INT64_MAX);
+
+  // Well-formed: nlohmann/json parses it, then its dump and copies recurse once per level.
+  const std::string deep = std::string(100000, '[') + std::string(100000, ']');
+  WriteText(dir + "/deep.json", "[{\"a\": " + deep + "}]");
+  TD_EXPECT_THROW_MSG(from_json(dir + "/deep.json"), ValueError, {"deep.json", "nested deeper"});
+  WriteText(dir + "/deep.jsonl", "{\"a\": 1}\n{\"a\": " + deep + "}\n");
+  TD_EXPECT_THROW_MSG(from_json(dir + "/deep.jsonl", FromTableOptions().lines(true)), ValueError,
+                      {"deep.jsonl", "line 2", "nested deeper"});
+}
+
 }  // namespace
 }  // namespace td

@@ -65,20 +65,19 @@ struct Reader {
     const ArrayMeta& a = n.array;
     const json marker = n.attrs.value(kNonTensorAttr, json());
     if (!marker.is_null()) {
-      const std::string encoding =
-          marker.is_object() ? marker.value("encoding", std::string()) : std::string();
+      const json encoding = marker.is_object() ? marker.value("encoding", json()) : json();
       if (encoding != "json") {
-        TD_FAIL(ZarrError, where, ": non-tensor data encoded as '", encoding,
-                "' (upstream pickles values JSON cannot hold); only \"json\" can be read here");
+        TD_FAIL(ZarrError, where, ": non-tensor data encoded as ",
+                encoding.is_string() ? "'" + encoding.get<std::string>() + "'" : encoding.dump(),
+                " (upstream pickles values JSON cannot hold); only \"json\" can be read here");
       }
       if (a.type.kind != ElemType::kTensor || a.type.dtype != at::kByte || a.shape.size() != 1) {
         TD_FAIL(ZarrError, where, ": non-tensor data must be a 1-D uint8 array");
       }
       at::Tensor raw = ReadRaw(a, Where(rel), where).contiguous();
       const auto* p = static_cast<const char*>(raw.data_ptr());
-      json value = json::parse(p, p + raw.numel(), nullptr, /*allow_exceptions=*/false);
-      if (value.is_discarded()) TD_FAIL(ZarrError, where, ": non-tensor payload is not valid JSON");
-      return Value(NonTensorData(std::move(value)));
+      return Value(NonTensorData(internal::zarr::ParseJson(
+          std::string_view(p, static_cast<size_t>(raw.numel())), where + " (non-tensor payload)")));
     }
     at::Tensor raw = ReadRaw(a, Where(rel), where);
     if (a.type.big_endian && a.type.swap_unit() > 1) {
@@ -121,7 +120,16 @@ struct Reader {
     std::error_code ec;
     for (fs::directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec)) {
       const std::string name = it->path().filename().string();
-      if (it->is_directory(ec)) names.push_back(name);  // metadata and chunks are files
+      const fs::file_status st = it->symlink_status(ec);
+      if (ec) break;
+      if (fs::is_directory(st)) {
+        names.push_back(name);  // metadata and chunks are files
+      } else if (fs::is_symlink(st) && fs::is_directory(it->status(ec))) {
+        // Not followed: two links to "." would make the walk exponential.
+        TD_FAIL(ZarrError, Where(Join(rel, name)), " is a symlink to a directory; symlinked "
+                "groups and arrays are not followed (copy the data into the store)");
+      }
+      ec.clear();
     }
     if (ec) TD_FAIL(ZarrError, "cannot list ", dir, ": ", ec.message());
     std::sort(names.begin(), names.end());
@@ -158,6 +166,12 @@ struct Writer {
   json consolidated = json::object();
 
   void CheckName(const std::string& name, const NestedKey& key) const {
+    try {
+      (void)json(name).dump();  // node names are JSON strings (.zmetadata's keys): UTF-8
+    } catch (const json::exception&) {
+      TD_FAIL(ValueError, "to_zarr: key ", key.repr(),
+              " is not valid UTF-8, which a Zarr node name (a JSON string) must be");
+    }
     static const char* const kReserved[] = {".zarray", ".zgroup", ".zattrs", ".zmetadata",
                                             "zarr.json"};
     bool reserved = false;

@@ -43,16 +43,9 @@
 #include <vector>
 
 #include "td/core/tensordict.h"
+#include "td/io/zarr_error.h"  // ZarrError
 
 namespace td {
-
-// A Zarr store that cannot be read or written, or whose content does not fit a TensorDict (an
-// array whose leading dims disagree with the batch size, a truncated chunk, a compressor): the
-// message names the store path, the array or group and the problem.
-class ZarrError : public c10::Error {
- public:
-  using c10::Error::Error;
-};
 
 struct ToZarrOptions {
   // The chunk shape of the leading dims of every array (upstream's `chunks=`: a leaf of fewer
@@ -69,8 +62,8 @@ struct ToZarrOptions {
 // a previous store atomically, where the file system allows it): a failure part-way leaves the
 // previous store, or nothing, at `path`. Throws TypeError naming a key whose dtype Zarr cannot
 // hold here, ValueError naming a key that cannot be a Zarr name (empty, ".", "..", "/" inside,
-// ".zarray", ".zgroup", ".zattrs", ".zmetadata", "zarr.json"), a path that exists without `overwrite` or is not a Zarr store, ZarrError naming
-// the file on I/O errors.
+// ".zarray", ".zgroup", ".zattrs", ".zmetadata", "zarr.json", not UTF-8), a path that exists
+// without `overwrite` or is not a Zarr store, ZarrError naming the file on I/O errors.
 void to_zarr(const TensorDict& td, const std::string& path, const ToZarrOptions& options = {});
 
 // Options of from_zarr (upstream's keyword arguments).
@@ -85,9 +78,13 @@ struct FromZarrOptions {
 };
 
 // Reads the Zarr group store at `path` (ours, upstream's, zarr-python's) into a dense
-// TensorDict. Throws ZarrError naming the store and the node (missing store, not a group,
-// malformed metadata, unsupported codec or dtype, chunk of the wrong size, array whose leading
-// dims are not the batch size), ValueError when batch_size is combined with auto_batch_size or
+// TensorDict. Symlinked files are read; symlinked directories are not followed, and a FIFO,
+// socket or device where a file belongs is refused without being opened for long. Each array
+// costs one listing of its directory plus its chunk files, however many chunks its grid has.
+// Throws ZarrError naming the store and the node (missing store, not a group, malformed or
+// too deeply nested metadata, unsupported codec or dtype, a fill value the dtype cannot hold,
+// chunk of the wrong size, array whose leading dims are not the batch size, a directory symlink,
+// a file that is not regular), ValueError when batch_size is combined with auto_batch_size or
 // batch_dims.
 TensorDict from_zarr(const std::string& path, const FromZarrOptions& options = {});
 

@@ -13,10 +13,13 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
+#include <filesystem>
 #include <limits>
+#include <map>
 #include <utility>
 
 #include "td/core/errors.h"
+#include "td/core/internal/structure_check.h"
 
 namespace td {
 namespace internal {
@@ -32,6 +35,26 @@ constexpr int64_t kMaxJsonBytes = int64_t{64} << 20;
 
 [[noreturn]] void FailErrno(int err, const char* what, const std::string& path) {
   TD_FAIL(ZarrError, what, " ", path, ": ", std::strerror(err));
+}
+
+int OpenForRead(const std::string& path) {
+  // O_NONBLOCK: opening a FIFO returns at once (StatRegular then refuses it) instead of waiting
+  // for a writer; reads of regular files ignore the flag.
+  return ::open(path.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+}
+
+struct stat StatRegular(int fd, const std::string& path) {
+  struct stat st {};
+  if (::fstat(fd, &st) != 0) FailErrno(errno, "cannot stat", path);
+  if (!S_ISREG(st.st_mode)) {
+    TD_FAIL(ZarrError, path, " is not a regular file (",
+            S_ISFIFO(st.st_mode)  ? "a FIFO"
+            : S_ISDIR(st.st_mode) ? "a directory"
+            : S_ISSOCK(st.st_mode) ? "a socket"
+                                   : "a device",
+            "); a Zarr store holds only files and directories");
+  }
+  return st;
 }
 
 void ReadExactly(int fd, void* data, int64_t n, const std::string& path) {
@@ -75,25 +98,27 @@ void SyncDir(const std::string& path) {
   if (fd.get() >= 0) ::fsync(fd.get());
 }
 
-// The JSON in `path`, or nullopt when there is no such file.
-std::optional<json> ReadJson(const std::string& path) {
-  Fd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
+std::optional<std::string> ReadMetaFile(const std::string& path) {
+  Fd fd(OpenForRead(path));
   if (fd.get() < 0) {
     if (errno == ENOENT || errno == ENOTDIR) return std::nullopt;
     FailErrno(errno, "cannot open", path);
   }
-  struct stat st;
-  if (::fstat(fd.get(), &st) != 0) FailErrno(errno, "cannot stat", path);
-  if (!S_ISREG(st.st_mode)) TD_FAIL(ZarrError, path, " is not a regular file");
+  const struct stat st = StatRegular(fd.get(), path);
   if (st.st_size > kMaxJsonBytes) {
     TD_FAIL(ZarrError, path, " holds ", st.st_size, " bytes of metadata (at most ", kMaxJsonBytes,
             " read)");
   }
   std::string text(static_cast<size_t>(st.st_size), '\0');
   ReadExactly(fd.get(), text.data(), st.st_size, path);
-  json j = json::parse(text, nullptr, /*allow_exceptions=*/false);
-  if (j.is_discarded()) TD_FAIL(ZarrError, path, " is not valid JSON");
-  return j;
+  return text;
+}
+
+json ParseJson(std::string_view text, const std::string& path) {
+  // NOTE [ Untrusted JSON ] in td/core/internal/structure_check.h.
+  absl::StatusOr<json> j = ::td::internal::ParseUntrustedJson<json>(text);
+  if (!j.ok()) TD_FAIL(ZarrError, path, " is not valid JSON: ", j.status().message());
+  return *std::move(j);
 }
 
 // ---- dtypes --------------------------------------------------------------------------------
@@ -271,52 +296,67 @@ void ParseV3Array(const json& z, const std::string& where, ArrayMeta& a) {
 
 }  // namespace
 
-// The node in directory `dir` (`where` names it in messages): format 2 (.zarray / .zgroup and
-// .zattrs) or format 3 (zarr.json).
-Node ReadNode(const std::string& dir, const std::string& where) {
+Node ParseNode(const NodeTexts& texts, const std::string& where) {
+  auto parse = [&](const std::optional<std::string>& text, const char* file) {
+    return text ? std::make_optional(ParseJson(*text, where + "/" + file)) : std::nullopt;
+  };
   Node n;
-  std::optional<json> zarray = ReadJson(dir + "/.zarray");
-  std::optional<json> zgroup = zarray ? std::nullopt : ReadJson(dir + "/.zgroup");
-  if (zarray || zgroup) {
-    if (std::optional<json> attrs = ReadJson(dir + "/.zattrs")) {
-      if (!attrs->is_object()) TD_FAIL(ZarrError, where, "/.zattrs is not a JSON object");
-      n.attrs = std::move(*attrs);
-    }
-    if (zarray) {
-      n.kind = Node::kArray;
-      ParseV2Array(*zarray, where, n.array);
-    } else {
-      if (!zgroup->is_object() || zgroup->value("zarr_format", 0) != 2) {
-        TD_FAIL(ZarrError, where, "/.zgroup is not Zarr format 2 group metadata");
+  try {
+    std::optional<json> zarray = parse(texts.zarray, ".zarray");
+    std::optional<json> zgroup = zarray ? std::nullopt : parse(texts.zgroup, ".zgroup");
+    if (zarray || zgroup) {
+      if (std::optional<json> attrs = parse(texts.zattrs, ".zattrs")) {
+        if (!attrs->is_object()) TD_FAIL(ZarrError, where, "/.zattrs is not a JSON object");
+        n.attrs = std::move(*attrs);
       }
-      n.kind = Node::kGroup;
+      if (zarray) {
+        n.kind = Node::kArray;
+        ParseV2Array(*zarray, where, n.array);
+      } else {
+        if (!zgroup->is_object() || zgroup->value("zarr_format", json()) != 2) {
+          TD_FAIL(ZarrError, where, "/.zgroup is not Zarr format 2 group metadata");
+        }
+        n.kind = Node::kGroup;
+      }
+      return n;
     }
-    return n;
-  }
-  std::optional<json> z = ReadJson(dir + "/zarr.json");
-  if (!z) return n;
-  if (!z->is_object() || z->value("zarr_format", 0) != 3) {
-    TD_FAIL(ZarrError, where, "/zarr.json is not Zarr format 3 metadata");
-  }
-  const json attrs = z->value("attributes", json::object());
-  if (!attrs.is_object()) TD_FAIL(ZarrError, where, ": attributes must be a JSON object");
-  n.attrs = attrs;
-  const std::string type = z->value("node_type", std::string());
-  if (type == "group") {
-    n.kind = Node::kGroup;
-  } else if (type == "array") {
-    n.kind = Node::kArray;
-    ParseV3Array(*z, where, n.array);
-  } else {
-    TD_FAIL(ZarrError, where, ": node_type '", type, "' is unknown");
+    std::optional<json> z = parse(texts.zarr_json, "zarr.json");
+    if (!z) return n;
+    if (!z->is_object() || z->value("zarr_format", json()) != 3) {
+      TD_FAIL(ZarrError, where, "/zarr.json is not Zarr format 3 metadata");
+    }
+    const json attrs = z->value("attributes", json::object());
+    if (!attrs.is_object()) TD_FAIL(ZarrError, where, ": attributes must be a JSON object");
+    n.attrs = attrs;
+    const json type = z->value("node_type", json());
+    if (type == "group") {
+      n.kind = Node::kGroup;
+    } else if (type == "array") {
+      n.kind = Node::kArray;
+      ParseV3Array(*z, where, n.array);
+    } else {
+      TD_FAIL(ZarrError, where, ": node_type ", type.dump(), " is unknown");
+    }
+  } catch (const json::exception& e) {
+    // A field of the wrong JSON type ("order": 1, "configuration": []): nlohmann's type_error.
+    TD_FAIL(ZarrError, where, ": malformed Zarr metadata: ", e.what());
   }
   return n;
 }
 
-// ---- reading arrays ------------------------------------------------------------------------
+Node ReadNode(const std::string& dir, const std::string& where) {
+  NodeTexts texts;
+  texts.zarray = ReadMetaFile(dir + "/.zarray");
+  if (!texts.zarray) texts.zgroup = ReadMetaFile(dir + "/.zgroup");
+  if (texts.zarray || texts.zgroup) {
+    texts.zattrs = ReadMetaFile(dir + "/.zattrs");
+  } else {
+    texts.zarr_json = ReadMetaFile(dir + "/zarr.json");
+  }
+  return ParseNode(texts, where);
+}
 
-// The fill value's bytes in stored order ([itemsize] uint8).
-namespace {
+// ---- reading arrays ------------------------------------------------------------------------
 
 at::Tensor FillBytes(const ArrayMeta& a, const std::string& where) {
   const json& f = a.fill;
@@ -333,17 +373,43 @@ at::Tensor FillBytes(const ArrayMeta& a, const std::string& where) {
     }
     TD_FAIL(ZarrError, where, ": fill_value ", f.dump(), " is not supported for this dtype");
   };
+  const at::ScalarType dtype = a.type.dtype;
+  auto does_not_fit = [&](const std::string& why) {
+    TD_FAIL(ZarrError, where, ": fill_value ", f.dump(), " does not fit the array's dtype ",
+            NumpyDtype(dtype), why);
+  };
   at::Tensor value;
-  if (at::isComplexType(a.type.dtype)) {
-    if (!f.is_array() || f.size() != 2) {
-      TD_FAIL(ZarrError, where, ": fill_value ", f.dump(), " of a complex array must be [re, im]");
+  try {
+    if (at::isComplexType(dtype)) {
+      if (!f.is_array() || f.size() != 2) {
+        TD_FAIL(ZarrError, where, ": fill_value ", f.dump(), " of a complex array must be [re, im]");
+      }
+      value = at::scalar_tensor(c10::complex<double>(number(f[0]), number(f[1])),
+                                at::TensorOptions().dtype(dtype));
+    } else if (at::isFloatingType(dtype)) {
+      value = at::scalar_tensor(number(f), at::TensorOptions().dtype(dtype));
+    } else {
+      // Integers and bool: an integer in the dtype's range (or true / false), never a float (a
+      // NaN or 1e300 cast to an integer is undefined).
+      int64_t v = 0;
+      if (f.is_boolean()) {
+        v = f.get<bool>() ? 1 : 0;
+      } else if (f.is_number_unsigned() &&
+                 f.get<uint64_t>() > static_cast<uint64_t>(std::numeric_limits<int64_t>::max())) {
+        does_not_fit("");
+      } else if (f.is_number_integer()) {
+        v = f.get<int64_t>();
+      } else {
+        does_not_fit(" (an integer dtype needs an integer)");
+      }
+      if (dtype == at::kBool && v != 0 && v != 1) does_not_fit(" (bool: 0, 1, true or false)");
+      value = at::scalar_tensor(v, at::TensorOptions().dtype(dtype));
     }
-    value = at::scalar_tensor(c10::complex<double>(number(f[0]), number(f[1])),
-                              at::TensorOptions().dtype(a.type.dtype));
-  } else if (f.is_number_integer() && !at::isFloatingType(a.type.dtype)) {
-    value = at::scalar_tensor(f.get<int64_t>(), at::TensorOptions().dtype(a.type.dtype));
-  } else {
-    value = at::scalar_tensor(number(f), at::TensorOptions().dtype(a.type.dtype));
+  } catch (const ZarrError&) {
+    throw;
+  } catch (const std::exception& e) {
+    // LibTorch's range check (c10::checked_convert) throws std::runtime_error.
+    does_not_fit(std::string(": ") + e.what());
   }
   at::Tensor bytes = value.reshape({1}).view(at::kByte).clone();
   if (a.type.big_endian) {
@@ -351,8 +417,6 @@ at::Tensor FillBytes(const ArrayMeta& a, const std::string& where) {
   }
   return bytes;
 }
-
-}  // namespace
 
 std::string ChunkKey(const ArrayMeta& a, const std::vector<int64_t>& coords) {
   std::string key;
@@ -363,6 +427,87 @@ std::string ChunkKey(const ArrayMeta& a, const std::vector<int64_t>& coords) {
   if (a.v3_default_keys) return coords.empty() ? "c" : "c" + a.separator + key;
   return coords.empty() ? "0" : key;
 }
+
+std::optional<std::vector<int64_t>> ChunkCoords(const ArrayMeta& a, std::string key,
+                                                const std::vector<int64_t>& grid) {
+  const size_t nd = grid.size();
+  if (a.v3_default_keys) {
+    if (nd == 0) return key == "c" ? std::make_optional(std::vector<int64_t>{}) : std::nullopt;
+    if (key.compare(0, 1 + a.separator.size(), "c" + a.separator) != 0) return std::nullopt;
+    key.erase(0, 1 + a.separator.size());
+  } else if (nd == 0) {
+    return key == "0" ? std::make_optional(std::vector<int64_t>{}) : std::nullopt;
+  }
+  std::vector<int64_t> coords;
+  size_t start = 0;
+  while (true) {
+    const size_t end = std::min(key.find(a.separator, start), key.size());
+    const std::string part = key.substr(start, end - start);
+    // Canonical decimals only (zarr writes no sign and no leading zeros), below the grid's size.
+    if (part.empty() || part.size() > 19 || (part.size() > 1 && part[0] == '0') ||
+        part.find_first_not_of("0123456789") != std::string::npos) {
+      return std::nullopt;
+    }
+    uint64_t v = 0;
+    for (char c : part) v = v * 10 + static_cast<uint64_t>(c - '0');  // < 10^19 < 2^64
+    if (v >= static_cast<uint64_t>(grid[coords.size()])) return std::nullopt;
+    coords.push_back(static_cast<int64_t>(v));
+    if (end == key.size()) break;
+    if (coords.size() == nd) return std::nullopt;  // more parts than dims
+    start = end + a.separator.size();
+  }
+  if (coords.size() != nd) return std::nullopt;
+  return coords;
+}
+
+namespace {
+
+// The chunk files of the array in `dir`, by grid coordinates, from one listing of the directory
+// (and, with the "/" separator, of its sub-directories, at most nd + 1 deep): the work follows
+// the files there, not the grid, which a few bytes of metadata can make 2^40 chunks large.
+// Symlinked directories are refused, not followed (two links to "." would make the tree
+// exponential); other entries whose name is a chunk key must be regular files (StatRegular, on
+// reading).
+std::map<std::vector<int64_t>, std::string> ListChunks(const ArrayMeta& a, const std::string& dir,
+                                                       const std::vector<int64_t>& grid,
+                                                       const std::string& where) {
+  namespace fs = std::filesystem;
+  std::map<std::vector<int64_t>, std::string> out;
+  const size_t max_depth = a.separator == "/" ? grid.size() + (a.v3_default_keys ? 1 : 0) : 1;
+  std::vector<std::pair<std::string, size_t>> pending{{"", 0}};  // (relative dir, depth)
+  while (!pending.empty()) {
+    const auto [rel, depth] = pending.back();
+    pending.pop_back();
+    const std::string path = rel.empty() ? dir : dir + "/" + rel;
+    std::error_code ec;
+    for (fs::directory_iterator it(path, ec), end; !ec && it != end; it.increment(ec)) {
+      const std::string name = it->path().filename().string();
+      const std::string key = rel.empty() ? name : rel + "/" + name;
+      const fs::file_status st = it->symlink_status(ec);
+      if (ec) break;
+      if (fs::is_symlink(st)) {
+        if (fs::is_directory(it->status(ec))) {
+          if (a.separator == "/" && depth + 1 < max_depth) {
+            TD_FAIL(ZarrError, where, ": ", path, "/", name, " is a symlink to a directory; "
+                    "symlinked directories in a store are not followed");
+          }
+          continue;
+        }
+        ec.clear();
+      } else if (fs::is_directory(st)) {
+        if (a.separator == "/" && depth + 1 < max_depth) pending.emplace_back(key, depth + 1);
+        continue;
+      }
+      if (std::optional<std::vector<int64_t>> coords = ChunkCoords(a, key, grid)) {
+        out.emplace(std::move(*coords), path + "/" + name);
+      }
+    }
+    if (ec) TD_FAIL(ZarrError, where, ": cannot list ", path, ": ", ec.message());
+  }
+  return out;
+}
+
+}  // namespace
 
 // The array's elements as raw bytes in stored order: a uint8 tensor of shape [*shape, itemsize].
 at::Tensor ReadRaw(const ArrayMeta& a, const std::string& dir, const std::string& where) {
@@ -388,57 +533,61 @@ at::Tensor ReadRaw(const ArrayMeta& a, const std::string& dir, const std::string
   if (numel == 0) return raw;
   const int64_t chunk_bytes = chunk_numel * a.type.itemsize;
   const bool whole = a.shape == a.chunks && (!a.fortran || nd <= 1);
-  std::vector<int64_t> grid(nd), coords(nd, 0);
-  for (int64_t d = 0; d < nd; ++d) grid[d] = (a.shape[d] + a.chunks[d] - 1) / a.chunks[d];
+  std::vector<int64_t> grid(nd);
+  int64_t total = 1;  // chunks in the grid: at most numel
+  for (int64_t d = 0; d < nd; ++d) {
+    grid[d] = (a.shape[d] + a.chunks[d] - 1) / a.chunks[d];
+    total *= grid[d];
+  }
+  const std::map<std::vector<int64_t>, std::string> files = ListChunks(a, dir, grid, where);
+  // Chunks never written hold the fill value: all of it first, when some are missing.
   at::Tensor fill;
+  auto fill_region = [&](at::Tensor region) {
+    if (!fill.defined()) fill = FillBytes(a, where);
+    region.copy_(fill);
+  };
+  if (static_cast<int64_t>(files.size()) < total) fill_region(raw);
   at::Tensor buffer;
-  while (true) {
-    const std::string file = dir + "/" + ChunkKey(a, coords);
+  for (const auto& [coords, file] : files) {
     at::Tensor region = raw;
     for (int64_t d = 0; d < nd; ++d) {
       const int64_t start = coords[d] * a.chunks[d];
       region = region.narrow(d, start, std::min(a.chunks[d], a.shape[d] - start));
     }
-    Fd fd(::open(file.c_str(), O_RDONLY | O_CLOEXEC));
+    Fd fd(OpenForRead(file));
     if (fd.get() < 0) {
       if (errno != ENOENT) FailErrno(errno, "cannot open", file);
-      // A chunk never written holds the fill value.
-      if (!fill.defined()) fill = FillBytes(a, where);
-      region.copy_(fill);
-    } else {
-      struct stat st;
-      if (::fstat(fd.get(), &st) != 0) FailErrno(errno, "cannot stat", file);
-      if (!S_ISREG(st.st_mode) || st.st_size != chunk_bytes) {
-        TD_FAIL(ZarrError, where, ": chunk file ", file, " holds ", st.st_size,
-                " bytes, expected ", chunk_bytes, " (chunk shape ", c10::IntArrayRef(a.chunks),
-                " x ", a.type.itemsize, " bytes): truncated, or compressed");
-      }
-      if (whole) {
-        ReadExactly(fd.get(), raw.data_ptr(), chunk_bytes, file);
-      } else {
-        if (!buffer.defined()) buffer = at::empty({chunk_bytes}, at::kByte);
-        ReadExactly(fd.get(), buffer.data_ptr(), chunk_bytes, file);
-        at::Tensor chunk;
-        if (a.fortran) {
-          // Fortran order: the chunk's dims reversed, C order.
-          std::vector<int64_t> rev(a.chunks.rbegin(), a.chunks.rend());
-          rev.push_back(a.type.itemsize);
-          std::vector<int64_t> perm;
-          for (int64_t d = nd - 1; d >= 0; --d) perm.push_back(d);
-          perm.push_back(nd);
-          chunk = buffer.view(rev).permute(perm);
-        } else {
-          std::vector<int64_t> cs = a.chunks;
-          cs.push_back(a.type.itemsize);
-          chunk = buffer.view(cs);
-        }
-        for (int64_t d = 0; d < nd; ++d) chunk = chunk.narrow(d, 0, region.size(d));
-        region.copy_(chunk);
-      }
+      fill_region(region);  // removed since the listing
+      continue;
     }
-    int64_t d = nd - 1;
-    while (d >= 0 && ++coords[d] == grid[d]) coords[d--] = 0;
-    if (d < 0) break;
+    const struct stat st = StatRegular(fd.get(), file);
+    if (st.st_size != chunk_bytes) {
+      TD_FAIL(ZarrError, where, ": chunk file ", file, " holds ", st.st_size,
+              " bytes, expected ", chunk_bytes, " (chunk shape ", c10::IntArrayRef(a.chunks),
+              " x ", a.type.itemsize, " bytes): truncated, or compressed");
+    }
+    if (whole) {
+      ReadExactly(fd.get(), raw.data_ptr(), chunk_bytes, file);
+      continue;
+    }
+    if (!buffer.defined()) buffer = at::empty({chunk_bytes}, at::kByte);
+    ReadExactly(fd.get(), buffer.data_ptr(), chunk_bytes, file);
+    at::Tensor chunk;
+    if (a.fortran) {
+      // Fortran order: the chunk's dims reversed, C order.
+      std::vector<int64_t> rev(a.chunks.rbegin(), a.chunks.rend());
+      rev.push_back(a.type.itemsize);
+      std::vector<int64_t> perm;
+      for (int64_t d = nd - 1; d >= 0; --d) perm.push_back(d);
+      perm.push_back(nd);
+      chunk = buffer.view(rev).permute(perm);
+    } else {
+      std::vector<int64_t> cs = a.chunks;
+      cs.push_back(a.type.itemsize);
+      chunk = buffer.view(cs);
+    }
+    for (int64_t d = 0; d < nd; ++d) chunk = chunk.narrow(d, 0, region.size(d));
+    region.copy_(chunk);
   }
   return raw;
 }

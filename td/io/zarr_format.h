@@ -6,16 +6,18 @@
 
 #include <ATen/core/Tensor.h>
 #include <c10/core/ScalarType.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include <nlohmann/json.hpp>
 
-#include "td/io/zarr.h"
+#include "td/io/zarr_error.h"
 
 namespace td {
 namespace internal {
@@ -42,6 +44,11 @@ class Fd {
 
 // ZarrError "<what> <path>: <strerror(err)>".
 [[noreturn]] void FailErrno(int err, const char* what, const std::string& path);
+// open(2) of `path` for reading, without waiting on a FIFO (O_NONBLOCK); -1 and errno on
+// failure. File symlinks are followed (stores kept by git-annex or DVC link their files).
+int OpenForRead(const std::string& path);
+// fstat(2) of the open `fd`; ZarrError naming `path` unless it is a regular file.
+struct stat StatRegular(int fd, const std::string& path);
 // read(2) until `n` bytes are read; ZarrError naming `path` on an error or an early end.
 void ReadExactly(int fd, void* data, int64_t n, const std::string& path);
 // Creates `path` (it must not exist) holding the bytes, fsynced.
@@ -50,9 +57,12 @@ void WriteFile(const std::string& path, const void* data, int64_t n);
 void WriteJson(const std::string& path, const json& j);
 // fsync(2) of a directory, best effort (new names inside it durable).
 void SyncDir(const std::string& path);
-// The JSON in `path`, or nullopt when there is no such file; ZarrError for a file that is not
-// valid JSON or larger than 64 MiB.
-std::optional<json> ReadJson(const std::string& path);
+// The bytes of the metadata file `path`, or nullopt when there is no such file; ZarrError for a
+// file that is not regular (StatRegular) or larger than 64 MiB.
+std::optional<std::string> ReadMetaFile(const std::string& path);
+// `text` as JSON, through the one depth-checked parse (NOTE [ Untrusted JSON ] in
+// td/core/internal/structure_check.h); ZarrError naming `path` for text that is not valid JSON.
+json ParseJson(std::string_view text, const std::string& path);
 
 // ---- dtypes and metadata -------------------------------------------------------------------
 
@@ -94,14 +104,30 @@ struct Node {
 // Non-negative (or, with `positive`, positive) integers; ZarrError naming `field` otherwise.
 std::vector<int64_t> Dims(const json& j, const std::string& where, const char* field,
                           bool positive);
-// The node in directory `dir` (`where` names it in messages): format 2 (.zarray / .zgroup and
-// .zattrs) or format 3 (zarr.json). ZarrError for metadata this reader does not support.
+// The metadata files of a node's directory, as read (nullopt: no such file).
+struct NodeTexts {
+  std::optional<std::string> zarray, zgroup, zattrs, zarr_json;
+};
+// The node `texts` describe (`where` names its directory in messages): format 2 (.zarray or
+// .zgroup, and .zattrs) or format 3 (zarr.json). ZarrError for malformed metadata or metadata
+// this reader does not support. No file system access: the fuzz target zarr_meta_fuzzer.cc
+// calls it on its input.
+Node ParseNode(const NodeTexts& texts, const std::string& where);
+// ParseNode of the files in directory `dir`: .zarray, else .zgroup (either: and .zattrs), else
+// zarr.json.
 Node ReadNode(const std::string& dir, const std::string& where);
 
 // ---- array data ----------------------------------------------------------------------------
 
+// The fill value's bytes in stored order ([itemsize] uint8; zeros for null and for strings).
+// ZarrError naming `where` for a fill value the dtype cannot hold (300 as int8, NaN as int32).
+at::Tensor FillBytes(const ArrayMeta& a, const std::string& where);
 // The name of the chunk at grid coordinates `coords` ("0.1", "c/0/1", "0" for a 0-d array).
 std::string ChunkKey(const ArrayMeta& a, const std::vector<int64_t>& coords);
+// The grid coordinates the chunk key `key` names (ChunkKey's inverse, for the grid `grid` of
+// chunks per dim), or nullopt for a name that is no chunk of `a` (zarr-python skips those files).
+std::optional<std::vector<int64_t>> ChunkCoords(const ArrayMeta& a, std::string key,
+                                                const std::vector<int64_t>& grid);
 // The array's elements as raw bytes in stored order (byte order not yet swapped): a uint8 tensor
 // of shape [*shape, itemsize], read from the chunk files in `dir` (missing ones hold the fill
 // value). ZarrError naming the chunk file when one has the wrong size.

@@ -95,7 +95,7 @@ uint32_t Crc32(uint32_t crc, const void* data, size_t n) {
 
 std::map<std::string, ZipEntry> ReadZipDirectory(const std::string& path) {
   Fd fd;
-  fd.fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  fd.fd = ::open(path.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC);  // a FIFO: no wait
   if (fd.fd < 0) TD_FAIL(MemmapError, "cannot open the archive ", path, ": ", std::strerror(errno));
   struct stat st {};
   if (::fstat(fd.fd, &st) != 0 || !S_ISREG(st.st_mode)) {
@@ -185,6 +185,13 @@ std::map<std::string, ZipEntry> ReadZipDirectory(const std::string& path) {
     pos += 46u + name_len + extra_len + comment_len;
     if (!e.name.empty() && e.name.back() == '/') continue;  // a directory entry
     if (e.flags & 1) TD_FAIL(MemmapError, path, ": entry '", e.name, "' is encrypted");
+    // A stored entry's bytes are its data: every reader takes `size` bytes from the payload, so
+    // the two sizes must agree (and the payload lie in the file, checked below).
+    if (e.method == 0 && e.size != e.compressed_size) {
+      TD_FAIL(MemmapError, path, ": entry '", e.name, "' is stored (uncompressed) but declares ",
+              e.size, " bytes of data and ", e.compressed_size,
+              " stored bytes; the two must be equal");
+    }
     e.descriptor = (e.flags & 8) != 0;
     unsigned char local[30];
     if (e.header_offset > file_size || file_size - e.header_offset < 30) {

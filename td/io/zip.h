@@ -32,7 +32,8 @@ struct ZipEntry {
 
 // The entries of the zip file `path`, by name (directory entries, names ending in "/", left
 // out). Throws MemmapError naming the file and the problem when it is not a readable zip (no
-// end record, a record outside the file, a bad signature, an encrypted entry, a name repeated).
+// end record, a record outside the file, a bad signature, an encrypted entry, a name repeated,
+// a stored entry whose declared size differs from its stored size).
 // Payloads are only located, not read or checked.
 std::map<std::string, ZipEntry> ReadZipDirectory(const std::string& path);
 

@@ -19,6 +19,9 @@
 #   consolidated_meta  td/consolidate/metadata_fuzzer.cc: the metadata of consolidated files.
 #   h5_walk       td/backends/h5/walk_fuzzer.cc: the walk of an HDF5 file's groups, links,
 #                 dtypes and batch-size attributes (Debian: libhdf5-dev).
+#   zip_directory td/io/zip_fuzzer.cc: the central directory of memmap archives (.tdz).
+#   zarr_meta     td/io/zarr_meta_fuzzer.cc: Zarr's .zarray / .zgroup / .zattrs / zarr.json,
+#                 fill values and chunk keys.
 set -euo pipefail
 
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
@@ -78,6 +81,13 @@ build_and_run consolidated_meta \
 build_and_run h5_walk \
   td/backends/h5/walk_fuzzer.cc td/backends/h5/walk.cc td/backends/h5/h5_io.cc \
   td/core/errors.cc -- -I/usr/include/hdf5/serial -lhdf5_serial -ltorch_cpu -lc10 \
+  "${absl_libs[@]}"
+
+build_and_run zip_directory \
+  td/io/zip_fuzzer.cc td/io/zip.cc td/core/errors.cc -- -lc10 "${absl_libs[@]}"
+
+build_and_run zarr_meta \
+  td/io/zarr_meta_fuzzer.cc td/io/zarr_format.cc td/core/errors.cc -- -ltorch_cpu -lc10 \
   "${absl_libs[@]}"
 
 build_and_run distributed_header \

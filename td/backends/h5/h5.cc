@@ -123,6 +123,10 @@ void H5TensorDict::set_attr(const std::string& name, const nlohmann::json& value
     TD_FAIL(ValueError, "cannot set attribute '", name, "': the HDF5 file '", s.file()->filename,
             "' is open read-only");
   }
+  if (name == internal::kMetaAttr || name == internal::kJsonAttr) {
+    TD_FAIL(ValueError, "cannot set attribute '", name, "' of the HDF5 file '", s.file()->filename,
+            "': the name is reserved for the layout's own metadata (NOTE [ HDF5 layout ])");
+  }
   ThrowIfError<H5Error>(internal::WriteAttr(s.file()->fid.get(), PathOf(s, key), name, value),
                         absl::StrCat("HDF5 file '", s.file()->filename, "'"));
 }

@@ -12,7 +12,8 @@
 // The layout is Python tensordict's (tensordict/persistent.py), so files go both ways with h5py:
 //  * a nested TensorDict is a group, a tensor a dataset of the tensor's full shape (batch dims
 //    first) and dtype (bool as h5py's enum {FALSE, TRUE} of int8, float16 as h5py's 16-bit IEEE
-//    float); nested keys are group paths ("next/obs").
+//    float); nested keys are group paths ("next/obs"). A key that cannot be one HDF5 name ('/'
+//    inside, which h5py would turn into a nested group, ".", "") is a ValueError naming it.
 //  * non-tensor data: a string is a scalar variable-length UTF-8 string dataset (upstream's
 //    str); any other JSON value is such a dataset holding its JSON text, with the attribute
 //    `tensordict_json` = 1. On reading, a scalar string dataset is a JSON string and an array of
@@ -27,7 +28,9 @@
 //  * links iterate in creation order where the group tracks it (every group we create does), in
 //    name order otherwise (h5py's default, and what h5py shows).
 //  * attributes are not entries: H5TensorDict::attrs() reads them as JSON (robomimic keeps its
-//    env_args and num_samples there), leaving out the layout's own two above.
+//    env_args and num_samples there), leaving out the layout's own two above, which set_attr
+//    refuses. An empty attribute (h5py.Empty) is null; bools read as NOTE [ HDF5 bools ] in
+//    h5_io.h says.
 // Reads are lazy: get() reads one dataset, through the TensorDict's selection of rows; index()
 // with integers, slices (step > 0), Ellipsis and at most one 1-D index or mask tensor returns an
 // H5TensorDict with that selection composed into its own (nothing read); other indices (None,
@@ -117,7 +120,8 @@ class H5TensorDict : public TensorDict {
   //   int64_t n = demo.attrs()["num_samples"];
   nlohmann::json attrs(const NestedKey& key = "") const;
   // Sets (or replaces) attribute `name` of this level's group (key "") or of `key` below it:
-  // a number, bool or string, or an array of one of them. ValueError when read-only.
+  // a number, bool or string, or an array of one of them (null: an empty attribute). ValueError
+  // when read-only, or for the layout's own names `__tensordict__` and `tensordict_json`.
   void set_attr(const std::string& name, const nlohmann::json& value,
                 const NestedKey& key = "");
   // Writes HDF5's buffers to the file (H5Fflush); also done when the last handle closes it.

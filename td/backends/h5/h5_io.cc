@@ -8,6 +8,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "td/backends/h5/h5_io.h"
+#include "td/core/internal/structure_check.h"
 
 namespace td::h5::internal {
 namespace {
@@ -121,17 +122,20 @@ absl::StatusOr<at::Tensor> ReadTensor(hid_t file, const std::string& path, at::S
                                       const std::vector<int64_t>& shape, const Selection& sel,
                                       hid_t dataset) {
   std::vector<int64_t> block = BlockShape(sel, shape);
-  at::Tensor out = at::empty(block, at::TensorOptions().dtype(dtype));
+  // Bools as their stored bytes (NOTE [ HDF5 bools ]), then != 0.
+  const bool bytes = dtype == at::kBool;
+  at::Tensor out = at::empty(block, at::TensorOptions().dtype(bytes ? at::kByte : dtype));
   if (out.numel() > 0) {
     Guard guard(Lock());
-    absl::StatusOr<Hid> mem = MemType(dtype);
-    if (!mem.ok()) return mem.status();
     Hid opened;
     if (dataset < 0) {
       opened = Hid(H5Dopen2(file, path.c_str(), H5P_DEFAULT));
       if (!opened.ok()) return Io(path, "cannot open dataset");
       dataset = opened.get();
     }
+    absl::StatusOr<Hid> mem =
+        bytes ? absl::StatusOr<Hid>(Hid(H5Dget_type(dataset))) : MemType(dtype);
+    if (!mem.ok()) return mem.status();
     Hid fspace(H5Dget_space(dataset));
     absl::StatusOr<hsize_t> n = SelectIn(fspace.get(), sel, shape);
     if (!n.ok()) return n.status();
@@ -142,6 +146,7 @@ absl::StatusOr<at::Tensor> ReadTensor(hid_t file, const std::string& path, at::S
       return Io(path, "cannot read dataset");
     }
   }
+  if (bytes) out = out.ne(0);
   // Lists back in their order (with repeats), then the int dims dropped.
   for (size_t d = 0; d < sel.size(); ++d) {
     if (sel[d].kind != DimSel::Kind::kList) continue;
@@ -321,12 +326,14 @@ absl::StatusOr<nlohmann::json> ReadNonTensor(hid_t file, const std::string& path
   }
   const std::string text = strings->empty() ? "" : strings->front();
   if (kind == Node::Kind::kJson) {
-    nlohmann::json v = nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);
-    if (v.is_discarded()) {
+    // NOTE [ Untrusted JSON ] in td/core/internal/structure_check.h.
+    absl::StatusOr<nlohmann::json> v = ::td::internal::ParseUntrustedJson<nlohmann::json>(text);
+    if (!v.ok()) {
       return absl::DataLossError(absl::StrCat("dataset '", path, "' has the attribute ", kJsonAttr,
-                                              " but does not hold JSON: ", text.substr(0, 200)));
+                                              " but does not hold valid JSON (",
+                                              v.status().message(), "): ", text.substr(0, 200)));
     }
-    return v;
+    return *std::move(v);
   }
   return nlohmann::json(text);
 }
@@ -367,6 +374,10 @@ absl::StatusOr<nlohmann::json> ReadAttrs(hid_t file, const std::string& path) {
     if (!attr.ok()) return Io(path, absl::StrCat("cannot open attribute ", name, " of"));
     Hid type(H5Aget_type(attr.get()));
     Hid space(H5Aget_space(attr.get()));
+    if (H5Sget_simple_extent_type(space.get()) == H5S_NULL) {
+      out[name] = nullptr;  // an empty attribute (h5py.Empty): no value, of any type
+      continue;
+    }
     const std::vector<hsize_t> dims = DimsOf(space.get());
     std::vector<nlohmann::json> flat;
     auto read = [&](hid_t mem, void* buf) { return H5Aread(attr.get(), mem, buf); };
@@ -381,15 +392,17 @@ absl::StatusOr<nlohmann::json> ReadAttrs(hid_t file, const std::string& path) {
                                                 dtype.status().message()));
       }
       const hssize_t count = H5Sget_simple_extent_npoints(space.get());
-      at::Tensor t = at::empty({count}, at::TensorOptions().dtype(*dtype));
-      absl::StatusOr<Hid> mem = MemType(*dtype);
+      const bool bytes = *dtype == at::kBool;  // NOTE [ HDF5 bools ]
+      at::Tensor t = at::empty({count}, at::TensorOptions().dtype(bytes ? at::kByte : *dtype));
+      absl::StatusOr<Hid> mem =
+          bytes ? absl::StatusOr<Hid>(Hid(H5Tcopy(type.get()))) : MemType(*dtype);
       if (!mem.ok()) return mem.status();
       if (count > 0 && read(mem->get(), t.data_ptr()) < 0) {
         return Io(path, absl::StrCat("cannot read attribute ", name, " of"));
       }
       for (int64_t j = 0; j < count; ++j) {
-        if (*dtype == at::kBool) {
-          flat.emplace_back(t[j].item<bool>());
+        if (bytes) {
+          flat.emplace_back(t[j].item<uint8_t>() != 0);
         } else if (at::isFloatingType(*dtype)) {
           flat.emplace_back(t[j].item<double>());
         } else {
@@ -406,6 +419,17 @@ absl::StatusOr<nlohmann::json> ReadAttrs(hid_t file, const std::string& path) {
 absl::Status WriteAttr(hid_t file, const std::string& path, const std::string& name,
                        const nlohmann::json& value) {
   Guard guard(Lock());
+  if (value.is_null()) {
+    // An empty attribute (a null dataspace), as ReadAttrs reads it back; h5py: h5py.Empty("i1").
+    if (H5Aexists_by_name(file, path.c_str(), name.c_str(), H5P_DEFAULT) > 0) {
+      H5Adelete_by_name(file, path.c_str(), name.c_str(), H5P_DEFAULT);
+    }
+    Hid space(H5Screate(H5S_NULL));
+    Hid attr(H5Acreate_by_name(file, path.c_str(), name.c_str(), H5T_NATIVE_INT8, space.get(),
+                               H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT));
+    if (!attr.ok()) return Io(path, absl::StrCat("cannot write attribute ", name, " of"));
+    return absl::OkStatus();
+  }
   const bool array = value.is_array();
   std::vector<nlohmann::json> items = array ? std::vector<nlohmann::json>(value.begin(), value.end())
                                             : std::vector<nlohmann::json>{value};

@@ -100,6 +100,14 @@ struct Node {
   bool erase(std::string_view name);
 };
 
+// NOTE [ HDF5 bools ]
+// h5py stores a bool as an enum of int8 {FALSE = 0, TRUE = 1}, but nothing stops another writer
+// from storing other bytes (5, 0xff) in it, and HDF5's enum conversion does not check them. A
+// LibTorch bool holding a byte other than 0 or 1 is undefined behaviour (UBSan aborts on it), so
+// bool datasets and attributes are read as their stored bytes (the file's own type as the memory
+// type: no conversion) and then compared with 0: any nonzero byte reads as true, as numpy reads
+// such a bool.
+
 // The tensor dtype of an HDF5 datatype (NOTE [ HDF5 layout ] in h5.h), or kInvalidArgument
 // naming the HDF5 class of a type without one.
 absl::StatusOr<at::ScalarType> TensorDtypeOf(hid_t type);
@@ -178,8 +186,11 @@ absl::StatusOr<nlohmann::json> ReadNonTensor(hid_t file, const std::string& path
 // Writes `value` as a scalar string dataset (strings as they are, other JSON as text + kJsonAttr).
 absl::Status WriteNonTensor(hid_t file, const std::string& path, const nlohmann::json& value);
 
-// Every attribute of the object at `path` as a JSON object.
+// Every attribute of the object at `path` as a JSON object; an empty one (a null dataspace,
+// h5py.Empty) is null.
 absl::StatusOr<nlohmann::json> ReadAttrs(hid_t file, const std::string& path);
+// Writes attribute `name` (a number, bool or string, a flat array of one kind of them, or null:
+// an empty attribute), replacing one of that name.
 absl::Status WriteAttr(hid_t file, const std::string& path, const std::string& name,
                        const nlohmann::json& value);
 

@@ -72,6 +72,19 @@ std::vector<int64_t> TensorPositions(const at::Tensor& index, int64_t size, int6
   return out;
 }
 
+// ValueError naming `key` when it cannot be one HDF5 link name: "a/y" would be the path of "y"
+// in a group "a" (h5py creates that group; it reads back as the key ('a', 'y')), "." names the
+// group itself and "" nothing. Refused rather than changed, so no structure changes silently.
+void CheckLinkName(const std::string& filename, const std::vector<std::string>& level,
+                   std::string_view key) {
+  if (!key.empty() && key != "." && key.find('/') == std::string_view::npos) return;
+  std::vector<std::string> parts = level;
+  parts.emplace_back(key);
+  TD_FAIL(ValueError, "HDF5 file '", filename, "': key ", NestedKey(parts).repr(),
+          " cannot be an HDF5 name (empty, '.', or a '/' inside, which HDF5 reads as a group "
+          "path); rename it, or nest it as a sub-TensorDict");
+}
+
 }  // namespace
 
 H5Storage::H5Storage(std::shared_ptr<H5File> file, std::vector<std::string> level, Selection sel,
@@ -185,6 +198,7 @@ void H5Storage::RequireWritable(std::string_view what, std::string_view key) con
 
 void H5Storage::Put(const std::vector<std::string>& level, Node* lvl, std::string_view key,
                     const Value& value) const {
+  CheckLinkName(file_->filename, level, key);
   const std::string path = file_->Path(level, key);
   const std::string context = absl::StrCat("HDF5 file '", file_->filename, "', key '",
                                            KeyText(level, key), "'");
@@ -299,6 +313,7 @@ bool H5Storage::erase(std::string_view key) {
 
 bool H5Storage::rename_key(std::string_view old_key, std::string_view new_key) {
   RequireWritable("rename", old_key);
+  CheckLinkName(file_->filename, level_, new_key);
   Guard guard(Lock());
   Node* lvl = level_node();
   const std::string from = file_->Path(level_, old_key);

@@ -9,6 +9,7 @@
 #include "absl/strings/str_join.h"
 #include "td/backends/h5/h5_io.h"
 #include "td/core/errors.h"
+#include "td/core/internal/structure_check.h"
 
 namespace td::h5::internal {
 
@@ -321,17 +322,22 @@ struct Walker {
     }
     absl::StatusOr<std::string> text = ReadStringAttr(group, kMetaAttr);
     if (!text.ok()) return Fail(key, absl::StrCat("attribute ", kMetaAttr, ": ", text.status().message()));
-    nlohmann::json meta = nlohmann::json::parse(*text, nullptr, /*allow_exceptions=*/false);
+    // NOTE [ Untrusted JSON ] in td/core/internal/structure_check.h.
+    absl::StatusOr<nlohmann::json> parsed = ::td::internal::ParseUntrustedJson<nlohmann::json>(*text);
+    if (!parsed.ok()) {
+      return Fail(key, absl::StrCat("attribute ", kMetaAttr, ": ", parsed.status().message()));
+    }
+    const nlohmann::json& meta = *parsed;
     std::vector<int64_t> batch;
-    if (!meta.is_object() || !meta.contains("batch_size") || !meta["batch_size"].is_array() ||
-        meta["batch_size"].size() > 64) {
+    if (!meta.is_object() || !meta.contains("batch_size") || !meta.at("batch_size").is_array() ||
+        meta.at("batch_size").size() > 64) {
       return Fail(key, absl::StrCat("attribute ", kMetaAttr, " is not {\"batch_size\": [...]}: ",
                                     text->substr(0, 200)));
     }
-    for (const auto& d : meta["batch_size"]) {
+    for (const auto& d : meta.at("batch_size")) {
       if (!d.is_number_integer() || d.get<int64_t>() < 0 || d.get<int64_t>() > (int64_t{1} << 40)) {
         return Fail(key, absl::StrCat("attribute ", kMetaAttr, " has a bad batch size: ",
-                                      meta["batch_size"].dump()));
+                                      meta.at("batch_size").dump()));
       }
       batch.push_back(d.get<int64_t>());
     }

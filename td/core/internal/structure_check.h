@@ -24,6 +24,16 @@
 // Each function returns an InvalidArgument status stating the problem; the codec prefixes where
 // it is (file, key, level) and raises its own error (NOTE [ Status to exception ] in
 // td/core/errors.h).
+//
+// NOTE [ Untrusted JSON ]
+// Every JSON text that comes from a file or another process is parsed by ParseUntrustedJson
+// below, the one parse that checks the nesting first (CheckJsonDepth) and reports malformed text
+// (bad syntax, invalid UTF-8) as a status rather than an exception. This holds for the structure
+// codecs above and for every other reader of such text: HDF5's `__tensordict__` attribute and
+// JSON datasets (td/backends/h5), Zarr's metadata and non-tensor payloads (td/io/zarr_format.cc,
+// td/io/zarr.cc), JSON tables (td/io/tabular.cc). The depth limit is kMaxStructureJsonDepth for
+// all of them: the text a TensorDict's non-tensor data is written as in one format is read back
+// in another.
 #pragma once
 
 #include <c10/core/ScalarType.h>
@@ -56,6 +66,20 @@ inline absl::Status CheckJsonDepth(std::string_view text) {
   if (JsonMaxDepth(text, kMaxStructureJsonDepth) >= 0) return absl::OkStatus();
   return absl::InvalidArgumentError(absl::StrCat("JSON nested deeper than ",
                                                  kMaxStructureJsonDepth, " levels"));
+}
+
+// `text` parsed as a `Json` (nlohmann::json, nlohmann::ordered_json) when it nests at most
+// kMaxStructureJsonDepth levels and is well-formed JSON; otherwise InvalidArgument stating the
+// problem, which the caller prefixes with the file or key (NOTE [ Untrusted JSON ]).
+//   absl::StatusOr<nlohmann::json> j = ParseUntrustedJson<nlohmann::json>(text);
+template <class Json>
+absl::StatusOr<Json> ParseUntrustedJson(std::string_view text) {
+  if (absl::Status depth = CheckJsonDepth(text); !depth.ok()) return depth;
+  try {
+    return Json::parse(text.begin(), text.end());
+  } catch (const typename Json::exception& e) {
+    return absl::InvalidArgumentError(absl::StrCat("malformed JSON: ", e.what()));
+  }
 }
 
 // OK when a level `depth` levels below the root may exist (depth <= kMaxNestingDepth).

@@ -1,0 +1,133 @@
+// The h5 backend on input that other writers (or a hostile file) can produce: keys that are not
+// one HDF5 name, the layout's reserved attribute names, h5py bools holding other bytes, empty
+// attributes, JSON nested deep enough to exhaust a recursive parser. Each is read faithfully or
+// refused with an error naming the file and the key.
+#include <ATen/ATen.h>
+#include <gtest/gtest.h>
+
+#include <string>
+#include <vector>
+
+#include "td/backends/h5/h5.h"
+#include "td/backends/h5/h5_io.h"
+#include "td/backends/memmap/test_util.h"
+#include "td/core/testing.h"
+
+namespace td {
+namespace {
+
+using h5::internal::Guard;
+using h5::internal::Hid;
+using h5::internal::Lock;
+
+std::string FreshFile(const std::string& name) {
+  return testing_util::FreshDir("h5bad") + "/" + name + ".h5";
+}
+
+// A new file with what `add` writes through the HDF5 API.
+template <class Fn>
+void MakeFile(const std::string& path, Fn add) {
+  Guard guard(Lock());
+  Hid f(H5Fcreate(path.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT));
+  ASSERT_TRUE(f.ok());
+  add(f.get());
+}
+
+// h5py's bool type: an enum of int8 {FALSE = 0, TRUE = 1}.
+Hid BoolType() {
+  Hid t(H5Tenum_create(H5T_NATIVE_INT8));
+  int8_t v = 0;
+  H5Tenum_insert(t.get(), "FALSE", &v);
+  v = 1;
+  H5Tenum_insert(t.get(), "TRUE", &v);
+  return t;
+}
+
+TEST(H5BadInput, KeysThatAreNotOneHdf5NameAreRefused) {
+  const std::string path = FreshFile("slash");
+  h5::H5TensorDict f = h5::to_h5(TensorDict({{"a", {{"x", at::zeros({2})}}}}, {2}), path);
+  // Written unescaped, "a/y" would land in the group "a" and read back as ('a', 'y').
+  TD_EXPECT_THROW_MSG(f.set("a/y", at::ones({2})), ValueError, {path, "'a/y'", "'/'"});
+  TD_EXPECT_THROW_MSG(f.set(NestedKey({"a", "."}), at::ones({2})), ValueError,
+                      {"('a', '.')"});
+  TD_EXPECT_THROW_MSG(f.rename_key_("a", "b/c"), ValueError, {"'b/c'"});
+  EXPECT_EQ(f.get_tensordict("a").keys(), (std::vector<NestedKey>{"x"}));
+  f.flush();
+  EXPECT_EQ(h5::open(path).keys(KeysOptions().include_nested(true)),
+            (std::vector<NestedKey>{"a", {"a", "x"}}));
+  // to_h5 refuses it before leaving a file behind.
+  const std::string other = FreshFile("slash2");
+  TD_EXPECT_THROW_MSG(h5::to_h5(TensorDict({{"p/q", at::zeros({2})}}, {2}), other), ValueError,
+                      {"'p/q'"});
+  EXPECT_FALSE(testing_util::Exists(other));
+}
+
+TEST(H5BadInput, ReservedAttributeNamesAreRefused) {
+  const std::string path = FreshFile("reserved");
+  h5::H5TensorDict f = h5::to_h5(TensorDict({{"x", at::zeros({2})}}, {2}), path);
+  TD_EXPECT_THROW_MSG(f.set_attr("__tensordict__", "x"), ValueError,
+                      {"'__tensordict__'", path, "reserved"});
+  TD_EXPECT_THROW_MSG(f.set_attr("tensordict_json", 1, "x"), ValueError, {"'tensordict_json'"});
+  f.flush();
+  EXPECT_EQ(h5::open(path).batch_size().vec(), std::vector<int64_t>{2});  // still opens
+}
+
+TEST(H5BadInput, BoolsHoldingOtherBytesReadAsTrue) {
+  const std::string path = FreshFile("bools");
+  MakeFile(path, [](hid_t f) {
+    Hid type = BoolType();
+    const hsize_t d = 4;
+    Hid space(H5Screate_simple(1, &d, nullptr));
+    const int8_t raw[4] = {0, 1, 5, -1};  // written as they are: the memory type is the file's
+    Hid ds(H5Dcreate2(f, "flag", type.get(), space.get(), H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT));
+    ASSERT_GE(H5Dwrite(ds.get(), type.get(), H5S_ALL, H5S_ALL, H5P_DEFAULT, raw), 0);
+    Hid attr(H5Acreate2(f, "b", type.get(), space.get(), H5P_DEFAULT, H5P_DEFAULT));
+    ASSERT_GE(H5Awrite(attr.get(), type.get(), raw), 0);
+  });
+  h5::H5TensorDict f = h5::open(path);
+  const at::Tensor flag = f.get("flag");
+  ASSERT_EQ(flag.scalar_type(), at::kBool);
+  // The bytes of the bool tensor: 0 or 1 only.
+  EXPECT_TRUE(flag.view(at::kByte).equal(at::tensor({0, 1, 1, 1}, at::kByte)));
+  EXPECT_TRUE(f.index({at::tensor({2, 0})}).get("flag").view(at::kByte).equal(
+      at::tensor({1, 0}, at::kByte)));
+  EXPECT_EQ(f.attrs()["b"], nlohmann::json::array({false, true, true, true}));
+}
+
+TEST(H5BadInput, EmptyAttributesReadAsNull) {
+  const std::string path = FreshFile("empty");
+  MakeFile(path, [](hid_t f) {
+    Hid space(H5Screate(H5S_NULL));
+    Hid a(H5Acreate2(f, "nothing", H5T_NATIVE_FLOAT, space.get(), H5P_DEFAULT, H5P_DEFAULT));
+    Hid s(H5Tcopy(H5T_C_S1));
+    H5Tset_size(s.get(), H5T_VARIABLE);
+    Hid b(H5Acreate2(f, "no_text", s.get(), space.get(), H5P_DEFAULT, H5P_DEFAULT));
+  });
+  EXPECT_EQ(h5::open(path).attrs(), (nlohmann::json{{"no_text", nullptr}, {"nothing", nullptr}}));
+  // And null writes one.
+  h5::H5TensorDict f = h5::open(path, h5::OpenOptions().mode(h5::Mode::kReadWrite));
+  f.set_attr("written", nullptr);
+  EXPECT_TRUE(f.attrs().contains("written"));
+  EXPECT_TRUE(f.attrs()["written"].is_null());
+}
+
+TEST(H5BadInput, DeeplyNestedJsonIsRefused) {
+  // Well-formed: nlohmann/json parses it, then its dump and copies recurse once per level.
+  const std::string deep = std::string(100000, '[') + std::string(100000, ']');
+  const std::string attr = FreshFile("deep_attr");
+  MakeFile(attr, [&](hid_t f) {
+    const std::string meta = "{\"batch_size\": [], \"x\": " + deep + "}";
+    ASSERT_TRUE(h5::internal::WriteAttr(f, "/", h5::internal::kMetaAttr, meta).ok());
+  });
+  TD_EXPECT_THROW_MSG(h5::open(attr), h5::H5Error, {attr, "__tensordict__", "nested deeper"});
+  const std::string data = FreshFile("deep_data");
+  MakeFile(data, [&](hid_t f) {
+    ASSERT_TRUE(h5::internal::WriteNonTensor(f, "/j", nlohmann::json(deep)).ok());
+    ASSERT_TRUE(h5::internal::WriteAttr(f, "/j", h5::internal::kJsonAttr, 1).ok());
+  });
+  h5::H5TensorDict f = h5::open(data);
+  TD_EXPECT_THROW_MSG(f.get_non_tensor("j"), h5::H5Error, {data, "'j'", "nested deeper"});
+}
+
+}  // namespace
+}  // namespace td
