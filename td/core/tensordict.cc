@@ -114,8 +114,11 @@ void NameNested(Value& value, const DimNames& parent, const KeyRef& full_key) {
     same = same && mine == parent[i];
   }
   if (same) return;
+  std::shared_ptr<const DimNames> names = internal::WithLeading(own, sub.batch_dims(), &parent, n);
+  // The parent's names over the value's own may repeat one (['t'] over [None, 't']).
+  if (names) internal::CheckedNames(*names, sub.batch_size(), "set key " + full_key.repr());
   TensorDict named = sub.copy();
-  internal::ApplyNames(named, internal::WithLeading(own, sub.batch_dims(), &parent, n));
+  internal::ApplyNames(named, std::move(names));
   value = std::move(named);
 }
 
