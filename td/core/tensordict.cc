@@ -171,17 +171,16 @@ TensorDict::TensorDict(const std::vector<Item>& items, at::IntArrayRef batch_siz
 
 TensorDict::TensorDict(std::shared_ptr<Storage> storage) : storage_(std::move(storage)) {
   TORCH_CHECK(storage_ != nullptr, "TensorDict needs a storage, got nullptr");
+  // Every operation's result passes here: a batch whose product overflows (a stack or expand
+  // of a huge batch, a backend's own batch size) is refused as the constructors refuse it.
+  internal::CheckedNumel(storage_->batch_size());
 }
 
 // ---- metadata -----------------------------------------------------------------------------
 
 at::IntArrayRef TensorDict::batch_size() const { return storage_->batch_size(); }
 
-int64_t TensorDict::numel() const {
-  int64_t n = 1;
-  for (int64_t d : batch_size()) n *= d;
-  return n;
-}
+int64_t TensorDict::numel() const { return internal::CheckedNumel(batch_size()); }
 
 std::optional<at::Device> TensorDict::device() const { return storage_->device(); }
 

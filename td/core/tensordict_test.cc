@@ -69,6 +69,27 @@ TEST(TensorDictTest, ConstructionErrorsNameKeyShapeAndBatch) {
                       {"'a'", "undefined"});
 }
 
+// A batch whose product overflows int64 is refused wherever it comes from (LibTorch refuses such
+// a tensor shape too): BatchSizeError naming the sizes; numel() never wraps around.
+TEST(TensorDictTest, BatchSizeProductOverflowIsRefused) {
+  const int64_t big = int64_t{1} << 62;
+  TD_EXPECT_THROW_MSG(TensorDict({}, {big, 4}), BatchSizeError,
+                      {"torch.Size([4611686018427387904, 4])", "does not fit in int64"});
+  TD_EXPECT_THROW_MSG(TensorDict({}, {0, big, big}), BatchSizeError,
+                      {"torch.Size([0, 4611686018427387904, 4611686018427387904])"});
+  TD_EXPECT_THROW_MSG(TensorDict(MakeDenseStorage({big, 4}, std::nullopt)), BatchSizeError,
+                      {"torch.Size([4611686018427387904, 4])"});
+  TensorDict t({}, {big});
+  EXPECT_EQ(t.numel(), big);
+  TD_EXPECT_THROW_MSG(t.set_batch_size({big, 2}), BatchSizeError,
+                      {"torch.Size([4611686018427387904, 2])"});
+  EXPECT_EQ(t.batch_size(), at::IntArrayRef({big}));
+  TD_EXPECT_THROW_MSG(td::stack({t, t, t, t}, 0), BatchSizeError,
+                      {"torch.Size([4, 4611686018427387904])"});
+  EXPECT_EQ(TensorDict({}, {0, big}).numel(), 0);
+  EXPECT_EQ(TensorDict({}, {3, 0}).numel(), 0);
+}
+
 TEST(TensorDictTest, DeviceIsAppliedOnWrite) {
   TensorDict t({{"a", at::ones({2})}}, {2}, at::Device("cpu"));
   ASSERT_TRUE(t.device().has_value());
