@@ -453,6 +453,12 @@ void TensorDict::set_at_level(std::string_view key, Value&& value,
                           ") with a ", value.kind(),
                           " of another shape: the TensorDict is locked (call unlock_() first)");
       }
+      // Non-tensor data has no storage to write in place: an equal value changes nothing,
+      // another one would replace the entry.
+      if (current->non_tensor() == value.non_tensor()) return;
+      TD_FAIL(LockedError, "cannot replace key ", full_key.repr(),
+              " (NonTensorData) with a different NonTensorData value: the TensorDict is locked "
+              "(call unlock_() first)");
     }
   }
   if (!caps.has(Capability::kReplaceEntries)) {

@@ -462,6 +462,14 @@ TEST(TensorDictTest, LockSemantics) {
   EXPECT_TRUE(a.equal(at::ones({3, 4, 5})));
   TD_EXPECT_THROW_MSG(t.set("a", at::ones({3, 4, 6})), LockedError, {"'a'"});
   t.set_("b", at::ones({3, 4, 1}));
+  // Non-tensor data cannot be written in place: another value is refused, an equal one is a
+  // no-op.
+  TD_EXPECT_THROW_MSG(t.set("s", "another string"), LockedError,
+                      {"'s'", "NonTensorData", "locked"});
+  TD_EXPECT_THROW_MSG(t.set_non_tensor("s", 3), LockedError, {"'s'", "locked"});
+  TD_EXPECT_THROW_MSG(t.update(TensorDict({{"s", "x"}}, {3, 4})), LockedError, {"'s'"});
+  EXPECT_EQ(t.get_non_tensor("s"), "a string!");
+  t.set("s", "a string!");
   t.unlock_();
   EXPECT_FALSE(t.get_tensordict("n").is_locked());
   t.set("new", at::ones({3, 4}));
