@@ -4,6 +4,7 @@
 // [ Leaf maps ] (td/core/internal/leaves.h), as TensorDict::to does.
 #include "td/attrs/attrs.h"
 
+#include <cstdint>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -79,7 +80,12 @@ TensorAttrs ParseRecord(const nlohmann::json& j, const std::string& where) {
       bool ok = value.is_array();
       std::vector<int64_t> shape;
       for (size_t i = 0; ok && i < value.size(); ++i) {
-        ok = value[i].is_number_integer() && value[i].get<int64_t>() >= -1;
+        // An unsigned JSON integer past INT64_MAX (2^64 - 1 reads as -1 through get<int64_t>)
+        // is no size.
+        ok = value[i].is_number_integer() &&
+             (value[i].is_number_unsigned()
+                  ? value[i].get<uint64_t>() <= static_cast<uint64_t>(INT64_MAX)
+                  : value[i].get<int64_t>() >= -1);
         if (ok) shape.push_back(value[i].get<int64_t>());
       }
       if (!ok) {

@@ -173,6 +173,13 @@ TEST(AttrsTest, Errors) {
                       {"'a'", "tgt_dtype", "torch.float33"});
   TD_EXPECT_THROW_MSG(to(t, with("a", record("tgt_shape", json::array({3, -2})))), ValueError,
                       {"'a'", "tgt_shape", "[3,-2]"});
+  // 2^64 - 1 (an unsigned JSON integer) is no size, and not the -1 wildcard either; nor is 2^63.
+  TD_EXPECT_THROW_MSG(
+      to(t, with("a", record("tgt_shape", json::parse("[3, 18446744073709551615]")))),
+      ValueError, {"'a'", "tgt_shape", "[3,18446744073709551615]"});
+  TD_EXPECT_THROW_MSG(
+      to(t, with("a", record("tgt_shape", json::parse("[9223372036854775808, 4]")))),
+      ValueError, {"'a'", "tgt_shape", "[9223372036854775808,4]"});
   TD_EXPECT_THROW_MSG(to(t, with("a", record("tgt_size", json::array({3})))), ValueError,
                       {"'a'", "unknown field", "tgt_size"});
   // A record whose shape is not the leaf's (upstream ignores shapes; here they are checked).

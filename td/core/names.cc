@@ -94,7 +94,13 @@ std::shared_ptr<const DimNames> WithLeading(const DimNames* names, int64_t batch
   return std::make_shared<const DimNames>(std::move(out));
 }
 
-void ApplyNames(const TensorDict& td, std::shared_ptr<const DimNames> names) {
+namespace {
+
+// Each nested level of `td` with the names it gets when `td` is named `names`, checked before
+// any is written: a level's own extra dims may not repeat a name its leading dims now carry.
+void PlanNames(const TensorDict& td, const NestedKey* path,
+               std::shared_ptr<const DimNames> names,
+               std::vector<std::pair<TensorDict, std::shared_ptr<const DimNames>>>* plan) {
   const Storage& s = td.storage();
   const int64_t bd = td.batch_dims();
   const DimNames* leading = names.get();
@@ -102,9 +108,32 @@ void ApplyNames(const TensorDict& td, std::shared_ptr<const DimNames> names) {
     std::optional<EntryMeta> m = s.meta(k);  // never materialises a lazy entry
     if (!m || m->kind != EntryMeta::Kind::kTensorDict) continue;
     TensorDict sub = s.get(k)->tensordict();
-    ApplyNames(sub, WithLeading(sub.storage().names(), sub.batch_dims(), leading, bd));
+    const NestedKey here = path ? *path + NestedKey(k) : NestedKey(k);
+    std::shared_ptr<const DimNames> sub_names =
+        WithLeading(sub.storage().names(), sub.batch_dims(), leading, bd);
+    if (sub_names) {
+      std::set<std::string_view> seen;
+      for (const auto& n : *sub_names) {
+        if (n && !seen.insert(*n).second) {
+          TD_FAIL(ValueError, "the nested TensorDict at key ", here.repr(), " would be named ",
+                  NamesRepr(*sub_names), " (its parent's names ",
+                  leading ? NamesRepr(*leading) : NamesRepr(DimNames(bd)),
+                  " over its own): the dim name '", *n,
+                  "' repeats, and names must be unique; nothing was renamed");
+        }
+      }
+    }
+    PlanNames(sub, &here, sub_names, plan);
   }
-  MutableStorage(td).set_names(std::move(names));
+  plan->emplace_back(td, std::move(names));
+}
+
+}  // namespace
+
+void ApplyNames(const TensorDict& td, std::shared_ptr<const DimNames> names) {
+  std::vector<std::pair<TensorDict, std::shared_ptr<const DimNames>>> plan;
+  PlanNames(td, nullptr, std::move(names), &plan);
+  for (auto& [level, level_names] : plan) MutableStorage(level).set_names(std::move(level_names));
 }
 
 std::shared_ptr<const DimNames> MapNames(const DimNames& src, const DimOrigins* origins,
@@ -198,16 +227,24 @@ TensorDict& TensorDict::refine_names(const DimNames& names) {
 }
 
 namespace {
+// The names with every pair applied at once, each `from` looked up among the current names (so
+// {"env" -> "time", "time" -> "env"} swaps them, as upstream's rename(env="time", time="env")).
 DimNames Renamed(const TensorDict& td, const DimRenames& renames) {
-  DimNames out = td.names();
+  const DimNames current = td.names();
+  DimNames out = current;
   std::vector<std::string> unknown;
+  std::set<std::string_view> renamed;
   for (const auto& [from, to] : renames.pairs) {
-    auto it = std::find(out.begin(), out.end(), std::optional<std::string>(from));
-    if (it == out.end()) {
+    auto it = std::find(current.begin(), current.end(), std::optional<std::string>(from));
+    if (it == current.end()) {
       unknown.push_back(absl::StrCat("'", from, "'"));
       continue;
     }
-    *it = to;
+    if (!renamed.insert(from).second) {
+      TD_FAIL(ValueError, "rename: the dim named '", from, "' is renamed twice (the names are ",
+              NamesRepr(current), ")");
+    }
+    out[it - current.begin()] = to;
   }
   if (!unknown.empty()) {
     TD_FAIL(ValueError, "rename: no batch dim is named ", absl::StrJoin(unknown, ", "),

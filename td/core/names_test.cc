@@ -76,6 +76,43 @@ TEST(NamesTest, Errors) {
   TD_EXPECT_THROW_MSG(t.set("o", other), ValueError, {"'o'", "named 'q'", "named 'a'"});
 }
 
+// rename maps every pair at once (upstream's rename(env="time", time="env") swaps the names);
+// a name renamed twice in one call is an error.
+TEST(NamesTest, RenameSwapsAtOnce) {
+  TensorDict t = Named();
+  TensorDict swapped = t.rename(DimRenames{{"a", "b"}, {"b", "a"}});
+  EXPECT_EQ(swapped.names(), N({"b", "a", "c"}));
+  EXPECT_EQ(swapped.get_tensordict("n").names(), N({"b", "a", "c", "x"}));
+  t.rename_(DimRenames{{"a", "c"}, {"b", "a"}, {"c", "b"}});  // a cycle of three
+  EXPECT_EQ(t.names(), N({"c", "a", "b"}));
+  TD_EXPECT_THROW_MSG(t.rename(DimRenames{{"a", "p"}, {"a", "q"}}), ValueError,
+                      {"'a' is renamed twice", "['c', 'a', 'b']"});
+  EXPECT_EQ(t.names(), N({"c", "a", "b"}));
+}
+
+// Naming a parent must not give a nested level a name twice (its own extra dim is named 'x'):
+// ValueError naming the key and the names, and no level renamed.
+TEST(NamesTest, ParentNamesRepeatingANestedName) {
+  TensorDict t = Named();
+  TD_EXPECT_THROW_MSG(t.set_names({"x", "b", "c"}), ValueError,
+                      {"key 'n'", "['x', 'b', 'c', 'x']", "'x' repeats", "nothing was renamed"});
+  EXPECT_EQ(t.names(), N({"a", "b", "c"}));
+  EXPECT_EQ(t.get_tensordict("n").names(), N({"a", "b", "c", "x"}));
+  TD_EXPECT_THROW_MSG(t.rename_(DimRenames{{"c", "x"}}), ValueError, {"key 'n'", "'x' repeats"});
+  TD_EXPECT_THROW_MSG(t.rename(DimRenames{{"c", "x"}}), ValueError, {"key 'n'", "'x' repeats"});
+  EXPECT_EQ(t.names(), N({"a", "b", "c"}));
+  EXPECT_EQ(t.get_tensordict("n").names(), N({"a", "b", "c", "x"}));
+  // Two levels down.
+  TensorDict deep({{"n", t.get_tensordict("n").copy()}}, {2, 3, 4});
+  TensorDict top({{"d", deep}}, {2, 3});
+  TD_EXPECT_THROW_MSG(top.set_names({"x", nullopt}), ValueError, {"key ('d', 'n')"});
+  EXPECT_FALSE(top.has_names());
+  // A TensorDict set under a named parent: the parent's names over its own.
+  TensorDict sub({}, {2, 3, 4, 5}, nullopt, {nullopt, nullopt, nullopt, "a"});
+  TD_EXPECT_THROW_MSG(t.set("s2", sub), ValueError, {"set key 's2'", "'a' repeats"});
+  EXPECT_FALSE(t.contains("s2"));
+}
+
 TEST(NamesTest, SetNamedSubCopiesWhenNamesDiffer) {
   TensorDict t = Named();
   TensorDict sub({{"z", at::zeros({2, 3, 4})}}, {2, 3, 4});

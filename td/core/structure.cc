@@ -26,7 +26,12 @@ namespace {
 // references). unlock_() on a level that a still-alive, still-locked parent locked is a
 // LockedError naming the locked TensorDict's key path to it, as in Python tensordict ("a
 // TensorDict that belongs to a locked parent cannot be unlocked on its own"); unlock_() on the
-// TensorDict lock_() was called on unlocks every level below and clears their records.
+// TensorDict lock_() was called on unlocks every level below and clears their records, except
+// a level that also belongs to another still-alive, still-locked TensorDict (a level shared by
+// two locked parents, or the TensorDict of a frozen TensorClass, which td/tensorclass keeps
+// under a locked owner: NOTE [ Frozen classes ] in td/tensorclass/declare.h): that level and
+// everything below it stay locked. Records of parents that no longer exist are dropped when
+// lock_() records a new one.
 // Sub-TensorDicts that lazy backends compute on each read (stacks, views) are fresh objects that
 // lock_() never reached: the core records the locked parent on them when it hands them out
 // (NoteLockParent, called by find()), so they refuse unlock_() the same way. The records and the
@@ -97,6 +102,9 @@ void LockTree(const TensorDict& root) {
     internal::MutableStorage(td).set_locked(true);
     ForEachSubTensorDict(td, [&](const std::string& k, const TensorDict& child) {
       std::vector<Storage::LockParent>& records = internal::MutableStorage(child).lock_parents();
+      records.erase(std::remove_if(records.begin(), records.end(),
+                                   [](const auto& r) { return r.parent.expired(); }),
+                    records.end());
       const bool known = std::any_of(records.begin(), records.end(), [&](const auto& r) {
         return r.parent.lock() == td.storage_ptr();
       });
@@ -122,7 +130,13 @@ void UnlockTree(const TensorDict& root) {
     todo.pop_back();
     internal::MutableStorage(td).set_locked(false);
     ForEachSubTensorDict(td, [&](const std::string&, const TensorDict& child) {
-      internal::MutableStorage(child).lock_parents().clear();
+      std::vector<Storage::LockParent>& records = internal::MutableStorage(child).lock_parents();
+      // Still held by another locked TensorDict: it stays locked, and so does what is below it.
+      if (std::any_of(records.begin(), records.end(),
+                      [](const auto& r) { return IsLockedParent(r, nullptr); })) {
+        return;
+      }
+      records.clear();
       internal::MutableStorage(child).set_has_lock_parents(false);
       todo.push_back(child);
     });

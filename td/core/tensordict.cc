@@ -114,8 +114,11 @@ void NameNested(Value& value, const DimNames& parent, const KeyRef& full_key) {
     same = same && mine == parent[i];
   }
   if (same) return;
+  std::shared_ptr<const DimNames> names = internal::WithLeading(own, sub.batch_dims(), &parent, n);
+  // The parent's names over the value's own may repeat one (['t'] over [None, 't']).
+  if (names) internal::CheckedNames(*names, sub.batch_size(), "set key " + full_key.repr());
   TensorDict named = sub.copy();
-  internal::ApplyNames(named, internal::WithLeading(own, sub.batch_dims(), &parent, n));
+  internal::ApplyNames(named, std::move(names));
   value = std::move(named);
 }
 
@@ -168,17 +171,16 @@ TensorDict::TensorDict(const std::vector<Item>& items, at::IntArrayRef batch_siz
 
 TensorDict::TensorDict(std::shared_ptr<Storage> storage) : storage_(std::move(storage)) {
   TORCH_CHECK(storage_ != nullptr, "TensorDict needs a storage, got nullptr");
+  // Every operation's result passes here: a batch whose product overflows (a stack or expand
+  // of a huge batch, a backend's own batch size) is refused as the constructors refuse it.
+  internal::CheckedNumel(storage_->batch_size());
 }
 
 // ---- metadata -----------------------------------------------------------------------------
 
 at::IntArrayRef TensorDict::batch_size() const { return storage_->batch_size(); }
 
-int64_t TensorDict::numel() const {
-  int64_t n = 1;
-  for (int64_t d : batch_size()) n *= d;
-  return n;
-}
+int64_t TensorDict::numel() const { return internal::CheckedNumel(batch_size()); }
 
 std::optional<at::Device> TensorDict::device() const { return storage_->device(); }
 
@@ -451,6 +453,12 @@ void TensorDict::set_at_level(std::string_view key, Value&& value,
                           ") with a ", value.kind(),
                           " of another shape: the TensorDict is locked (call unlock_() first)");
       }
+      // Non-tensor data has no storage to write in place: an equal value changes nothing,
+      // another one would replace the entry.
+      if (current->non_tensor() == value.non_tensor()) return;
+      TD_FAIL(LockedError, "cannot replace key ", full_key.repr(),
+              " (NonTensorData) with a different NonTensorData value: the TensorDict is locked "
+              "(call unlock_() first)");
     }
   }
   if (!caps.has(Capability::kReplaceEntries)) {

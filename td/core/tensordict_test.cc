@@ -69,6 +69,27 @@ TEST(TensorDictTest, ConstructionErrorsNameKeyShapeAndBatch) {
                       {"'a'", "undefined"});
 }
 
+// A batch whose product overflows int64 is refused wherever it comes from (LibTorch refuses such
+// a tensor shape too): BatchSizeError naming the sizes; numel() never wraps around.
+TEST(TensorDictTest, BatchSizeProductOverflowIsRefused) {
+  const int64_t big = int64_t{1} << 62;
+  TD_EXPECT_THROW_MSG(TensorDict({}, {big, 4}), BatchSizeError,
+                      {"torch.Size([4611686018427387904, 4])", "does not fit in int64"});
+  TD_EXPECT_THROW_MSG(TensorDict({}, {0, big, big}), BatchSizeError,
+                      {"torch.Size([0, 4611686018427387904, 4611686018427387904])"});
+  TD_EXPECT_THROW_MSG(TensorDict(MakeDenseStorage({big, 4}, std::nullopt)), BatchSizeError,
+                      {"torch.Size([4611686018427387904, 4])"});
+  TensorDict t({}, {big});
+  EXPECT_EQ(t.numel(), big);
+  TD_EXPECT_THROW_MSG(t.set_batch_size({big, 2}), BatchSizeError,
+                      {"torch.Size([4611686018427387904, 2])"});
+  EXPECT_EQ(t.batch_size(), at::IntArrayRef({big}));
+  TD_EXPECT_THROW_MSG(td::stack({t, t, t, t}, 0), BatchSizeError,
+                      {"torch.Size([4, 4611686018427387904])"});
+  EXPECT_EQ(TensorDict({}, {0, big}).numel(), 0);
+  EXPECT_EQ(TensorDict({}, {3, 0}).numel(), 0);
+}
+
 TEST(TensorDictTest, DeviceIsAppliedOnWrite) {
   TensorDict t({{"a", at::ones({2})}}, {2}, at::Device("cpu"));
   ASSERT_TRUE(t.device().has_value());
@@ -441,6 +462,14 @@ TEST(TensorDictTest, LockSemantics) {
   EXPECT_TRUE(a.equal(at::ones({3, 4, 5})));
   TD_EXPECT_THROW_MSG(t.set("a", at::ones({3, 4, 6})), LockedError, {"'a'"});
   t.set_("b", at::ones({3, 4, 1}));
+  // Non-tensor data cannot be written in place: another value is refused, an equal one is a
+  // no-op.
+  TD_EXPECT_THROW_MSG(t.set("s", "another string"), LockedError,
+                      {"'s'", "NonTensorData", "locked"});
+  TD_EXPECT_THROW_MSG(t.set_non_tensor("s", 3), LockedError, {"'s'", "locked"});
+  TD_EXPECT_THROW_MSG(t.update(TensorDict({{"s", "x"}}, {3, 4})), LockedError, {"'s'"});
+  EXPECT_EQ(t.get_non_tensor("s"), "a string!");
+  t.set("s", "a string!");
   t.unlock_();
   EXPECT_FALSE(t.get_tensordict("n").is_locked());
   t.set("new", at::ones({3, 4}));

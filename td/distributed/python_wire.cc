@@ -237,13 +237,21 @@ std::shared_ptr<Incoming> PostReceive(const ProcessGroupPtr& pg, const TensorDic
   if (o.expect()) CheckExpected(*o.expect(), td, o.consolidated(), what);
   in->layout = std::make_shared<PackedLayout>(td);
   in->layout->CheckWritable(what);
+  // The staging buffer starts as a copy of the receiving leaves (NOTE [ Python wire ]): a
+  // message shorter than its leaf leaves the leaf's own tail, not a pooled buffer's old bytes.
   if (o.consolidated()) {
     in->staging = internal::ScratchBytes(python_consolidated_nbytes(td), at::kCPU);
+    for (const auto& leaf : in->plan) {
+      if (leaf.nbytes == 0) continue;
+      at::Tensor c = leaf.tensor.contiguous();
+      std::memcpy(static_cast<uint8_t*>(in->staging.data_ptr()) + leaf.offset, c.data_ptr(),
+                  static_cast<size_t>(leaf.nbytes));
+    }
     std::vector<at::Tensor> bufs{in->staging};
     in->works.push_back(internal::Transport(what, [&] { return pg->recv(bufs, src, 0); }));
     return in;
   }
-  in->staging = internal::ScratchBytes(in->layout->nbytes(), at::kCPU);
+  in->staging = in->layout->Pack();
   // PackedLayout's leaves are sorted by key as the plan's are: leaf i is plan leaf i.
   const auto& packed = in->layout->leaves();
   TORCH_INTERNAL_ASSERT(packed.size() == in->plan.size());

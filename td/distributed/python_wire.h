@@ -25,12 +25,14 @@
 //   order as the C++ side (or hold the TensorDict that from_remote_init built from ours).
 // - What a receiver can check: Gloo gives a receive no byte count and no metadata, so the wire
 //   cannot tell a different shape of the same byte size; a message SHORTER than the receiving
-//   leaf completes with the leaf's tail unwritten, and a LONGER one makes Gloo terminate the
+//   leaf completes with the leaf's tail unwritten (it keeps the values it had when the receive
+//   was posted, as Python's recv into the leaf does), and a LONGER one makes Gloo terminate the
 //   receiving process (an enforce in gloo/transport/tcp/pair.cc, on a Gloo thread; Python's
 //   recv dies the same way). recv_py therefore (1) when told the sender's structure
 //   (PythonWire::expect), compares it with the receiving TensorDict before posting any receive
 //   and throws ValueError naming the first differing key with both shapes and dtypes; (2) takes
-//   every message into a staging buffer and writes the TensorDict only once all have arrived: a
+//   every message into a staging buffer (a copy of the receiving leaves, so that what a message
+//   does not cover keeps the leaf's values) and writes the TensorDict only once all have arrived: a
 //   message that never arrives (the sender has fewer leaves, or other tags) is a TransportError
 //   naming that leaf's key, shape, dtype and tag, with the TensorDict untouched.
 #pragma once

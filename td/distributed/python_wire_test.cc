@@ -10,6 +10,7 @@
 #include <cstdlib>
 #include <ostream>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "td/core/testing.h"
@@ -292,6 +293,51 @@ TEST(PythonWire, MissingLeafNamesKeyAndWritesNothing) {
         EXPECT_TRUE(test::AllEqual(td, 3.0));
       },
       /*final_barrier=*/false);
+}
+
+// A message shorter than its leaf (Gloo gives no byte count) leaves the rest of the leaf with
+// its own values, as Python's recv into the leaf does, not with the bytes of an earlier message
+// that passed through the same pooled staging buffer; a receive that fails writes nothing.
+TEST(PythonWire, ShorterMessageKeepsTheLeafsOwnTail) {
+  auto status = test::RunRanks(
+      test::RunOptions().world_size(2), [](int rank, const ProcessGroupPtr& pg) {
+        for (bool consolidated : {false, true}) {
+          SCOPED_TRACE(consolidated);
+          const PythonWire wire = PythonWire().consolidated(consolidated);
+          if (rank == 1) {
+            send_py(pg, TensorDict({{"a", at::full({4}, 7.0)}}, {}), 0, wire);
+            send_py(pg, TensorDict({{"a", at::full({2}, 5.0)}}, {}), 0, wire);
+            continue;
+          }
+          TensorDict full({{"a", at::full({4}, 3.0)}}, {});
+          recv_py(pg, full, 1, wire);
+          EXPECT_TRUE(at::equal(full.get("a"), at::full({4}, 7.0))) << full.get("a");
+          TensorDict part({{"a", at::full({4}, 3.0)}}, {});
+          recv_py(pg, part, 1, wire);
+          EXPECT_TRUE(at::equal(part.get("a"), at::tensor({5.0f, 5.0f, 3.0f, 3.0f})))
+              << part.get("a");
+        }
+      });
+  test::ExpectAllPassed(status);
+}
+
+// A receive whose message never comes fails naming the leaf and writes nothing (whether it ends
+// by its timeout or by the peer's exit). Gloo closes the pair after a timeout: no final barrier.
+TEST(PythonWire, FailedReceiveWritesNothing) {
+  auto status = test::RunRanks(
+      test::RunOptions().world_size(2).final_barrier(false),
+      [](int rank, const ProcessGroupPtr& pg) {
+        if (rank == 1) {
+          std::this_thread::sleep_for(std::chrono::seconds(2));
+          return;
+        }
+        TensorDict td({{"a", at::full({4}, 3.0)}}, {});
+        TD_EXPECT_THROW_MSG(
+            recv_py(pg, td, 1, PythonWire().timeout(std::chrono::milliseconds(500))),
+            TransportError, {"recv_py (source rank 1)", "'a'"});
+        EXPECT_TRUE(at::equal(td.get("a"), at::full({4}, 3.0)));
+      });
+  test::ExpectAllPassed(status);
 }
 
 TEST(PythonWire, BadOptions) {

@@ -107,6 +107,7 @@ RankExit FromWaitStatus(int ws) {
 }  // namespace
 
 std::string RankExit::to_string() const {
+  if (!started) return "not started: the deadline passed while the ranks were being forked";
   if (deadline) return "killed at the deadline";
   if (ok()) return "ok";
   if (code >= 0) return "exit code " + std::to_string(code);
@@ -134,6 +135,10 @@ std::vector<RankExit> spawn(const SpawnOptions& o,
     TD_FAIL(ValueError, "td::distributed::spawn: deadline must be positive, got ",
             o.deadline()->count(), " ms");
   }
+  // The deadline covers the whole run: it is counted from here, forking included.
+  const auto now = [&o] { return o.clock() ? o.clock()() : std::chrono::steady_clock::now(); };
+  const auto start = now();
+  const auto past_deadline = [&] { return o.deadline() && now() - start > *o.deadline(); };
   std::optional<StoreDir> dir;
   if (!o.tcp()) dir.emplace();
   const std::string store = dir ? dir->store() : "";
@@ -143,6 +148,7 @@ std::vector<RankExit> spawn(const SpawnOptions& o,
   std::vector<pid_t> pids;
   const pid_t parent = ::getpid();
   for (int r = 0; r < o.world_size(); ++r) {
+    if (past_deadline()) break;  // the ranks forked so far are killed below
     pid_t pid = ::fork();
     if (pid < 0) {
       for (pid_t p : pids) {
@@ -159,9 +165,12 @@ std::vector<RankExit> spawn(const SpawnOptions& o,
     }
     pids.push_back(pid);
   }
-  std::vector<RankExit> exits(pids.size());
+  std::vector<RankExit> exits(static_cast<size_t>(o.world_size()));
+  for (size_t r = pids.size(); r < exits.size(); ++r) {
+    exits[r].started = false;
+    exits[r].deadline = true;
+  }
   std::vector<bool> done(pids.size(), false);
-  const auto start = std::chrono::steady_clock::now();
   size_t left = pids.size();
   while (left > 0) {
     for (size_t r = 0; r < pids.size(); ++r) {
@@ -172,7 +181,7 @@ std::vector<RankExit> spawn(const SpawnOptions& o,
       --left;
     }
     if (left == 0) break;
-    if (o.deadline() && std::chrono::steady_clock::now() - start > *o.deadline()) {
+    if (past_deadline()) {
       for (size_t r = 0; r < pids.size(); ++r) {
         if (done[r]) continue;
         ::kill(pids[r], SIGKILL);

@@ -36,9 +36,14 @@ struct SpawnOptions {
   TORCH_ARG(int, world_size) = 2;
   // The group's timeout: the rendezvous and every wait inside the ranks (GroupOptions::timeout).
   TORCH_ARG(std::chrono::milliseconds, group_timeout) = std::chrono::milliseconds(60000);
-  // The whole run; processes still alive then are killed (RankExit::deadline). nullopt: wait
-  // for them however long they take (their waits are still bounded by group_timeout).
+  // The whole run, forking included, counted from the call; processes still alive then are
+  // killed (RankExit::deadline), and when it passes while the ranks are being forked no further
+  // rank is forked (those report RankExit::started false). nullopt: wait for them however long
+  // they take (their waits are still bounded by group_timeout).
   TORCH_ARG(std::optional<std::chrono::milliseconds>, deadline) = std::nullopt;
+  // The time source the deadline is measured with (nullptr: std::chrono::steady_clock::now);
+  // tests give one to pass the deadline at a chosen point without depending on machine speed.
+  TORCH_ARG(std::function<std::chrono::steady_clock::time_point()>, clock) = nullptr;
   // Rendezvous through a TCPStore on a free 127.0.0.1 port instead of a FileStore.
   TORCH_ARG(bool, tcp) = false;
   // A barrier after the function returns, so that no rank exits while a peer still talks to it.
@@ -56,18 +61,23 @@ struct RankExit {
   int code = -1;
   // The signal that killed it, when one did; 0 otherwise.
   int signal = 0;
-  // Killed by spawn at SpawnOptions::deadline.
+  // Killed by spawn at SpawnOptions::deadline, or never started because the deadline passed
+  // while the ranks were being forked.
   bool deadline = false;
+  // False when the process was never forked (the deadline passed before its turn).
+  bool started = true;
 
   // Exited with code 0.
   bool ok() const { return code == 0; }
-  // "ok", "exit code 1", "killed by signal 9" or "killed at the deadline".
+  // "ok", "exit code 1", "killed by signal 9", "killed at the deadline" or "not started: the
+  // deadline passed while the ranks were being forked".
   std::string to_string() const;
 };
 
 // Forks options.world_size() processes; the r-th makes rank r's group and runs fn(r, group),
 // whose result is its exit code. Returns one RankExit per rank, in rank order, once every
-// process has ended (or at the deadline). Throws td::ValueError for an empty `fn`,
+// process has ended (or at the deadline: the processes still alive are killed, and once it has
+// passed no further rank is forked). Throws td::ValueError for an empty `fn`,
 // world_size < 1 or a non-positive group_timeout or deadline; c10::Error when the store
 // directory or a process cannot be made (processes already started are killed first).
 std::vector<RankExit> spawn(const SpawnOptions& options,

@@ -116,6 +116,39 @@ TEST(Spawn, KillsWhatStillRunsAtTheDeadline) {
   EXPECT_TRUE(tmp.empty());
 }
 
+// The deadline covers the forking too: a clock that advances one second per reading passes a
+// 2.5 s deadline after ranks 0 and 1 are forked (readings: the start, before rank 0, before rank
+// 1, before rank 2), so ranks 2 and 3 are never forked and 0 and 1 are killed. The injected
+// clock makes the verdict independent of the machine's speed.
+TEST(Spawn, TheDeadlineCoversForking) {
+  ScopedTmpdir tmp;
+  int readings = 0;
+  const auto t0 = std::chrono::steady_clock::now();
+  const auto exits = spawn(
+      SpawnOptions()
+          .world_size(4)
+          .deadline(std::chrono::milliseconds(2500))
+          .clock([&readings, t0] { return t0 + std::chrono::seconds(readings++); })
+          .in_child([](int) {
+            for (;;) ::pause();
+          }),
+      [](int, const ProcessGroupPtr&) { return 0; });
+  ASSERT_EQ(exits.size(), 4u);
+  for (size_t r = 0; r < 4; ++r) {
+    SCOPED_TRACE(r);
+    EXPECT_TRUE(exits[r].deadline);
+    EXPECT_FALSE(exits[r].ok());
+    EXPECT_EQ(exits[r].started, r < 2);
+  }
+  EXPECT_EQ(exits[0].to_string(), "killed at the deadline");
+  EXPECT_EQ(exits[0].signal, SIGKILL);
+  EXPECT_EQ(exits[3].to_string(),
+            "not started: the deadline passed while the ranks were being forked");
+  EXPECT_EQ(exits[3].signal, 0);
+  EXPECT_FALSE(all_ok(exits));
+  EXPECT_TRUE(tmp.empty());
+}
+
 TEST(Spawn, GroupOptionsHookSeesTheRankAndItsStore) {
   // The hook's changes reach the group: a larger timeout is harmless, a wrong world size is not.
   const auto exits = spawn(SpawnOptions().world_size(2).group_options([](int rank,

@@ -289,19 +289,22 @@ struct Result<std::vector<T>> {
     for (size_t j = 0; j < r.size(); ++j) out.push_back(E::Unwrap(r[j], l, d, j, r.size()));
     return out;
   }
+  // Every chunk must have returned as many outputs as the first (checked before any is
+  // concatenated, so that a first chunk's empty vector does not drop the others' outputs).
   static type Concat(const std::vector<type>& c, const OutDims& d, size_t, size_t) {
     type out;
     const size_t n = c.front().size();
+    for (size_t k = 1; k < c.size(); ++k) {
+      if (c[k].size() != n) {
+        TD_FAIL(ValueError, "td::vmap: with chunk_size, fn returned a vector of ", n,
+                " outputs for chunk 0 but of ", c[k].size(), " for chunk ", k, " (of ", c.size(),
+                "); every chunk must return the same number of outputs");
+      }
+    }
     for (size_t j = 0; j < n; ++j) {
       std::vector<typename E::type> parts;
       parts.reserve(c.size());
-      for (const type& chunk : c) {
-        if (chunk.size() != n) {
-          TD_FAIL(ValueError, "td::vmap: fn returned vectors of different lengths (", n, " and ",
-                  chunk.size(), ") for different chunks");
-        }
-        parts.push_back(chunk[j]);
-      }
+      for (const type& chunk : c) parts.push_back(chunk[j]);
       out.push_back(E::Concat(parts, d, j, n));
     }
     return out;

@@ -297,6 +297,29 @@ TEST(Vmap, ChunkSize) {
   }
 }
 
+// With chunk_size, every chunk's fn must return as many outputs: a first chunk's empty vector
+// used to drop the later chunks' outputs silently.
+TEST(Vmap, ChunksReturningDifferentNumbersOfOutputs) {
+  at::Tensor x = at::randn({4, 2});
+  int calls = 0;
+  auto first_empty = [&calls](const at::Tensor& a) {
+    return calls++ == 0 ? std::vector<at::Tensor>{} : std::vector<at::Tensor>{a + 1};
+  };
+  TD_EXPECT_THROW_MSG(vmap(first_empty, 0, 0, VmapOptions().chunk_size(2))(x), ValueError,
+                      {"0 outputs for chunk 0", "1 for chunk 1", "same number of outputs"});
+  EXPECT_EQ(calls, 2);
+  calls = 0;
+  auto later_empty = [&calls](const at::Tensor& a) {
+    return calls++ == 0 ? std::vector<at::Tensor>{a, a} : std::vector<at::Tensor>{};
+  };
+  TD_EXPECT_THROW_MSG(vmap(later_empty, 0, 0, VmapOptions().chunk_size(3))(x), ValueError,
+                      {"2 outputs for chunk 0", "0 for chunk 1"});
+  EXPECT_EQ(vmap_nesting(), 0);
+  // Every chunk empty: an empty result, as without chunks.
+  auto none = [](const at::Tensor&) { return std::vector<at::Tensor>{}; };
+  EXPECT_TRUE(vmap(none, 0, 0, VmapOptions().chunk_size(1))(x).empty());
+}
+
 at::Tensor Noise(const at::Tensor& a) { return a + at::rand_like(a); }
 
 TEST(Vmap, Randomness) {

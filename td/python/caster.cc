@@ -97,6 +97,41 @@ std::optional<py::object> attr(py::handle obj, const py::str& name) {
   return py::reinterpret_steal<py::object>(v);
 }
 
+// Raises Python's OverflowError with `message` (no td:: type maps to it; pybind11 passes a set
+// Python error through unchanged).
+[[noreturn]] void throw_overflow(const std::string& message) {
+  PyErr_SetString(PyExc_OverflowError, message.c_str());
+  throw py::error_already_set();
+}
+
+// `v` as an int64 (a Python int), else TypeError; OverflowError past 64 bits.
+// `what` names the value in the messages ("<path>: batch_size [...]").
+int64_t read_int64(py::handle v, const std::string& what) {
+  if (!PyLong_Check(v.ptr())) {
+    TD_FAIL(TypeError, what, " holds ", py::repr(v).cast<std::string>(), " (a ", type_name(v),
+            "); expected an int");
+  }
+  int overflow = 0;
+  const long long i = PyLong_AsLongLongAndOverflow(v.ptr(), &overflow);
+  if (i == -1 && PyErr_Occurred()) throw py::error_already_set();
+  if (overflow != 0) {
+    throw_overflow(what + " holds " + py::repr(v).cast<std::string>() +
+                   ", which does not fit in a 64-bit int");
+  }
+  return static_cast<int64_t>(i);
+}
+
+// An iterator over `obj`; TypeError naming `what` when it is not iterable.
+py::iterator iterate(py::handle obj, const std::string& what) {
+  PyObject* it = PyObject_GetIter(obj.ptr());
+  if (it == nullptr) {
+    if (!PyErr_ExceptionMatches(PyExc_TypeError)) throw py::error_already_set();
+    PyErr_Clear();
+    TD_FAIL(TypeError, what, " is a ", type_name(obj), ", which is not iterable");
+  }
+  return py::reinterpret_steal<py::iterator>(it);
+}
+
 // ---- JSON <-> Python --------------------------------------------------------------------------
 
 nlohmann::json to_json(py::handle v, const Path& path, int depth) {
@@ -153,7 +188,13 @@ nlohmann::json to_json(py::handle v, const Path& path, int depth) {
           "float, str, and lists or str-keyed dicts of these)");
 }
 
-py::object from_json(const nlohmann::json& j) {
+// Recursive, so bounded as to_json is: a JSON value nested deeper than kMaxNestingDepth (C++ can
+// hold one; Python's recursion would refuse it too) is a NestingError naming the key.
+py::object from_json(const nlohmann::json& j, const Path& path, int depth) {
+  if (depth > kMaxNestingDepth) {
+    TD_FAIL(NestingError, path.str(), ": non-tensor data nests deeper than ", kMaxNestingDepth,
+            " levels, so it cannot be carried to Python");
+  }
   switch (j.type()) {
     case nlohmann::json::value_t::null:
       return py::none();
@@ -169,16 +210,16 @@ py::object from_json(const nlohmann::json& j) {
       return py::str(j.get_ref<const std::string&>());
     case nlohmann::json::value_t::array: {
       py::list out(j.size());
-      for (size_t i = 0; i < j.size(); ++i) out[i] = from_json(j[i]);
+      for (size_t i = 0; i < j.size(); ++i) out[i] = from_json(j[i], path, depth + 1);
       return py::reinterpret_steal<py::object>(out.release());
     }
     case nlohmann::json::value_t::object: {
       py::dict out;
-      for (const auto& [k, v] : j.items()) out[py::str(k)] = from_json(v);
+      for (const auto& [k, v] : j.items()) out[py::str(k)] = from_json(v, path, depth + 1);
       return py::reinterpret_steal<py::object>(out.release());
     }
     default:
-      TD_FAIL(TypeError, "non-tensor data of JSON type '", j.type_name(),
+      TD_FAIL(TypeError, path.str(), ": non-tensor data of JSON type '", j.type_name(),
               "' has no Python counterpart");
   }
 }
@@ -221,13 +262,16 @@ void put(TensorDict& out, py::handle key, py::handle v, const Path& path, int de
 
 std::vector<int64_t> read_batch_size(py::handle obj, const Path& path) {
   py::object bs = obj.attr(names().batch_size);
+  const std::string what = path.str() + ": batch_size " + py::repr(bs).cast<std::string>();
   std::vector<int64_t> out;
-  for (py::handle d : bs) {
-    if (!PyLong_Check(d.ptr())) {
-      TD_FAIL(TypeError, path.str(), ": batch_size ", py::repr(bs).cast<std::string>(),
-              " holds a ", type_name(d), "; expected ints");
+  int64_t numel = 1;
+  for (py::handle d : iterate(bs, what)) {
+    const int64_t n = read_int64(d, what);
+    if (n < 0) TD_FAIL(ValueError, what, " has the negative size ", n);
+    if (n > 0 && __builtin_mul_overflow(numel, n, &numel)) {
+      TD_FAIL(BatchSizeError, what, ": the product of its sizes does not fit in int64");
     }
-    out.push_back(d.cast<int64_t>());
+    out.push_back(n);
   }
   return out;
 }
@@ -236,7 +280,14 @@ std::optional<at::Device> read_device(py::handle obj, const Path& path) {
   std::optional<py::object> dev = attr(obj, names().device);
   if (!dev || dev->is_none()) return std::nullopt;
   if (THPDevice_Check(dev->ptr())) return reinterpret_cast<THPDevice*>(dev->ptr())->device;
-  if (PyUnicode_Check(dev->ptr())) return at::Device(dev->cast<std::string>());
+  if (PyUnicode_Check(dev->ptr())) {
+    try {
+      return at::Device(dev->cast<std::string>());
+    } catch (c10::Error& e) {
+      e.add_context("while reading the device of " + path.str());
+      throw;
+    }
+  }
   TD_FAIL(TypeError, path.str(), ": device ", py::repr(*dev).cast<std::string>(),
           " is neither None, a torch.device nor a str");
 }
@@ -267,10 +318,16 @@ TensorDict convert(py::handle obj, const Path& path, int depth) {
   }
   if (is_lazy_like(obj)) {
     py::object members = obj.attr(names().tensordicts);
+    const int64_t stack_dim =
+        read_int64(obj.attr(names().stack_dim), path.str() + ": the lazy stack's stack_dim");
     std::vector<TensorDict> tds;
     std::vector<std::string> index_keys;
-    index_keys.reserve(static_cast<size_t>(py::len(members)));
-    for (py::handle m : members) {
+    std::vector<py::object> member_list;
+    for (py::handle m : iterate(members, path.str() + ": the lazy stack's tensordicts")) {
+      member_list.push_back(py::reinterpret_borrow<py::object>(m));
+    }
+    index_keys.reserve(member_list.size());  // Paths point into it: no reallocation below
+    for (py::handle m : member_list) {
       index_keys.push_back("<member " + std::to_string(tds.size()) + ">");
       Path member{&path, index_keys.back()};
       if (!is_tensordict_like(m)) {
@@ -279,7 +336,14 @@ TensorDict convert(py::handle obj, const Path& path, int depth) {
       }
       tds.push_back(convert(m, member, depth + 1));
     }
-    TensorDict out = lazy_stack(tds, obj.attr(names().stack_dim).cast<int64_t>());
+    TensorDict out;
+    try {
+      out = lazy_stack(tds, stack_dim);
+    } catch (c10::Error& e) {
+      e.add_context("while stacking the members of " + path.str() + " (stack_dim " +
+                    std::to_string(stack_dim) + ")");
+      throw;
+    }
     lock_if_locked(out, obj);
     return out;
   }
@@ -290,9 +354,21 @@ TensorDict convert(py::handle obj, const Path& path, int depth) {
     Py_ssize_t pos = 0;
     while (PyDict_Next(store->ptr(), &pos, &k, &v)) put(out, k, v, path, depth, false);
   } else {
-    for (py::handle item : obj.attr(names().items)()) {
-      py::tuple kv = py::reinterpret_borrow<py::tuple>(item);
+    const std::string what = path.str() + ": items()";
+    size_t index = 0;
+    for (py::handle item : iterate(obj.attr(names().items)(), what)) {
+      // As dict(items()) reads them: each element a (key, value) pair.
+      if (!PyTuple_Check(item.ptr()) && !PyList_Check(item.ptr())) {
+        TD_FAIL(TypeError, what, " element #", index, " is a ", type_name(item),
+                ", not a (key, value) pair");
+      }
+      py::sequence kv = py::reinterpret_borrow<py::sequence>(item);
+      if (kv.size() != 2) {
+        TD_FAIL(ValueError, what, " element #", index, " has length ", kv.size(),
+                "; a (key, value) pair has 2");
+      }
       put(out, kv[0], kv[1], path, depth, false);
+      ++index;
     }
   }
   lock_if_locked(out, obj);
@@ -339,10 +415,10 @@ py::list batch_size_list(const TensorDict& td) {
 }
 
 // A dense level's entries: tensors and nested levels into `source`, non-tensor data apart.
-void split_entries(const TensorDict& td, py::dict& source,
+void split_entries(const TensorDict& td, const Path& path, py::dict& source,
                    std::vector<std::pair<std::string, nlohmann::json>>* non_tensor);
 
-py::object build(const TensorDict& td) {
+py::object build(const TensorDict& td, const Path& path) {
   const Registry& r = classes();
   py::object out;
   if (const std::optional<LazyStackedTensorDict> stack = LazyStackedTensorDict::from(td)) {
@@ -353,32 +429,37 @@ py::object build(const TensorDict& td) {
     }
     const std::vector<TensorDict>& members = stack->tensordicts();
     py::tuple args(members.size());
-    for (size_t i = 0; i < members.size(); ++i) args[i] = build(members[i]);
+    for (size_t i = 0; i < members.size(); ++i) {
+      const std::string key = "<member " + std::to_string(i) + ">";
+      args[i] = build(members[i], Path{&path, key});
+    }
     py::dict kwargs;
     kwargs["stack_dim"] = stack->stack_dim();
     out = r.lazy_type(*args, **kwargs);
   } else {
     py::dict source;
     std::vector<std::pair<std::string, nlohmann::json>> non_tensor;
-    split_entries(td, source, &non_tensor);
+    split_entries(td, path, source, &non_tensor);
     out = r.td_type(source, py::arg("batch_size") = batch_size_list(td),
                     py::arg("device") = device_object(td.device()));
     if (!non_tensor.empty()) {
       py::object set_non_tensor = out.attr(names().set_non_tensor);
-      for (const auto& [k, j] : non_tensor) set_non_tensor(py::str(k), from_json(j));
+      for (const auto& [k, j] : non_tensor) {
+        set_non_tensor(py::str(k), from_json(j, Path{&path, k}, 0));
+      }
     }
   }
   if (td.is_locked()) out.attr(names().lock)();
   return out;
 }
 
-void split_entries(const TensorDict& td, py::dict& source,
+void split_entries(const TensorDict& td, const Path& path, py::dict& source,
                    std::vector<std::pair<std::string, nlohmann::json>>* non_tensor) {
   td.for_each_entry([&](const std::string& k, const Value& v) {
     if (v.is_tensor()) {
       source[py::str(k)] = wrap(v.tensor());
     } else if (v.is_tensordict()) {
-      source[py::str(k)] = build(v.tensordict());
+      source[py::str(k)] = build(v.tensordict(), Path{&path, k});
     } else {
       non_tensor->emplace_back(k, v.non_tensor());
     }
@@ -399,22 +480,26 @@ TensorDict from_python(py::handle obj) {
   return convert(obj, root, 0);
 }
 
-py::object to_python(const TensorDict& td) { return build(td); }
+py::object to_python(const TensorDict& td) {
+  Path root;
+  return build(td, root);
+}
 
 py::object to_python_tensorclass(const TensorDict& td, std::string_view class_name) {
   const Registry& r = registry();
   auto it = r.tensorclasses.find(class_name);
-  if (it == r.tensorclasses.end()) return build(td);
+  Path root;
+  if (it == r.tensorclasses.end()) return build(td, root);
   // Python tensorclass keeps tensors and nested TensorDicts in a TensorDict and the other fields
   // in a dict: build those two and hand them to its _from_tensordict.
   const Registry& c = classes();
   py::dict source;
   std::vector<std::pair<std::string, nlohmann::json>> non_tensor;
-  split_entries(td, source, &non_tensor);
+  split_entries(td, root, source, &non_tensor);
   py::object inner = c.td_type(source, py::arg("batch_size") = batch_size_list(td),
                                py::arg("device") = device_object(td.device()));
   py::dict rest;
-  for (const auto& [k, j] : non_tensor) rest[py::str(k)] = from_json(j);
+  for (const auto& [k, j] : non_tensor) rest[py::str(k)] = from_json(j, Path{&root, k}, 0);
   return it->second.attr(names().from_tensordict)(inner, rest);
 }
 

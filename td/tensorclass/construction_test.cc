@@ -219,6 +219,91 @@ TEST(TensorClassFrozen, WritesAreRefused) {
   EXPECT_TRUE(f.w().equal(at::zeros({3, 2})));
 }
 
+// update() is set() per field: refused on a frozen object (in place it still works, as set_).
+TEST(TensorClassFrozen, UpdateIsRefused) {
+  Frozen f(at::ones({3, 2}), std::nullopt, td::use_default, {3});
+  TD_EXPECT_THROW_MSG(f.update(TensorDict({{"w", at::zeros({3, 2})}, {"tag", "u"}}, {3})),
+                      LockedError,
+                      {"Frozen is frozen (kFrozen): update() of fields 'w', 'tag' is refused"});
+  TD_EXPECT_THROW_MSG(f.update(TensorDict({{"b", at::zeros({3})}}, {3}), UpdateOptions()),
+                      LockedError, {"update() of fields 'b'"});
+  EXPECT_TRUE(f.w().equal(at::full({3, 2}, 2.0)));
+  EXPECT_FALSE(f.b().has_value());
+  EXPECT_EQ(f.tag(), "t");
+  f.update(TensorDict({{"w", at::zeros({3, 2})}}, {3}), UpdateOptions().inplace(true));
+  EXPECT_TRUE(f.w().equal(at::zeros({3, 2})));
+}
+
+// The TensorDict of a frozen object cannot be unlocked through a handle (tensordict(), the
+// conversion to const TensorDict&, their copies), so it cannot lose or replace a field that
+// way; to_tensordict() is an unlocked copy that does not reach the object.
+TEST(TensorClassFrozen, HandlesCannotUnlockIt) {
+  Frozen f(at::ones({3, 2}), at::zeros({3}), td::use_default, {3});
+  TensorDict t = f.tensordict();
+  TD_EXPECT_THROW_MSG(t.unlock_(), LockedError,
+                      {"Frozen (a kFrozen class: its objects stay locked)", "cannot unlock"});
+  TensorDict converted = static_cast<const TensorDict&>(f);
+  TD_EXPECT_THROW_MSG(converted.unlock_(), LockedError, {"Frozen (a kFrozen class"});
+  TD_EXPECT_THROW_MSG(t.del_("w"), LockedError, {"'w'", "locked"});
+  TD_EXPECT_THROW_MSG(t.set("tag", "u"), LockedError, {"'tag'", "locked"});
+  TD_EXPECT_THROW_MSG(t.set("w", at::zeros({3, 5})), LockedError, {"'w'"});
+  EXPECT_TRUE(f.is_locked());
+  EXPECT_TRUE(f.w().equal(at::full({3, 2}, 2.0)));
+  EXPECT_EQ(f.tag(), "t");
+  // Results of operations are frozen the same way.
+  Frozen first = f.index({0});
+  TensorDict row = first.tensordict();
+  EXPECT_THROW(row.unlock_(), LockedError);
+  // to_tensordict(): unlocked, separate.
+  TensorDict plain = f.to_tensordict();
+  EXPECT_FALSE(plain.is_locked());
+  plain.del_("w");
+  plain.set("tag", "u");
+  EXPECT_TRUE(f.tensordict().contains("w"));
+  EXPECT_EQ(f.tag(), "t");
+  // A holder's unlock_() leaves a frozen field's TensorDict locked while the frozen object lives.
+  Holder h(f.clone(), at::zeros({3}), {3});
+  Frozen inner = h.inner();
+  h.lock_();
+  h.unlock_();
+  EXPECT_TRUE(inner.is_locked());
+  EXPECT_TRUE(h.tensordict().get_tensordict("inner").is_locked());
+  EXPECT_FALSE(h.is_locked());
+  h.set_z(at::ones({3}));  // the holder itself is writable again
+  TD_EXPECT_THROW_MSG(inner.set_w(at::zeros({3, 2})), LockedError, {"field 'w'"});
+}
+
+// A nested class read from a frozen object refuses writes as the frozen object does, though its
+// own class is not frozen.
+class Leaf : public TensorClass<Leaf> {
+ public:
+  TD_TENSORCLASS(Leaf, (at::Tensor, x), (std::string, s))
+};
+class FrozenOuter : public TensorClass<FrozenOuter> {
+ public:
+  static constexpr bool kFrozen = true;
+  TD_TENSORCLASS(FrozenOuter, (Leaf, leaf), (std::optional<Leaf>, maybe))
+};
+
+TEST(TensorClassFrozen, NestedClassesOfAFrozenObjectRefuseWrites) {
+  FrozenOuter o(Leaf(at::ones({3}), "a", {3}), Leaf(at::ones({3}), "m", {3}), {3});
+  TD_EXPECT_THROW_MSG(o.leaf().set_x(at::zeros({3})), LockedError,
+                      {"Leaf was read from an object of the frozen class FrozenOuter",
+                       "the setter of field 'x'"});
+  TD_EXPECT_THROW_MSG(o.leaf().set_s("b"), LockedError, {"field 's'"});
+  TD_EXPECT_THROW_MSG(o.leaf().set("x", at::zeros({3})), LockedError, {"set of field 'x'"});
+  TD_EXPECT_THROW_MSG(o.leaf().update(TensorDict({{"s", "b"}}, {3})), LockedError,
+                      {"update() of fields 's'"});
+  TD_EXPECT_THROW_MSG(o.maybe()->set_s("b"), LockedError, {"FrozenOuter", "field 's'"});
+  EXPECT_TRUE(o.leaf().x().equal(at::ones({3})));
+  EXPECT_EQ(o.leaf().s(), "a");
+  EXPECT_EQ(o.maybe()->s(), "m");
+  // A Leaf of its own stays writable.
+  Leaf free(at::ones({3}), "f", {3});
+  free.set_s("g");
+  EXPECT_EQ(free.s(), "g");
+}
+
 // kShadow: fields named like members; the accessors hide them.
 class Shadowed : public TensorClass<Shadowed> {
  public:

@@ -7,11 +7,20 @@
 // object locked (TensorDict::lock_) from construction on: the constructors lock after
 // post_init, and from_tensordict, wrap (every operation's result, nested class fields read
 // back, Class::unset) lock what they wrap. On a locked object of such a class the setters,
-// set(name, v) and del_(name) throw LockedError naming the class and the field (even for a
-// tensor of the same shape, which a merely locked TensorDict writes in place), and unlock_()
-// throws LockedError; what TensorDict's lock allows still works (in-place tensor ops, update /
-// index_put_ of existing entries, as upstream's frozen dataclass lets tensors be changed in
-// place). A frozen class cannot be filled lazily (unset + index_put_ would add keys).
+// set(name, v), del_(name) and update(other) throw LockedError naming the class and the fields
+// (even for a tensor of the same shape, which a merely locked TensorDict writes in place; as
+// upstream, whose locked TensorDict refuses set and update unless in place), and unlock_()
+// throws LockedError; what is written in place still works (in-place tensor ops, set_,
+// update_, update with UpdateOptions::inplace, index_put_ of existing entries, as upstream's
+// frozen dataclass lets tensors be changed in place). A frozen class cannot be filled lazily
+// (unset + index_put_ would add keys). The lock cannot be taken off behind the class's back:
+// each object holds a locked owner TensorDict above its TensorDict (FrozenOwner), so
+// tensordict() and its copies refuse unlock_() (NOTE [ Locks span levels ] in
+// td/core/structure.cc) and a parent's unlock_() leaves it locked, while the object lives; a
+// locked TensorDict refuses to replace non-tensor data, and a nested class read from a frozen
+// object (a field, or a field of one) refuses its setters, set, del_ and update as the frozen
+// object does. to_tensordict() is an unlocked copy (every level copied, tensors shared) whose
+// changes do not reach the object, as upstream's to_tensordict().
 //
 // NOTE [ Shadowing fields ]
 // By default a field may not be named like a TensorClass operation or property (kMemberNames

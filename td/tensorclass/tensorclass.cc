@@ -140,10 +140,33 @@ std::optional<nlohmann::json> NonTensorTreeAsJson(const TensorDict& td) {
   return out;
 }
 
-void FailFrozen(std::string_view cls, std::string_view what, std::string_view field) {
+void FailFrozen(std::string_view cls, std::string_view what, std::string_view field,
+                const char* frozen_by) {
   const std::string of_field = field.empty() ? std::string() : " of field '" + std::string(field) + "'";
+  if (frozen_by != nullptr) {
+    TD_FAIL(LockedError, cls, " was read from an object of the frozen class ", frozen_by,
+            " (kFrozen): ", what, of_field, " is refused; objects of a frozen class, and the "
+            "nested classes read from them, stay locked");
+  }
   TD_FAIL(LockedError, cls, " is frozen (kFrozen): ", what, of_field,
           " is refused; objects of a frozen class stay locked from construction on");
+}
+
+TensorDict FrozenOwner(const TensorDict& td, std::string_view cls) {
+  // The key names the class in the LockedError that unlock_() on a handle to `td` raises
+  // (NOTE [ Locks span levels ] in td/core/structure.cc).
+  TensorDict owner({}, {});
+  owner.set(std::string(cls) + " (a kFrozen class: its objects stay locked)", td);
+  owner.lock_();
+  return owner;
+}
+
+std::string UpdateWhat(const TensorDict& other) {
+  std::string keys;
+  for (const std::string& k : other.storage().keys()) {
+    keys += (keys.empty() ? "'" : ", '") + k + "'";
+  }
+  return keys.empty() ? std::string("update()") : "update() of fields " + keys;
 }
 
 void FailUnknown(std::string_view cls, const std::string& name,

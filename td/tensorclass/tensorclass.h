@@ -131,8 +131,19 @@ void CheckDefault(std::string_view cls, std::string_view name, const Value& valu
 // The JSON object of a TensorDict holding non-tensor entries only (nested levels as nested
 // objects), or nullopt when it holds a tensor.
 std::optional<nlohmann::json> NonTensorTreeAsJson(const TensorDict& td);
-// Throws LockedError: "<Class> is frozen (kFrozen): <what> [of field '<field>'] is refused ...".
-[[noreturn]] void FailFrozen(std::string_view cls, std::string_view what, std::string_view field);
+// Throws LockedError: "<Class> is frozen (kFrozen): <what> [of field '<field>'] is refused ...";
+// with `frozen_by`, the object is a nested field read from an object of that frozen class.
+[[noreturn]] void FailFrozen(std::string_view cls, std::string_view what, std::string_view field,
+                             const char* frozen_by = nullptr);
+// A locked TensorDict holding `td` (the TensorDict of an object of the frozen class `cls`): while
+// it lives, no handle to `td` can unlock it (NOTE [ Frozen classes ] in declare.h).
+TensorDict FrozenOwner(const TensorDict& td, std::string_view cls);
+// "update() of fields 'a', 'b'" for the top-level keys of `other`.
+std::string UpdateWhat(const TensorDict& other);
+// Whether a frozen object may run this update: only in place (UpdateOptions::inplace), which
+// writes existing tensors as set_ does.
+inline bool FrozenMayUpdate(const TensorDict&) { return false; }
+inline bool FrozenMayUpdate(const TensorDict&, const UpdateOptions& o) { return o.inplace(); }
 // (values, indices) of min_with_indices / max_with_indices / cummax / cummin on a TensorClass:
 // two objects of the class (structured bindings work: auto [v, i] = data.cummax(0);).
 template <class D>
@@ -185,11 +196,14 @@ struct TensorClassOptions {
     td_.name args;                                                               \
     return self();                                                               \
   }
-#define TD_TC_OP_IN_FIELDS(ret, name, params, args) \
-  Derived& name params {                            \
-    check_fields(TD_TC_FIRST args, #name);          \
-    td_.name args;                                  \
-    return self();                                  \
+#define TD_TC_OP_IN_FIELDS(ret, name, params, args)                              \
+  Derived& name params {                                                         \
+    if (!internal::tensorclass::FrozenMayUpdate args) {                          \
+      check_unfrozen(internal::tensorclass::UpdateWhat(TD_TC_FIRST args));       \
+    }                                                                            \
+    check_fields(TD_TC_FIRST args, #name);                                       \
+    td_.name args;                                                               \
+    return self();                                                               \
   }
 #define TD_TC_OP_LIST(ret, name, params, args) \
   std::vector<Derived> name params const { return wrap_all(td_.name args); }
@@ -228,7 +242,10 @@ class TensorClass : public internal::tensorclass::TensorClassTag {
   static constexpr bool kShadow = false;
 
   // ---- the underlying TensorDict -----------------------------------------------------------
-  // The TensorDict holding the fields (a handle: writes go to this object's fields).
+  // The TensorDict holding the fields (a handle: writes go to this object's fields). For an
+  // object of a kFrozen class it is locked for good: the handle and its copies cannot unlock
+  // it (LockedError naming the class) while the object lives; to_tensordict() gives an unlocked
+  // copy that does not change the object (NOTE [ Frozen classes ] in declare.h).
   const TensorDict& tensordict() const { return td_; }
   // A separate TensorDict with the same entries (a shallow copy: tensors are shared, keys not).
   //   td::TensorDict plain = data.to_tensordict();
@@ -459,9 +476,7 @@ class TensorClass : public internal::tensorclass::TensorClassTag {
   // else.
   static Derived wrap(TensorDict td) {
     Derived out(internal::tensorclass::WrapTag{}, std::move(td));
-    if constexpr (Derived::kFrozen) {
-      if (!out.td_.is_locked()) out.td_.lock_();
-    }
+    if constexpr (Derived::kFrozen) out.td_freeze();
     return out;
   }
 
@@ -547,9 +562,22 @@ class TensorClass : public internal::tensorclass::TensorClassTag {
                                          Derived::field_names().end());
   }
   // Used by TD_TENSORCLASS's accessors and setters.
+  // A nested class read from a frozen object (or from a field of one) refuses its own writes
+  // too (NOTE [ Frozen classes ]).
   template <class T>
   typename internal::tensorclass::FieldTraits<T>::Get get_field(const NestedKey& key) const {
-    return internal::tensorclass::FieldTraits<T>::read(td_, key);
+    auto v = internal::tensorclass::FieldTraits<T>::read(td_, key);
+    using Inner = typename internal::tensorclass::IsOptional<T>::Inner;
+    if constexpr (internal::tensorclass::kIsTensorClass<Inner>) {
+      if (const char* by = td_frozen_by()) {
+        if constexpr (internal::tensorclass::IsOptional<T>::value) {
+          if (v) v->td_frozen_by_ = by;
+        } else {
+          v.td_frozen_by_ = by;
+        }
+      }
+    }
+    return v;
   }
   template <class T>
   void set_field(const NestedKey& key, T v) {
@@ -602,18 +630,44 @@ class TensorClass : public internal::tensorclass::TensorClassTag {
   // order. Operations returning the class (wrap) do not call post_init.
   void finish_init(bool lock) {
     internal::tensorclass::PostInitAccess::call(self());
-    if ((lock || Derived::kFrozen) && !td_.is_locked()) td_.lock_();
+    if constexpr (Derived::kFrozen) {
+      td_freeze();
+    } else {
+      if (lock && !td_.is_locked()) td_.lock_();
+    }
   }
 
   TensorDict td_;
 
  private:
+  template <class>
+  friend class TensorClass;
+  // kFrozen: locks td_ and holds a locked TensorDict above it (FrozenOwner), so that no handle
+  // to td_ (tensordict(), the conversion to const TensorDict&) can unlock it while this object
+  // lives.
+  void td_freeze() {
+    if (!td_.is_locked()) td_.lock_();
+    td_frozen_owner_ = internal::tensorclass::FrozenOwner(td_, Derived::kClassName);
+  }
+  // The frozen class whose object this one is, or was read from as a nested field; null when
+  // writes are allowed.
+  const char* td_frozen_by() const {
+    if constexpr (Derived::kFrozen) {
+      if (td_.is_locked()) return Derived::kClassName;
+    }
+    return td_frozen_by_;
+  }
+  std::optional<TensorDict> td_frozen_owner_;
+  const char* td_frozen_by_ = nullptr;
   Derived& self() { return static_cast<Derived&>(*this); }
   // LockedError naming `what` (and `field`) when this object of a kFrozen class is locked (that
   // is, once it is built: post_init may still write).
   void check_unfrozen(std::string_view what, std::string_view field = {}) const {
     if constexpr (Derived::kFrozen) {
       if (td_.is_locked()) internal::tensorclass::FailFrozen(Derived::kClassName, what, field);
+    }
+    if (td_frozen_by_ != nullptr) {
+      internal::tensorclass::FailFrozen(Derived::kClassName, what, field, td_frozen_by_);
     }
   }
   template <class T>

@@ -46,11 +46,31 @@ inline bool TensorStartsWith(const at::Tensor& t, at::IntArrayRef prefix) {
   return t.is_nested() ? StartsWith(ShapeOf(t), prefix) : StartsWith(t.sizes(), prefix);
 }
 
-// `batch_size` as a vector; throws ValueError when a dim is negative.
+// The number of elements of the batch size `batch_size` (its dims >= 0). Throws BatchSizeError
+// naming the sizes when the product of its non-zero dims does not fit in int64 (LibTorch's own
+// rule for a tensor's sizes, so that a TensorDict's batch is a shape a tensor can have).
+inline int64_t CheckedNumel(at::IntArrayRef batch_size) {
+  int64_t nonzero = 1;
+  bool empty = false;
+  for (int64_t d : batch_size) {
+    if (d == 0) {
+      empty = true;
+    } else if (__builtin_mul_overflow(nonzero, d, &nonzero)) {
+      TD_FAIL(BatchSizeError, "batch size ", SizeRepr(batch_size),
+              ": the product of its dims does not fit in int64 (a batch, like a tensor's "
+              "shape, has at most 2^63 - 1 elements)");
+    }
+  }
+  return empty ? 0 : nonzero;
+}
+
+// `batch_size` as a vector; throws ValueError when a dim is negative, BatchSizeError when the
+// product of its dims overflows int64 (CheckedNumel).
 inline std::vector<int64_t> CheckedBatch(at::IntArrayRef batch_size) {
   for (int64_t d : batch_size) {
     if (d < 0) TD_FAIL(ValueError, "batch size ", SizeRepr(batch_size), " has a negative dim");
   }
+  CheckedNumel(batch_size);
   return batch_size.vec();
 }
 

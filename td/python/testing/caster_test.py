@@ -242,6 +242,103 @@ class CasterTest(unittest.TestCase):
         with self.assertRaises(TypeError):  # not TensorDict-shaped at all
             ext.identity(3)
 
+    def test_deep_json_from_cpp_is_refused_by_name(self):
+        # JSON nested past the caster's limit (td::kMaxNestingDepth) raises instead of recursing
+        # once per level on the C++ stack; a shallow one still converts. (Far deeper values,
+        # ~10,000 levels, already exhaust the stack when td::Value copies its JSON, before the
+        # caster sees them.)
+        for depth in (129, 1000):
+            with self.assertRaises(ValueError) as cm:
+                ext.deep_json(depth)
+            self.assertIn("('n', 'deep')", str(cm.exception))
+            self.assertIn("nests deeper than 128", str(cm.exception))
+        out = ext.deep_json(3)
+        self.assertEqual(entry(out, "n").get_non_tensor("deep"), [[[None]]])
+
+    def test_malformed_input_is_named(self):
+        t = torch.ones(2, 3)
+
+        class Items:
+            batch_size = torch.Size([2])
+            device = None
+
+            def __init__(self, items):
+                self._items = items
+
+            def items(self):
+                return self._items
+
+        def nested(obj):
+            s = TD({}, batch_size=[2])
+            s._tensordict["inner"] = obj  # bypasses the Python class's own check
+            return s
+
+        with self.assertRaises(ValueError) as cm:
+            ext.identity(nested(Items([("t", t, 3)])))
+        self.assertIn("'inner'", str(cm.exception))
+        self.assertIn("element #0 has length 3", str(cm.exception))
+        with self.assertRaises(TypeError) as cm:
+            ext.identity(nested(Items([("t", t), 5])))
+        self.assertIn("'inner'", str(cm.exception))
+        self.assertIn("element #1 is a int", str(cm.exception))
+        with self.assertRaises(TypeError) as cm:
+            ext.identity(nested(Items(7)))
+        self.assertIn("'inner': items()", str(cm.exception))
+        self.assertIn("not iterable", str(cm.exception))
+        self.assertEqual(ext.data_ptr(nested(Items([["t", t]])), ["inner", "t"]), t.data_ptr())
+
+        class Batch:
+            device = None
+
+            def __init__(self, batch_size):
+                self.batch_size = batch_size
+
+            def items(self):
+                return []
+
+        with self.assertRaises(OverflowError) as cm:
+            ext.identity(nested(Batch([2, 2**70])))
+        self.assertIn("'inner'", str(cm.exception))
+        self.assertIn(str(2**70), str(cm.exception))
+        with self.assertRaises(ValueError) as cm:
+            ext.identity(nested(Batch([2, -3])))
+        self.assertIn("negative size -3", str(cm.exception))
+        with self.assertRaises(ValueError) as cm:
+            ext.identity(nested(Batch([2, 2**40, 2**40])))
+        self.assertIn("does not fit in int64", str(cm.exception))
+        with self.assertRaises(TypeError) as cm:
+            ext.identity(nested(Batch([2, "x"])))
+        self.assertIn("'x'", str(cm.exception))
+        with self.assertRaises(TypeError) as cm:
+            ext.identity(nested(Batch(3)))
+        self.assertIn("batch_size 3", str(cm.exception))
+
+        class Stack:
+            batch_size = torch.Size([2, 2])
+            device = None
+
+            def __init__(self, stack_dim, tensordicts=None):
+                self.stack_dim = stack_dim
+                self.tensordicts = (
+                    tensordicts
+                    if tensordicts is not None
+                    else [TD({"v": torch.zeros(2)}, batch_size=[2]) for _ in range(2)]
+                )
+
+        with self.assertRaises(TypeError) as cm:
+            ext.identity(nested(Stack("x")))
+        self.assertIn("'inner'", str(cm.exception))
+        self.assertIn("stack_dim", str(cm.exception))
+        with self.assertRaises(OverflowError) as cm:
+            ext.identity(nested(Stack(2**70)))
+        self.assertIn("stack_dim", str(cm.exception))
+        with self.assertRaises(TypeError) as cm:
+            ext.identity(nested(Stack(0, tensordicts=5)))
+        self.assertIn("tensordicts", str(cm.exception))
+        with self.assertRaises(IndexError) as cm:
+            ext.identity(nested(Stack(5)))
+        self.assertIn("'inner'", str(cm.exception))
+
     def test_tensorclass(self):
         obs = torch.zeros(3, 2)
         out = ext.shift_step(make_step(obs, "a"))

@@ -99,6 +99,19 @@ PYBIND11_MODULE(td_python_test_ext, m) {
   // In place on the caller's tensors (they are shared, not copied).
   m.def("add_one_", [](td::TensorDict td) { td.add_(1); });
   m.def("make", &make);
+  // A TensorDict whose non-tensor entry ("n", "deep") is a JSON array nested `depth` deep (built
+  // by moves: nlohmann's copy recurses once per level).
+  m.def("deep_json", [](int64_t depth) {
+    nlohmann::json j = nullptr;
+    for (int64_t i = 0; i < depth; ++i) {
+      nlohmann::json a = nlohmann::json::array();
+      a.push_back(std::move(j));
+      j = std::move(a);
+    }
+    td::TensorDict out({}, {});
+    out.set({"n", "deep"}, td::NonTensorData(std::move(j)));
+    return out;
+  });
   m.def("shift_step", [](const Step& s) {
     return Step(s.obs().add(1), s.tag() + "+1", s.batch_size());
   });
