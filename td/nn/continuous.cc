@@ -77,6 +77,18 @@ at::Tensor Independent::log_prob(const at::Tensor& value) const {
   return sum_rightmost(base_->log_prob(value));
 }
 
+std::pair<at::Tensor, at::Tensor> Independent::rsample_and_log_prob(
+    at::IntArrayRef sample_shape) const {
+  auto [x, lp] = base_->rsample_and_log_prob(sample_shape);
+  return {std::move(x), sum_rightmost(lp)};
+}
+
+std::pair<at::Tensor, at::Tensor> Independent::sample_and_log_prob(
+    at::IntArrayRef sample_shape) const {
+  auto [x, lp] = base_->sample_and_log_prob(sample_shape);
+  return {std::move(x), sum_rightmost(lp)};
+}
+
 at::Tensor Independent::entropy() const { return sum_rightmost(base_->entropy()); }
 
 // ---- IndependentNormal ------------------------------------------------------------------------------
@@ -207,7 +219,8 @@ std::pair<at::Tensor, at::Tensor> TanhNormal::sample_and_log_prob(
 
 at::Tensor TanhNormal::entropy() const {
   TD_FAIL(c10::NotImplementedError, "TanhNormal has no closed-form entropy; estimate it as "
-          "-log_prob(x).mean(0) over x = rsample({N})");
+          "-log_prob(x).mean(0) over x = rsample({N}), or "
+          "-rsample_and_log_prob({N}).second.mean(0)");
 }
 
 at::Tensor TanhNormal::mode() const {

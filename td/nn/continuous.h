@@ -45,6 +45,12 @@ class Independent : public Distribution {
     return base_->rsample(sample_shape);
   }
   at::Tensor log_prob(const at::Tensor& value) const override;
+  // The base's draw and log-probability (its own, e.g. TanhNormal's exact one), summed over the
+  // reinterpreted dims.
+  std::pair<at::Tensor, at::Tensor> rsample_and_log_prob(
+      at::IntArrayRef sample_shape = {}) const override;
+  std::pair<at::Tensor, at::Tensor> sample_and_log_prob(
+      at::IntArrayRef sample_shape = {}) const override;
   at::Tensor entropy() const override;
   at::Tensor mode() const override { return base_->mode(); }
   at::Tensor mean() const override { return base_->mean(); }
@@ -125,10 +131,12 @@ class TanhNormal : public Distribution {
   // A reparameterized draw and its log-probability, scored at the exact pre-tanh value drawn
   // (no atanh round trip, which saturates): shapes sample_shape + batch + event and
   // sample_shape + batch.
-  std::pair<at::Tensor, at::Tensor> rsample_and_log_prob(at::IntArrayRef sample_shape = {}) const;
+  std::pair<at::Tensor, at::Tensor> rsample_and_log_prob(
+      at::IntArrayRef sample_shape = {}) const override;
   // The same without gradients through the draw (the log-probability keeps its gradients with
   // respect to loc and scale).
-  std::pair<at::Tensor, at::Tensor> sample_and_log_prob(at::IntArrayRef sample_shape = {}) const;
+  std::pair<at::Tensor, at::Tensor> sample_and_log_prob(
+      at::IntArrayRef sample_shape = {}) const override;
   // loc after tanh_loc (the Normal's location), and scale.
   const at::Tensor& loc() const { return loc_; }
   const at::Tensor& scale() const { return scale_; }

@@ -4,6 +4,8 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <memory>
+#include <tuple>
 #include <vector>
 
 #include "td/core/testing.h"
@@ -177,6 +179,51 @@ TEST(TanhNormal, InAProbabilisticModule) {
   // The default (deterministic) draw is tanh(loc).
   actor(data);
   EXPECT_TRUE(at::allclose(data.get("action"), at::tanh(Loc())));
+}
+
+// rsample_and_log_prob through the Distribution interface (a policy's get_dist()), no cast: each
+// distribution's own scoring (TanhNormal's exact pre-tanh one, also under Independent), the
+// default rsample-then-log_prob elsewhere, and rsample's TypeError where there is none.
+TEST(Distribution, RsampleAndLogProbThroughTheBase) {
+  td::nn::ProbabilisticTensorDictModule actor({"loc", "scale"}, "action", TanhNormal::factory());
+  td::TensorDict data({{"loc", Loc().requires_grad_()}, {"scale", Scale()}}, {2});
+  std::shared_ptr<td::nn::Distribution> dist = actor->get_dist(data);
+  at::Generator g1 = at::detail::createCPUGenerator(5), g2 = at::detail::createCPUGenerator(5);
+  at::Tensor x, lp, expected_x, expected_lp;
+  {
+    td::nn::SetSamplingGenerator use(g1);
+    std::tie(x, lp) = dist->rsample_and_log_prob({16});
+  }
+  {
+    td::nn::SetSamplingGenerator use(g2);
+    std::tie(expected_x, expected_lp) = TanhNormal(Loc(), Scale()).rsample_and_log_prob({16});
+  }
+  EXPECT_TRUE(at::allclose(x, expected_x));
+  EXPECT_TRUE(at::allclose(lp, expected_lp));
+  EXPECT_EQ(lp.sizes(), at::IntArrayRef({16, 2}));
+  at::Tensor entropy = -lp.mean(0);  // the estimate TanhNormal's entropy() error suggests
+  entropy.sum().backward();
+  EXPECT_TRUE(data.get("loc").grad().defined());
+
+  // Independent forwards to its base's own scoring and sums the reinterpreted dims.
+  const td::nn::Independent ind(std::make_shared<TanhNormal>(Loc(), Scale()), 1);
+  const td::nn::Distribution& base = ind;
+  auto [ix, ilp] = base.rsample_and_log_prob({3});
+  EXPECT_EQ(ix.sizes(), at::IntArrayRef({3, 2, 3}));
+  // TanhNormal has event [3]; Independent makes its batch dim [2] an event dim too.
+  EXPECT_EQ(ilp.sizes(), at::IntArrayRef({3}));
+  EXPECT_TRUE(at::allclose(ilp, ind.log_prob(ix), 1e-3, 1e-3));
+
+  // The default: rsample() then log_prob().
+  const td::nn::Normal normal(at::zeros({4}), at::ones({4}));
+  const td::nn::Distribution& as_base = normal;
+  auto [nx, nlp] = as_base.rsample_and_log_prob({2});
+  EXPECT_TRUE(at::allclose(nlp, normal.log_prob(nx)));
+  auto [sx, slp] = as_base.sample_and_log_prob();
+  EXPECT_TRUE(at::allclose(slp, normal.log_prob(sx)));
+  const td::nn::Categorical cat = td::nn::Categorical::from_logits(at::zeros({4, 3}));
+  TD_EXPECT_THROW_MSG(static_cast<const td::nn::Distribution&>(cat).rsample_and_log_prob(),
+                      td::TypeError, {"Categorical", "rsample"});
 }
 
 }  // namespace

@@ -72,6 +72,20 @@ at::Tensor Distribution::rsample(at::IntArrayRef) const {
   TD_FAIL(TypeError, name(), " has no reparameterized sampling (rsample); use sample()");
 }
 
+std::pair<at::Tensor, at::Tensor> Distribution::rsample_and_log_prob(
+    at::IntArrayRef sample_shape) const {
+  at::Tensor x = rsample(sample_shape);
+  at::Tensor lp = log_prob(x);
+  return {std::move(x), std::move(lp)};
+}
+
+std::pair<at::Tensor, at::Tensor> Distribution::sample_and_log_prob(
+    at::IntArrayRef sample_shape) const {
+  at::Tensor x = sample(sample_shape);
+  at::Tensor lp = log_prob(x);
+  return {std::move(x), std::move(lp)};
+}
+
 at::Tensor Distribution::median() const {
   TD_FAIL(c10::NotImplementedError, name(), " has no median (torch.distributions defines none for "
                                  "it); use InteractionType::kMode (mode()) instead");

@@ -68,6 +68,19 @@ class Distribution {
   // A reparameterized draw: gradients flow to the parameters. Throws TypeError (naming the
   // distribution) when has_rsample() is false.
   virtual at::Tensor rsample(at::IntArrayRef sample_shape = {}) const;
+  // A reparameterized draw and its log-probability (shapes sample_shape + batch + event and
+  // sample_shape + batch), so that an entropy estimate -lp.mean(0) over a policy's get_dist()
+  // needs no cast to the concrete type. The default is rsample() then log_prob() of the draw;
+  // TanhNormal (and Independent over it) scores the exact pre-tanh value drawn instead. Throws
+  // as rsample() does.
+  //   auto [x, lp] = policy->get_dist(data)->rsample_and_log_prob({16});
+  //   at::Tensor entropy = -lp.mean(0);
+  virtual std::pair<at::Tensor, at::Tensor> rsample_and_log_prob(
+      at::IntArrayRef sample_shape = {}) const;
+  // The same with sample(): no gradient through the draw (the log-probability keeps its
+  // gradients with respect to the parameters).
+  virtual std::pair<at::Tensor, at::Tensor> sample_and_log_prob(
+      at::IntArrayRef sample_shape = {}) const;
   // Log density (or mass) of `value`, shape batch_shape (broadcast with `value`).
   virtual at::Tensor log_prob(const at::Tensor& value) const = 0;
   virtual at::Tensor entropy() const = 0;
