@@ -102,7 +102,6 @@ class Package:
         self.root = root
         self.path = path  # e.g. "td/core"
         self.rules = []
-        self.sources = set()  # files named by exports_files or globs: plain files
 
     def evaluate(self):
         build = self.root / self.path / "BUILD.bazel"
@@ -203,7 +202,7 @@ def bazel_only_reasons(packages):
             if why:
                 reasons[r.label] = why
                 changed = True
-    return rules, reasons
+    return reasons
 
 
 def cmake_name(rule_label):
@@ -226,7 +225,7 @@ def quote(text):
     return '"%s"' % text.replace("\\", "\\\\").replace('"', '\\"')
 
 
-def rule_block(rule, rules):
+def rule_block(rule):
     """The CMake call for one rule, as lines."""
     name = cmake_name(rule.label)
     srcs = list(rule.get("srcs"))
@@ -289,7 +288,7 @@ HEADER = """\
 """
 
 
-def package_file(pkg, packages, rules, reasons):
+def package_file(pkg, packages, reasons):
     """(path, text, {cmake name: block text}) of one package's CMakeLists.txt."""
     out = [HEADER.format(build=pkg.path + "/BUILD.bazel")]
     blocks = {}
@@ -301,7 +300,7 @@ def package_file(pkg, packages, rules, reasons):
             skipped += textwrap.wrap("%s: %s" % (rule.label, reasons[rule.label]), 97,
                                      initial_indent="#   ", subsequent_indent="#     ")
             continue
-        name, lines = rule_block(rule, rules)
+        name, lines = rule_block(rule)
         blocks[name] = "\n".join(lines)
         out.append(blocks[name] + "\n")
     if skipped:
@@ -352,8 +351,8 @@ def warnings_file(root):
 
 def generate(root):
     packages = load_packages(root)
-    rules, reasons = bazel_only_reasons(packages)
-    files = [package_file(p, packages, rules, reasons) for p in packages.values()]
+    reasons = bazel_only_reasons(packages)
+    files = [package_file(p, packages, reasons) for p in packages.values()]
     files.append(alone_file(root))
     files.append(warnings_file(root))
     return files

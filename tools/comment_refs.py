@@ -241,6 +241,10 @@ def joined_notes(pieces):
 # ---- the repository -----------------------------------------------------------------------------
 
 
+# Never read: build outputs and tool droppings (.cmake-build holds links into LibTorch's headers).
+SKIPPED_DIRS = (".git", ".cmake-build", "__pycache__")
+
+
 class Repo:
   def __init__(self, root):
     self.root = os.path.abspath(root)
@@ -261,7 +265,8 @@ class Repo:
             entries += re.findall(pattern, f.read(), re.M)
       for entry in entries:
         entry = os.path.normpath(entry.strip("/"))
-        if entry not in self.dirs and os.path.isdir(os.path.join(source, entry)):
+        if (entry not in self.dirs and entry.split("/")[0] not in SKIPPED_DIRS
+            and os.path.isdir(os.path.join(source, entry))):
           self._walk(os.path.join(source, entry), entry)
 
   def _walk(self, top, prefix):
@@ -269,7 +274,7 @@ class Repo:
       rel = os.path.relpath(dirpath, top)
       rel = prefix if rel == "." else os.path.join(prefix, rel) if prefix else rel
       dirnames[:] = sorted(d for d in dirnames
-                           if not d.startswith("bazel-") and d not in (".git", ".cmake-build", "__pycache__")
+                           if not d.startswith("bazel-") and d not in SKIPPED_DIRS
                            and not (rel == "" and d == "external"))
       parts = rel.split("/") if rel else []
       for i in range(len(parts)):
