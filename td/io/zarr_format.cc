@@ -12,6 +12,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <cmath>
 #include <cstring>
 #include <filesystem>
 #include <limits>
@@ -387,7 +388,13 @@ at::Tensor FillBytes(const ArrayMeta& a, const std::string& where) {
       value = at::scalar_tensor(c10::complex<double>(number(f[0]), number(f[1])),
                                 at::TensorOptions().dtype(dtype));
     } else if (at::isFloatingType(dtype)) {
-      value = at::scalar_tensor(number(f), at::TensorOptions().dtype(dtype));
+      const double v = number(f);
+      value = at::scalar_tensor(v, at::TensorOptions().dtype(dtype));
+      // A finite value past the dtype's range (1e300 for float16): LibTorch 1.13's conversion
+      // throws, 2.x's rounds it to infinity; refused alike.
+      if (std::isfinite(v) && !std::isfinite(value.item<double>())) {
+        does_not_fit(" (past its largest finite value)");
+      }
     } else {
       // Integers and bool: an integer in the dtype's range (or true / false), never a float (a
       // NaN or 1e300 cast to an integer is undefined).
