@@ -25,12 +25,16 @@ namespace {
 
 const char kScript[] = "td/consolidate/testdata/consolidated_fixture.py";
 
+// A python3 with torch, looked for once.
 std::string Python() {
-  for (const char* p : {"/usr/bin/python3", "python3"}) {
-    std::string cmd = std::string(p) + " -c 'import torch' 2>/dev/null";
-    if (std::system(cmd.c_str()) == 0) return p;
-  }
-  return "";
+  static const std::string* found = [] {
+    for (const char* p : {"/usr/bin/python3", "python3"}) {
+      std::string cmd = std::string(p) + " -c 'import torch' 2>/dev/null";
+      if (std::system(cmd.c_str()) == 0) return new std::string(p);
+    }
+    return new std::string();
+  }();
+  return *found;
 }
 
 std::string TempPath(const std::string& name) {
@@ -52,18 +56,32 @@ TensorDict Expected() {
                     {3}, std::nullopt, {"env"});
 }
 
-// A file Python wrote: the fixture's `command` output, or the file `env` names.
-std::string PythonFile(const std::string& command, const char* env, const std::string& name) {
-  if (const char* given = std::getenv(env)) return given;
-  const std::string py = Python();
-  if (py.empty()) {
-    ADD_FAILURE() << "no python3 with torch (Debian: apt-get install python3-torch)";
-    return "";
+// Files Python wrote, once for all tests (starting Python with torch is slow): expected()'s and
+// stacks()'s, or the files TD_COMPAT_PY_FILE / TD_COMPAT_PY_STACKS_FILE name.
+struct PythonFiles {
+  std::string names, stacks;
+  static const PythonFiles& Get() {
+    static const PythonFiles* files = [] {
+      auto* f = new PythonFiles();
+      const char* names = std::getenv("TD_COMPAT_PY_FILE");
+      const char* stacks = std::getenv("TD_COMPAT_PY_STACKS_FILE");
+      if (names && stacks) {
+        f->names = names;
+        f->stacks = stacks;
+        return f;
+      }
+      const std::string py = Python();
+      if (py.empty()) return f;
+      const std::string a = TempPath("py.td"), b = TempPath("stacks.td");
+      if (std::system((py + " " + kScript + " write " + a + " " + b).c_str()) == 0) {
+        f->names = names ? names : a;
+        f->stacks = stacks ? stacks : b;
+      }
+      return f;
+    }();
+    return *files;
   }
-  const std::string path = TempPath(name);
-  EXPECT_EQ(std::system((py + " " + kScript + " " + command + " " + path).c_str()), 0);
-  return path;
-}
+};
 
 void ExpectEqual(const TensorDict& got, const TensorDict& want) {
   for (const NestedKey& k : want.keys(KeysOptions().include_nested(true).leaves_only(true))) {
@@ -81,8 +99,8 @@ void ExpectEqual(const TensorDict& got, const TensorDict& want) {
 }
 
 TEST(ConsolidatedFileCompat, PythonWritesWeRead) {
-  const std::string path = PythonFile("write", "TD_COMPAT_PY_FILE", "py.td");
-  ASSERT_FALSE(path.empty());
+  const std::string& path = PythonFiles::Get().names;
+  ASSERT_FALSE(path.empty()) << "no python3 with torch (Debian: apt-get install python3-torch)";
   TensorDict loaded = load_consolidated(path);
   EXPECT_TRUE(is_consolidated(loaded));
   ExpectEqual(loaded, Expected());
@@ -93,14 +111,13 @@ TEST(ConsolidatedFileCompat, PythonWritesWeRead) {
   std::vector<NestedKey> keys = loaded.keys();
   EXPECT_EQ(keys.front(), NestedKey("note"));
   EXPECT_EQ(keys.back(), NestedKey("n"));
-  if (!std::getenv("TD_COMPAT_PY_FILE")) std::remove(path.c_str());
 }
 
 // A lazy stack (ragged, stacked along dim 1 and named) and NonTensorStacks, as Python writes them
 // (consolidated_fixture.py's stacks()).
 TEST(ConsolidatedFileCompat, PythonStacksWeRead) {
-  const std::string path = PythonFile("write-stacks", "TD_COMPAT_PY_STACKS_FILE", "stacks.td");
-  ASSERT_FALSE(path.empty());
+  const std::string& path = PythonFiles::Get().stacks;
+  ASSERT_FALSE(path.empty()) << "no python3 with torch (Debian: apt-get install python3-torch)";
   TensorDict loaded = load_consolidated(path);
   EXPECT_EQ(loaded.batch_size(), at::IntArrayRef({3}));
   EXPECT_EQ(loaded.names(), DimNames({"t"}));
@@ -128,20 +145,19 @@ TEST(ConsolidatedFileCompat, PythonStacksWeRead) {
   EXPECT_EQ(loaded.get_non_tensor("nts2"),
             nlohmann::json::parse(R"([[0, {"k": [0]}], [1, {"k": [1]}], [2, {"k": [2]}]])"));
   EXPECT_EQ(loaded.keys(), std::vector<NestedKey>({"v", "ls", "nts", "nts2"}));
-  if (!std::getenv("TD_COMPAT_PY_STACKS_FILE")) std::remove(path.c_str());
 }
 
 TEST(ConsolidatedFileCompat, WeWritePythonReads) {
   const std::string py = Python();
   ASSERT_FALSE(py.empty()) << "no python3 with torch (Debian: apt-get install python3-torch)";
-  const std::string path = TempPath("cc.td");
+  const std::string path = TempPath("cc.td"), saved = TempPath("cc_saved.td");
   consolidate(Expected(), ConsolidateOptions().filename(path));
-  EXPECT_EQ(std::system((py + " " + kScript + " check " + path).c_str()), 0);
   // A consolidated TensorDict saved with one copy reads the same.
-  save_consolidated(consolidate(Expected()), path);
-  EXPECT_EQ(std::system((py + " " + kScript + " check " + path).c_str()), 0);
+  save_consolidated(consolidate(Expected()), saved);
+  EXPECT_EQ(std::system((py + " " + kScript + " check " + path + " " + saved).c_str()), 0);
   if (const char* out = std::getenv("TD_COMPAT_OUT_FILE")) save_consolidated(Expected(), out);
   std::remove(path.c_str());
+  std::remove(saved.c_str());
 }
 
 }  // namespace

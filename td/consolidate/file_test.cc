@@ -8,6 +8,7 @@
 #include <fstream>
 #include <string>
 
+#include "td/backends/lazy_stack/lazy_stack.h"
 #include "td/consolidate/consolidate.h"
 #include "td/core/testing.h"
 
@@ -82,6 +83,26 @@ TEST(ConsolidatedFile, DimNamesRoundTrip) {
   EXPECT_FALSE(loaded.has_names());
   EXPECT_EQ(loaded.get_tensordict("n").names(), DimNames({std::nullopt, std::nullopt, "agent"}));
   std::remove(path.c_str());
+}
+
+// We write a lazy stack as a TensorDict of its stacked leaves (NOTE [ Consolidated file format ]);
+// a ragged one has no stacked leaves and is refused before anything is written.
+TEST(ConsolidatedFile, LazyStacksAreWrittenDense) {
+  const std::string path = TempPath("lazy.td");
+  TensorDict a({{"x", at::zeros({3, 2})}, {"s", "p"}}, {3});
+  TensorDict b({{"x", at::ones({3, 2})}, {"s", "p"}}, {3});
+  TensorDict root({{"ls", TensorDict(lazy_stack({a, b}, 1))}}, {3});
+  save_consolidated(root, path);
+  TensorDict loaded = load_consolidated(path);
+  EXPECT_FALSE(LazyStackedTensorDict::from(loaded.get_tensordict("ls")).has_value());
+  EXPECT_TRUE(at::equal(loaded.get({"ls", "x"}), root.get({"ls", "x"})));
+  TensorDict c({{"x", at::ones({3, 5})}}, {3});
+  TensorDict ragged({{"ls", TensorDict(lazy_stack({TensorDict({{"x", at::zeros({3, 2})}}, {3}), c},
+                                                  1))}},
+                    {3});
+  std::remove(path.c_str());
+  TD_EXPECT_THROW_MSG(save_consolidated(ragged, path), ValueError, {"'x'"});
+  EXPECT_NE(::access(path.c_str(), F_OK), 0);
 }
 
 void WriteRaw(const std::string& path, const std::string& data, const std::string& meta) {

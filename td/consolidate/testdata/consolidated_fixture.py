@@ -13,9 +13,10 @@ non_tensors ([data, batch_size, device]) and NonTensorStack members as sub-level
 against the files tensordict 0.14.0 writes (docs/consolidate.md). Python tensordict itself is
 not needed.
 
-Usage: consolidated_fixture.py write <file>          # expected(), as Python writes it
-       consolidated_fixture.py check <file>          # read as Python reads it, compare
-       consolidated_fixture.py write-stacks <file>   # stacks(): lazy stack and NonTensorStacks
+Usage: consolidated_fixture.py write <file> [<stacks file>]  # expected() [and stacks()]
+       consolidated_fixture.py check <file>...                # read as Python reads, compare
+       consolidated_fixture.py write-stacks <file>            # stacks(): lazy stack, NTS
+(one process does several files: importing torch is the slow part)
 """
 import json
 import os
@@ -203,5 +204,14 @@ def check(path):
 
 
 if __name__ == "__main__":
-    {"write": write, "check": check,
-     "write-stacks": lambda p: write(p, stacks())}[sys.argv[1]](sys.argv[2])
+    command, paths = sys.argv[1], sys.argv[2:]
+    if command == "write":
+        write(paths[0])
+        if len(paths) > 1:
+            write(paths[1], stacks())
+    elif command == "write-stacks":
+        write(paths[0], stacks())
+    else:
+        assert command == "check", command
+        for p in paths:
+            check(p)
