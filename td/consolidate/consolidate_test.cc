@@ -47,6 +47,19 @@ TEST(Consolidate, EveryLeafIsAnAlignedViewIntoOneBuffer) {
   EXPECT_FALSE(c.get("a").eq(7).all().item<bool>());
 }
 
+// Dim names of every level are kept, in memory and through a file (issue 46).
+TEST(Consolidate, KeepsDimNames) {
+  TensorDict td = test::SampleTensorDict();  // batch [3, 4], "n" [3, 4, 2]
+  td.set_names({"env", "time"});
+  td.get_tensordict("n").set_names({"env", "time", "agent"});
+  for (const TensorDict& c : {consolidate(td), consolidate(td, ConsolidateOptions().num_threads(2)),
+                              consolidate(td, ConsolidateOptions().share_memory(true))}) {
+    ASSERT_TRUE(is_consolidated(c));
+    EXPECT_EQ(c.names(), DimNames({"env", "time"}));
+    EXPECT_EQ(c.get_tensordict("n").names(), DimNames({"env", "time", "agent"}));
+  }
+}
+
 TEST(Consolidate, ConsolidatedIsReturnedAsIs) {
   TensorDict c = consolidate(test::SampleTensorDict());
   TensorDict again = consolidate(c, ConsolidateOptions().pin_memory(true).num_threads(2));

@@ -13,6 +13,7 @@
 #include <utility>
 #include <vector>
 
+#include "td/backends/lazy_stack/lazy_stack.h"
 #include "td/consolidate/consolidate.h"
 #include "td/consolidate/internal/file.h"
 #include "td/consolidate/metadata.h"
@@ -68,8 +69,11 @@ Json LevelJson(const TensorDict& t, const std::vector<std::string>& prefix) {
   Json cls_meta = Json::object();
   std::optional<at::Device> device = t.device();
   cls_meta["device"] = device ? Json(device->str()) : Json(nullptr);
+  // Python's _reduce_get_metadata: one name (or null) per batch dim.
   cls_meta["names"] = Json::array();
-  for (int64_t i = 0; i < t.batch_dims(); ++i) cls_meta["names"].push_back(nullptr);
+  for (const auto& name : t.names()) {
+    cls_meta["names"].push_back(name ? Json(*name) : Json(nullptr));
+  }
   cls_meta["batch_size"] = std::vector<int64_t>(t.batch_size().begin(), t.batch_size().end());
   cls_meta["is_locked"] = t.is_locked();
   level["cls_metadata"] = std::move(cls_meta);
@@ -105,17 +109,61 @@ struct Builder {
     return out;
   }
 
-  TensorDict Level(const internal::LevelMeta& m) const {
+  // `cpu`: a level above is on the CPU, and so is this one (a lazy stack set into a TensorDict
+  // of another device would be made dense).
+  TensorDict Level(const internal::LevelMeta& m, bool cpu = false) const {
+    if (m.kind == internal::LevelKind::kLazyStack) {
+      std::vector<TensorDict> members;
+      members.reserve(m.subs.size());
+      for (const auto& sub : m.subs) members.push_back(Level(sub, cpu));
+      TensorDict stack = lazy_stack(members, m.stack_dim);
+      if (m.stack_dim_name) {
+        DimNames names = stack.names();
+        names[static_cast<size_t>(m.stack_dim)] = m.stack_dim_name;
+        stack.set_names(names);
+      }
+      return stack;
+    }
     std::optional<at::Device> device;
-    if (m.cpu) device = at::kCPU;
-    TensorDict level({}, m.batch_size, device);
+    cpu = cpu || m.cpu;
+    if (cpu) device = at::kCPU;
+    TensorDict level({}, m.batch_size, device, m.names);
     for (const auto& nt : m.non_tensors) level.set_non_tensor(nt.key, nt.data);
     for (const auto& leaf : m.leaves) level.set(leaf.key, Leaf(leaf));
-    for (const auto& sub : m.subs) level.set(sub.key, Level(sub));
-    if (m.locked) level.lock_();
+    for (const auto& sub : m.subs) {
+      if (sub.kind == internal::LevelKind::kNonTensorStack) {
+        level.set_non_tensor(sub.key, sub.data);  // one value per element (NOTE in file.h)
+      } else {
+        level.set(sub.key, Level(sub, cpu));
+      }
+    }
     return level;
   }
+
+  // Locks the levels the file says were locked, once the tree is built: a sub-level set into a
+  // parent with a device may be stored as a copy moved there, which is not the one Level() made.
+  static void Lock(const internal::LevelMeta& m, TensorDict t) {
+    if (m.kind == internal::LevelKind::kLazyStack) {
+      const std::vector<TensorDict>& members = LazyStackedTensorDict(t).tensordicts();
+      for (size_t i = 0; i < m.subs.size(); ++i) Lock(m.subs[i], members[i]);
+    } else {
+      for (const auto& sub : m.subs) {
+        if (sub.kind != internal::LevelKind::kNonTensorStack) {
+          Lock(sub, t.get_tensordict(sub.key));
+        }
+      }
+    }
+    if (m.locked && !t.is_locked()) t.lock_();
+  }
 };
+
+bool HasLazyStack(const internal::LevelMeta& m) {
+  if (m.kind == internal::LevelKind::kLazyStack) return true;
+  for (const auto& sub : m.subs) {
+    if (HasLazyStack(sub)) return true;
+  }
+  return false;
+}
 
 }  // namespace
 
@@ -295,13 +343,16 @@ TensorDict load_consolidated(const std::string& filename) {
   TensorDict out;
   try {
     out = builder.Level(meta);
+    Builder::Lock(meta, out);
   } catch (const c10::Error& e) {
     // ParseFileMetadata checked what TensorDict checks; should it ever disagree, the file is named.
     Bad(filename, e.what_without_backtrace());
   }
 
   // The layout of what was loaded (NOTE [ Consolidated buffer layout ]): only when every leaf is
-  // a view into the mapping and no two overlap; otherwise the TensorDict is not consolidated.
+  // a view into the mapping and no two overlap; otherwise the TensorDict is not consolidated. A
+  // lazy stack never is (its leaves are stacked when read, and may be ragged).
+  if (HasLazyStack(meta)) return out;
   internal::LeafTree tree(out);
   std::vector<BufferLayout::Slot> slots;
   std::vector<std::pair<int64_t, int64_t>> ranges;

@@ -9,7 +9,11 @@
 #include <cstdlib>
 #include <fstream>
 #include <string>
+#include <utility>
+#include <vector>
 
+#include "td/backends/lazy_stack/lazy_stack.h"
+#include "td/consolidate/consolidate.h"
 #include "td/consolidate/file.h"
 #include "td/core/testing.h"
 
@@ -140,6 +144,142 @@ TEST(ConsolidatedFileBadInput, DimOutOfInt64Range) {
   const std::string batch = WriteFile("hugebatch.td", 0, Level("9223372036854775808"));
   TD_EXPECT_THROW_MSG(load_consolidated(batch), MemmapError,
                       {batch, "batch_size", "not an integer in [0, 2^63-1]", "9223372036854775808"});
+}
+
+// Level(batch) with cls_metadata's "names" set to `names` (JSON text).
+std::string Named(const std::string& batch, const std::string& names,
+                  const std::string& subs = "") {
+  std::string level = Level(batch, "", "", subs);
+  const std::string at = "\"is_locked\"";
+  return level.insert(level.find(at), "\"names\": " + names + ", ");
+}
+
+// Bad dim names (issue 46: names are read now) are a MemmapError naming the file and level.
+TEST(ConsolidatedFileBadInput, BadDimNames) {
+  const std::pair<std::string, std::vector<std::string>> cases[] = {
+      {Named("2, 3", "[\"a\"]"), {"(root)", "[\"a\"]", "not a list of 2 names"}},
+      {Named("2", "\"a\""), {"(root)", "not a list of 1 names"}},
+      {Named("2", "[1]"), {"(root)", "dim name 0 is 1", "not a string or null"}},
+      {Named("2, 3", "[\"a\", \"a\"]"), {"(root)", "'a' repeats", "unique"}},
+      {Named("2", "[\"...\"]"), {"(root)", "\"...\" is not a dim name"}},
+      // A nested level takes its parent's names on its leading dims: "b" would repeat.
+      {Named("2", "[\"b\"]", "\"n\": " + Named("2, 3", "[null, \"b\"]")),
+       {"level 'n'", "'b' repeats", "['b', 'b']"}},
+  };
+  int i = 0;
+  for (const auto& [meta, want] : cases) {
+    const std::string path = WriteFile("names" + std::to_string(i++) + ".td", 0, meta);
+    std::vector<std::string> parts = want;
+    parts.push_back(path);
+    TD_EXPECT_THROW_MSG(load_consolidated(path), MemmapError, {parts});
+  }
+  // Null names and no names load unnamed.
+  EXPECT_FALSE(load_consolidated(WriteFile("nonames.td", 0, Named("2", "[null]"))).has_names());
+  EXPECT_FALSE(load_consolidated(WriteFile("nokey.td", 0, Level("2"))).has_names());
+}
+
+// A stack level (LazyStackedTensorDict, NonTensorStack) with "cls_metadata" `meta` and the
+// members `members` (sub-level or non-tensor text keyed "0", "1", ...).
+std::string Stack(const std::string& cls, const std::string& meta, const std::string& members,
+                  const std::string& non_tensors = "") {
+  return "{\"cls\": \"" + cls + "\", \"non_tensors\": {" + non_tensors +
+         "}, \"leaves\": {}, \"cls_metadata\": {" + meta + "}" +
+         (members.empty() ? "" : ", " + members) + "}";
+}
+
+TEST(ConsolidatedFileBadInput, BadLazyStacks) {
+  const std::string ls = "LazyStackedTensorDict";
+  const std::string m = "\"stack_dim\": 0, \"stack_dim_name\": null, \"is_locked\": false";
+  const std::pair<std::string, std::vector<std::string>> cases[] = {
+      {Stack(ls, m, ""), {"lazy stack (root) has no members"}},
+      {Stack(ls, m, "\"1\": " + Level("2")), {"member key '1'", "'0' to '0'"}},
+      {Stack(ls, m, "\"00\": " + Level("2")), {"member key '00'"}},
+      {Stack(ls, m, "\"0\": " + Level("2") + ", \"1\": " + Level("3")),
+       {"member 1 has batch size torch.Size([3])", "torch.Size([2])"}},
+      {Stack(ls, "\"stack_dim\": 2", "\"0\": " + Level("2")),
+       {"stack_dim 2 is out of range", "1 batch dims"}},
+      {Stack(ls, "\"is_locked\": false", "\"0\": " + Level("2")), {"has no stack_dim"}},
+      {Stack(ls, m, "\"0\": " + Level("2"), "\"x\": [1, [2]]"),
+       {"its non_tensors must be an empty object"}},
+      {Stack(ls, "\"stack_dim\": 0, \"stack_dim_name\": 7", "\"0\": " + Level("2")),
+       {"stack_dim_name 7"}},
+      {Stack(ls, "\"stack_dim\": 0, \"stack_dim_name\": \"t\"",
+             "\"0\": " + Named("2", "[\"t\"]")),
+       {"'t' repeats"}},
+      {Level("3", "", "", "\"ls\": " + Stack(ls, m, "\"0\": " + Level("2"))),
+       {"lazy stack 'ls'", "torch.Size([1, 2])", "torch.Size([3])"}},
+  };
+  int i = 0;
+  for (const auto& [meta, want] : cases) {
+    const std::string path = WriteFile("ls" + std::to_string(i++) + ".td", 0, meta);
+    std::vector<std::string> parts = want;
+    parts.push_back(path);
+    TD_EXPECT_THROW_MSG(load_consolidated(path), MemmapError, {parts});
+  }
+}
+
+TEST(ConsolidatedFileBadInput, BadNonTensorStacks) {
+  const std::string nts = "NonTensorStack";
+  const std::string m = "\"stack_dim\": 0, \"stack_dim_name\": null, \"is_locked\": false";
+  auto in_level = [](const std::string& batch, const std::string& stack) {
+    return Level(batch, "", "", "\"s\": " + stack);
+  };
+  const std::pair<std::string, std::vector<std::string>> cases[] = {
+      {Stack(nts, m, "", "\"0\": [1, []]"), {"the root is a NonTensorStack"}},
+      {in_level("1", Stack(nts, m, "", "\"0\": [1, []], \"0x\": [2, []]")),
+       {"NonTensorStack 's'", "member key '0x'"}},
+      {in_level("2", Stack(nts, m, "", "\"0\": [1, []], \"1\": [2, [3]]")),
+       {"member 1 has batch size torch.Size([3])"}},
+      {in_level("1", Stack(nts, m, "\"0\": " + Level(""))),
+       {"member 0 is a \"TensorDict\"", "NonTensorData or NonTensorStacks"}},
+      {in_level("2", Stack(nts, m, "", "\"0\": [1, []]")),
+       {"NonTensorStack 's'", "torch.Size([1])", "torch.Size([2])"}},
+      // A few bytes asking for 2^40 values.
+      {in_level("2", Stack(nts, m, "", "\"0\": [1, [1099511627776]], \"1\": [1, [1099511627776]]")),
+       {"NonTensorStack 's'", "4194304 values"}},
+  };
+  int i = 0;
+  for (const auto& [meta, want] : cases) {
+    const std::string path = WriteFile("nts" + std::to_string(i++) + ".td", 0, meta);
+    std::vector<std::string> parts = want;
+    parts.push_back(path);
+    TD_EXPECT_THROW_MSG(load_consolidated(path), MemmapError, {parts});
+  }
+}
+
+// Lazy stacks and NonTensorStacks as upstream 0.14 writes them (consolidated_fixture.py has the
+// full example, file_compat_test.cc reads it): a stack along dim 1 of members with a
+// NonTensorData each, and a NonTensorStack of NonTensorData members of batch size [2].
+TEST(ConsolidatedFileBadInput, StacksLoad) {
+  const std::string member = R"({"cls": "TensorDict", "non_tensors": {"s": ["M", [2], null]},
+      "leaves": {"a": ["torch.float32", [2], OFF, END, 0]}, "cls_metadata": {"device": null,
+      "names": ["t"], "batch_size": [2], "is_locked": false}})";
+  auto with = [&](const char* v, const char* off, const char* end) {
+    std::string s = member;
+    s.replace(s.find("M"), 1, v);
+    s.replace(s.find("OFF"), 3, off);
+    s.replace(s.find("END"), 3, end);
+    return s;
+  };
+  const std::string meta = Named(
+      "2", "[\"t\"]",
+      "\"ls\": " + Stack("LazyStackedTensorDict",
+                         "\"stack_dim\": 1, \"stack_dim_name\": \"env\", \"is_locked\": true",
+                         "\"0\": " + with("x", "0", "8") + ", \"1\": " + with("y", "8", "16")) +
+          ", \"nts\": " + Stack("NonTensorStack", "\"stack_dim\": 1, \"is_locked\": false", "",
+                                "\"0\": [\"p\", [2], null], \"1\": [{\"q\": 1}, [2], null]"));
+  TensorDict t = load_consolidated(WriteFile("stacks.td", 16, meta));
+  EXPECT_EQ(t.names(), DimNames({"t"}));
+  TensorDict ls = t.get_tensordict("ls");
+  EXPECT_TRUE(LazyStackedTensorDict::from(ls).has_value());  // under a CPU parent too
+  EXPECT_EQ(ls.batch_size(), at::IntArrayRef({2, 2}));
+  EXPECT_EQ(ls.names(), DimNames({"t", "env"}));
+  EXPECT_TRUE(ls.is_locked());
+  EXPECT_EQ(ls.get("a").sizes(), at::IntArrayRef({2, 2}));
+  EXPECT_EQ(ls.get_non_tensor("s"), nlohmann::json::parse(R"(["x", "y"])"));
+  EXPECT_FALSE(is_consolidated(t));  // a lazy stack's leaves are stacked when read
+  EXPECT_EQ(t.get_non_tensor("nts"),
+            nlohmann::json::parse(R"([["p", {"q": 1}], ["p", {"q": 1}]])"));
 }
 
 // A consolidated file truncated (by another process) after loading: clone() of the TensorDict,

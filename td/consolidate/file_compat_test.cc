@@ -1,6 +1,12 @@
 // Consolidated files across languages, with Debian's python3-torch: Python (testdata/
 // consolidated_fixture.py, which follows Python tensordict's writer and reader) writes a file that
-// we load, and reads one we write.
+// we load, and reads one we write; dim names both ways, lazy stacks and NonTensorStacks from
+// Python.
+//
+// By hand against Python tensordict itself: TD_COMPAT_PY_FILE / TD_COMPAT_PY_STACKS_FILE name
+// files written by it (in place of the fixture's) and TD_COMPAT_OUT_FILE gets a copy of the file
+// we write, e.g. `tools/bazelw test //td/consolidate:file_compat_test
+// --test_env=TD_COMPAT_PY_FILE=/path/names.td` (docs/consolidate.md, "Python tensordict").
 #include <ATen/ATen.h>
 #include <gtest/gtest.h>
 #include <unistd.h>
@@ -9,6 +15,7 @@
 #include <cstdlib>
 #include <string>
 
+#include "td/backends/lazy_stack/lazy_stack.h"
 #include "td/consolidate/consolidate.h"
 #include "td/consolidate/file.h"
 #include "td/core/testing.h"
@@ -18,12 +25,16 @@ namespace {
 
 const char kScript[] = "td/consolidate/testdata/consolidated_fixture.py";
 
+// A python3 with torch, looked for once.
 std::string Python() {
-  for (const char* p : {"/usr/bin/python3", "python3"}) {
-    std::string cmd = std::string(p) + " -c 'import torch' 2>/dev/null";
-    if (std::system(cmd.c_str()) == 0) return p;
-  }
-  return "";
+  static const std::string* found = [] {
+    for (const char* p : {"/usr/bin/python3", "python3"}) {
+      std::string cmd = std::string(p) + " -c 'import torch' 2>/dev/null";
+      if (std::system(cmd.c_str()) == 0) return new std::string(p);
+    }
+    return new std::string();
+  }();
+  return *found;
 }
 
 std::string TempPath(const std::string& name) {
@@ -33,16 +44,44 @@ std::string TempPath(const std::string& name) {
 
 // What consolidated_fixture.py's expected() holds.
 TensorDict Expected() {
+  TensorDict n({{"x", at::arange(30, at::kDouble).view({3, 2, 5}) / 4},
+                {"h", at::full({3, 2}, 1.5, at::kHalf)}},
+               {3, 2}, std::nullopt, {"env", "agent"});
   return TensorDict({{"a", at::arange(12, at::kFloat).view({3, 4})},
                      {"b", at::arange(3, at::kLong) * 7},
-                     {"n",
-                      {{"x", at::arange(30, at::kDouble).view({3, 2, 5}) / 4},
-                       {"h", at::full({3, 3}, 1.5, at::kHalf)}}},
+                     {"n", n},
                      {"flag", at::tensor({1, 0, 1}).to(at::kBool)},
                      {"odd", at::arange(3, at::kShort)},
                      {"note", "hello"}},
-                    {3});
+                    {3}, std::nullopt, {"env"});
 }
+
+// Files Python wrote, once for all tests (starting Python with torch is slow): expected()'s and
+// stacks()'s, or the files TD_COMPAT_PY_FILE / TD_COMPAT_PY_STACKS_FILE name.
+struct PythonFiles {
+  std::string names, stacks;
+  static const PythonFiles& Get() {
+    static const PythonFiles* files = [] {
+      auto* f = new PythonFiles();
+      const char* names = std::getenv("TD_COMPAT_PY_FILE");
+      const char* stacks = std::getenv("TD_COMPAT_PY_STACKS_FILE");
+      if (names && stacks) {
+        f->names = names;
+        f->stacks = stacks;
+        return f;
+      }
+      const std::string py = Python();
+      if (py.empty()) return f;
+      const std::string a = TempPath("py.td"), b = TempPath("stacks.td");
+      if (std::system((py + " " + kScript + " write " + a + " " + b).c_str()) == 0) {
+        f->names = names ? names : a;
+        f->stacks = stacks ? stacks : b;
+      }
+      return f;
+    }();
+    return *files;
+  }
+};
 
 void ExpectEqual(const TensorDict& got, const TensorDict& want) {
   for (const NestedKey& k : want.keys(KeysOptions().include_nested(true).leaves_only(true))) {
@@ -60,30 +99,65 @@ void ExpectEqual(const TensorDict& got, const TensorDict& want) {
 }
 
 TEST(ConsolidatedFileCompat, PythonWritesWeRead) {
-  const std::string py = Python();
-  ASSERT_FALSE(py.empty()) << "no python3 with torch (Debian: apt-get install python3-torch)";
-  const std::string path = TempPath("py.td");
-  ASSERT_EQ(std::system((py + " " + kScript + " write " + path).c_str()), 0);
+  const std::string& path = PythonFiles::Get().names;
+  ASSERT_FALSE(path.empty()) << "no python3 with torch (Debian: apt-get install python3-torch)";
   TensorDict loaded = load_consolidated(path);
   EXPECT_TRUE(is_consolidated(loaded));
   ExpectEqual(loaded, Expected());
+  // Dim names, every level's (issue 46: they were dropped).
+  EXPECT_EQ(loaded.names(), DimNames({"env"}));
+  EXPECT_EQ(loaded.get_tensordict("n").names(), DimNames({"env", "agent"}));
   // Python's read order: non-tensors, leaves, then sub-TensorDicts.
   std::vector<NestedKey> keys = loaded.keys();
   EXPECT_EQ(keys.front(), NestedKey("note"));
   EXPECT_EQ(keys.back(), NestedKey("n"));
-  std::remove(path.c_str());
+}
+
+// A lazy stack (ragged, stacked along dim 1 and named) and NonTensorStacks, as Python writes them
+// (consolidated_fixture.py's stacks()).
+TEST(ConsolidatedFileCompat, PythonStacksWeRead) {
+  const std::string& path = PythonFiles::Get().stacks;
+  ASSERT_FALSE(path.empty()) << "no python3 with torch (Debian: apt-get install python3-torch)";
+  TensorDict loaded = load_consolidated(path);
+  EXPECT_EQ(loaded.batch_size(), at::IntArrayRef({3}));
+  EXPECT_EQ(loaded.names(), DimNames({"t"}));
+  EXPECT_TRUE(at::equal(loaded.get("v"), at::arange(3, at::kLong)));
+  std::optional<LazyStackedTensorDict> ls =
+      LazyStackedTensorDict::from(loaded.get_tensordict("ls"));
+  ASSERT_TRUE(ls.has_value());
+  EXPECT_EQ(ls->stack_dim(), 1);
+  EXPECT_EQ(ls->batch_size(), at::IntArrayRef({3, 2}));
+  EXPECT_EQ(ls->names(), DimNames({"t", "env"}));
+  ASSERT_EQ(ls->tensordicts().size(), 2u);
+  for (int64_t i = 0; i < 2; ++i) {
+    const TensorDict& m = ls->tensordicts()[static_cast<size_t>(i)];
+    EXPECT_EQ(m.names(), DimNames({"t"}));
+    EXPECT_TRUE(at::equal(m.get("a"), at::arange(3, at::kFloat) + 10 * i));
+    EXPECT_TRUE(at::equal(m.get("ragged"), at::ones({3, 2 + 2 * i}, at::kInt) * i));
+    EXPECT_EQ(m.get_non_tensor("s"), nlohmann::json(i == 0 ? "x" : "y"));
+  }
+  EXPECT_TRUE(at::equal(ls->get("a"), at::stack({at::arange(3, at::kFloat),
+                                                 at::arange(3, at::kFloat) + 10}, 1)));
+  EXPECT_EQ(ls->get_non_tensor("s"), nlohmann::json::parse(R"(["x", "y"])"));
+  // NonTensorStacks: one value per element, as upstream's tolist().
+  EXPECT_EQ(loaded.get_non_tensor("nts"),
+            nlohmann::json::parse(R"([["p", "q"], ["p", "q"], ["p", "q"]])"));
+  EXPECT_EQ(loaded.get_non_tensor("nts2"),
+            nlohmann::json::parse(R"([[0, {"k": [0]}], [1, {"k": [1]}], [2, {"k": [2]}]])"));
+  EXPECT_EQ(loaded.keys(), std::vector<NestedKey>({"v", "ls", "nts", "nts2"}));
 }
 
 TEST(ConsolidatedFileCompat, WeWritePythonReads) {
   const std::string py = Python();
   ASSERT_FALSE(py.empty()) << "no python3 with torch (Debian: apt-get install python3-torch)";
-  const std::string path = TempPath("cc.td");
+  const std::string path = TempPath("cc.td"), saved = TempPath("cc_saved.td");
   consolidate(Expected(), ConsolidateOptions().filename(path));
-  EXPECT_EQ(std::system((py + " " + kScript + " check " + path).c_str()), 0);
   // A consolidated TensorDict saved with one copy reads the same.
-  save_consolidated(consolidate(Expected()), path);
-  EXPECT_EQ(std::system((py + " " + kScript + " check " + path).c_str()), 0);
+  save_consolidated(consolidate(Expected()), saved);
+  EXPECT_EQ(std::system((py + " " + kScript + " check " + path + " " + saved).c_str()), 0);
+  if (const char* out = std::getenv("TD_COMPAT_OUT_FILE")) save_consolidated(Expected(), out);
   std::remove(path.c_str());
+  std::remove(saved.c_str());
 }
 
 }  // namespace

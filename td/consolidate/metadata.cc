@@ -1,7 +1,10 @@
 #include "td/consolidate/metadata.h"
 
+#include <algorithm>
+#include <functional>
 #include <limits>
 #include <map>
+#include <optional>
 #include <set>
 #include <utility>
 
@@ -68,6 +71,7 @@ Json ParseUnique(std::string_view text, const std::string& file) {
 }
 
 struct Parser {
+  using Names = std::vector<std::optional<std::string>>;
   const std::string& file;
   int64_t data_bytes;
 
@@ -117,25 +121,37 @@ struct Parser {
     return leaf;
   }
 
-  // The level `m` at `parts` (the root: none), `depth` levels below the root. A sub-level's depth
-  // is checked before descending into it (td::kMaxNestingDepth).
-  LevelMeta Level(const Json& m, const std::vector<std::string>& parts, int depth) const {
+  // The level `m` at `parts` (the root: none), `depth` levels below the root, whose parent's
+  // names are `parent_names` (nullptr: the root or an unnamed parent). A sub-level's depth is
+  // checked before descending into it (td::kMaxNestingDepth).
+  LevelMeta Level(const Json& m, const std::vector<std::string>& parts, int depth,
+                  const Names* parent_names) const {
     const std::string where = Repr(parts);
     if (!m.is_object()) Bad(file, "level " + where + " is not an object");
-    auto need = [&](const char* field) -> const Json& {
-      auto it = m.find(field);
-      if (it == m.end()) Bad(file, c10::str("level ", where, " has no \"", field, "\""));
-      return *it;
-    };
-    const Json& cls = need("cls");
-    if (!cls.is_string() || cls.get<std::string>() != "TensorDict") {
+    const Json& cls = Need(m, "cls", where);
+    const std::string name = cls.is_string() ? cls.get<std::string>() : std::string();
+    if (name == "LazyStackedTensorDict") return LazyStack(m, parts, depth, parent_names);
+    if (name == "NonTensorStack") {
+      if (parts.empty()) {
+        Bad(file, "the root is a NonTensorStack: non-tensor data, not a TensorDict (load it as "
+                  "the entry of a TensorDict)");
+      }
+      LevelMeta level;
+      level.key = parts.back();
+      level.kind = LevelKind::kNonTensorStack;
+      NtsNode root = NonTensorStack(m, parts, depth);
+      level.batch_size = root.batch;
+      level.data = Expand(root, where);
+      return level;
+    }
+    if (name != "TensorDict") {
       Bad(file, "level " + where + " is a " + Short(cls) +
-                    "; only TensorDict levels are supported");
+                    "; only TensorDict, LazyStackedTensorDict and NonTensorStack levels are "
+                    "supported");
     }
     LevelMeta level;
     if (!parts.empty()) level.key = parts.back();
-    const Json& meta = need("cls_metadata");
-    if (!meta.is_object()) Bad(file, "level " + where + ": cls_metadata is not an object");
+    const Json& meta = ClsMetadata(m, where, &level.locked);
     auto bs = meta.find("batch_size");
     if (bs == meta.end() || !bs->is_array()) {
       Bad(file, "level " + where + ": cls_metadata has no batch_size list");
@@ -147,10 +163,11 @@ struct Parser {
     level.batch_size = *std::move(batch);
     auto dev = meta.find("device");
     level.cpu = dev != meta.end() && dev->is_string() && dev->get<std::string>() == "cpu";
-    auto locked = meta.find("is_locked");
-    level.locked = locked != meta.end() && locked->is_boolean() && locked->get<bool>();
+    level.names = ParseNames(meta, where, level.batch_size.size());
+    const Names names = Effective(level.names, level.batch_size.size(), parent_names, where);
+    const bool named = std::any_of(names.begin(), names.end(), [](const auto& n) { return n; });
 
-    // Every name of the level is one entry: a leaf, a non-tensor or a sub-TensorDict.
+    // Every name of the level is one entry: a leaf, a non-tensor or a sub-level.
     std::map<std::string, const char*> kinds;
     auto sub_parts = [&](const std::string& k) {
       std::vector<std::string> p = parts;
@@ -167,17 +184,14 @@ struct Parser {
                            " of level ", where, "; each name of a level is one entry"));
       }
     };
-    const Json& non_tensors = need("non_tensors");
+    const Json& non_tensors = Need(m, "non_tensors", where);
     if (!non_tensors.is_object()) Bad(file, "level " + where + ": non_tensors is not an object");
     for (const auto& [k, v] : non_tensors.items()) {
       claim(k, "a non-tensor entry");
-      if (!v.is_array() || v.size() < 2 || v.size() > 3) {
-        Bad(file, "non-tensor " + Repr(sub_parts(k)) +
-                      ": expected [data, batch_size(, device)], got " + Short(v));
-      }
+      CheckNonTensor(v, Repr(sub_parts(k)));
       level.non_tensors.push_back({k, v[0]});
     }
-    const Json& leaves = need("leaves");
+    const Json& leaves = Need(m, "leaves", where);
     if (!leaves.is_object()) Bad(file, "level " + where + ": leaves is not an object");
     for (const auto& [k, v] : leaves.items()) {
       claim(k, "a leaf");
@@ -193,16 +207,361 @@ struct Parser {
       if (IsReservedLevelKey(k)) continue;
       claim(k, "a sub-TensorDict");
       const std::vector<std::string> sp = sub_parts(k);
-      if (absl::Status ok = internal::CheckNestingDepth(depth + 1); !ok.ok()) {
-        Bad(file, c10::str("level ", Repr(sp), " is nested ", depth + 1, " levels deep: ",
-                           ok.message()));
-      }
-      level.subs.push_back(Level(v, sp, depth + 1));
-      CheckBatchPrefix("sub-TensorDict " + Repr(sp), level.subs.back().batch_size,
-                       level.batch_size, "batch size");
+      CheckDepth(sp, depth + 1);
+      level.subs.push_back(Level(v, sp, depth + 1, named ? &names : nullptr));
+      CheckBatchPrefix(c10::str(KindName(level.subs.back().kind), " ", Repr(sp)),
+                       level.subs.back().batch_size, level.batch_size, "batch size");
     }
     return level;
   }
+
+  const Json& Need(const Json& m, const char* field, const std::string& where) const {
+    auto it = m.find(field);
+    if (it == m.end()) Bad(file, c10::str("level ", where, " has no \"", field, "\""));
+    return *it;
+  }
+
+  // cls_metadata, an object; sets *locked from its is_locked.
+  const Json& ClsMetadata(const Json& m, const std::string& where, bool* locked) const {
+    const Json& meta = Need(m, "cls_metadata", where);
+    if (!meta.is_object()) Bad(file, "level " + where + ": cls_metadata is not an object");
+    auto it = meta.find("is_locked");
+    *locked = it != meta.end() && it->is_boolean() && it->get<bool>();
+    return meta;
+  }
+
+  void CheckDepth(const std::vector<std::string>& sp, int depth) const {
+    if (absl::Status ok = internal::CheckNestingDepth(depth); !ok.ok()) {
+      Bad(file, c10::str("level ", Repr(sp), " is nested ", depth, " levels deep: ",
+                         ok.message()));
+    }
+  }
+
+  // [data, batch_size(, device)], as Python writes a NonTensorData.
+  void CheckNonTensor(const Json& v, const std::string& where) const {
+    if (!v.is_array() || v.size() < 2 || v.size() > 3) {
+      Bad(file, "non-tensor " + where + ": expected [data, batch_size(, device)], got " +
+                    Short(v));
+    }
+  }
+
+  // cls_metadata's "names" (a level's dim names, as upstream's _reduce_get_metadata writes
+  // them): absent, or one string or null per batch dim, unique (NOTE [ Dim names ] in
+  // td/core/names.cc). Empty when absent or all null.
+  Names ParseNames(const Json& meta, const std::string& where, size_t batch_dims) const {
+    auto it = meta.find("names");
+    if (it == meta.end()) return {};
+    const Json& j = *it;
+    if (!j.is_array() || j.size() != batch_dims) {
+      Bad(file, c10::str("level ", where, ": cls_metadata's names ", Short(j), " are not a list ",
+                         "of ", batch_dims, " names (one string or null per batch dim)"));
+    }
+    Names names;
+    bool any = false;
+    for (size_t i = 0; i < j.size(); ++i) {
+      if (j[i].is_null()) {
+        names.emplace_back();
+        continue;
+      }
+      if (!j[i].is_string()) {
+        Bad(file, c10::str("level ", where, ": dim name ", i, " is ", Short(j[i]),
+                           ", not a string or null (names ", Short(j), ")"));
+      }
+      names.push_back(j[i].get<std::string>());
+      any = true;
+      if (*names.back() == "...") {
+        Bad(file, c10::str("level ", where, ": \"...\" is not a dim name (names ", Short(j),
+                           ")"));
+      }
+    }
+    CheckUnique(names, where, "names " + Short(j));
+    if (!any) names.clear();
+    return names;
+  }
+
+  void CheckUnique(const Names& names, const std::string& where, const std::string& what) const {
+    std::set<std::string> seen;
+    for (const auto& n : names) {
+      if (n && !seen.insert(*n).second) {
+        Bad(file, c10::str("level ", where, ": the dim name '", *n, "' repeats in its ", what,
+                           "; names must be unique"));
+      }
+    }
+  }
+
+  // The names a level of `own` names gets under `parent` (NOTE [ Dim names ]: a named parent's
+  // names on its leading dims, its own on the rest), checked for repeats.
+  Names Effective(const Names& own, size_t dims, const Names* parent,
+                  const std::string& where) const {
+    Names out = own.empty() ? Names(dims) : own;
+    if (parent == nullptr) return out;
+    for (size_t i = 0; i < parent->size() && i < dims; ++i) out[i] = (*parent)[i];
+    std::string shown = "names under its parent's [";
+    for (size_t i = 0; i < out.size(); ++i) {
+      shown += (i ? ", " : "") + (out[i] ? "'" + *out[i] + "'" : std::string("None"));
+    }
+    CheckUnique(out, where, shown + "]");
+    return out;
+  }
+
+  // The member index a stack level's key names: "0", "1", ... (no sign, no leading zero).
+  static std::optional<int64_t> MemberIndex(const std::string& k) {
+    if (k.empty() || k.size() > 18 || (k.size() > 1 && k[0] == '0')) return std::nullopt;
+    int64_t i = 0;
+    for (char c : k) {
+      if (c < '0' || c > '9') return std::nullopt;
+      i = i * 10 + (c - '0');
+    }
+    return i;
+  }
+
+  // The member keys of a stack level (every key but the format's own, plus `extra`'s): exactly
+  // "0".."n-1", n >= 1; entry i of the result is member i's JSON and whether it is from `extra`.
+  std::vector<std::pair<const Json*, bool>> Members(const Json& m, const Json* extra,
+                                                    const std::string& where,
+                                                    const char* what) const {
+    std::vector<std::pair<std::string, std::pair<const Json*, bool>>> found;
+    if (extra != nullptr) {
+      for (const auto& [k, v] : extra->items()) found.push_back({k, {&v, true}});
+    }
+    for (const auto& [k, v] : m.items()) {
+      if (!IsReservedLevelKey(k)) found.push_back({k, {&v, false}});
+    }
+    if (found.empty()) Bad(file, c10::str(what, " ", where, " has no members"));
+    std::vector<std::pair<const Json*, bool>> out(found.size(), {nullptr, false});
+    for (const auto& [k, v] : found) {
+      std::optional<int64_t> i = MemberIndex(k);
+      if (!i || *i >= static_cast<int64_t>(found.size()) || out[*i].first != nullptr) {
+        Bad(file, c10::str(what, " ", where, " has the member key ", NestedKey(k).repr(), "; its ",
+                           found.size(), " members must be keyed '0' to '", found.size() - 1,
+                           "', once each"));
+      }
+      out[*i] = v;
+    }
+    return out;
+  }
+
+  // The stack_dim of a stack level's cls_metadata, in [0, member_dims].
+  int64_t StackDim(const Json& meta, const std::string& where, const char* what,
+                   size_t member_dims) const {
+    auto it = meta.find("stack_dim");
+    if (it == meta.end()) Bad(file, c10::str(what, " ", where, ": cls_metadata has no stack_dim"));
+    const int64_t d = GetInt(*it, file, c10::str(what, " ", where, ": stack_dim"));
+    if (d < 0 || d > static_cast<int64_t>(member_dims)) {
+      Bad(file, c10::str(what, " ", where, ": stack_dim ", d, " is out of range for members of ",
+                         member_dims, " batch dims"));
+    }
+    return d;
+  }
+
+  void CheckSameBatch(const std::vector<int64_t>& batch, const std::vector<int64_t>& first,
+                      const std::string& where, const char* what, size_t i) const {
+    if (batch != first) {
+      Bad(file, c10::str(what, " ", where, ": member ", i, " has batch size ", SizeRepr(batch),
+                         ", member 0 ", SizeRepr(first), "; members share one batch size"));
+    }
+  }
+
+  // A LazyStackedTensorDict level, as upstream writes it: cls_metadata {stack_dim,
+  // stack_dim_name, is_locked}, no leaves or non-tensors, and its members as sub-levels "0",
+  // "1", ... (TensorDicts or lazy stacks).
+  LevelMeta LazyStack(const Json& m, const std::vector<std::string>& parts, int depth,
+                      const Names* parent_names) const {
+    const std::string where = Repr(parts);
+    const char* what = "lazy stack";
+    LevelMeta level;
+    if (!parts.empty()) level.key = parts.back();
+    level.kind = LevelKind::kLazyStack;
+    const Json& meta = ClsMetadata(m, where, &level.locked);
+    auto sn = meta.find("stack_dim_name");
+    if (sn != meta.end() && !sn->is_null()) {
+      if (!sn->is_string()) {
+        Bad(file, c10::str(what, " ", where, ": stack_dim_name ", Short(*sn),
+                           " is not a string or null"));
+      }
+      level.stack_dim_name = sn->get<std::string>();
+      if (*level.stack_dim_name == "...") {
+        Bad(file, c10::str(what, " ", where, ": \"...\" is not a dim name"));
+      }
+    }
+    for (const char* field : {"non_tensors", "leaves"}) {
+      const Json& f = Need(m, field, where);
+      if (!f.is_object() || !f.empty()) {
+        Bad(file, c10::str(what, " ", where, ": its ", field, " must be an empty object (a lazy ",
+                           "stack's entries are its members'), got ", Short(f)));
+      }
+    }
+    auto members = Members(m, nullptr, where, what);
+    for (size_t i = 0; i < members.size(); ++i) {
+      std::vector<std::string> sp = parts;
+      sp.push_back(std::to_string(i));
+      CheckDepth(sp, depth + 1);
+      level.subs.push_back(Level(*members[i].first, sp, depth + 1, nullptr));
+      if (level.subs.back().kind == LevelKind::kNonTensorStack) {
+        Bad(file, c10::str(what, " ", where, ": member ", i, " is a NonTensorStack; a lazy ",
+                           "stack's members are TensorDicts"));
+      }
+      CheckSameBatch(level.subs.back().batch_size, level.subs[0].batch_size, where, what, i);
+    }
+    const std::vector<int64_t>& member_batch = level.subs[0].batch_size;
+    level.stack_dim = StackDim(meta, where, what, member_batch.size());
+    level.batch_size = member_batch;
+    level.batch_size.insert(level.batch_size.begin() + level.stack_dim,
+                            static_cast<int64_t>(members.size()));
+    // Its names (the members', when they agree, with the stack dim's) under its parent's.
+    Names names(level.batch_size.size());
+    bool agree = true;
+    for (const LevelMeta& sub : level.subs) agree = agree && sub.names == level.subs[0].names;
+    if (agree && !level.subs[0].names.empty()) {
+      names = level.subs[0].names;
+      names.insert(names.begin() + level.stack_dim, std::nullopt);
+    }
+    names[level.stack_dim] = level.stack_dim_name;
+    CheckUnique(names, where, "names");
+    Effective(names, names.size(), parent_names, where);
+    return level;
+  }
+
+  // The values of a NonTensorStack, before they are laid out: a member NonTensorData (`value`,
+  // covering every element of `batch`) or a stack of members along `stack_dim`.
+  struct NtsNode {
+    const Json* value = nullptr;
+    std::vector<int64_t> batch;
+    int64_t stack_dim = 0;
+    std::vector<NtsNode> members;
+  };
+
+  // A NonTensorStack level, as upstream writes it: cls_metadata {stack_dim, stack_dim_name,
+  // is_locked}, no leaves, members "0", "1", ... that are NonTensorData (in non_tensors, as
+  // [data, batch_size, device]) or NonTensorStacks (sub-levels).
+  NtsNode NonTensorStack(const Json& m, const std::vector<std::string>& parts, int depth) const {
+    const std::string where = Repr(parts);
+    const char* what = "NonTensorStack";
+    bool locked = false;
+    const Json& meta = ClsMetadata(m, where, &locked);
+    const Json& leaves = Need(m, "leaves", where);
+    if (!leaves.is_object() || !leaves.empty()) {
+      Bad(file, c10::str(what, " ", where, ": its leaves must be an empty object, got ",
+                         Short(leaves)));
+    }
+    const Json& non_tensors = Need(m, "non_tensors", where);
+    if (!non_tensors.is_object()) Bad(file, "level " + where + ": non_tensors is not an object");
+    auto members = Members(m, &non_tensors, where, what);
+    NtsNode node;
+    for (size_t i = 0; i < members.size(); ++i) {
+      std::vector<std::string> sp = parts;
+      sp.push_back(std::to_string(i));
+      const Json& v = *members[i].first;
+      NtsNode member;
+      if (members[i].second) {
+        CheckNonTensor(v, Repr(sp));
+        absl::StatusOr<std::vector<int64_t>> batch = internal::ShapeFromJson(v[1]);
+        if (!batch.ok()) {
+          Bad(file, c10::str("non-tensor ", Repr(sp), ": the batch_size ",
+                             batch.status().message()));
+        }
+        member.value = &v[0];
+        member.batch = *std::move(batch);
+      } else {
+        CheckDepth(sp, depth + 1);
+        const Json* cls = nullptr;
+        if (v.is_object()) {
+          auto it = v.find("cls");
+          if (it != v.end()) cls = &*it;
+        }
+        if (cls == nullptr || !cls->is_string() || cls->get<std::string>() != what) {
+          Bad(file, c10::str(what, " ", where, ": member ", i, " is a ",
+                             cls ? Short(*cls) : std::string("level without \"cls\""),
+                             "; its members are NonTensorData or NonTensorStacks"));
+        }
+        member = NonTensorStack(v, sp, depth + 1);
+      }
+      if (!node.members.empty()) {
+        CheckSameBatch(member.batch, node.members[0].batch, where, what, i);
+      }
+      node.members.push_back(std::move(member));
+    }
+    node.stack_dim = StackDim(meta, where, what, node.members[0].batch.size());
+    node.batch = node.members[0].batch;
+    node.batch.insert(node.batch.begin() + node.stack_dim,
+                      static_cast<int64_t>(node.members.size()));
+    if (node.batch.size() > kMaxStructureDims) {
+      Bad(file, c10::str(what, " ", where, " has ", node.batch.size(), " dims; at most ",
+                         kMaxStructureDims, " are supported"));
+    }
+    return node;
+  }
+
+  // The bytes of JSON text the values of `n` copy (saturating at the limit).
+  static int64_t NtsBytes(const NtsNode& n) {
+    if (n.value == nullptr) {
+      int64_t total = 0;
+      for (const NtsNode& m : n.members) {
+        total = std::min(kMaxNonTensorStackBytes + 1, total + NtsBytes(m));
+      }
+      return total;
+    }
+    int64_t bytes = static_cast<int64_t>(n.value->dump().size());
+    for (int64_t d : n.batch) {
+      if (d == 0) return 0;
+      if (__builtin_mul_overflow(bytes, d, &bytes) || bytes > kMaxNonTensorStackBytes) {
+        return kMaxNonTensorStackBytes + 1;
+      }
+    }
+    return bytes;
+  }
+
+  // The values of `root` as nested lists of its batch size (upstream's tolist()), within the
+  // file's budget (kMaxNonTensorStackValues, kMaxNonTensorStackBytes).
+  Json Expand(const NtsNode& root, const std::string& where) const {
+    int64_t count = 1;
+    for (int64_t d : root.batch) {
+      if (__builtin_mul_overflow(count, d, &count) || count > kMaxNonTensorStackValues) {
+        count = kMaxNonTensorStackValues + 1;
+        break;
+      }
+    }
+    nts_values_ += count;
+    nts_bytes_ = std::min(kMaxNonTensorStackBytes + 1, nts_bytes_ + NtsBytes(root));
+    if (nts_values_ > kMaxNonTensorStackValues || nts_bytes_ > kMaxNonTensorStackBytes) {
+      Bad(file, c10::str("NonTensorStack ", where, " of batch size ", SizeRepr(root.batch),
+                         " takes the file's NonTensorStacks past ", kMaxNonTensorStackValues,
+                         " values or ", kMaxNonTensorStackBytes, " bytes of JSON ",
+                         "(td::internal::kMaxNonTensorStack*)"));
+    }
+    std::vector<int64_t> idx(root.batch.size());
+    std::function<Json(size_t)> fill = [&](size_t dim) -> Json {
+      if (dim == idx.size()) {
+        const NtsNode* n = &root;
+        std::vector<int64_t> at = idx;
+        while (n->value == nullptr) {
+          const int64_t i = at[static_cast<size_t>(n->stack_dim)];
+          at.erase(at.begin() + n->stack_dim);
+          n = &n->members[static_cast<size_t>(i)];
+        }
+        return *n->value;
+      }
+      Json list = Json::array();
+      for (int64_t j = 0; j < root.batch[dim]; ++j) {
+        idx[dim] = j;
+        list.push_back(fill(dim + 1));
+      }
+      return list;
+    };
+    return fill(0);
+  }
+
+  static const char* KindName(LevelKind kind) {
+    switch (kind) {
+      case LevelKind::kLazyStack: return "lazy stack";
+      case LevelKind::kNonTensorStack: return "NonTensorStack";
+      case LevelKind::kTensorDict: break;
+    }
+    return "sub-TensorDict";
+  }
+
+  mutable int64_t nts_values_ = 0;
+  mutable int64_t nts_bytes_ = 0;
 };
 
 }  // namespace
@@ -213,7 +572,7 @@ LevelMeta ParseFileMetadata(std::string_view text, const std::string& file, int6
                        kMaxNestingDepth, " levels, td::kMaxNestingDepth)"));
   }
   const Json meta = ParseUnique(text, file);
-  return Parser{file, data_bytes}.Level(meta, {}, 0);
+  return Parser{file, data_bytes}.Level(meta, {}, 0, nullptr);
 }
 
 }  // namespace internal

@@ -6,7 +6,10 @@
 //   * levels nest at most td::kMaxNestingDepth deep;
 //   * every key is non-empty and names one entry of its level;
 //   * every leaf's byte range lies inside the data and holds its shape; every shape and every
-//     sub-level's batch size start with the level's batch size.
+//     sub-level's batch size start with the level's batch size;
+//   * dim names are one per batch dim (or none) and unique;
+//   * a lazy stack's members share a batch size, which is its own without the stack dim; a
+//     NonTensorStack's data is a list as long as its first batch dim, within the value budget.
 // Built with clang by tests/fuzz/run.sh (`-fsanitize=fuzzer,address,undefined`), and replayed
 // over the seed corpus by //tests/fuzz:consolidated_meta_replay_test in every normal test run.
 #include <cstdint>
@@ -15,6 +18,7 @@
 #include <set>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "td/consolidate/metadata.h"
 
@@ -41,6 +45,34 @@ bool StartsWith(const std::vector<int64_t>& shape, const std::vector<int64_t>& b
 
 void CheckAccepted(const LevelMeta& level, int depth) {
   Require(depth <= td::kMaxNestingDepth, "a level deeper than td::kMaxNestingDepth");
+  using td::internal::LevelKind;
+  if (level.kind == LevelKind::kNonTensorStack) {
+    Require(!level.batch_size.empty() && level.data.is_array() &&
+                static_cast<int64_t>(level.data.size()) == level.batch_size[0],
+            "a NonTensorStack's data does not match its batch size");
+    Require(level.subs.empty() && level.leaves.empty(), "a NonTensorStack with entries");
+    return;
+  }
+  if (level.kind == LevelKind::kLazyStack) {
+    Require(!level.subs.empty() && level.stack_dim >= 0 &&
+                level.stack_dim <= static_cast<int64_t>(level.subs[0].batch_size.size()),
+            "a lazy stack without members or with its stack_dim out of range");
+    std::vector<int64_t> batch = level.subs[0].batch_size;
+    batch.insert(batch.begin() + level.stack_dim, static_cast<int64_t>(level.subs.size()));
+    Require(batch == level.batch_size, "a lazy stack's batch size is not its members'");
+    for (const auto& sub : level.subs) {
+      Require(sub.kind != LevelKind::kNonTensorStack, "a lazy stack member is a NonTensorStack");
+      Require(sub.batch_size == level.subs[0].batch_size, "lazy stack members differ in batch");
+      CheckAccepted(sub, depth + 1);
+    }
+    return;
+  }
+  Require(level.names.empty() || level.names.size() == level.batch_size.size(),
+          "dim names that are not one per batch dim");
+  std::set<std::string> dim_names;
+  for (const auto& n : level.names) {
+    Require(!n || dim_names.insert(*n).second, "a dim name repeats");
+  }
   std::set<std::string> names;
   auto name = [&](const std::string& k) {
     Require(!k.empty(), "an empty key accepted");
