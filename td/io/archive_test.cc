@@ -300,5 +300,44 @@ TEST(ArchiveResave, PlainLoadedFromDisk) {
   EXPECT_TRUE(load(dir + "/n.tdz").get("w").equal(want.get({"next", "w"})));
 }
 
+// Issue 46: TensorDict::load_memmap opens an archive as upstream 0.14's load_memmap does (NOTE
+// [ load_memmap of an archive ] in td/backends/memmap/archive_hook.h).
+TEST(ArchiveLoadMemmap, OpensArchivesCopyOnWrite) {
+  const std::string dir = FreshDir("lmm");
+  const TensorDict want = Sample();
+  save(want, dir + "/a.tdz");
+  TensorDict back = TensorDict::load_memmap(dir + "/a.tdz");
+  EXPECT_TRUE(back.is_locked());
+  EXPECT_EQ(back.batch_size().vec(), std::vector<int64_t>{4});
+  EXPECT_TRUE(back.get("obs").equal(want.get("obs")));
+  EXPECT_TRUE(back.get({"next", "w"}).equal(want.get({"next", "w"})));
+  EXPECT_EQ(back.get_non_tensor("note"), "hello");
+  EXPECT_EQ(*MemoryMappedTensor::filename_of(back.get("obs")),
+            *MemoryMappedTensor::filename_of(back.get({"next", "w"})));
+  // Copy-on-write (upstream's default mode "r"), also when kReadWrite (LoadMemmapOptions'
+  // default) is asked for: writes never reach the archive through load_memmap.
+  back.get("obs").fill_(7);
+  TensorDict rw = TensorDict::load_memmap(dir + "/a.tdz",
+                                          LoadMemmapOptions().mode(MemmapMode::kReadWrite));
+  rw.get("obs").fill_(8);
+  EXPECT_TRUE(load_archive(dir + "/a.tdz").get("obs").equal(want.get("obs")));
+  unpack_memmap(dir + "/a.tdz", dir + "/x");  // CRCs intact
+  // sub_path, as for a directory (a missing one is a MemmapError, as for a directory).
+  TensorDict next = TensorDict::load_memmap(dir + "/a.tdz", LoadMemmapOptions().sub_path("next"));
+  EXPECT_EQ(next.batch_size().vec(), std::vector<int64_t>{4});
+  EXPECT_TRUE(next.get("reward").equal(want.get({"next", "reward"})));
+  TD_EXPECT_THROW_MSG(TensorDict::load_memmap(dir + "/a.tdz", LoadMemmapOptions().sub_path("no")),
+                      MemmapError, {"load_memmap", "'no'", "a.tdz"});
+  // A lazy stack.
+  save(Stack(), dir + "/s.tdz");
+  ExpectStack(TensorDict::load_memmap(dir + "/s.tdz"), Stack(), "load_memmap of s.tdz");
+  // A file that is no archive: ValueError naming it, as upstream raises.
+  WriteText(dir + "/plain.txt", "not a zip");
+  TD_EXPECT_THROW_MSG(TensorDict::load_memmap(dir + "/plain.txt"), ValueError,
+                      {"load_memmap", dir + "/plain.txt", "not a memmap archive"});
+  // Directories load as before.
+  EXPECT_EQ(TensorDict::load_memmap(dir + "/x").backend(), "memmap");
+}
+
 }  // namespace
 }  // namespace td
