@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "td/backends/lazy_stack/lazy_stack.h"
+#include "td/backends/memmap/archive_hook.h"
 #include "td/backends/memmap/format.h"
 #include "td/backends/memmap/memory_mapped_tensor.h"
 #include "td/core/errors.h"
@@ -468,16 +469,17 @@ std::string refresh_archive_checksums(const std::string& archive_path) {
   return archive_path;
 }
 
-TensorDict load_archive(const std::string& archive_path, const ArchiveLoadOptions& options) {
-  if (const std::string why = NotArchiveReason(archive_path); !why.empty()) {
-    TD_FAIL(MemmapError, "load_archive: ", archive_path,
-            " is not a memmap archive (a zip file with a top-level meta.json): ", why);
-  }
+namespace {
+
+// load_archive, naming `caller` in its errors; a missing sub_path is a `MissingSub` error.
+template <class MissingSub>
+TensorDict LoadArchive(const std::string& archive_path, MemmapMode mode,
+                       const std::optional<NestedKey>& sub_path, const char* caller) {
   Tree tree(archive_path);
-  ArchiveLoader loader(tree, options.mode());
+  ArchiveLoader loader(tree, mode);
   std::string root;
-  if (options.sub_path()) {
-    for (const std::string& part : *options.sub_path()) {
+  if (sub_path) {
+    for (const std::string& part : *sub_path) {
       const std::string escaped = Join(root, mm::EscapeKey(part));
       const std::string raw = Join(root, part);
       if (tree.dirs.count(escaped)) {
@@ -485,8 +487,8 @@ TensorDict load_archive(const std::string& archive_path, const ArchiveLoadOption
       } else if (tree.dirs.count(raw)) {
         root = raw;
       } else {
-        TD_FAIL(KeyError, "load_archive: sub_path ", options.sub_path()->repr(), " is not in ",
-                archive_path, " (no directory ", escaped, ")");
+        TD_FAIL(MissingSub, caller, ": sub_path ", sub_path->repr(), " is not in ", archive_path,
+                " (no directory ", escaped, ")");
       }
     }
   }
@@ -497,6 +499,33 @@ TensorDict load_archive(const std::string& archive_path, const ArchiveLoadOption
   TensorDict out = v.tensordict();
   out.lock_();
   return out;
+}
+
+// TensorDict::load_memmap of a file (NOTE [ load_memmap of an archive ] in
+// td/backends/memmap/archive_hook.h): copy-on-write whatever options.mode() says, as upstream's
+// default mode "r" (LoadMemmapOptions cannot tell its default kReadWrite from an explicit one;
+// load_archive / load with kReadWrite write through); a missing sub_path is a MemmapError, as
+// for a directory.
+TensorDict LoadMemmapArchive(const std::string& path, const LoadMemmapOptions& options) {
+  if (const std::string why = NotArchiveReason(path); !why.empty()) {
+    TD_FAIL(ValueError, "load_memmap: ", path, " is a file but not a memmap archive (expected a "
+            "zip file with a top-level meta.json entry): ", why);
+  }
+  return LoadArchive<MemmapError>(path, MemmapMode::kReadOnly, options.sub_path(), "load_memmap");
+}
+
+// Fills the slot from this alwayslink library (//td/io:archive).
+const bool kLoadMemmapArchiveRegistered =
+    internal::memmap::load_memmap_archive.Register(&LoadMemmapArchive);
+
+}  // namespace
+
+TensorDict load_archive(const std::string& archive_path, const ArchiveLoadOptions& options) {
+  if (const std::string why = NotArchiveReason(archive_path); !why.empty()) {
+    TD_FAIL(MemmapError, "load_archive: ", archive_path,
+            " is not a memmap archive (a zip file with a top-level meta.json): ", why);
+  }
+  return LoadArchive<KeyError>(archive_path, options.mode(), options.sub_path(), "load_archive");
 }
 
 }  // namespace td

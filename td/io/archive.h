@@ -29,7 +29,9 @@
 // and names that leave the directory ("..", absolute paths). load_archive maps the file once,
 // private and copy-on-write (writes to the leaves stay in this process, as upstream's default
 // mode "r"), and every aligned leaf is a view into that mapping; an unaligned one is copied.
-// Bazel: //td/io.
+// TensorDict::load_memmap of a file loads it through load_archive too, when this library is
+// linked (NOTE [ load_memmap of an archive ] in td/backends/memmap/archive_hook.h).
+// Bazel: //td/io:archive (alwayslink; //td/io includes it).
 #pragma once
 
 #include <torch/arg.h>

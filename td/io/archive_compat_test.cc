@@ -9,6 +9,7 @@
 #include <cstdlib>
 #include <string>
 
+#include "td/backends/lazy_stack/lazy_stack.h"
 #include "td/backends/memmap/memory_mapped_tensor.h"
 #include "td/backends/memmap/test_util.h"
 #include "td/io/archive.h"
@@ -75,6 +76,45 @@ TEST(ArchiveCompat, WeWritePythonChecks) {
   TensorDict mapped = Expected().memmap(dir + "/d");
   save(mapped, dir + "/packed.tdz");
   EXPECT_EQ(std::system(Command("check", dir + "/packed.tdz").c_str()), 0);
+}
+
+// What archive_fixture.py's lazy stack holds: 3 members along batch dim 1.
+TensorDict ExpectedStack() {
+  std::vector<TensorDict> members;
+  for (int64_t i = 0; i < 3; ++i) {
+    members.push_back(TensorDict(
+        {{"x", at::arange(10 * i, 10 * i + 2, at::kFloat)},
+         {"n", {{"y", at::arange(6 * i, 6 * i + 6, at::kLong).view({2, 3})}}}},
+        {2}));
+  }
+  return TensorDict(lazy_stack(members, 1));
+}
+
+void ExpectStack(const TensorDict& got) {
+  ASSERT_EQ(got.backend(), "lazy_stack");
+  EXPECT_EQ(LazyStackedTensorDict(got).stack_dim(), 1);
+  EXPECT_EQ(got.batch_size().vec(), (std::vector<int64_t>{2, 3}));
+  EXPECT_TRUE(got.get("x").equal(ExpectedStack().get("x")));
+  EXPECT_TRUE(got.get({"n", "y"}).equal(ExpectedStack().get({"n", "y"})));
+}
+
+// Issue 46: lazy stacks both ways; one loaded from disk (a Python archive, or our directory)
+// saves to an archive Python reads.
+TEST(ArchiveCompat, LazyStackLoadedFromDiskSavesForPython) {
+  TD_REQUIRE_PYTHON();
+  const std::string dir = testing_util::FreshDir("stack");
+  ASSERT_EQ(std::system(Command("write_stack", dir + "/py.tdz").c_str()), 0);
+  TensorDict from_py = TensorDict::load_memmap(dir + "/py.tdz");
+  ExpectStack(from_py);
+  save(from_py, dir + "/re.tdz");
+  EXPECT_EQ(std::system(Command("check_stack", dir + "/re.tdz").c_str()), 0);
+
+  save(ExpectedStack(), dir + "/d");
+  TensorDict from_dir = TensorDict::load_memmap(dir + "/d");
+  ExpectStack(from_dir);
+  save(from_dir, dir + "/cpp.tdz");
+  EXPECT_EQ(std::system(Command("check_stack", dir + "/cpp.tdz").c_str()), 0);
+  ExpectStack(load(dir + "/cpp.tdz"));
 }
 
 }  // namespace

@@ -227,5 +227,117 @@ TEST(Archive, DeclaredSizeBeyondStoredSizeIsRefused) {
                       {"big.tdz", "'meta.json'"});
 }
 
+// A lazy stack along batch dim 1 (batch [2, 3]) of two members with nested content.
+TensorDict Stack() {
+  at::manual_seed(2);
+  TensorDict a({{"x", at::randn({2})}, {"n", {{"y", at::arange(6).view({2, 3})}}}}, {2});
+  TensorDict b({{"x", at::randn({2})}, {"n", {{"y", at::arange(6, 12).view({2, 3})}}}}, {2});
+  TensorDict c({{"x", at::randn({2})}, {"n", {{"y", at::arange(12, 18).view({2, 3})}}}}, {2});
+  return TensorDict(lazy_stack({a, b, c}, 1));
+}
+
+void ExpectStack(const TensorDict& got, const TensorDict& want, const std::string& where) {
+  SCOPED_TRACE(where);
+  ASSERT_EQ(got.backend(), "lazy_stack");
+  EXPECT_EQ(LazyStackedTensorDict(got).stack_dim(), 1);
+  EXPECT_EQ(LazyStackedTensorDict(got).tensordicts().size(), 3u);
+  EXPECT_EQ(got.batch_size().vec(), (std::vector<int64_t>{2, 3}));
+  EXPECT_TRUE(got.get("x").equal(want.get("x")));
+  EXPECT_TRUE(got.get({"n", "y"}).equal(want.get({"n", "y"})));
+}
+
+// Issue 46: a lazy stack loaded from disk (members memory-mapped, or views of an archive's
+// mapping) saves to an archive, also onto the archive it was loaded from.
+TEST(ArchiveResave, LazyStackLoadedFromDisk) {
+  const std::string dir = FreshDir("restack");
+  const TensorDict want = Stack();
+  save(want, dir + "/d");
+  TensorDict from_dir = load(dir + "/d");
+  ExpectStack(from_dir, want, "from the directory");
+  save(from_dir, dir + "/a.tdz");
+  ExpectStack(load(dir + "/a.tdz"), want, "directory -> a.tdz");
+
+  TensorDict from_tdz = load(dir + "/a.tdz");
+  save(from_tdz, dir + "/b.tdz");
+  ExpectStack(load(dir + "/b.tdz"), want, "a.tdz -> b.tdz");
+  // Onto itself: written beside and renamed, so the leaves still read the old file's bytes.
+  save(from_tdz, dir + "/a.tdz");
+  ExpectStack(from_tdz, want, "the source after saving onto its own archive");
+  ExpectStack(load(dir + "/a.tdz"), want, "a.tdz -> a.tdz");
+  unpack_memmap(dir + "/a.tdz", dir + "/unpacked");
+  ExpectStack(TensorDict::load_memmap(dir + "/unpacked"), want, "a.tdz unpacked");
+}
+
+// The same for a plain TensorDict loaded by load_memmap, and one loaded from an archive.
+TEST(ArchiveResave, PlainLoadedFromDisk) {
+  const std::string dir = FreshDir("replain");
+  const TensorDict want = Sample();
+  auto expect = [&](const TensorDict& got, const std::string& where) {
+    SCOPED_TRACE(where);
+    EXPECT_EQ(got.batch_size().vec(), std::vector<int64_t>{4});
+    for (const NestedKey& k : std::vector<NestedKey>{"obs", "done", {"next", "reward"},
+                                                     {"next", "w"}, "a b/c"}) {
+      EXPECT_TRUE(got.get(k).equal(want.get(k))) << k.repr();
+    }
+    EXPECT_EQ(got.get_non_tensor("note"), "hello");
+  };
+  want.memmap(dir + "/d");
+  TensorDict mapped = TensorDict::load_memmap(dir + "/d");
+  save(mapped, dir + "/a.tdz");
+  expect(load(dir + "/a.tdz"), "load_memmap -> a.tdz");
+  TensorDict next = TensorDict::load_memmap(dir + "/d", LoadMemmapOptions().sub_path("next"));
+  save(next, dir + "/next.tdz");
+  EXPECT_TRUE(load(dir + "/next.tdz").get("w").equal(want.get({"next", "w"})));
+
+  TensorDict from_tdz = load(dir + "/a.tdz");
+  save(from_tdz, dir + "/b.tdz");
+  expect(load(dir + "/b.tdz"), "a.tdz -> b.tdz");
+  save(from_tdz, dir + "/a.tdz");
+  expect(from_tdz, "the source after saving onto its own archive");
+  expect(load(dir + "/a.tdz"), "a.tdz -> a.tdz");
+  // A nested level of an archive-loaded TensorDict, too.
+  save(from_tdz.get_tensordict("next"), dir + "/n.tdz");
+  EXPECT_TRUE(load(dir + "/n.tdz").get("w").equal(want.get({"next", "w"})));
+}
+
+// Issue 46: TensorDict::load_memmap opens an archive as upstream 0.14's load_memmap does (NOTE
+// [ load_memmap of an archive ] in td/backends/memmap/archive_hook.h).
+TEST(ArchiveLoadMemmap, OpensArchivesCopyOnWrite) {
+  const std::string dir = FreshDir("lmm");
+  const TensorDict want = Sample();
+  save(want, dir + "/a.tdz");
+  TensorDict back = TensorDict::load_memmap(dir + "/a.tdz");
+  EXPECT_TRUE(back.is_locked());
+  EXPECT_EQ(back.batch_size().vec(), std::vector<int64_t>{4});
+  EXPECT_TRUE(back.get("obs").equal(want.get("obs")));
+  EXPECT_TRUE(back.get({"next", "w"}).equal(want.get({"next", "w"})));
+  EXPECT_EQ(back.get_non_tensor("note"), "hello");
+  EXPECT_EQ(*MemoryMappedTensor::filename_of(back.get("obs")),
+            *MemoryMappedTensor::filename_of(back.get({"next", "w"})));
+  // Copy-on-write (upstream's default mode "r"), also when kReadWrite (LoadMemmapOptions'
+  // default) is asked for: writes never reach the archive through load_memmap.
+  back.get("obs").fill_(7);
+  TensorDict rw = TensorDict::load_memmap(dir + "/a.tdz",
+                                          LoadMemmapOptions().mode(MemmapMode::kReadWrite));
+  rw.get("obs").fill_(8);
+  EXPECT_TRUE(load_archive(dir + "/a.tdz").get("obs").equal(want.get("obs")));
+  unpack_memmap(dir + "/a.tdz", dir + "/x");  // CRCs intact
+  // sub_path, as for a directory (a missing one is a MemmapError, as for a directory).
+  TensorDict next = TensorDict::load_memmap(dir + "/a.tdz", LoadMemmapOptions().sub_path("next"));
+  EXPECT_EQ(next.batch_size().vec(), std::vector<int64_t>{4});
+  EXPECT_TRUE(next.get("reward").equal(want.get({"next", "reward"})));
+  TD_EXPECT_THROW_MSG(TensorDict::load_memmap(dir + "/a.tdz", LoadMemmapOptions().sub_path("no")),
+                      MemmapError, {"load_memmap", "'no'", "a.tdz"});
+  // A lazy stack.
+  save(Stack(), dir + "/s.tdz");
+  ExpectStack(TensorDict::load_memmap(dir + "/s.tdz"), Stack(), "load_memmap of s.tdz");
+  // A file that is no archive: ValueError naming it, as upstream raises.
+  WriteText(dir + "/plain.txt", "not a zip");
+  TD_EXPECT_THROW_MSG(TensorDict::load_memmap(dir + "/plain.txt"), ValueError,
+                      {"load_memmap", dir + "/plain.txt", "not a memmap archive"});
+  // Directories load as before.
+  EXPECT_EQ(TensorDict::load_memmap(dir + "/x").backend(), "memmap");
+}
+
 }  // namespace
 }  // namespace td

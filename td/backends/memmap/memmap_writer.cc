@@ -14,6 +14,7 @@
 #include "absl/container/flat_hash_map.h"
 #include "absl/strings/str_cat.h"
 #include "td/backends/lazy_stack/lazy_stack.h"
+#include "td/backends/memmap/archive_hook.h"
 #include "td/backends/memmap/format.h"
 #include "td/backends/memmap/fs.h"
 #include "td/backends/memmap/memmap_internal.h"
@@ -486,6 +487,8 @@ absl::Status CommitDir(int parent_fd, const std::string& tmp, const std::string&
   return absl::OkStatus();
 }
 
+BackendHook<LoadArchiveFn> load_memmap_archive("TensorDict::load_memmap of an archive", "memmap");
+
 }  // namespace memmap
 }  // namespace internal
 
@@ -529,6 +532,18 @@ TensorDict LoadMemmap(const std::string& prefix, const LoadMemmapOptions& option
   if (prefix.empty()) TD_FAIL(ValueError, "load_memmap: the prefix (directory) is empty");
   parallel::check_num_threads(options.num_threads(), "LoadMemmapOptions::num_threads");
   std::string path = AbsolutePath(prefix);
+  // A file: a memmap archive, opened by //td/io:archive when it is linked (NOTE [ load_memmap of
+  // an archive ] in archive_hook.h).
+  struct stat st {};
+  if (::stat(path.c_str(), &st) == 0 && S_ISREG(st.st_mode)) {
+    if (LoadArchiveFn* load_archive = load_memmap_archive.get()) {
+      return load_archive(prefix, options);
+    }
+    TD_FAIL(MemmapError, "load_memmap: ", path, " is a file, not a memmap directory; "
+            "load_memmap opens a memmap archive (.tdz) only when the archive reader is linked "
+            "into this program: add \"@tensordict//td/io:archive\" (//td/io:archive inside the "
+            "tensordict workspace; //td/io includes it) to the deps of your target");
+  }
   // Every directory on the way stays locked (shared) while loading: NOTE [ Readers and removers
   // of memmap directories ] in fs.h.
   UniqueFd dir = ValueOrThrow<MemmapError>(OpenDirSharedPath(path, /*follow_symlink=*/true),

@@ -9,9 +9,23 @@
                                            gives: payloads at arbitrary offsets)
   archive_fixture.py check PATH            checks an archive the C++ side wrote: CRCs (testzip),
                                            entry order, 64-byte aligned payloads, the values
+  archive_fixture.py write_stack PATH      the archive of a lazy stack (below) as upstream lays it
+                                           out: the stack's meta.json (_type, stack_dim), then one
+                                           TensorDict level per member under 0/, 1/, 2/
+  archive_fixture.py check_stack PATH      checks such an archive the C++ side wrote (issue 46: a
+                                           lazy stack loaded from disk, saved again)
 
 The content: batch [4]; "obs" float32 [4, 3] = 0..11; "next" / "r" int64 [4] = 10, 20, 30, 40;
 "note" the string "hi".
+
+The lazy stack: 3 members stacked along batch dim 1 (batch [2, 3]), member i of batch [2]
+holding "x" float32 [2] = 10 i, 10 i + 1 and "n" / "y" int64 [2, 3] = 6 i .. 6 i + 5.
+
+Provenance: the layout follows upstream tensordict 0.14.0's archive writer (tensordict/_archive.py:
+pack_memmap, _pack_dir, _iter_memmap_dir, _padding_extra) over the memmap directories of
+TensorDict._memmap_ (tensordict/_td.py) and LazyStackedTensorDict._memmap_ (tensordict/_lazy.py,
+meta.json {"_type", "stack_dim"}, members under "0", "1", ...). Written with the standard
+library only; no tensordict import.
 """
 import json
 import struct
@@ -20,6 +34,7 @@ import zipfile
 
 TD_TYPE = "<class 'tensordict._td.TensorDict'>"
 NT_TYPE = "<class 'tensordict.tensorclass.NonTensorData'>"
+LAZY_TYPE = "<class 'tensordict._lazy.LazyStackedTensorDict'>"
 
 
 def tensor_meta(shape, dtype):
@@ -46,9 +61,25 @@ def files():
     ]
 
 
-def write(path, align):
+def stack_files():
+    out = [("meta.json", json.dumps({"_type": LAZY_TYPE, "stack_dim": 1}).encode())]
+    for i in range(3):
+        member = {"x": tensor_meta([2], "torch.float32"), "n": {"type": "TensorDict"},
+                  "shape": [2], "device": "cpu", "_type": TD_TYPE}
+        n = {"y": tensor_meta([2, 3], "torch.int64"), "shape": [2], "device": "cpu",
+             "_type": TD_TYPE}
+        out += [
+            (f"{i}/meta.json", json.dumps(member).encode()),
+            (f"{i}/x.memmap", struct.pack("<2f", 10 * i, 10 * i + 1)),
+            (f"{i}/n/meta.json", json.dumps(n).encode()),
+            (f"{i}/n/y.memmap", struct.pack("<6q", *range(6 * i, 6 * i + 6))),
+        ]
+    return out
+
+
+def write(path, align, entries=None):
     with zipfile.ZipFile(path, "w", allowZip64=True) as zf:
-        for name, data in files():
+        for name, data in entries or files():
             info = zipfile.ZipInfo(name, date_time=(2024, 1, 1, 0, 0, 0))
             info.compress_type = zipfile.ZIP_STORED
             info.file_size = len(data)
@@ -85,6 +116,33 @@ def check(path):
         assert json.loads(zf.read("note/meta.json"))["data"] == "hi"
 
 
+def check_layout(zf, raw):
+    assert zf.testzip() is None, "bad CRC"
+    for info in zf.infolist():
+        assert info.compress_type == zipfile.ZIP_STORED, info.filename
+        n, x = struct.unpack_from("<HH", raw, info.header_offset + 26)
+        if info.filename.endswith(".memmap"):
+            assert (info.header_offset + 30 + n + x) % 64 == 0, info.filename
+
+
+def check_stack(path):
+    with zipfile.ZipFile(path) as zf:
+        check_layout(zf, open(path, "rb").read())
+        names = zf.namelist()
+        want = [name for name, _ in stack_files()]
+        assert names == want, names
+        meta = json.loads(zf.read("meta.json"))
+        assert meta == {"_type": LAZY_TYPE, "stack_dim": 1}, meta
+        for i in range(3):
+            member = json.loads(zf.read(f"{i}/meta.json"))
+            assert member["_type"] == TD_TYPE and member["shape"] == [2], member
+            assert member["x"]["shape"] == [2] and member["x"]["dtype"] == "torch.float32"
+            got = struct.unpack("<2f", zf.read(f"{i}/x.memmap"))
+            assert got == (10.0 * i, 10.0 * i + 1), (i, got)
+            got = struct.unpack("<6q", zf.read(f"{i}/n/y.memmap"))
+            assert got == tuple(range(6 * i, 6 * i + 6)), (i, got)
+
+
 if __name__ == "__main__":
     mode, path = sys.argv[1], sys.argv[2]
     if mode == "write":
@@ -93,5 +151,9 @@ if __name__ == "__main__":
         write(path, align=False)
     elif mode == "check":
         check(path)
+    elif mode == "write_stack":
+        write(path, align=True, entries=stack_files())
+    elif mode == "check_stack":
+        check_stack(path)
     else:
         sys.exit("unknown mode " + mode)
