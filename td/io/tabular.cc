@@ -11,6 +11,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
+#include <limits>
 #include <sstream>
 
 #include "absl/container/flat_hash_set.h"
@@ -263,44 +264,46 @@ double CellDouble(const std::string& s, CellKind kind) {
   return std::strtod(t.c_str(), nullptr);  // the forms Classify accepts; inf and 1e999 as +-inf
 }
 
-// The first integer literal of the JSON `text` (outside strings) that int64 cannot hold, or "".
-// nlohmann/json reads 2^64-1 as an unsigned number and larger ones as doubles: neither is a
-// value a column can keep exactly.
-std::string WideJsonInteger(std::string_view text) {
-  bool in_string = false, escaped = false;
-  for (size_t i = 0; i < text.size(); ++i) {
-    const char c = text[i];
-    if (in_string) {
-      if (escaped) {
-        escaped = false;
-      } else if (c == '\\') {
-        escaped = true;
-      } else if (c == '"') {
-        in_string = false;
-      }
-      continue;
-    }
-    if (c == '"') {
-      in_string = true;
-      continue;
-    }
-    if (c != '-' && (c < '0' || c > '9')) continue;
-    size_t j = i;
-    bool integral = true;
-    constexpr std::string_view kNumberChars = "0123456789.eE+-";
-    while (j < text.size() && kNumberChars.find(text[j]) != std::string_view::npos) {
-      integral = integral && text[j] != '.' && text[j] != 'e' && text[j] != 'E';
-      ++j;
-    }
-    const std::string token(text.substr(i, j - i));
-    i = j - 1;
-    if (!integral) continue;
-    errno = 0;
-    std::strtoll(token.c_str(), nullptr, 10);
-    if (errno == ERANGE) return token;
+// Finds the first integer literal of a JSON text that int64 cannot hold, with nlohmann/json's SAX
+// parser (iterative: any depth is safe). It reads 2^63 to 2^64-1 as unsigned numbers and larger
+// integers as doubles whose literal has no '.', 'e' or 'E': neither is a value a column can keep
+// exactly.
+class WideIntegerFinder : public nlohmann::json_sax<json> {
+ public:
+  static std::string Find(std::string_view text) {
+    WideIntegerFinder finder;
+    json::sax_parse(text.begin(), text.end(), &finder);
+    return finder.found_;
   }
-  return "";
-}
+
+  bool number_unsigned(number_unsigned_t v) override {
+    if (v > static_cast<number_unsigned_t>(std::numeric_limits<int64_t>::max())) {
+      found_ = std::to_string(v);
+    }
+    return found_.empty();
+  }
+  bool number_float(number_float_t, const string_t& literal) override {
+    if (literal.find_first_of(".eE") == string_t::npos) found_ = literal;
+    return found_.empty();
+  }
+  bool null() override { return true; }
+  bool boolean(bool) override { return true; }
+  bool number_integer(number_integer_t) override { return true; }
+  bool string(string_t&) override { return true; }
+  bool binary(binary_t&) override { return true; }
+  bool start_object(std::size_t) override { return true; }
+  bool key(string_t&) override { return true; }
+  bool end_object() override { return true; }
+  bool start_array(std::size_t) override { return true; }
+  bool end_array() override { return true; }
+  // Malformed text: the depth-checked parse that follows names the error.
+  bool parse_error(std::size_t, const std::string&, const nlohmann::detail::exception&) override {
+    return false;
+  }
+
+ private:
+  std::string found_;
+};
 
 // A column of cells (JSON values) as a tensor when every cell fits one numeric type, else as
 // non-tensor data: the JSON array.
@@ -484,12 +487,12 @@ TensorDict from_json(const std::string& path, const FromTableOptions& options) {
   auto parse = [&](std::string_view t, const std::string& where) {
     absl::StatusOr<nlohmann::ordered_json> j = internal::ParseUntrustedJson<nlohmann::ordered_json>(t);
     if (!j.ok()) TD_FAIL(ValueError, "from_json: ", path, where, ": ", j.status().message());
+    if (const std::string wide = WideIntegerFinder::Find(t); !wide.empty()) {
+      TD_FAIL(ValueError, "from_json: ", path, where, ": the integer ", wide,
+              " does not fit int64 (LibTorch has no uint64 dtype); a column cannot hold it exactly");
+    }
     return *std::move(j);
   };
-  if (const std::string wide = WideJsonInteger(text); !wide.empty()) {
-    TD_FAIL(ValueError, "from_json: ", path, ": the integer ", wide,
-            " does not fit int64 (LibTorch has no uint64 dtype); a column cannot hold it exactly");
-  }
   std::vector<nlohmann::ordered_json> records;
   if (options.lines()) {
     std::istringstream in(text);

@@ -146,8 +146,9 @@ TEST(Json, WideIntegersAndDeepNesting) {
                       {"u.json", "18446744073709551615", "int64"});
   WriteText(dir + "/h.jsonl", "{\"a\": 1}\n{\"a\": -99999999999999999999}\n");
   TD_EXPECT_THROW_MSG(from_json(dir + "/h.jsonl", FromTableOptions().lines(true)), ValueError,
-                      {"h.jsonl", "-99999999999999999999"});
-  WriteText(dir + "/ok.json", R"([{"a": 9223372036854775807, "b": "18446744073709551616"}])");
+                      {"h.jsonl", "line 2", "-99999999999999999999"});
+  WriteText(dir + "/ok.json",
+            R"([{"a": 9223372036854775807, "b": "18446744073709551616", "c": 1e20}])");
   EXPECT_EQ(from_json(dir + "/ok.json").get("a")[0].item<int64_t>(), INT64_MAX);
 
   // Well-formed: nlohmann/json parses it, then its dump and copies recurse once per level.
