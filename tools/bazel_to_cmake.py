@@ -62,6 +62,8 @@ BAZEL_ONLY_PACKAGES = {
     "td/nn/aoti": "needs LibTorch's AOTInductor package loader (2.6 and later), which only the "
     "Bazel build detects (td/compat/aoti.bzl)",
 }
+# Targets of other packages the CMake build leaves out for the same reason.
+BAZEL_ONLY_TARGETS = {"//td/compat:aoti": BAZEL_ONLY_PACKAGES["td/nn/aoti"]}
 # What BUILD files load from .bzl files this tool does not evaluate: the values under which
 # every target is declared (td/compat/aoti.bzl's, as on a LibTorch with the loader).
 LOADED_VALUES = {"IF_AOTI": [1], "LIBTORCH_HAS_AOTI": True}
@@ -188,6 +190,9 @@ def bazel_only_reasons(packages):
     for r in rules.values():
         if r.package in BAZEL_ONLY_PACKAGES and r.kind != "filegroup":
             reasons[r.label] = BAZEL_ONLY_PACKAGES[r.package]
+            continue
+        if r.label in BAZEL_ONLY_TARGETS:
+            reasons[r.label] = BAZEL_ONLY_TARGETS[r.label]
             continue
         if r.kind in ("sh_test", "genrule"):
             reasons[r.label] = "a %s, which CMake does not run" % r.kind

@@ -1,8 +1,6 @@
 #include "td/nn/aoti/aoti_module.h"
 
 #include <ATen/ATen.h>
-#include <torch/csrc/inductor/aoti_package/model_package_loader.h>
-#include <torch/csrc/inductor/aoti_runner/model_container_runner.h>
 
 #include <algorithm>
 #include <map>
@@ -10,6 +8,7 @@
 #include <utility>
 
 #include "nlohmann/json.hpp"
+#include "td/compat/aoti.h"
 #include "td/core/dtype.h"
 #include "td/nn/internal/wrap.h"
 
@@ -19,7 +18,7 @@ namespace internal {
 // What the package says about itself, read once when it is loaded; shared by the module and
 // the copies of it (TensorDictModuleBase is copied by clone() before reset() reloads).
 struct AotiPackage {
-  std::unique_ptr<torch::inductor::AOTIModelPackageLoader> loader;
+  std::unique_ptr<compat::AotiLoader> loader;
   std::vector<std::string> args;  // the keyword arguments, in call order
   size_t num_outputs = 0;
   std::unordered_map<std::string, std::string> metadata;
@@ -87,9 +86,12 @@ std::shared_ptr<internal::AotiPackage> LoadPackage(const std::string& path,
                                                    const AotiModuleOptions& options) {
   auto p = std::make_shared<internal::AotiPackage>();
   try {
-    p->loader = std::make_unique<torch::inductor::AOTIModelPackageLoader>(
-        path, options.model_name(), options.run_single_threaded(), /*num_runners=*/1,
-        static_cast<c10::DeviceIndex>(options.device_index()));
+    p->loader = compat::MakeAotiLoader(path, options.model_name(),
+                                       options.run_single_threaded(), options.device_index());
+    if (!p->loader) {
+      TD_FAIL(ValueError, "AotiModule: ", path, ": this LibTorch's package loader takes no ",
+              "run_single_threaded or device_index; leave them at false and -1");
+    }
     p->metadata = p->loader->get_metadata();
   } catch (const std::exception& e) {
     TD_FAIL(ValueError, "AotiModule: cannot load the AOTInductor package ", path, " (model '",
@@ -285,7 +287,7 @@ at::Tensor AotiModuleImpl::checked(const at::Tensor& t, size_t i) const {
 
 std::vector<at::Tensor> AotiModuleImpl::run(std::vector<at::Tensor> inputs) const {
   try {
-    return package_->loader->boxed_run(std::move(inputs));
+    return compat::AotiRun(*package_->loader, std::move(inputs));
   } catch (const std::exception& e) {
     TD_FAIL(c10::Error, "AotiModule(", path_, "): the package's run failed on in keys ",
             KeysRepr(in_keys_), ": ", ErrorText(e));
@@ -383,8 +385,16 @@ std::map<std::string, at::Tensor> ConstantsByFqn(internal::AotiPackage& p) {
   torch::inductor::AOTIModelContainerRunner* runner = p.loader->get_runner();
   const std::unordered_map<std::string, std::string> to_fqn =
       runner->getConstantNamesToOriginalFQNs();
+  std::optional<std::unordered_map<std::string, at::Tensor>> constants =
+      compat::AotiConstants(*runner);
+  if (!constants) {
+    TD_FAIL(ValueError, "AotiModule: this LibTorch's package loader does not give the values ",
+            "of a package's constants (LibTorch 2.6; td/compat/aoti.h), so constants() and ",
+            "load_constants() are unavailable; its constants are named ",
+            KeysRepr(p.loader->get_constant_fqns()));
+  }
   std::map<std::string, at::Tensor> out;
-  for (const auto& [name, tensor] : runner->extract_constants_map(/*use_inactive=*/false)) {
+  for (const auto& [name, tensor] : *constants) {
     auto it = to_fqn.find(name);
     const std::string fqn = it == to_fqn.end() || it->second.empty() ? name : it->second;
     if (fqn.rfind(kFoldedPrefix, 0) == 0 || name.rfind(kFoldedPrefix, 0) == 0) continue;
@@ -463,7 +473,9 @@ void AotiModuleImpl::reset() {
   std::vector<NestedKey> in_keys = in_keys_, selected = out_keys_;
   map_keys(std::move(in_keys), out_keys_source_);
   out_keys_ = std::move(selected);
-  if (previous) {  // the copy keeps the constants load_constants() put in the original
+  // The copy keeps the constants load_constants() put in the original (where the loader gives
+  // their values: td/compat/aoti.h).
+  if (previous && compat::AotiConstants(*previous->loader->get_runner())) {
     TensorDict values;
     for (const auto& [fqn, t] : ConstantsByFqn(*previous)) values.set(SplitKey(fqn, '.'), t);
     load_constants(values);
