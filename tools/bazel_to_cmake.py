@@ -57,6 +57,17 @@ EXTERNAL_BAZEL_ONLY = {
     "with torch.utils.cpp_extension, docs/python.md)",
 }
 
+# Packages the CMake build leaves out, and why (their targets are listed as Bazel-only).
+BAZEL_ONLY_PACKAGES = {
+    "td/nn/aoti": "needs LibTorch's AOTInductor package loader (2.6 and later), which only the "
+    "Bazel build detects (td/compat/aoti.bzl)",
+}
+# Targets of other packages the CMake build leaves out for the same reason.
+BAZEL_ONLY_TARGETS = {"//td/compat:aoti": BAZEL_ONLY_PACKAGES["td/nn/aoti"]}
+# What BUILD files load from .bzl files this tool does not evaluate: the values under which
+# every target is declared (td/compat/aoti.bzl's, as on a LibTorch with the loader).
+LOADED_VALUES = {"IF_AOTI": [1], "LIBTORCH_HAS_AOTI": True}
+
 SIZE_SECONDS = {"small": 60, "medium": 300, "large": 900, "enormous": 3600}
 TIMEOUT_SECONDS = {"short": 60, "moderate": 300, "long": 900, "eternal": 3600}
 
@@ -131,7 +142,8 @@ class Package:
             raise SystemExit("%s: select() has no CMake translation here" % build)
 
         def load(module, *names, **aliases):
-            pass  # the rules below stand in for everything //tools:cc.bzl defines
+            # The rules below stand in for everything //tools:cc.bzl defines.
+            scope.update({n: LOADED_VALUES[n] for n in names if n in LOADED_VALUES})
 
         scope.update(
             load=load,
@@ -176,6 +188,12 @@ def bazel_only_reasons(packages):
     rules = {r.label: r for p in packages.values() for r in p.rules}
     reasons = {}
     for r in rules.values():
+        if r.package in BAZEL_ONLY_PACKAGES and r.kind != "filegroup":
+            reasons[r.label] = BAZEL_ONLY_PACKAGES[r.package]
+            continue
+        if r.label in BAZEL_ONLY_TARGETS:
+            reasons[r.label] = BAZEL_ONLY_TARGETS[r.label]
+            continue
         if r.kind in ("sh_test", "genrule"):
             reasons[r.label] = "a %s, which CMake does not run" % r.kind
         if r.kind == "binary" and r.get("linkshared", False):
