@@ -11,9 +11,7 @@
 // tensordict_deps.bzl). The private members this
 // library relies on (td/compat/module_access.h) and the OpenMP runtime lookup (td/compat/omp.h)
 // live here too; //td/compat:compat_test fails on any LibTorch whose layout they no longer
-// match. A whole feature some versions lack is decided in Bazel instead, from the headers found:
-// AOTInductor's package loader (//td/nn/aoti; 2.6 and 2.14, not 1.13) is LIBTORCH_HAS_AOTI of
-// td/compat/aoti.bzl.
+// match.
 #pragma once
 
 #include <c10/core/ScalarType.h>
