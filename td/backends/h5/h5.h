@@ -15,16 +15,24 @@
 //    float); nested keys are group paths ("next/obs"). A key that cannot be one HDF5 name ('/'
 //    inside, which h5py would turn into a nested group, ".", "") is a ValueError naming it.
 //  * non-tensor data: a string is a scalar variable-length UTF-8 string dataset (upstream's
-//    str); any other JSON value is such a dataset holding its JSON text, with the attribute
-//    `tensordict_json` = 1. On reading, a scalar string dataset is a JSON string and an array of
-//    strings (fixed or variable length, h5py's `S` / `str`) a JSON array of strings.
+//    str); bools, numbers and rectangular arrays of one kind of them or of strings are h5py's
+//    tagged opaque data holding numpy's bytes, as upstream v0.14 writes them (the int 5 as
+//    "NUMPY:<i8", which upstream reads back as 5: NOTE [ HDF5 opaque data ] in npy_opaque.h);
+//    any other JSON value (null, objects, ragged or mixed arrays, which upstream cannot store in
+//    HDF5) is a scalar string dataset holding its JSON text, with the attribute
+//    `tensordict_json` = 1 (upstream reads that text). On reading, a scalar string dataset is a
+//    JSON string, an array of strings (fixed or variable length, h5py's `S` / `str`) a JSON array
+//    of strings, and opaque data the JSON value of its numpy data, or its description
+//    {"hdf5_opaque": {...}} where it has none (complex, datetime, untagged bytes).
 //  * batch sizes: every group we write carries the attribute `__tensordict__`, the JSON text
 //    {"batch_size": [...], "version": 1} (the metadata upstream's zarr backend writes; h5py and
 //    upstream's from_h5 ignore it). Opening a file, a group's batch size is, in order: the one
 //    given (OpenOptions::batch_size, for the opened group; its sub-groups then take it, or their
 //    stored one where that starts with it), the attribute, or upstream's inference: the longest
 //    prefix shared by the shapes of the group's datasets and the batch sizes of its sub-groups
-//    (inferred first).
+//    (inferred first), non-tensor data left out. (Upstream v0.14's from_h5 leaves out strings but
+//    counts opaque non-tensor data, whose numpy dtype its metadata takes for an array's: a scalar
+//    such as the int 5 makes it infer []. Its own _check_batch_size leaves them out, as we do.)
 //  * links iterate in creation order where the group tracks it (every group we create does), in
 //    name order otherwise (h5py's default, and what h5py shows).
 //  * attributes are not entries: H5TensorDict::attrs() reads them as JSON (robomimic keeps its

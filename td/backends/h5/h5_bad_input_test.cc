@@ -1,7 +1,7 @@
 // The h5 backend on input that other writers (or a hostile file) can produce: keys that are not
 // one HDF5 name, the layout's reserved attribute names, h5py bools holding other bytes, empty
-// attributes, JSON nested deep enough to exhaust a recursive parser. Each is read faithfully or
-// refused with an error naming the file and the key.
+// attributes, JSON nested deep enough to exhaust a recursive parser, opaque data of any tag and
+// size. Each is read faithfully or refused with an error naming the file and the key.
 #include <ATen/ATen.h>
 #include <gtest/gtest.h>
 
@@ -127,6 +127,51 @@ TEST(H5BadInput, DeeplyNestedJsonIsRefused) {
   });
   h5::H5TensorDict f = h5::open(data);
   TD_EXPECT_THROW_MSG(f.get_non_tensor("j"), h5::H5Error, {data, "'j'", "nested deeper"});
+}
+
+// An opaque dataset of `n` items of 4 bytes tagged `tag` ("" for none), unwritten (zeros).
+void AddOpaque(hid_t f, const char* name, const char* tag, hsize_t n) {
+  Hid type(H5Tcreate(H5T_OPAQUE, 4));
+  if (tag[0] != '\0') {
+    ASSERT_GE(H5Tset_tag(type.get(), tag), 0);
+  }
+  Hid space(H5Screate_simple(1, &n, nullptr));
+  Hid ds(H5Dcreate2(f, name, type.get(), space.get(), H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT));
+  ASSERT_TRUE(ds.ok());
+}
+
+TEST(H5BadInput, OpaqueDataOfAnyTagOpensTheFile) {
+  // Before NOTE [ HDF5 opaque data ] (npy_opaque.h), any opaque dataset refused the whole file.
+  const std::string path = FreshFile("opaque");
+  MakeFile(path, [](hid_t f) {
+    Hid x(H5Dcreate2(f, "x", H5T_NATIVE_FLOAT, Hid(H5Screate(H5S_SCALAR)).get(), H5P_DEFAULT,
+                     H5P_DEFAULT, H5P_DEFAULT));
+    AddOpaque(f, "i4", "NUMPY:<i4", 2);
+    AddOpaque(f, "raw", "", 1);                      // no tag: h5py's np.void
+    AddOpaque(f, "odd", "NUMPY:<i8", 1);             // 4 bytes for an int64
+    AddOpaque(f, "huge", "NUMPY:<i4", hsize_t{20} << 20);  // 80 MiB, never allocated
+  });
+  h5::H5TensorDict f = h5::open(path);
+  EXPECT_EQ(f.batch_size().vec(), std::vector<int64_t>{});  // non-tensor data is left out
+  EXPECT_EQ(f.get_non_tensor("i4"), nlohmann::json::array({0, 0}));
+  const nlohmann::json raw = f.get_non_tensor("raw");
+  EXPECT_EQ(raw["hdf5_opaque"]["tag"], "");
+  EXPECT_EQ(raw["hdf5_opaque"]["base64"], "AAAAAA==");
+  EXPECT_EQ(f.get_non_tensor("odd")["hdf5_opaque"]["item_size"], 4);
+  TD_EXPECT_THROW_MSG(f.get_non_tensor("huge"), h5::H5Error,
+                      {path, "'huge'", "NUMPY:<i4", "[20971520]", "64 MiB"});
+}
+
+TEST(H5BadInput, MalformedOpaqueDescriptionsAreRefusedKeepingTheEntry) {
+  const std::string path = FreshFile("describe");
+  h5::H5TensorDict f = h5::to_h5(TensorDict({{"x", at::zeros({2})}}, {2}), path);
+  f.set_non_tensor("n", 5);
+  const nlohmann::json bad = {{"hdf5_opaque", {{"tag", "NUMPY:<i8"}, {"shape", {1}}}}};
+  TD_EXPECT_THROW_MSG(f.set_non_tensor("n", bad), ValueError, {path, "'n'", "hdf5_opaque",
+                                                                "\"item_size\""});
+  EXPECT_EQ(f.get_non_tensor("n"), 5);
+  f.flush();
+  EXPECT_EQ(h5::open(path).get_non_tensor("n"), 5);
 }
 
 }  // namespace

@@ -6,7 +6,10 @@
 #include <gtest/gtest.h>
 
 #include <cstdlib>
+#include <cstring>
 #include <string>
+
+#include "absl/strings/escaping.h"
 
 #include "td/backends/h5/h5.h"
 #include "td/backends/memmap/test_util.h"
@@ -30,9 +33,20 @@ std::string PythonWithH5py() {
     GTEST_SKIP() << "/usr/bin/python3 cannot import h5py (Debian: apt-get install python3-h5py)"; \
   }
 
+// h5_fixture.py's complex non-tensor [1+2j, -0.5j] as the description the h5 backend reads an
+// opaque dataset it cannot decode as (NOTE [ HDF5 opaque data ] in npy_opaque.h).
+nlohmann::json ComplexDescription() {
+  const double parts[] = {1.0, 2.0, -0.0, -0.5};  // numpy's <c16: (real, imag) pairs
+  std::string bytes(sizeof(parts), '\0');
+  std::memcpy(bytes.data(), parts, sizeof(parts));
+  return {{"hdf5_opaque",
+           {{"tag", "NUMPY:<c16"}, {"shape", nlohmann::json::array({2})}, {"item_size", 16},
+            {"base64", absl::Base64Escape(bytes)}}}};
+}
+
 // What h5_fixture.py's expected() holds.
 TensorDict Expected() {
-  return TensorDict({{"a", at::arange(12, at::kFloat).view({3, 4})},
+  TensorDict td({{"a", at::arange(12, at::kFloat).view({3, 4})},
                      {"b", at::arange(3, at::kLong) * 7},
                      {"n",
                       {{"x", at::arange(30, at::kDouble).view({3, 2, 5}) / 4},
@@ -42,6 +56,17 @@ TensorDict Expected() {
                      {"odd", at::arange(3, at::kShort)},
                      {"note", "hello"}},
                     {3});
+  // Non-tensor data upstream v0.14 stores as numpy's bytes in tagged opaque datasets.
+  td.set_non_tensor("count", 5);
+  td.set_non_tensor("neg", -3);
+  td.set_non_tensor("ratio", 1.5);
+  td.set_non_tensor("done", true);
+  td.set_non_tensor("ids", nlohmann::json::array({1, 2, 3}));
+  td.set_non_tensor("grid", nlohmann::json::array({nlohmann::json::array({1, 2}),
+                                                   nlohmann::json::array({3, 4})}));
+  td.set_non_tensor("names", nlohmann::json::array({"a", "bc"}));
+  td.set_non_tensor("z", ComplexDescription());
+  return td;
 }
 
 void ExpectEqual(const TensorDict& got, const TensorDict& want) {
@@ -49,7 +74,13 @@ void ExpectEqual(const TensorDict& got, const TensorDict& want) {
   for (const NestedKey& k : want.keys(KeysOptions().include_nested(true).leaves_only(true))) {
     Value w = want.get_value(k);
     if (w.is_non_tensor()) {
-      EXPECT_EQ(got.get_non_tensor(k), w.non_tensor()) << k;
+      const nlohmann::json g = got.get_non_tensor(k);
+      EXPECT_EQ(g, w.non_tensor()) << k;
+      // The int 5 reads as an int, not as the float 5.0 (or the string "5").
+      EXPECT_EQ(g.type(), w.non_tensor().type() == nlohmann::json::value_t::number_unsigned
+                              ? nlohmann::json::value_t::number_integer
+                              : w.non_tensor().type())
+          << k;
       continue;
     }
     at::Tensor g = got.get(k);
@@ -67,7 +98,9 @@ TEST(H5FileCompat, H5pyWritesWeRead) {
   h5::H5TensorDict in = h5::open(path);
   ExpectEqual(in, Expected());  // batch [3] inferred as upstream's from_h5 does
   // h5py's groups keep no creation order: name order, as h5py lists them.
-  EXPECT_EQ(in.keys(), (std::vector<NestedKey>{"a", "b", "flag", "n", "note", "odd", "pix"}));
+  EXPECT_EQ(in.keys(), (std::vector<NestedKey>{"a", "b", "count", "done", "flag", "grid", "ids",
+                                               "n", "names", "neg", "note", "odd", "pix", "ratio",
+                                               "z"}));
   EXPECT_EQ(in.attrs()["env_args"], R"({"env_name": "Lift", "type": 1})");
   EXPECT_EQ(in.attrs()["total"], 3);
   EXPECT_EQ(in.attrs("n")["scale"], 0.25);

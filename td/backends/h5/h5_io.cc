@@ -8,6 +8,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "td/backends/h5/h5_io.h"
+#include "td/backends/h5/npy_opaque.h"
 #include "td/core/internal/structure_check.h"
 
 namespace td::h5::internal {
@@ -306,6 +307,45 @@ std::vector<hsize_t> DimsOf(hid_t space) {
   return dims;
 }
 
+// The opaque dataset `ds` (NOTE [ HDF5 opaque data ] in npy_opaque.h) as JSON.
+absl::StatusOr<nlohmann::json> ReadOpaque(hid_t ds, hid_t type, hid_t space,
+                                          const std::string& path) {
+  if (H5Tget_class(type) != H5T_OPAQUE) {
+    return absl::DataLossError(absl::StrCat("dataset '", path, "' is no longer opaque data"));
+  }
+  OpaqueData data;
+  char* tag = H5Tget_tag(type);
+  H5Eclear2(H5E_DEFAULT);  // an opaque type without a tag has none
+  if (tag != nullptr) {
+    data.tag = tag;
+    H5free_memory(tag);
+  }
+  data.item_size = static_cast<int64_t>(H5Tget_size(type));
+  const std::vector<hsize_t> dims = DimsOf(space);
+  data.shape.assign(dims.begin(), dims.end());
+  const hssize_t n = H5Sget_simple_extent_npoints(space);
+  int64_t bytes = 0;
+  if (n < 0 || data.item_size < 1 || __builtin_mul_overflow(int64_t{n}, data.item_size, &bytes) ||
+      bytes > kMaxOpaqueBytes) {
+    return absl::DataLossError(absl::StrCat(
+        "opaque dataset '", path, "' (tag '", data.tag, "', shape ", ShapeText(data.shape),
+        ", item size ", data.item_size, ") holds more than the ", kMaxOpaqueBytes >> 20,
+        " MiB read as a non-tensor value"));
+  }
+  data.bytes.assign(static_cast<size_t>(bytes), '\0');
+  if (bytes > 0) {
+    Hid mem(H5Tcopy(type));  // the file's own type: the bytes as stored
+    if (H5Dread(ds, mem.get(), H5S_ALL, H5S_ALL, H5P_DEFAULT, data.bytes.data()) < 0) {
+      return Io(path, "cannot read opaque dataset");
+    }
+  }
+  absl::StatusOr<nlohmann::json> out = DecodeOpaque(data);
+  if (!out.ok()) {
+    return absl::DataLossError(absl::StrCat("dataset '", path, "': ", out.status().message()));
+  }
+  return out;
+}
+
 }  // namespace
 
 absl::StatusOr<nlohmann::json> ReadNonTensor(hid_t file, const std::string& path, Node::Kind kind) {
@@ -314,6 +354,7 @@ absl::StatusOr<nlohmann::json> ReadNonTensor(hid_t file, const std::string& path
   if (!ds.ok()) return Io(path, "cannot open dataset");
   Hid type(H5Dget_type(ds.get()));
   Hid space(H5Dget_space(ds.get()));
+  if (kind == Node::Kind::kOpaque) return ReadOpaque(ds.get(), type.get(), space.get(), path);
   absl::StatusOr<std::vector<std::string>> strings =
       ReadStrings(type.get(), space.get(), [&](hid_t mem, void* buf) {
         return H5Dread(ds.get(), mem, H5S_ALL, H5S_ALL, H5P_DEFAULT, buf);
@@ -338,10 +379,31 @@ absl::StatusOr<nlohmann::json> ReadNonTensor(hid_t file, const std::string& path
   return nlohmann::json(text);
 }
 
-absl::Status WriteNonTensor(hid_t file, const std::string& path, const nlohmann::json& value) {
+absl::StatusOr<Node::Kind> WriteNonTensor(hid_t file, const std::string& path,
+                                          const nlohmann::json& value) {
+  // Encoded before the old entry goes: a malformed description leaves it in place.
+  absl::StatusOr<std::optional<OpaqueData>> opaque = EncodeOpaque(value);
+  if (!opaque.ok()) return opaque.status();
   Guard guard(Lock());
   if (H5Lexists(file, path.c_str(), H5P_DEFAULT) > 0) H5Ldelete(file, path.c_str(), H5P_DEFAULT);
   H5Eclear2(H5E_DEFAULT);
+  if (*opaque) {
+    const OpaqueData& data = **opaque;
+    Hid type(H5Tcreate(H5T_OPAQUE, static_cast<size_t>(data.item_size)));
+    std::vector<hsize_t> dims(data.shape.begin(), data.shape.end());
+    Hid space(dims.empty() ? H5Screate(H5S_SCALAR)
+                           : H5Screate_simple(static_cast<int>(dims.size()), dims.data(), nullptr));
+    if (!type.ok() || (!data.tag.empty() && H5Tset_tag(type.get(), data.tag.c_str()) < 0)) {
+      return Io(path, "cannot make the opaque type of");
+    }
+    Hid ds(H5Dcreate2(file, path.c_str(), type.get(), space.get(), H5P_DEFAULT, H5P_DEFAULT,
+                      H5P_DEFAULT));
+    if (!ds.ok() || (!data.bytes.empty() && H5Dwrite(ds.get(), type.get(), H5S_ALL, H5S_ALL,
+                                                     H5P_DEFAULT, data.bytes.data()) < 0)) {
+      return Io(path, "cannot write opaque dataset");
+    }
+    return Node::Kind::kOpaque;
+  }
   const std::string text = value.is_string() ? value.get<std::string>() : value.dump();
   Hid type = VlenString();
   Hid space(H5Screate(H5S_SCALAR));
@@ -351,8 +413,9 @@ absl::Status WriteNonTensor(hid_t file, const std::string& path, const nlohmann:
   if (!ds.ok() || H5Dwrite(ds.get(), type.get(), H5S_ALL, H5S_ALL, H5P_DEFAULT, &data) < 0) {
     return Io(path, "cannot write string dataset");
   }
-  if (!value.is_string()) return WriteAttr(file, path, kJsonAttr, 1);
-  return absl::OkStatus();
+  if (value.is_string()) return Node::Kind::kString;
+  if (absl::Status s = WriteAttr(file, path, kJsonAttr, 1); !s.ok()) return s;
+  return Node::Kind::kJson;
 }
 
 absl::StatusOr<nlohmann::json> ReadAttrs(hid_t file, const std::string& path) {

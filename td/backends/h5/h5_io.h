@@ -18,11 +18,12 @@
 // MemmapError is memmap's): a file that is missing, truncated or not HDF5 (HDF5's open fails
 // with the reason, e.g. "truncated file: eof = ..."), a dataset whose leading dims disagree with
 // the batch size (both shapes named), a dtype with no tensor counterpart (variable-length
-// sequences, compounds, opaque data, references, unsigned 16-64 bit integers; the HDF5 class
-// named), an external link (its target file named), a soft link that dangles, a link cycle,
-// nesting deeper than kMaxNestingDepth. The walk checks all of it
-// when the file is opened, so later reads meet only I/O errors. Bad arguments stay ValueError /
-// KeyError / TypeError, as on every backend.
+// sequences, compounds, references, unsigned 16-64 bit integers; the HDF5 class named; opaque
+// data is non-tensor data, NOTE [ HDF5 opaque data ] in npy_opaque.h), an external link (its
+// target file named), a soft link that dangles, a link cycle, nesting deeper than
+// kMaxNestingDepth. The walk checks all of it when the file is opened, so later reads meet only
+// I/O errors (and opaque data too large to read as a value, npy_opaque.h). Bad arguments stay
+// ValueError / KeyError / TypeError, as on every backend.
 #pragma once
 
 #include <ATen/core/Tensor.h>
@@ -84,10 +85,11 @@ struct Node {
     kString,   // a scalar string dataset: a JSON string
     kStrings,  // an array of strings: a JSON array of strings
     kJson,     // a scalar string dataset with the attribute tensordict_json: parsed JSON
+    kOpaque,   // an opaque dataset: NOTE [ HDF5 opaque data ] in npy_opaque.h
   };
   Kind kind = Kind::kGroup;
   at::ScalarType dtype = at::kFloat;  // kTensor
-  std::vector<int64_t> shape;         // kTensor, kStrings: the dataset's shape
+  std::vector<int64_t> shape;         // kTensor, kStrings, kOpaque: the dataset's shape
   std::vector<int64_t> batch;         // kGroup: the level's batch size in the file
   std::vector<std::pair<std::string, std::unique_ptr<Node>>> children;  // kGroup, in order
   // kTensor: the dataset, opened on its first read and kept open while the node lives (closed
@@ -181,10 +183,14 @@ absl::Status CreateGroup(hid_t file, const std::string& path, const std::vector<
 // Rewrites a group's batch-size attribute.
 absl::Status WriteBatchAttr(hid_t file, const std::string& path, const std::vector<int64_t>& batch);
 
-// A non-tensor entry (Kind kString, kStrings, kJson) as JSON.
+// A non-tensor entry (Kind kString, kStrings, kJson, kOpaque) as JSON.
 absl::StatusOr<nlohmann::json> ReadNonTensor(hid_t file, const std::string& path, Node::Kind kind);
-// Writes `value` as a scalar string dataset (strings as they are, other JSON as text + kJsonAttr).
-absl::Status WriteNonTensor(hid_t file, const std::string& path, const nlohmann::json& value);
+// Writes `value` as upstream does (NOTE [ HDF5 layout ] in h5.h): a string as a scalar string
+// dataset, a value with a numpy form as tagged opaque data (NOTE [ HDF5 opaque data ]), other JSON
+// as its text in a scalar string dataset with kJsonAttr. Returns the Kind written (kString,
+// kOpaque, kJson); kInvalidArgument for a malformed {"hdf5_opaque": ...} description.
+absl::StatusOr<Node::Kind> WriteNonTensor(hid_t file, const std::string& path,
+                                          const nlohmann::json& value);
 
 // Every attribute of the object at `path` as a JSON object; an empty one (a null dataspace,
 // h5py.Empty) is null.

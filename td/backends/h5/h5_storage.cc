@@ -10,6 +10,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "td/backends/h5/npy_opaque.h"
 #include "td/core/dtype.h"
 #include "td/core/internal/batch_index.h"
 #include "td/core/internal/leaves.h"
@@ -214,10 +215,12 @@ void H5Storage::Put(const std::vector<std::string>& level, Node* lvl, std::strin
     existing = nullptr;
   };
   if (value.is_non_tensor()) {
+    // A malformed {"hdf5_opaque": ...} description (npy_opaque.h) is a ValueError before the old
+    // entry goes.
+    ThrowIfError<H5Error>(EncodeOpaque(value.non_tensor()).status(), context);
     remove_existing();
-    ThrowIfError<H5Error>(WriteNonTensor(fid, path, value.non_tensor()), context);
     auto node = std::make_unique<Node>();
-    node->kind = value.non_tensor().is_string() ? Node::Kind::kString : Node::Kind::kJson;
+    node->kind = ValueOrThrow<H5Error>(WriteNonTensor(fid, path, value.non_tensor()), context);
     lvl->put(name, std::move(node));
     return;
   }

@@ -7,7 +7,9 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <map>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "td/backends/h5/h5_io.h"
@@ -283,6 +285,48 @@ TEST(H5Test, StringsAreNonTensorData) {
   EXPECT_EQ(in.get_non_tensor("names"), nlohmann::json::array({"demo0", "demo1"}));
   // In a tensor's place they are a TypeError naming the key.
   TD_EXPECT_THROW_MSG(in.get("names"), c10::TypeError, {"'names'"});
+}
+
+TEST(H5Test, NonTensorDataIsStoredInUpstreamsForm) {
+  // NOTE [ HDF5 layout ] in h5.h: strings as strings, numpy-able values as h5py's tagged opaque
+  // data (NOTE [ HDF5 opaque data ] in npy_opaque.h), the rest as JSON text.
+  const std::string path = FreshFile("nontensor");
+  const std::vector<std::pair<std::string, nlohmann::json>> values = {
+      {"int", 5}, {"float", 1.5}, {"bool", false}, {"ints", nlohmann::json::parse("[1, 2, 3]")},
+      {"mixed", nlohmann::json::parse("[1, 2.5]")},
+      {"strs", nlohmann::json::parse(R"(["a", "b\u00e9"])")}, {"str", "text"},
+      {"dict", nlohmann::json::parse(R"({"a": [1, null]})")}, {"null", nullptr},
+      {"ragged", nlohmann::json::parse("[[1], [2, 3]]")}};
+  const std::map<std::string, std::string> tags = {
+      {"int", "NUMPY:<i8"}, {"float", "NUMPY:<f8"}, {"bool", "NUMPY:|b1"},
+      {"ints", "NUMPY:<i8"}, {"mixed", "NUMPY:<f8"}, {"strs", "NUMPY:<U2"}};
+  {
+    h5::H5TensorDict out = h5::to_h5(TensorDict({{"x", at::zeros({2})}}, {2}), path);
+    for (const auto& [k, v] : values) {
+      out.set_non_tensor(k, v);
+      EXPECT_EQ(out.get_non_tensor(k), v) << k;  // through the open file's own tree
+    }
+  }
+  h5::H5TensorDict in = h5::open(path);
+  EXPECT_EQ(in.batch_size(), at::IntArrayRef({2}));
+  for (const auto& [k, v] : values) EXPECT_EQ(in.get_non_tensor(k), v) << k;
+  EXPECT_TRUE(in.get_non_tensor("int").is_number_integer());
+  Guard guard(Lock());
+  Hid f(H5Fopen(path.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT));
+  for (const auto& [k, v] : values) {
+    Hid ds(H5Dopen2(f.get(), k.c_str(), H5P_DEFAULT));
+    Hid type(H5Dget_type(ds.get()));
+    const auto tag = tags.find(k);
+    if (tag == tags.end()) {
+      EXPECT_EQ(H5Tget_class(type.get()), H5T_STRING) << k;
+      EXPECT_EQ(H5Aexists(ds.get(), "tensordict_json") > 0, k != "str") << k;
+      continue;
+    }
+    ASSERT_EQ(H5Tget_class(type.get()), H5T_OPAQUE) << k;
+    char* got = H5Tget_tag(type.get());
+    EXPECT_EQ(std::string(got), tag->second) << k;
+    H5free_memory(got);
+  }
 }
 
 TEST(H5Test, FactoryOpensANewFileById) {

@@ -128,7 +128,7 @@ absl::StatusOr<at::ScalarType> TensorDtypeOf(hid_t type) {
     case H5T_ENUM: name = "an enum (other than h5py's bool)"; break;
     case H5T_COMPOUND: name = "a compound"; break;
     case H5T_VLEN: name = "a variable-length sequence"; break;
-    case H5T_OPAQUE: name = "an opaque (e.g. pickled)"; break;
+    case H5T_OPAQUE: name = "an opaque"; break;
     case H5T_REFERENCE: name = "a reference"; break;
     case H5T_ARRAY: name = "an array"; break;
     case H5T_TIME: name = "a time"; break;
@@ -302,10 +302,14 @@ struct Walker {
       }
       return node;
     }
+    if (H5Tget_class(type.get()) == H5T_OPAQUE) {  // non-tensor data (npy_opaque.h)
+      node->kind = Node::Kind::kOpaque;
+      return node;
+    }
     absl::StatusOr<at::ScalarType> dtype = TensorDtypeOf(type.get());
     if (!dtype.ok()) {
       return Fail(key, absl::StrCat(dtype.status().message(), " (shape ", ShapeText(node->shape),
-                                    "): only numbers, bools and strings are read"));
+                                    "): only numbers, bools, strings and opaque data are read"));
     }
     node->kind = Node::Kind::kTensor;
     node->dtype = *dtype;

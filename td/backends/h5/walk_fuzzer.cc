@@ -4,7 +4,9 @@
 // external and hard links (cycles included), and the batch-size attribute with any text. The walk
 // must give a status or a tree, never a crash, a hang or an uncaught exception; and what it
 // accepts must keep its promises: every tensor's shape and sub-group's batch size starts with its
-// level's batch size, nesting stays within kMaxNestingDepth, only supported dtypes appear.
+// level's batch size, nesting stays within kMaxNestingDepth, only supported dtypes appear, and
+// every non-tensor entry (opaque data with any tag and bytes included: NOTE [ HDF5 opaque data ]
+// in npy_opaque.h) reads as JSON that serialises, or as an error with a message.
 // Malformed bytes on disk are HDF5's own parser's business (fuzzed by HDF5 upstream), not the
 // walk's, so the file itself is always well-formed here.
 // Built with clang by tests/fuzz/run.sh (`-fsanitize=fuzzer,address,undefined`), and replayed
@@ -34,7 +36,7 @@ void Require(bool ok, const char* what) {
   }
 }
 
-void Check(const Node& node, int depth) {
+void Check(hid_t file, const std::string& path, const Node& node, int depth) {
   Require(depth <= td::kMaxNestingDepth + 1, "nesting deeper than kMaxNestingDepth");
   Require(node.kind == Node::Kind::kGroup, "a level that is not a group");
   for (const auto& [name, child] : node.children) {
@@ -44,13 +46,21 @@ void Check(const Node& node, int depth) {
       for (size_t i = 0; i < node.batch.size(); ++i) {
         Require(child->batch[i] == node.batch[i], "a sub-group's batch does not start with its level's");
       }
-      Check(*child, depth + 1);
+      Check(file, td::h5::internal::JoinPath(path, name), *child, depth + 1);
     } else if (child->kind == Node::Kind::kTensor) {
       Require(child->shape.size() >= node.batch.size(), "a tensor shorter than the batch");
       for (size_t i = 0; i < node.batch.size(); ++i) {
         Require(child->shape[i] == node.batch[i], "a tensor that does not start with the batch");
       }
       Require(td::h5::internal::MemType(child->dtype).ok(), "a dtype without a memory type");
+    } else {
+      absl::StatusOr<nlohmann::json> v = td::h5::internal::ReadNonTensor(
+          file, td::h5::internal::JoinPath(path, name), child->kind);
+      if (v.ok()) {
+        Require(!v->dump().empty(), "a non-tensor value that does not serialise");
+      } else {
+        Require(!v.status().message().empty(), "a non-tensor error without a message");
+      }
     }
   }
 }
@@ -88,9 +98,14 @@ hid_t TypeOf(uint8_t choice, Hid* owned) {
       H5Tset_size(owned->get(), H5T_VARIABLE);
       return owned->get();
     case 12: *owned = Hid(H5Tvlen_create(H5T_NATIVE_INT)); return owned->get();
-    default:
+    default: {  // opaque data of 4 bytes, tagged as h5py tags numpy data (or not)
+      static const char* const kTags[] = {"", "NUMPY:<i4", "NUMPY:<U1", "NUMPY:|b1",
+                                          "NUMPY:<c16", "NUMPY:>f4", "NUMPY:|S4", "NUMPY:<U"};
       *owned = Hid(H5Tcreate(H5T_OPAQUE, 4));
+      const char* tag = kTags[(choice / 14) % 8];
+      if (tag[0] != '\0') H5Tset_tag(owned->get(), tag);
       return owned->get();
+    }
   }
 }
 
@@ -134,6 +149,13 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
         Hid space(rank == 0 ? H5Screate(H5S_SCALAR) : H5Screate_simple(rank, dims.data(), nullptr));
         Hid ds(H5Dcreate2(file.get(), path.c_str(), type, space.get(), H5P_DEFAULT, H5P_DEFAULT,
                           H5P_DEFAULT));
+        if (ds.ok() && H5Tget_class(type) == H5T_OPAQUE) {  // any bytes (else: zeros)
+          std::vector<unsigned char> bytes(4 * H5Sget_simple_extent_npoints(space.get()));
+          for (unsigned char& b : bytes) b = in.byte();
+          if (!bytes.empty()) {
+            H5Dwrite(ds.get(), type, H5S_ALL, H5S_ALL, H5P_DEFAULT, bytes.data());
+          }
+        }
         if (ds.ok()) made.push_back(path);
         break;
       }
@@ -172,7 +194,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     absl::StatusOr<std::unique_ptr<Node>> tree =
         td::h5::internal::Walk(file.get(), "walk_fuzzer.h5", group, batch);
     if (tree.ok()) {
-      Check(**tree, 0);
+      Check(file.get(), group, **tree, 0);
       if (batch) Require((*tree)->batch == *batch, "the given batch size was not kept");
     } else {
       Require(!tree.status().message().empty(), "an error without a message");

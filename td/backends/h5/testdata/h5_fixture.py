@@ -4,8 +4,15 @@ Provenance: follows pytorch/tensordict's tensordict/persistent.py (PersistentTen
 which to_h5 calls, and from_h5 / _set_max_batch_size): a nested key is a group path, a tensor is
 `create_dataset(key, data=tensor.numpy(), **kwargs)`, a string non-tensor is a scalar string
 dataset, and from_h5 infers each level's batch size as the longest prefix its datasets' shapes and
-sub-groups' batch sizes share. Python tensordict itself is not needed; h5py and numpy are
-(Debian: python3-h5py).
+sub-groups' batch sizes share. Other non-tensor data follows v0.14.0's _H5Backend.encode_non_tensor
+(`np.array(value).astype(h5py.opaque_dtype(...))`: numpy's bytes in an HDF5 opaque type tagged
+"NUMPY:<dtype.str>", e.g. the int 5 as "NUMPY:<i8") and _is_non_tensor_h5 / read_non_tensor
+(strings, vlen, enum and opaque datasets are non-tensor data, read as `node[()]`). infer_batch
+leaves all of them out, as _check_batch_size does; v0.14's _set_max_batch_size leaves out strings
+but counts opaque data (its metadata takes numpy's dtype for an array's), which we do not follow.
+v0.14 cannot store None, dicts or other objects numpy makes an object array of (h5py: "Cannot
+store numpy object arrays as opaque data"). Python tensordict itself is not needed; h5py and numpy
+are (Debian: python3-h5py).
 
 Usage: h5_fixture.py write <file>   # the expected content, as upstream's to_h5 writes it, plus
                                     # the attributes robomimic-style files carry
@@ -20,7 +27,7 @@ import numpy as np
 
 
 def expected():
-    """Nested dict: key -> numpy array | dict | str (a string non-tensor)."""
+    """Nested dict: key -> numpy array (a tensor) | dict (a group) | other (non-tensor data)."""
     return {
         "a": np.arange(12, dtype=np.float32).reshape(3, 4),
         "b": np.arange(3, dtype=np.int64) * 7,
@@ -32,16 +39,36 @@ def expected():
         "pix": np.arange(6, dtype=np.uint8).reshape(3, 2),
         "odd": np.arange(3, dtype=np.int16),
         "note": "hello",
+        # non-tensor data v0.14 stores as tagged opaque data (NUMPY:<i8, <f8, |b1, <U2, <c16)
+        "count": 5,
+        "neg": -3,
+        "ratio": 1.5,
+        "done": True,
+        "ids": [1, 2, 3],
+        "grid": [[1, 2], [3, 4]],
+        "names": ["a", "bc"],
+        "z": [1 + 2j, -0.5j],  # complex: no JSON form; read here as its description
     }
+
+
+def is_non_tensor(node):
+    """upstream's _is_non_tensor_h5."""
+    dt = node.dtype
+    return bool(h5py.check_string_dtype(dt) or h5py.check_vlen_dtype(dt)
+                or h5py.check_enum_dtype(dt) or h5py.check_opaque_dtype(dt))
 
 
 def write_level(group, content):
     for key, value in content.items():
         if isinstance(value, dict):
             write_level(group.create_group(key), value)
-        else:
+        elif isinstance(value, (np.ndarray, str)):
             # upstream: file.create_dataset(key, data=value, **kwargs); a str is stored as is.
             group.create_dataset(key, data=value)
+        else:
+            # upstream's _H5Backend.encode_non_tensor for a non-string
+            out = np.array(value)
+            group.create_dataset(key, data=out.astype(h5py.opaque_dtype(out.dtype)))
 
 
 def write(path):
@@ -65,6 +92,13 @@ def check_level(group, content, where):
             got = node[()]
             got = got.decode() if isinstance(got, bytes) else got
             assert got == want, (where, key, got)
+        elif not isinstance(want, np.ndarray):
+            # upstream's read_non_tensor: node[()], numpy's value of the opaque data
+            assert h5py.check_opaque_dtype(node.dtype), (where, key, node.dtype)
+            got, want = node[()], np.array(want)
+            assert got.dtype == want.dtype, (where, key, got.dtype, want.dtype)
+            assert np.shape(got) == want.shape, (where, key, np.shape(got), want.shape)
+            assert np.array_equal(got, want), (where, key, got, want)
         else:
             got = node[()]
             assert got.dtype == want.dtype, (where, key, got.dtype, want.dtype)
@@ -79,7 +113,7 @@ def infer_batch(group):
         node = group[key]
         if isinstance(node, h5py.Group):
             shapes.append(infer_batch(node))
-        elif node.dtype.kind not in ("S", "O", "U"):
+        elif not is_non_tensor(node):
             shapes.append(list(node.shape))
     if not shapes:
         return []
