@@ -144,7 +144,8 @@ struct Builder {
   // parent with a device may be stored as a copy moved there, which is not the one Level() made.
   static void Lock(const internal::LevelMeta& m, TensorDict t) {
     if (m.kind == internal::LevelKind::kLazyStack) {
-      const std::vector<TensorDict>& members = LazyStackedTensorDict(t).tensordicts();
+      const LazyStackedTensorDict stack(t);
+      const std::vector<TensorDict>& members = stack.tensordicts();
       for (size_t i = 0; i < m.subs.size(); ++i) Lock(m.subs[i], members[i]);
     } else {
       for (const auto& sub : m.subs) {
