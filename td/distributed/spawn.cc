@@ -80,7 +80,6 @@ class StoreDir {
     }
     if (o.group_options()) o.group_options()(rank, g);
     ProcessGroupPtr pg = init_process_group(g);
-    pg->barrier()->wait(o.group_timeout());  // every rank has joined (spawn.h)
     code = fn(rank, pg);
     if (o.final_barrier()) pg->barrier()->wait(o.group_timeout());
   } catch (const std::exception& e) {

@@ -10,11 +10,9 @@
 //   return td::distributed::all_ok(exits) ? 0 : 1;
 //
 // The ranks meet through a FileStore in a fresh directory under TMPDIR (or /tmp), removed when
-// spawn returns, or through a TCPStore on a free 127.0.0.1 port. The function runs once every
-// rank has joined the group (a barrier after the join: Gloo connects each pair from both ends, and
-// a rank that left at once could otherwise break a slower peer's join). A process whose function
-// throws prints "[rank r] uncaught exception: ..." on stderr and exits with code 1. The children
-// die with the caller (PR_SET_PDEATHSIG), so a killed program leaves none behind.
+// spawn returns, or through a TCPStore on a free 127.0.0.1 port. A process whose function throws
+// prints "[rank r] uncaught exception: ..." on stderr and exits with code 1. The children die
+// with the caller (PR_SET_PDEATHSIG), so a killed program leaves none behind.
 //
 // fork copies only the calling thread: call spawn before this process has used LibTorch's thread
 // pools (intra-op and inter-op parallel work), and keep LibTorch work inside the function.
