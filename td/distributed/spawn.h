@@ -11,7 +11,9 @@
 //
 // The ranks meet through a FileStore in a fresh directory under TMPDIR (or /tmp), removed when
 // spawn returns, or through a TCPStore on a free 127.0.0.1 port. A process whose function throws
-// prints "[rank r] uncaught exception: ..." on stderr and exits with code 1. The children die
+// prints "[rank r] uncaught exception: ..." on stderr and exits with code 1. A rank may start its
+// function before a slower peer has finished joining: one that exits at once can make that
+// peer's join fail, so begin with pg->barrier() where a rank may end early. The children die
 // with the caller (PR_SET_PDEATHSIG), so a killed program leaves none behind.
 //
 // fork copies only the calling thread: call spawn before this process has used LibTorch's thread

@@ -81,9 +81,12 @@ TEST(Spawn, ReportsEachRanksExitCode) {
 }
 
 TEST(Spawn, AThrowingRankExitsWithOne) {
-  // No final barrier: the rank that throws never reaches it.
+  // No final barrier: the rank that throws never reaches it. The barrier first: a rank that threw
+  // at once could close its connection while its peer was still joining (Gloo connects each pair
+  // from both ends), and the peer's join would fail under load.
   const auto exits = spawn(SpawnOptions().world_size(2).final_barrier(false),
-                           [](int rank, const ProcessGroupPtr&) -> int {
+                           [](int rank, const ProcessGroupPtr& pg) -> int {
+                             pg->barrier()->wait(std::chrono::seconds(60));
                              if (rank == 1) throw std::runtime_error("rank 1 gives up");
                              return 0;
                            });
