@@ -23,6 +23,7 @@ struct AotiPackage {
   size_t num_outputs = 0;
   std::unordered_map<std::string, std::string> metadata;
   std::string device;  // AOTI_DEVICE_KEY
+  c10::DeviceType device_kind = c10::DeviceType::CPU;  // `device`, parsed once for the checks
   std::optional<nlohmann::json> signature;
   std::mutex constants_mutex;  // load_constants: one update of the inactive buffer at a time
 };
@@ -82,6 +83,11 @@ void ReadCallSpec(const std::string& path, internal::AotiPackage& p) {
   }
 }
 
+std::string ErrorText(const std::exception& e) {
+  if (auto* c = dynamic_cast<const c10::Error*>(&e)) return c->what_without_backtrace();
+  return e.what();
+}
+
 std::shared_ptr<internal::AotiPackage> LoadPackage(const std::string& path,
                                                    const AotiModuleOptions& options) {
   auto p = std::make_shared<internal::AotiPackage>();
@@ -95,14 +101,17 @@ std::shared_ptr<internal::AotiPackage> LoadPackage(const std::string& path,
     p->metadata = p->loader->get_metadata();
   } catch (const std::exception& e) {
     TD_FAIL(ValueError, "AotiModule: cannot load the AOTInductor package ", path, " (model '",
-            options.model_name(), "'): ",
-            dynamic_cast<const c10::Error*>(&e)
-                ? dynamic_cast<const c10::Error*>(&e)->what_without_backtrace()
-                : e.what());
+            options.model_name(), "'): ", ErrorText(e));
   }
   ReadCallSpec(path, *p);
   auto dev = p->metadata.find("AOTI_DEVICE_KEY");
   p->device = dev == p->metadata.end() ? "cpu" : dev->second;
+  try {
+    p->device_kind = c10::Device(p->device).type();
+  } catch (const std::exception& e) {
+    TD_FAIL(ValueError, "AotiModule: ", path, ": the package's AOTI_DEVICE_KEY '", p->device,
+            "' is not a device type: ", ErrorText(e));
+  }
   auto sig = p->metadata.find(kSignatureKey);
   if (sig != p->metadata.end()) {
     try {
@@ -146,11 +155,6 @@ std::string ShapeRepr(const std::vector<std::optional<int64_t>>& shape) {
     s += (i ? ", " : "") + (shape[i] ? std::to_string(*shape[i]) : std::string("*"));
   }
   return s + "]";
-}
-
-std::string ErrorText(const std::exception& e) {
-  if (auto* c = dynamic_cast<const c10::Error*>(&e)) return c->what_without_backtrace();
-  return e.what();
 }
 
 }  // namespace
@@ -262,8 +266,7 @@ at::Tensor AotiModuleImpl::checked(const at::Tensor& t, size_t i) const {
                     "')");
   };
   if (!t.defined()) TD_FAIL(TypeError, where(), " is an undefined tensor");
-  const std::string device = c10::DeviceTypeName(t.device().type(), /*lower_case=*/true);
-  if (device != package_->device) {
+  if (t.device().type() != package_->device_kind) {
     TD_FAIL(ValueError, where(), ": expected a tensor on ", package_->device,
             " (the package was compiled for it), found one on ", t.device().str());
   }
