@@ -47,7 +47,7 @@ TEST(Consolidate, EveryLeafIsAnAlignedViewIntoOneBuffer) {
   EXPECT_FALSE(c.get("a").eq(7).all().item<bool>());
 }
 
-// Dim names of every level are kept, in memory and through a file (issue 46).
+// Dim names of every level are kept, in memory and through a file.
 TEST(Consolidate, KeepsDimNames) {
   TensorDict td = test::SampleTensorDict();  // batch [3, 4], "n" [3, 4, 2]
   td.set_names({"env", "time"});

@@ -154,7 +154,7 @@ std::string Named(const std::string& batch, const std::string& names,
   return level.insert(level.find(at), "\"names\": " + names + ", ");
 }
 
-// Bad dim names (issue 46: names are read now) are a MemmapError naming the file and level.
+// Bad dim names are a MemmapError naming the file and level.
 TEST(ConsolidatedFileBadInput, BadDimNames) {
   const std::pair<std::string, std::vector<std::string>> cases[] = {
       {Named("2, 3", "[\"a\"]"), {"(root)", "[\"a\"]", "not a list of 2 names"}},

@@ -104,7 +104,7 @@ TEST(ConsolidatedFileCompat, PythonWritesWeRead) {
   TensorDict loaded = load_consolidated(path);
   EXPECT_TRUE(is_consolidated(loaded));
   ExpectEqual(loaded, Expected());
-  // Dim names, every level's (issue 46: they were dropped).
+  // Dim names, every level's (they used to be dropped).
   EXPECT_EQ(loaded.names(), DimNames({"env"}));
   EXPECT_EQ(loaded.get_tensordict("n").names(), DimNames({"env", "agent"}));
   // Python's read order: non-tensors, leaves, then sub-TensorDicts.

@@ -60,7 +60,7 @@ TEST(ConsolidatedFile, SaveAConsolidatedTensorDict) {
   std::remove(path.c_str());
 }
 
-// Dim names of every level round-trip (issue 46: they were written as null and not read).
+// Dim names of every level round-trip (they used to be written as null and not read).
 TEST(ConsolidatedFile, DimNamesRoundTrip) {
   TensorDict td = test::SampleTensorDict();  // batch [3, 4], "n" [3, 4, 2]
   td.set_names({"env", "time"});

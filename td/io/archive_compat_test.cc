@@ -98,7 +98,7 @@ void ExpectStack(const TensorDict& got) {
   EXPECT_TRUE(got.get({"n", "y"}).equal(ExpectedStack().get({"n", "y"})));
 }
 
-// Issue 46: lazy stacks both ways; one loaded from disk (a Python archive, or our directory)
+// Lazy stacks both ways; one loaded from disk (a Python archive, or our directory)
 // saves to an archive Python reads.
 TEST(ArchiveCompat, LazyStackLoadedFromDiskSavesForPython) {
   TD_REQUIRE_PYTHON();

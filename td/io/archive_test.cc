@@ -246,7 +246,7 @@ void ExpectStack(const TensorDict& got, const TensorDict& want, const std::strin
   EXPECT_TRUE(got.get({"n", "y"}).equal(want.get({"n", "y"})));
 }
 
-// Issue 46: a lazy stack loaded from disk (members memory-mapped, or views of an archive's
+// A lazy stack loaded from disk (members memory-mapped, or views of an archive's
 // mapping) saves to an archive, also onto the archive it was loaded from.
 TEST(ArchiveResave, LazyStackLoadedFromDisk) {
   const std::string dir = FreshDir("restack");
@@ -300,7 +300,7 @@ TEST(ArchiveResave, PlainLoadedFromDisk) {
   EXPECT_TRUE(load(dir + "/n.tdz").get("w").equal(want.get({"next", "w"})));
 }
 
-// Issue 46: TensorDict::load_memmap opens an archive as upstream 0.14's load_memmap does (NOTE
+// TensorDict::load_memmap opens an archive as upstream 0.14's load_memmap does (NOTE
 // [ load_memmap of an archive ] in td/backends/memmap/archive_hook.h).
 TEST(ArchiveLoadMemmap, OpensArchivesCopyOnWrite) {
   const std::string dir = FreshDir("lmm");

@@ -82,8 +82,8 @@ TensorDict save(const TensorDict& td, const std::string& prefix, const SaveOptio
     pack_memmap(m->path(), prefix);
   } else {
     // The staging directory is a private copy that only feeds the archive, so leaves that are
-    // already memory-mapped (a lazy stack or a level loaded by load_memmap, an archive's views:
-    // issue 46) are copied into it whatever copy_existing says: upstream 0.14's archive writer
+    // already memory-mapped (a lazy stack or a level loaded by load_memmap, an archive's views)
+    // are copied into it whatever copy_existing says: upstream 0.14's archive writer
     // (_write_archive_from_td in tensordict/_archive.py) stages with memmap_like and streams
     // every leaf into the zip, so it never refuses one either.
     const std::string staging = StagingBeside(prefix);

@@ -12,7 +12,7 @@
   archive_fixture.py write_stack PATH      the archive of a lazy stack (below) as upstream lays it
                                            out: the stack's meta.json (_type, stack_dim), then one
                                            TensorDict level per member under 0/, 1/, 2/
-  archive_fixture.py check_stack PATH      checks such an archive the C++ side wrote (issue 46: a
+  archive_fixture.py check_stack PATH      checks such an archive the C++ side wrote (a
                                            lazy stack loaded from disk, saved again)
 
 The content: batch [4]; "obs" float32 [4, 3] = 0..11; "next" / "r" int64 [4] = 10, 20, 30, 40;
