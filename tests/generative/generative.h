@@ -131,7 +131,7 @@ NamesRule NoNames(int64_t rank);                              // `rank` unnamed 
 NamesRule DropDims(std::vector<int64_t> dims, bool keepdim);  // reductions (dims wrapped)
 NamesRule Permuted(std::vector<int64_t> order);               // result dim i <- input order[i]
 
-// ---- the row table (rows_pointwise.cc, rows_reduce.cc, rows_shape.cc, rows_misc.cc) ---------
+// ---- the row table (rows_*.cc) ---------------------------------------------------------------
 
 // One row's case generator: draws arguments from c.rng for c.td and runs the checks.
 using RowCase = std::function<void(Case& c)>;
