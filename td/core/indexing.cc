@@ -59,6 +59,9 @@ NormalizedIndex NormalizeIndex(internal::BatchIndex ex) {
       out.indices.push_back(std::move(index));
     }
   }
+  // Nothing left (an Ellipsis over batch size []): the whole leaf, which LibTorch spells
+  // {Ellipsis} (it refuses an empty index list).
+  if (out.indices.empty()) out.indices.emplace_back(at::indexing::Ellipsis);
   return out;
 }
 

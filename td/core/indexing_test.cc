@@ -309,5 +309,13 @@ TEST(IndexingTest, NegativeStepIsANamedError) {
   EXPECT_EQ(t.index({Slice(None, None, 2)}).batch_size(), at::IntArrayRef({2, 4}));
 }
 
+TEST(IndexPutTest, EllipsisOnEmptyBatchWritesEveryLeaf) {
+  TensorDict t({{"a", at::zeros({2})}, {"n", TensorDict({{"b", at::zeros({})}}, {})}}, {});
+  t.index_put_({at::indexing::Ellipsis}, 1.5);
+  EXPECT_TRUE(t.get("a").equal(at::full({2}, 1.5)));
+  EXPECT_TRUE(t.get({"n", "b"}).equal(at::full({}, 1.5)));
+  EXPECT_TRUE(t.index({at::indexing::Ellipsis}).get("a").equal(at::full({2}, 1.5)));
+}
+
 }  // namespace
 }  // namespace td

@@ -245,18 +245,28 @@ const std::vector<KnownIssue>& KnownIssues() {
        "a lazy view of a TensorDict with named dims: its nested levels lack the root's names"},
       {"", "permute_view", "lacks the names of the root's dims",
        "a lazy view of a TensorDict with named dims: its nested levels lack the root's names"},
-      {"", "", "Passing an empty index list to Tensor::index()",
-       "index_put_({Ellipsis}, value) on a TensorDict of batch size [] raises"},
-      {"where(const at::Tensor& condition, const at::Scalar& other)", "", "is Bool",
-       "where(condition, number) keeps a bool leaf's dtype where torch.where promotes"},
-      {"flip(at::IntArrayRef dims)", "", "appears multiple times",
-       "flip accepts a repeated batch dim, which torch.flip refuses"},
-      {"logsumexp(const ReduceOptions& options = {})", "", "names [",
-       "a reduction over batch dims of a TensorDict without leaves drops every name"},
-      {"max(const ReduceOptions& options = {})", "", "names [",
-       "a reduction over batch dims of a TensorDict without leaves drops every name"},
-      {"prod(at::IntArrayRef dims, bool keepdim = false)", "", "names [",
-       "a reduction over batch dims of a TensorDict without leaves drops every name"},
+      {"", "h5", "keys [",
+       "copy_ / update_ into an HDF5-backed TensorDict put a level's non-tensor entries after its "
+       "nested levels (the key order changes)"},
+      {"", "", "input after a failed in-place op",
+       "an in-place op that fails on one leaf's values (an integer remainder_ by zero, a scalar "
+       "that overflows the leaf's dtype in masked_fill_ / index_put_) has already written the "
+       "leaves before it"},
+      {"", "", "raises (The shape of the mask",
+       "a bool mask whose shape does not match the batch dims it covers is accepted by the HDF5 "
+       "backend's index() and the lazy stack's index_put_"},
+      {"", "lazy_stack", "cannot be written to",
+       "the lazy stack's index_put_ accepts a TensorDict value whose zero-size leaf does not "
+       "match the target's shape"},
+      {"reshape(at::IntArrayRef shape)", "index_view", "names [",
+       "reshape of a lazy index view keeps the dim names, which reshape drops"},
+      {"pad(at::IntArrayRef pad, const at::Scalar& value = 0)", "", "Dimension out of range",
+       "LibTorch 1.13's constant_pad_nd raises on a negative pad that empties a dim; a "
+       "TensorDict without leaves pads its batch size"},
+      {"addcmul_(const Operand& t1, const Operand& t2, const at::Scalar& value = 1)", "",
+       "needs_dynamic_casting",
+       "LibTorch 1.13's addcmul_ raises an internal assert for dtype mixes that the out-of-place "
+       "op followed by a copy handles"},
   };
   return *issues;
 }
@@ -481,7 +491,11 @@ TEST(Generative, RandomCases) {
       continue;
     }
     ++s.failed;
-    if (++reported > 25) continue;  // the first ones, in full
+    if (++reported > 25) {  // the first ones in full, the others a line each
+      std::cout << "  also failed: " << row.id << " on " << o.backend << " case " << i << ": "
+                << o.failures.front().substr(0, o.failures.front().find('\n')) << "\n";
+      continue;
+    }
     const TensorDict small = Shrink(seed, i, row, content);
     const Outcome so = RunCase(seed, i, row, small, nullptr);
     const Outcome& shown = so.failures.empty() ? o : so;
@@ -529,22 +543,35 @@ void Replay(const std::string& row_id, uint64_t seed, int64_t index, const std::
 TEST(GenerativeKnownIssue, LazyViewNestedLevelsLackNames) {
   Replay("int32()", 46, 128, "a lazy view's nested levels lack the root's dim names");
 }
-TEST(GenerativeKnownIssue, IndexPutEllipsisOnEmptyBatch) {
-  Replay(
-      "index_put_(std::initializer_list<at::indexing::TensorIndex> indices, const at::Tensor& "
-      "value)",
-      46, 614, "index_put_({Ellipsis}, value) on batch size [] raises");
+TEST(GenerativeKnownIssue, H5CopyReordersKeys) {
+  Replay("copy_(const TensorDict& other)", 4646, 90,
+         "copy_ into an HDF5 level puts its non-tensor entry after its nested level");
 }
-TEST(GenerativeKnownIssue, WhereNumberKeepsBoolDtype) {
-  Replay("where(const at::Tensor& condition, const at::Scalar& other)", 46, 486,
-         "where(condition, 2) of a bool leaf stays bool; torch.where gives int64");
+TEST(GenerativeKnownIssue, InPlaceOpNotAllOrNothing) {
+  Replay("remainder_(const Operand& other)", 4646, 195,
+         "remainder_ of int32 leaves by a TensorDict holding a zero writes the leaves before the "
+         "one that fails");
 }
-TEST(GenerativeKnownIssue, FlipAcceptsRepeatedDim) {
-  Replay("flip(at::IntArrayRef dims)", 46, 2303, "flip({0, -2}) of batch [3, 3] is accepted");
+
+TEST(GenerativeKnownIssue, MaskShapeNotCheckedOnH5Index) {
+  Replay("index(at::ArrayRef<at::indexing::TensorIndex> indices)", 4646, 21103,
+         "an HDF5-backed index() accepts a [2, 2] mask over batch dims of another shape");
 }
-TEST(GenerativeKnownIssue, ReductionWithoutLeavesDropsNames) {
-  Replay("logsumexp(const ReduceOptions& options = {})", 46, 2095,
-         "logsumexp over dim 1 of a leafless [2, 3] TensorDict named [r0, _] drops r0");
+TEST(GenerativeKnownIssue, LazyStackIndexPutZeroSizeMismatch) {
+  Replay("index_put_(at::ArrayRef<at::indexing::TensorIndex> indices, const TensorDict& value)",
+         4646, 27205, "a lazy stack's index_put_ writes a [.., 1] value into a [.., 0] leaf");
+}
+TEST(GenerativeKnownIssue, LazyViewReshapeKeepsNames) {
+  Replay("reshape(at::IntArrayRef shape)", 4646, 30699,
+         "reshape({2, -1}) of a named lazy index view keeps the names");
+}
+TEST(GenerativeKnownIssue, TorchPadNegativeEmptiesDim) {
+  Replay("pad(at::IntArrayRef pad, const at::Scalar& value = 0)", 4646, 22141,
+         "constant_pad_nd with pad [-1, 2] of a size-1 dim raises in LibTorch 1.13");
+}
+TEST(GenerativeKnownIssue, TorchAddcmulInPlaceDynamicCasting) {
+  Replay("addcmul_(const Operand& t1, const Operand& t2, const at::Scalar& value = 1)", 4646,
+         32010, "addcmul_ hits LibTorch 1.13's needs_dynamic_casting internal assert");
 }
 
 }  // namespace

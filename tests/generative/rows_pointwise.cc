@@ -66,6 +66,17 @@ Spec Same(LeafDef def) {
   return s;
 }
 
+// Same(def), with an argument refused whatever the leaves (so a TensorDict without leaves
+// refuses it too): `refused` -> a TypeError saying `why`.
+Spec SameUnless(LeafDef def, bool refused, const char* why) {
+  Spec s = Same(std::move(def));
+  s.batch = [refused, why](at::IntArrayRef batch) {
+    TORCH_CHECK_TYPE(!refused, why);
+    return batch.vec();
+  };
+  return s;
+}
+
 // In place: `r` (computed out of place) written into `x`, which LibTorch's in-place op refuses
 // when r's dtype cannot be cast to x's or the shapes differ.
 at::Tensor WriteInto(at::Tensor x, const at::Tensor& r) {
@@ -312,12 +323,13 @@ void AddPointwiseRows(RowTable& t) {
         return w.kind == Opnd::kScalar ? at::lerp(x, end.tensor(k), w.s)
                                        : at::lerp(x, end.tensor(k), w.tensor(k));
       };
+      const Spec spec = SameUnless(def, end.kind == Opnd::kScalar, "lerp's end cannot be a number");
       if (in) {
         CheckIn(
-            c, [&] { c.td.lerp_(end.operand(), w.operand()); }, Same(def));
+            c, [&] { c.td.lerp_(end.operand(), w.operand()); }, spec);
       } else {
         CheckOut(
-            c, [&] { return c.td.lerp(end.operand(), w.operand()); }, Same(def));
+            c, [&] { return c.td.lerp(end.operand(), w.operand()); }, spec);
       }
     };
     // addcmul / addcdiv(t1, t2, value): t1 and t2 TensorDicts or tensors.
@@ -339,6 +351,7 @@ void AddPointwiseRows(RowTable& t) {
               return div ? at::addcdiv(x, a.tensor(k), b.tensor(k), v)
                          : at::addcmul(x, a.tensor(k), b.tensor(k), v);
             };
+            const Spec spec = SameUnless(def, a.kind == Opnd::kScalar, "t1 cannot be a number");
             if (in) {
               CheckIn(
                   c,
@@ -346,7 +359,7 @@ void AddPointwiseRows(RowTable& t) {
                     div ? c.td.addcdiv_(a.operand(), b.operand(), v)
                         : c.td.addcmul_(a.operand(), b.operand(), v);
                   },
-                  Same(def));
+                  spec);
             } else {
               CheckOut(
                   c,
@@ -354,7 +367,7 @@ void AddPointwiseRows(RowTable& t) {
                     return div ? c.td.addcdiv(a.operand(), b.operand(), v)
                                : c.td.addcmul(a.operand(), b.operand(), v);
                   },
-                  Same(def));
+                  spec);
             }
           };
     }

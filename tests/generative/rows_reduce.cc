@@ -89,6 +89,7 @@ void Reduction(RowTable& t, const std::string& name,
     c.Arg("options", "{}");
     Spec s;
     s.leaf = [all_fn](const NestedKey&, X x) { return all_fn(x); };
+    s.batch = BatchByDummy(s.leaf);  // an empty batch is refused without leaves too
     s.full = true;
     s.names = NoNames(0);
     CheckOut(
@@ -223,6 +224,7 @@ void AddReduceRows(RowTable& t) {
         return log ? at::log_softmax(x, WrapDim(dim, nb), cdtype)
                    : at::softmax(x, WrapDim(dim, nb), cdtype);
       };
+      s.batch = BatchByDummy(s.leaf);  // the dim is checked without leaves too
       s.names = SameNames();
       CheckOut(
           c, [&] { return log ? c.td.log_softmax(dim, dtype) : c.td.softmax(dim, dtype); }, s);
@@ -249,11 +251,8 @@ void AddReduceRows(RowTable& t) {
       if (!dim) return at::quantile(x, q, compat::kNullopt, false, how);
       return at::quantile(x, q, compat::Optional<int64_t>(WrapDim(*dim, nb)), keepdim, how);
     };
-    if (dim) {
-      s.batch = BatchByDummy(s.leaf);
-    } else {
-      s.full = true;
-    }
+    s.batch = BatchByDummy(s.leaf);  // q and an empty batch are refused without leaves too
+    s.full = !dim;
     CheckOut(
         c, [&] { return c.td.quantile(q, dim, keepdim, interp); }, s);
   };
