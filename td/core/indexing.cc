@@ -374,6 +374,7 @@ TensorDict& TensorDict::index_put_(at::ArrayRef<TensorIndex> indices, const at::
   ProbeBatch(norm, batch_size());  // validates the index before anything is written
   internal::WriteLeaves(*this, "index_put_", [&](const LeafTree& tree) {
     CheckInPlace(tree.root(), "index_put_");
+    internal::CheckScalarFits(tree, value, "index_put_ into");
     internal::MapEach(
         tree,
         [&](size_t, const at::Tensor& leaf) {

@@ -291,6 +291,20 @@ TEST(IndexPutTest, FailuresChangeNothing) {
   TD_EXPECT_THROW_MSG(t.index_put_({0}, at::Tensor()), c10::ValueError, {"undefined"});
 }
 
+// A scalar that does not fit a later leaf's dtype: refused before the first leaf is written
+// (index_put_ and masked_fill_), naming the key.
+TEST(IndexPutTest, ScalarOverflowWritesNothing) {
+  TensorDict t({{"f", at::zeros({2, 3})}, {"n", TensorDict({{"u", at::zeros({2}, at::kByte)}}, {2})}},
+               {2});
+  const TensorDict before = t.clone();
+  TD_EXPECT_THROW_MSG(t.index_put_({0}, 300), c10::Error, {"('n', 'u')", "overflow"});
+  TD_EXPECT_THROW_MSG(t.masked_fill_(Long({1, 0}).to(at::kBool), -1.5), c10::Error,
+                      {"('n', 'u')", "overflow"});
+  assert_allclose(t, before);
+  t.index_put_({0}, 7);
+  EXPECT_EQ(t.get({"n", "u"})[0].item<int64_t>(), 7);
+}
+
 // Negative slice steps are refused as torch refuses them for tensors, naming the batch dim.
 TEST(IndexingTest, NegativeStepIsANamedError) {
   TensorDict t = Sample();

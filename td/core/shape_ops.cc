@@ -550,6 +550,7 @@ TensorDict TensorDict::masked_fill(const at::Tensor& mask, const at::Scalar& val
 TensorDict& TensorDict::masked_fill_(const at::Tensor& mask, const at::Scalar& value) {
   CheckLeadingMask(mask, batch_size(), "masked_fill_");
   internal::WriteLeaves(*this, "masked_fill_", [&](const LeafTree& tree) {
+    internal::CheckScalarFits(tree, value, "masked_fill_ on");
     MapEach(
         tree,
         [&](size_t, const at::Tensor& t) {

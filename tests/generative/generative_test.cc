@@ -244,10 +244,6 @@ const std::vector<KnownIssue>& KnownIssues() {
       {"", "h5", "keys [",
        "copy_ / update_ into an HDF5-backed TensorDict put a level's non-tensor entries after its "
        "nested levels (the key order changes)"},
-      {"", "", "input after a failed in-place op",
-       "an in-place op that fails on one leaf's values (an integer remainder_ by zero, a scalar "
-       "that overflows the leaf's dtype in masked_fill_ / index_put_) has already written the "
-       "leaves before it"},
       {"", "", "raises (The shape of the mask",
        "not a library bug: LibTorch refuses a 2-d bool mask followed by None (it inserts the "
        "new dim before the mask's second dim); the library applies a mask over the batch dims "
@@ -541,12 +537,6 @@ TEST(GenerativeKnownIssue, H5CopyReordersKeys) {
   Replay("copy_(const TensorDict& other)", 4646, 90,
          "copy_ into an HDF5 level puts its non-tensor entry after its nested level");
 }
-TEST(GenerativeKnownIssue, InPlaceOpNotAllOrNothing) {
-  Replay("remainder_(const Operand& other)", 4646, 195,
-         "remainder_ of int32 leaves by a TensorDict holding a zero writes the leaves before the "
-         "one that fails");
-}
-
 TEST(GenerativeKnownIssue, MaskThenNoneAsNumPy) {
   Replay("index(at::ArrayRef<at::indexing::TensorIndex> indices)", 4646, 21103,
          "index({mask [2, 2], None}) of batch [2, 2] gives [3, 1] where LibTorch raises");
