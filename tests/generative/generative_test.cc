@@ -241,9 +241,6 @@ struct KnownIssue {
 };
 const std::vector<KnownIssue>& KnownIssues() {
   static const auto* issues = new std::vector<KnownIssue>{
-      {"", "h5", "keys [",
-       "copy_ / update_ into an HDF5-backed TensorDict put a level's non-tensor entries after its "
-       "nested levels (the key order changes)"},
       {"", "", "raises (The shape of the mask",
        "not a library bug: LibTorch refuses a 2-d bool mask followed by None (it inserts the "
        "new dim before the mask's second dim); the library applies a mask over the batch dims "
@@ -251,8 +248,6 @@ const std::vector<KnownIssue>& KnownIssues() {
       {"", "lazy_stack", "cannot be written to",
        "the lazy stack's index_put_ accepts a TensorDict value whose leaf does not match a "
        "zero-size target (nothing is written; LibTorch raises)"},
-      {"reshape(at::IntArrayRef shape)", "index_view", "names [",
-       "reshape of a lazy index view keeps the dim names, which reshape drops"},
       {"pad(at::IntArrayRef pad, const at::Scalar& value = 0)", "", "Dimension out of range",
        "LibTorch 1.13's constant_pad_nd raises on a negative pad that empties a dim; a "
        "TensorDict without leaves pads its batch size"},
@@ -533,10 +528,6 @@ void Replay(const std::string& row_id, uint64_t seed, int64_t index, const std::
   FAIL() << "no row " << row_id;
 }
 
-TEST(GenerativeKnownIssue, H5CopyReordersKeys) {
-  Replay("copy_(const TensorDict& other)", 4646, 90,
-         "copy_ into an HDF5 level puts its non-tensor entry after its nested level");
-}
 TEST(GenerativeKnownIssue, MaskThenNoneAsNumPy) {
   Replay("index(at::ArrayRef<at::indexing::TensorIndex> indices)", 4646, 21103,
          "index({mask [2, 2], None}) of batch [2, 2] gives [3, 1] where LibTorch raises");
@@ -544,10 +535,6 @@ TEST(GenerativeKnownIssue, MaskThenNoneAsNumPy) {
 TEST(GenerativeKnownIssue, LazyStackIndexPutZeroSizeMismatch) {
   Replay("index_put_(at::ArrayRef<at::indexing::TensorIndex> indices, const TensorDict& value)",
          4646, 27205, "a lazy stack's index_put_ writes a [.., 1] value into a [.., 0] leaf");
-}
-TEST(GenerativeKnownIssue, LazyViewReshapeKeepsNames) {
-  Replay("reshape(at::IntArrayRef shape)", 4646, 30699,
-         "reshape({2, -1}) of a named lazy index view keeps the names");
 }
 TEST(GenerativeKnownIssue, TorchPadNegativeEmptiesDim) {
   Replay("pad(at::IntArrayRef pad, const at::Scalar& value = 0)", 4646, 22141,
