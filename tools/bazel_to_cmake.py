@@ -2,9 +2,9 @@
 """Writes the CMake build of tensordict from its Bazel BUILD files, or checks it is current.
 
 Bazel is the source of truth (NOTE [ CMake from Bazel ]). This tool evaluates each BUILD.bazel
-under td/ and tests/conformance/ (Starlark here is a subset of Python: the rules are plain
-functions that record their arguments) and writes, next to it, a CMakeLists.txt that declares the
-same targets with the functions of cmake/tensordict_rules.cmake. It also writes
+under td/, tests/conformance/ and tests/generative/ (Starlark here is a subset of Python: the
+rules are plain functions that record their arguments) and writes, next to it, a CMakeLists.txt
+that declares the same targets with the functions of cmake/tensordict_rules.cmake. It also writes
 tests/consumer_cmake/alone.cmake, the programs of the CMake consumer, from
 tests/public_targets.bzl, and cmake/tensordict_warnings.cmake from tools/cc.bzl.
 
@@ -34,7 +34,7 @@ import pathlib
 import sys
 import textwrap
 
-ROOTS = ["td", "tests/conformance"]
+ROOTS = ["td", "tests/conformance", "tests/generative"]
 HEADER_EXTS = (".h", ".def", ".inc")
 SOURCE_EXTS = (".cc", ".cpp")
 

@@ -73,7 +73,10 @@ TEST(BatchOpsTest, ProdNansumNanmeanQuantile) {
     return at::quantile(x, 0.5, 0, true, "lower");
   });
   EXPECT_TRUE(clean.quantile(0.9).get("a").allclose(at::quantile(clean.get("a"), 0.9)));
-  TD_EXPECT_THROW_MSG(clean.quantile(1.5, 0), c10::Error, {"quantile", "'a'"});
+  // q and the interpolation are refused before any leaf is read (so without leaves too).
+  TD_EXPECT_THROW_MSG(clean.quantile(1.5, 0), c10::ValueError, {"quantile", "[0, 1]", "1.5"});
+  TD_EXPECT_THROW_MSG(TensorDict({}, {2}).quantile(1.5), c10::ValueError, {"quantile"});
+  TD_EXPECT_THROW_MSG(TensorDict({}, {0}).quantile(0.5), c10::IndexError, {"quantile", "[0]"});
   TD_EXPECT_THROW_MSG(clean.quantile(0.5, 0, false, "bad"), c10::Error, {"interpolation"});
 }
 
@@ -92,8 +95,18 @@ TEST(BatchOpsTest, MinMaxWithIndicesCummaxCummin) {
   ExpectLeafwise(t, cn.values, {3, 4}, [](const at::Tensor& x) { return std::get<0>(at::cummin(x, 0)); });
   ExpectLeafwise(t, cn.indices, {3, 4}, [](const at::Tensor& x) { return std::get<1>(at::cummin(x, 0)); });
   TD_EXPECT_THROW_MSG(t.max_with_indices(2), c10::IndexError, {"max", "[3, 4]"});
-  TD_EXPECT_THROW_MSG(TensorDict({{"e", at::zeros({0, 2})}}, {0}).min_with_indices(0), c10::Error,
-                      {"'e'"});
+  // Reducing a dim of size 0 is refused as LibTorch refuses it, with or without leaves.
+  TD_EXPECT_THROW_MSG(TensorDict({{"e", at::zeros({0, 2})}}, {0}).min_with_indices(0),
+                      c10::IndexError, {"min", "dim 0 of size 0"});
+  TD_EXPECT_THROW_MSG(TensorDict({}, {2, 0}).max({1}), c10::IndexError,
+                      {"max", "dim 1 of size 0", "[2, 0]"});
+  TD_EXPECT_THROW_MSG(TensorDict({}, {2, 0}).amin(), c10::IndexError, {"min", "no elements"});
+  // The reduced dims' names go, the others stay, with or without leaves.
+  TensorDict named({}, {2, 3});
+  named.set_names({"a", "b"});
+  EXPECT_EQ(named.max({0}).names(), DimNames({"b"}));
+  EXPECT_EQ(named.sum({1}, true).names(), DimNames({"a", "b"}));
+  EXPECT_EQ(named.max_with_indices(1).values.names(), DimNames({"a"}));
 }
 
 TEST(BatchOpsTest, GradAndZeroGrad) {

@@ -1,5 +1,8 @@
 #include "td/core/internal/in_place.h"
 
+#include <ATen/ATen.h>
+
+#include <bitset>
 #include <optional>
 #include <string>
 
@@ -64,6 +67,20 @@ void WriteInPlace(TensorDict& td, absl::FunctionRef<void(TensorDict&)> write,
   TensorDict dense = td.select(only_keys(), /*strict=*/true).to_dense();  // KeyError if missing
   write(dense);
   WriteBack(td, dense, /*may_create=*/true);
+}
+
+void CheckScalarFits(const LeafTree& tree, const at::Scalar& value, const char* op) {
+  std::bitset<static_cast<size_t>(at::ScalarType::NumOptions)> seen;
+  for (size_t i = 0; i < tree.num_leaves(); ++i) {
+    const at::ScalarType dtype = tree.leaves()[i].scalar_type();
+    if (seen.test(static_cast<size_t>(dtype))) continue;
+    seen.set(static_cast<size_t>(dtype));
+    try {
+      (void)at::scalar_tensor(value, at::TensorOptions().dtype(dtype));
+    } catch (...) {
+      RethrowWithKey(tree.key(i), op);
+    }
+  }
 }
 
 }  // namespace internal

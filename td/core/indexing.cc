@@ -59,6 +59,9 @@ NormalizedIndex NormalizeIndex(internal::BatchIndex ex) {
       out.indices.push_back(std::move(index));
     }
   }
+  // Nothing left (an Ellipsis over batch size []): the whole leaf, which LibTorch spells
+  // {Ellipsis} (it refuses an empty index list).
+  if (out.indices.empty()) out.indices.emplace_back(at::indexing::Ellipsis);
   return out;
 }
 
@@ -371,6 +374,7 @@ TensorDict& TensorDict::index_put_(at::ArrayRef<TensorIndex> indices, const at::
   ProbeBatch(norm, batch_size());  // validates the index before anything is written
   internal::WriteLeaves(*this, "index_put_", [&](const LeafTree& tree) {
     CheckInPlace(tree.root(), "index_put_");
+    internal::CheckScalarFits(tree, value, "index_put_ into");
     internal::MapEach(
         tree,
         [&](size_t, const at::Tensor& leaf) {

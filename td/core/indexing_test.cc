@@ -291,6 +291,20 @@ TEST(IndexPutTest, FailuresChangeNothing) {
   TD_EXPECT_THROW_MSG(t.index_put_({0}, at::Tensor()), c10::ValueError, {"undefined"});
 }
 
+// A scalar that does not fit a later leaf's dtype: refused before the first leaf is written
+// (index_put_ and masked_fill_), naming the key.
+TEST(IndexPutTest, ScalarOverflowWritesNothing) {
+  TensorDict t({{"f", at::zeros({2, 3})}, {"n", TensorDict({{"u", at::zeros({2}, at::kByte)}}, {2})}},
+               {2});
+  const TensorDict before = t.clone();
+  TD_EXPECT_THROW_MSG(t.index_put_({0}, 300), c10::Error, {"('n', 'u')", "overflow"});
+  TD_EXPECT_THROW_MSG(t.masked_fill_(Long({1, 0}).to(at::kBool), -1.5), c10::Error,
+                      {"('n', 'u')", "overflow"});
+  assert_allclose(t, before);
+  t.index_put_({0}, 7);
+  EXPECT_EQ(t.get({"n", "u"})[0].item<int64_t>(), 7);
+}
+
 // Negative slice steps are refused as torch refuses them for tensors, naming the batch dim.
 TEST(IndexingTest, NegativeStepIsANamedError) {
   TensorDict t = Sample();
@@ -307,6 +321,14 @@ TEST(IndexingTest, NegativeStepIsANamedError) {
   TD_EXPECT_THROW_MSG(t.index_put_({Slice(None, None, -1)}, t.clone()), c10::ValueError,
                       {"index_put_", "batch dim 0"});
   EXPECT_EQ(t.index({Slice(None, None, 2)}).batch_size(), at::IntArrayRef({2, 4}));
+}
+
+TEST(IndexPutTest, EllipsisOnEmptyBatchWritesEveryLeaf) {
+  TensorDict t({{"a", at::zeros({2})}, {"n", TensorDict({{"b", at::zeros({})}}, {})}}, {});
+  t.index_put_({at::indexing::Ellipsis}, 1.5);
+  EXPECT_TRUE(t.get("a").equal(at::full({2}, 1.5)));
+  EXPECT_TRUE(t.get({"n", "b"}).equal(at::full({}, 1.5)));
+  EXPECT_TRUE(t.index({at::indexing::Ellipsis}).get("a").equal(at::full({2}, 1.5)));
 }
 
 }  // namespace

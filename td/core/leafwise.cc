@@ -361,8 +361,18 @@ bool OneKernelIn(const LeafTree& tree, const std::vector<ResolvedOperand>& rs,
 }
 
 void LeafwiseInLeaves(const LeafTree& tree, const std::vector<const Operand*>& operands,
-                      const ForeachInFn& foreach, const EachInFn& each, const char* op) {
+                      const ForeachInFn& foreach, const EachInFn& each, const char* op,
+                      const ValueCheckFn& values) {
   std::vector<ResolvedOperand> rs = ResolveAll(tree, operands);
+  if (values) {  // before any kernel: one that fails on a value has written what came before
+    for (size_t i = 0; i < tree.num_leaves(); ++i) {
+      try {
+        values(tree.leaves()[i], ArgsOf(rs, i));
+      } catch (...) {
+        RethrowWithKey(tree.key(i), op);
+      }
+    }
+  }
   if (OneKernelIn(tree, rs, each)) return;
   for (size_t i = 0; i < tree.num_leaves(); ++i) {
     const at::Tensor& leaf = tree.leaves()[i];
@@ -405,9 +415,11 @@ void LeafwiseInLeaves(const LeafTree& tree, const std::vector<const Operand*>& o
 }  // namespace
 
 TensorDict& LeafwiseIn(TensorDict& td, const std::vector<const Operand*>& operands,
-                       const ForeachInFn& foreach, const EachInFn& each, const char* op) {
-  WriteLeaves(td, op,
-              [&](const LeafTree& tree) { LeafwiseInLeaves(tree, operands, foreach, each, op); });
+                       const ForeachInFn& foreach, const EachInFn& each, const char* op,
+                       const ValueCheckFn& values) {
+  WriteLeaves(td, op, [&](const LeafTree& tree) {
+    LeafwiseInLeaves(tree, operands, foreach, each, op, values);
+  });
   return td;
 }
 

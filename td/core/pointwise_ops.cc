@@ -31,6 +31,7 @@ using internal::LeafArg;
 using internal::LeafwiseIn;
 using internal::LeafwiseOut;
 using internal::ResolvedOperand;
+using internal::ValueCheckFn;
 
 using ListKernel = std::function<std::vector<at::Tensor>(at::TensorList, const ResolvedOperand&)>;
 using ListKernelIn = std::function<void(at::TensorList, const ResolvedOperand&)>;
@@ -51,7 +52,7 @@ TensorDict Binary(const TensorDict& td, const Operand& other, const ListKernel& 
       what);
 }
 TensorDict& BinaryIn(TensorDict& td, const Operand& other, const ListKernelIn& foreach,
-                     const LeafKernelIn& each, const char* op) {
+                     const LeafKernelIn& each, const char* op, const ValueCheckFn& values = {}) {
   ForeachInFn all;
   if (foreach) {
     all = [&](at::TensorList l, const std::vector<ResolvedOperand>& r) {
@@ -60,7 +61,20 @@ TensorDict& BinaryIn(TensorDict& td, const Operand& other, const ListKernelIn& f
     };
   }
   return LeafwiseIn(
-      td, {&other}, all, [&](at::Tensor& x, const std::vector<LeafArg>& a) { each(x, a[0]); }, op);
+      td, {&other}, all, [&](at::Tensor& x, const std::vector<LeafArg>& a) { each(x, a[0]); }, op,
+      values);
+}
+
+bool IsIntegral(const at::Tensor& t) { return at::isIntegralType(t.scalar_type(), true); }
+
+// The value checks of in-place ops whose kernels fail part-way on integer leaves.
+// remainder_: an integer leaf by an integer operand holding a zero (a zero number is refused by
+// the probe already).
+void NoIntegerZeroDivisor(const at::Tensor& leaf, const std::vector<LeafArg>& args) {
+  const LeafArg& a = args[0];
+  if (!a.s && IsIntegral(leaf) && IsIntegral(a.t) && (a.t == 0).any().item<bool>()) {
+    TD_FAIL(ValueError, "integer division by zero: the operand holds a zero");
+  }
 }
 
 void RequireTensorOperand(const Operand& o, const char* op, const char* name) {
@@ -317,7 +331,7 @@ TD_ADDC(addcdiv)
 
 // ---- remainder, bitwise, clamp_min / clamp_max (a TensorDict, tensor or number operand) -------
 
-#define TD_BINARY(name)                                                                       \
+#define TD_BINARY(name, check)                                                                \
   TensorDict TensorDict::name(const Operand& other) const {                                   \
     return LeafwiseOut(                                                                       \
         *this, {&other}, {},                                                                  \
@@ -336,14 +350,14 @@ TD_ADDC(addcdiv)
             x.name##_(a[0].t);                                                                \
           }                                                                                   \
         },                                                                                    \
-        #name "_");                                                                           \
+        #name "_", ValueCheckFn(check));                                                      \
   }
-TD_BINARY(remainder)
-TD_BINARY(bitwise_and)
-TD_BINARY(bitwise_or)
-TD_BINARY(bitwise_xor)
-TD_BINARY(clamp_min)
-TD_BINARY(clamp_max)
+TD_BINARY(remainder, NoIntegerZeroDivisor)
+TD_BINARY(bitwise_and, )
+TD_BINARY(bitwise_or, )
+TD_BINARY(bitwise_xor, )
+TD_BINARY(clamp_min, )
+TD_BINARY(clamp_max, )
 #undef TD_BINARY
 
 TensorDict TensorDict::mod(const Operand& other) const { return remainder(other); }

@@ -367,6 +367,23 @@ TEST(PointwiseOpsTest, ModRsubLogicalAnd) {
 }
 
 // isnan / isfinite / isposinf / isneginf / isreal against ATen on every leaf.
+// In-place ops whose kernels fail on values (an integer remainder by zero) check every leaf's
+// values first: a failing call writes nothing.
+TEST(PointwiseOpsTest, ValueErrorsWriteNothing) {
+  TensorDict t({{"a", at::arange(1, 5, at::kInt)}, {"b", at::arange(1, 5, at::kInt)}}, {4});
+  const TensorDict before = t.clone();
+  TensorDict divisor({{"a", at::full({4}, 3, at::kInt)}, {"b", at::arange(0, 4, at::kInt)}}, {4});
+  TD_EXPECT_THROW_MSG(t.remainder_(divisor), c10::ValueError, {"'b'", "division by zero"});
+  EXPECT_TRUE(t.get("a").equal(before.get("a")));
+  // Floats are not refused: inf / nan as LibTorch gives.
+  TensorDict f({{"x", at::ones({4})}}, {4});
+  f.remainder_(TensorDict({{"x", at::zeros({4})}}, {4}));
+  EXPECT_TRUE(f.get("x").isnan().all().item<bool>());
+  t.remainder_(TensorDict({{"a", at::full({4}, 3, at::kInt)}, {"b", at::full({4}, 2, at::kInt)}},
+                          {4}));
+  EXPECT_TRUE(t.get("a").equal(at::tensor({1, 2, 0, 1}, at::kInt)));
+}
+
 TEST(PointwiseOpsTest, Predicates) {
   TensorDict a = Floats();
   a.get("a").index_put_({0, 0}, NAN);

@@ -40,6 +40,36 @@ std::vector<int64_t> ReducedBatch(const TensorDict& td, const std::vector<int64_
   return nb;
 }
 
+// For each dim of a reduction's result, the input dim it comes from (NOTE [ Dim names ] in
+// td/core/names.cc): the dims kept, or every dim with keepdim.
+internal::DimOrigins ReducedOrigins(int64_t nb, const std::vector<int64_t>& ds, bool keepdim) {
+  internal::DimOrigins o;
+  for (int64_t i = 0; i < nb; ++i) {
+    if (keepdim || std::find(ds.begin(), ds.end(), i) == ds.end()) o.push_back(i);
+  }
+  return o;
+}
+
+// min / max / amin / amax / quantile refuse what LibTorch refuses for one tensor of the batch
+// size: reducing a dim of size 0 (or, over every element, an empty batch). Checked on the batch
+// so that a TensorDict without leaves refuses it too.
+void RefuseEmptyReduction(const TensorDict& td, std::optional<at::IntArrayRef> dims,
+                          const char* op) {
+  if (!dims) {
+    if (c10::multiply_integers(td.batch_size()) == 0) {
+      TD_FAIL(IndexError, op, ": cannot reduce a TensorDict with batch size ",
+              SizeRepr(td.batch_size()), " (no elements)");
+    }
+    return;
+  }
+  for (int64_t d : internal::WrapBatchDims(td, *dims, op)) {
+    if (td.batch_size()[d] == 0) {
+      TD_FAIL(IndexError, op, ": cannot reduce batch dim ", d, " of size 0 (batch size ",
+              SizeRepr(td.batch_size()), ")");
+    }
+  }
+}
+
 // The reductions: `all` over every element of a leaf, `dims` over batch dims.
 // `foreach_all`, when given, reduces every leaf in one call (a failure reruns leaf by leaf so that
 // the error names the key).
@@ -64,7 +94,9 @@ TensorDict Reduce(const TensorDict& td, const ReduceOptions& o, const char* op, 
   const std::vector<int64_t> ds = internal::WrapBatchDims(td, *o.dim(), op);
   std::vector<at::Tensor> out =
       MapEach(tree, [&](size_t, const at::Tensor& x) { return dims(x, ds, o.keepdim()); }, op);
-  return tree.Rebuild(std::move(out), ReducedBatch(td, ds, o.keepdim()), /*check=*/false);
+  auto origins = [&] { return ReducedOrigins(td.batch_dims(), ds, o.keepdim()); };
+  return tree.Rebuild(std::move(out), ReducedBatch(td, ds, o.keepdim()), /*check=*/false,
+                      std::nullopt, /*nested_extra_dims=*/true, internal::DimOriginsFn(origins));
 }
 
 ReduceOptions Dims(at::IntArrayRef dims, bool keepdim) {
@@ -98,8 +130,14 @@ ValuesIndices Pairwise(const TensorDict& td, int64_t dim, bool keepdim, bool red
       op);
   const std::vector<int64_t> nb =
       reduces ? ReducedBatch(td, {d}, keepdim) : td.batch_size().vec();
-  return ValuesIndices{tree.Rebuild(std::move(out[0]), nb, /*check=*/false),
-                       tree.Rebuild(std::move(out[1]), nb, /*check=*/false)};
+  auto origins = [&] {
+    return reduces ? ReducedOrigins(td.batch_dims(), {d}, keepdim)
+                   : ReducedOrigins(td.batch_dims(), {}, false);
+  };
+  const internal::DimOriginsFn origins_fn(origins);
+  return ValuesIndices{
+      tree.Rebuild(std::move(out[0]), nb, /*check=*/false, std::nullopt, true, origins_fn),
+      tree.Rebuild(std::move(out[1]), nb, /*check=*/false, std::nullopt, true, origins_fn)};
 }
 
 // LibTorch's optional (td/compat/torch.h) from ours.
@@ -138,12 +176,16 @@ TensorDict TensorDict::var(const ReduceOptions& o) const {
 }
 
 TensorDict TensorDict::min(const ReduceOptions& o) const {
+  RefuseEmptyReduction(*this, o.dim() ? std::optional<at::IntArrayRef>(*o.dim()) : std::nullopt,
+                       "min");
   return Reduce(
       *this, o, "min", [](const at::Tensor& t) { return at::min(t); },
       [](const at::Tensor& t, at::IntArrayRef d, bool k) { return at::amin(t, d, k); });
 }
 
 TensorDict TensorDict::max(const ReduceOptions& o) const {
+  RefuseEmptyReduction(*this, o.dim() ? std::optional<at::IntArrayRef>(*o.dim()) : std::nullopt,
+                       "max");
   return Reduce(
       *this, o, "max", [](const at::Tensor& t) { return at::max(t); },
       [](const at::Tensor& t, at::IntArrayRef d, bool k) { return at::amax(t, d, k); });
@@ -223,6 +265,17 @@ TensorDict TensorDict::nanmean(const ReduceOptions& o) const {
 
 TensorDict TensorDict::quantile(double q, std::optional<int64_t> dim, bool keepdim,
                                 std::string_view interpolation) const {
+  // Checked here, not only by at::quantile, so that a TensorDict without leaves refuses them too.
+  if (!(q >= 0.0 && q <= 1.0)) TD_FAIL(ValueError, "quantile: q must be in [0, 1], got ", q);
+  if (interpolation != "linear" && interpolation != "lower" && interpolation != "higher" &&
+      interpolation != "midpoint" && interpolation != "nearest") {
+    TD_FAIL(ValueError, "quantile: interpolation must be one of linear, lower, higher, midpoint, ",
+            "nearest; got '", interpolation, "'");
+  }
+  if (c10::multiply_integers(batch_size()) == 0) {
+    TD_FAIL(IndexError, "quantile: a TensorDict with batch size ", SizeRepr(batch_size()),
+            " has no elements");
+  }
   const compat::StringView interp(interpolation.data(), interpolation.size());
   if (!dim) {
     return Reduce(
@@ -236,10 +289,12 @@ TensorDict TensorDict::quantile(double q, std::optional<int64_t> dim, bool keepd
 }
 
 ValuesIndices TensorDict::min_with_indices(int64_t dim, bool keepdim) const {
+  RefuseEmptyReduction(*this, at::IntArrayRef(dim), "min");
   return Pairwise(*this, dim, keepdim, /*reduces=*/true, "min",
                   [&](const at::Tensor& x, int64_t d) { return at::min(x, d, keepdim); });
 }
 ValuesIndices TensorDict::max_with_indices(int64_t dim, bool keepdim) const {
+  RefuseEmptyReduction(*this, at::IntArrayRef(dim), "max");
   return Pairwise(*this, dim, keepdim, /*reduces=*/true, "max",
                   [&](const at::Tensor& x, int64_t d) { return at::max(x, d, keepdim); });
 }

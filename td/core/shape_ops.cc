@@ -6,6 +6,7 @@
 #include <ATen/ATen.h>
 #include <ATen/TensorIndexing.h>
 
+#include <algorithm>
 #include <numeric>
 
 #include "td/core/dtype.h"
@@ -326,7 +327,11 @@ TensorDict TensorDict::unflatten(int64_t dim, at::IntArrayRef sizes) const {
 
 std::vector<TensorDict> TensorDict::split(int64_t split_size, int64_t dim) const {
   const int64_t d = WrapBatchDim(dim, batch_dims(), batch_size(), "split");
-  if (split_size <= 0) TD_FAIL(ValueError, "split: split_size must be positive, got ", split_size);
+  // As at::split: a size of 0 only splits a dim of size 0 (into one piece).
+  if (split_size < 0 || (split_size == 0 && batch_size()[d] != 0)) {
+    TD_FAIL(ValueError, "split: split_size must be positive (or 0 for a dim of size 0), got ",
+            split_size, " for batch dim ", d, " of size ", batch_size()[d]);
+  }
   return split(SplitSizes(batch_size()[d], split_size), d);
 }
 
@@ -358,7 +363,9 @@ std::vector<TensorDict> TensorDict::chunk(int64_t chunks, int64_t dim) const {
   const int64_t d = WrapBatchDim(dim, batch_dims(), batch_size(), "chunk");
   if (chunks <= 0) TD_FAIL(ValueError, "chunk: chunks must be positive, got ", chunks);
   const int64_t size = batch_size()[d];
-  const int64_t split_size = std::max<int64_t>((size + chunks - 1) / chunks, 1);
+  // As at::chunk: a dim of size 0 gives `chunks` empty pieces.
+  if (size == 0) return split(std::vector<int64_t>(static_cast<size_t>(chunks), 0), d);
+  const int64_t split_size = (size + chunks - 1) / chunks;
   return split(SplitSizes(size, split_size), d);
 }
 
@@ -382,7 +389,12 @@ std::vector<TensorDict> TensorDict::unbind(int64_t dim) const {
 
 TensorDict TensorDict::flip(at::IntArrayRef dims) const {
   std::vector<int64_t> ds;
-  for (int64_t d : dims) ds.push_back(WrapBatchDim(d, batch_dims(), batch_size(), "flip"));
+  for (int64_t d : dims) {
+    ds.push_back(WrapBatchDim(d, batch_dims(), batch_size(), "flip"));
+    if (std::count(ds.begin(), ds.end(), ds.back()) > 1) {
+      TD_FAIL(ValueError, "flip: batch dim ", ds.back(), " appears more than once in ", dims);
+    }
+  }
   return MapShape(*this, batch_size(), "flipping", [&](const at::Tensor& t) { return t.flip(ds); });
 }
 
@@ -523,7 +535,8 @@ TensorDict TensorDict::where(const at::Tensor& condition, const TensorDict& othe
 TensorDict TensorDict::where(const at::Tensor& condition, const at::Scalar& other) const {
   CheckLeadingMask(condition, batch_size(), "where");
   return MapShape(*this, batch_size(), "where() on", [&](const at::Tensor& t) {
-    return at::where(MaskForLeaf(condition, t), t, at::scalar_tensor(other, t.options()));
+    // The Scalar overload promotes as torch.where does (a bool leaf and 2 give int64).
+    return at::where(MaskForLeaf(condition, t), t, other);
   });
 }
 
@@ -537,6 +550,7 @@ TensorDict TensorDict::masked_fill(const at::Tensor& mask, const at::Scalar& val
 TensorDict& TensorDict::masked_fill_(const at::Tensor& mask, const at::Scalar& value) {
   CheckLeadingMask(mask, batch_size(), "masked_fill_");
   internal::WriteLeaves(*this, "masked_fill_", [&](const LeafTree& tree) {
+    internal::CheckScalarFits(tree, value, "masked_fill_ on");
     MapEach(
         tree,
         [&](size_t, const at::Tensor& t) {

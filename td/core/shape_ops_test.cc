@@ -307,5 +307,25 @@ TEST(ShapeOpsTest, FlipsRot90TileAtLeast) {
   TD_EXPECT_THROW_MSG(t.tile({-1}), c10::ValueError, {"negative"});
 }
 
+// Agreement with LibTorch on edge cases the generative test (//tests/generative) found.
+TEST(ShapeOpsTest, EdgeCasesAsLibTorch) {
+  // chunk / split of a dim of size 0: at::chunk gives `chunks` empty pieces, split(0) one.
+  const TensorDict empty({{"a", at::zeros({0, 2, 3})}}, {0, 2});
+  EXPECT_EQ(empty.chunk(3, 0).size(), at::zeros({0, 2}).chunk(3, 0).size());
+  EXPECT_EQ(empty.chunk(3, 0).size(), 3u);
+  EXPECT_EQ(empty.split(0, 0).size(), 1u);
+  TD_EXPECT_THROW_MSG(empty.split(0, 1), c10::ValueError, {"split", "size 2"});
+  // flip refuses a repeated dim as torch.flip does.
+  const TensorDict t({{"a", at::zeros({3, 3, 2})}}, {3, 3});
+  TD_EXPECT_THROW_MSG(t.flip({0, -2}), c10::ValueError, {"flip", "more than once"});
+  // where(condition, number) promotes as torch.where: a bool leaf and 2 give int64, an int leaf
+  // and 0.5 the default float dtype.
+  const TensorDict w({{"b", at::ones({2, 3}, at::kBool)}, {"i", at::ones({2}, at::kInt)}}, {2});
+  const at::Tensor cond = at::tensor({1, 0}).to(at::kBool);
+  EXPECT_EQ(w.where(cond, 2).get("b").scalar_type(), at::kLong);
+  EXPECT_EQ(w.where(cond, 0.5).get("i").scalar_type(), at::kFloat);
+  EXPECT_TRUE(w.where(cond, 0.5).get("i").equal(at::tensor({1.0f, 0.5f})));
+}
+
 }  // namespace
 }  // namespace td

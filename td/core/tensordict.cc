@@ -561,12 +561,17 @@ TensorDict& TensorDict::update_(const TensorDict& other) {
   std::vector<Item> leaves = other.items(KeysOptions().include_nested(true).leaves_only(true));
   std::vector<at::Tensor> targets;
   targets.reserve(leaves.size());
+  std::vector<bool> unchanged(leaves.size(), false);
   for (const Item& item : leaves) {  // validate everything before writing anything
+    std::optional<Value> mine = find(item.first);
     if (!item.second.is_tensor()) {
+      // An equal non-tensor entry is left as it is: rewriting it would move it to the end of
+      // its level on a backend that deletes and recreates entries (HDF5 links).
+      unchanged[targets.size()] = mine && mine->is_non_tensor() &&
+                                  mine->non_tensor() == item.second.non_tensor();
       targets.emplace_back();
       continue;
     }
-    std::optional<Value> mine = find(item.first);
     if (!mine) fail_missing(item.first, item.first.size() - 1);
     if (!mine->is_tensor()) {
       TD_FAIL(TypeError, "update_: entry ", item.first.repr(), " is a ", mine->kind(),
@@ -583,7 +588,7 @@ TensorDict& TensorDict::update_(const TensorDict& other) {
   for (size_t i = 0; i < leaves.size(); ++i) {
     if (targets[i].defined()) {
       set_(leaves[i].first, leaves[i].second.tensor());
-    } else {
+    } else if (!unchanged[i]) {
       set(leaves[i].first, leaves[i].second);
     }
   }

@@ -78,6 +78,25 @@ TEST(H5Test, RoundTripKeepsKeysOrderDtypesAndValues) {
   EXPECT_EQ(h5::H5TensorDict::from(in.get_tensordict("next"))->group(), "/next");
 }
 
+// copy_ / update_ from a TensorDict holding the same non-tensor values leave those entries
+// where they are: the file's key order (creation order) does not change.
+TEST(H5Test, CopyKeepsKeyOrder) {
+  const std::string path = FreshFile("order");
+  const TensorDict data = Sample();
+  {
+    h5::H5TensorDict out = h5::to_h5(data, path);
+    out.copy_(data.apply([](const at::Tensor& t) { return t.clone(); }));
+    out.update_(data);
+    EXPECT_EQ(out.keys(), data.keys());
+  }
+  EXPECT_EQ(h5::open(path).keys(), data.keys());
+  h5::H5TensorDict rw = h5::open(path, h5::OpenOptions().mode(h5::Mode::kReadWrite));
+  TensorDict changed = data.clone();
+  changed.set("note", "bye");  // a new value is rewritten (and moves last in the file)
+  rw.update_(changed);
+  EXPECT_EQ(rw.get_non_tensor("note"), "bye");
+}
+
 TEST(H5Test, BatchSizeIsStoredGivenOrInferred) {
   const std::string path = FreshFile("batch");
   TensorDict data({{"x", at::zeros({4, 3, 2})}, {"n", {{"y", at::zeros({4, 3, 5})}}}}, {4});

@@ -256,9 +256,21 @@ class LazyViewStorage final : public LazyStorage,
   const TensorDict& source() const { return source_; }
 
  private:
+  // A nested level seen through the view. Its leading dims are this level's, so they carry this
+  // level's names; its own extra dims keep the source child's (NOTE [ Dim names ] in
+  // td/core/names.cc).
   std::shared_ptr<Storage> sub_view(const TensorDict& sub_source) const {
     auto out = std::make_shared<LazyViewStorage>(sub_source, op_);
     out->assign_locked(locked());
+    const DimNames* child = sub_source.storage().names();
+    if (names() != nullptr || child != nullptr) {
+      DimNames sub = names() != nullptr ? *names() : DimNames(batch_size().size());
+      const size_t parent_dims = source_.batch_size().size();
+      for (size_t i = parent_dims; i < sub_source.batch_size().size(); ++i) {
+        sub.push_back(child != nullptr ? (*child)[i] : std::nullopt);
+      }
+      out->set_names(std::make_shared<const DimNames>(std::move(sub)));
+    }
     return out;
   }
 

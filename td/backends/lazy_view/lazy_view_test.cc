@@ -202,5 +202,21 @@ TEST(IndexViewTest, DimNames) {
   EXPECT_FALSE(index_view(TensorDict({}, {2}), {0}).has_names());
 }
 
+// A nested level seen through a view: the view's names on its leading dims, its own extra dims'
+// names after them, as the dense op gives.
+TEST(IndexViewTest, NestedLevelsCarryTheViewsNames) {
+  const TensorDict child({{"b", at::zeros({2, 3, 5})}}, {2, 3, 5}, std::nullopt,
+                         {"env", "time", "agent"});
+  TensorDict src({{"n", child}}, {2, 3}, std::nullopt, {"env", "time"});
+  ASSERT_EQ(src.get_tensordict("n").names(), DimNames({"env", "time", "agent"}));
+  for (const TensorDict& view : {permute_view(src, {1, 0}), index_view(src, {0})}) {
+    const TensorDict dense = view.to_dense();
+    EXPECT_EQ(view.get_tensordict("n").names(), dense.get_tensordict("n").names());
+  }
+  EXPECT_EQ(permute_view(src, {1, 0}).get_tensordict("n").names(),
+            DimNames({"time", "env", "agent"}));
+  EXPECT_EQ(index_view(src, {0}).get_tensordict("n").names(), DimNames({"time", "agent"}));
+}
+
 }  // namespace
 }  // namespace td

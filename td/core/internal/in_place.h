@@ -44,5 +44,10 @@ void WriteLeaves(TensorDict& td, const char* what, absl::FunctionRef<void(const 
 void WriteInPlace(TensorDict& td, absl::FunctionRef<void(TensorDict&)> write,
                   absl::FunctionRef<std::vector<NestedKey>()> only_keys);
 
+// A scalar that does not fit a leaf's dtype (300 into uint8, -1.5 into bool) is refused by
+// LibTorch only when that leaf is written: writes of a scalar (index_put_, masked_fill_) check
+// every leaf's dtype first, so that a failing call writes nothing. The error names the key.
+void CheckScalarFits(const LeafTree& tree, const at::Scalar& value, const char* op);
+
 }  // namespace internal
 }  // namespace td

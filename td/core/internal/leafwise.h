@@ -81,10 +81,15 @@ TensorDict MapLeaves(const TensorDict& td, const std::function<at::Tensor(const 
 // foreach's results); every result must keep its level's batch dims (BatchSizeError).
 TensorDict LeafwiseOut(const TensorDict& td, const std::vector<const Operand*>& operands,
                        const ForeachOutFn& foreach, const EachOutFn& each, const char* what);
-// In place: validates every leaf, then each(leaf, args) (or foreach) writes, through
-// NOTE [ In-place writes ] (internal/in_place.h).
+// An in-place op's check of the values it is given, for errors LibTorch raises only while
+// writing (an integer remainder by zero): throws when `leaf` cannot take `args`.
+using ValueCheckFn = std::function<void(const at::Tensor& leaf, const std::vector<LeafArg>& args)>;
+// In place: validates every leaf (dtypes and shapes on probes, then `values` on the real
+// arguments when given), then each(leaf, args) (or foreach) writes, through NOTE [ In-place
+// writes ] (internal/in_place.h). A call that fails writes nothing.
 TensorDict& LeafwiseIn(TensorDict& td, const std::vector<const Operand*>& operands,
-                       const ForeachInFn& foreach, const EachInFn& each, const char* op);
+                       const ForeachInFn& foreach, const EachInFn& each, const char* op,
+                       const ValueCheckFn& values = {});
 
 }  // namespace internal
 }  // namespace td
