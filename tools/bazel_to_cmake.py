@@ -437,11 +437,18 @@ def alone_file(root):
              "# of NOTE [ CMake from Bazel ] in tools/bazel_to_cmake.py).",
              "set(TD_ALONE"]
     blocks = {}
-    for program, label in scope["PUBLIC_TARGETS"].items():
-        pkg, name = resolve(label, "")
-        blocks[program] = "  %s tensordict::%s" % (program, stem(pkg, name))
-        lines.append(blocks[program])
-    lines[-1] += ")"
+
+    def rows(targets):
+        for program, label in targets.items():
+            pkg, name = resolve(label, "")
+            blocks[program] = "  %s tensordict::%s" % (program, stem(pkg, name))
+            lines.append(blocks[program])
+        lines[-1] += ")"
+
+    rows(scope["PUBLIC_TARGETS"])
+    lines += ["# Those of AOTI_PUBLIC_TARGETS: where tensordict has them (TD_LIBTORCH_HAS_AOTI).",
+              "set(TD_ALONE_AOTI"]
+    rows(scope.get("AOTI_PUBLIC_TARGETS", {}))
     return "tests/consumer_cmake/alone.cmake", "\n".join(lines) + "\n", blocks
 
 
