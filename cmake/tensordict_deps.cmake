@@ -40,3 +40,15 @@ foreach(_td_dir IN LISTS TORCH_INCLUDE_DIRS)
     break()
   endif()
 endforeach()
+
+# AOTInductor's package loader (torch::inductor::AOTIModelPackageLoader, LibTorch 2.6 and later;
+# not 1.13), detected from its header as tensordict_deps.bzl detects it for td/compat/aoti.bzl:
+# the generated CMakeLists.txt define tensordict::nn_aoti and tensordict::compat_aoti (and the
+# test) only where TD_LIBTORCH_HAS_AOTI is true, and find_package(tensordict) sets it too.
+set(TD_LIBTORCH_HAS_AOTI OFF)
+foreach(_td_dir IN LISTS TORCH_INCLUDE_DIRS)
+  if(EXISTS "${_td_dir}/torch/csrc/inductor/aoti_package/model_package_loader.h")
+    set(TD_LIBTORCH_HAS_AOTI ON)
+    break()
+  endif()
+endforeach()

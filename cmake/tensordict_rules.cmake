@@ -1,8 +1,10 @@
 # The functions the generated td/**/CMakeLists.txt call, one per Bazel rule kind of
 # //tools:cc.bzl (NOTE [ CMake from Bazel ] in tools/bazel_to_cmake.py):
 #   td_cmake_library(NAME [TESTONLY] [ALWAYSLINK] SRCS.. HDRS.. DEPS.. EXTERNAL.. COPTS.. LINKOPTS..)
-#   td_cmake_test(NAME SRCS.. DEPS.. EXTERNAL.. COPTS.. LINKOPTS.. ARGS.. ENV.. LABELS.. TIMEOUT s)
+#   td_cmake_test(NAME SRCS.. DEPS.. EXTERNAL.. COPTS.. LINKOPTS.. ARGS.. GENERATED.. ENV..
+#                 LABELS.. TIMEOUT s)
 #   td_cmake_binary(NAME [TESTONLY] SRCS.. DEPS.. EXTERNAL.. COPTS.. LINKOPTS..)
+#   td_cmake_python_genrule(NAME PYTHON kind SCRIPT s OUT_DIR d OUTS..)
 # NAME is the target's stem: the library is tensordict_<stem>, aliased and exported as
 # tensordict::<stem>. DEPS are stems of other targets, EXTERNAL the names td_external_targets
 # maps below. Libraries are shared (as Bazel links tests), installed with their headers under
@@ -123,21 +125,96 @@ function(td_cmake_binary name)
             COPTS ${arg_COPTS} LINKOPTS ${arg_LINKOPTS})
 endfunction()
 
+# The Pythons td_cmake_python_genrule runs scripts with, by kind (CMAKE_GENRULES of
+# tools/bazel_to_cmake.py): TD_PYTHON_<kind> is the interpreter, or empty with
+# TD_PYTHON_<kind>_MISSING saying why. Looked for only where a genrule of the kind is defined.
+#   aoti: torch that exports with AOTInductor (torch._inductor.aoti_compile_and_package), of
+#         LibTorch's major.minor version (a package is loaded by the LibTorch it was compiled
+#         for). -DPython3_EXECUTABLE=<python> picks the interpreter.
+set(TD_PYTHON_aoti "")
+if(TD_LIBTORCH_HAS_AOTI AND TENSORDICT_BUILD_TESTS)
+  find_package(Python3 COMPONENTS Interpreter)
+  if(NOT Python3_Interpreter_FOUND)
+    set(TD_PYTHON_aoti_MISSING "no Python 3 found (-DPython3_EXECUTABLE=<python>)")
+  else()
+    execute_process(
+      COMMAND ${Python3_EXECUTABLE} -c "import torch, torch._inductor
+torch._inductor.aoti_compile_and_package
+print(torch.__version__)"
+      RESULT_VARIABLE _td_rc OUTPUT_VARIABLE _td_version ERROR_VARIABLE _td_error
+      OUTPUT_STRIP_TRAILING_WHITESPACE ERROR_STRIP_TRAILING_WHITESPACE)
+    string(REGEX MATCH "[^\n]*$" _td_error "${_td_error}")
+    if(NOT _td_rc EQUAL 0)
+      set(TD_PYTHON_aoti_MISSING
+          "${Python3_EXECUTABLE} cannot export with AOTInductor (${_td_error})")
+    elseif(NOT _td_version MATCHES "^${Torch_VERSION_MAJOR}\\.${Torch_VERSION_MINOR}\\.")
+      set(TD_PYTHON_aoti_MISSING
+          "the torch of ${Python3_EXECUTABLE} is ${_td_version}, LibTorch is ${Torch_VERSION}")
+    else()
+      set(TD_PYTHON_aoti ${Python3_EXECUTABLE})
+      message(STATUS "tensordict: AOTInductor test packages by ${Python3_EXECUTABLE} "
+                     "(torch ${_td_version})")
+    endif()
+  endif()
+endif()
+
+# The outputs OUTS (all under OUT_DIR, relative to the package) of the Python script SCRIPT,
+# run as `python SCRIPT <build tree>/<package>/OUT_DIR` (Bazel's genrule writes the same paths
+# under its bin folder), for the tests that list it as GENERATED; defined with
+# TENSORDICT_BUILD_TESTS only (the tests are all that read them here). The script gets a fresh
+# TORCHINDUCTOR_CACHE_DIR; AOTInductor compiles with the g++ on PATH, as under Bazel. Where no
+# Python of the kind was found, nothing is defined and the tests are skipped with the reason.
+function(td_cmake_python_genrule name)
+  cmake_parse_arguments(PARSE_ARGV 1 arg "" "PYTHON;SCRIPT;OUT_DIR" "OUTS")
+  if(NOT TENSORDICT_BUILD_TESTS)
+    return()
+  endif()
+  if(NOT TD_PYTHON_${arg_PYTHON})
+    set_property(GLOBAL PROPERTY TD_GENRULE_MISSING_${name} "${TD_PYTHON_${arg_PYTHON}_MISSING}")
+    return()
+  endif()
+  list(TRANSFORM arg_OUTS PREPEND ${CMAKE_CURRENT_BINARY_DIR}/ OUTPUT_VARIABLE outs)
+  set(cache ${CMAKE_CURRENT_BINARY_DIR}/${name}.cache)
+  add_custom_command(
+    OUTPUT ${outs}
+    COMMAND ${CMAKE_COMMAND} -E rm -rf ${cache}
+    COMMAND ${CMAKE_COMMAND} -E env TORCHINDUCTOR_CACHE_DIR=${cache} ${TD_PYTHON_${arg_PYTHON}}
+            ${CMAKE_CURRENT_SOURCE_DIR}/${arg_SCRIPT} ${CMAKE_CURRENT_BINARY_DIR}/${arg_OUT_DIR}
+    DEPENDS ${CMAKE_CURRENT_SOURCE_DIR}/${arg_SCRIPT}
+    COMMENT "Running ${arg_SCRIPT} into ${arg_OUT_DIR}/"
+    VERBATIM)
+  add_custom_target(tensordict_${name} DEPENDS ${outs})
+endfunction()
+
 # A test runs in the source root, as Bazel runs it in its runfiles tree, so the data files its
-# BUILD rule lists are found at the same relative paths; $TEST_TMPDIR is a folder of its own in
-# the build tree. The labels are Bazel's tags that CI selects on (multihost, slow, exclusive).
+# BUILD rule lists are found at the same relative paths; one that reads GENERATED files (the
+# stems of td_cmake_python_genrule targets) runs in the build tree, where they lie at the paths
+# Bazel gives them, or, where a genrule is not defined, is registered as skipped with the
+# reason. $TEST_TMPDIR is a folder of its own in the build tree. The labels are Bazel's tags that
+# CI selects on (multihost, slow, exclusive).
 function(td_cmake_test name)
-  cmake_parse_arguments(PARSE_ARGV 1 arg "" "TIMEOUT" "${_td_lists};ARGS;ENV;LABELS")
+  cmake_parse_arguments(PARSE_ARGV 1 arg "" "TIMEOUT" "${_td_lists};ARGS;GENERATED;ENV;LABELS")
   if(NOT TENSORDICT_BUILD_TESTS)
     return()
   endif()
   add_executable(tensordict_${name} ${arg_SRCS})
   _td_setup(tensordict_${name} PUBLIC DEPS ${arg_DEPS} EXTERNAL ${arg_EXTERNAL}
             COPTS ${arg_COPTS} LINKOPTS ${arg_LINKOPTS})
+  set(workdir ${PROJECT_SOURCE_DIR})
+  foreach(generated IN LISTS arg_GENERATED)
+    if(NOT TARGET tensordict_${generated})
+      get_property(why GLOBAL PROPERTY TD_GENRULE_MISSING_${generated})
+      message(STATUS "tensordict: test ${name} is skipped: ${why}")
+      add_test(NAME ${name} COMMAND ${CMAKE_COMMAND} -E echo "skipped: ${why}")
+      set_tests_properties(${name} PROPERTIES SKIP_REGULAR_EXPRESSION "^skipped: ")
+      return()
+    endif()
+    add_dependencies(tensordict_${name} tensordict_${generated})
+    set(workdir ${PROJECT_BINARY_DIR})
+  endforeach()
   set(tmp ${CMAKE_CURRENT_BINARY_DIR}/${name}.tmp)
   file(MAKE_DIRECTORY ${tmp})
-  add_test(NAME ${name} COMMAND tensordict_${name} ${arg_ARGS}
-           WORKING_DIRECTORY ${PROJECT_SOURCE_DIR})
+  add_test(NAME ${name} COMMAND tensordict_${name} ${arg_ARGS} WORKING_DIRECTORY ${workdir})
   set_tests_properties(${name} PROPERTIES TIMEOUT ${arg_TIMEOUT}
                        ENVIRONMENT "TEST_TMPDIR=${tmp};${arg_ENV}")
   if(arg_LABELS)

@@ -45,3 +45,10 @@ PUBLIC_TARGETS = {
     "script_alone": "//td/nn:script",
     "functional_alone": "//td/functional",
 }
+
+# Public targets that exist only where LibTorch has AOTInductor's package loader
+# (LIBTORCH_HAS_AOTI of td/compat/aoti.bzl, TD_LIBTORCH_HAS_AOTI of cmake/tensordict_deps.cmake):
+# the consumers build their programs there only.
+AOTI_PUBLIC_TARGETS = {
+    "nn_aoti_alone": "//td/nn/aoti",
+}

@@ -22,15 +22,24 @@ tests/public_targets.bzl, and cmake/tensordict_warnings.cmake from tools/cc.bzl.
 # tests_conformance_suite). The library's file is libtensordict_<stem>.
 # External repositories map to names that cmake/tensordict_rules.cmake resolves with the
 # find_package results (EXTERNAL below). A target is Bazel-only when it is a rule CMake does not
-# build (sh_test, genrule, a linkshared binary), needs a generated file, or depends on a Bazel-only target or on an
-# external repository with no CMake counterpart (the Python headers of //td/python); the
-# generated file lists each with its reason.
+# build (sh_test, a genrule other than those of CMAKE_GENRULES, a linkshared binary), needs a
+# file only Bazel generates, or depends on a Bazel-only target or on an external repository with
+# no CMake counterpart (the Python headers of //td/python); the generated file lists each with
+# its reason.
+# A target Bazel declares only where LibTorch has AOTInductor's package loader (`for _ in
+# IF_AOTI`, td/compat/aoti.bzl) is written inside `if(TD_LIBTORCH_HAS_AOTI)`, which
+# cmake/tensordict_deps.cmake sets from the same header: on LibTorch 1.13 CMake defines none of
+# them, as Bazel declares none. A genrule of CMAKE_GENRULES runs its Python script into the build
+# tree, at the paths Bazel writes under its bin folder (<package>/<out>); a test that reads its
+# outputs runs in the build tree (the others run in the source root), or, where no Python fit to
+# run the script was found, is registered as skipped with the reason.
 """
 
 import argparse
 import difflib
 import os
 import pathlib
+import re
 import sys
 import textwrap
 
@@ -58,15 +67,25 @@ EXTERNAL_BAZEL_ONLY = {
 }
 
 # Packages the CMake build leaves out, and why (their targets are listed as Bazel-only).
-BAZEL_ONLY_PACKAGES = {
-    "td/nn/aoti": "needs LibTorch's AOTInductor package loader (2.6 and later), which only the "
-    "Bazel build detects (td/compat/aoti.bzl)",
-}
-# Targets of other packages the CMake build leaves out for the same reason.
-BAZEL_ONLY_TARGETS = {"//td/compat:aoti": BAZEL_ONLY_PACKAGES["td/nn/aoti"]}
+BAZEL_ONLY_PACKAGES = {}
+# Targets of other packages the CMake build leaves out, and why.
+BAZEL_ONLY_TARGETS = {}
 # What BUILD files load from .bzl files this tool does not evaluate: the values under which
-# every target is declared (td/compat/aoti.bzl's, as on a LibTorch with the loader).
+# every target is declared (td/compat/aoti.bzl's, as on a LibTorch with the loader), and those
+# of a LibTorch without it. Each BUILD file is evaluated with both; a target only the first
+# declares is written inside `if(AOTI_CONDITION)`.
 LOADED_VALUES = {"IF_AOTI": [1], "LIBTORCH_HAS_AOTI": True}
+LOADED_VALUES_WITHOUT_AOTI = {"IF_AOTI": [], "LIBTORCH_HAS_AOTI": False}
+AOTI_CONDITION = "TD_LIBTORCH_HAS_AOTI"
+# The genrules CMake runs (td_cmake_python_genrule of cmake/tensordict_rules.cmake), each with
+# the Python it needs, by the name cmake/tensordict_rules.cmake finds it under. The command must
+# be `[VAR=value ...] python3 $(location <script>) $(RULEDIR)/<dir> [>/dev/null]` with every
+# output under <dir>. Other genrules are Bazel-only.
+CMAKE_GENRULES = {
+    # torch with AOTInductor's export, of LibTorch's version (td/nn/aoti/testdata/
+    # export_policies.py).
+    "//td/nn/aoti:exported": "aoti",
+}
 
 SIZE_SECONDS = {"small": 60, "medium": 300, "large": 900, "enormous": 3600}
 TIMEOUT_SECONDS = {"short": 60, "moderate": 300, "long": 900, "eternal": 3600}
@@ -78,6 +97,8 @@ class Rule:
         self.package = package
         self.name = attrs.pop("name")
         self.attrs = attrs
+        # True when Bazel declares it only where LibTorch has AOTInductor's package loader.
+        self.aoti_only = False
 
     @property
     def label(self):
@@ -115,12 +136,21 @@ class Package:
         self.rules = []
 
     def evaluate(self):
+        """Records the rules, each marked aoti_only when Bazel declares it only with the loader."""
+        self.rules = self._rules(LOADED_VALUES_WITHOUT_AOTI)
+        without = {r.label for r in self.rules}
+        self.rules = self._rules(LOADED_VALUES)
+        for r in self.rules:
+            r.aoti_only = r.label not in without
+
+    def _rules(self, loaded_values):
         build = self.root / self.path / "BUILD.bazel"
         scope = {}
+        rules = []
 
         def record(kind):
             def rule(**attrs):
-                self.rules.append(Rule(kind, self.path, dict(attrs)))
+                rules.append(Rule(kind, self.path, dict(attrs)))
             return rule
 
         def ignored(*args, **kwargs):
@@ -143,7 +173,7 @@ class Package:
 
         def load(module, *names, **aliases):
             # The rules below stand in for everything //tools:cc.bzl defines.
-            scope.update({n: LOADED_VALUES[n] for n in names if n in LOADED_VALUES})
+            scope.update({n: loaded_values[n] for n in names if n in loaded_values})
 
         scope.update(
             load=load,
@@ -162,6 +192,7 @@ class Package:
             td_cc_binary=record("binary"),
         )
         exec(compile(build.read_text(), str(build), "exec"), scope)
+        return rules
 
     def _in_subpackage(self, rel):
         parent = rel.parent
@@ -194,8 +225,11 @@ def bazel_only_reasons(packages):
         if r.label in BAZEL_ONLY_TARGETS:
             reasons[r.label] = BAZEL_ONLY_TARGETS[r.label]
             continue
-        if r.kind in ("sh_test", "genrule"):
+        if r.kind == "sh_test" or (r.kind == "genrule" and r.label not in CMAKE_GENRULES):
             reasons[r.label] = "a %s, which CMake does not run" % r.kind
+        if r.kind == "test" and generated_data(r) and source_data(r):
+            reasons[r.label] = ("reads files of both the source tree and a genrule, and a CMake "
+                                "test runs in one of the two")
         if r.kind == "binary" and r.get("linkshared", False):
             reasons[r.label] = ("a shared object bundling libraries for Python extensions; CMake "
                                 "users link the libraries themselves")
@@ -221,6 +255,60 @@ def bazel_only_reasons(packages):
                 reasons[r.label] = why
                 changed = True
     return reasons
+
+
+def generated_data(rule):
+    """The CMAKE_GENRULES targets among `rule`'s data, as CMake stems."""
+    found = []
+    for item in rule.get("data"):
+        target = resolve(item, rule.package)
+        if target and "//%s:%s" % target in CMAKE_GENRULES:
+            found.append(stem(*target))
+    return found
+
+
+def source_data(rule):
+    """`rule`'s data items read from the source tree: all but genrule outputs and the targets
+    its args name with $(location) (those reach the test by their path in the build tree)."""
+    args = " ".join(rule.get("args"))
+    found = []
+    for item in rule.get("data"):
+        target = resolve(item, rule.package)
+        if target and "//%s:%s" % target in CMAKE_GENRULES:
+            continue
+        if "$(location %s)" % item in args:
+            continue
+        found.append(item)
+    return found
+
+
+GENRULE_COMMAND = re.compile(
+    r"(?P<env>(?:[A-Z_]+=(?:\$\$\([^)]*\)|\S+) )*)python3 \$\(location (?P<script>\S+)\) "
+    r"\$\(RULEDIR\)/(?P<dir>[\w./-]+)(?: >/dev/null)?")
+# Variables a genrule's command may set that td_cmake_python_genrule sets itself.
+GENRULE_ENV = {"TORCHINDUCTOR_CACHE_DIR"}
+
+
+def genrule_lines(rule):
+    """The arguments of td_cmake_python_genrule for a CMAKE_GENRULES genrule, as lines."""
+    match = GENRULE_COMMAND.fullmatch(rule.get("cmd", ""))
+    if not match:
+        raise SystemExit("%s: no CMake translation of the command %r (CMAKE_GENRULES in %s)" %
+                         (rule.label, rule.get("cmd", ""), __file__))
+    env = set(re.findall(r"([A-Z_]+)=", match.group("env")))
+    if env - GENRULE_ENV:
+        raise SystemExit("%s: the command sets %s, which td_cmake_python_genrule does not" %
+                         (rule.label, ", ".join(sorted(env - GENRULE_ENV))))
+    script, out_dir = match.group("script"), match.group("dir")
+    if list(rule.get("srcs")) != [script]:
+        raise SystemExit("%s: srcs must be the script alone" % rule.label)
+    outs = list(rule.get("outs"))
+    for out in outs:
+        if not out.startswith(out_dir + "/"):
+            raise SystemExit("%s: output %s is not under %s" % (rule.label, out, out_dir))
+    lines = ["  PYTHON %s" % CMAKE_GENRULES[rule.label], "  SCRIPT %s" % script,
+             "  OUT_DIR %s" % out_dir]
+    return lines + format_list("OUTS", outs)
 
 
 def cmake_name(rule_label):
@@ -260,8 +348,12 @@ def rule_block(rule):
             deps.append(stem(pkg, dep_name))
     lines = ["# %s" % rule.label]
     function = {"library": "td_cmake_library", "test": "td_cmake_test",
-                "binary": "td_cmake_binary"}[rule.kind]
+                "binary": "td_cmake_binary", "genrule": "td_cmake_python_genrule"}[rule.kind]
     lines.append("%s(%s" % (function, name))
+    if rule.kind == "genrule":
+        lines += genrule_lines(rule)
+        lines[-1] += ")"
+        return name, lines
     flags = []
     if rule.get("testonly", False):
         flags.append("TESTONLY")
@@ -287,6 +379,7 @@ def rule_block(rule):
                 raise SystemExit("%s: no CMake translation of argument %r" % (rule.label, arg))
             args.append(quote(arg))
         lines += format_list("ARGS", args)
+        lines += format_list("GENERATED", generated_data(rule))
         env = ["%s=%s" % kv for kv in sorted(rule.get("env", {}).items())]
         lines += format_list("ENV", [quote(e) for e in env])
         tags = [t for t in rule.get("tags") if t in ("multihost", "slow", "exclusive")]
@@ -319,6 +412,9 @@ def package_file(pkg, packages, reasons):
                                      initial_indent="#   ", subsequent_indent="#     ")
             continue
         name, lines = rule_block(rule)
+        if rule.aoti_only:
+            lines = ([lines[0], "if(%s)" % AOTI_CONDITION] + ["  " + l for l in lines[1:]] +
+                     ["endif()"])
         blocks[name] = "\n".join(lines)
         out.append(blocks[name] + "\n")
     if skipped:
@@ -341,11 +437,18 @@ def alone_file(root):
              "# of NOTE [ CMake from Bazel ] in tools/bazel_to_cmake.py).",
              "set(TD_ALONE"]
     blocks = {}
-    for program, label in scope["PUBLIC_TARGETS"].items():
-        pkg, name = resolve(label, "")
-        blocks[program] = "  %s tensordict::%s" % (program, stem(pkg, name))
-        lines.append(blocks[program])
-    lines[-1] += ")"
+
+    def rows(targets):
+        for program, label in targets.items():
+            pkg, name = resolve(label, "")
+            blocks[program] = "  %s tensordict::%s" % (program, stem(pkg, name))
+            lines.append(blocks[program])
+        lines[-1] += ")"
+
+    rows(scope["PUBLIC_TARGETS"])
+    lines += ["# Those of AOTI_PUBLIC_TARGETS: where tensordict has them (TD_LIBTORCH_HAS_AOTI).",
+              "set(TD_ALONE_AOTI"]
+    rows(scope.get("AOTI_PUBLIC_TARGETS", {}))
     return "tests/consumer_cmake/alone.cmake", "\n".join(lines) + "\n", blocks
 
 
@@ -382,7 +485,7 @@ def parse_blocks(text):
     for chunk in text.split("\n\n"):
         lines = chunk.strip("\n").splitlines()
         for i, line in enumerate(lines):
-            if line.startswith("td_cmake_"):
+            if line.lstrip().startswith("td_cmake_"):
                 name = line.split("(", 1)[1].split()[0].rstrip(")")
                 blocks[name] = "\n".join(lines[i - 1:])
             elif line.startswith("  ") and " tensordict::" in line:
@@ -434,9 +537,18 @@ def write(root, files):
 
 def self_test():
     """A made-up tree: the check passes after writing, and names the target a BUILD edit adds,
-    changes or removes, and a package whose BUILD file is gone."""
+    changes or removes (also inside `if(TD_LIBTORCH_HAS_AOTI)`), and a package whose BUILD file
+    is gone; targets declared `for _ in IF_AOTI` are written inside that if(), a CMAKE_GENRULES
+    genrule as td_cmake_python_genrule with its tests' GENERATED, and a test that reads both
+    its outputs and source files is Bazel-only."""
     import tempfile
     failures = []
+
+    def expect_text(root, path, wanted):
+        text = (root / path).read_text()
+        for piece in wanted:
+            if piece not in text:
+                failures.append("expected %r in %s, got:\n%s" % (piece, path, text))
 
     def expect(root, wanted):
         problems = "\n".join(check(root, generate(root)))
@@ -465,6 +577,33 @@ def self_test():
         expect(root, ["x_test is new"])
         build.write_text(lib)
         expect(root, ["x_y is gone"])
+        aoti = ('load("//td/compat:aoti.bzl", "IF_AOTI")\n'
+                '[td_cc_library(name = "z", hdrs = ["z.h"]) for _ in IF_AOTI]\n')
+        build.write_text(lib + other + aoti)
+        write(root, generate(root))
+        expect(root, [])
+        expect_text(root, "td/x/CMakeLists.txt",
+                    ["# //td/x:y\ntd_cmake_library(x_y\n",
+                     "# //td/x:z\nif(TD_LIBTORCH_HAS_AOTI)\n  td_cmake_library(x_z\n"
+                     "    HDRS z.h)\nendif()\n"])
+        build.write_text(lib + other + aoti.replace('"z.h"', '"z.h", "w.h"'))
+        expect(root, ["x_z changed"])
+        build.write_text(lib + other)
+        genrule = root / "td" / "nn" / "aoti" / "BUILD.bazel"
+        genrule.parent.mkdir(parents=True)
+        genrule.write_text(
+            'genrule(name = "exported", srcs = ["e.py"], outs = ["out/a.pt2"],\n'
+            '        cmd = "TORCHINDUCTOR_CACHE_DIR=$$(mktemp -d) python3 $(location e.py) "\n'
+            '              "$(RULEDIR)/out >/dev/null")\n'
+            'td_cc_test(name = "t", srcs = ["t.cc"], data = [":exported"])\n'
+            'td_cc_test(name = "mixed", srcs = ["m.cc"], data = [":exported", "d.txt"])\n')
+        write(root, generate(root))
+        expect(root, [])
+        expect_text(root, "td/nn/aoti/CMakeLists.txt",
+                    ["td_cmake_python_genrule(nn_aoti_exported\n  PYTHON aoti\n  SCRIPT e.py\n"
+                     "  OUT_DIR out\n  OUTS out/a.pt2)",
+                     "  GENERATED nn_aoti_exported\n",
+                     "//td/nn/aoti:mixed: reads files of both the source tree and a genrule"])
         (root / "td" / "gone").mkdir()
         (root / "td" / "gone" / "CMakeLists.txt").write_text("")
         expect(root, ["td/gone/CMakeLists.txt has no BUILD.bazel"])

@@ -40,3 +40,6 @@ set(TD_ALONE
   distributed_alone tensordict::distributed
   script_alone tensordict::nn_script
   functional_alone tensordict::functional)
+# Those of AOTI_PUBLIC_TARGETS: where tensordict has them (TD_LIBTORCH_HAS_AOTI).
+set(TD_ALONE_AOTI
+  nn_aoti_alone tensordict::nn_aoti)

@@ -10,8 +10,9 @@
 //   actor->load_constants(learner_params);         // new weights, no re-export
 //
 // Only where LibTorch has the loader (2.6 and later; not 1.13): //td/nn/aoti is empty elsewhere
-// (td/compat/aoti.bzl). Bazel only (for consumers @tensordict//td/nn/aoti); docs/nn.md,
-// "AOTInductor packages", has the export recipe this file refers to.
+// (td/compat/aoti.bzl). Bazel: @tensordict//td/nn/aoti; CMake: tensordict::nn_aoti, defined
+// likewise only where LibTorch has the loader. docs/nn.md, "AOTInductor packages", has the export
+// recipe this file refers to.
 //
 // NOTE [ AOTInductor keys and checks ]
 // Keys. A package knows its keyword argument names (the call spec's kwargs dict, in order) and
