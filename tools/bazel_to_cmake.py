@@ -62,11 +62,17 @@ BAZEL_ONLY_PACKAGES = {
     "td/nn/aoti": "needs LibTorch's AOTInductor package loader (2.6 and later), which only the "
     "Bazel build detects (td/compat/aoti.bzl)",
 }
+# Packages only a CUDA LibTorch builds: Bazel declares nothing in them (IF_CUDA of their cuda.bzl
+# is empty: the Bazel build links the system's CPU LibTorch); CMake declares their targets inside
+# `if(TENSORDICT_CUDA)` (CMakeLists.txt's option, which needs Torch's CUDA targets) and links
+# them to LibTorch's CUDA libraries (td_external "torch_cuda" in cmake/tensordict_rules.cmake).
+CUDA_PACKAGES = {"td/nn/cuda_graph"}
 # Targets of other packages the CMake build leaves out for the same reason.
 BAZEL_ONLY_TARGETS = {"//td/compat:aoti": BAZEL_ONLY_PACKAGES["td/nn/aoti"]}
 # What BUILD files load from .bzl files this tool does not evaluate: the values under which
 # every target is declared (td/compat/aoti.bzl's, as on a LibTorch with the loader).
-LOADED_VALUES = {"IF_AOTI": [1], "LIBTORCH_HAS_AOTI": True}
+# (IF_CUDA: td/nn/cuda_graph/cuda.bzl's, as with a CUDA LibTorch; see CUDA_PACKAGES).
+LOADED_VALUES = {"IF_AOTI": [1], "LIBTORCH_HAS_AOTI": True, "IF_CUDA": [1]}
 
 SIZE_SECONDS = {"small": 60, "medium": 300, "large": 900, "enormous": 3600}
 TIMEOUT_SECONDS = {"short": 60, "moderate": 300, "long": 900, "eternal": 3600}
@@ -254,7 +260,9 @@ def rule_block(rule):
             if dep not in EXTERNAL:
                 raise SystemExit("%s: no CMake counterpart for %s (EXTERNAL in %s)" %
                                  (rule.label, dep, __file__))
-            external.append(EXTERNAL[dep])
+            ext = EXTERNAL[dep]
+            external.append("torch_cuda" if ext == "torch" and rule.package in CUDA_PACKAGES
+                            else ext)
         else:
             pkg, dep_name = resolve(dep, rule.package)
             deps.append(stem(pkg, dep_name))
@@ -289,7 +297,7 @@ def rule_block(rule):
         lines += format_list("ARGS", args)
         env = ["%s=%s" % kv for kv in sorted(rule.get("env", {}).items())]
         lines += format_list("ENV", [quote(e) for e in env])
-        tags = [t for t in rule.get("tags") if t in ("multihost", "slow", "exclusive")]
+        tags = [t for t in rule.get("tags") if t in ("multihost", "slow", "exclusive", "cuda")]
         lines += format_list("LABELS", tags)
         seconds = TIMEOUT_SECONDS.get(rule.get("timeout", ""),
                                       SIZE_SECONDS[rule.get("size", "medium")])
@@ -309,6 +317,10 @@ HEADER = """\
 def package_file(pkg, packages, reasons):
     """(path, text, {cmake name: block text}) of one package's CMakeLists.txt."""
     out = [HEADER.format(build=pkg.path + "/BUILD.bazel")]
+    cuda = pkg.path in CUDA_PACKAGES
+    if cuda:
+        out.append("# Only with a CUDA LibTorch and -DTENSORDICT_CUDA=ON (Bazel builds nothing "
+                   "here).\nif(TENSORDICT_CUDA)\n")
     blocks = {}
     skipped = []
     for rule in pkg.rules:
@@ -321,6 +333,8 @@ def package_file(pkg, packages, reasons):
         name, lines = rule_block(rule)
         blocks[name] = "\n".join(lines)
         out.append(blocks[name] + "\n")
+    if cuda:
+        out.append("endif()\n")
     if skipped:
         out.append("# Bazel-only:\n" + "\n".join(skipped) + "\n")
     children = sorted(p for p in packages
