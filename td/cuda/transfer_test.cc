@@ -166,18 +166,28 @@ TEST(CudaTransferTest, PinMemory) {
   ExpectSameOn(q.to(kCuda, true), src, kCuda, "pinned, moved non_blocking");
 }
 
-// consolidate(pin_memory) gives one pinned buffer; moving it is one host-to-device copy: the
-// result's leaves all lie in one device buffer.
+// Leaves of one dtype (the condition of NOTE [ One buffer, one kernel ] in td/core/leafwise.cc).
+TensorDict Floats() {
+  return TensorDict({{"a", at::randn({4, 3})}, {"n", {{"b", at::randn({4, 5})}}}}, {4});
+}
+
+// consolidate(pin_memory) gives one pinned buffer; with one dtype, moving it is one
+// host-to-device copy: the result's leaves all lie in one device buffer. Mixed dtypes move leaf
+// by leaf, with the same values.
 TEST(CudaTransferTest, ConsolidatedPinnedIsOneCopy) {
   TD_REQUIRE_CUDA("consolidate(pin_memory) then one host-to-device copy");
-  const TensorDict src = Sample();
-  const TensorDict c = td::consolidate(src, td::ConsolidateOptions().pin_memory(true));
+  const TensorDict floats = Floats();
+  const TensorDict c = td::consolidate(floats, td::ConsolidateOptions().pin_memory(true));
   EXPECT_TRUE(td::is_consolidated(c));
   EXPECT_TRUE(c.get("a").is_pinned());
   EXPECT_TRUE(OneStorage(c));
   const TensorDict g = c.to(kCuda, /*non_blocking=*/true);
   EXPECT_TRUE(OneStorage(g)) << "one buffer on the device: one copy";
-  ExpectSameOn(g, src, kCuda, "consolidated, moved");
+  ExpectSameOn(g, floats, kCuda, "consolidated, moved");
+  const TensorDict src = Sample();
+  const TensorDict mixed = td::consolidate(src, td::ConsolidateOptions().pin_memory(true));
+  EXPECT_TRUE(mixed.get("a").is_pinned());
+  ExpectSameOn(mixed.to(kCuda, true), src, kCuda, "consolidated mixed dtypes, moved");
   // Straight to the device: consolidate(device) is one buffer there.
   const TensorDict d = td::consolidate(src, td::ConsolidateOptions().device(kCuda));
   EXPECT_EQ(d.device(), kCuda);
@@ -204,19 +214,23 @@ TEST(CudaTransferTest, RecordStream) {
   side.synchronize();
 }
 
-// Memory-mapped and consolidated files onto the GPU: load, then one move (the consolidated file
-// is one mapped buffer, so one copy).
+// Memory-mapped and consolidated files onto the GPU: load, then move (a consolidated file of one
+// dtype is one mapped buffer, so one copy).
 TEST(CudaTransferTest, FilesLoadedOntoTheGpu) {
   TD_REQUIRE_CUDA("memmap and consolidated files loaded onto the GPU");
   const TensorDict src = Sample();
   src.memmap(TmpDir("to_gpu_memmap"));
   const TensorDict m = TensorDict::load_memmap(TmpDir("to_gpu_memmap")).to(kCuda);
   ExpectSameOn(m, src, kCuda, "memmap");
-  td::save_consolidated(td::consolidate(src), TmpDir("to_gpu.td"));
+  const TensorDict floats = Floats();
+  td::save_consolidated(td::consolidate(floats), TmpDir("to_gpu.td"));
   const TensorDict loaded = td::load_consolidated(TmpDir("to_gpu.td"));
   const TensorDict c = loaded.to(kCuda, /*non_blocking=*/true);
   EXPECT_TRUE(OneStorage(c)) << "one buffer on the device: one copy";
-  ExpectSameOn(c, src, kCuda, "consolidated file");
+  ExpectSameOn(c, floats, kCuda, "consolidated file");
+  td::save_consolidated(td::consolidate(src), TmpDir("to_gpu_mixed.td"));
+  ExpectSameOn(td::load_consolidated(TmpDir("to_gpu_mixed.td")).to(kCuda), src, kCuda,
+               "consolidated file, mixed dtypes");
 }
 
 // Several threads moving their own TensorDicts at once, each on its own stream, and several
