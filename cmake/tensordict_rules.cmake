@@ -34,6 +34,14 @@ function(td_external_targets out)
       # The imported target only (TORCH_LIBRARIES adds c10 by its absolute path, which would
       # tie the exported targets to this machine's LibTorch).
       list(APPEND items torch Threads::Threads)
+    elseif(name STREQUAL "torch_cuda")
+      # LibTorch's CUDA libraries, for the packages only a CUDA LibTorch builds (CUDA_PACKAGES in
+      # tools/bazel_to_cmake.py; CMakeLists.txt checks these targets exist when
+      # TENSORDICT_CUDA is ON). CUDA::cudart brings cuda_runtime_api.h's directory.
+      list(APPEND items torch torch_cuda c10_cuda Threads::Threads)
+      if(TARGET CUDA::cudart)
+        list(APPEND items CUDA::cudart)
+      endif()
     elseif(name STREQUAL "tbb")
       list(APPEND items TBB::tbb)
     elseif(name STREQUAL "json")

@@ -68,14 +68,20 @@ EXTERNAL_BAZEL_ONLY = {
 
 # Packages the CMake build leaves out, and why (their targets are listed as Bazel-only).
 BAZEL_ONLY_PACKAGES = {}
+# Packages only a CUDA LibTorch builds: Bazel declares nothing in them (IF_CUDA of their cuda.bzl
+# is empty: the Bazel build links the system's CPU LibTorch); CMake declares their targets inside
+# `if(TENSORDICT_CUDA)` (CMakeLists.txt's option, which needs Torch's CUDA targets) and links
+# them to LibTorch's CUDA libraries (td_external "torch_cuda" in cmake/tensordict_rules.cmake).
+CUDA_PACKAGES = {"td/nn/cuda_graph"}
 # Targets of other packages the CMake build leaves out, and why.
 BAZEL_ONLY_TARGETS = {}
 # What BUILD files load from .bzl files this tool does not evaluate: the values under which
-# every target is declared (td/compat/aoti.bzl's, as on a LibTorch with the loader), and those
-# of a LibTorch without it. Each BUILD file is evaluated with both; a target only the first
+# every target is declared (td/compat/aoti.bzl's, as on a LibTorch with the loader; IF_CUDA:
+# td/nn/cuda_graph/cuda.bzl's, as with a CUDA LibTorch, see CUDA_PACKAGES), and those of a
+# LibTorch without the loader. Each BUILD file is evaluated with both; a target only the first
 # declares is written inside `if(AOTI_CONDITION)`.
-LOADED_VALUES = {"IF_AOTI": [1], "LIBTORCH_HAS_AOTI": True}
-LOADED_VALUES_WITHOUT_AOTI = {"IF_AOTI": [], "LIBTORCH_HAS_AOTI": False}
+LOADED_VALUES = {"IF_AOTI": [1], "LIBTORCH_HAS_AOTI": True, "IF_CUDA": [1]}
+LOADED_VALUES_WITHOUT_AOTI = {"IF_AOTI": [], "LIBTORCH_HAS_AOTI": False, "IF_CUDA": [1]}
 AOTI_CONDITION = "TD_LIBTORCH_HAS_AOTI"
 # The genrules CMake runs (td_cmake_python_genrule of cmake/tensordict_rules.cmake), each with
 # the Python it needs, by the name cmake/tensordict_rules.cmake finds it under. The command must
@@ -342,7 +348,9 @@ def rule_block(rule):
             if dep not in EXTERNAL:
                 raise SystemExit("%s: no CMake counterpart for %s (EXTERNAL in %s)" %
                                  (rule.label, dep, __file__))
-            external.append(EXTERNAL[dep])
+            ext = EXTERNAL[dep]
+            external.append("torch_cuda" if ext == "torch" and rule.package in CUDA_PACKAGES
+                            else ext)
         else:
             pkg, dep_name = resolve(dep, rule.package)
             deps.append(stem(pkg, dep_name))
@@ -382,7 +390,7 @@ def rule_block(rule):
         lines += format_list("GENERATED", generated_data(rule))
         env = ["%s=%s" % kv for kv in sorted(rule.get("env", {}).items())]
         lines += format_list("ENV", [quote(e) for e in env])
-        tags = [t for t in rule.get("tags") if t in ("multihost", "slow", "exclusive")]
+        tags = [t for t in rule.get("tags") if t in ("multihost", "slow", "exclusive", "cuda")]
         lines += format_list("LABELS", tags)
         seconds = TIMEOUT_SECONDS.get(rule.get("timeout", ""),
                                       SIZE_SECONDS[rule.get("size", "medium")])
@@ -402,6 +410,10 @@ HEADER = """\
 def package_file(pkg, packages, reasons):
     """(path, text, {cmake name: block text}) of one package's CMakeLists.txt."""
     out = [HEADER.format(build=pkg.path + "/BUILD.bazel")]
+    cuda = pkg.path in CUDA_PACKAGES
+    if cuda:
+        out.append("# Only with a CUDA LibTorch and -DTENSORDICT_CUDA=ON (Bazel builds nothing "
+                   "here).\nif(TENSORDICT_CUDA)\n")
     blocks = {}
     skipped = []
     for rule in pkg.rules:
@@ -417,6 +429,8 @@ def package_file(pkg, packages, reasons):
                      ["endif()"])
         blocks[name] = "\n".join(lines)
         out.append(blocks[name] + "\n")
+    if cuda:
+        out.append("endif()\n")
     if skipped:
         out.append("# Bazel-only:\n" + "\n".join(skipped) + "\n")
     children = sorted(p for p in packages
