@@ -579,10 +579,14 @@ TensorDict TensorDict::pad(at::IntArrayRef pad, const at::Scalar& value) const {
   }
   std::vector<int64_t> nb = batch_size().vec();
   for (size_t i = 0; i < pad.size() / 2; ++i) {
+    // As constant_pad_nd: negative amounts remove elements first, and cannot remove more than
+    // the dim has ([-1, 2] of a size-0 dim is refused, not a size-1 dim).
+    const int64_t removed =
+        std::min<int64_t>(pad[2 * i], 0) + std::min<int64_t>(pad[2 * i + 1], 0);
     nb[i] += pad[2 * i] + pad[2 * i + 1];
-    if (nb[i] < 0) {
-      TD_FAIL(ValueError, "pad: padding ", pad, " makes batch dim ", i, " negative (batch size ",
-                       SizeRepr(batch_size()), ")");
+    if (nb[i] < 0 || batch_size()[i] + removed < 0) {
+      TD_FAIL(ValueError, "pad: padding ", pad, " removes more than batch dim ", i,
+              " has or makes it negative (batch size ", SizeRepr(batch_size()), ")");
     }
   }
   return MapShape(*this, nb, "padding", [&](const at::Tensor& t) {

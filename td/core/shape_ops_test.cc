@@ -262,6 +262,11 @@ TEST(ShapeOpsTest, Pad) {
   TD_EXPECT_THROW_MSG(t.pad({1}), c10::ValueError, {"pairs"});
   TD_EXPECT_THROW_MSG(t.pad({1, 1, 1, 1, 1, 1}), c10::ValueError, {"at most 2"});
   TD_EXPECT_THROW_MSG(t.pad({-4, 0}), c10::ValueError, {"negative"});
+  // Negative amounts cannot remove more than the dim has, even when the other side adds more
+  // (constant_pad_nd refuses it too), with or without leaves.
+  TD_EXPECT_THROW_MSG(TensorDict({}, {0}).pad({-1, 2}), c10::ValueError,
+                      {"removes more than batch dim 0 has"});
+  TD_EXPECT_THROW_MSG(t.pad({-4, 5}), c10::ValueError, {"removes more"});
 }
 
 // fliplr / flipud / rot90 / tile / atleast_*d / swapdims against torch's op on every leaf's batch

@@ -38,6 +38,7 @@
 #include <iostream>
 #include <set>
 
+#include "td/compat/torch.h"
 #include "td/core/comparison.h"
 #include "td/core/pointwise_ops.h"
 
@@ -238,23 +239,23 @@ struct KnownIssue {
   std::string backend;  // "" for every backend
   std::string fragment;
   std::string bug;
+  bool libtorch1 = false;  // LibTorch 1.x's behaviour: on 2.x the case must pass
 };
 const std::vector<KnownIssue>& KnownIssues() {
   static const auto* issues = new std::vector<KnownIssue>{
       {"", "", "raises (The shape of the mask",
        "not a library bug: LibTorch refuses a 2-d bool mask followed by None (it inserts the "
        "new dim before the mask's second dim); the library applies a mask over the batch dims "
-       "it covers, as NumPy and docs/ops.md do, on every backend"},
+       "it covers, as NumPy and docs/ops.md do, on every backend (LibTorch 2.x agrees)",
+       true},
       {"", "lazy_stack", "cannot be written to",
        "the lazy stack's index_put_ accepts a TensorDict value whose leaf does not match a "
        "zero-size target (nothing is written; LibTorch raises)"},
-      {"pad(at::IntArrayRef pad, const at::Scalar& value = 0)", "", "Dimension out of range",
-       "LibTorch 1.13's constant_pad_nd raises on a negative pad that empties a dim; a "
-       "TensorDict without leaves pads its batch size"},
       {"addcmul_(const Operand& t1, const Operand& t2, const at::Scalar& value = 1)", "",
        "needs_dynamic_casting",
        "LibTorch 1.13's addcmul_ raises an internal assert for dtype mixes that the out-of-place "
-       "op followed by a copy handles"},
+       "op followed by a copy handles",
+       true},
   };
   return *issues;
 }
@@ -262,6 +263,7 @@ const std::vector<KnownIssue>& KnownIssues() {
 const KnownIssue* Known(const std::string& row, const std::string& backend,
                         const std::string& failure) {
   for (const KnownIssue& k : KnownIssues()) {
+    if (k.libtorch1 && compat::kTorchVersionMajor >= 2) continue;
     if ((k.row.empty() || k.row == row) && (k.backend.empty() || k.backend == backend) &&
         failure.find(k.fragment) != std::string::npos) {
       return &k;
@@ -511,11 +513,17 @@ TEST(Generative, RandomCases) {
 }
 
 // The known issues, replayed from the case that found each: skipped, naming the bug, while the
-// case still fails; a failure once the case passes (remove the issue from KnownIssues()).
-void Replay(const std::string& row_id, uint64_t seed, int64_t index, const std::string& bug) {
+// case still fails; a failure once the case passes (remove the issue from KnownIssues()). An
+// issue of LibTorch 1.x (`libtorch1`) must pass on 2.x.
+void Replay(const std::string& row_id, uint64_t seed, int64_t index, const std::string& bug,
+            bool libtorch1 = false) {
   for (const Entry& e : CoveredRows()) {
     if (e.id != row_id) continue;
     const Outcome o = RunCase(seed, index, e, std::nullopt, nullptr);
+    if (libtorch1 && compat::kTorchVersionMajor >= 2) {
+      EXPECT_TRUE(o.failures.empty()) << "fails on LibTorch 2.x: " << o.failures.front();
+      return;
+    }
     if (o.failures.empty()) {
       FAIL() << "fixed: " << bug << " (row " << row_id << ", TD_GENERATIVE_SEED=" << seed
              << " TD_GENERATIVE_CASE=" << index << " passes): remove it from KnownIssues()";
@@ -530,19 +538,17 @@ void Replay(const std::string& row_id, uint64_t seed, int64_t index, const std::
 
 TEST(GenerativeKnownIssue, MaskThenNoneAsNumPy) {
   Replay("index(at::ArrayRef<at::indexing::TensorIndex> indices)", 4646, 21103,
-         "index({mask [2, 2], None}) of batch [2, 2] gives [3, 1] where LibTorch raises");
+         "index({mask [2, 2], None}) of batch [2, 2] gives [3, 1] where LibTorch 1.13 raises",
+         /*libtorch1=*/true);
 }
 TEST(GenerativeKnownIssue, LazyStackIndexPutZeroSizeMismatch) {
   Replay("index_put_(at::ArrayRef<at::indexing::TensorIndex> indices, const TensorDict& value)",
          4646, 27205, "a lazy stack's index_put_ writes a [.., 1] value into a [.., 0] leaf");
 }
-TEST(GenerativeKnownIssue, TorchPadNegativeEmptiesDim) {
-  Replay("pad(at::IntArrayRef pad, const at::Scalar& value = 0)", 4646, 22141,
-         "constant_pad_nd with pad [-1, 2] of a size-1 dim raises in LibTorch 1.13");
-}
 TEST(GenerativeKnownIssue, TorchAddcmulInPlaceDynamicCasting) {
   Replay("addcmul_(const Operand& t1, const Operand& t2, const at::Scalar& value = 1)", 4646,
-         32010, "addcmul_ hits LibTorch 1.13's needs_dynamic_casting internal assert");
+         32010, "addcmul_ hits LibTorch 1.13's needs_dynamic_casting internal assert",
+         /*libtorch1=*/true);
 }
 
 }  // namespace

@@ -16,6 +16,8 @@ namespace td {
 namespace generative {
 
 int64_t Uniform(Rng& rng, int64_t lo, int64_t hi) {
+  // An empty range is undefined behaviour (libstdc++'s assertions abort on it): a test bug.
+  TORCH_CHECK(lo <= hi, "Uniform: empty range [", lo, ", ", hi, "]");
   return std::uniform_int_distribution<int64_t>(lo, hi)(rng);
 }
 

@@ -2,6 +2,8 @@
 // copies, apply with a random leaf function, new_* tensors, batch indexing and index_put_,
 // masks, where and gather. Indices address the batch dims only: each per-leaf definition spells
 // the Ellipsis out as slices of the batch dims, so LibTorch's indexing of the leaf acts on them.
+#include <algorithm>
+
 #include "td/compat/torch.h"
 #include "tests/generative/generative.h"
 
@@ -54,7 +56,9 @@ std::vector<TensorIndex> DrawIndex(Case& c, int64_t max_items = 3) {
     const int64_t size = dim < nb ? b[dim] : 1;
     switch (Uniform(c.rng, 0, 6)) {
       case 0:
-        idx.emplace_back(Uniform(c.rng, -size, size - (Chance(c.rng, 0.9) ? 1 : 0)));
+        // In range 90% of the time; on a dim of size 0 every integer is out of range.
+        idx.emplace_back(
+            Uniform(c.rng, -size, std::max(-size, size - (Chance(c.rng, 0.9) ? 1 : 0))));
         ++dim;
         break;
       case 1: {
