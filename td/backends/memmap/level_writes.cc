@@ -229,12 +229,8 @@ void MemmapStorage::set(std::string_view key_view, Value value) {
   change.write = [&](int dirfd) {
     if (kind == EntryKind::kTensor) {
       const at::Tensor& t = value.tensor();
-      int raw = ::openat(dirfd, name.c_str(), O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC,
-                         0644);
-      if (raw < 0) {
-        ThrowIfError<MemmapError>(internal::memmap::ErrnoError(errno, "cannot create", path));
-      }
-      internal::memmap::UniqueFd fd(raw);
+      const internal::memmap::UniqueFd fd =
+          ValueOrThrow<MemmapError>(internal::os::OpenNewFileAt(dirfd, name, path));
       ThrowIfError<MemmapError>(internal::memmap::WriteTensor(fd.get(), t, path));
       stored = ValueOrThrow<MemmapError>(internal::memmap::MapFile(
           fd.get(), path, t.scalar_type(), t.sizes().vec(), MemmapMode::kReadWrite));

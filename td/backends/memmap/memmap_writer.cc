@@ -4,7 +4,6 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <signal.h>
-#include <stdio.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -191,10 +190,10 @@ void BuildLevel(const TensorDict& td, const std::shared_ptr<UniqueFd>& dir, cons
 }
 
 absl::Status WriteLeaf(const LeafJob& job, const WriteOptions& o) {
-  int raw = ::openat(job.dir->get(), job.name.c_str(),
-                     O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
-  if (raw < 0) return ErrnoError(errno, "cannot create", job.path);
-  UniqueFd fd(raw);
+  absl::StatusOr<UniqueFd> created =
+      internal::os::OpenNewFileAt(job.dir->get(), job.name, job.path);
+  if (!created.ok()) return created.status();
+  const UniqueFd fd = *std::move(created);
   absl::Status s;
   if (o.like) {
     const int64_t nbytes = job.tensor.numel() * static_cast<int64_t>(job.tensor.element_size());
@@ -454,35 +453,11 @@ void WriteEntryDir(const Value& value, const std::vector<int64_t>& parent_batch,
 
 absl::Status CommitDir(int parent_fd, const std::string& tmp, const std::string& name,
                        const std::string& path, bool sync) {
-  if (::renameat2(parent_fd, tmp.c_str(), parent_fd, name.c_str(), RENAME_NOREPLACE) != 0) {
-    if (errno == EEXIST || errno == ENOTEMPTY) {
-      if (::renameat2(parent_fd, tmp.c_str(), parent_fd, name.c_str(), RENAME_EXCHANGE) != 0) {
-        if (errno != EINVAL && errno != ENOSYS) {
-          return ErrnoError(errno, "cannot swap the new directory into", path);
-        }
-        // No RENAME_EXCHANGE here: move the old tree aside, then the new one in.
-        const std::string old = TempName(name);
-        if (::renameat(parent_fd, name.c_str(), parent_fd, old.c_str()) != 0) {
-          return ErrnoError(errno, "cannot move the previous directory away from", path);
-        }
-        if (::renameat(parent_fd, tmp.c_str(), parent_fd, name.c_str()) != 0) {
-          const int err = errno;
-          ::renameat(parent_fd, old.c_str(), parent_fd, name.c_str());
-          return ErrnoError(err, "cannot rename the new directory to", path);
-        }
-        RemoveTree(parent_fd, old, path + " (previous content)").IgnoreError();
-      } else {
-        // `tmp` now holds the previous content.
-        RemoveTree(parent_fd, tmp, path + " (previous content)").IgnoreError();
-      }
-    } else if (errno == EINVAL || errno == ENOSYS) {
-      if (::renameat(parent_fd, tmp.c_str(), parent_fd, name.c_str()) != 0) {
-        return ErrnoError(errno, "cannot rename the new directory to", path);
-      }
-    } else {
-      return ErrnoError(errno, "cannot rename the new directory to", path);
-    }
-  }
+  // Where renameat2 has no flags, the previous tree is moved aside under a temporary name.
+  absl::StatusOr<std::optional<std::string>> previous =
+      internal::os::ReplaceDirAt(parent_fd, tmp, name, TempName(name), path);
+  if (!previous.ok()) return previous.status();
+  if (*previous) RemoveTree(parent_fd, **previous, path + " (previous content)").IgnoreError();
   if (sync) return SyncDir(parent_fd, path + "/..");
   return absl::OkStatus();
 }

@@ -15,7 +15,7 @@
 #include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
 #include "nlohmann/json.hpp"
-#include "td/backends/internal/os.h"
+#include "td/os/fd.h"
 #include "td/backends/shared_memory/handle.h"
 #include "td/core/internal/backend_hooks.h"
 #include "td/core/dtype.h"
@@ -64,10 +64,6 @@ const SegmentRef* RefOf(const at::Tensor& t) {
   return static_cast<const SegmentRef*>(dp.get_context());
 }
 
-[[noreturn]] void FailErrno(int err, const std::string& what) {
-  TD_FAIL(c10::Error, what, ": ", std::strerror(err));
-}
-
 Token RandomToken() {
   Token t;
   std::random_device rd;
@@ -81,10 +77,15 @@ Token RandomToken() {
 std::shared_ptr<Segment> CreateSegment(size_t payload) {
   auto seg = std::make_shared<Segment>();
   seg->fd = internal::os::UniqueFd(::memfd_create(std::string(kMemfdName).c_str(), MFD_CLOEXEC));
-  if (!seg->fd.valid()) FailErrno(errno, "share_memory: memfd_create failed");
+  if (!seg->fd.valid()) {
+    ThrowIfError<c10::Error>(
+        internal::os::ErrnoError(errno, "share_memory: memfd_create failed", ""));
+  }
   const size_t length = kHeaderBytes + payload;
   if (::ftruncate(seg->fd.get(), static_cast<off_t>(length)) != 0) {
-    FailErrno(errno, absl::StrCat("share_memory: cannot size a segment of ", length, " bytes"));
+    const int err = errno;
+    ThrowIfError<c10::Error>(internal::os::ErrnoError(
+        err, absl::StrCat("share_memory: cannot size a segment of ", length, " bytes"), ""));
   }
   seg->region = MapSegment(seg->fd.get(), length,
                            absl::StrCat("a new shared-memory segment of ", length, " bytes"));
@@ -209,8 +210,10 @@ std::shared_ptr<Segment> OpenSegment(const internal::shm::SegmentRef& ref) {
   char link[256];
   const ssize_t n = ::readlink(where.c_str(), link, sizeof(link) - 1);
   if (n < 0) {
-    FailErrno(errno, absl::StrCat("AttachSharedMemory: cannot reach segment ", where,
-                                  " (is process ", ref.pid, " still running and holding it?)"));
+    const int err = errno;
+    ThrowIfError<c10::Error>(internal::os::ErrnoError(
+        err, "AttachSharedMemory: cannot reach segment",
+        absl::StrCat(where, " (is process ", ref.pid, " still running and holding it?)")));
   }
   link[n] = '\0';
   const std::string expected = absl::StrCat("/memfd:", std::string(kMemfdName), " ");
@@ -219,9 +222,14 @@ std::shared_ptr<Segment> OpenSegment(const internal::shm::SegmentRef& ref) {
   }
   auto seg = std::make_shared<Segment>();
   seg->fd = internal::os::UniqueFd(::open(where.c_str(), O_RDWR | O_CLOEXEC));
-  if (!seg->fd.valid()) FailErrno(errno, absl::StrCat("AttachSharedMemory: cannot open ", where));
+  if (!seg->fd.valid()) {
+    ThrowIfError<c10::Error>(
+        internal::os::ErrnoError(errno, "AttachSharedMemory: cannot open", where));
+  }
   struct stat st;
-  if (::fstat(seg->fd.get(), &st) != 0) FailErrno(errno, absl::StrCat("AttachSharedMemory: stat ", where));
+  if (::fstat(seg->fd.get(), &st) != 0) {
+    ThrowIfError<c10::Error>(internal::os::ErrnoError(errno, "AttachSharedMemory: stat", where));
+  }
   if (static_cast<uint64_t>(st.st_size) != ref.size) {
     TD_FAIL(c10::Error, "AttachSharedMemory: segment ", where, " has ", st.st_size,
                      " bytes, the handle says ", ref.size);

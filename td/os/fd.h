@@ -1,10 +1,13 @@
-// The operating-system helpers the file-backed backends share (internal to td/backends): an owned
-// file descriptor, errno turned into an absl::Status naming the path, and an owned memory
-// mapping. memmap (files in directories) and shared_memory (memfd segments) both build on these,
-// so descriptors are closed and mappings unmapped in one place.
+// The operating-system toolkit under the file formats (internal to the library, below td/core:
+// it depends on absl only). This header: an owned file descriptor, errno turned into an
+// absl::Status naming the path, an owned memory mapping, and reads and writes that finish
+// (EINTR and short transfers retried). files.h builds on it: names in directories (create,
+// replace atomically, list, remove, lock, sync). Every failure is a Status; a caller turns it
+// into its own error type at its boundary (NOTE [ Status to exception ] in td/core/errors.h).
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 #include <string_view>
 #include <utility>
 
@@ -30,12 +33,16 @@ class UniqueFd {
   int get() const { return fd_; }
   bool valid() const { return fd_ >= 0; }
   int release() { return std::exchange(fd_, -1); }
+  // close(2) now, reporting its error (a write-back failure shows there): ErrnoError("cannot
+  // close", path). The descriptor is released either way.
+  absl::Status Close(std::string_view path);
 
  private:
   int fd_ = -1;
 };
 
-// "<what> <path>: <strerror(err)>" as a Status: NotFound for ENOENT, DataLoss otherwise.
+// "<what> <path>: <strerror(err)>" ("<what>: <strerror(err)>" for an empty path) as a Status:
+// NotFound for ENOENT, DataLoss otherwise.
 //   return os::ErrnoError(errno, "cannot stat", path);
 absl::Status ErrnoError(int err, std::string_view what, std::string_view path);
 
@@ -60,6 +67,19 @@ class MappedRegion {
   void* addr_ = nullptr;
   size_t length_ = 0;
 };
+
+// read(2) (ReadAll, from the file position) or pread(2) (ReadAllAt, from `offset`) until `n`
+// bytes are read or the file ends: the number read, fewer than `n` only at the end of the file;
+// ErrnoError("cannot read", path) on an error. A caller that needs all `n` says why it got fewer.
+absl::StatusOr<size_t> ReadAll(int fd, void* data, size_t n, std::string_view path);
+absl::StatusOr<size_t> ReadAllAt(int fd, void* data, size_t n, uint64_t offset,
+                                 std::string_view path);
+
+// write(2) (WriteAll) or pwrite(2) (WriteAllAt, at `offset`) of all `n` bytes, 1 MiB per call;
+// ErrnoError("cannot write", path) on an error (EIO when nothing could be written).
+absl::Status WriteAll(int fd, const void* data, size_t n, std::string_view path);
+absl::Status WriteAllAt(int fd, const void* data, size_t n, uint64_t offset,
+                        std::string_view path);
 
 }  // namespace os
 }  // namespace internal
