@@ -10,63 +10,53 @@
 #include <unistd.h>
 
 #include <cerrno>
-#include <cstdlib>
 #include <cstring>
-#include <fstream>
-#include <sstream>
 #include <stdexcept>
 #include <string>
 #include <vector>
+
+#include "td/backends/memmap/test_util.h"
 
 namespace td {
 namespace internal {
 namespace os {
 namespace {
 
+using testing_util::ReadText;
+using testing_util::WriteText;
+
 class FilesTest : public ::testing::Test {
  protected:
-  void SetUp() override {
-    const char* base = std::getenv("TEST_TMPDIR");
-    std::string templ = std::string(base != nullptr ? base : "/tmp") + "/files_test.XXXXXX";
-    ASSERT_NE(::mkdtemp(templ.data()), nullptr);
-    dir_ = templ;
-  }
+  void SetUp() override { dir_ = testing_util::FreshDir("files_test"); }
   void TearDown() override { EXPECT_TRUE(RemoveAt(AT_FDCWD, dir_, dir_).ok()); }
 
   std::string Path(const std::string& name) const { return dir_ + "/" + name; }
+  // The names in the directory, through ListDir.
   std::vector<std::string> Names() const {
     UniqueFd fd(::open(dir_.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
     absl::StatusOr<std::vector<DirEntry>> entries = ListDir(fd.get(), dir_);
     EXPECT_TRUE(entries.ok()) << entries.status();
     std::vector<std::string> names;
     for (const DirEntry& e : *entries) names.push_back(e.name);
+    EXPECT_EQ(names, testing_util::ListNames(dir_));
     return names;
-  }
-  static std::string Read(const std::string& path) {
-    std::ifstream in(path, std::ios::binary);
-    std::stringstream s;
-    s << in.rdbuf();
-    return s.str();
-  }
-  static void Write(const std::string& path, const std::string& text) {
-    std::ofstream(path, std::ios::binary) << text;
   }
 
   std::string dir_;
 };
 
-absl::Status WriteText(int fd, const std::string& text) {
+absl::Status Fill(int fd, const std::string& text) {
   return WriteAll(fd, text.data(), text.size(), "the new file");
 }
 
 TEST_F(FilesTest, ReplaceFileWritesTheNewContent) {
   const std::string target = Path("meta.json");
-  Write(target, "old");
+  WriteText(target, "old");
   for (bool sync : {false, true}) {
     ASSERT_TRUE(ReplaceFileAt(AT_FDCWD, target, Path(".tmp-meta"), target, sync,
-                              [&](int fd) { return WriteText(fd, sync ? "synced" : "new"); })
+                              [&](int fd) { return Fill(fd, sync ? "synced" : "new"); })
                     .ok());
-    EXPECT_EQ(Read(target), sync ? "synced" : "new");
+    EXPECT_EQ(ReadText(target), sync ? "synced" : "new");
     EXPECT_EQ(Names(), std::vector<std::string>{"meta.json"});  // no temporary left
   }
   struct stat st;
@@ -77,66 +67,66 @@ TEST_F(FilesTest, ReplaceFileWritesTheNewContent) {
   // Relative to a directory descriptor; a new name is created.
   UniqueFd dir(::open(dir_.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
   ASSERT_TRUE(ReplaceFileAt(dir.get(), "fresh", ".tmp-fresh", Path("fresh"), false,
-                            [&](int fd) { return WriteText(fd, "x"); })
+                            [&](int fd) { return Fill(fd, "x"); })
                   .ok());
-  EXPECT_EQ(Read(Path("fresh")), "x");
+  EXPECT_EQ(ReadText(Path("fresh")), "x");
   EXPECT_EQ(Names(), (std::vector<std::string>{"fresh", "meta.json"}));
 }
 
 TEST_F(FilesTest, ReplaceFileKeepsThePreviousFileWhenTheWriterFails) {
   const std::string target = Path("meta.json");
-  Write(target, "previous good copy");
+  WriteText(target, "previous good copy");
   // The writer fails half-way: an error...
   absl::Status s = ReplaceFileAt(AT_FDCWD, target, Path(".tmp-1"), target, true, [&](int fd) {
-    EXPECT_TRUE(WriteText(fd, "half").ok());
+    EXPECT_TRUE(Fill(fd, "half").ok());
     return absl::DataLossError("disk full");
   });
   EXPECT_EQ(s, absl::DataLossError("disk full"));
-  EXPECT_EQ(Read(target), "previous good copy");
+  EXPECT_EQ(ReadText(target), "previous good copy");
   EXPECT_EQ(Names(), std::vector<std::string>{"meta.json"});
   // ... or an exception, which passes through.
   EXPECT_THROW(ReplaceFileAt(AT_FDCWD, target, Path(".tmp-2"), target, false,
                              [&](int fd) -> absl::Status {
-                               EXPECT_TRUE(WriteText(fd, "half").ok());
+                               EXPECT_TRUE(Fill(fd, "half").ok());
                                throw std::runtime_error("writer threw");
                              }),
                std::runtime_error);
-  EXPECT_EQ(Read(target), "previous good copy");
+  EXPECT_EQ(ReadText(target), "previous good copy");
   EXPECT_EQ(Names(), std::vector<std::string>{"meta.json"});
 }
 
 TEST_F(FilesTest, FileReplacementWithoutCommitRemovesItsTemporary) {
   const std::string target = Path("data.td");
-  Write(target, "previous");
+  WriteText(target, "previous");
   {
     absl::StatusOr<FileReplacement> f =
         FileReplacement::Begin(AT_FDCWD, target, Path("data.td.tmp"), target);
     ASSERT_TRUE(f.ok()) << f.status();
     EXPECT_EQ(f->temp(), Path("data.td.tmp"));
-    ASSERT_TRUE(WriteText(f->fd(), "unfinished").ok());
+    ASSERT_TRUE(Fill(f->fd(), "unfinished").ok());
     FileReplacement moved = *std::move(f);  // the moved-from one removes nothing
     EXPECT_EQ(Names(), (std::vector<std::string>{"data.td", "data.td.tmp"}));
   }
-  EXPECT_EQ(Read(target), "previous");
+  EXPECT_EQ(ReadText(target), "previous");
   EXPECT_EQ(Names(), std::vector<std::string>{"data.td"});
 }
 
 TEST_F(FilesTest, ReplaceFileErrorsNameTheFiles) {
   const std::string target = Path("meta.json");
-  Write(target, "previous");
+  WriteText(target, "previous");
   // The temporary's name is taken: nothing is replaced or removed.
-  Write(Path("taken"), "someone else's");
+  WriteText(Path("taken"), "someone else's");
   absl::Status s = ReplaceFileAt(AT_FDCWD, target, Path("taken"), target, false,
-                                 [&](int fd) { return WriteText(fd, "new"); });
+                                 [&](int fd) { return Fill(fd, "new"); });
   EXPECT_EQ(s.message(), "cannot create " + target + " (temporary " + Path("taken") +
                              "): " + std::strerror(EEXIST));
-  EXPECT_EQ(Read(Path("taken")), "someone else's");
-  EXPECT_EQ(Read(target), "previous");
+  EXPECT_EQ(ReadText(Path("taken")), "someone else's");
+  EXPECT_EQ(ReadText(target), "previous");
   // The rename fails (a directory holds the name): the temporary is removed.
   ASSERT_EQ(::mkdir(Path("a_dir").c_str(), 0755), 0);
   ASSERT_EQ(::mkdir(Path("a_dir/x").c_str(), 0755), 0);
   s = ReplaceFileAt(AT_FDCWD, Path("a_dir"), Path(".tmp-a"), Path("a_dir"), false,
-                    [&](int fd) { return WriteText(fd, "new"); });
+                    [&](int fd) { return Fill(fd, "new"); });
   EXPECT_EQ(s.message(), "cannot rename a temporary file onto " + Path("a_dir") + ": " +
                              std::strerror(EISDIR));
   EXPECT_EQ(Names(), (std::vector<std::string>{"a_dir", "meta.json", "taken"}));
@@ -144,10 +134,10 @@ TEST_F(FilesTest, ReplaceFileErrorsNameTheFiles) {
 
 TEST_F(FilesTest, CreateFileRefusesAnExistingName) {
   ASSERT_TRUE(CreateFileAt(AT_FDCWD, Path("a"), "content", /*sync=*/true, Path("a")).ok());
-  EXPECT_EQ(Read(Path("a")), "content");
+  EXPECT_EQ(ReadText(Path("a")), "content");
   absl::Status s = CreateFileAt(AT_FDCWD, Path("a"), "other", false, Path("a"));
   EXPECT_EQ(s.message(), "cannot create " + Path("a") + ": " + std::strerror(EEXIST));
-  EXPECT_EQ(Read(Path("a")), "content");
+  EXPECT_EQ(ReadText(Path("a")), "content");
   // A symlink under the name is not followed.
   ASSERT_EQ(::symlink(Path("target").c_str(), Path("link").c_str()), 0);
   EXPECT_FALSE(OpenNewFileAt(AT_FDCWD, Path("link"), Path("link")).ok());
@@ -157,40 +147,40 @@ TEST_F(FilesTest, CreateFileRefusesAnExistingName) {
 TEST_F(FilesTest, ReplaceDirReturnsThePreviousContent) {
   UniqueFd dir(::open(dir_.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
   ASSERT_EQ(::mkdir(Path("new1").c_str(), 0755), 0);
-  Write(Path("new1/f"), "1");
+  WriteText(Path("new1/f"), "1");
   // No directory under the name yet: nothing to remove.
   absl::StatusOr<std::optional<std::string>> old =
       ReplaceDirAt(dir.get(), "new1", "store", "store.old", Path("store"));
   ASSERT_TRUE(old.ok()) << old.status();
   EXPECT_FALSE(old->has_value());
-  EXPECT_EQ(Read(Path("store/f")), "1");
+  EXPECT_EQ(ReadText(Path("store/f")), "1");
   // Replacing it: the previous content comes back under a name for the caller to remove.
   ASSERT_EQ(::mkdir(Path("new2").c_str(), 0755), 0);
-  Write(Path("new2/f"), "2");
+  WriteText(Path("new2/f"), "2");
   old = ReplaceDirAt(dir.get(), "new2", "store", "store.old", Path("store"));
   ASSERT_TRUE(old.ok()) << old.status();
   ASSERT_TRUE(old->has_value());
-  EXPECT_EQ(Read(Path("store/f")), "2");
-  EXPECT_EQ(Read(Path(**old + "/f")), "1");
+  EXPECT_EQ(ReadText(Path("store/f")), "2");
+  EXPECT_EQ(ReadText(Path(**old + "/f")), "1");
   ASSERT_TRUE(RemoveAt(dir.get(), **old, Path(**old)).ok());
   EXPECT_EQ(Names(), std::vector<std::string>{"store"});
   // A missing new directory: an error naming the target.
   old = ReplaceDirAt(dir.get(), "missing", "store", "store.old", Path("store"));
   ASSERT_FALSE(old.ok());
   EXPECT_NE(old.status().message().find(Path("store")), std::string::npos) << old.status();
-  EXPECT_EQ(Read(Path("store/f")), "2");
+  EXPECT_EQ(ReadText(Path("store/f")), "2");
 }
 
 TEST_F(FilesTest, RemoveNeverFollowsSymlinks) {
   ASSERT_TRUE(MakeDirs(Path("tree/a/b")).ok());
   ASSERT_TRUE(MakeDirs(Path("tree/a/b")).ok());  // already there
   ASSERT_TRUE(MakeDirs(Path("kept")).ok());
-  Write(Path("kept/file"), "kept");
-  Write(Path("tree/a/b/leaf"), "x");
+  WriteText(Path("kept/file"), "kept");
+  WriteText(Path("tree/a/b/leaf"), "x");
   ASSERT_EQ(::symlink(Path("kept").c_str(), Path("tree/a/link").c_str()), 0);
   ASSERT_TRUE(RemoveAt(AT_FDCWD, Path("tree"), Path("tree")).ok());
   EXPECT_EQ(Names(), std::vector<std::string>{"kept"});
-  EXPECT_EQ(Read(Path("kept/file")), "kept");
+  EXPECT_EQ(ReadText(Path("kept/file")), "kept");
   EXPECT_TRUE(RemoveAt(AT_FDCWD, Path("tree"), Path("tree")).ok());  // missing: not an error
   // mkdir -p through a file: refused, naming it.
   absl::Status s = MakeDirs(Path("kept/file/sub"));
