@@ -21,12 +21,14 @@
 #include "td/backends/memmap/memory_mapped_tensor.h"
 #include "td/core/errors.h"
 #include "td/io/zip.h"
+#include "td/os/files.h"
 
 namespace td {
 namespace {
 
 namespace fs = std::filesystem;
 namespace mm = internal::memmap;
+namespace os = internal::os;
 using io_internal::ZipEntry;
 
 const std::string kMeta(mm::kMetaFile);
@@ -110,6 +112,15 @@ std::string NotArchiveReason(const std::string& path) {
 
 bool IsArchiveFile(const std::string& path) { return NotArchiveReason(path).empty(); }
 
+// `n` bytes of the archive `fd` at `offset`; MemmapError "<failed>: ..." when they cannot be
+// read (an error, or the file ends first: it changed since its directory was read).
+void ReadPayload(int fd, void* out, size_t n, uint64_t offset, const std::string& path,
+                 const std::string& failed) {
+  if (ValueOrThrow<MemmapError>(os::ReadAllAt(fd, out, n, offset, path), failed) < n) {
+    TD_FAIL(MemmapError, failed, ": ", path, " ends first (it changed while being read)");
+  }
+}
+
 // A temporary name beside `target` that the memmap loader and pack_memmap skip.
 std::string TempBeside(const std::string& target) {
   static std::atomic<uint64_t> counter{0};
@@ -165,7 +176,7 @@ class ArchiveLoader {
   ArchiveLoader(const Tree& tree, MemmapMode mode) : tree_(tree), mode_(mode) {
     struct stat st {};
     if (::stat(tree.path.c_str(), &st) != 0) {
-      TD_FAIL(MemmapError, "cannot stat ", tree.path, ": ", std::strerror(errno));
+      ThrowIfError<MemmapError>(os::ErrnoError(errno, "cannot stat", tree.path));
     }
     base_ = MemoryMappedTensor::from_filename(tree.path, at::kByte, {static_cast<int64_t>(st.st_size)},
                                               mode);
@@ -347,20 +358,16 @@ std::string pack_memmap(const std::string& prefix, const std::string& archive_pa
     TD_FAIL(ValueError, "pack_memmap: cannot write an archive at ", archive_path,
             ": it is an existing directory");
   }
+  // Written beside it and renamed into place: `archive_path` is the previous file or the complete
+  // new one.
   const std::string tmp = TempBeside(archive_path);
-  try {
-    io_internal::ZipWriter w(tmp);
-    PackDir(&w, fs::path(prefix), "", 0);
-    w.Finish();
-  } catch (...) {
-    fs::remove(tmp, ec);
-    throw;
-  }
-  if (::rename(tmp.c_str(), archive_path.c_str()) != 0) {
-    const int err = errno;
-    fs::remove(tmp, ec);
-    TD_FAIL(MemmapError, "cannot rename ", tmp, " to ", archive_path, ": ", std::strerror(err));
-  }
+  ThrowIfError<MemmapError>(
+      os::ReplaceFileAt(AT_FDCWD, archive_path, tmp, archive_path, /*sync=*/false, [&](int fd) {
+        io_internal::ZipWriter w(fd, tmp);
+        PackDir(&w, fs::path(prefix), "", 0);
+        w.Finish();
+        return absl::OkStatus();
+      }));
   return archive_path;
 }
 
@@ -369,56 +376,47 @@ std::string unpack_memmap(const std::string& archive_path, const std::string& pr
     TD_FAIL(ValueError, "unpack_memmap: ", archive_path, " is not a memmap archive: ", why);
   }
   Tree tree(archive_path);
-  const int in = ::open(archive_path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (in < 0) TD_FAIL(MemmapError, "cannot open ", archive_path, ": ", std::strerror(errno));
+  const os::UniqueFd in(::open(archive_path.c_str(), O_RDONLY | O_CLOEXEC));
+  if (!in.valid()) ThrowIfError<MemmapError>(os::ErrnoError(errno, "cannot open", archive_path));
   std::vector<char> buf;
-  try {
-    std::error_code ec;
-    fs::create_directories(prefix, ec);
-    if (ec) TD_FAIL(MemmapError, "cannot create ", prefix, ": ", ec.message());
-    for (const std::string& d : tree.dirs) {
-      if (d.empty()) continue;
-      const fs::path p = fs::path(prefix) / d;
-      const fs::file_status st = fs::symlink_status(p, ec);
-      if (fs::is_symlink(st)) TD_FAIL(MemmapError, "unpack_memmap: ", p.string(), " is a symlink");
-      if (!fs::exists(st)) {
-        fs::create_directory(p, ec);
-        if (ec) TD_FAIL(MemmapError, "cannot create ", p.string(), ": ", ec.message());
-      } else if (!fs::is_directory(st)) {
-        TD_FAIL(MemmapError, "unpack_memmap: ", p.string(), " exists and is not a directory");
-      }
+  std::error_code ec;
+  fs::create_directories(prefix, ec);
+  if (ec) TD_FAIL(MemmapError, "cannot create ", prefix, ": ", ec.message());
+  for (const std::string& d : tree.dirs) {
+    if (d.empty()) continue;
+    const fs::path p = fs::path(prefix) / d;
+    const fs::file_status st = fs::symlink_status(p, ec);
+    if (fs::is_symlink(st)) TD_FAIL(MemmapError, "unpack_memmap: ", p.string(), " is a symlink");
+    if (!fs::exists(st)) {
+      fs::create_directory(p, ec);
+      if (ec) TD_FAIL(MemmapError, "cannot create ", p.string(), ": ", ec.message());
+    } else if (!fs::is_directory(st)) {
+      TD_FAIL(MemmapError, "unpack_memmap: ", p.string(), " exists and is not a directory");
     }
-    for (const auto& [name, entry] : tree.entries) {
-      const ZipEntry& e = tree.Stored(name);
-      const std::string out_path = (fs::path(prefix) / name).string();
-      const int out = ::open(out_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC,
-                             0644);
-      if (out < 0) TD_FAIL(MemmapError, "cannot create ", out_path, ": ", std::strerror(errno));
-      uint32_t crc = 0;
-      uint64_t done = 0;
-      buf.resize(std::min<uint64_t>(kChunk, std::max<uint64_t>(e.size, 1)));
-      bool failed = false;
-      while (done < e.size && !failed) {
-        const size_t n = static_cast<size_t>(std::min<uint64_t>(buf.size(), e.size - done));
-        const ssize_t r = ::pread(in, buf.data(), n, static_cast<off_t>(e.payload_offset + done));
-        failed = r != static_cast<ssize_t>(n) || ::write(out, buf.data(), n) != static_cast<ssize_t>(n);
-        crc = io_internal::Crc32(crc, buf.data(), n);
-        done += n;
-      }
-      const int err = errno;
-      if (::close(out) != 0) failed = true;
-      if (failed) TD_FAIL(MemmapError, "cannot extract ", tree.Display(name), " to ", out_path, ": ",
-                          std::strerror(err));
-      if (crc != e.crc) {
-        TD_FAIL(MemmapError, tree.Display(name), ": CRC-32 mismatch (the data was changed in place; "
-                "refresh_archive_checksums fixes the archive)");
-      }
-    }
-  } catch (...) {
-    ::close(in);
-    throw;
   }
-  ::close(in);
+  for (const auto& [name, entry] : tree.entries) {
+    const ZipEntry& e = tree.Stored(name);
+    const std::string out_path = (fs::path(prefix) / name).string();
+    os::UniqueFd out(::open(out_path.c_str(),
+                            O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0644));
+    if (!out.valid()) ThrowIfError<MemmapError>(os::ErrnoError(errno, "cannot create", out_path));
+    const std::string failed = c10::str("cannot extract ", tree.Display(name), " to ", out_path);
+    uint32_t crc = 0;
+    uint64_t done = 0;
+    buf.resize(std::min<uint64_t>(kChunk, std::max<uint64_t>(e.size, 1)));
+    while (done < e.size) {
+      const size_t n = static_cast<size_t>(std::min<uint64_t>(buf.size(), e.size - done));
+      ReadPayload(in.get(), buf.data(), n, e.payload_offset + done, archive_path, failed);
+      ThrowIfError<MemmapError>(os::WriteAll(out.get(), buf.data(), n, out_path), failed);
+      crc = io_internal::Crc32(crc, buf.data(), n);
+      done += n;
+    }
+    ThrowIfError<MemmapError>(out.Close(out_path), failed);
+    if (crc != e.crc) {
+      TD_FAIL(MemmapError, tree.Display(name), ": CRC-32 mismatch (the data was changed in place; "
+              "refresh_archive_checksums fixes the archive)");
+    }
+  }
   return prefix;
 }
 
@@ -427,25 +425,17 @@ std::string refresh_archive_checksums(const std::string& archive_path) {
     TD_FAIL(ValueError, "refresh_archive_checksums: ", archive_path, " is not a memmap archive: ", why);
   }
   Tree tree(archive_path);
-  const int fd = ::open(archive_path.c_str(), O_RDWR | O_CLOEXEC);
-  if (fd < 0) TD_FAIL(MemmapError, "cannot open ", archive_path, ": ", std::strerror(errno));
+  os::UniqueFd fd(::open(archive_path.c_str(), O_RDWR | O_CLOEXEC));
+  if (!fd.valid()) ThrowIfError<MemmapError>(os::ErrnoError(errno, "cannot open", archive_path));
   std::vector<char> buf;
-  auto fail = [&](const std::string& name) {
-    const int err = errno;
-    ::close(fd);
-    TD_FAIL(MemmapError, "cannot refresh the checksum of ", tree.Display(name), ": ",
-            std::strerror(err));
-  };
   for (const auto& [name, e] : tree.entries) {
     if (e.method != 0) continue;  // compressed payloads cannot have been written in place
+    const std::string failed = "cannot refresh the checksum of " + tree.Display(name);
     uint32_t crc = 0;
     buf.resize(std::min<uint64_t>(kChunk, std::max<uint64_t>(e.size, 1)));
     for (uint64_t done = 0; done < e.size;) {
       const size_t n = static_cast<size_t>(std::min<uint64_t>(buf.size(), e.size - done));
-      if (::pread(fd, buf.data(), n, static_cast<off_t>(e.payload_offset + done)) !=
-          static_cast<ssize_t>(n)) {
-        fail(name);
-      }
+      ReadPayload(fd.get(), buf.data(), n, e.payload_offset + done, archive_path, failed);
       crc = io_internal::Crc32(crc, buf.data(), n);
       done += n;
     }
@@ -457,15 +447,14 @@ std::string refresh_archive_checksums(const std::string& archive_path) {
       // The CRC follows the payload, after an optional "PK\7\8" signature.
       local = e.payload_offset + e.compressed_size;
       unsigned char sig[4] = {0, 0, 0, 0};
-      if (::pread(fd, sig, 4, static_cast<off_t>(local)) != 4) fail(name);
+      ReadPayload(fd.get(), sig, 4, local, archive_path, failed);
       if (sig[0] == 'P' && sig[1] == 'K' && sig[2] == 7 && sig[3] == 8) local += 4;
     }
-    if (::pwrite(fd, le, 4, static_cast<off_t>(local)) != 4 ||
-        ::pwrite(fd, le, 4, static_cast<off_t>(e.central_offset + 16)) != 4) {
-      fail(name);
-    }
+    ThrowIfError<MemmapError>(os::WriteAllAt(fd.get(), le, 4, local, archive_path), failed);
+    ThrowIfError<MemmapError>(
+        os::WriteAllAt(fd.get(), le, 4, e.central_offset + 16, archive_path), failed);
   }
-  if (::close(fd) != 0) TD_FAIL(MemmapError, "cannot close ", archive_path, ": ", std::strerror(errno));
+  ThrowIfError<MemmapError>(fd.Close(archive_path));
   return archive_path;
 }
 

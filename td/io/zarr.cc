@@ -4,12 +4,10 @@
 #include <ATen/ops/empty.h>
 #include <ATen/ops/zeros.h>
 #include <fcntl.h>
-#include <sys/syscall.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <atomic>
-#include <cerrno>
 #include <cstring>
 #include <filesystem>
 #include <utility>
@@ -18,6 +16,7 @@
 
 #include "td/core/errors.h"
 #include "td/io/zarr_format.h"
+#include "td/os/files.h"
 
 namespace td {
 namespace {
@@ -27,7 +26,6 @@ using internal::zarr::ArrayMeta;
 using internal::zarr::ChunkKey;
 using internal::zarr::Dims;
 using internal::zarr::ElemType;
-using internal::zarr::FailErrno;
 using internal::zarr::json;
 using internal::zarr::Node;
 using internal::zarr::NumpyDtype;
@@ -335,35 +333,15 @@ void to_zarr(const TensorDict& td, const std::string& path_in, const ToZarrOptio
     fs::remove_all(tmp, ec);
     throw;
   }
-  if (!existed) {
-    if (::rename(tmp.c_str(), path.c_str()) != 0) {
-      const int err = errno;
-      fs::remove_all(tmp, ec);
-      FailErrno(err, "to_zarr: cannot rename the new store to", path);
-    }
-  } else {
-    // Swap the new store with the old one in one step (Linux renameat2 RENAME_EXCHANGE); where
-    // the file system cannot, move the old one aside first.
-    constexpr unsigned kRenameExchange = 1u << 1;
-    if (::syscall(SYS_renameat2, AT_FDCWD, tmp.c_str(), AT_FDCWD, path.c_str(),
-                  kRenameExchange) == 0) {
-      fs::remove_all(tmp, ec);  // now the old store
-    } else {
-      const std::string old = tmp + ".old";
-      if (::rename(path.c_str(), old.c_str()) != 0) {
-        const int err = errno;
-        fs::remove_all(tmp, ec);
-        FailErrno(err, "to_zarr: cannot move the previous store aside:", path);
-      }
-      if (::rename(tmp.c_str(), path.c_str()) != 0) {
-        const int err = errno;
-        ::rename(old.c_str(), path.c_str());
-        fs::remove_all(tmp, ec);
-        FailErrno(err, "to_zarr: cannot rename the new store to", path);
-      }
-      fs::remove_all(old, ec);
-    }
+  // The new store replaces the old one in one step (Linux renameat2 RENAME_EXCHANGE); where the
+  // file system cannot, the old one is moved aside first.
+  absl::StatusOr<std::optional<std::string>> previous =
+      internal::os::ReplaceDirAt(AT_FDCWD, tmp, path, tmp + ".old", path);
+  if (!previous.ok()) {
+    fs::remove_all(tmp, ec);
+    ThrowIfError<ZarrError>(previous.status(), "to_zarr");
   }
+  if (*previous) fs::remove_all(**previous, ec);
   SyncDir(parent);
 }
 

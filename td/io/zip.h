@@ -40,8 +40,9 @@ std::map<std::string, ZipEntry> ReadZipDirectory(const std::string& path);
 // Writes a zip file entry by entry, STORED, in the layout of NOTE [ Memmap archive format ].
 class ZipWriter {
  public:
-  // Creates `path` (which must not exist: O_EXCL). Throws MemmapError.
-  explicit ZipWriter(const std::string& path);
+  // Writes to `fd`, a new empty file (a duplicate of it: `fd` stays the caller's, who renames the
+  // file into place, os::FileReplacement); `path` names it in messages. Throws MemmapError.
+  ZipWriter(int fd, const std::string& path);
   ~ZipWriter();
   ZipWriter(const ZipWriter&) = delete;
   ZipWriter& operator=(const ZipWriter&) = delete;
