@@ -20,6 +20,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "td/core/errors.h"
+#include "td/os/files.h"
 
 namespace td {
 namespace internal::tensorclass {
@@ -33,10 +34,6 @@ std::string Join(const std::string& dir, std::string_view name) {
   return absl::StrCat(dir, "/", std::string(name));
 }
 
-[[noreturn]] void FailErrno(std::string_view what, const std::string& path) {
-  TD_FAIL(MemmapError, what, " ", path, ": ", std::strerror(errno));
-}
-
 bool IsDir(const std::string& path) {
   struct stat st;
   return ::lstat(path.c_str(), &st) == 0 && S_ISDIR(st.st_mode);
@@ -47,7 +44,9 @@ bool Exists(const std::string& path) {
 }
 bool IsEmptyDir(const std::string& path) {
   DIR* d = ::opendir(path.c_str());
-  if (d == nullptr) FailErrno("cannot open directory", path);
+  if (d == nullptr) {
+    ThrowIfError<MemmapError>(os::ErrnoError(errno, "cannot open directory", path));
+  }
   bool empty = true;
   while (struct dirent* e = ::readdir(d)) {
     const std::string n = e->d_name;
@@ -69,7 +68,7 @@ std::optional<nlohmann::json> ReadMeta(const std::string& prefix) {
   if (!S_ISREG(st.st_mode)) TD_FAIL(MemmapError, path, " is not a regular file");
   if (st.st_size > (int64_t{64} << 20)) TD_FAIL(MemmapError, path, " is larger than 64 MiB");
   std::ifstream in(path, std::ios::binary);
-  if (!in) FailErrno("cannot open", path);
+  if (!in) ThrowIfError<MemmapError>(os::ErrnoError(errno, "cannot open", path));
   std::stringstream buf;
   buf << in.rdbuf();
   nlohmann::json j = nlohmann::json::parse(buf.str(), nullptr, /*allow_exceptions=*/false);
@@ -183,14 +182,7 @@ std::string PrepareClassDir(const std::string& prefix, bool exists_ok) {
                        "memmap directory); it is never written into");
     }
   } else {
-    // Create the missing levels (mkdir -p).
-    for (size_t pos = 1; pos != std::string::npos;) {
-      pos = prefix.find('/', pos + 1);
-      std::string part = prefix.substr(0, pos);
-      if (!Exists(part) && ::mkdir(part.c_str(), 0755) != 0 && errno != EEXIST) {
-        FailErrno("cannot create directory", part);
-      }
-    }
+    ThrowIfError<MemmapError>(os::MakeDirs(prefix));
   }
   return Join(prefix, kInner);
 }
@@ -202,35 +194,12 @@ void WriteClassMeta(const std::string& prefix, std::string_view python_name, boo
   const std::string tmp = Join(prefix, absl::StrCat(".td-tmp-meta-", ::getpid(), "-",
                                                     counter.fetch_add(1), ".json"));
   const std::string path = Join(prefix, kMeta);
-  int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0644);
-  if (fd < 0) FailErrno("cannot create", tmp);
-  size_t done = 0;
-  while (done < data.size()) {
-    ssize_t n = ::write(fd, data.data() + done, data.size() - done);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) {
-      ::close(fd);
-      ::unlink(tmp.c_str());
-      FailErrno("cannot write", tmp);
-    }
-    done += static_cast<size_t>(n);
-  }
-  // The file's content is durable before its name replaces the old one.
-  if (::fsync(fd) != 0 || ::close(fd) != 0) {
-    ::unlink(tmp.c_str());
-    FailErrno("cannot sync", tmp);
-  }
-  if (::rename(tmp.c_str(), path.c_str()) != 0) {
-    ::unlink(tmp.c_str());
-    FailErrno("cannot rename into", path);
-  }
-  if (fsync) {
-    int dfd = ::open(prefix.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-    if (dfd < 0) FailErrno("cannot open", prefix);
-    int rc = ::fsync(dfd);
-    ::close(dfd);
-    if (rc != 0) FailErrno("cannot sync", prefix);
-  }
+  // The file's content is durable (fsynced) before its name replaces the old one.
+  ThrowIfError<MemmapError>(
+      os::ReplaceFileAt(AT_FDCWD, path, tmp, path, /*sync=*/true, [&](int fd) {
+        return os::WriteAll(fd, data.data(), data.size(), tmp);
+      }));
+  if (fsync) ThrowIfError<MemmapError>(os::SyncDirPath(prefix));
 }
 
 TensorDict LoadClassTensorDict(const std::string& prefix, std::string_view cls,
