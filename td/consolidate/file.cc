@@ -9,7 +9,6 @@
 #include <atomic>
 #include <cerrno>
 #include <cstring>
-#include <mutex>
 #include <string_view>
 #include <utility>
 #include <vector>
@@ -258,11 +257,9 @@ void save_consolidated(const TensorDict& td, const std::string& filename) {
   // fault in every page of the file first), into a temporary renamed into place.
   const int64_t meta_bytes = static_cast<int64_t>(meta.size());
   // The file is [data | metadata | its length]: the tail is built once, then everything goes out
-  // in 1 MiB pwrite(2)s spread over td::parallel's threads (NOTE [ Thread policy ] in
-  // td/executor/executor.h). One write(2) of hundreds of MiB runs ~10x slower here (measured
-  // with dd on ext4: 256 MiB at once 0.35 GB/s, in 1 MiB pieces 5 GB/s) as the kernel
-  // throttles dirty pages inside the call, and a writer that is being throttled holds up the
-  // rest when it is the only one.
+  // in 1 MiB pwrite(2)s (why 1 MiB: td/os/fd.cc) spread over td::parallel's threads
+  // (NOTE [ Thread policy ] in td/executor/executor.h): a writer that the kernel is throttling
+  // holds up the rest when it is the only one.
   std::string tail = meta;
   tail.append(reinterpret_cast<const char*>(&meta_bytes), 8);  // little-endian hosts only
   constexpr int64_t kWriteChunk = int64_t{1} << 20;
@@ -271,28 +268,20 @@ void save_consolidated(const TensorDict& td, const std::string& filename) {
   const int64_t chunks = (data_bytes + kWriteChunk - 1) / kWriteChunk;
   const std::string tmp = internal::PendingFileName(filename, "s");
   auto write_all = [&](int fd) {
-    std::mutex mu;
-    absl::Status first;  // the first failure; the other threads stop at their next chunk
-    std::atomic<bool> failed{false};
-    auto write_at = [&](const char* p, int64_t n, int64_t offset) {
-      if (failed.load(std::memory_order_relaxed)) return;
-      absl::Status s = os::WriteAllAt(fd, p, static_cast<size_t>(n), offset, tmp);
-      if (s.ok()) return;
-      std::lock_guard<std::mutex> lock(mu);
-      if (first.ok()) first = std::move(s);
-      failed.store(true, std::memory_order_relaxed);
-    };
+    std::vector<absl::Status> written(static_cast<size_t>(chunks + 1));
     parallel::parallel_for(
         chunks + 1, parallel::plan_threads(chunks + 1, data_bytes, parallel::ParallelOptions()),
         [&](int64_t c) {
-          if (c == chunks) {  // the metadata and its length
-            write_at(tail.data(), static_cast<int64_t>(tail.size()), data_bytes);
-            return;
-          }
           const int64_t b = c * kWriteChunk;
-          write_at(data + b, std::min(kWriteChunk, data_bytes - b), b);
+          written[c] = c == chunks  // the metadata and its length
+                           ? os::WriteAll(fd, tail.data(), tail.size(), tmp, data_bytes)
+                           : os::WriteAll(fd, data + b, std::min(kWriteChunk, data_bytes - b),
+                                          tmp, b);
         });
-    return first;
+    for (const absl::Status& s : written) {
+      if (!s.ok()) return s;
+    }
+    return absl::OkStatus();
   };
   ThrowIfError<MemmapError>(
       os::ReplaceFileAt(AT_FDCWD, filename, tmp, filename, /*sync=*/false, write_all),

@@ -29,18 +29,13 @@ namespace {
 namespace fs = std::filesystem;
 namespace mm = internal::memmap;
 namespace os = internal::os;
+using internal::os::JoinPath;
 using io_internal::ZipEntry;
 
 const std::string kMeta(mm::kMetaFile);
 constexpr size_t kChunk = size_t{16} << 20;
 // A tree deeper than this is refused (as the directory loader's limit, kMaxNestingDepth).
 constexpr int kMaxLevels = kMaxNestingDepth;
-
-std::string Join(const std::string& dir, const std::string& name) {
-  return dir.empty() ? name : dir + "/" + name;
-}
-
-bool IsTemp(const std::string& name) { return name.rfind(mm::kTempPrefix, 0) == 0; }
 
 // Throws MemmapError naming `path` for a name that could leave the extraction directory.
 void CheckEntryName(const std::string& archive, const std::string& name) {
@@ -116,7 +111,8 @@ bool IsArchiveFile(const std::string& path) { return NotArchiveReason(path).empt
 // read (an error, or the file ends first: it changed since its directory was read).
 void ReadPayload(int fd, void* out, size_t n, uint64_t offset, const std::string& path,
                  const std::string& failed) {
-  if (ValueOrThrow<MemmapError>(os::ReadAllAt(fd, out, n, offset, path), failed) < n) {
+  absl::StatusOr<size_t> got = os::ReadAll(fd, out, n, path, static_cast<int64_t>(offset));
+  if (ValueOrThrow<MemmapError>(std::move(got), failed) < n) {
     TD_FAIL(MemmapError, failed, ": ", path, " ends first (it changed while being read)");
   }
 }
@@ -139,7 +135,7 @@ void PackDir(io_internal::ZipWriter* w, const fs::path& dir, const std::string& 
   std::error_code ec;
   for (fs::directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec)) {
     const std::string name = it->path().filename().string();
-    if (IsTemp(name)) continue;
+    if (mm::IsTempName(name)) continue;
     const fs::file_status st = it->symlink_status(ec);
     if (ec) break;
     if (fs::is_symlink(st)) {
@@ -164,9 +160,9 @@ void PackDir(io_internal::ZipWriter* w, const fs::path& dir, const std::string& 
     const bool align = f.size() > mm::kTensorSuffix.size() &&
                        f.compare(f.size() - mm::kTensorSuffix.size(), mm::kTensorSuffix.size(),
                                  mm::kTensorSuffix) == 0;
-    w->AddFile(Join(rel, f), p.string(), size, align);
+    w->AddFile(JoinPath(rel, f), p.string(), size, align);
   }
-  for (const std::string& d : subdirs) PackDir(w, dir / d, Join(rel, d), depth + 1);
+  for (const std::string& d : subdirs) PackDir(w, dir / d, JoinPath(rel, d), depth + 1);
 }
 
 // Builds TensorDicts from the levels of an archive (the directory loader's rules: NOTE [ Memmap
@@ -188,7 +184,7 @@ class ArchiveLoader {
       TD_FAIL(MemmapError, tree_.Display(dir), ": TensorDicts nested more than ", kMaxLevels,
               " levels deep");
     }
-    const std::string meta_name = Join(dir, kMeta);
+    const std::string meta_name = JoinPath(dir, kMeta);
     if (!tree_.entries.count(meta_name)) {
       TD_FAIL(MemmapError, tree_.Display(dir), " is not a memmap level: it has no meta.json");
     }
@@ -239,7 +235,7 @@ class ArchiveLoader {
     std::set<std::string> used{kMeta};
     std::vector<TensorDict::Item> items;
     for (const mm::EntryMeta& m : level.entries) {
-      const std::string name = Join(dir, m.file_name);
+      const std::string name = JoinPath(dir, m.file_name);
       if (!m.file_name.empty()) used.insert(m.file_name);
       if (m.kind != mm::EntryKind::kTensor) {
         if (!tree_.dirs.count(name)) {
@@ -257,8 +253,8 @@ class ArchiveLoader {
       items.emplace_back(NestedKey(m.key), Leaf(name, m));
     }
     for (const std::string& n : names) {
-      if (!used.count(n) && !IsTemp(n)) {
-        TD_FAIL(MemmapError, tree_.Display(Join(dir, n)),
+      if (!used.count(n) && !mm::IsTempName(n)) {
+        TD_FAIL(MemmapError, tree_.Display(JoinPath(dir, n)),
                 ": unexpected entry (meta.json of the level does not name it)");
       }
     }
@@ -297,7 +293,7 @@ class ArchiveLoader {
   TensorDict LazyStack(const std::string& dir, int64_t stack_dim, int depth) {
     std::vector<TensorDict> members;
     for (int64_t i = 0;; ++i) {
-      const std::string name = Join(dir, std::to_string(i));
+      const std::string name = JoinPath(dir, std::to_string(i));
       if (!tree_.dirs.count(name)) break;
       Value v = Dir(name, depth + 1);
       if (!v.is_tensordict()) {
@@ -319,7 +315,7 @@ class ArchiveLoader {
   }
 
   TensorDict TensorClassDir(const std::string& dir, const mm::DirMeta& meta, int depth) {
-    const std::string inner = Join(dir, std::string(mm::kNonTensorInner));
+    const std::string inner = JoinPath(dir, std::string(mm::kNonTensorInner));
     if (!tree_.dirs.count(inner)) {
       TD_FAIL(MemmapError, tree_.Display(dir), " holds the tensorclass ", meta.type_name,
               " but has no _tensordict/ directory with its tensors");
@@ -331,7 +327,7 @@ class ArchiveLoader {
     TensorDict out = v.tensordict();
     for (const auto& [key, value] : meta.fields) {
       if (out.contains(key)) {
-        TD_FAIL(MemmapError, tree_.Display(Join(dir, kMeta)), ": field ", NestedKey(key).repr(),
+        TD_FAIL(MemmapError, tree_.Display(JoinPath(dir, kMeta)), ": field ", NestedKey(key).repr(),
                 " is also a key of ", tree_.Display(inner));
       }
       out.set_non_tensor(key, value);
@@ -450,9 +446,10 @@ std::string refresh_archive_checksums(const std::string& archive_path) {
       ReadPayload(fd.get(), sig, 4, local, archive_path, failed);
       if (sig[0] == 'P' && sig[1] == 'K' && sig[2] == 7 && sig[3] == 8) local += 4;
     }
-    ThrowIfError<MemmapError>(os::WriteAllAt(fd.get(), le, 4, local, archive_path), failed);
-    ThrowIfError<MemmapError>(
-        os::WriteAllAt(fd.get(), le, 4, e.central_offset + 16, archive_path), failed);
+    for (const uint64_t at : {local, e.central_offset + 16}) {
+      ThrowIfError<MemmapError>(
+          os::WriteAll(fd.get(), le, 4, archive_path, static_cast<int64_t>(at)), failed);
+    }
   }
   ThrowIfError<MemmapError>(fd.Close(archive_path));
   return archive_path;
@@ -469,8 +466,8 @@ TensorDict LoadArchive(const std::string& archive_path, MemmapMode mode,
   std::string root;
   if (sub_path) {
     for (const std::string& part : *sub_path) {
-      const std::string escaped = Join(root, mm::EscapeKey(part));
-      const std::string raw = Join(root, part);
+      const std::string escaped = JoinPath(root, mm::EscapeKey(part));
+      const std::string raw = JoinPath(root, part);
       if (tree.dirs.count(escaped)) {
         root = escaped;
       } else if (tree.dirs.count(raw)) {

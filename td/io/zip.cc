@@ -67,7 +67,7 @@ void ReadAt(int fd, uint64_t offset, void* out, size_t n, const std::string& pat
             const char* what) {
   const std::string where =
       c10::str("the ", what, " of the zip archive ", path, " at byte ", offset);
-  if (ValueOrThrow<MemmapError>(os::ReadAllAt(fd, out, n, offset, where)) < n) {
+  if (ValueOrThrow<MemmapError>(os::ReadAll(fd, out, n, where, static_cast<int64_t>(offset))) < n) {
     TD_FAIL(MemmapError, "cannot read ", where, ": the file ends first");
   }
 }
@@ -207,36 +207,16 @@ std::map<std::string, ZipEntry> ReadZipDirectory(const std::string& path) {
   return out;
 }
 
-ZipWriter::ZipWriter(int fd, const std::string& path) : path_(path) {
-  os::UniqueFd own(::dup(fd));
-  if (own.valid()) f_ = ::fdopen(own.get(), "wb");
-  if (f_ == nullptr) {
-    ThrowIfError<MemmapError>(os::ErrnoError(errno, "cannot open the archive", path));
-  }
-  own.release();  // the stream closes it
-}
-
-ZipWriter::~ZipWriter() {
-  if (f_ != nullptr) std::fclose(f_);
-}
+ZipWriter::ZipWriter(int fd, const std::string& path) : fd_(fd), path_("the archive " + path) {}
 
 void ZipWriter::Write(const void* data, size_t n) {
-  if (n > 0 && std::fwrite(data, 1, n, f_) != n) {
-    ThrowIfError<MemmapError>(os::ErrnoError(errno, "cannot write the archive", path_));
-  }
-}
-
-uint64_t ZipWriter::Tell() {
-  const off_t at = ::ftello(f_);
-  if (at < 0) {
-    ThrowIfError<MemmapError>(os::ErrnoError(errno, "cannot seek in the archive", path_));
-  }
-  return static_cast<uint64_t>(at);
+  ThrowIfError<MemmapError>(os::WriteAll(fd_, data, n, path_));
+  offset_ += n;
 }
 
 void ZipWriter::AddFile(const std::string& name, const std::string& source, uint64_t size,
                         bool align) {
-  const uint64_t header_offset = Tell();
+  const uint64_t header_offset = offset_;
   // Local extra: the padding block (when aligning), then zip64 sizes (as force_zip64 writes).
   std::string zip64;
   Put16(&zip64, kZip64ExtraId);
@@ -270,41 +250,31 @@ void ZipWriter::AddFile(const std::string& name, const std::string& source, uint
   h += extra;
   Write(h.data(), h.size());
 
-  std::FILE* in = std::fopen(source.c_str(), "rb");
-  if (in == nullptr) {
-    ThrowIfError<MemmapError>(os::ErrnoError(errno, "cannot open", source));
-  }
-  std::unique_ptr<std::FILE, int (*)(std::FILE*)> closer(in, &std::fclose);
+  const os::UniqueFd in(::open(source.c_str(), O_RDONLY | O_CLOEXEC));
+  if (!in.valid()) ThrowIfError<MemmapError>(os::ErrnoError(errno, "cannot open", source));
   std::vector<char> chunk(std::min<uint64_t>(kChunk, std::max<uint64_t>(size, 1)));
   uint32_t crc = 0;
   uint64_t copied = 0;
-  while (true) {
-    const size_t n = std::fread(chunk.data(), 1, chunk.size(), in);
-    if (n == 0) break;
+  while (const size_t n =
+             ValueOrThrow<MemmapError>(os::ReadAll(in.get(), chunk.data(), chunk.size(), source))) {
     copied += n;
     if (copied > size) break;
     crc = Crc32(crc, chunk.data(), n);
     Write(chunk.data(), n);
   }
-  if (std::ferror(in) || copied != size) {
+  if (copied != size) {
     TD_FAIL(MemmapError, "cannot pack ", source, ": expected ", size, " bytes, read ",
             copied > size ? "more" : std::to_string(copied));
   }
-  const uint64_t end = Tell();
-  std::string crc_bytes;
+  std::string crc_bytes;  // into the local header, which was written with a zero CRC
   Put32(&crc_bytes, crc);
-  if (::fseeko(f_, static_cast<off_t>(header_offset + 14), SEEK_SET) != 0) {
-    ThrowIfError<MemmapError>(os::ErrnoError(errno, "cannot seek in the archive", path_));
-  }
-  Write(crc_bytes.data(), 4);
-  if (::fseeko(f_, static_cast<off_t>(end), SEEK_SET) != 0) {
-    ThrowIfError<MemmapError>(os::ErrnoError(errno, "cannot seek in the archive", path_));
-  }
+  ThrowIfError<MemmapError>(
+      os::WriteAll(fd_, crc_bytes.data(), 4, path_, static_cast<int64_t>(header_offset + 14)));
   written_[header_offset] = Written{name, crc, size, header_offset};
 }
 
 void ZipWriter::Finish() {
-  const uint64_t cd_offset = Tell();
+  const uint64_t cd_offset = offset_;
   std::string cd;
   for (const auto& [offset, w] : written_) {
     std::string extra;
@@ -367,10 +337,6 @@ void ZipWriter::Finish() {
   Put32(&cd, std::min<uint64_t>(cd_offset, kLimit32));
   Put16(&cd, 0);
   Write(cd.data(), cd.size());
-  std::FILE* f = std::exchange(f_, nullptr);
-  if (std::fflush(f) != 0 || std::fclose(f) != 0) {
-    ThrowIfError<MemmapError>(os::ErrnoError(errno, "cannot write the archive", path_));
-  }
 }
 
 }  // namespace io_internal

@@ -68,18 +68,15 @@ class MappedRegion {
   size_t length_ = 0;
 };
 
-// read(2) (ReadAll, from the file position) or pread(2) (ReadAllAt, from `offset`) until `n`
-// bytes are read or the file ends: the number read, fewer than `n` only at the end of the file;
-// ErrnoError("cannot read", path) on an error. A caller that needs all `n` says why it got fewer.
-absl::StatusOr<size_t> ReadAll(int fd, void* data, size_t n, std::string_view path);
-absl::StatusOr<size_t> ReadAllAt(int fd, void* data, size_t n, uint64_t offset,
-                                 std::string_view path);
-
-// write(2) (WriteAll) or pwrite(2) (WriteAllAt, at `offset`) of all `n` bytes, 1 MiB per call;
-// ErrnoError("cannot write", path) on an error (EIO when nothing could be written).
-absl::Status WriteAll(int fd, const void* data, size_t n, std::string_view path);
-absl::Status WriteAllAt(int fd, const void* data, size_t n, uint64_t offset,
-                        std::string_view path);
+// read(2) from the file position (pread(2) from `offset` when it is >= 0) until `n` bytes are
+// read or the file ends: the number read, fewer than `n` only at the end of the file, or
+// ErrnoError("cannot read", path). A caller that needs all `n` says why it got fewer.
+absl::StatusOr<size_t> ReadAll(int fd, void* data, size_t n, std::string_view path,
+                               int64_t offset = -1);
+// write(2) (pwrite(2) at `offset` when it is >= 0) of all `n` bytes, 1 MiB per call, or
+// ErrnoError("cannot write", path) (EIO for a call that writes nothing).
+absl::Status WriteAll(int fd, const void* data, size_t n, std::string_view path,
+                      int64_t offset = -1);
 
 }  // namespace os
 }  // namespace internal

@@ -85,14 +85,14 @@ TEST(OsTest, WriteAllReadAllRoundTrip) {
 
   // At offsets, without moving the file position.
   const std::vector<char> patch = Pattern(5000);
-  ASSERT_TRUE(WriteAllAt(fd.get(), patch.data(), patch.size(), 1000, "memfd").ok());
+  ASSERT_TRUE(WriteAll(fd.get(), patch.data(), patch.size(), "memfd", 1000).ok());
   std::vector<char> got(patch.size());
-  absl::StatusOr<size_t> m = ReadAllAt(fd.get(), got.data(), got.size(), 1000, "memfd");
+  absl::StatusOr<size_t> m = ReadAll(fd.get(), got.data(), got.size(), "memfd", 1000);
   ASSERT_TRUE(m.ok()) << m.status();
   EXPECT_EQ(*m, patch.size());
   EXPECT_EQ(got, patch);
   EXPECT_EQ(::lseek(fd.get(), 0, SEEK_CUR), static_cast<off_t>(data.size()));
-  absl::StatusOr<size_t> past = ReadAllAt(fd.get(), got.data(), got.size(), 1 << 30, "memfd");
+  absl::StatusOr<size_t> past = ReadAll(fd.get(), got.data(), got.size(), "memfd", 1 << 30);
   ASSERT_TRUE(past.ok());
   EXPECT_EQ(*past, 0u);
 }

@@ -18,29 +18,18 @@
 namespace td {
 namespace internal {
 namespace os {
-namespace {
-
-absl::string_view AV(std::string_view s) { return absl::string_view(s.data(), s.size()); }
-
-}  // namespace
 
 std::string JoinPath(std::string_view dir, std::string_view name) {
-  if (dir.empty()) return std::string(name);
-  if (dir.back() == '/') return absl::StrCat(AV(dir), AV(name));
-  return absl::StrCat(AV(dir), "/", AV(name));
+  std::string out(dir);
+  if (!out.empty() && out.back() != '/') out += '/';
+  return out.append(name);
 }
 
-// ---- directories ---------------------------------------------------------------------------
-
 absl::StatusOr<std::vector<DirEntry>> ListDir(int dirfd, std::string_view path) {
-  int fd = ::openat(dirfd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  if (fd < 0) return ErrnoError(errno, "cannot list", path);
-  DIR* dir = ::fdopendir(fd);
-  if (dir == nullptr) {
-    const int err = errno;
-    ::close(fd);
-    return ErrnoError(err, "cannot list", path);
-  }
+  UniqueFd fd(::openat(dirfd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+  DIR* dir = fd.valid() ? ::fdopendir(fd.get()) : nullptr;
+  if (dir == nullptr) return ErrnoError(errno, "cannot list", path);
+  fd.release();  // closedir closes it
   std::vector<DirEntry> out;
   errno = 0;
   while (struct dirent* e = ::readdir(dir)) {
@@ -65,6 +54,13 @@ absl::StatusOr<std::vector<DirEntry>> ListDir(int dirfd, std::string_view path) 
   std::sort(out.begin(), out.end(),
             [](const DirEntry& a, const DirEntry& b) { return a.name < b.name; });
   return out;
+}
+
+absl::Status MakeDirAt(int dirfd, const std::string& name, std::string_view path) {
+  if (::mkdirat(dirfd, name.c_str(), 0755) != 0) {
+    return ErrnoError(errno, "cannot create directory", path);
+  }
+  return absl::OkStatus();
 }
 
 absl::Status MakeDirs(const std::string& path) {
@@ -95,8 +91,6 @@ absl::Status SyncDirPath(const std::string& path) {
   if (!fd.valid()) return ErrnoError(errno, "cannot open directory", path);
   return SyncDir(fd.get(), path);
 }
-
-// ---- locks and removal ---------------------------------------------------------------------
 
 int LockUntil(int fd, int op, Deadline deadline) {
   for (auto sleep = std::chrono::microseconds(100);;) {
@@ -136,8 +130,6 @@ absl::Status RemoveAt(int dirfd, const std::string& name, const std::string& pat
   return absl::OkStatus();
 }
 
-// ---- creating and replacing ----------------------------------------------------------------
-
 absl::StatusOr<UniqueFd> OpenNewFileAt(int dirfd, const std::string& name, std::string_view path) {
   UniqueFd fd(::openat(dirfd, name.c_str(), O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC,
                        0644));
@@ -154,49 +146,32 @@ absl::Status CreateFileAt(int dirfd, const std::string& name, std::string_view d
   return s;
 }
 
-FileReplacement::FileReplacement(int dirfd, std::string name, std::string temp, std::string path,
-                                 UniqueFd fd)
-    : dirfd_(dirfd),
-      name_(std::move(name)),
-      temp_(std::move(temp)),
-      path_(std::move(path)),
-      fd_(std::move(fd)) {}
-
-FileReplacement::FileReplacement(FileReplacement&& o) noexcept
-    : dirfd_(o.dirfd_),
-      name_(std::move(o.name_)),
-      temp_(std::move(o.temp_)),
-      path_(std::move(o.path_)),
-      fd_(std::move(o.fd_)),
-      pending_(std::exchange(o.pending_, false)) {}
-
 absl::StatusOr<FileReplacement> FileReplacement::Begin(int dirfd, std::string name,
                                                        std::string temp, std::string path) {
-  const std::string display = absl::StrCat(path, " (temporary ", temp, ")");
-  absl::StatusOr<UniqueFd> fd = OpenNewFileAt(dirfd, temp, display);
+  FileReplacement f;
+  f.display_ = absl::StrCat(path, " (temporary ", temp, ")");
+  absl::StatusOr<UniqueFd> fd = OpenNewFileAt(dirfd, temp, f.display_);
   if (!fd.ok()) return fd.status();
-  return FileReplacement(dirfd, std::move(name), std::move(temp), std::move(path),
-                         *std::move(fd));
+  f.dirfd_ = dirfd;
+  f.name_ = std::move(name);
+  f.temp_ = std::move(temp);
+  f.fd_ = *std::move(fd);
+  return f;
 }
 
 FileReplacement::~FileReplacement() {
-  if (pending_) ::unlinkat(dirfd_, temp_.c_str(), 0);
-}
-
-std::string FileReplacement::TempDisplay() const {
-  return absl::StrCat(path_, " (temporary ", temp_, ")");
+  if (fd_.valid()) ::unlinkat(dirfd_, temp_.c_str(), 0);
 }
 
 absl::Status FileReplacement::Commit(bool sync) {
   absl::Status s;
-  if (sync && ::fsync(fd_.get()) != 0) s = ErrnoError(errno, "cannot fsync", TempDisplay());
-  absl::Status closed = fd_.Close(TempDisplay());
+  if (sync && ::fsync(fd_.get()) != 0) s = ErrnoError(errno, "cannot fsync", display_);
+  absl::Status closed = fd_.Close(display_);
   if (s.ok()) s = std::move(closed);
   if (s.ok() && ::renameat(dirfd_, temp_.c_str(), dirfd_, name_.c_str()) != 0) {
-    s = ErrnoError(errno, "cannot rename a temporary file onto", path_);
+    s = ErrnoError(errno, "cannot rename into place", display_);
   }
   if (!s.ok()) ::unlinkat(dirfd_, temp_.c_str(), 0);
-  pending_ = false;
   return s;
 }
 

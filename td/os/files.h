@@ -33,6 +33,8 @@ struct DirEntry {
 };
 // The entries of the open directory `dirfd` (without "." and ".."), sorted by name.
 absl::StatusOr<std::vector<DirEntry>> ListDir(int dirfd, std::string_view path);
+// mkdir(2) of `name` inside `dirfd` (mode 0755 less the umask; it must not exist).
+absl::Status MakeDirAt(int dirfd, const std::string& name, std::string_view path);
 // mkdir -p (mode 0755 less the umask); InvalidArgument when `path` or a parent exists and is
 // not a directory.
 absl::Status MakeDirs(const std::string& path);
@@ -63,25 +65,16 @@ absl::StatusOr<UniqueFd> OpenNewFileAt(int dirfd, const std::string& name, std::
 absl::Status CreateFileAt(int dirfd, const std::string& name, std::string_view data, bool sync,
                           std::string_view path);
 
-// A file written under the temporary name `temp` beside the `name` it replaces (same directory,
-// so the same file system) and renamed over it by Commit: readers see the previous file or the
-// complete new one, never a mix. Until Commit succeeds the previous file is untouched; destroyed
-// without Commit (an error, an exception), the temporary is removed. The caller chooses `temp`
-// (its format's convention for names that loaders skip).
-//   absl::StatusOr<os::FileReplacement> f =
-//       os::FileReplacement::Begin(AT_FDCWD, path, path + ".tmp", path);
-//   if (!f.ok()) return f.status();
-//   ... write to f->fd() ...
-//   return f->Commit(/*sync=*/true);
+// A file written under the temporary name `temp` (the caller's convention for names loaders
+// skip) beside the `name` it replaces, and renamed over it by Commit: readers see the previous
+// file or the complete new one, never a mix. Destroyed without Commit (an error, an exception),
+// the temporary is removed and the previous file is untouched. `dirfd` must outlive it.
 class FileReplacement {
  public:
-  // Creates `temp` inside `dirfd` (OpenNewFileAt).
+  // Creates `temp` inside `dirfd` (OpenNewFileAt); `path` names `name` in messages.
   static absl::StatusOr<FileReplacement> Begin(int dirfd, std::string name, std::string temp,
                                                std::string path);
-  FileReplacement(FileReplacement&& o) noexcept;
-  FileReplacement& operator=(FileReplacement&&) = delete;
-  FileReplacement(const FileReplacement&) = delete;
-  FileReplacement& operator=(const FileReplacement&) = delete;
+  FileReplacement(FileReplacement&&) = default;
   ~FileReplacement();
 
   int fd() const { return fd_.get(); }
@@ -91,13 +84,11 @@ class FileReplacement {
   absl::Status Commit(bool sync);
 
  private:
-  FileReplacement(int dirfd, std::string name, std::string temp, std::string path, UniqueFd fd);
-  std::string TempDisplay() const;
+  FileReplacement() = default;
 
-  int dirfd_;
-  std::string name_, temp_, path_;
-  UniqueFd fd_;
-  bool pending_ = true;  // the temporary exists and is ours to remove
+  int dirfd_ = -1;
+  std::string name_, temp_, display_;  // display_: "<path> (temporary <temp>)"
+  UniqueFd fd_;  // open until Commit: the temporary is ours to remove while it is
 };
 
 // FileReplacement::Begin, `write(fd)`, then Commit(sync); the previous file is untouched when

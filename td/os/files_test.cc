@@ -127,8 +127,8 @@ TEST_F(FilesTest, ReplaceFileErrorsNameTheFiles) {
   ASSERT_EQ(::mkdir(Path("a_dir/x").c_str(), 0755), 0);
   s = ReplaceFileAt(AT_FDCWD, Path("a_dir"), Path(".tmp-a"), Path("a_dir"), false,
                     [&](int fd) { return Fill(fd, "new"); });
-  EXPECT_EQ(s.message(), "cannot rename a temporary file onto " + Path("a_dir") + ": " +
-                             std::strerror(EISDIR));
+  EXPECT_EQ(s.message(), "cannot rename into place " + Path("a_dir") + " (temporary " +
+                             Path(".tmp-a") + "): " + std::strerror(EISDIR));
   EXPECT_EQ(Names(), (std::vector<std::string>{"a_dir", "meta.json", "taken"}));
 }
 

@@ -154,9 +154,8 @@ std::string TempName(std::string_view base) {
 }
 
 int64_t TempNamePid(std::string_view name, std::string_view base) {
-  const std::string_view prefix = internal::memmap::kTempPrefix;
-  if (name.substr(0, prefix.size()) != prefix) return -1;
-  name.remove_prefix(prefix.size());
+  if (!IsTempName(name)) return -1;
+  name.remove_prefix(internal::memmap::kTempPrefix.size());
   // <pid>-<counter>-<hex>-<base>
   size_t dash = name.find('-');
   if (dash == std::string_view::npos) return -1;

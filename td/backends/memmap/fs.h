@@ -1,10 +1,8 @@
-// File-system helpers of the memmap backend (internal): descriptor-relative (openat-style)
-// operations that never follow a symlink below the directory they start from, bounded reads,
-// atomic replacement through a temporary name of the memmap format (kTempPrefix), and removal
-// under the readers' locks. The general ones (listing, creating, removing, syncing) are the OS
-// toolkit's (td/os/files.h), named here with `using`. Every failure is an absl::Status naming the
-// path and the errno text; see NOTE [ Errors: exceptions at the API, Status inside ] in
-// td/core/errors.h for where these become exceptions.
+// File-system helpers of the memmap backend (internal), on the OS toolkit (td/os/files.h, whose
+// general helpers are named here with `using`): opens that never follow a symlink below the
+// directory they start from, bounded reads, atomic replacement through a kTempPrefix name, and
+// removal under the readers' locks. Every failure is an absl::Status naming the path and the
+// errno text; see NOTE [ Errors: exceptions at the API, Status inside ] in td/core/errors.h.
 #pragma once
 
 #include <ATen/core/Tensor.h>
@@ -26,12 +24,12 @@ namespace td {
 namespace internal {
 namespace memmap {
 
-// From the OS toolkit (td/os/fd.h, td/os/files.h).
 using internal::os::CreateFileAt;
 using internal::os::DirEntry;
 using internal::os::EntryType;
 using internal::os::JoinPath;
 using internal::os::ListDir;
+using internal::os::MakeDirAt;
 using internal::os::MakeDirs;
 using internal::os::RemoveAt;
 using internal::os::SyncDir;

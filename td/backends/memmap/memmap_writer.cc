@@ -64,8 +64,7 @@ void ValidateLevel(const TensorDict& td, const std::string& dir, const WriteOpti
       TD_FAIL(ValueError, "memmap: key ", full.repr(), " gives the file name '", name, "' of ",
                        name.size(), " bytes; file systems allow ", kNameMax);
     }
-    if (name == internal::memmap::kMetaFile ||
-        name.compare(0, internal::memmap::kTempPrefix.size(), internal::memmap::kTempPrefix) == 0) {
+    if (name == internal::memmap::kMetaFile || internal::memmap::IsTempName(name)) {
       TD_FAIL(ValueError, "memmap: key ", full.repr(), " cannot be memory-mapped: its file name '",
                        name, "' is reserved by the memmap format");
     }
@@ -112,12 +111,6 @@ struct LeafJob {
   NestedKey key;
 };
 
-void Mkdir(int parent_fd, const std::string& name, const std::string& path) {
-  if (::mkdirat(parent_fd, name.c_str(), 0755) != 0) {
-    ThrowIfError<MemmapError>(ErrnoError(errno, "cannot create directory", path));
-  }
-}
-
 std::shared_ptr<UniqueFd> OpenNew(int parent_fd, const std::string& name, const std::string& path) {
   return std::make_shared<UniqueFd>(ValueOrThrow<MemmapError>(OpenDirAt(parent_fd, name, path)));
 }
@@ -130,7 +123,7 @@ void WriteNonTensor(const nlohmann::json& data, const std::vector<int64_t>& batc
                                          JoinPath(path, internal::memmap::kMetaFile)));
   const std::string inner(internal::memmap::kNonTensorInner);
   const std::string inner_path = JoinPath(path, inner);
-  Mkdir(dirfd, inner, inner_path);
+  ThrowIfError<MemmapError>(MakeDirAt(dirfd, inner, inner_path));
   auto inner_fd = OpenNew(dirfd, inner, inner_path);
   internal::memmap::LevelMeta meta;
   meta.batch_size = batch;
@@ -149,7 +142,7 @@ void BuildLevel(const TensorDict& td, const std::shared_ptr<UniqueFd>& dir, cons
     for (size_t i = 0; i < members.size(); ++i) {
       const std::string name = std::to_string(i);
       const std::string member_path = JoinPath(path, name);
-      Mkdir(dir->get(), name, member_path);
+      ThrowIfError<MemmapError>(MakeDirAt(dir->get(), name, member_path));
       BuildLevel(members[i], OpenNew(dir->get(), name, member_path), member_path, o, prefix, jobs,
                  dirs);
     }
@@ -172,11 +165,11 @@ void BuildLevel(const TensorDict& td, const std::shared_ptr<UniqueFd>& dir, cons
     if (v->is_tensor()) {
       jobs->push_back(LeafJob{dir, name, entry_path, v->tensor(), full});
     } else if (v->is_tensordict()) {
-      Mkdir(dir->get(), name, entry_path);
+      ThrowIfError<MemmapError>(MakeDirAt(dir->get(), name, entry_path));
       auto sub = OpenNew(dir->get(), name, entry_path);
       BuildLevel(v->tensordict(), sub, entry_path, o, &full, jobs, dirs);
     } else {
-      Mkdir(dir->get(), name, entry_path);
+      ThrowIfError<MemmapError>(MakeDirAt(dir->get(), name, entry_path));
       auto sub = OpenNew(dir->get(), name, entry_path);
       WriteNonTensor(v->non_tensor(), meta.batch_size, sub->get(), entry_path, o, dirs);
       if (o.sync) dirs->push_back(std::move(sub));
@@ -300,7 +293,7 @@ TensorDict WriteAndLoad(const TensorDict& td, const std::string& prefix,
   CheckTarget(parent.get(), t, options.exists_ok());
   RemoveStaleTemps(parent.get(), t.parent, t.base);
   const std::string tmp = TempName(t.base);
-  Mkdir(parent.get(), tmp, JoinPath(t.parent, tmp));
+  ThrowIfError<MemmapError>(MakeDirAt(parent.get(), tmp, JoinPath(t.parent, tmp)));
   // Our own version stays locked (shared) until it is loaded: a concurrent memmap() to the same
   // prefix that swaps it out right after our commit waits for the load before removing it
   // (NOTE [ Readers and removers of memmap directories ] in fs.h).
@@ -437,7 +430,7 @@ void WriteTree(const TensorDict& td, int parent_fd, const std::string& name,
 
 void WriteEntryDir(const Value& value, const std::vector<int64_t>& parent_batch, int parent_fd,
                    const std::string& name, const std::string& path, const WriteOptions& options) {
-  Mkdir(parent_fd, name, path);
+  ThrowIfError<MemmapError>(MakeDirAt(parent_fd, name, path));
   if (value.is_tensordict()) {
     WriteTree(value.tensordict(), parent_fd, name, path, options);
     return;

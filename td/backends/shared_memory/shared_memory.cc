@@ -25,6 +25,8 @@
 namespace td {
 namespace {
 
+namespace os = internal::os;
+
 // ---- segments ------------------------------------------------------------------------------
 
 constexpr char kMagic[8] = {'T', 'D', 'S', 'H', 'M', 0, 0, 1};
@@ -36,8 +38,8 @@ using Token = std::array<uint8_t, 16>;
 
 // One memfd segment, mapped; the descriptor and the mapping are released with the last tensor.
 struct Segment {
-  internal::os::UniqueFd fd;
-  internal::os::MappedRegion region;  // header + payload
+  os::UniqueFd fd;
+  os::MappedRegion region;  // header + payload
   Token token{};
   void* addr() const { return region.addr(); }
   size_t length() const { return region.length(); }
@@ -45,9 +47,9 @@ struct Segment {
 
 // Maps the whole segment `fd` of `length` bytes read-write; c10::Error naming `what` otherwise
 // (a segment's failures are c10::Error: NOTE [ Status to exception ] in td/core/errors.h).
-internal::os::MappedRegion MapSegment(int fd, size_t length, const std::string& what) {
+os::MappedRegion MapSegment(int fd, size_t length, const std::string& what) {
   return ValueOrThrow<c10::Error>(
-      internal::os::MappedRegion::Map(fd, length, PROT_READ | PROT_WRITE, MAP_SHARED, what));
+      os::MappedRegion::Map(fd, length, PROT_READ | PROT_WRITE, MAP_SHARED, what));
 }
 
 // The DataPtr context of every shared tensor: keeps its segment mapped.
@@ -76,15 +78,14 @@ Token RandomToken() {
 
 std::shared_ptr<Segment> CreateSegment(size_t payload) {
   auto seg = std::make_shared<Segment>();
-  seg->fd = internal::os::UniqueFd(::memfd_create(std::string(kMemfdName).c_str(), MFD_CLOEXEC));
+  seg->fd = os::UniqueFd(::memfd_create(std::string(kMemfdName).c_str(), MFD_CLOEXEC));
   if (!seg->fd.valid()) {
-    ThrowIfError<c10::Error>(
-        internal::os::ErrnoError(errno, "share_memory: memfd_create failed", ""));
+    ThrowIfError<c10::Error>(os::ErrnoError(errno, "share_memory: memfd_create failed", ""));
   }
   const size_t length = kHeaderBytes + payload;
   if (::ftruncate(seg->fd.get(), static_cast<off_t>(length)) != 0) {
     const int err = errno;
-    ThrowIfError<c10::Error>(internal::os::ErrnoError(
+    ThrowIfError<c10::Error>(os::ErrnoError(
         err, absl::StrCat("share_memory: cannot size a segment of ", length, " bytes"), ""));
   }
   seg->region = MapSegment(seg->fd.get(), length,
@@ -211,7 +212,7 @@ std::shared_ptr<Segment> OpenSegment(const internal::shm::SegmentRef& ref) {
   const ssize_t n = ::readlink(where.c_str(), link, sizeof(link) - 1);
   if (n < 0) {
     const int err = errno;
-    ThrowIfError<c10::Error>(internal::os::ErrnoError(
+    ThrowIfError<c10::Error>(os::ErrnoError(
         err, "AttachSharedMemory: cannot reach segment",
         absl::StrCat(where, " (is process ", ref.pid, " still running and holding it?)")));
   }
@@ -221,14 +222,13 @@ std::shared_ptr<Segment> OpenSegment(const internal::shm::SegmentRef& ref) {
     TD_FAIL(c10::Error, "AttachSharedMemory: ", where, " is ", link, ", not a tensordict segment");
   }
   auto seg = std::make_shared<Segment>();
-  seg->fd = internal::os::UniqueFd(::open(where.c_str(), O_RDWR | O_CLOEXEC));
+  seg->fd = os::UniqueFd(::open(where.c_str(), O_RDWR | O_CLOEXEC));
   if (!seg->fd.valid()) {
-    ThrowIfError<c10::Error>(
-        internal::os::ErrnoError(errno, "AttachSharedMemory: cannot open", where));
+    ThrowIfError<c10::Error>(os::ErrnoError(errno, "AttachSharedMemory: cannot open", where));
   }
   struct stat st;
   if (::fstat(seg->fd.get(), &st) != 0) {
-    ThrowIfError<c10::Error>(internal::os::ErrnoError(errno, "AttachSharedMemory: stat", where));
+    ThrowIfError<c10::Error>(os::ErrnoError(errno, "AttachSharedMemory: stat", where));
   }
   if (static_cast<uint64_t>(st.st_size) != ref.size) {
     TD_FAIL(c10::Error, "AttachSharedMemory: segment ", where, " has ", st.st_size,
