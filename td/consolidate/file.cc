@@ -22,11 +22,13 @@
 #include "td/core/internal/leaves.h"
 #include "td/core/mapped_copy.h"
 #include "td/executor/executor.h"
+#include "td/os/files.h"
 
 namespace td {
 
 using internal::BufferLayout;
 using Json = nlohmann::ordered_json;
+namespace os = internal::os;
 
 namespace {
 
@@ -198,30 +200,35 @@ std::string DumpMetadata(const TensorDict& td, const BufferLayout& layout,
   }
 }
 
-PendingFile::PendingFile(std::string filename, int64_t data_bytes, const std::string& metadata)
-    : filename_(std::move(filename)) {
+namespace {
+
+// The temporary beside `filename` that becomes it: "<filename>.tmp.<pid>.<tag><n>".
+std::string PendingFileName(const std::string& filename, const char* tag) {
   static std::atomic<int64_t> counter{0};
-  tmp_ = c10::str(filename_, ".tmp.", ::getpid(), ".", counter++);
+  return c10::str(filename, ".tmp.", ::getpid(), ".", tag, counter++);
+}
+
+}  // namespace
+
+PendingFile::PendingFile(std::string filename, int64_t data_bytes, const std::string& metadata)
+    : filename_(std::move(filename)),
+      file_(ValueOrThrow<MemmapError>(
+          os::FileReplacement::Begin(AT_FDCWD, filename_, PendingFileName(filename_, ""),
+                                     filename_),
+          "consolidated file " + filename_)) {
   const int64_t meta_bytes = static_cast<int64_t>(metadata.size());
   const int64_t total = data_bytes + meta_bytes + 8;
-  int fd = ::open(tmp_.c_str(), O_CREAT | O_EXCL | O_WRONLY | O_CLOEXEC, 0644);
-  if (fd < 0) {
-    TD_FAIL(MemmapError, "consolidated file ", filename_, ": cannot create ", tmp_, ": ",
-                      std::strerror(errno));
-  }
-  if (::ftruncate(fd, total) != 0) {
+  if (::ftruncate(file_.fd(), total) != 0) {
     const int err = errno;
-    ::close(fd);
-    ::unlink(tmp_.c_str());
-    TD_FAIL(MemmapError, "consolidated file ", filename_, ": cannot size ", tmp_, " to ", total,
-                      " bytes: ", std::strerror(err));
+    ThrowIfError<MemmapError>(
+        os::ErrnoError(err, "cannot size", c10::str(file_.temp(), " to ", total, " bytes")),
+        "consolidated file " + filename_);
   }
-  ::close(fd);
   try {
-    mapping_ = at::from_file(tmp_, /*shared=*/true, total, at::TensorOptions().dtype(at::kByte));
+    mapping_ =
+        at::from_file(file_.temp(), /*shared=*/true, total, at::TensorOptions().dtype(at::kByte));
   } catch (const c10::Error& e) {
-    ::unlink(tmp_.c_str());
-    TD_FAIL(MemmapError, "consolidated file ", filename_, ": cannot map ", tmp_, ": ",
+    TD_FAIL(MemmapError, "consolidated file ", filename_, ": cannot map ", file_.temp(), ": ",
                       e.what_without_backtrace());
   }
   auto* p = static_cast<uint8_t*>(mapping_.data_ptr());
@@ -229,16 +236,8 @@ PendingFile::PendingFile(std::string filename, int64_t data_bytes, const std::st
   std::memcpy(p + data_bytes + meta_bytes, &meta_bytes, 8);  // little-endian hosts only
 }
 
-PendingFile::~PendingFile() {
-  if (!committed_) ::unlink(tmp_.c_str());
-}
-
 void PendingFile::Commit() {
-  if (::rename(tmp_.c_str(), filename_.c_str()) != 0) {
-    TD_FAIL(MemmapError, "consolidated file ", filename_, ": cannot rename ", tmp_, " into place: ",
-                      std::strerror(errno));
-  }
-  committed_ = true;
+  ThrowIfError<MemmapError>(file_.Commit(/*sync=*/false), "consolidated file " + filename_);
 }
 
 }  // namespace internal
@@ -255,65 +254,38 @@ void save_consolidated(const TensorDict& td, const std::string& filename) {
   at::Tensor bytes = internal::WholeBuffer(*buffer, at::kByte);
   if (!bytes.device().is_cpu()) bytes = bytes.cpu();
   // The bytes are in memory already: pwrite(2) them (writing through a fresh shared mapping would
-  // fault in every page of the file first).
-  static std::atomic<int64_t> counter{0};
-  const std::string tmp = c10::str(filename, ".tmp.", ::getpid(), ".s", counter++);
-  int fd = ::open(tmp.c_str(), O_CREAT | O_EXCL | O_WRONLY | O_CLOEXEC, 0644);
-  if (fd < 0) {
-    TD_FAIL(MemmapError, "consolidated file ", filename, ": cannot create ", tmp, ": ",
-                      std::strerror(errno));
-  }
+  // fault in every page of the file first), into a temporary renamed into place.
   const int64_t meta_bytes = static_cast<int64_t>(meta.size());
   // The file is [data | metadata | its length]: the tail is built once, then everything goes out
-  // in 1 MiB pwrite(2)s spread over td::parallel's threads (NOTE [ Thread policy ] in
-  // td/executor/executor.h). One write(2) of hundreds of MiB runs ~10x slower here (measured
-  // with dd on ext4: 256 MiB at once 0.35 GB/s, in 1 MiB pieces 5 GB/s) as the kernel
-  // throttles dirty pages inside the call, and a writer that is being throttled holds up the
-  // rest when it is the only one.
+  // in 1 MiB pwrite(2)s (why 1 MiB: td/os/fd.cc) spread over td::parallel's threads
+  // (NOTE [ Thread policy ] in td/executor/executor.h): a writer that the kernel is throttling
+  // holds up the rest when it is the only one.
   std::string tail = meta;
   tail.append(reinterpret_cast<const char*>(&meta_bytes), 8);  // little-endian hosts only
   constexpr int64_t kWriteChunk = int64_t{1} << 20;
   const int64_t data_bytes = layout.nbytes;
   const auto* data = static_cast<const char*>(bytes.data_ptr());
   const int64_t chunks = (data_bytes + kWriteChunk - 1) / kWriteChunk;
-  std::atomic<int> write_errno{0};
-  auto write_at = [&](const char* p, int64_t n, int64_t offset) {
-    while (n > 0 && write_errno.load(std::memory_order_relaxed) == 0) {
-      const ssize_t w = ::pwrite(fd, p, static_cast<size_t>(std::min(n, kWriteChunk)), offset);
-      if (w < 0 && errno == EINTR) continue;
-      if (w <= 0) {
-        int expected = 0;
-        write_errno.compare_exchange_strong(expected, w < 0 ? errno : EIO);
-        return;
-      }
-      p += w;
-      n -= w;
-      offset += w;
+  const std::string tmp = internal::PendingFileName(filename, "s");
+  auto write_all = [&](int fd) {
+    std::vector<absl::Status> written(static_cast<size_t>(chunks + 1));
+    parallel::parallel_for(
+        chunks + 1, parallel::plan_threads(chunks + 1, data_bytes, parallel::ParallelOptions()),
+        [&](int64_t c) {
+          const int64_t b = c * kWriteChunk;
+          written[c] = c == chunks  // the metadata and its length
+                           ? os::WriteAll(fd, tail.data(), tail.size(), tmp, data_bytes)
+                           : os::WriteAll(fd, data + b, std::min(kWriteChunk, data_bytes - b),
+                                          tmp, b);
+        });
+    for (const absl::Status& s : written) {
+      if (!s.ok()) return s;
     }
+    return absl::OkStatus();
   };
-  parallel::parallel_for(chunks + 1,
-                         parallel::plan_threads(chunks + 1, data_bytes, parallel::ParallelOptions()),
-                         [&](int64_t c) {
-                           if (c == chunks) {  // the metadata and its length
-                             write_at(tail.data(), static_cast<int64_t>(tail.size()), data_bytes);
-                             return;
-                           }
-                           const int64_t b = c * kWriteChunk;
-                           write_at(data + b, std::min(kWriteChunk, data_bytes - b), b);
-                         });
-  if (const int err = write_errno.load()) {
-    ::close(fd);
-    ::unlink(tmp.c_str());
-    TD_FAIL(MemmapError, "consolidated file ", filename, ": cannot write ", tmp, ": ",
-            std::strerror(err));
-  }
-  ::close(fd);
-  if (::rename(tmp.c_str(), filename.c_str()) != 0) {
-    const int err = errno;
-    ::unlink(tmp.c_str());
-    TD_FAIL(MemmapError, "consolidated file ", filename, ": cannot rename ", tmp, " into place: ",
-                      std::strerror(err));
-  }
+  ThrowIfError<MemmapError>(
+      os::ReplaceFileAt(AT_FDCWD, filename, tmp, filename, /*sync=*/false, write_all),
+      "consolidated file " + filename);
 }
 
 TensorDict load_consolidated(const std::string& filename) {

@@ -21,24 +21,21 @@
 #include "td/backends/memmap/memory_mapped_tensor.h"
 #include "td/core/errors.h"
 #include "td/io/zip.h"
+#include "td/os/files.h"
 
 namespace td {
 namespace {
 
 namespace fs = std::filesystem;
 namespace mm = internal::memmap;
+namespace os = internal::os;
+using internal::os::JoinPath;
 using io_internal::ZipEntry;
 
 const std::string kMeta(mm::kMetaFile);
 constexpr size_t kChunk = size_t{16} << 20;
 // A tree deeper than this is refused (as the directory loader's limit, kMaxNestingDepth).
 constexpr int kMaxLevels = kMaxNestingDepth;
-
-std::string Join(const std::string& dir, const std::string& name) {
-  return dir.empty() ? name : dir + "/" + name;
-}
-
-bool IsTemp(const std::string& name) { return name.rfind(mm::kTempPrefix, 0) == 0; }
 
 // Throws MemmapError naming `path` for a name that could leave the extraction directory.
 void CheckEntryName(const std::string& archive, const std::string& name) {
@@ -110,6 +107,16 @@ std::string NotArchiveReason(const std::string& path) {
 
 bool IsArchiveFile(const std::string& path) { return NotArchiveReason(path).empty(); }
 
+// `n` bytes of the archive `fd` at `offset`; MemmapError "<failed>: ..." when they cannot be
+// read (an error, or the file ends first: it changed since its directory was read).
+void ReadPayload(int fd, void* out, size_t n, uint64_t offset, const std::string& path,
+                 const std::string& failed) {
+  absl::StatusOr<size_t> got = os::ReadAll(fd, out, n, path, static_cast<int64_t>(offset));
+  if (ValueOrThrow<MemmapError>(std::move(got), failed) < n) {
+    TD_FAIL(MemmapError, failed, ": ", path, " ends first (it changed while being read)");
+  }
+}
+
 // A temporary name beside `target` that the memmap loader and pack_memmap skip.
 std::string TempBeside(const std::string& target) {
   static std::atomic<uint64_t> counter{0};
@@ -128,7 +135,7 @@ void PackDir(io_internal::ZipWriter* w, const fs::path& dir, const std::string& 
   std::error_code ec;
   for (fs::directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec)) {
     const std::string name = it->path().filename().string();
-    if (IsTemp(name)) continue;
+    if (mm::IsTempName(name)) continue;
     const fs::file_status st = it->symlink_status(ec);
     if (ec) break;
     if (fs::is_symlink(st)) {
@@ -153,9 +160,9 @@ void PackDir(io_internal::ZipWriter* w, const fs::path& dir, const std::string& 
     const bool align = f.size() > mm::kTensorSuffix.size() &&
                        f.compare(f.size() - mm::kTensorSuffix.size(), mm::kTensorSuffix.size(),
                                  mm::kTensorSuffix) == 0;
-    w->AddFile(Join(rel, f), p.string(), size, align);
+    w->AddFile(JoinPath(rel, f), p.string(), size, align);
   }
-  for (const std::string& d : subdirs) PackDir(w, dir / d, Join(rel, d), depth + 1);
+  for (const std::string& d : subdirs) PackDir(w, dir / d, JoinPath(rel, d), depth + 1);
 }
 
 // Builds TensorDicts from the levels of an archive (the directory loader's rules: NOTE [ Memmap
@@ -165,7 +172,7 @@ class ArchiveLoader {
   ArchiveLoader(const Tree& tree, MemmapMode mode) : tree_(tree), mode_(mode) {
     struct stat st {};
     if (::stat(tree.path.c_str(), &st) != 0) {
-      TD_FAIL(MemmapError, "cannot stat ", tree.path, ": ", std::strerror(errno));
+      ThrowIfError<MemmapError>(os::ErrnoError(errno, "cannot stat", tree.path));
     }
     base_ = MemoryMappedTensor::from_filename(tree.path, at::kByte, {static_cast<int64_t>(st.st_size)},
                                               mode);
@@ -177,7 +184,7 @@ class ArchiveLoader {
       TD_FAIL(MemmapError, tree_.Display(dir), ": TensorDicts nested more than ", kMaxLevels,
               " levels deep");
     }
-    const std::string meta_name = Join(dir, kMeta);
+    const std::string meta_name = JoinPath(dir, kMeta);
     if (!tree_.entries.count(meta_name)) {
       TD_FAIL(MemmapError, tree_.Display(dir), " is not a memmap level: it has no meta.json");
     }
@@ -228,7 +235,7 @@ class ArchiveLoader {
     std::set<std::string> used{kMeta};
     std::vector<TensorDict::Item> items;
     for (const mm::EntryMeta& m : level.entries) {
-      const std::string name = Join(dir, m.file_name);
+      const std::string name = JoinPath(dir, m.file_name);
       if (!m.file_name.empty()) used.insert(m.file_name);
       if (m.kind != mm::EntryKind::kTensor) {
         if (!tree_.dirs.count(name)) {
@@ -246,8 +253,8 @@ class ArchiveLoader {
       items.emplace_back(NestedKey(m.key), Leaf(name, m));
     }
     for (const std::string& n : names) {
-      if (!used.count(n) && !IsTemp(n)) {
-        TD_FAIL(MemmapError, tree_.Display(Join(dir, n)),
+      if (!used.count(n) && !mm::IsTempName(n)) {
+        TD_FAIL(MemmapError, tree_.Display(JoinPath(dir, n)),
                 ": unexpected entry (meta.json of the level does not name it)");
       }
     }
@@ -286,7 +293,7 @@ class ArchiveLoader {
   TensorDict LazyStack(const std::string& dir, int64_t stack_dim, int depth) {
     std::vector<TensorDict> members;
     for (int64_t i = 0;; ++i) {
-      const std::string name = Join(dir, std::to_string(i));
+      const std::string name = JoinPath(dir, std::to_string(i));
       if (!tree_.dirs.count(name)) break;
       Value v = Dir(name, depth + 1);
       if (!v.is_tensordict()) {
@@ -308,7 +315,7 @@ class ArchiveLoader {
   }
 
   TensorDict TensorClassDir(const std::string& dir, const mm::DirMeta& meta, int depth) {
-    const std::string inner = Join(dir, std::string(mm::kNonTensorInner));
+    const std::string inner = JoinPath(dir, std::string(mm::kNonTensorInner));
     if (!tree_.dirs.count(inner)) {
       TD_FAIL(MemmapError, tree_.Display(dir), " holds the tensorclass ", meta.type_name,
               " but has no _tensordict/ directory with its tensors");
@@ -320,7 +327,7 @@ class ArchiveLoader {
     TensorDict out = v.tensordict();
     for (const auto& [key, value] : meta.fields) {
       if (out.contains(key)) {
-        TD_FAIL(MemmapError, tree_.Display(Join(dir, kMeta)), ": field ", NestedKey(key).repr(),
+        TD_FAIL(MemmapError, tree_.Display(JoinPath(dir, kMeta)), ": field ", NestedKey(key).repr(),
                 " is also a key of ", tree_.Display(inner));
       }
       out.set_non_tensor(key, value);
@@ -347,20 +354,16 @@ std::string pack_memmap(const std::string& prefix, const std::string& archive_pa
     TD_FAIL(ValueError, "pack_memmap: cannot write an archive at ", archive_path,
             ": it is an existing directory");
   }
+  // Written beside it and renamed into place: `archive_path` is the previous file or the complete
+  // new one.
   const std::string tmp = TempBeside(archive_path);
-  try {
-    io_internal::ZipWriter w(tmp);
-    PackDir(&w, fs::path(prefix), "", 0);
-    w.Finish();
-  } catch (...) {
-    fs::remove(tmp, ec);
-    throw;
-  }
-  if (::rename(tmp.c_str(), archive_path.c_str()) != 0) {
-    const int err = errno;
-    fs::remove(tmp, ec);
-    TD_FAIL(MemmapError, "cannot rename ", tmp, " to ", archive_path, ": ", std::strerror(err));
-  }
+  ThrowIfError<MemmapError>(
+      os::ReplaceFileAt(AT_FDCWD, archive_path, tmp, archive_path, /*sync=*/false, [&](int fd) {
+        io_internal::ZipWriter w(fd, tmp);
+        PackDir(&w, fs::path(prefix), "", 0);
+        w.Finish();
+        return absl::OkStatus();
+      }));
   return archive_path;
 }
 
@@ -369,56 +372,47 @@ std::string unpack_memmap(const std::string& archive_path, const std::string& pr
     TD_FAIL(ValueError, "unpack_memmap: ", archive_path, " is not a memmap archive: ", why);
   }
   Tree tree(archive_path);
-  const int in = ::open(archive_path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (in < 0) TD_FAIL(MemmapError, "cannot open ", archive_path, ": ", std::strerror(errno));
+  const os::UniqueFd in(::open(archive_path.c_str(), O_RDONLY | O_CLOEXEC));
+  if (!in.valid()) ThrowIfError<MemmapError>(os::ErrnoError(errno, "cannot open", archive_path));
   std::vector<char> buf;
-  try {
-    std::error_code ec;
-    fs::create_directories(prefix, ec);
-    if (ec) TD_FAIL(MemmapError, "cannot create ", prefix, ": ", ec.message());
-    for (const std::string& d : tree.dirs) {
-      if (d.empty()) continue;
-      const fs::path p = fs::path(prefix) / d;
-      const fs::file_status st = fs::symlink_status(p, ec);
-      if (fs::is_symlink(st)) TD_FAIL(MemmapError, "unpack_memmap: ", p.string(), " is a symlink");
-      if (!fs::exists(st)) {
-        fs::create_directory(p, ec);
-        if (ec) TD_FAIL(MemmapError, "cannot create ", p.string(), ": ", ec.message());
-      } else if (!fs::is_directory(st)) {
-        TD_FAIL(MemmapError, "unpack_memmap: ", p.string(), " exists and is not a directory");
-      }
+  std::error_code ec;
+  fs::create_directories(prefix, ec);
+  if (ec) TD_FAIL(MemmapError, "cannot create ", prefix, ": ", ec.message());
+  for (const std::string& d : tree.dirs) {
+    if (d.empty()) continue;
+    const fs::path p = fs::path(prefix) / d;
+    const fs::file_status st = fs::symlink_status(p, ec);
+    if (fs::is_symlink(st)) TD_FAIL(MemmapError, "unpack_memmap: ", p.string(), " is a symlink");
+    if (!fs::exists(st)) {
+      fs::create_directory(p, ec);
+      if (ec) TD_FAIL(MemmapError, "cannot create ", p.string(), ": ", ec.message());
+    } else if (!fs::is_directory(st)) {
+      TD_FAIL(MemmapError, "unpack_memmap: ", p.string(), " exists and is not a directory");
     }
-    for (const auto& [name, entry] : tree.entries) {
-      const ZipEntry& e = tree.Stored(name);
-      const std::string out_path = (fs::path(prefix) / name).string();
-      const int out = ::open(out_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC,
-                             0644);
-      if (out < 0) TD_FAIL(MemmapError, "cannot create ", out_path, ": ", std::strerror(errno));
-      uint32_t crc = 0;
-      uint64_t done = 0;
-      buf.resize(std::min<uint64_t>(kChunk, std::max<uint64_t>(e.size, 1)));
-      bool failed = false;
-      while (done < e.size && !failed) {
-        const size_t n = static_cast<size_t>(std::min<uint64_t>(buf.size(), e.size - done));
-        const ssize_t r = ::pread(in, buf.data(), n, static_cast<off_t>(e.payload_offset + done));
-        failed = r != static_cast<ssize_t>(n) || ::write(out, buf.data(), n) != static_cast<ssize_t>(n);
-        crc = io_internal::Crc32(crc, buf.data(), n);
-        done += n;
-      }
-      const int err = errno;
-      if (::close(out) != 0) failed = true;
-      if (failed) TD_FAIL(MemmapError, "cannot extract ", tree.Display(name), " to ", out_path, ": ",
-                          std::strerror(err));
-      if (crc != e.crc) {
-        TD_FAIL(MemmapError, tree.Display(name), ": CRC-32 mismatch (the data was changed in place; "
-                "refresh_archive_checksums fixes the archive)");
-      }
-    }
-  } catch (...) {
-    ::close(in);
-    throw;
   }
-  ::close(in);
+  for (const auto& [name, entry] : tree.entries) {
+    const ZipEntry& e = tree.Stored(name);
+    const std::string out_path = (fs::path(prefix) / name).string();
+    os::UniqueFd out(::open(out_path.c_str(),
+                            O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0644));
+    if (!out.valid()) ThrowIfError<MemmapError>(os::ErrnoError(errno, "cannot create", out_path));
+    const std::string failed = c10::str("cannot extract ", tree.Display(name), " to ", out_path);
+    uint32_t crc = 0;
+    uint64_t done = 0;
+    buf.resize(std::min<uint64_t>(kChunk, std::max<uint64_t>(e.size, 1)));
+    while (done < e.size) {
+      const size_t n = static_cast<size_t>(std::min<uint64_t>(buf.size(), e.size - done));
+      ReadPayload(in.get(), buf.data(), n, e.payload_offset + done, archive_path, failed);
+      ThrowIfError<MemmapError>(os::WriteAll(out.get(), buf.data(), n, out_path), failed);
+      crc = io_internal::Crc32(crc, buf.data(), n);
+      done += n;
+    }
+    ThrowIfError<MemmapError>(out.Close(out_path), failed);
+    if (crc != e.crc) {
+      TD_FAIL(MemmapError, tree.Display(name), ": CRC-32 mismatch (the data was changed in place; "
+              "refresh_archive_checksums fixes the archive)");
+    }
+  }
   return prefix;
 }
 
@@ -427,25 +421,17 @@ std::string refresh_archive_checksums(const std::string& archive_path) {
     TD_FAIL(ValueError, "refresh_archive_checksums: ", archive_path, " is not a memmap archive: ", why);
   }
   Tree tree(archive_path);
-  const int fd = ::open(archive_path.c_str(), O_RDWR | O_CLOEXEC);
-  if (fd < 0) TD_FAIL(MemmapError, "cannot open ", archive_path, ": ", std::strerror(errno));
+  os::UniqueFd fd(::open(archive_path.c_str(), O_RDWR | O_CLOEXEC));
+  if (!fd.valid()) ThrowIfError<MemmapError>(os::ErrnoError(errno, "cannot open", archive_path));
   std::vector<char> buf;
-  auto fail = [&](const std::string& name) {
-    const int err = errno;
-    ::close(fd);
-    TD_FAIL(MemmapError, "cannot refresh the checksum of ", tree.Display(name), ": ",
-            std::strerror(err));
-  };
   for (const auto& [name, e] : tree.entries) {
     if (e.method != 0) continue;  // compressed payloads cannot have been written in place
+    const std::string failed = "cannot refresh the checksum of " + tree.Display(name);
     uint32_t crc = 0;
     buf.resize(std::min<uint64_t>(kChunk, std::max<uint64_t>(e.size, 1)));
     for (uint64_t done = 0; done < e.size;) {
       const size_t n = static_cast<size_t>(std::min<uint64_t>(buf.size(), e.size - done));
-      if (::pread(fd, buf.data(), n, static_cast<off_t>(e.payload_offset + done)) !=
-          static_cast<ssize_t>(n)) {
-        fail(name);
-      }
+      ReadPayload(fd.get(), buf.data(), n, e.payload_offset + done, archive_path, failed);
       crc = io_internal::Crc32(crc, buf.data(), n);
       done += n;
     }
@@ -457,15 +443,15 @@ std::string refresh_archive_checksums(const std::string& archive_path) {
       // The CRC follows the payload, after an optional "PK\7\8" signature.
       local = e.payload_offset + e.compressed_size;
       unsigned char sig[4] = {0, 0, 0, 0};
-      if (::pread(fd, sig, 4, static_cast<off_t>(local)) != 4) fail(name);
+      ReadPayload(fd.get(), sig, 4, local, archive_path, failed);
       if (sig[0] == 'P' && sig[1] == 'K' && sig[2] == 7 && sig[3] == 8) local += 4;
     }
-    if (::pwrite(fd, le, 4, static_cast<off_t>(local)) != 4 ||
-        ::pwrite(fd, le, 4, static_cast<off_t>(e.central_offset + 16)) != 4) {
-      fail(name);
+    for (const uint64_t at : {local, e.central_offset + 16}) {
+      ThrowIfError<MemmapError>(
+          os::WriteAll(fd.get(), le, 4, archive_path, static_cast<int64_t>(at)), failed);
     }
   }
-  if (::close(fd) != 0) TD_FAIL(MemmapError, "cannot close ", archive_path, ": ", std::strerror(errno));
+  ThrowIfError<MemmapError>(fd.Close(archive_path));
   return archive_path;
 }
 
@@ -480,8 +466,8 @@ TensorDict LoadArchive(const std::string& archive_path, MemmapMode mode,
   std::string root;
   if (sub_path) {
     for (const std::string& part : *sub_path) {
-      const std::string escaped = Join(root, mm::EscapeKey(part));
-      const std::string raw = Join(root, part);
+      const std::string escaped = JoinPath(root, mm::EscapeKey(part));
+      const std::string raw = JoinPath(root, part);
       if (tree.dirs.count(escaped)) {
         root = escaped;
       } else if (tree.dirs.count(raw)) {

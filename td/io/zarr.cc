@@ -4,12 +4,10 @@
 #include <ATen/ops/empty.h>
 #include <ATen/ops/zeros.h>
 #include <fcntl.h>
-#include <sys/syscall.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <atomic>
-#include <cerrno>
 #include <cstring>
 #include <filesystem>
 #include <utility>
@@ -18,16 +16,17 @@
 
 #include "td/core/errors.h"
 #include "td/io/zarr_format.h"
+#include "td/os/files.h"
 
 namespace td {
 namespace {
 
 namespace fs = std::filesystem;
+using internal::os::JoinPath;
 using internal::zarr::ArrayMeta;
 using internal::zarr::ChunkKey;
 using internal::zarr::Dims;
 using internal::zarr::ElemType;
-using internal::zarr::FailErrno;
 using internal::zarr::json;
 using internal::zarr::Node;
 using internal::zarr::NumpyDtype;
@@ -42,10 +41,6 @@ constexpr const char* kMetadataAttr = "__tensordict__";
 constexpr const char* kNonTensorAttr = "__tensordict_non_tensor__";
 // Deeper nesting is refused (a malformed or hostile store).
 constexpr int kMaxDepth = 256;
-
-std::string Join(const std::string& dir, const std::string& name) {
-  return dir.empty() ? name : dir + "/" + name;
-}
 
 // ---- reading groups ------------------------------------------------------------------------
 
@@ -126,7 +121,7 @@ struct Reader {
         names.push_back(name);  // metadata and chunks are files
       } else if (fs::is_symlink(st) && fs::is_directory(it->status(ec))) {
         // Not followed: two links to "." would make the walk exponential.
-        TD_FAIL(ZarrError, Where(Join(rel, name)), " is a symlink to a directory; symlinked "
+        TD_FAIL(ZarrError, Where(JoinPath(rel, name)), " is a symlink to a directory; symlinked "
                 "groups and arrays are not followed (copy the data into the store)");
       }
       ec.clear();
@@ -135,7 +130,7 @@ struct Reader {
     std::sort(names.begin(), names.end());
     std::vector<TensorDict::Item> items;
     for (const std::string& name : names) {
-      const std::string child_rel = Join(rel, name);
+      const std::string child_rel = JoinPath(rel, name);
       const Node child = ReadNode(Where(child_rel), Where(child_rel));
       if (child.kind == Node::kArray) {
         items.emplace_back(name, ReadArray(child, child_rel, batch, known));
@@ -185,8 +180,8 @@ struct Writer {
   }
 
   void Meta(const std::string& rel, const char* file, const json& j) {
-    WriteJson(Join(root, Join(rel, file)), j);
-    consolidated[Join(rel, file)] = j;
+    WriteJson(JoinPath(root, JoinPath(rel, file)), j);
+    consolidated[JoinPath(rel, file)] = j;
   }
 
   static json FillValue(at::ScalarType dtype) {
@@ -199,7 +194,7 @@ struct Writer {
   // One array (`t` contiguous, on the CPU) in directory `rel`.
   void WriteArray(const std::string& rel, const at::Tensor& t, const json& attrs,
                   const std::vector<int64_t>& chunk_spec) {
-    const std::string dir = Join(root, rel);
+    const std::string dir = JoinPath(root, rel);
     fs::create_directory(dir);
     const std::vector<int64_t> shape = t.sizes().vec();
     std::vector<int64_t> cs;
@@ -251,7 +246,7 @@ struct Writer {
 
   void WriteGroup(const TensorDict& td, const std::string& rel,
                   const std::vector<std::string>& prefix) {
-    if (!rel.empty()) fs::create_directory(Join(root, rel));
+    if (!rel.empty()) fs::create_directory(JoinPath(root, rel));
     Meta(rel, ".zgroup", json{{"zarr_format", 2}});
     Meta(rel, ".zattrs",
          json{{kMetadataAttr, json{{"batch_size", td.batch_size().vec()}, {"version", 1}}}});
@@ -260,7 +255,7 @@ struct Writer {
       parts.push_back(name);
       const NestedKey key(parts);
       CheckName(name, key);
-      const std::string child = Join(rel, name);
+      const std::string child = JoinPath(rel, name);
       if (v.is_tensordict()) {
         WriteGroup(v.tensordict(), child, parts);
       } else if (v.is_tensor()) {
@@ -279,7 +274,7 @@ struct Writer {
         WriteArray(child, bytes, json{{kNonTensorAttr, json{{"encoding", "json"}}}}, {});
       }
     });
-    if (!rel.empty()) SyncDir(Join(root, rel));
+    if (!rel.empty()) SyncDir(JoinPath(root, rel));
   }
 };
 
@@ -335,35 +330,15 @@ void to_zarr(const TensorDict& td, const std::string& path_in, const ToZarrOptio
     fs::remove_all(tmp, ec);
     throw;
   }
-  if (!existed) {
-    if (::rename(tmp.c_str(), path.c_str()) != 0) {
-      const int err = errno;
-      fs::remove_all(tmp, ec);
-      FailErrno(err, "to_zarr: cannot rename the new store to", path);
-    }
-  } else {
-    // Swap the new store with the old one in one step (Linux renameat2 RENAME_EXCHANGE); where
-    // the file system cannot, move the old one aside first.
-    constexpr unsigned kRenameExchange = 1u << 1;
-    if (::syscall(SYS_renameat2, AT_FDCWD, tmp.c_str(), AT_FDCWD, path.c_str(),
-                  kRenameExchange) == 0) {
-      fs::remove_all(tmp, ec);  // now the old store
-    } else {
-      const std::string old = tmp + ".old";
-      if (::rename(path.c_str(), old.c_str()) != 0) {
-        const int err = errno;
-        fs::remove_all(tmp, ec);
-        FailErrno(err, "to_zarr: cannot move the previous store aside:", path);
-      }
-      if (::rename(tmp.c_str(), path.c_str()) != 0) {
-        const int err = errno;
-        ::rename(old.c_str(), path.c_str());
-        fs::remove_all(tmp, ec);
-        FailErrno(err, "to_zarr: cannot rename the new store to", path);
-      }
-      fs::remove_all(old, ec);
-    }
+  // The new store replaces the old one in one step (Linux renameat2 RENAME_EXCHANGE); where the
+  // file system cannot, the old one is moved aside first.
+  absl::StatusOr<std::optional<std::string>> previous =
+      internal::os::ReplaceDirAt(AT_FDCWD, tmp, path, tmp + ".old", path);
+  if (!previous.ok()) {
+    fs::remove_all(tmp, ec);
+    ThrowIfError<ZarrError>(previous.status(), "to_zarr");
   }
+  if (*previous) fs::remove_all(**previous, ec);
   SyncDir(parent);
 }
 

@@ -21,6 +21,7 @@
 
 #include "td/core/errors.h"
 #include "td/core/internal/structure_check.h"
+#include "td/os/files.h"
 
 namespace td {
 namespace internal {
@@ -34,10 +35,6 @@ constexpr int64_t kMaxJsonBytes = int64_t{64} << 20;
 
 // ---- files ---------------------------------------------------------------------------------
 
-[[noreturn]] void FailErrno(int err, const char* what, const std::string& path) {
-  TD_FAIL(ZarrError, what, " ", path, ": ", std::strerror(err));
-}
-
 int OpenForRead(const std::string& path) {
   // O_NONBLOCK: opening a FIFO returns at once (StatRegular then refuses it) instead of waiting
   // for a writer; reads of regular files ignore the flag.
@@ -46,7 +43,7 @@ int OpenForRead(const std::string& path) {
 
 struct stat StatRegular(int fd, const std::string& path) {
   struct stat st {};
-  if (::fstat(fd, &st) != 0) FailErrno(errno, "cannot stat", path);
+  if (::fstat(fd, &st) != 0) ThrowIfError<ZarrError>(os::ErrnoError(errno, "cannot stat", path));
   if (!S_ISREG(st.st_mode)) {
     TD_FAIL(ZarrError, path, " is not a regular file (",
             S_ISFIFO(st.st_mode)  ? "a FIFO"
@@ -59,34 +56,17 @@ struct stat StatRegular(int fd, const std::string& path) {
 }
 
 void ReadExactly(int fd, void* data, int64_t n, const std::string& path) {
-  auto* p = static_cast<char*>(data);
-  while (n > 0) {
-    const ssize_t r = ::read(fd, p, static_cast<size_t>(std::min<int64_t>(n, int64_t{1} << 30)));
-    if (r < 0) {
-      if (errno == EINTR) continue;
-      FailErrno(errno, "cannot read", path);
-    }
-    if (r == 0) TD_FAIL(ZarrError, path, ": the file ended early (it changed while being read)");
-    p += r;
-    n -= r;
+  const size_t got =
+      ValueOrThrow<ZarrError>(os::ReadAll(fd, data, static_cast<size_t>(n), path));
+  if (got < static_cast<size_t>(n)) {
+    TD_FAIL(ZarrError, path, ": the file ended early (it changed while being read)");
   }
 }
 
 void WriteFile(const std::string& path, const void* data, int64_t n) {
-  Fd fd(::open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644));
-  if (fd.get() < 0) FailErrno(errno, "cannot create", path);
-  const auto* p = static_cast<const char*>(data);
-  while (n > 0) {
-    const ssize_t w =
-        ::write(fd.get(), p, static_cast<size_t>(std::min<int64_t>(n, int64_t{1} << 30)));
-    if (w < 0) {
-      if (errno == EINTR) continue;
-      FailErrno(errno, "cannot write", path);
-    }
-    p += w;
-    n -= w;
-  }
-  if (::fsync(fd.get()) != 0) FailErrno(errno, "cannot fsync", path);
+  ThrowIfError<ZarrError>(os::CreateFileAt(
+      AT_FDCWD, path, std::string_view(static_cast<const char*>(data), static_cast<size_t>(n)),
+      /*sync=*/true, path));
 }
 
 void WriteJson(const std::string& path, const json& j) {
@@ -94,16 +74,13 @@ void WriteJson(const std::string& path, const json& j) {
   WriteFile(path, text.data(), static_cast<int64_t>(text.size()));
 }
 
-void SyncDir(const std::string& path) {
-  Fd fd(::open(path.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
-  if (fd.get() >= 0) ::fsync(fd.get());
-}
+void SyncDir(const std::string& path) { os::SyncDirPath(path).IgnoreError(); }
 
 std::optional<std::string> ReadMetaFile(const std::string& path) {
-  Fd fd(OpenForRead(path));
-  if (fd.get() < 0) {
+  const os::UniqueFd fd(OpenForRead(path));
+  if (!fd.valid()) {
     if (errno == ENOENT || errno == ENOTDIR) return std::nullopt;
-    FailErrno(errno, "cannot open", path);
+    ThrowIfError<ZarrError>(os::ErrnoError(errno, "cannot open", path));
   }
   const struct stat st = StatRegular(fd.get(), path);
   if (st.st_size > kMaxJsonBytes) {
@@ -561,9 +538,9 @@ at::Tensor ReadRaw(const ArrayMeta& a, const std::string& dir, const std::string
       const int64_t start = coords[d] * a.chunks[d];
       region = region.narrow(d, start, std::min(a.chunks[d], a.shape[d] - start));
     }
-    Fd fd(OpenForRead(file));
-    if (fd.get() < 0) {
-      if (errno != ENOENT) FailErrno(errno, "cannot open", file);
+    const os::UniqueFd fd(OpenForRead(file));
+    if (!fd.valid()) {
+      if (errno != ENOENT) ThrowIfError<ZarrError>(os::ErrnoError(errno, "cannot open", file));
       fill_region(region);  // removed since the listing
       continue;
     }

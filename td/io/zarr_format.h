@@ -7,7 +7,6 @@
 #include <ATen/core/Tensor.h>
 #include <c10/core/ScalarType.h>
 #include <sys/stat.h>
-#include <unistd.h>
 
 #include <cstdint>
 #include <optional>
@@ -27,23 +26,6 @@ using json = nlohmann::json;
 
 // ---- files ---------------------------------------------------------------------------------
 
-// An owned file descriptor.
-class Fd {
- public:
-  explicit Fd(int fd) : fd_(fd) {}
-  Fd(const Fd&) = delete;
-  Fd& operator=(const Fd&) = delete;
-  ~Fd() {
-    if (fd_ >= 0) ::close(fd_);
-  }
-  int get() const { return fd_; }
-
- private:
-  int fd_;
-};
-
-// ZarrError "<what> <path>: <strerror(err)>".
-[[noreturn]] void FailErrno(int err, const char* what, const std::string& path);
 // open(2) of `path` for reading, without waiting on a FIFO (O_NONBLOCK); -1 and errno on
 // failure. File symlinks are followed (stores kept by git-annex or DVC link their files).
 int OpenForRead(const std::string& path);
@@ -51,11 +33,11 @@ int OpenForRead(const std::string& path);
 struct stat StatRegular(int fd, const std::string& path);
 // read(2) until `n` bytes are read; ZarrError naming `path` on an error or an early end.
 void ReadExactly(int fd, void* data, int64_t n, const std::string& path);
-// Creates `path` (it must not exist) holding the bytes, fsynced.
+// Creates `path` (it must not exist) holding the bytes, fsynced (os::CreateFileAt).
 void WriteFile(const std::string& path, const void* data, int64_t n);
 // WriteFile of the JSON text (indented as zarr-python writes it).
 void WriteJson(const std::string& path, const json& j);
-// fsync(2) of a directory, best effort (new names inside it durable).
+// fsync(2) of a directory (os::SyncDirPath), best effort (new names inside it durable).
 void SyncDir(const std::string& path);
 // The bytes of the metadata file `path`, or nullopt when there is no such file; ZarrError for a
 // file that is not regular (StatRegular) or larger than 64 MiB.

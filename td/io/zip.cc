@@ -11,9 +11,11 @@
 #include <vector>
 
 #include "td/core/errors.h"
+#include "td/os/fd.h"
 
 namespace td {
 namespace io_internal {
+namespace os = internal::os;
 namespace {
 
 constexpr uint32_t kLocalSig = 0x04034b50;
@@ -63,25 +65,12 @@ void Put64(std::string* s, uint64_t v) {
 // pread(2) of exactly `n` bytes at `offset`, or MemmapError naming the file and what was read.
 void ReadAt(int fd, uint64_t offset, void* out, size_t n, const std::string& path,
             const char* what) {
-  size_t done = 0;
-  while (done < n) {
-    ssize_t r = ::pread(fd, static_cast<char*>(out) + done, n - done,
-                        static_cast<off_t>(offset + done));
-    if (r < 0 && errno == EINTR) continue;
-    if (r <= 0) {
-      TD_FAIL(MemmapError, "cannot read the ", what, " of the zip archive ", path, " at byte ",
-              offset, ": ", r < 0 ? std::strerror(errno) : "the file ends first");
-    }
-    done += static_cast<size_t>(r);
+  const std::string where =
+      c10::str("the ", what, " of the zip archive ", path, " at byte ", offset);
+  if (ValueOrThrow<MemmapError>(os::ReadAll(fd, out, n, where, static_cast<int64_t>(offset))) < n) {
+    TD_FAIL(MemmapError, "cannot read ", where, ": the file ends first");
   }
 }
-
-struct Fd {
-  int fd = -1;
-  ~Fd() {
-    if (fd >= 0) ::close(fd);
-  }
-};
 
 }  // namespace
 
@@ -94,11 +83,13 @@ uint32_t Crc32(uint32_t crc, const void* data, size_t n) {
 }
 
 std::map<std::string, ZipEntry> ReadZipDirectory(const std::string& path) {
-  Fd fd;
-  fd.fd = ::open(path.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC);  // a FIFO: no wait
-  if (fd.fd < 0) TD_FAIL(MemmapError, "cannot open the archive ", path, ": ", std::strerror(errno));
+  const os::UniqueFd fd(
+      ::open(path.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC));  // a FIFO: no wait
+  if (!fd.valid()) {
+    ThrowIfError<MemmapError>(os::ErrnoError(errno, "cannot open the archive", path));
+  }
   struct stat st {};
-  if (::fstat(fd.fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+  if (::fstat(fd.get(), &st) != 0 || !S_ISREG(st.st_mode)) {
     TD_FAIL(MemmapError, path, " is not a regular file");
   }
   const uint64_t file_size = static_cast<uint64_t>(st.st_size);
@@ -106,7 +97,7 @@ std::map<std::string, ZipEntry> ReadZipDirectory(const std::string& path) {
   const uint64_t tail = std::min<uint64_t>(file_size, 22 + 65535);
   if (tail < 22) TD_FAIL(MemmapError, path, " is not a zip archive: ", file_size, " bytes");
   std::vector<unsigned char> buf(tail);
-  ReadAt(fd.fd, file_size - tail, buf.data(), tail, path, "end record");
+  ReadAt(fd.get(), file_size - tail, buf.data(), tail, path, "end record");
   int64_t at = -1;
   for (int64_t i = static_cast<int64_t>(tail) - 22; i >= 0; --i) {
     if (Get32(&buf[i]) == kEndSig && i + 22 + Get16(&buf[i + 20]) == static_cast<int64_t>(tail)) {
@@ -122,14 +113,14 @@ std::map<std::string, ZipEntry> ReadZipDirectory(const std::string& path) {
   if (count == 0xFFFF || cd_size == kLimit32 || cd_offset == kLimit32) {
     if (end_offset < 20) TD_FAIL(MemmapError, path, ": zip64 end record locator missing");
     unsigned char loc[20];
-    ReadAt(fd.fd, end_offset - 20, loc, 20, path, "zip64 locator");
+    ReadAt(fd.get(), end_offset - 20, loc, 20, path, "zip64 locator");
     if (Get32(loc) != kLocator64Sig) TD_FAIL(MemmapError, path, ": zip64 end record locator missing");
     const uint64_t end64 = Get64(loc + 8);
     unsigned char rec[56];
     if (end64 > file_size || file_size - end64 < 56) {
       TD_FAIL(MemmapError, path, ": zip64 end record at byte ", end64, " lies outside the file");
     }
-    ReadAt(fd.fd, end64, rec, 56, path, "zip64 end record");
+    ReadAt(fd.get(), end64, rec, 56, path, "zip64 end record");
     if (Get32(rec) != kEnd64Sig) TD_FAIL(MemmapError, path, ": bad zip64 end record signature");
     count = Get64(rec + 32);
     cd_size = Get64(rec + 40);
@@ -140,7 +131,7 @@ std::map<std::string, ZipEntry> ReadZipDirectory(const std::string& path) {
             ") lies outside the file of ", file_size, " bytes");
   }
   std::vector<unsigned char> cd(cd_size);
-  if (cd_size > 0) ReadAt(fd.fd, cd_offset, cd.data(), cd_size, path, "central directory");
+  if (cd_size > 0) ReadAt(fd.get(), cd_offset, cd.data(), cd_size, path, "central directory");
   std::map<std::string, ZipEntry> out;
   uint64_t pos = 0;
   for (uint64_t i = 0; i < count; ++i) {
@@ -198,7 +189,7 @@ std::map<std::string, ZipEntry> ReadZipDirectory(const std::string& path) {
       TD_FAIL(MemmapError, path, ": the local header of entry '", e.name, "' at byte ",
               e.header_offset, " lies outside the file");
     }
-    ReadAt(fd.fd, e.header_offset, local, 30, path, "local header");
+    ReadAt(fd.get(), e.header_offset, local, 30, path, "local header");
     if (Get32(local) != kLocalSig) {
       TD_FAIL(MemmapError, path, ": bad local header signature for entry '", e.name, "'");
     }
@@ -216,35 +207,16 @@ std::map<std::string, ZipEntry> ReadZipDirectory(const std::string& path) {
   return out;
 }
 
-ZipWriter::ZipWriter(const std::string& path) : path_(path) {
-  const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
-  if (fd < 0) TD_FAIL(MemmapError, "cannot create the archive ", path, ": ", std::strerror(errno));
-  f_ = ::fdopen(fd, "wb");
-  if (f_ == nullptr) {
-    ::close(fd);
-    TD_FAIL(MemmapError, "cannot open the archive ", path, ": ", std::strerror(errno));
-  }
-}
-
-ZipWriter::~ZipWriter() {
-  if (f_ != nullptr) std::fclose(f_);
-}
+ZipWriter::ZipWriter(int fd, const std::string& path) : fd_(fd), path_("the archive " + path) {}
 
 void ZipWriter::Write(const void* data, size_t n) {
-  if (n > 0 && std::fwrite(data, 1, n, f_) != n) {
-    TD_FAIL(MemmapError, "cannot write the archive ", path_, ": ", std::strerror(errno));
-  }
-}
-
-uint64_t ZipWriter::Tell() {
-  const off_t at = ::ftello(f_);
-  if (at < 0) TD_FAIL(MemmapError, "cannot seek in the archive ", path_, ": ", std::strerror(errno));
-  return static_cast<uint64_t>(at);
+  ThrowIfError<MemmapError>(os::WriteAll(fd_, data, n, path_));
+  offset_ += n;
 }
 
 void ZipWriter::AddFile(const std::string& name, const std::string& source, uint64_t size,
                         bool align) {
-  const uint64_t header_offset = Tell();
+  const uint64_t header_offset = offset_;
   // Local extra: the padding block (when aligning), then zip64 sizes (as force_zip64 writes).
   std::string zip64;
   Put16(&zip64, kZip64ExtraId);
@@ -278,39 +250,31 @@ void ZipWriter::AddFile(const std::string& name, const std::string& source, uint
   h += extra;
   Write(h.data(), h.size());
 
-  std::FILE* in = std::fopen(source.c_str(), "rb");
-  if (in == nullptr) TD_FAIL(MemmapError, "cannot open ", source, ": ", std::strerror(errno));
-  std::unique_ptr<std::FILE, int (*)(std::FILE*)> closer(in, &std::fclose);
+  const os::UniqueFd in(::open(source.c_str(), O_RDONLY | O_CLOEXEC));
+  if (!in.valid()) ThrowIfError<MemmapError>(os::ErrnoError(errno, "cannot open", source));
   std::vector<char> chunk(std::min<uint64_t>(kChunk, std::max<uint64_t>(size, 1)));
   uint32_t crc = 0;
   uint64_t copied = 0;
-  while (true) {
-    const size_t n = std::fread(chunk.data(), 1, chunk.size(), in);
-    if (n == 0) break;
+  while (const size_t n =
+             ValueOrThrow<MemmapError>(os::ReadAll(in.get(), chunk.data(), chunk.size(), source))) {
     copied += n;
     if (copied > size) break;
     crc = Crc32(crc, chunk.data(), n);
     Write(chunk.data(), n);
   }
-  if (std::ferror(in) || copied != size) {
+  if (copied != size) {
     TD_FAIL(MemmapError, "cannot pack ", source, ": expected ", size, " bytes, read ",
             copied > size ? "more" : std::to_string(copied));
   }
-  const uint64_t end = Tell();
-  std::string crc_bytes;
+  std::string crc_bytes;  // into the local header, which was written with a zero CRC
   Put32(&crc_bytes, crc);
-  if (::fseeko(f_, static_cast<off_t>(header_offset + 14), SEEK_SET) != 0) {
-    TD_FAIL(MemmapError, "cannot seek in the archive ", path_, ": ", std::strerror(errno));
-  }
-  Write(crc_bytes.data(), 4);
-  if (::fseeko(f_, static_cast<off_t>(end), SEEK_SET) != 0) {
-    TD_FAIL(MemmapError, "cannot seek in the archive ", path_, ": ", std::strerror(errno));
-  }
+  ThrowIfError<MemmapError>(
+      os::WriteAll(fd_, crc_bytes.data(), 4, path_, static_cast<int64_t>(header_offset + 14)));
   written_[header_offset] = Written{name, crc, size, header_offset};
 }
 
 void ZipWriter::Finish() {
-  const uint64_t cd_offset = Tell();
+  const uint64_t cd_offset = offset_;
   std::string cd;
   for (const auto& [offset, w] : written_) {
     std::string extra;
@@ -373,10 +337,6 @@ void ZipWriter::Finish() {
   Put32(&cd, std::min<uint64_t>(cd_offset, kLimit32));
   Put16(&cd, 0);
   Write(cd.data(), cd.size());
-  std::FILE* f = std::exchange(f_, nullptr);
-  if (std::fflush(f) != 0 || std::fclose(f) != 0) {
-    TD_FAIL(MemmapError, "cannot write the archive ", path_, ": ", std::strerror(errno));
-  }
 }
 
 }  // namespace io_internal

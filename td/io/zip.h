@@ -40,9 +40,9 @@ std::map<std::string, ZipEntry> ReadZipDirectory(const std::string& path);
 // Writes a zip file entry by entry, STORED, in the layout of NOTE [ Memmap archive format ].
 class ZipWriter {
  public:
-  // Creates `path` (which must not exist: O_EXCL). Throws MemmapError.
-  explicit ZipWriter(const std::string& path);
-  ~ZipWriter();
+  // Writes to `fd`, a new empty file that stays the caller's (who closes it and renames it into
+  // place: os::FileReplacement); `path` names it in messages.
+  ZipWriter(int fd, const std::string& path);
   ZipWriter(const ZipWriter&) = delete;
   ZipWriter& operator=(const ZipWriter&) = delete;
 
@@ -50,7 +50,7 @@ class ZipWriter {
   // aligned to 64 bytes when `align`. Throws MemmapError naming `source` when it does not hold
   // exactly `size` bytes or cannot be read, or on a write failure.
   void AddFile(const std::string& name, const std::string& source, uint64_t size, bool align);
-  // Writes the central directory and closes the file. Throws MemmapError.
+  // Writes the central directory. Throws MemmapError.
   void Finish();
 
  private:
@@ -61,10 +61,10 @@ class ZipWriter {
     uint64_t header_offset;
   };
   void Write(const void* data, size_t n);
-  uint64_t Tell();
 
-  std::string path_;
-  std::FILE* f_ = nullptr;
+  int fd_;
+  std::string path_;     // "the archive <path>", for messages
+  uint64_t offset_ = 0;  // bytes written so far
   std::map<uint64_t, Written> written_;  // by header offset: the order they were written
 };
 

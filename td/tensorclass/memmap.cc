@@ -1,7 +1,6 @@
 // Tensorclass directories: NOTE [ Tensorclass directory layout ] (td/tensorclass/memmap.h).
 #include "td/tensorclass/memmap.h"
 
-#include <dirent.h>
 #include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -20,22 +19,17 @@
 
 #include "absl/strings/str_cat.h"
 #include "td/core/errors.h"
+#include "td/os/files.h"
 
 namespace td {
 namespace internal::tensorclass {
 namespace {
 
+using os::JoinPath;
+
 constexpr std::string_view kMeta = "meta.json";
 constexpr std::string_view kInner = "_tensordict";
 constexpr std::string_view kTensorDictType = "<class 'tensordict._td.TensorDict'>";
-
-std::string Join(const std::string& dir, std::string_view name) {
-  return absl::StrCat(dir, "/", std::string(name));
-}
-
-[[noreturn]] void FailErrno(std::string_view what, const std::string& path) {
-  TD_FAIL(MemmapError, what, " ", path, ": ", std::strerror(errno));
-}
 
 bool IsDir(const std::string& path) {
   struct stat st;
@@ -46,30 +40,21 @@ bool Exists(const std::string& path) {
   return ::lstat(path.c_str(), &st) == 0;
 }
 bool IsEmptyDir(const std::string& path) {
-  DIR* d = ::opendir(path.c_str());
-  if (d == nullptr) FailErrno("cannot open directory", path);
-  bool empty = true;
-  while (struct dirent* e = ::readdir(d)) {
-    const std::string n = e->d_name;
-    if (n != "." && n != "..") {
-      empty = false;
-      break;
-    }
-  }
-  ::closedir(d);
-  return empty;
+  const os::UniqueFd fd(::open(path.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+  if (!fd.valid()) ThrowIfError<MemmapError>(os::ErrnoError(errno, "cannot open directory", path));
+  return ValueOrThrow<MemmapError>(os::ListDir(fd.get(), path)).empty();
 }
 
 // meta.json of `prefix`, parsed (nullopt when absent). Throws MemmapError when it is not a JSON
 // object with a string "_type".
 std::optional<nlohmann::json> ReadMeta(const std::string& prefix) {
-  const std::string path = Join(prefix, kMeta);
+  const std::string path = JoinPath(prefix, kMeta);
   struct stat st;
   if (::lstat(path.c_str(), &st) != 0) return std::nullopt;
   if (!S_ISREG(st.st_mode)) TD_FAIL(MemmapError, path, " is not a regular file");
   if (st.st_size > (int64_t{64} << 20)) TD_FAIL(MemmapError, path, " is larger than 64 MiB");
   std::ifstream in(path, std::ios::binary);
-  if (!in) FailErrno("cannot open", path);
+  if (!in) ThrowIfError<MemmapError>(os::ErrnoError(errno, "cannot open", path));
   std::stringstream buf;
   buf << in.rdbuf();
   nlohmann::json j = nlohmann::json::parse(buf.str(), nullptr, /*allow_exceptions=*/false);
@@ -95,7 +80,7 @@ std::string LastComponent(const std::string& name) {
 }
 
 void RefusePickle(const std::string& prefix) {
-  const std::string pickle = Join(prefix, "other.pickle");
+  const std::string pickle = JoinPath(prefix, "other.pickle");
   if (Exists(pickle)) {
     TD_FAIL(MemmapError, pickle, ": pickled non-tensor fields are not loaded (pickle can run code); "
                       "store them as JSON-serialisable values");
@@ -107,7 +92,7 @@ TensorDict LoadFields(const std::string& prefix, const nlohmann::json& meta,
                       const LoadMemmapOptions& options, const std::vector<std::string_view>* fields,
                       std::string_view cls) {
   RefusePickle(prefix);
-  const std::string inner = Join(prefix, kInner);
+  const std::string inner = JoinPath(prefix, kInner);
   struct stat st;
   if (::lstat(inner.c_str(), &st) != 0) {
     TD_FAIL(MemmapError, inner, ": ", errno == ENOENT ? "missing" : std::strerror(errno),
@@ -129,12 +114,12 @@ TensorDict LoadFields(const std::string& prefix, const nlohmann::json& meta,
       bool known = false;
       for (std::string_view f : *fields) known = known || f == key;
       if (!known) {
-        TD_FAIL(MemmapError, Join(prefix, kMeta), ": non-tensor field '", key, "' is not a field of ",
+        TD_FAIL(MemmapError, JoinPath(prefix, kMeta), ": non-tensor field '", key, "' is not a field of ",
                           cls);
       }
     }
     if (td.contains(key)) {
-      TD_FAIL(MemmapError, Join(prefix, kMeta), ": field '", key, "' is stored both in meta.json and ",
+      TD_FAIL(MemmapError, JoinPath(prefix, kMeta), ": field '", key, "' is stored both in meta.json and ",
                         "in _tensordict");
     }
     extra.emplace_back(key, value);
@@ -183,61 +168,31 @@ std::string PrepareClassDir(const std::string& prefix, bool exists_ok) {
                        "memmap directory); it is never written into");
     }
   } else {
-    // Create the missing levels (mkdir -p).
-    for (size_t pos = 1; pos != std::string::npos;) {
-      pos = prefix.find('/', pos + 1);
-      std::string part = prefix.substr(0, pos);
-      if (!Exists(part) && ::mkdir(part.c_str(), 0755) != 0 && errno != EEXIST) {
-        FailErrno("cannot create directory", part);
-      }
-    }
+    ThrowIfError<MemmapError>(os::MakeDirs(prefix));
   }
-  return Join(prefix, kInner);
+  return JoinPath(prefix, kInner);
 }
 
 void WriteClassMeta(const std::string& prefix, std::string_view python_name, bool fsync) {
   static std::atomic<uint64_t> counter{0};
   const std::string data =
       nlohmann::json{{"_type", PythonTypeString(python_name)}}.dump();
-  const std::string tmp = Join(prefix, absl::StrCat(".td-tmp-meta-", ::getpid(), "-",
+  const std::string tmp = JoinPath(prefix, absl::StrCat(".td-tmp-meta-", ::getpid(), "-",
                                                     counter.fetch_add(1), ".json"));
-  const std::string path = Join(prefix, kMeta);
-  int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0644);
-  if (fd < 0) FailErrno("cannot create", tmp);
-  size_t done = 0;
-  while (done < data.size()) {
-    ssize_t n = ::write(fd, data.data() + done, data.size() - done);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) {
-      ::close(fd);
-      ::unlink(tmp.c_str());
-      FailErrno("cannot write", tmp);
-    }
-    done += static_cast<size_t>(n);
-  }
-  // The file's content is durable before its name replaces the old one.
-  if (::fsync(fd) != 0 || ::close(fd) != 0) {
-    ::unlink(tmp.c_str());
-    FailErrno("cannot sync", tmp);
-  }
-  if (::rename(tmp.c_str(), path.c_str()) != 0) {
-    ::unlink(tmp.c_str());
-    FailErrno("cannot rename into", path);
-  }
-  if (fsync) {
-    int dfd = ::open(prefix.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-    if (dfd < 0) FailErrno("cannot open", prefix);
-    int rc = ::fsync(dfd);
-    ::close(dfd);
-    if (rc != 0) FailErrno("cannot sync", prefix);
-  }
+  const std::string path = JoinPath(prefix, kMeta);
+  // The file's content is durable (fsynced) before its name replaces the old one.
+  ThrowIfError<MemmapError>(
+      os::ReplaceFileAt(AT_FDCWD, path, tmp, path, /*sync=*/true, [&](int fd) {
+        return os::WriteAll(fd, data.data(), data.size(), tmp);
+      }));
+  if (fsync) ThrowIfError<MemmapError>(os::SyncDirPath(prefix));
 }
 
 TensorDict LoadClassTensorDict(const std::string& prefix, std::string_view cls,
                                std::string_view python_name, const LoadMemmapOptions& options,
                                const std::vector<std::string_view>& fields) {
   std::optional<nlohmann::json> meta = ReadMeta(prefix);
-  if (!meta) TD_FAIL(MemmapError, Join(prefix, kMeta), ": missing (not a memmap directory)");
+  if (!meta) TD_FAIL(MemmapError, JoinPath(prefix, kMeta), ": missing (not a memmap directory)");
   const std::string type = (*meta)["_type"].get<std::string>();
   if (type == kTensorDictType) {
     TD_FAIL(MemmapError, prefix, " holds a TensorDict, not a ", cls,
@@ -247,7 +202,7 @@ TensorDict LoadClassTensorDict(const std::string& prefix, std::string_view cls,
   const std::string qual = QualifiedName(type);
   const std::string want(python_name);
   if (qual != want && LastComponent(qual) != LastComponent(want)) {
-    TD_FAIL(MemmapError, Join(prefix, kMeta), ": \"_type\" is ", type, ", but ", cls, " is ",
+    TD_FAIL(MemmapError, JoinPath(prefix, kMeta), ": \"_type\" is ", type, ", but ", cls, " is ",
                       PythonTypeString(want));
   }
   return LoadFields(prefix, *meta, options, &fields, cls);
@@ -270,12 +225,12 @@ void RegisterClass(const std::string& python_name, const std::type_info& type, c
 LoadedMemmap load_memmap_any(const std::string& prefix, const LoadMemmapOptions& options) {
   std::optional<nlohmann::json> meta = internal::tensorclass::ReadMeta(prefix);
   if (!meta) {
-    TD_FAIL(MemmapError, internal::tensorclass::Join(prefix, internal::tensorclass::kMeta),
+    TD_FAIL(MemmapError, internal::os::JoinPath(prefix, internal::tensorclass::kMeta),
                       ": missing (not a memmap directory)");
   }
   const std::string type = (*meta)["_type"].get<std::string>();
   const std::string qual = internal::tensorclass::QualifiedName(type);
-  if (!internal::tensorclass::IsDir(internal::tensorclass::Join(prefix, internal::tensorclass::kInner))) {
+  if (!internal::tensorclass::IsDir(internal::os::JoinPath(prefix, internal::tensorclass::kInner))) {
     // Not a tensorclass directory: a TensorDict (or whatever the core loader accepts).
     return LoadedMemmap(qual, TensorDict::load_memmap(prefix, options), std::any());
   }

@@ -34,6 +34,20 @@ nlohmann::json ReadJson(const std::string& path) {
   return nlohmann::json::parse(testing_util::ReadText(path));
 }
 
+// A relative prefix whose parent is missing: every level is created (mkdir -p), the first too.
+TEST(TensorClassMemmap, RelativePrefixCreatesItsParents) {
+  const std::filesystem::path cwd = std::filesystem::current_path();
+  std::filesystem::current_path(FreshDir("tc-relative"));
+  struct Restore {
+    std::filesystem::path dir;
+    ~Restore() { std::filesystem::current_path(dir); }
+  } restore{cwd};
+  Episode ep = test::SampleEpisode().clone();
+  ep.memmap("a/b");
+  EXPECT_EQ(testing_util::ListNames("a/b"), (std::vector<std::string>{"_tensordict", "meta.json"}));
+  EXPECT_TRUE((Episode::load_memmap("a/b") == ep).all());
+}
+
 TEST(TensorClassMemmap, RoundTripAndLayout) {
   const std::string dir = FreshDir("tc") + "/episode";
   Episode ep = test::SampleEpisode().clone();

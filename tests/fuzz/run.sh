@@ -85,11 +85,12 @@ build_and_run h5_walk \
   "${absl_libs[@]}"
 
 build_and_run zip_directory \
-  td/io/zip_fuzzer.cc td/io/zip.cc td/core/errors.cc -- -lc10 "${absl_libs[@]}"
+  td/io/zip_fuzzer.cc td/io/zip.cc td/os/fd.cc td/os/files.cc td/core/errors.cc -- -lc10 \
+  "${absl_libs[@]}"
 
 build_and_run zarr_meta \
-  td/io/zarr_meta_fuzzer.cc td/io/zarr_format.cc td/core/errors.cc -- -ltorch_cpu -lc10 \
-  "${absl_libs[@]}"
+  td/io/zarr_meta_fuzzer.cc td/io/zarr_format.cc td/os/fd.cc td/os/files.cc td/core/errors.cc \
+  -- -ltorch_cpu -lc10 "${absl_libs[@]}"
 
 build_and_run distributed_header \
   td/distributed/header_fuzzer.cc td/distributed/wire.cc td/core/dtype.cc td/core/errors.cc \

@@ -67,6 +67,9 @@ inline constexpr std::string_view kMetaFile = "meta.json";
 inline constexpr std::string_view kTensorSuffix = ".memmap";
 // Temporaries of the writer (files and directories); the loader skips them.
 inline constexpr std::string_view kTempPrefix = ".td-tmp-";
+inline bool IsTempName(std::string_view name) {
+  return name.substr(0, kTempPrefix.size()) == kTempPrefix;
+}
 // The sub-directory of a non-tensor entry that holds its batch shape.
 inline constexpr std::string_view kNonTensorInner = "_tensordict";
 inline constexpr std::string_view kTensorDictType = "<class 'tensordict._td.TensorDict'>";

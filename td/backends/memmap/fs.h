@@ -1,8 +1,8 @@
-// File-system helpers of the memmap backend (internal): descriptor-relative (openat-style)
-// operations that never follow a symlink below the directory they start from, exact-size reads,
-// atomic replacement through a temporary name, and recursive removal. Every failure is an
-// absl::Status naming the path and the errno text; see NOTE [ Errors: exceptions at the API,
-// Status inside ] in td/core/errors.h for where these become exceptions.
+// File-system helpers of the memmap backend (internal), on the OS toolkit (td/os/files.h, whose
+// general helpers are named here with `using`): opens that never follow a symlink below the
+// directory they start from, bounded reads, atomic replacement through a kTempPrefix name, and
+// removal under the readers' locks. Every failure is an absl::Status naming the path and the
+// errno text; see NOTE [ Errors: exceptions at the API, Status inside ] in td/core/errors.h.
 #pragma once
 
 #include <ATen/core/Tensor.h>
@@ -18,17 +18,24 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "td/core/memmap_options.h"
-#include "td/backends/internal/os.h"
+#include "td/os/files.h"
 
 namespace td {
 namespace internal {
 namespace memmap {
 
-// Descriptors come from the helpers shared with the shared_memory backend.
-using UniqueFd = internal::os::UniqueFd;
+using internal::os::CreateFileAt;
+using internal::os::DirEntry;
+using internal::os::EntryType;
+using internal::os::JoinPath;
+using internal::os::ListDir;
+using internal::os::MakeDirAt;
+using internal::os::MakeDirs;
+using internal::os::RemoveAt;
+using internal::os::SyncDir;
+using internal::os::UniqueFd;
+using internal::os::WriteAll;
 
-// "a/b" joined with "c" -> "a/b/c".
-std::string JoinPath(std::string_view dir, std::string_view name);
 // internal::os::ErrnoError ("<what> <path>: <strerror>", NotFound for ENOENT), plus a hint for ELOOP
 // (a symlink refused by O_NOFOLLOW).
 absl::Status ErrnoError(int err, std::string_view what, std::string_view path);
@@ -46,26 +53,11 @@ absl::StatusOr<int64_t> FileSize(int fd, const std::string& path);
 // The whole regular file `name` inside `dirfd`, refused when larger than `max_bytes`.
 absl::StatusOr<std::string> ReadFileAt(int dirfd, const std::string& name, size_t max_bytes,
                                        const std::string& path);
-// write(2) until all `n` bytes are written (retries EINTR and short writes).
-absl::Status WriteAll(int fd, const void* data, size_t n, const std::string& path);
-// Creates `name` inside `dirfd` (it must not exist) holding `data`; fsyncs it when `sync`.
-absl::Status CreateFileAt(int dirfd, const std::string& name, std::string_view data, bool sync,
-                          const std::string& path);
 // Atomically replaces (or creates) `name` inside `dirfd` with `data`: writes a temporary
-// sibling, then renames it over `name`. Readers see the old or the new content, never a mix.
+// sibling (TempName(name)), then renames it over `name` (os::ReplaceFileAt). Readers see the old
+// or the new content, never a mix.
 absl::Status ReplaceFileAt(int dirfd, const std::string& name, std::string_view data, bool sync,
                            const std::string& path);
-
-enum class EntryType { kFile, kDirectory, kSymlink, kOther };
-struct DirEntry {
-  std::string name;
-  EntryType type;
-};
-// The entries of the open directory `dirfd` (without "." and ".."), sorted by name.
-absl::StatusOr<std::vector<DirEntry>> ListDir(int dirfd, const std::string& path);
-// Removes `name` inside `dirfd`: a file or symlink is unlinked (a symlink's target is never
-// touched), a directory is emptied recursively, then removed. Missing is not an error.
-absl::Status RemoveAt(int dirfd, const std::string& name, const std::string& path);
 // NOTE [ Readers and removers of memmap directories ]
 // A directory version that a writer swapped out (memmap() over a prefix, a structural write
 // into a level) is removed while other threads or processes may still be loading it. Readers
@@ -86,11 +78,6 @@ absl::StatusOr<UniqueFd> OpenDirSharedPath(const std::string& path, bool follow_
 // flock on each directory (waiting up to 30 s for its readers; past that the tree is left for a
 // later RemoveStaleTemps and Unavailable is returned).
 absl::Status RemoveTree(int dirfd, const std::string& name, const std::string& path);
-
-// fsync(2) of the directory `fd` (makes renames and new names inside it durable).
-absl::Status SyncDir(int fd, const std::string& path);
-// mkdir -p.
-absl::Status MakeDirs(const std::string& path);
 
 // A fresh temporary name "<kTempPrefix><pid>-<counter>-<random>-<base>" (base truncated to keep
 // the name short). Names from this process never repeat.

@@ -28,17 +28,6 @@ namespace {
 
 using internal::memmap::EntryKind;
 
-bool IsTempName(const std::string& name) {
-  return name.compare(0, internal::memmap::kTempPrefix.size(), internal::memmap::kTempPrefix) == 0;
-}
-
-absl::Status MkdirAt(int dirfd, const std::string& name, const std::string& path) {
-  if (::mkdirat(dirfd, name.c_str(), 0755) != 0) {
-    return ErrnoError(errno, "cannot create directory", path);
-  }
-  return absl::OkStatus();
-}
-
 absl::Status LinkAt(int from_fd, const std::string& from, int to_fd, const std::string& to,
                     const std::string& path) {
   if (::linkat(from_fd, from.c_str(), to_fd, to.c_str(), 0) == 0) return absl::OkStatus();
@@ -66,7 +55,7 @@ absl::Status Mirror(int from_fd, int to_fd, const std::string& path,
     if (IsTempName(e.name) || (skip != nullptr && skip->contains(e.name))) continue;
     const std::string entry_path = JoinPath(path, e.name);
     if (e.type == EntryType::kDirectory) {
-      absl::Status s = MkdirAt(to_fd, e.name, entry_path);
+      absl::Status s = MakeDirAt(to_fd, e.name, entry_path);
       if (!s.ok()) return s;
       absl::StatusOr<UniqueFd> from = OpenDirShared(from_fd, e.name, entry_path);
       if (!from.ok()) return from.status();
@@ -119,7 +108,7 @@ void CommitLevel(const std::string& dir, bool follow_symlink, const LevelChange&
   RemoveStaleTemps(parent.get(), place.parent, place.base);
   const std::string tmp = TempName(place.base);
   const std::string tmp_path = JoinPath(place.parent, tmp);
-  ThrowIfError<MemmapError>(MkdirAt(parent.get(), tmp, tmp_path));
+  ThrowIfError<MemmapError>(MakeDirAt(parent.get(), tmp, tmp_path));
   try {
     auto new_dir = std::make_shared<UniqueFd>(
         ValueOrThrow<MemmapError>(OpenDirAt(parent.get(), tmp, tmp_path)));
@@ -195,8 +184,7 @@ void MemmapStorage::set(std::string_view key_view, Value value) {
   ThrowIfError<MemmapError>(internal::memmap::CheckWritableKey(key, "memmap set"));
   const EntryKind kind = KindOf(value);
   const std::string name = internal::memmap::EntryFileName(key, kind);
-  if (name == internal::memmap::kMetaFile ||
-      name.compare(0, internal::memmap::kTempPrefix.size(), internal::memmap::kTempPrefix) == 0) {
+  if (name == internal::memmap::kMetaFile || internal::memmap::IsTempName(name)) {
     TD_FAIL(ValueError, "key ", nk.repr(), " cannot be memory-mapped: its file name '", name,
                      "' is reserved by the memmap format");
   }
@@ -229,12 +217,8 @@ void MemmapStorage::set(std::string_view key_view, Value value) {
   change.write = [&](int dirfd) {
     if (kind == EntryKind::kTensor) {
       const at::Tensor& t = value.tensor();
-      int raw = ::openat(dirfd, name.c_str(), O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC,
-                         0644);
-      if (raw < 0) {
-        ThrowIfError<MemmapError>(internal::memmap::ErrnoError(errno, "cannot create", path));
-      }
-      internal::memmap::UniqueFd fd(raw);
+      const internal::memmap::UniqueFd fd =
+          ValueOrThrow<MemmapError>(internal::os::OpenNewFileAt(dirfd, name, path));
       ThrowIfError<MemmapError>(internal::memmap::WriteTensor(fd.get(), t, path));
       stored = ValueOrThrow<MemmapError>(internal::memmap::MapFile(
           fd.get(), path, t.scalar_type(), t.sizes().vec(), MemmapMode::kReadWrite));

@@ -39,10 +39,6 @@ using internal::memmap::EntryMeta;
 constexpr int kMaxLevels = kMaxNestingDepth;  // what the writer accepts
 const std::string kMeta(internal::memmap::kMetaFile);
 
-bool IsTemp(const std::string& name) {
-  return name.compare(0, internal::memmap::kTempPrefix.size(), internal::memmap::kTempPrefix) == 0;
-}
-
 const char* TypeText(EntryType t) {
   return t == EntryType::kSymlink     ? "a symlink (refused)"
          : t == EntryType::kDirectory ? "a directory"
@@ -216,7 +212,7 @@ class Loader {
       }
     }
     for (const DirEntry& e : listing) {
-      if (!described.contains(e.name) && !IsTemp(e.name)) return Unexpected(path, e);
+      if (!described.contains(e.name) && !IsTempName(e.name)) return Unexpected(path, e);
     }
     Planned out;
     out.batch = meta.batch_size;
@@ -359,7 +355,7 @@ class Loader {
     int64_t members = 0;
     absl::flat_hash_set<int64_t> seen;
     for (const DirEntry& e : listing) {
-      if (e.name == kMeta || IsTemp(e.name)) continue;
+      if (e.name == kMeta || IsTempName(e.name)) continue;
       std::optional<int64_t> i = MemberIndex(e.name);
       if (!i || e.type != EntryType::kDirectory) return Unexpected(path, e);
       seen.insert(*i);
@@ -423,7 +419,7 @@ class Loader {
     const std::string inner(internal::memmap::kNonTensorInner);
     bool has_inner = false;
     for (const DirEntry& e : listing) {
-      if (e.name == kMeta || IsTemp(e.name)) continue;
+      if (e.name == kMeta || IsTempName(e.name)) continue;
       if (e.name == inner && e.type == EntryType::kDirectory) {
         has_inner = true;
         continue;
@@ -462,7 +458,7 @@ class Loader {
   absl::Status CheckNonTensorListing(int dirfd, const std::string& path, DirType type,
                                      const std::vector<DirEntry>& listing, int depth) {
     for (const DirEntry& e : listing) {
-      if (e.name == kMeta || IsTemp(e.name)) continue;
+      if (e.name == kMeta || IsTempName(e.name)) continue;
       // The data is in meta.json: a pickle beside it can only hold Python's bookkeeping fields
       // (each field goes to one or the other), so it is never needed and never read.
       if (e.type == EntryType::kFile &&
@@ -495,7 +491,7 @@ class Loader {
     absl::StatusOr<std::vector<DirEntry>> listing = ListDir(dir->get(), path);
     if (!listing.ok()) return listing.status();
     for (const DirEntry& e : *listing) {
-      if (IsTemp(e.name)) continue;
+      if (IsTempName(e.name)) continue;
       if (e.name == kMeta && e.type == EntryType::kFile) {
         const std::string meta_path = JoinPath(path, kMeta);
         absl::StatusOr<std::string> text =

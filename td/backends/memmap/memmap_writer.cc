@@ -4,7 +4,6 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <signal.h>
-#include <stdio.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -65,8 +64,7 @@ void ValidateLevel(const TensorDict& td, const std::string& dir, const WriteOpti
       TD_FAIL(ValueError, "memmap: key ", full.repr(), " gives the file name '", name, "' of ",
                        name.size(), " bytes; file systems allow ", kNameMax);
     }
-    if (name == internal::memmap::kMetaFile ||
-        name.compare(0, internal::memmap::kTempPrefix.size(), internal::memmap::kTempPrefix) == 0) {
+    if (name == internal::memmap::kMetaFile || internal::memmap::IsTempName(name)) {
       TD_FAIL(ValueError, "memmap: key ", full.repr(), " cannot be memory-mapped: its file name '",
                        name, "' is reserved by the memmap format");
     }
@@ -113,12 +111,6 @@ struct LeafJob {
   NestedKey key;
 };
 
-void Mkdir(int parent_fd, const std::string& name, const std::string& path) {
-  if (::mkdirat(parent_fd, name.c_str(), 0755) != 0) {
-    ThrowIfError<MemmapError>(ErrnoError(errno, "cannot create directory", path));
-  }
-}
-
 std::shared_ptr<UniqueFd> OpenNew(int parent_fd, const std::string& name, const std::string& path) {
   return std::make_shared<UniqueFd>(ValueOrThrow<MemmapError>(OpenDirAt(parent_fd, name, path)));
 }
@@ -131,7 +123,7 @@ void WriteNonTensor(const nlohmann::json& data, const std::vector<int64_t>& batc
                                          JoinPath(path, internal::memmap::kMetaFile)));
   const std::string inner(internal::memmap::kNonTensorInner);
   const std::string inner_path = JoinPath(path, inner);
-  Mkdir(dirfd, inner, inner_path);
+  ThrowIfError<MemmapError>(MakeDirAt(dirfd, inner, inner_path));
   auto inner_fd = OpenNew(dirfd, inner, inner_path);
   internal::memmap::LevelMeta meta;
   meta.batch_size = batch;
@@ -150,7 +142,7 @@ void BuildLevel(const TensorDict& td, const std::shared_ptr<UniqueFd>& dir, cons
     for (size_t i = 0; i < members.size(); ++i) {
       const std::string name = std::to_string(i);
       const std::string member_path = JoinPath(path, name);
-      Mkdir(dir->get(), name, member_path);
+      ThrowIfError<MemmapError>(MakeDirAt(dir->get(), name, member_path));
       BuildLevel(members[i], OpenNew(dir->get(), name, member_path), member_path, o, prefix, jobs,
                  dirs);
     }
@@ -173,11 +165,11 @@ void BuildLevel(const TensorDict& td, const std::shared_ptr<UniqueFd>& dir, cons
     if (v->is_tensor()) {
       jobs->push_back(LeafJob{dir, name, entry_path, v->tensor(), full});
     } else if (v->is_tensordict()) {
-      Mkdir(dir->get(), name, entry_path);
+      ThrowIfError<MemmapError>(MakeDirAt(dir->get(), name, entry_path));
       auto sub = OpenNew(dir->get(), name, entry_path);
       BuildLevel(v->tensordict(), sub, entry_path, o, &full, jobs, dirs);
     } else {
-      Mkdir(dir->get(), name, entry_path);
+      ThrowIfError<MemmapError>(MakeDirAt(dir->get(), name, entry_path));
       auto sub = OpenNew(dir->get(), name, entry_path);
       WriteNonTensor(v->non_tensor(), meta.batch_size, sub->get(), entry_path, o, dirs);
       if (o.sync) dirs->push_back(std::move(sub));
@@ -191,10 +183,10 @@ void BuildLevel(const TensorDict& td, const std::shared_ptr<UniqueFd>& dir, cons
 }
 
 absl::Status WriteLeaf(const LeafJob& job, const WriteOptions& o) {
-  int raw = ::openat(job.dir->get(), job.name.c_str(),
-                     O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
-  if (raw < 0) return ErrnoError(errno, "cannot create", job.path);
-  UniqueFd fd(raw);
+  absl::StatusOr<UniqueFd> created =
+      internal::os::OpenNewFileAt(job.dir->get(), job.name, job.path);
+  if (!created.ok()) return created.status();
+  const UniqueFd fd = *std::move(created);
   absl::Status s;
   if (o.like) {
     const int64_t nbytes = job.tensor.numel() * static_cast<int64_t>(job.tensor.element_size());
@@ -301,7 +293,7 @@ TensorDict WriteAndLoad(const TensorDict& td, const std::string& prefix,
   CheckTarget(parent.get(), t, options.exists_ok());
   RemoveStaleTemps(parent.get(), t.parent, t.base);
   const std::string tmp = TempName(t.base);
-  Mkdir(parent.get(), tmp, JoinPath(t.parent, tmp));
+  ThrowIfError<MemmapError>(MakeDirAt(parent.get(), tmp, JoinPath(t.parent, tmp)));
   // Our own version stays locked (shared) until it is loaded: a concurrent memmap() to the same
   // prefix that swaps it out right after our commit waits for the load before removing it
   // (NOTE [ Readers and removers of memmap directories ] in fs.h).
@@ -438,7 +430,7 @@ void WriteTree(const TensorDict& td, int parent_fd, const std::string& name,
 
 void WriteEntryDir(const Value& value, const std::vector<int64_t>& parent_batch, int parent_fd,
                    const std::string& name, const std::string& path, const WriteOptions& options) {
-  Mkdir(parent_fd, name, path);
+  ThrowIfError<MemmapError>(MakeDirAt(parent_fd, name, path));
   if (value.is_tensordict()) {
     WriteTree(value.tensordict(), parent_fd, name, path, options);
     return;
@@ -454,35 +446,11 @@ void WriteEntryDir(const Value& value, const std::vector<int64_t>& parent_batch,
 
 absl::Status CommitDir(int parent_fd, const std::string& tmp, const std::string& name,
                        const std::string& path, bool sync) {
-  if (::renameat2(parent_fd, tmp.c_str(), parent_fd, name.c_str(), RENAME_NOREPLACE) != 0) {
-    if (errno == EEXIST || errno == ENOTEMPTY) {
-      if (::renameat2(parent_fd, tmp.c_str(), parent_fd, name.c_str(), RENAME_EXCHANGE) != 0) {
-        if (errno != EINVAL && errno != ENOSYS) {
-          return ErrnoError(errno, "cannot swap the new directory into", path);
-        }
-        // No RENAME_EXCHANGE here: move the old tree aside, then the new one in.
-        const std::string old = TempName(name);
-        if (::renameat(parent_fd, name.c_str(), parent_fd, old.c_str()) != 0) {
-          return ErrnoError(errno, "cannot move the previous directory away from", path);
-        }
-        if (::renameat(parent_fd, tmp.c_str(), parent_fd, name.c_str()) != 0) {
-          const int err = errno;
-          ::renameat(parent_fd, old.c_str(), parent_fd, name.c_str());
-          return ErrnoError(err, "cannot rename the new directory to", path);
-        }
-        RemoveTree(parent_fd, old, path + " (previous content)").IgnoreError();
-      } else {
-        // `tmp` now holds the previous content.
-        RemoveTree(parent_fd, tmp, path + " (previous content)").IgnoreError();
-      }
-    } else if (errno == EINVAL || errno == ENOSYS) {
-      if (::renameat(parent_fd, tmp.c_str(), parent_fd, name.c_str()) != 0) {
-        return ErrnoError(errno, "cannot rename the new directory to", path);
-      }
-    } else {
-      return ErrnoError(errno, "cannot rename the new directory to", path);
-    }
-  }
+  // Where renameat2 has no flags, the previous tree is moved aside under a temporary name.
+  absl::StatusOr<std::optional<std::string>> previous =
+      internal::os::ReplaceDirAt(parent_fd, tmp, name, TempName(name), path);
+  if (!previous.ok()) return previous.status();
+  if (*previous) RemoveTree(parent_fd, **previous, path + " (previous content)").IgnoreError();
   if (sync) return SyncDir(parent_fd, path + "/..");
   return absl::OkStatus();
 }

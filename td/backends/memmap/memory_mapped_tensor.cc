@@ -12,7 +12,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
-#include "td/backends/internal/os.h"
+#include "td/os/fd.h"
 #include "td/backends/memmap/format.h"
 #include "td/backends/memmap/fs.h"
 #include "td/core/dtype.h"

@@ -15,7 +15,7 @@
 #include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
 #include "nlohmann/json.hpp"
-#include "td/backends/internal/os.h"
+#include "td/os/fd.h"
 #include "td/backends/shared_memory/handle.h"
 #include "td/core/internal/backend_hooks.h"
 #include "td/core/dtype.h"
@@ -24,6 +24,8 @@
 
 namespace td {
 namespace {
+
+namespace os = internal::os;
 
 // ---- segments ------------------------------------------------------------------------------
 
@@ -36,8 +38,8 @@ using Token = std::array<uint8_t, 16>;
 
 // One memfd segment, mapped; the descriptor and the mapping are released with the last tensor.
 struct Segment {
-  internal::os::UniqueFd fd;
-  internal::os::MappedRegion region;  // header + payload
+  os::UniqueFd fd;
+  os::MappedRegion region;  // header + payload
   Token token{};
   void* addr() const { return region.addr(); }
   size_t length() const { return region.length(); }
@@ -45,9 +47,9 @@ struct Segment {
 
 // Maps the whole segment `fd` of `length` bytes read-write; c10::Error naming `what` otherwise
 // (a segment's failures are c10::Error: NOTE [ Status to exception ] in td/core/errors.h).
-internal::os::MappedRegion MapSegment(int fd, size_t length, const std::string& what) {
+os::MappedRegion MapSegment(int fd, size_t length, const std::string& what) {
   return ValueOrThrow<c10::Error>(
-      internal::os::MappedRegion::Map(fd, length, PROT_READ | PROT_WRITE, MAP_SHARED, what));
+      os::MappedRegion::Map(fd, length, PROT_READ | PROT_WRITE, MAP_SHARED, what));
 }
 
 // The DataPtr context of every shared tensor: keeps its segment mapped.
@@ -64,10 +66,6 @@ const SegmentRef* RefOf(const at::Tensor& t) {
   return static_cast<const SegmentRef*>(dp.get_context());
 }
 
-[[noreturn]] void FailErrno(int err, const std::string& what) {
-  TD_FAIL(c10::Error, what, ": ", std::strerror(err));
-}
-
 Token RandomToken() {
   Token t;
   std::random_device rd;
@@ -80,11 +78,15 @@ Token RandomToken() {
 
 std::shared_ptr<Segment> CreateSegment(size_t payload) {
   auto seg = std::make_shared<Segment>();
-  seg->fd = internal::os::UniqueFd(::memfd_create(std::string(kMemfdName).c_str(), MFD_CLOEXEC));
-  if (!seg->fd.valid()) FailErrno(errno, "share_memory: memfd_create failed");
+  seg->fd = os::UniqueFd(::memfd_create(std::string(kMemfdName).c_str(), MFD_CLOEXEC));
+  if (!seg->fd.valid()) {
+    ThrowIfError<c10::Error>(os::ErrnoError(errno, "share_memory: memfd_create failed", ""));
+  }
   const size_t length = kHeaderBytes + payload;
   if (::ftruncate(seg->fd.get(), static_cast<off_t>(length)) != 0) {
-    FailErrno(errno, absl::StrCat("share_memory: cannot size a segment of ", length, " bytes"));
+    const int err = errno;
+    ThrowIfError<c10::Error>(os::ErrnoError(
+        err, absl::StrCat("share_memory: cannot size a segment of ", length, " bytes"), ""));
   }
   seg->region = MapSegment(seg->fd.get(), length,
                            absl::StrCat("a new shared-memory segment of ", length, " bytes"));
@@ -209,8 +211,10 @@ std::shared_ptr<Segment> OpenSegment(const internal::shm::SegmentRef& ref) {
   char link[256];
   const ssize_t n = ::readlink(where.c_str(), link, sizeof(link) - 1);
   if (n < 0) {
-    FailErrno(errno, absl::StrCat("AttachSharedMemory: cannot reach segment ", where,
-                                  " (is process ", ref.pid, " still running and holding it?)"));
+    const int err = errno;
+    ThrowIfError<c10::Error>(os::ErrnoError(
+        err, "AttachSharedMemory: cannot reach segment",
+        absl::StrCat(where, " (is process ", ref.pid, " still running and holding it?)")));
   }
   link[n] = '\0';
   const std::string expected = absl::StrCat("/memfd:", std::string(kMemfdName), " ");
@@ -218,10 +222,14 @@ std::shared_ptr<Segment> OpenSegment(const internal::shm::SegmentRef& ref) {
     TD_FAIL(c10::Error, "AttachSharedMemory: ", where, " is ", link, ", not a tensordict segment");
   }
   auto seg = std::make_shared<Segment>();
-  seg->fd = internal::os::UniqueFd(::open(where.c_str(), O_RDWR | O_CLOEXEC));
-  if (!seg->fd.valid()) FailErrno(errno, absl::StrCat("AttachSharedMemory: cannot open ", where));
+  seg->fd = os::UniqueFd(::open(where.c_str(), O_RDWR | O_CLOEXEC));
+  if (!seg->fd.valid()) {
+    ThrowIfError<c10::Error>(os::ErrnoError(errno, "AttachSharedMemory: cannot open", where));
+  }
   struct stat st;
-  if (::fstat(seg->fd.get(), &st) != 0) FailErrno(errno, absl::StrCat("AttachSharedMemory: stat ", where));
+  if (::fstat(seg->fd.get(), &st) != 0) {
+    ThrowIfError<c10::Error>(os::ErrnoError(errno, "AttachSharedMemory: stat", where));
+  }
   if (static_cast<uint64_t>(st.st_size) != ref.size) {
     TD_FAIL(c10::Error, "AttachSharedMemory: segment ", where, " has ", st.st_size,
                      " bytes, the handle says ", ref.size);

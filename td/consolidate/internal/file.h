@@ -10,6 +10,7 @@
 #include "nlohmann/json.hpp"
 #include "td/consolidate/internal/layout.h"
 #include "td/core/tensordict.h"
+#include "td/os/files.h"
 
 namespace td {
 
@@ -25,20 +26,17 @@ std::string DumpMetadata(const TensorDict& td, const BufferLayout& layout,
 // A file being written: created under a temporary name next to `filename`, `size` bytes, mapped
 // shared. The metadata (and its length) are written at the end by the constructor; the caller
 // fills the first `data_bytes` bytes of `mapping` and calls Commit() to rename it into place.
-// Destroyed without Commit(), the temporary file is removed.
+// Destroyed without Commit(), the temporary file is removed (os::FileReplacement).
 class PendingFile {
  public:
   PendingFile(std::string filename, int64_t data_bytes, const std::string& metadata);
-  ~PendingFile();
-  PendingFile(const PendingFile&) = delete;
-  PendingFile& operator=(const PendingFile&) = delete;
   const at::Tensor& mapping() const { return mapping_; }
   void Commit();
 
  private:
-  std::string filename_, tmp_;
-  at::Tensor mapping_;
-  bool committed_ = false;
+  std::string filename_;
+  os::FileReplacement file_;
+  at::Tensor mapping_;  // unmapped before file_ removes an uncommitted temporary
 };
 
 }  // namespace internal

@@ -1,10 +1,13 @@
-// The operating-system helpers the file-backed backends share (internal to td/backends): an owned
-// file descriptor, errno turned into an absl::Status naming the path, and an owned memory
-// mapping. memmap (files in directories) and shared_memory (memfd segments) both build on these,
-// so descriptors are closed and mappings unmapped in one place.
+// The operating-system toolkit under the file formats (internal to the library, below td/core:
+// it depends on absl only). This header: an owned file descriptor, errno turned into an
+// absl::Status naming the path, an owned memory mapping, and reads and writes that finish
+// (EINTR and short transfers retried). files.h builds on it: names in directories (create,
+// replace atomically, list, remove, lock, sync). Every failure is a Status; a caller turns it
+// into its own error type at its boundary (NOTE [ Status to exception ] in td/core/errors.h).
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 #include <string_view>
 #include <utility>
 
@@ -30,12 +33,16 @@ class UniqueFd {
   int get() const { return fd_; }
   bool valid() const { return fd_ >= 0; }
   int release() { return std::exchange(fd_, -1); }
+  // close(2) now, reporting its error (a write-back failure shows there): ErrnoError("cannot
+  // close", path). The descriptor is released either way.
+  absl::Status Close(std::string_view path);
 
  private:
   int fd_ = -1;
 };
 
-// "<what> <path>: <strerror(err)>" as a Status: NotFound for ENOENT, DataLoss otherwise.
+// "<what> <path>: <strerror(err)>" ("<what>: <strerror(err)>" for an empty path) as a Status:
+// NotFound for ENOENT, DataLoss otherwise.
 //   return os::ErrnoError(errno, "cannot stat", path);
 absl::Status ErrnoError(int err, std::string_view what, std::string_view path);
 
@@ -60,6 +67,16 @@ class MappedRegion {
   void* addr_ = nullptr;
   size_t length_ = 0;
 };
+
+// read(2) from the file position (pread(2) from `offset` when it is >= 0) until `n` bytes are
+// read or the file ends: the number read, fewer than `n` only at the end of the file, or
+// ErrnoError("cannot read", path). A caller that needs all `n` says why it got fewer.
+absl::StatusOr<size_t> ReadAll(int fd, void* data, size_t n, std::string_view path,
+                               int64_t offset = -1);
+// write(2) (pwrite(2) at `offset` when it is >= 0) of all `n` bytes, 1 MiB per call, or
+// ErrnoError("cannot write", path) (EIO for a call that writes nothing).
+absl::Status WriteAll(int fd, const void* data, size_t n, std::string_view path,
+                      int64_t offset = -1);
 
 }  // namespace os
 }  // namespace internal
