@@ -70,11 +70,19 @@ bool IsIntegral(const at::Tensor& t) { return at::isIntegralType(t.scalar_type()
 // The value checks of in-place ops whose kernels fail part-way on integer leaves.
 // remainder_: an integer leaf by an integer operand holding a zero (a zero number is refused by
 // the probe already).
-void NoIntegerZeroDivisor(const at::Tensor& leaf, const std::vector<LeafArg>& args) {
-  const LeafArg& a = args[0];
-  if (!a.s && IsIntegral(leaf) && IsIntegral(a.t) && (a.t == 0).any().item<bool>()) {
-    TD_FAIL(ValueError, "integer division by zero: the operand holds a zero");
-  }
+// remainder_'s value check: an integer leaf by an integer operand holding a zero. A tensor
+// operand is the same tensor for every leaf (ResolvedOperand), so it is scanned once per call.
+ValueCheckFn NoIntegerZeroDivisor() {
+  return [scanned = static_cast<const c10::TensorImpl*>(nullptr)](
+             const at::Tensor& leaf, const std::vector<LeafArg>& args) mutable {
+    const LeafArg& a = args[0];
+    if (a.s || !IsIntegral(leaf) || !IsIntegral(a.t)) return;
+    if (a.t.unsafeGetTensorImpl() == scanned) return;
+    if ((a.t == 0).any().item<bool>()) {
+      TD_FAIL(ValueError, "integer division by zero: the operand holds a zero");
+    }
+    scanned = a.t.unsafeGetTensorImpl();
+  };
 }
 
 void RequireTensorOperand(const Operand& o, const char* op, const char* name) {
@@ -352,7 +360,7 @@ TD_ADDC(addcdiv)
         },                                                                                    \
         #name "_", ValueCheckFn(check));                                                      \
   }
-TD_BINARY(remainder, NoIntegerZeroDivisor)
+TD_BINARY(remainder, NoIntegerZeroDivisor())
 TD_BINARY(bitwise_and, )
 TD_BINARY(bitwise_or, )
 TD_BINARY(bitwise_xor, )

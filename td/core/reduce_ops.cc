@@ -272,10 +272,8 @@ TensorDict TensorDict::quantile(double q, std::optional<int64_t> dim, bool keepd
     TD_FAIL(ValueError, "quantile: interpolation must be one of linear, lower, higher, midpoint, ",
             "nearest; got '", interpolation, "'");
   }
-  if (c10::multiply_integers(batch_size()) == 0) {
-    TD_FAIL(IndexError, "quantile: a TensorDict with batch size ", SizeRepr(batch_size()),
-            " has no elements");
-  }
+  // at::quantile refuses an empty tensor whatever the dim.
+  RefuseEmptyReduction(*this, std::nullopt, "quantile");
   const compat::StringView interp(interpolation.data(), interpolation.size());
   if (!dim) {
     return Reduce(

@@ -248,9 +248,6 @@ const std::vector<KnownIssue>& KnownIssues() {
        "new dim before the mask's second dim); the library applies a mask over the batch dims "
        "it covers, as NumPy and docs/ops.md do, on every backend (LibTorch 2.x agrees)",
        true},
-      {"", "lazy_stack", "cannot be written to",
-       "the lazy stack's index_put_ accepts a TensorDict value whose leaf does not match a "
-       "zero-size target (nothing is written; LibTorch raises)"},
       {"addcmul_(const Operand& t1, const Operand& t2, const at::Scalar& value = 1)", "",
        "needs_dynamic_casting",
        "LibTorch 1.13's addcmul_ raises an internal assert for dtype mixes that the out-of-place "
@@ -540,10 +537,6 @@ TEST(GenerativeKnownIssue, MaskThenNoneAsNumPy) {
   Replay("index(at::ArrayRef<at::indexing::TensorIndex> indices)", 4646, 21103,
          "index({mask [2, 2], None}) of batch [2, 2] gives [3, 1] where LibTorch 1.13 raises",
          /*libtorch1=*/true);
-}
-TEST(GenerativeKnownIssue, LazyStackIndexPutZeroSizeMismatch) {
-  Replay("index_put_(at::ArrayRef<at::indexing::TensorIndex> indices, const TensorDict& value)",
-         4646, 27205, "a lazy stack's index_put_ writes a [.., 1] value into a [.., 0] leaf");
 }
 TEST(GenerativeKnownIssue, TorchAddcmulInPlaceDynamicCasting) {
   Replay("addcmul_(const Operand& t1, const Operand& t2, const at::Scalar& value = 1)", 4646,

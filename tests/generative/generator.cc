@@ -120,7 +120,7 @@ void LikeLevel(Rng& rng, const TensorDict& like, TensorDict& out, double keep_dt
         *broken = true;
         if (Chance(rng, 0.5)) return;  // missing leaf
         if (static_cast<int64_t>(shape.size()) > like.batch_dims()) {
-          shape.back() = shape.back() == 1 ? 2 : shape.back() + 1;  // cannot broadcast
+          shape.back() = shape.back() <= 1 ? 2 : shape.back() + 1;  // cannot broadcast (1 would to 0)
         } else {
           shape.push_back(2);  // broadcasts to a larger shape, or not in place
         }

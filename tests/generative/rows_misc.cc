@@ -508,12 +508,8 @@ void AddMiscRows(RowTable& t) {
       CheckIn(
           c, [&] { list ? c.td.index_put_({idx[0]}, v) : c.td.index_put_(idx, v); },
           Indexed(idx, nb, [idx, v, nb](const NestedKey& k, X x) {
-            const at::Tensor e = at::Tensor(x).index(Explicit(idx, nb));
             if (!v.contains(k)) return x;
             const at::Tensor val = v.get(k);
-            TORCH_CHECK_VALUE(
-                val.dim() <= e.dim() && e.sizes().slice(e.dim() - val.dim()) == val.sizes(),
-                "value ", val.sizes(), " cannot be written to ", e.sizes());
             return at::Tensor(x).index_put_(Explicit(idx, nb), val.to(x.scalar_type()));
           }));
     };

@@ -97,9 +97,9 @@ TensorDict CudaGraphModule::operator()(const TensorDict& td) {
 }
 
 void CudaGraphModule::check_leaves(const TensorDict& td, const char* when) const {
-  for (const NestedKey& k : td.keys(kLeafKeys)) {
-    if (!td.get_value(k).is_tensor()) continue;
-    const at::Tensor t = td.get(k);
+  for (const auto& [k, v] : td.items(kLeafKeys)) {
+    if (!v.is_tensor()) continue;
+    const at::Tensor& t = v.tensor();
     if (t.device() != device_) {
       TD_FAIL(ValueError, "CudaGraphModule (", when, " call): key ", k, " is on ",
               t.device().str(), "; every tensor leaf must be on ", device_.str(),
@@ -125,9 +125,9 @@ TensorDict CudaGraphModule::warm_up(const TensorDict& td) {
 
 TensorDict CudaGraphModule::capture(const TensorDict& td) {
   std::vector<Leaf> signature;
-  for (const NestedKey& k : td.keys(kLeafKeys)) {
-    if (!td.get_value(k).is_tensor()) continue;
-    const at::Tensor t = td.get(k);
+  for (const auto& [k, v] : td.items(kLeafKeys)) {
+    if (!v.is_tensor()) continue;
+    const at::Tensor& t = v.tensor();
     signature.push_back({k, t.sizes().vec(), t.scalar_type()});
   }
   const c10::cuda::CUDAStream current = c10::cuda::getCurrentCUDAStream(device_.index());
