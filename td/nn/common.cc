@@ -139,6 +139,36 @@ bool TensorDictModuleBase::should_skip(const TensorDict& td, bool module_default
   return true;
 }
 
+bool TensorDictModuleBase::skip_into(const TensorDict& td, TensorDict& out,
+                                     bool module_default) const {
+  if (!should_skip(td, module_default)) return false;
+  if (!out.is_same(td)) {
+    internal::WriteTransaction tx;
+    for (const NestedKey& k : out_keys_) {
+      if (k != Discard()) tx.set(out, k, td.get_value(k));
+    }
+    tx.commit();
+  }
+  return true;
+}
+
+bool TensorDictModuleBase::writes_out_key(const NestedKey& k) const {
+  return k != Discard() &&
+         (out_keys_.size() == out_keys_source_.size() || Contains(out_keys_, k));
+}
+
+TensorDict TensorDictModuleBase::OutputTarget(const TensorDict& td, OutputMode mode) {
+  switch (mode) {
+    case OutputMode::kInput:
+      return td;
+    case OutputMode::kCopy:
+      return td.copy();
+    case OutputMode::kEmpty:
+      break;
+  }
+  return td.empty();
+}
+
 void TensorDictModuleBase::check_selection(const std::vector<NestedKey>& keys) const {
   for (const NestedKey& k : keys) {
     if (!Contains(out_keys_source_, k)) {
@@ -457,11 +487,10 @@ internal::ModuleOutput TensorDictModuleImpl::invoke(std::vector<at::Tensor>& inp
 }
 
 void TensorDictModuleImpl::write(const internal::ModuleOutput& r, TensorDict& out) const {
-  const bool all_selected = out_keys_.size() == out_keys_source_.size();
   absl::InlinedVector<std::pair<const NestedKey*, Value>, 4> writes;
   if (r.tensordict) {
     for (const NestedKey& k : out_keys_source_) {
-      if (k == Discard() || (!all_selected && !Contains(out_keys_, k))) continue;
+      if (!writes_out_key(k)) continue;
       std::optional<Value> v = r.tensordict->find(k);
       if (!v) {
         TD_FAIL(KeyError, describe(), " returned a TensorDict without out key ", k.repr(),
@@ -477,7 +506,7 @@ void TensorDictModuleImpl::write(const internal::ModuleOutput& r, TensorDict& ou
     }
     for (size_t i = 0; i < r.tensors.size(); ++i) {
       const NestedKey& k = out_keys_source_[i];
-      if (k == Discard() || (!all_selected && !Contains(out_keys_, k))) continue;
+      if (!writes_out_key(k)) continue;
       writes.emplace_back(&k, r.tensors[i]);
     }
   }
@@ -488,28 +517,11 @@ void TensorDictModuleImpl::write(const internal::ModuleOutput& r, TensorDict& ou
 }
 
 TensorDict TensorDictModuleImpl::forward(const TensorDict& td) {
-  switch (options_.output()) {
-    case OutputMode::kInput:
-      return forward_into(td, td);
-    case OutputMode::kCopy:
-      return forward_into(td, td.copy());
-    case OutputMode::kEmpty:
-      break;
-  }
-  return forward_into(td, td.empty());
+  return forward_into(td, OutputTarget(td, options_.output()));
 }
 
 TensorDict TensorDictModuleImpl::forward_into(const TensorDict& td, TensorDict out) {
-  if (should_skip(td, options_.skip_existing())) {
-    if (!out.is_same(td)) {
-      internal::WriteTransaction tx;
-      for (const NestedKey& k : out_keys_) {
-        if (k != Discard()) tx.set(out, k, td.get_value(k));
-      }
-      tx.commit();
-    }
-    return out;
-  }
+  if (skip_into(td, out, options_.skip_existing())) return out;
   const GetKwargs& get = options_.get_kwargs();
   std::vector<at::Tensor> inputs;
   inputs.reserve(in_keys_.size());
@@ -577,7 +589,6 @@ std::vector<at::Tensor> TensorDictModuleImpl::forward_tensors(
   }
   std::vector<at::Tensor> args = inputs;
   const internal::ModuleOutput r = invoke(args);
-  const bool all_selected = out_keys_.size() == out_keys_source_.size();
   std::vector<at::Tensor> result;
   if (r.tensordict) {
     for (const NestedKey& k : out_keys_) {
@@ -597,7 +608,7 @@ std::vector<at::Tensor> TensorDictModuleImpl::forward_tensors(
   }
   for (size_t i = 0; i < r.tensors.size(); ++i) {
     const NestedKey& k = out_keys_source_[i];
-    if (k == Discard() || (!all_selected && !Contains(out_keys_, k))) continue;
+    if (!writes_out_key(k)) continue;
     result.push_back(r.tensors[i]);
   }
   return result;

@@ -156,6 +156,13 @@ class SetSkipExisting {
   std::optional<bool> previous_;
 };
 
+// Where TensorDictModule writes its outputs.
+enum class OutputMode {
+  kInput,  // into the input TensorDict (the default, as in Python)
+  kCopy,   // into a shallow copy of the input: the input is left unchanged
+  kEmpty,  // into a new, empty TensorDict with the input's batch size and device
+};
+
 // The interface of every module that reads and writes a TensorDict.
 class TensorDictModuleBase : public virtual torch::nn::Module {
  public:
@@ -198,6 +205,15 @@ class TensorDictModuleBase : public virtual torch::nn::Module {
   // SetSkipExisting, else `module_default`), every out key but "_" is in `td`, and none of them
   // is also an in key.
   bool should_skip(const TensorDict& td, bool module_default) const;
+  // When should_skip(td, module_default): copies the out keys (but "_") from `td` into `out`,
+  // all or none, and returns true.
+  bool skip_into(const TensorDict& td, TensorDict& out, bool module_default) const;
+  // True when an output keyed `k` (one of out_keys_source()) is written: it is not "_" and
+  // select_out_keys() kept it.
+  bool writes_out_key(const NestedKey& k) const;
+  // What forward() writes into for `mode`: `td`, a shallow copy of it, or an empty TensorDict
+  // like it.
+  static TensorDict OutputTarget(const TensorDict& td, OutputMode mode);
 
   std::vector<NestedKey> in_keys_;
   std::vector<NestedKey> out_keys_;
@@ -268,13 +284,6 @@ class Cloneable : public TensorDictModuleBase {
     }
     static_cast<Derived&>(*this) = *copy;
   }
-};
-
-// Where TensorDictModule writes its outputs.
-enum class OutputMode {
-  kInput,  // into the input TensorDict (the default, as in Python)
-  kCopy,   // into a shallow copy of the input: the input is left unchanged
-  kEmpty,  // into a new, empty TensorDict with the input's batch size and device
 };
 
 // How a TensorDictModule reads its in keys (Python's get_kwargs=, passed to td.get()): a default

@@ -5,12 +5,11 @@
 #include <ATen/core/Tensor.h>
 
 #include <algorithm>
-#include <exception>
 #include <vector>
 
-#include "absl/strings/str_cat.h"
 #include "td/core/dtype.h"
 #include "td/core/errors.h"
+#include "td/core/internal/leaves.h"
 #include "td/core/nested_key.h"
 
 namespace td {
@@ -78,16 +77,14 @@ inline std::vector<int64_t> CheckedBatch(at::IntArrayRef batch_size) {
 // locked and `child` has no lock record yet (NOTE [ Locks span levels ] in structure.cc).
 void NoteLockParent(const TensorDict& parent, const KeyRef& key, const TensorDict& child);
 
-// Adds "while <what> key K" context to an exception thrown by user code, keeping its type.
+// Runs `body`; an exception it throws gets "while <what> key K" context, keeping its type
+// (RethrowWithKey in internal/leaves.h, the one place that adds it).
 template <class Body>
 auto WithKeyContext(const KeyRef& key, const char* what, Body&& body) {
   try {
     return body();
-  } catch (c10::Error& e) {
-    e.add_context(absl::StrCat("while ", what, " key ", key.repr()));
-    throw;
-  } catch (const std::exception& e) {
-    TD_FAIL(c10::Error, e.what(), "\n(while ", what, " key ", key.repr(), ")");
+  } catch (...) {
+    RethrowWithKey(key.key(), what);
   }
 }
 

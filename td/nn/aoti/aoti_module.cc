@@ -298,29 +298,11 @@ std::vector<at::Tensor> AotiModuleImpl::run(std::vector<at::Tensor> inputs) cons
 }
 
 TensorDict AotiModuleImpl::forward(const TensorDict& td) {
-  switch (options_.output()) {
-    case OutputMode::kInput:
-      return forward_into(td, td);
-    case OutputMode::kCopy:
-      return forward_into(td, td.copy());
-    case OutputMode::kEmpty:
-      break;
-  }
-  return forward_into(td, td.empty());
+  return forward_into(td, OutputTarget(td, options_.output()));
 }
 
 TensorDict AotiModuleImpl::forward_into(const TensorDict& td, TensorDict out) {
-  const NestedKey discard("_");
-  if (should_skip(td, /*module_default=*/false)) {
-    if (!out.is_same(td)) {
-      internal::WriteTransaction tx;
-      for (const NestedKey& k : out_keys_) {
-        if (k != discard) tx.set(out, k, td.get_value(k));
-      }
-      tx.commit();
-    }
-    return out;
-  }
+  if (skip_into(td, out, /*module_default=*/false)) return out;
   std::vector<at::Tensor> inputs;
   inputs.reserve(inputs_.size());
   for (size_t i = 0; i < inputs_.size(); ++i) {
@@ -341,15 +323,9 @@ TensorDict AotiModuleImpl::forward_into(const TensorDict& td, TensorDict out) {
     TD_FAIL(c10::Error, "AotiModule(", path_, "): the package returned ", result.size(),
             " tensor(s) where its call spec says ", out_keys_source_.size());
   }
-  const bool all = out_keys_.size() == out_keys_source_.size();
   internal::WriteTransaction tx;
   for (size_t i = 0; i < result.size(); ++i) {
-    const NestedKey& k = out_keys_source_[i];
-    if (k == discard || (!all && std::find(out_keys_.begin(), out_keys_.end(), k) ==
-                                     out_keys_.end())) {
-      continue;
-    }
-    tx.set(out, k, std::move(result[i]));
+    if (writes_out_key(out_keys_source_[i])) tx.set(out, out_keys_source_[i], std::move(result[i]));
   }
   tx.commit();
   return out;
@@ -365,15 +341,9 @@ std::vector<at::Tensor> AotiModuleImpl::forward_tensors(const std::vector<at::Te
   args.reserve(inputs.size());
   for (size_t i = 0; i < inputs.size(); ++i) args.push_back(checked(inputs[i], i));
   std::vector<at::Tensor> result = run(std::move(args));
-  const bool all = out_keys_.size() == out_keys_source_.size();
   std::vector<at::Tensor> out;
   for (size_t i = 0; i < result.size() && i < out_keys_source_.size(); ++i) {
-    const NestedKey& k = out_keys_source_[i];
-    if (k == NestedKey("_") || (!all && std::find(out_keys_.begin(), out_keys_.end(), k) ==
-                                            out_keys_.end())) {
-      continue;
-    }
-    out.push_back(std::move(result[i]));
+    if (writes_out_key(out_keys_source_[i])) out.push_back(std::move(result[i]));
   }
   return out;
 }
