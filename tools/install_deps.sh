@@ -40,6 +40,7 @@ PACKAGES=(
   libhdf5-dev          # td/backends/h5 (serial HDF5, @tensordict_hdf5//:hdf5)
   # Reference values / fixtures from PyTorch itself.
   python3-torch
+  python3-setuptools   # torch._inductor (td/nn/aoti's .pt2 fixtures) imports it on LibTorch 2.6
   python3-h5py         # td/backends/h5: HDF5 files written / checked by h5py
   python3-zarr         # td/io:zarr_compat_test: Zarr stores written / checked by zarr-python (2 on Debian 12, 3 on 13)
   # td/python: Python extensions (<Python.h>, pybind11; libtorch_python comes with python3-torch).
