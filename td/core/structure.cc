@@ -8,6 +8,7 @@
 #include <mutex>
 
 #include "absl/container/flat_hash_set.h"
+#include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "td/core/dtype.h"
 #include "td/core/internal/entry_list.h"
