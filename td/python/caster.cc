@@ -33,13 +33,33 @@ Registry& registry() {
   return *r;
 }
 
-// The attribute names, made once.
+// NOTE [ Upstream attribute layouts ]
+// Every attribute of Python tensordict the caster reads or calls, in one place. Checked against
+// v0.4.0 and v0.14.0 (docs/python.md, "Tests, versions checked"); where the two differ:
+//  * a tensorclass's non-tensor fields: 0.4 keeps them as plain values in `_non_tensordict`;
+//    0.14 keeps a set one as NonTensorData in `_tensordict` and only None (unset) fields in
+//    `_non_tensordict`. The caster reads both stores, so either layout crosses. Back to Python,
+//    `_from_tensordict(td, non_tensordict)` (same signature in both) is given them in the dict;
+//    0.14 accepts that layout too (attribute reads, indexing, clone, stack, to_tensordict);
+//  * NonTensorData: 0.4 stores `data` as an attribute, 0.14 in its own `_non_tensordict` behind
+//    a `data` property; the caster reads `.data`. 0.14 adds MetaData, a NonTensorData kind
+//    (`_is_non_tensor`), which crosses as NonTensorData and comes back as NonTensorData;
+//  * dim names: both have `names` (a list, None for an unnamed dim) and a `names=` constructor
+//    argument; a lazy stack's `names` raises ValueError (both versions) when its members' names
+//    differ, which the caster reads as "unnamed" (C++ lazy_stack drops them too).
+// Names shared by both: `batch_size`, `device`, `_tensordict` (a dict; 0.14's _StringOnlyDict
+// is dict), `items()`, `tensordicts` / `stack_dim` (LazyStackedTensorDict and NonTensorStack),
+// the class flags `_is_non_tensor` / `_is_tensorclass`, `tolist()`, `is_locked`, `lock_()`,
+// `set_non_tensor(key, value)`, `_from_tensordict`, and the constructors
+// `TensorDict(source, batch_size=, device=, names=)` / `LazyStackedTensorDict(*tds,
+// stack_dim=)`.
 struct Names {
   py::str batch_size{"batch_size"}, device{"device"}, tensordict{"_tensordict"},
       non_tensordict{"_non_tensordict"}, items{"items"}, tensordicts{"tensordicts"},
       stack_dim{"stack_dim"}, is_non_tensor{"_is_non_tensor"},
       is_tensorclass{"_is_tensorclass"}, data{"data"}, tolist{"tolist"}, is_locked{"is_locked"},
-      set_non_tensor{"set_non_tensor"}, lock{"lock_"}, from_tensordict{"_from_tensordict"};
+      set_non_tensor{"set_non_tensor"}, lock{"lock_"}, from_tensordict{"_from_tensordict"},
+      dim_names{"names"};
 };
 
 const Names& names() {
@@ -292,6 +312,49 @@ std::optional<at::Device> read_device(py::handle obj, const Path& path) {
           " is neither None, a torch.device nor a str");
 }
 
+// `obj.names` as DimNames, or nullopt when it has none or names no dim (NOTE [ Upstream
+// attribute layouts ]). `lenient`: a ValueError raised by the property (a lazy stack whose
+// members' names differ) reads as unnamed.
+std::optional<DimNames> read_dim_names(py::handle obj, const Path& path, bool lenient) {
+  PyObject* v = PyObject_GetAttr(obj.ptr(), names().dim_names.ptr());
+  if (v == nullptr) {
+    if (!PyErr_ExceptionMatches(PyExc_AttributeError) &&
+        !(lenient && PyErr_ExceptionMatches(PyExc_ValueError))) {
+      throw py::error_already_set();
+    }
+    PyErr_Clear();
+    return std::nullopt;
+  }
+  py::object dn = py::reinterpret_steal<py::object>(v);
+  if (dn.is_none()) return std::nullopt;
+  const std::string what = path.str() + ": names " + py::repr(dn).cast<std::string>();
+  DimNames out;
+  bool any = false;
+  for (py::handle n : iterate(dn, what)) {
+    if (n.is_none()) {
+      out.emplace_back();
+    } else if (PyUnicode_Check(n.ptr())) {
+      out.emplace_back(n.cast<std::string>());
+      any = true;
+    } else {
+      TD_FAIL(TypeError, what, " holds ", py::repr(n).cast<std::string>(), " (a ", type_name(n),
+              "); a dim name is a str or None");
+    }
+  }
+  if (!any) return std::nullopt;
+  return out;
+}
+
+// td.set_names(dim_names), naming `path` in the error (a wrong count, a repeated name).
+void set_dim_names(TensorDict& td, const DimNames& dim_names, const Path& path) {
+  try {
+    td.set_names(dim_names);
+  } catch (c10::Error& e) {
+    e.add_context("while naming the batch dims of " + path.str());
+    throw;
+  }
+}
+
 void lock_if_locked(TensorDict& out, py::handle obj) {
   std::optional<py::object> locked = attr(obj, names().is_locked);
   if (locked && py::bool_(*locked)) out.lock_();
@@ -344,10 +407,17 @@ TensorDict convert(py::handle obj, const Path& path, int depth) {
                     std::to_string(stack_dim) + ")");
       throw;
     }
+    // The members' names are the stack's already; the stack dim's own name is only upstream's.
+    if (std::optional<DimNames> dn = read_dim_names(obj, path, /*lenient=*/true)) {
+      if (*dn != out.names()) set_dim_names(out, *dn, path);
+    }
     lock_if_locked(out, obj);
     return out;
   }
   TensorDict out({}, read_batch_size(obj, path), read_device(obj, path));
+  if (std::optional<DimNames> dn = read_dim_names(obj, path, /*lenient=*/false)) {
+    set_dim_names(out, *dn, path);
+  }
   std::optional<py::object> store = attr(obj, names().tensordict);
   if (store && PyDict_Check(store->ptr())) {
     PyObject *k = nullptr, *v = nullptr;
@@ -414,6 +484,29 @@ py::list batch_size_list(const TensorDict& td) {
   return out;
 }
 
+// `names` as a Python list (None for an unnamed dim).
+py::list dim_names_list(const DimNames& dim_names) {
+  py::list out;
+  for (const std::optional<std::string>& n : dim_names) {
+    if (n) {
+      out.append(py::str(*n));
+    } else {
+      out.append(py::none());
+    }
+  }
+  return out;
+}
+
+// cls(source, batch_size=[...], device=..., names=[...]); names= only when a dim is named, so
+// that a registered class without the argument still works for unnamed TensorDicts.
+py::object make_dense(const py::object& cls, const py::dict& source, const TensorDict& td) {
+  py::dict kwargs;
+  kwargs["batch_size"] = batch_size_list(td);
+  kwargs["device"] = device_object(td.device());
+  if (td.has_names()) kwargs["names"] = dim_names_list(td.names());
+  return cls(source, **kwargs);
+}
+
 // A dense level's entries: tensors and nested levels into `source`, non-tensor data apart.
 void split_entries(const TensorDict& td, const Path& path, py::dict& source,
                    std::vector<std::pair<std::string, nlohmann::json>>* non_tensor);
@@ -436,12 +529,15 @@ py::object build(const TensorDict& td, const Path& path) {
     py::dict kwargs;
     kwargs["stack_dim"] = stack->stack_dim();
     out = r.lazy_type(*args, **kwargs);
+    // The members carry their names; the stack dim's own name is set on the stack.
+    if (td.has_names() && td.names()[static_cast<size_t>(stack->stack_dim())]) {
+      py::setattr(out, names().dim_names, dim_names_list(td.names()));
+    }
   } else {
     py::dict source;
     std::vector<std::pair<std::string, nlohmann::json>> non_tensor;
     split_entries(td, path, source, &non_tensor);
-    out = r.td_type(source, py::arg("batch_size") = batch_size_list(td),
-                    py::arg("device") = device_object(td.device()));
+    out = make_dense(r.td_type, source, td);
     if (!non_tensor.empty()) {
       py::object set_non_tensor = out.attr(names().set_non_tensor);
       for (const auto& [k, j] : non_tensor) {
@@ -496,8 +592,7 @@ py::object to_python_tensorclass(const TensorDict& td, std::string_view class_na
   py::dict source;
   std::vector<std::pair<std::string, nlohmann::json>> non_tensor;
   split_entries(td, root, source, &non_tensor);
-  py::object inner = c.td_type(source, py::arg("batch_size") = batch_size_list(td),
-                               py::arg("device") = device_object(td.device()));
+  py::object inner = make_dense(c.td_type, source, td);
   py::dict rest;
   for (const auto& [k, j] : non_tensor) rest[py::str(k)] = from_json(j, Path{&root, k}, 0);
   return it->second.attr(names().from_tensordict)(inner, rest);

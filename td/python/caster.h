@@ -30,11 +30,15 @@
 //    has `_is_tensorclass`) -> a nested TensorDict of its fields: `_tensordict`'s entries plus
 //    `_non_tensordict`'s values (non-tensor data; None, an unset field, is left out).
 // The batch size, device, key and kind of every value are checked as td::TensorDict::set checks
-// them (BatchSizeError naming the key and both shapes), and an `is_locked` level is locked.
+// them (BatchSizeError naming the key and both shapes), `names` (dim names, str or None) are
+// set with td::TensorDict::set_names, and an `is_locked` level is locked. The upstream
+// attributes read, and where v0.4 and v0.14 differ: NOTE [ Upstream attribute layouts ] in
+// caster.cc.
 // C++ -> Python (`to_python`): a dense level becomes `cls(source, batch_size=[...], device=...)`
-// with tensors (the same TensorImpl) and nested levels in `source`, then `set_non_tensor(key,
-// value)` for each non-tensor entry and `lock_()` when locked; a lazy stack becomes
-// `lazy_cls(*members, stack_dim=d)`. `cls` / `lazy_cls` are the classes registered with
+// (and `names=[...]` when a dim is named) with tensors (the same TensorImpl) and nested levels
+// in `source`, then `set_non_tensor(key, value)` for each non-tensor entry and `lock_()` when
+// locked; a lazy stack becomes `lazy_cls(*members, stack_dim=d)` (then `.names = [...]` when
+// the stack dim is named). `cls` / `lazy_cls` are the classes registered with
 // `set_tensordict_type` (below) or else Python tensordict's TensorDict / LazyStackedTensorDict
 // (imported on first use; ImportError when neither is available).
 // TensorClass: a C++ class C (td::TensorClass<C>) registered with `set_tensorclass_type(

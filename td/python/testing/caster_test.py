@@ -1,7 +1,9 @@
 """Drives td_python_test_ext (td/python/testing/test_ext.cc) from Python: TensorDicts cross
 into C++ and back through //td/python's caster.
 
-  python3 caster_test.py             the classes of fake_tensordict.py, registered with
+  python3 caster_test.py [--layout=0.4|0.14]
+                                     the classes of fake_tensordict.py in upstream v0.4's (the
+                                     default) or v0.14's layout, registered with
                                      set_tensordict_type (no Python tensordict needed)
   python3 caster_test.py --upstream  Python tensordict's own classes (it must be importable)
 """
@@ -20,35 +22,56 @@ if UPSTREAM:
     sys.argv.remove("--upstream")
     import tensordict
     from tensordict import LazyStackedTensorDict as Lazy
+    from tensordict import NonTensorData, NonTensorStack
     from tensordict import TensorDict as TD
     from tensordict import tensorclass
+
+    MetaData = getattr(tensordict, "MetaData", None)  # 0.14, not 0.4
 
     @tensorclass
     class Step:
         obs: torch.Tensor
         tag: str
 
+    @tensorclass
+    class Record:
+        obs: torch.Tensor
+        info: dict
+        note: str
+        unset: object = None
+
     def make_step(obs, tag):
         return Step(obs=obs, tag=tag, batch_size=[obs.shape[0]])
 
-    def step_tag(step):
-        return step.tag
-
 else:
     import fake_tensordict as fake
+
+    for arg in list(sys.argv[1:]):
+        if arg.startswith("--layout="):
+            sys.argv.remove(arg)
+            fake.set_layout(arg[len("--layout="):])
+    print("fake_tensordict layout:", fake.LAYOUT, file=sys.stderr)
     from fake_tensordict import LazyStackedTensorDict as Lazy
+    from fake_tensordict import NonTensorData, NonTensorStack
     from fake_tensordict import TensorDict as TD
+
+    MetaData = fake.MetaData if fake.LAYOUT == "0.14" else None
 
     class Step(fake.TensorClass):
         fields = ("obs", "tag")
 
-    def make_step(obs, tag):
-        return Step._from_tensordict(TD({"obs": obs}, batch_size=[obs.shape[0]]), {"tag": tag})
+    class Record(fake.TensorClass):
+        fields = ("obs", "info", "note", "unset")
 
-    def step_tag(step):
-        return step.tag
+    def make_step(obs, tag):
+        return Step(obs=obs, tag=tag, batch_size=[obs.shape[0]])
 
     ext.set_tensordict_type(TD, Lazy)
+
+
+def step_tag(step):
+    return step.tag
+
 
 ext.set_tensorclass_type("Step", Step)
 
@@ -350,6 +373,105 @@ class CasterTest(unittest.TestCase):
         with self.assertRaises(KeyError) as cm:
             ext.shift_step(TD({"obs": obs}, batch_size=[3]))
         self.assertIn("tag", str(cm.exception))
+
+    def test_tensorclass_non_tensor_fields(self):
+        # 0.4 keeps a set non-tensor field in _non_tensordict, 0.14 as NonTensorData in
+        # _tensordict (NOTE [ Upstream attribute layouts ] in caster.cc): both cross; an unset
+        # (None) field is left out.
+        obs = torch.zeros(3, 2)
+        rec = Record(obs=obs, info={"k": [1, 2]}, note="n", batch_size=[3])
+        self.assertEqual(ext.keys(rec), ["obs", "info", "note"])
+        self.assertEqual(ext.data_ptr(rec, ["obs"]), obs.data_ptr())
+        self.assertEqual(json.loads(ext.non_tensor(rec, ["info"])), {"k": [1, 2]})
+        self.assertEqual(json.loads(ext.non_tensor(rec, ["note"])), "n")
+        # Inside a TensorDict: a nested level.
+        td = TD({"rec": rec}, batch_size=[3])
+        self.assertEqual(json.loads(ext.non_tensor(td, ["rec", "note"])), "n")
+        self.assertEqual(ext.data_ptr(td, ["rec", "obs"]), obs.data_ptr())
+        # Back as the registered class, its fields readable.
+        out = ext.shift_step(make_step(obs, "a"))
+        self.assertEqual(out.tag, "a+1")
+        self.assertEqual(ext.non_tensor(out, ["tag"]), '"a+1"')
+
+    def test_non_tensor_stack_and_metadata(self):
+        td = TD({"a": torch.zeros(2)}, batch_size=[2])
+        td._tensordict["st"] = NonTensorStack(NonTensorData("x"), NonTensorData("y"), stack_dim=0)
+        self.assertEqual(json.loads(ext.non_tensor(td, ["st"])), ["x", "y"])
+        self.assertEqual(ext.identity(td).get_non_tensor("st"), ["x", "y"])
+        if MetaData is None:
+            return  # 0.4 has none
+        td._tensordict["m"] = MetaData({"v": 1}, batch_size=[2])
+        self.assertEqual(json.loads(ext.non_tensor(td, ["m"])), {"v": 1})
+        self.assertEqual(ext.identity(td).get_non_tensor("m"), {"v": 1})
+
+    def test_names(self):
+        x = torch.zeros(2, 3, 4)
+        td = TD({"a": torch.zeros(2, 3)}, batch_size=[2, 3], names=["env", "time"])
+        td["n"] = TD({"x": x}, batch_size=[2, 3, 4], names=["env", "time", "obs"])
+        self.assertEqual(ext.names(td, []), ["env", "time"])
+        self.assertEqual(ext.names(td, ["n"]), ["env", "time", "obs"])
+        out = ext.identity(td)
+        self.assertEqual(list(out.names), ["env", "time"])
+        self.assertEqual(list(entry(out, "n").names), ["env", "time", "obs"])
+        self.assertEqual(entry(out, "n", "x").data_ptr(), x.data_ptr())
+        # Unnamed stays unnamed (no names= given).
+        self.assertEqual(ext.names(TD({}, batch_size=[2]), []), [None])
+        self.assertEqual(list(ext.identity(TD({}, batch_size=[2])).names), [None])
+
+    def test_names_of_lazy_stacks(self):
+        def member(v):
+            return TD({"v": v}, batch_size=[4], names=["x"])
+
+        v0, v1 = torch.zeros(4), torch.ones(4)
+        stack = Lazy(member(v0), member(v1), stack_dim=1)
+        self.assertEqual(ext.names(stack, []), ["x", None])
+        stack.names = ["x", "s"]  # the stack dim's own name
+        self.assertEqual(ext.names(stack, []), ["x", "s"])
+        out = ext.identity_lazy(stack)
+        self.assertEqual(list(out.names), ["x", "s"])
+        self.assertEqual(list(out.tensordicts[1].names), ["x"])
+        self.assertEqual(entry(out.tensordicts[1], "v").data_ptr(), v1.data_ptr())
+        # Members named differently: upstream's `names` raises; C++ reads the stack unnamed.
+        odd = Lazy(member(v0), TD({"v": v1}, batch_size=[4], names=["y"]), stack_dim=0)
+        self.assertEqual(ext.names(odd, []), [None, None])
+        # Named in C++, the stack dim too.
+        made = ext.make_named()
+        self.assertEqual(list(made.names), ["env", "time"])
+        self.assertEqual(list(entry(made, "nested").names), ["env", "time"])
+        self.assertEqual(list(entry(made, "stack").names), ["env", "time"])
+        self.assertEqual(list(entry(made, "stack").tensordicts[0].names), ["time"])
+
+    def test_bad_names_are_named(self):
+        class Named:
+            batch_size = torch.Size([2, 3])
+            device = None
+
+            def __init__(self, names):
+                self.names = names
+
+            def items(self):
+                return [("t", torch.zeros(2, 3))]
+
+        def nested(names):
+            td = TD({}, batch_size=[2])
+            td._tensordict["n"] = Named(names)  # past the Python class's own checks
+            return td
+
+        self.assertEqual(ext.names(nested(["a", None]), ["n"]), ["a", None])
+        with self.assertRaises(TypeError) as cm:
+            ext.identity(nested(["a", 5]))
+        self.assertIn("'n'", str(cm.exception))
+        self.assertIn("a dim name is a str or None", str(cm.exception))
+        with self.assertRaises(ValueError) as cm:
+            ext.identity(nested(["a", "a"]))
+        self.assertIn("'n'", str(cm.exception))
+        self.assertIn("repeats", str(cm.exception))
+        with self.assertRaises(ValueError) as cm:
+            ext.identity(nested(["a"]))
+        self.assertIn("'n'", str(cm.exception))
+        with self.assertRaises(TypeError) as cm:
+            ext.identity(nested(7))
+        self.assertIn("not iterable", str(cm.exception))
 
     @unittest.skipIf(
         importlib.util.find_spec("tensordict") is not None, "Python tensordict is importable"

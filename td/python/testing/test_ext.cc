@@ -55,6 +55,9 @@ PYBIND11_MODULE(td_python_test_ext, m) {
     auto bs = level(td, key).batch_size();
     return std::vector<int64_t>(bs.begin(), bs.end());
   });
+  m.def("names", [](const td::TensorDict& td, const std::vector<std::string>& key) {
+    return level(td, key).names();
+  });
   m.def("device", [](const td::TensorDict& td) -> std::optional<std::string> {
     if (!td.device()) return std::nullopt;
     return td.device()->str();
@@ -99,6 +102,9 @@ PYBIND11_MODULE(td_python_test_ext, m) {
   // In place on the caller's tensors (they are shared, not copied).
   m.def("add_one_", [](td::TensorDict td) { td.add_(1); });
   m.def("make", &make);
+  // make() with the batch dims named ["env", "time"] (the nested levels too: the lazy stack's
+  // stack dim is "env", its members' dim "time").
+  m.def("make_named", [] { return make().set_names({"env", "time"}); });
   // A TensorDict whose non-tensor entry ("n", "deep") is a JSON array nested `depth` deep (built
   // by moves: nlohmann's copy recurses once per level).
   m.def("deep_json", [](int64_t depth) {
