@@ -209,8 +209,10 @@ TEST(Zarr, BadStoresAreRefusedNamingTheNode) {
     meta[field] = value;
     WriteJson(store + "/a/.zarray", meta);
   };
-  edit("compressor", json{{"id", "zlib"}, {"level", 1}});
-  TD_EXPECT_THROW_MSG(from_zarr(store), ZarrError, {store + "/a", "compressor", "zlib"});
+  edit("compressor", json{{"id", "lz4"}, {"acceleration", 1}});
+  TD_EXPECT_THROW_MSG(from_zarr(store), ZarrError, {store + "/a", "compressor", "lz4"});
+  edit("compressor", json{{"id", "zlib"}, {"level", 1}});  // read, but the chunk is raw
+  TD_EXPECT_THROW_MSG(from_zarr(store), ZarrError, {store + "/a", "a/0.0", "codec zlib"});
   edit("filters", json::array({json{{"id", "delta"}, {"dtype", "<f4"}}}));
   TD_EXPECT_THROW_MSG(from_zarr(store), ZarrError, {store + "/a", "filters", "delta"});
   edit("order", "K");
