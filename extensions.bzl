@@ -1,7 +1,8 @@
 """The `tensordict` module extension: the bzlmod counterpart of tensordict_deps() (WORKSPACE).
 
 It declares the same repositories (@tensordict_libtorch, @tensordict_absl, @tensordict_tbb,
-@tensordict_gtest, @tensordict_benchmark, @tensordict_json, @tensordict_hdf5, @tensordict_python;
+@tensordict_gtest, @tensordict_benchmark, @tensordict_json, @tensordict_hdf5, @tensordict_zlib,
+@tensordict_zstd, @tensordict_blosc, @tensordict_python;
 see tensordict_deps.bzl) from libraries installed outside Bazel. In a consumer's MODULE.bazel:
 
     bazel_dep(name = "tensordict", version = "0.1.0")
@@ -13,7 +14,8 @@ see tensordict_deps.bzl) from libraries installed outside Bazel. In a consumer's
 anywhere, or a pip wheel's `torch/` folder (`python3 -c 'import torch, os;
 print(os.path.dirname(torch.__file__))'`): headers in <path>/include, libraries found in
 <path>/lib or the multiarch directory. `system(path = ...)` moves Abseil, oneTBB, GoogleTest,
-Google Benchmark, nlohmann/json and HDF5; `python(interpreter = ...)` the Python that //td/python
+Google Benchmark, nlohmann/json, HDF5, zlib,
+Zstandard and c-blosc; `python(interpreter = ...)` the Python that //td/python
 builds for. The root module's tags win; a tag given twice by one module is an error.
 """
 

@@ -18,6 +18,8 @@ own repositories):
     @tensordict_benchmark//:benchmark, :benchmark_main
     @tensordict_json//:json           nlohmann/json (header-only)
     @tensordict_hdf5//:hdf5           HDF5's C library, serial build (for //td/backends/h5)
+    @tensordict_zlib//:zlib, @tensordict_zstd//:zstd, @tensordict_blosc//:blosc
+                                      zlib, Zstandard and c-blosc 1.x (for //td/io:codec)
     @tensordict_python//:torch_python, :pybind11, :python_headers
                                       for //td/python only: libtorch_python, pybind11 and
                                       <Python.h> of the interpreter `python`
@@ -371,7 +373,7 @@ def tensordict_deps(**kwargs):
         with (True for Debian and the "cxx11 ABI" zips, False for the
         "Pre-cxx11 ABI" zips).
       system_path: prefix of Abseil, oneTBB, GoogleTest, Google Benchmark,
-        nlohmann/json and HDF5.
+        nlohmann/json, HDF5, zlib, Zstandard and c-blosc.
       system_lib_dir: their library directory (autodetected).
       python: the interpreter //td/python's extensions are built for (its headers, its torch's
         libtorch_python, pybind11); only read when a //td/python target is built. Its torch
@@ -478,6 +480,37 @@ def tensordict_repositories(
         lib_dir = system_lib_dir,
         lib_probe = "libhdf5_serial.so",
         build_file_template = Label("//third_party:hdf5/BUILD.tpl"),
+    )
+    # The decompressors of //td/io:codec (Zarr chunks, deflated .tdz entries).
+    declare(
+        tensordict_system_library,
+        "tensordict_zlib",
+        path = system_path,
+        include_entries = ["zlib.h", "zconf.h"],
+        required_include_entries = ["zlib.h", "zconf.h"],
+        lib_dir = system_lib_dir,
+        lib_probe = "libz.so",
+        build_file_template = Label("//third_party:zlib/BUILD.tpl"),
+    )
+    declare(
+        tensordict_system_library,
+        "tensordict_zstd",
+        path = system_path,
+        include_entries = ["zstd.h", "zstd_errors.h"],
+        required_include_entries = ["zstd.h", "zstd_errors.h"],
+        lib_dir = system_lib_dir,
+        lib_probe = "libzstd.so",
+        build_file_template = Label("//third_party:zstd/BUILD.tpl"),
+    )
+    declare(
+        tensordict_system_library,
+        "tensordict_blosc",
+        path = system_path,
+        include_entries = ["blosc.h", "blosc-export.h"],
+        required_include_entries = ["blosc.h", "blosc-export.h"],
+        lib_dir = system_lib_dir,
+        lib_probe = "libblosc.so",
+        build_file_template = Label("//third_party:blosc/BUILD.tpl"),
     )
     declare(
         tensordict_python_repository,

@@ -23,6 +23,32 @@ if(NOT "C" IN_LIST _td_languages)
   enable_language(C)
 endif()
 td_find_package(HDF5 COMPONENTS C)
+# The decompressors of tensordict::io_codec (td/io/codec.h): zlib through CMake's FindZLIB;
+# libzstd and c-blosc 1.x by header and library (Debian's libblosc-dev installs no CMake
+# package, libzstd-dev's differs across releases), as the imported targets td_ext::zstd and
+# td_ext::blosc, which the exported targets name.
+td_find_package(ZLIB)
+macro(td_find_system_library name header library)
+  if(NOT TARGET td_ext::${name})
+    find_path(TD_${name}_INCLUDE_DIR ${header})
+    find_library(TD_${name}_LIBRARY ${library})
+    if(NOT TD_${name}_INCLUDE_DIR OR NOT TD_${name}_LIBRARY)
+      set(_td_missing "${header} / lib${library} not found (Debian: tools/install_deps.sh)")
+      if(TD_FIND_AS_DEPENDENCY)
+        set(${CMAKE_FIND_PACKAGE_NAME}_NOT_FOUND_MESSAGE "tensordict: ${_td_missing}")
+        set(${CMAKE_FIND_PACKAGE_NAME}_FOUND FALSE)
+        return()
+      endif()
+      message(FATAL_ERROR "tensordict: ${_td_missing}")
+    endif()
+    add_library(td_ext::${name} UNKNOWN IMPORTED)
+    set_target_properties(td_ext::${name} PROPERTIES
+      IMPORTED_LOCATION "${TD_${name}_LIBRARY}"
+      INTERFACE_INCLUDE_DIRECTORIES "${TD_${name}_INCLUDE_DIR}")
+  endif()
+endmacro()
+td_find_system_library(zstd zstd.h zstd)
+td_find_system_library(blosc blosc.h blosc)
 td_find_package(Threads)
 
 if(Torch_VERSION VERSION_LESS 2)

@@ -20,6 +20,7 @@
 #include "td/backends/memmap/format.h"
 #include "td/backends/memmap/memory_mapped_tensor.h"
 #include "td/core/errors.h"
+#include "td/io/codec.h"
 #include "td/io/zip.h"
 #include "td/os/files.h"
 
@@ -80,12 +81,17 @@ struct Tree {
     }
   }
   std::string Display(const std::string& name) const { return path + "::" + name; }
-  const ZipEntry& Stored(const std::string& name) const {
+  // The entry `name`: stored (method 0) or deflated (8, upstream's compression="deflate");
+  // MemmapError naming it for another method (bzip2, lzma).
+  const ZipEntry& Readable(const std::string& name) const {
     const ZipEntry& e = entries.at(name);
-    if (e.method != 0) {
-      TD_FAIL(MemmapError, Display(name), " is compressed (zip method ", e.method,
-              "; 8 is deflate, 12 bzip2, 14 lzma): only stored entries can be mapped; write the "
-              "archive without compression");
+    if (e.method != 0 && e.method != 8) {
+      TD_FAIL(MemmapError, Display(name), " is compressed with zip method ", e.method,
+              e.method == 12   ? " (bzip2)"
+              : e.method == 14 ? " (lzma)"
+                               : "",
+              ", which is not read: only stored and deflated (method 8) entries are; write the "
+              "archive without compression or with compression=\"deflate\"");
     }
     return e;
   }
@@ -114,6 +120,23 @@ void ReadPayload(int fd, void* out, size_t n, uint64_t offset, const std::string
   absl::StatusOr<size_t> got = os::ReadAll(fd, out, n, path, static_cast<int64_t>(offset));
   if (ValueOrThrow<MemmapError>(std::move(got), failed) < n) {
     TD_FAIL(MemmapError, failed, ": ", path, " ends first (it changed while being read)");
+  }
+}
+
+// Inflates the deflated entry `e` (`compressed`, its compressed_size bytes) into exactly its
+// declared e.size bytes at `out`, checking its CRC-32 (NOTE [ Bounded decompression ] in
+// td/io/codec.h: the caller allocated e.size, checked against what it needs, not more).
+void InflateEntry(const ZipEntry& e, const uint8_t* compressed, uint8_t* out,
+                  const std::string& display) {
+  const absl::Status s = internal::codec::Decompress(
+      internal::codec::Format::kRawDeflate, compressed, static_cast<size_t>(e.compressed_size),
+      out, static_cast<size_t>(e.size));
+  if (!s.ok()) {
+    TD_FAIL(MemmapError, display, " (deflated, ", e.compressed_size, " bytes declaring ", e.size,
+            "): ", s.message());
+  }
+  if (internal::codec::Crc32(0, out, static_cast<size_t>(e.size)) != e.crc) {
+    TD_FAIL(MemmapError, display, ": CRC-32 mismatch after inflating (the entry is corrupt)");
   }
 }
 
@@ -188,12 +211,19 @@ class ArchiveLoader {
     if (!tree_.entries.count(meta_name)) {
       TD_FAIL(MemmapError, tree_.Display(dir), " is not a memmap level: it has no meta.json");
     }
-    const ZipEntry& e = tree_.Stored(meta_name);
+    const ZipEntry& e = tree_.Readable(meta_name);
     if (e.size > mm::kMaxMetaBytes) {
       TD_FAIL(MemmapError, tree_.Display(meta_name), " is larger than ", mm::kMaxMetaBytes, " bytes");
     }
     CheckMapped(meta_name, e);
-    const std::string text(static_cast<const char*>(base_.data_ptr()) + e.payload_offset, e.size);
+    std::string text;
+    if (e.method == 0) {
+      text.assign(static_cast<const char*>(base_.data_ptr()) + e.payload_offset, e.size);
+    } else {
+      text.resize(e.size);
+      InflateEntry(e, Payload(e), reinterpret_cast<uint8_t*>(text.data()),
+                   tree_.Display(meta_name));
+    }
     mm::DirMeta meta = ValueOrThrow<MemmapError>(mm::ParseDirMeta(text, tree_.Display(meta_name)));
     switch (meta.type) {
       case mm::DirType::kTensorDict:
@@ -220,11 +250,17 @@ class ArchiveLoader {
   // checked them against the file, which may have shrunk since).
   void CheckMapped(const std::string& name, const ZipEntry& e) const {
     const uint64_t mapped = static_cast<uint64_t>(base_.numel());
-    if (e.payload_offset > mapped || e.size > mapped - e.payload_offset) {
-      TD_FAIL(MemmapError, tree_.Display(name), ": its ", e.size, " bytes at byte ",
+    const uint64_t n = e.method == 0 ? e.size : e.compressed_size;
+    if (e.payload_offset > mapped || n > mapped - e.payload_offset) {
+      TD_FAIL(MemmapError, tree_.Display(name), ": its ", n, " bytes at byte ",
               e.payload_offset, " lie outside the archive's ", mapped,
               " bytes (the file changed while it was being loaded)");
     }
+  }
+
+  // The (compressed) payload of `e` in the mapping (CheckMapped first).
+  const uint8_t* Payload(const ZipEntry& e) const {
+    return static_cast<const uint8_t*>(base_.data_ptr()) + e.payload_offset;
   }
 
   TensorDict Level(const std::string& dir, mm::LevelMeta level, int depth) {
@@ -271,12 +307,24 @@ class ArchiveLoader {
       TD_FAIL(MemmapError, tree_.Display(name), ": key ", NestedKey(m.key).repr(),
               " is a directory in the archive, expected the tensor's file");
     }
-    const ZipEntry& e = tree_.Stored(name);
+    const ZipEntry& e = tree_.Readable(name);
     CheckMapped(name, e);
     if (static_cast<int64_t>(e.size) != m.nbytes) {
       TD_FAIL(MemmapError, tree_.Display(name), ": key ", NestedKey(m.key).repr(), " of shape ",
               c10::IntArrayRef(m.shape), " and dtype ", m.dtype, " needs ", m.nbytes,
               " bytes, the entry holds ", e.size);
+    }
+    if (e.method != 0) {
+      // Deflated (NOTE [ Memmap archive format ] in archive.h): inflated into memory of its own,
+      // which no write can carry back to the file.
+      if (mode_ == MemmapMode::kReadWrite) {
+        TD_FAIL(MemmapError, tree_.Display(name), ": the data of key ", NestedKey(m.key).repr(),
+                " is compressed (deflate), so it is inflated into memory and writes could not "
+                "reach the file: load it read-only, or save the archive without compression");
+      }
+      at::Tensor owned = at::empty({m.nbytes}, at::kByte);
+      InflateEntry(e, Payload(e), owned.data_ptr<uint8_t>(), tree_.Display(name));
+      return owned.view(m.dtype).view(m.shape);
     }
     at::Tensor flat = base_.narrow(0, static_cast<int64_t>(e.payload_offset), m.nbytes);
     if (e.payload_offset % c10::elementSize(m.dtype) != 0) {
@@ -391,7 +439,7 @@ std::string unpack_memmap(const std::string& archive_path, const std::string& pr
     }
   }
   for (const auto& [name, entry] : tree.entries) {
-    const ZipEntry& e = tree.Stored(name);
+    const ZipEntry& e = tree.Readable(name);
     const std::string out_path = (fs::path(prefix) / name).string();
     os::UniqueFd out(::open(out_path.c_str(),
                             O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0644));
@@ -399,8 +447,31 @@ std::string unpack_memmap(const std::string& archive_path, const std::string& pr
     const std::string failed = c10::str("cannot extract ", tree.Display(name), " to ", out_path);
     uint32_t crc = 0;
     uint64_t done = 0;
+    if (e.method != 0) {
+      // Deflated: streamed through inflate, e.size bytes out exactly (NOTE [ Bounded
+      // decompression ] in td/io/codec.h).
+      buf.resize(std::min<uint64_t>(kChunk, std::max<uint64_t>(e.compressed_size, 1)));
+      const absl::Status s = internal::codec::InflateStream(
+          internal::codec::Format::kRawDeflate,
+          [&](uint8_t* to, size_t cap) -> absl::StatusOr<size_t> {
+            const size_t n = static_cast<size_t>(
+                std::min<uint64_t>({cap, buf.size(), e.compressed_size - done}));
+            ReadPayload(in.get(), to, n, e.payload_offset + done, archive_path, failed);
+            done += n;
+            return n;
+          },
+          [&](const uint8_t* data, size_t n) {
+            crc = io_internal::Crc32(crc, data, n);
+            return os::WriteAll(out.get(), data, n, out_path);
+          },
+          e.size);
+      if (!s.ok()) {
+        TD_FAIL(MemmapError, failed, " (deflated, ", e.compressed_size, " bytes declaring ",
+                e.size, "): ", s.message());
+      }
+    }
     buf.resize(std::min<uint64_t>(kChunk, std::max<uint64_t>(e.size, 1)));
-    while (done < e.size) {
+    while (e.method == 0 && done < e.size) {
       const size_t n = static_cast<size_t>(std::min<uint64_t>(buf.size(), e.size - done));
       ReadPayload(in.get(), buf.data(), n, e.payload_offset + done, archive_path, failed);
       ThrowIfError<MemmapError>(os::WriteAll(out.get(), buf.data(), n, out_path), failed);

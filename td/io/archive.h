@@ -23,12 +23,20 @@
 //    32 bits, and a zip64 end record and locator when the entries, the directory's size or its
 //    offset do not; CRC-32 checksums are those of the payloads as written.
 // Reading accepts any zip whose entries are STORED (aligned or not, zip64 or not; directory
-// entries are skipped): a `.memmap` entry compressed with deflate, bzip2 or lzma (upstream's
-// `compression=`, which gives up zero-copy loading) is refused with a MemmapError naming the
-// entry and the method, as are encrypted entries, entries whose payload lies outside the file,
-// and names that leave the directory ("..", absolute paths). load_archive maps the file once,
-// private and copy-on-write (writes to the leaves stay in this process, as upstream's default
-// mode "r"), and every aligned leaf is a view into that mapping; an unaligned one is copied.
+// entries are skipped) or deflated (method 8: upstream's `save(..., compression="deflate")`,
+// which deflates the `.memmap` entries and gives up zero-copy loading). A deflated leaf is
+// inflated into memory of its own, exactly its declared size, after that size was checked
+// against what meta.json's shape and dtype need, and its CRC-32 is checked (NOTE [ Bounded
+// decompression ] in td/io/codec.h); loading it with MemmapMode::kReadWrite is a MemmapError
+// naming it (writes could not reach the file; upstream's mode="r+" refuses the same), while
+// TensorDict::load_memmap of the archive, always copy-on-write, inflates it like load_archive's
+// default. unpack_memmap streams deflated entries through inflate. bzip2 (12) and lzma (14)
+// entries are refused with a MemmapError naming the entry and the method, as are encrypted
+// entries, entries whose payload lies outside the file, and names that leave the directory
+// ("..", absolute paths). load_archive maps the file once, private and copy-on-write (writes to
+// the leaves stay in this process, as upstream's default mode "r"), and every aligned stored
+// leaf is a view into that mapping; an unaligned one is copied. Writing (pack_memmap, save)
+// stores every entry uncompressed.
 // TensorDict::load_memmap of a file loads it through load_archive too, when this library is
 // linked (NOTE [ load_memmap of an archive ] in td/backends/memmap/archive_hook.h).
 // Bazel: //td/io:archive (alwayslink; //td/io includes it).
@@ -57,7 +65,8 @@ std::string pack_memmap(const std::string& prefix, const std::string& archive_pa
 // Extracts the archive into the directory `prefix` (created if missing; files already there
 // with the archive's names are replaced), the inverse of pack_memmap. Returns `prefix`. Throws
 // ValueError when `archive_path` is not a memmap archive, MemmapError for an entry that cannot
-// be extracted (compressed, outside the file, a name leaving `prefix`), each naming the entry.
+// be extracted (bzip2 / lzma, a corrupt deflate stream or CRC-32, outside the file, a name
+// leaving `prefix`), each naming the entry.
 std::string unpack_memmap(const std::string& archive_path, const std::string& prefix);
 
 // Recomputes the CRC-32 of every entry (in the local headers and the central directory) after

@@ -8,10 +8,12 @@
 
 #include <cstdlib>
 #include <string>
+#include <utility>
 
 #include "td/backends/lazy_stack/lazy_stack.h"
 #include "td/backends/memmap/memory_mapped_tensor.h"
 #include "td/backends/memmap/test_util.h"
+#include "td/core/testing.h"
 #include "td/io/archive.h"
 #include "td/io/io.h"
 
@@ -65,6 +67,74 @@ TEST(ArchiveCompat, UnalignedArchiveLoadsByCopying) {
   const std::string path = testing_util::FreshDir("una") + "/una.tdz";
   ASSERT_EQ(std::system(Command("write_unaligned", path).c_str()), 0);
   ExpectFixture(load(path));
+}
+
+size_t Le16(const std::string& s, size_t at) {
+  return static_cast<size_t>(static_cast<uint8_t>(s[at]) | static_cast<uint8_t>(s[at + 1]) << 8);
+}
+
+// The zip records of `name` in `zip`: its local header's offset and its central record's.
+std::pair<size_t, size_t> Records(const std::string& zip, const std::string& name) {
+  auto le16 = [&](size_t at) { return Le16(zip, at); };
+  size_t local = std::string::npos, central = std::string::npos;
+  for (size_t at = zip.find("PK\x03\x04"); at != std::string::npos;
+       at = zip.find("PK\x03\x04", at + 4)) {
+    if (zip.compare(at + 30, name.size(), name) == 0 && le16(at + 26) == name.size()) local = at;
+  }
+  for (size_t at = zip.find("PK\x01\x02"); at != std::string::npos;
+       at = zip.find("PK\x01\x02", at + 4)) {
+    if (zip.compare(at + 46, name.size(), name) == 0 && le16(at + 28) == name.size()) {
+      central = at;
+    }
+  }
+  return {local, central};
+}
+
+// upstream's save(..., compression="deflate"): the .memmap entries deflated, inflated on load
+// into memory of their own (not views of the mapping), checked against their CRC-32 and their
+// declared size; read-write loading refused for them, as upstream's mode="r+" refuses.
+TEST(ArchiveCompat, DeflatedArchiveLoadsInflated) {
+  TD_REQUIRE_PYTHON();
+  const std::string dir = testing_util::FreshDir("defl");
+  const std::string path = dir + "/d.tdz";
+  ASSERT_EQ(std::system(Command("write_deflated", path).c_str()), 0);
+  ASSERT_TRUE(is_memmap_archive(path));
+  const TensorDict got = load(path);
+  ExpectFixture(got);
+  EXPECT_FALSE(MemoryMappedTensor::is_memory_mapped(got.get("obs")));
+  ExpectFixture(TensorDict::load_memmap(path));  // copy-on-write: inflated the same
+  ExpectFixture(load_archive(path));
+  TD_EXPECT_THROW_MSG(load_archive(path, ArchiveLoadOptions().mode(MemmapMode::kReadWrite)),
+                      MemmapError, {"d.tdz::obs.memmap", "compressed (deflate)", "read-only"});
+  unpack_memmap(path, dir + "/x");
+  ExpectFixture(TensorDict::load_memmap(dir + "/x"));
+
+  const std::string zip = testing_util::ReadText(path);
+  const auto [local, central] = Records(zip, "obs.memmap");
+  ASSERT_NE(local, std::string::npos);
+  ASSERT_NE(central, std::string::npos);
+  // A corrupt payload: the inflate or the CRC-32 check names the entry.
+  std::string bad = zip;
+  const size_t payload = local + 30 + Le16(zip, local + 26) + Le16(zip, local + 28);
+  bad[payload + 3] = static_cast<char>(bad[payload + 3] ^ 0x21);
+  testing_util::WriteText(dir + "/bad.tdz", bad);
+  TD_EXPECT_THROW_MSG(load(dir + "/bad.tdz"), MemmapError, {"bad.tdz::obs.memmap", "deflate"});
+  TD_EXPECT_THROW_MSG(unpack_memmap(dir + "/bad.tdz", dir + "/y"), MemmapError,
+                      {"bad.tdz::obs.memmap"});
+  // A declared size of 1 GiB: refused against meta.json's 48 bytes before anything is
+  // allocated; unpack_memmap streams, and stops when the stream ends short of it.
+  std::string big = zip;
+  const uint32_t gib = uint32_t{1} << 30;
+  for (int b = 0; b < 4; ++b) big[central + 24 + b] = static_cast<char>((gib >> (8 * b)) & 0xFF);
+  testing_util::WriteText(dir + "/big.tdz", big);
+  TD_EXPECT_THROW_MSG(load(dir + "/big.tdz"), MemmapError,
+                      {"big.tdz::obs.memmap", "needs 48 bytes", "holds 1073741824"});
+  TD_EXPECT_THROW_MSG(unpack_memmap(dir + "/big.tdz", dir + "/z"), MemmapError,
+                      {"big.tdz::obs.memmap", "decompresses to 48 bytes, expected 1073741824"});
+  // bzip2 (and lzma) stay refused, naming the entry and the method.
+  ASSERT_EQ(std::system(Command("write_bzip2", dir + "/b.tdz").c_str()), 0);
+  TD_EXPECT_THROW_MSG(load(dir + "/b.tdz"), MemmapError, {"b.tdz::obs.memmap", "method 12",
+                                                          "bzip2"});
 }
 
 TEST(ArchiveCompat, WeWritePythonChecks) {

@@ -172,7 +172,8 @@ TEST(Archive, BadInput) {
   // Truncated: the end record is gone.
   WriteText(dir + "/cut.tdz", zip.substr(0, zip.size() / 2));
   EXPECT_FALSE(is_memmap_archive(dir + "/cut.tdz"));
-  // A compressed tensor entry (method 8 in its central record): refused, naming it.
+  // A stored entry claimed deflated (method 8 in its central record): the inflate fails,
+  // naming it.
   size_t at = zip.find(std::string("PK\x01\x02", 4));
   while (at != std::string::npos) {
     const std::string name = zip.substr(at + 46, Le16(zip, at + 28));
@@ -181,7 +182,15 @@ TEST(Archive, BadInput) {
   }
   WriteText(dir + "/deflated.tdz", zip);
   TD_EXPECT_THROW_MSG(load_archive(dir + "/deflated.tdz"), MemmapError,
-                      {"deflated.tdz::obs.memmap", "compressed", "method 8"});
+                      {"deflated.tdz::obs.memmap", "deflate"});
+  // Method 14 (lzma): refused, naming the entry and the method.
+  for (at = zip.find(std::string("PK\x01\x02", 4)); at != std::string::npos;
+       at = zip.find(std::string("PK\x01\x02", 4), at + 4)) {
+    if (zip.substr(at + 46, Le16(zip, at + 28)) == "obs.memmap") zip[at + 10] = 14;
+  }
+  WriteText(dir + "/lzma.tdz", zip);
+  TD_EXPECT_THROW_MSG(load_archive(dir + "/lzma.tdz"), MemmapError,
+                      {"lzma.tdz::obs.memmap", "method 14", "lzma"});
   // A tensor entry whose size does not fit meta.json's shape.
   const std::string other = dir + "/td2";
   TensorDict small({{"obs", at::zeros({4, 3})}}, {4});

@@ -101,6 +101,25 @@ struct Reader {
     return Value(std::move(t));
   }
 
+  // The root's dim names from its `__tensordict__` attribute (upstream's from_zarr reads them
+  // there only, with the batch size, and names the nested levels through it): nullopt when
+  // absent, null or empty; ZarrError naming the store for entries that are not strings / null.
+  static std::optional<DimNames> StoredNames(const Node& n, const std::string& where) {
+    const json meta = n.attrs.value(kMetadataAttr, json());
+    if (!meta.is_object()) return std::nullopt;
+    const json names = meta.value("names", json());
+    if (names.is_null() || (names.is_array() && names.empty())) return std::nullopt;
+    DimNames out;
+    for (const json& v : names.is_array() ? names : json::array({names})) {
+      if (!names.is_array() || !(v.is_string() || v.is_null())) {
+        TD_FAIL(ZarrError, where, " (attribute __tensordict__): names ", names.dump(),
+                " must be a list of strings or nulls");
+      }
+      out.push_back(v.is_string() ? std::make_optional(v.get<std::string>()) : std::nullopt);
+    }
+    return out;
+  }
+
   static std::optional<std::vector<int64_t>> StoredBatch(const Node& n, const std::string& where) {
     const json meta = n.attrs.value(kMetadataAttr, json());
     if (!meta.is_object() || meta.value("batch_size", json()).is_null()) return std::nullopt;
@@ -248,8 +267,15 @@ struct Writer {
                   const std::vector<std::string>& prefix) {
     if (!rel.empty()) fs::create_directory(JoinPath(root, rel));
     Meta(rel, ".zgroup", json{{"zarr_format", 2}});
-    Meta(rel, ".zattrs",
-         json{{kMetadataAttr, json{{"batch_size", td.batch_size().vec()}, {"version", 1}}}});
+    // Upstream's _write_attrs_metadata: "names" only when the level has names (null for an
+    // unnamed dim).
+    json meta = {{"batch_size", td.batch_size().vec()}, {"version", 1}};
+    if (td.has_names()) {
+      json names = json::array();
+      for (const std::optional<std::string>& n : td.names()) names.push_back(n ? json(*n) : json());
+      meta["names"] = std::move(names);
+    }
+    Meta(rel, ".zattrs", json{{kMetadataAttr, std::move(meta)}});
     td.for_each_entry([&](const std::string& name, const Value& v) {
       std::vector<std::string> parts = prefix;
       parts.push_back(name);
@@ -367,12 +393,22 @@ TensorDict from_zarr(const std::string& path_in, const FromZarrOptions& options)
                                       : " is not a Zarr store (no .zgroup or zarr.json)");
   }
   std::optional<std::vector<int64_t>> batch = options.batch_size();
+  const bool stored = !batch.has_value();
   if (!batch) batch = Reader::StoredBatch(root, path);
   // No batch size at the root (a store of another tool): upstream's _set_max_batch_size.
   const bool infer = !batch.has_value();
   TensorDict out = r.ReadGroup("", batch.value_or(std::vector<int64_t>{}), !infer, 0);
   if (infer || options.auto_batch_size() || options.batch_dims()) {
     out.auto_batch_size_(options.batch_dims());
+  } else if (stored) {
+    // With the stored batch size, its names (as upstream's from_zarr).
+    if (std::optional<DimNames> names = Reader::StoredNames(root, path)) {
+      try {
+        out.set_names(*names);
+      } catch (const ValueError& e) {
+        TD_FAIL(ZarrError, path, " (attribute __tensordict__): ", e.what_without_backtrace());
+      }
+    }
   }
   return out;
 }

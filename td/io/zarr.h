@@ -11,8 +11,11 @@
 //    array of its full shape (batch dims first), uncompressed, C order, one chunk per array
 //    unless ToZarrOptions::chunks constrains the leading dims (trailing dims stay whole, as
 //    upstream's `chunks=`); edge chunks are full-size files, as zarr writes them.
-//  * every group carries the attribute `__tensordict__` = {"batch_size": [...], "version": 1};
-//    from_zarr takes each level's batch size from it (a level without one takes its parent's).
+//  * every group carries the attribute `__tensordict__` = {"batch_size": [...], "version": 1},
+//    plus "names": [...] (a string or null per batch dim) when the level has dim names;
+//    from_zarr takes each level's batch size from it (a level without one takes its parent's),
+//    and, as upstream, the root's names when it uses the stored batch size (nested levels get
+//    them through set_names; their own "names" are not read).
 //    A store without it at the root (written by another tool) gets upstream's inference: the
 //    longest run of leading dims shared by the arrays, nested levels first.
 //  * non-tensor data is a 1-D uint8 array holding the value's JSON text, with the attribute
@@ -25,9 +28,11 @@
 // strings such as "<f4", plus consolidated metadata in .zmetadata, which upstream also writes);
 // zarr-python 2 and 3, and so upstream's from_zarr, read it. We read format 2 (both dimension
 // separators, C and F order, little- and big-endian, missing chunks as the fill value) and
-// format 3 (zarr.json; the "bytes" codec alone, regular chunk grid, both chunk key encodings),
-// which is what upstream writes with zarr-python 3. Compressors, filters and other codecs are a
-// ZarrError naming the array and the codec: write the store with `compressors=None` upstream.
+// format 3 (zarr.json; the "bytes" codec, regular chunk grid, both chunk key encodings), which
+// is what upstream writes with zarr-python 3. Compressed chunks are read: format 2's blosc
+// (zarr-python 2's default), zstd, gzip and zlib compressors, format 3's zstd (zarr-python 3's
+// default), gzip and blosc after "bytes" (NOTE [ Zarr codecs ] in td/io/zarr_codec.cc); we write
+// uncompressed only. Filters and other codecs are a ZarrError naming the array and the codec.
 // Dtypes: bool, int8/16/32/64, uint8, float16/32/64, complex64/128 (LibTorch has no uint16/32/64
 // on every supported version, numpy has no bfloat16: both are refused, naming the key).
 // Bazel: //td/io:zarr. See docs/io.md.

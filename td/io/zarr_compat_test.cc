@@ -1,8 +1,9 @@
 // Zarr stores across languages: zarr-python writes stores as upstream's to_zarr lays them out
 // (testdata/zarr_fixture.py; with zarr-python 3, Debian 13's, through upstream's own calls), and
 // stores of other tools (several chunks with edge chunks, Fortran order, big-endian, a missing
-// chunk, "/" separators, strings), and we read them; it
-// writes a compressed and a pickled one, which we refuse naming the node; the fixture's format 3
+// chunk, "/" separators, strings), and we read them; it writes stores compressed with
+// zarr-python's defaults and with each numcodecs compressor, which we read, and a pickled one,
+// which we refuse naming the node; the fixture's format 3
 // layout (what upstream writes with zarr-python 3) reads the same; and zarr-python checks a store
 // we write (values, dtypes, chunks, attributes, consolidated metadata). Needs /usr/bin/python3
 // with zarr (Debian's python3-zarr, tools/install_deps.sh); skipped, saying so, without it.
@@ -103,11 +104,34 @@ TEST(ZarrCompat, StoresOfOtherToolsWeRead) {
     TD_EXPECT_THROW_MSG(from_zarr(dir + "/strings.zarr"), ZarrError,
                         {dir + "/strings.zarr/names", "filters", "vlen-utf8"});
   }
+  // Compressed with zarr-python's default (Blosc with 2, Zstd with 3).
+  EXPECT_TRUE(from_zarr(dir + "/compressed.zarr").get("a").equal(at::arange(4, at::kFloat)));
   // Refused, naming the node and the reason.
-  TD_EXPECT_THROW_MSG(from_zarr(dir + "/compressed.zarr"), ZarrError,
-                      {dir + "/compressed.zarr/a", "compressor"});
   TD_EXPECT_THROW_MSG(from_zarr(dir + "/pickled.zarr"), ZarrError,
                       {dir + "/pickled.zarr/obj", "'pickle'"});
+}
+
+TEST(ZarrCompat, CompressedByZarrPythonWeRead) {
+  TD_REQUIRE_ZARR();
+  const std::string dir = testing_util::FreshDir("compressed");
+  ASSERT_EQ(RunFixture("write_compressed", dir), 0);
+  // zarr-python's defaults (2: format 2, Blosc lz4 with shuffle; 3: format 3, zstd).
+  const TensorDict got = from_zarr(dir + "/default.zarr");
+  const TensorDict want = Expected();
+  for (const NestedKey& k : std::vector<NestedKey>{"obs", {"next", "r"}, {"next", "done"},
+                                                   {"pair", "m"}}) {
+    SCOPED_TRACE(k.repr());
+    EXPECT_TRUE(got.get(k).equal(want.get(k)));
+  }
+  EXPECT_EQ(got.get_tensordict("pair").batch_size().vec(), (std::vector<int64_t>{4, 2}));
+  // Each numcodecs compressor, chunks (2, 5) over [5, 12].
+  const TensorDict codecs = from_zarr(dir + "/codecs2.zarr");
+  for (const char* name : {"zstd", "gzip", "zlib", "blosc"}) {
+    SCOPED_TRACE(name);
+    EXPECT_TRUE(codecs.get(name).equal(at::arange(60, at::kFloat).view({5, 12})));
+  }
+  // Format 3 with zstd, gzip and blosc after "bytes".
+  ExpectFixture(from_zarr(dir + "/v3c.zarr"));
 }
 
 TEST(ZarrCompat, WeWriteZarrPythonChecks) {

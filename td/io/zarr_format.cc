@@ -203,12 +203,7 @@ void ParseV2Array(const json& z, const std::string& where, ArrayMeta& a) {
             c10::IntArrayRef(a.shape), " have different lengths");
   }
   a.type = ParseV2Dtype(z.value("dtype", json()), where);
-  const json compressor = z.value("compressor", json());
-  if (!compressor.is_null()) {
-    TD_FAIL(ZarrError, where, ": compressor ", compressor.dump(),
-            " is not supported (only uncompressed arrays are read: write with compressor=None "
-            "or compressors=None)");
-  }
+  a.codec = ParseV2Compressor(z.value("compressor", json()), where);
   const json filters = z.value("filters", json());
   if (!filters.is_null() && !(filters.is_array() && filters.empty())) {
     TD_FAIL(ZarrError, where, ": filters ", filters.dump(), " are not supported");
@@ -248,16 +243,7 @@ void ParseV3Array(const json& z, const std::string& where, ArrayMeta& a) {
   if (row == nullptr) TD_FAIL(ZarrError, where, ": data_type ", dt.dump(), " is not supported");
   a.type.dtype = row->dtype;
   a.type.itemsize = static_cast<int64_t>(c10::elementSize(row->dtype));
-  const json codecs = z.value("codecs", json());
-  if (!codecs.is_array() || codecs.size() != 1 || !codecs[0].is_object() ||
-      codecs[0].value("name", std::string()) != "bytes") {
-    TD_FAIL(ZarrError, where, ": codecs ", codecs.dump(),
-            " are not supported (only the \"bytes\" codec alone, i.e. uncompressed: write with "
-            "compressors=None)");
-  }
-  const std::string endian =
-      codecs[0].value("configuration", json::object()).value("endian", std::string("little"));
-  a.type.big_endian = endian == "big";
+  a.codec = ParseV3Codecs(z.value("codecs", json()), where, &a.type.big_endian);
   const json keys = z.value("chunk_key_encoding", json::object());
   const std::string enc = keys.value("name", std::string("default"));
   if (enc != "default" && enc != "v2") {
@@ -545,17 +531,14 @@ at::Tensor ReadRaw(const ArrayMeta& a, const std::string& dir, const std::string
       continue;
     }
     const struct stat st = StatRegular(fd.get(), file);
-    if (st.st_size != chunk_bytes) {
-      TD_FAIL(ZarrError, where, ": chunk file ", file, " holds ", st.st_size,
-              " bytes, expected ", chunk_bytes, " (chunk shape ", c10::IntArrayRef(a.chunks),
-              " x ", a.type.itemsize, " bytes): truncated, or compressed");
-    }
     if (whole) {
-      ReadExactly(fd.get(), raw.data_ptr(), chunk_bytes, file);
+      ReadChunkFile(a.codec, fd.get(), st.st_size, raw.data_ptr<uint8_t>(), chunk_bytes, file,
+                    where);
       continue;
     }
     if (!buffer.defined()) buffer = at::empty({chunk_bytes}, at::kByte);
-    ReadExactly(fd.get(), buffer.data_ptr(), chunk_bytes, file);
+    ReadChunkFile(a.codec, fd.get(), st.st_size, buffer.data_ptr<uint8_t>(), chunk_bytes, file,
+                  where);
     at::Tensor chunk;
     if (a.fortran) {
       // Fortran order: the chunk's dims reversed, C order.

@@ -16,6 +16,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "td/io/zarr_codec.h"
 #include "td/io/zarr_error.h"
 
 namespace td {
@@ -74,6 +75,7 @@ struct ArrayMeta {
   bool v3 = false;
   bool v3_default_keys = false;  // "c/0/0" (v3's default) rather than "0.0"
   std::string separator = ".";
+  ChunkCodec codec;  // how the chunk files hold the bytes (NOTE [ Zarr codecs ], zarr_codec.cc)
 };
 
 // A node: a group, an array, or nothing (a directory without Zarr metadata).
@@ -112,7 +114,8 @@ std::optional<std::vector<int64_t>> ChunkCoords(const ArrayMeta& a, std::string 
                                                 const std::vector<int64_t>& grid);
 // The array's elements as raw bytes in stored order (byte order not yet swapped): a uint8 tensor
 // of shape [*shape, itemsize], read from the chunk files in `dir` (missing ones hold the fill
-// value). ZarrError naming the chunk file when one has the wrong size.
+// value; compressed ones are decompressed: ReadChunkFile). ZarrError naming the chunk file when
+// one has the wrong size or does not decompress to it.
 at::Tensor ReadRaw(const ArrayMeta& a, const std::string& dir, const std::string& where);
 // Fixed-size strings (raw bytes of a kBytes / kUnicode array from `dim` on) as JSON: a string, or
 // arrays nested by shape.

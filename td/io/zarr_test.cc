@@ -80,6 +80,39 @@ void ExpectSame(const TensorDict& got, const TensorDict& want) {
   EXPECT_EQ(got.keys(KeysOptions().include_nested(true)).size(), items.size());
 }
 
+// Dim names as upstream 0.14 keeps them (tensordict/persistent.py, _write_attrs_metadata and
+// from_zarr): "names" in each named level's __tensordict__ attribute, read back at the root
+// with the stored batch size and given to the nested levels from there.
+TEST(Zarr, DimNamesInTheTensordictAttribute) {
+  const std::string dir = testing_util::FreshDir("names");
+  TensorDict td({{"a", at::zeros({3, 2})}, {"n", TensorDict({{"b", at::zeros({3, 2, 4})}}, {3, 2, 4})}},
+                {3, 2});
+  td.set_names({"env", std::nullopt});
+  to_zarr(td, dir + "/s.zarr");
+  EXPECT_EQ(ReadJson(dir + "/s.zarr/.zattrs")["__tensordict__"],
+            (json{{"batch_size", {3, 2}}, {"version", 1}, {"names", {"env", nullptr}}}));
+  EXPECT_EQ(ReadJson(dir + "/s.zarr/n/.zattrs")["__tensordict__"]["names"],
+            json({"env", nullptr, nullptr}));
+  const TensorDict back = from_zarr(dir + "/s.zarr");
+  EXPECT_EQ(back.names(), (DimNames{"env", std::nullopt}));
+  EXPECT_EQ(back.get_tensordict("n").names(), (DimNames{"env", std::nullopt, std::nullopt}));
+  // Unnamed: no "names", and nothing named on reading.
+  to_zarr(TensorDict({{"a", at::zeros({3})}}, {3}), dir + "/u.zarr");
+  EXPECT_FALSE(ReadJson(dir + "/u.zarr/.zattrs")["__tensordict__"].contains("names"));
+  EXPECT_FALSE(from_zarr(dir + "/u.zarr").has_names());
+  // A batch size given by the caller, or inferred: the stored names are not used.
+  EXPECT_FALSE(from_zarr(dir + "/s.zarr", FromZarrOptions().batch_size(std::vector<int64_t>{3}))
+                   .has_names());
+  // Names that do not fit: a ZarrError naming the store.
+  WriteJson(dir + "/s.zarr/.zattrs",
+            json{{"__tensordict__", {{"batch_size", {3, 2}}, {"version", 1}, {"names", {"x"}}}}});
+  TD_EXPECT_THROW_MSG(from_zarr(dir + "/s.zarr"), ZarrError, {dir + "/s.zarr", "__tensordict__"});
+  WriteJson(dir + "/s.zarr/.zattrs",
+            json{{"__tensordict__", {{"batch_size", {3, 2}}, {"version", 1}, {"names", {1, 2}}}}});
+  TD_EXPECT_THROW_MSG(from_zarr(dir + "/s.zarr"), ZarrError,
+                      {dir + "/s.zarr", "names [1,2]", "strings or nulls"});
+}
+
 TEST(Zarr, RoundTripEveryDtypeNestingAndNonTensorData) {
   const std::string store = testing_util::FreshDir("rt") + "/s.zarr";
   const TensorDict td = EveryDtype();
@@ -209,8 +242,10 @@ TEST(Zarr, BadStoresAreRefusedNamingTheNode) {
     meta[field] = value;
     WriteJson(store + "/a/.zarray", meta);
   };
-  edit("compressor", json{{"id", "zlib"}, {"level", 1}});
-  TD_EXPECT_THROW_MSG(from_zarr(store), ZarrError, {store + "/a", "compressor", "zlib"});
+  edit("compressor", json{{"id", "lz4"}, {"acceleration", 1}});
+  TD_EXPECT_THROW_MSG(from_zarr(store), ZarrError, {store + "/a", "compressor", "lz4"});
+  edit("compressor", json{{"id", "zlib"}, {"level", 1}});  // read, but the chunk is raw
+  TD_EXPECT_THROW_MSG(from_zarr(store), ZarrError, {store + "/a", "a/0.0", "codec zlib"});
   edit("filters", json::array({json{{"id", "delta"}, {"dtype", "<f4"}}}));
   TD_EXPECT_THROW_MSG(from_zarr(store), ZarrError, {store + "/a", "filters", "delta"});
   edit("order", "K");

@@ -7,6 +7,11 @@
                                            format ] in td/io/archive.h)
   archive_fixture.py write_unaligned PATH  the same entries without padding (what `zip -0 -r`
                                            gives: payloads at arbitrary offsets)
+  archive_fixture.py write_deflated PATH   what save(..., compression="deflate") writes: the
+                                           .memmap entries ZIP_DEFLATED (zipfile's default level,
+                                           unaligned: _write_entry pads STORED entries only),
+                                           meta.json entries STORED
+  archive_fixture.py write_bzip2 PATH      the same with compression="bzip2" (ZIP_BZIP2)
   archive_fixture.py check PATH            checks an archive the C++ side wrote: CRCs (testzip),
                                            entry order, 64-byte aligned payloads, the values
   archive_fixture.py write_stack PATH      the archive of a lazy stack (below) as upstream lays it
@@ -77,12 +82,16 @@ def stack_files():
     return out
 
 
-def write(path, align, entries=None):
+def write(path, align, entries=None, compress_type=zipfile.ZIP_STORED):
+    """_pack_dir / _write_entry of tensordict/_archive.py (0.14.0): `compress_type` for the
+    .memmap entries, STORED for the others; only STORED .memmap payloads are aligned."""
     with zipfile.ZipFile(path, "w", allowZip64=True) as zf:
         for name, data in entries or files():
             info = zipfile.ZipInfo(name, date_time=(2024, 1, 1, 0, 0, 0))
-            info.compress_type = zipfile.ZIP_STORED
+            memmap = name.endswith(".memmap")
+            info.compress_type = compress_type if memmap else zipfile.ZIP_STORED
             info.file_size = len(data)
+            align = align and info.compress_type == zipfile.ZIP_STORED
             if align and name.endswith(".memmap"):
                 # header (30) + name + this block (4 + pad) + zipfile's zip64 block (20)
                 start = zf.start_dir + 30 + len(name.encode()) + 4 + 20
@@ -149,6 +158,10 @@ if __name__ == "__main__":
         write(path, align=True)
     elif mode == "write_unaligned":
         write(path, align=False)
+    elif mode == "write_deflated":
+        write(path, align=True, compress_type=zipfile.ZIP_DEFLATED)
+    elif mode == "write_bzip2":
+        write(path, align=True, compress_type=zipfile.ZIP_BZIP2)
     elif mode == "check":
         check(path)
     elif mode == "write_stack":

@@ -22,6 +22,20 @@ codec), so both formats are read on both systems.
                                  compressed array (Blosc with 2, Zstd with 3); DIR/pickled.zarr:
                                  non-tensor data encoded with pickle
   zarr_fixture.py write_v3 DIR   DIR/v3.zarr: td.zarr's content in format 3
+  zarr_fixture.py write_compressed DIR
+                                 what zarr-python writes by default, compressed:
+                                 DIR/default.zarr: td.zarr's content with zarr-python's default
+                                 compressor (zarr-python 2: format 2, Blosc lz4 with byte
+                                 shuffle; 3: format 3, zstd level 0); DIR/codecs2.zarr: format 2
+                                 arrays of several chunks (edge chunks) with each numcodecs
+                                 compressor read (Zstd, GZip, Zlib, Blosc with bit shuffle);
+                                 DIR/v3c.zarr: td.zarr's content in format 3 whose chunks this
+                                 script compresses with numcodecs as zarr-python 3's codecs do
+                                 (zarr/codecs/zstd.py, gzip.py, blosc.py of zarr-python 3.1:
+                                 ZstdCodec -> numcodecs.Zstd(level, checksum), GzipCodec ->
+                                 numcodecs.GZip(level), BloscCodec -> numcodecs.Blosc(cname,
+                                 clevel, shuffle, blocksize) with the dtype's typesize), each
+                                 after the "bytes" codec
   zarr_fixture.py check PATH     reads a store the C++ side wrote (td.zarr's content) with zarr
                                  and checks the values, dtypes, chunks and attributes
 
@@ -139,8 +153,9 @@ def write(out):
     pickled.attrs[META] = batch_attr([])
 
 
-def write_v3(out):
-    root = os.path.join(out, "v3.zarr")
+def write_v3(out, store="v3.zarr", codecs=None):
+    root = os.path.join(out, store)
+    codecs = codecs or {}
 
     def node(path, meta):
         os.makedirs(path, exist_ok=True)
@@ -155,6 +170,7 @@ def write_v3(out):
              "uint8": "uint8"}
 
     def arr(path, value, attributes=None):
+        codec = codecs.get(os.path.basename(path))
         fill = False if value.dtype == np.bool_ else 0
         node(path, {
             "zarr_format": 3, "node_type": "array", "shape": list(value.shape),
@@ -163,12 +179,16 @@ def write_v3(out):
                            "configuration": {"chunk_shape": list(value.shape)}},
             "chunk_key_encoding": {"name": "default", "configuration": {"separator": "/"}},
             "fill_value": fill,
-            "codecs": [{"name": "bytes", "configuration": {"endian": "little"}}],
+            "codecs": [{"name": "bytes", "configuration": {"endian": "little"}}] + (
+                [{"name": codec[0], "configuration": codec[1]}] if codec else []),
             "attributes": attributes or {}, "dimension_names": None})
         key = os.path.join(path, "c", *["0"] * value.ndim)
         os.makedirs(os.path.dirname(key), exist_ok=True)
         with open(key, "wb") as f:
-            f.write(np.ascontiguousarray(value).astype(value.dtype.newbyteorder("<")).tobytes())
+            if codec:
+                f.write(v3_compress(codec, value))
+            else:
+                f.write(np.ascontiguousarray(value).astype(value.dtype.newbyteorder("<")).tobytes())
 
     c = content()
     group(root, [4])
@@ -181,6 +201,69 @@ def write_v3(out):
             {NON_TENSOR: {"encoding": "json"}})
     group(os.path.join(root, "pair"), [4, 2])
     arr(os.path.join(root, "pair", "m"), c["m"])
+
+
+def write_compressed(out):
+    import numcodecs
+
+    c = content()
+    root = new_group(os.path.join(out, "default.zarr"))
+    array(root, "obs", c["obs"], compressed=True)
+    nxt = root.require_group("next")
+    array(nxt, "r", c["r"], compressed=True)
+    array(nxt, "done", c["done"], compressed=True)
+    pair = root.require_group("pair")
+    array(pair, "m", c["m"], compressed=True)
+    root.attrs[META] = batch_attr([4])
+    nxt.attrs[META] = batch_attr([4])
+    pair.attrs[META] = batch_attr([4, 2])
+
+    g = new_group(os.path.join(out, "codecs2.zarr"), zarr_format=2)
+    value = np.arange(60, dtype=np.float32).reshape(5, 12)
+    compressors = {
+        "zstd": numcodecs.Zstd(level=3),
+        "gzip": numcodecs.GZip(level=5),
+        "zlib": numcodecs.Zlib(level=1),
+        "blosc": numcodecs.Blosc(cname="zstd", clevel=5, shuffle=numcodecs.Blosc.BITSHUFFLE),
+    }
+    for name, comp in compressors.items():
+        if ZARR3:
+            a = g.create_array(name, shape=value.shape, dtype=value.dtype, chunks=(2, 5),
+                               compressors=comp)
+        else:
+            a = g.create_dataset(name, shape=value.shape, dtype=value.dtype, chunks=(2, 5),
+                                 compressor=comp)
+        a[...] = value
+    g.attrs[META] = batch_attr([5])
+
+    write_v3(out, "v3c.zarr", {
+        "obs": ("zstd", {"level": 0, "checksum": False}),
+        "r": ("gzip", {"level": 5}),
+        "done": ("blosc", {"typesize": 1, "cname": "lz4", "clevel": 5, "shuffle": "shuffle",
+                           "blocksize": 0}),
+        "m": ("zstd", {"level": 3, "checksum": False}),
+        "note": ("blosc", {"typesize": 1, "cname": "zstd", "clevel": 5, "shuffle": "bitshuffle",
+                           "blocksize": 0}),
+    })
+
+
+def v3_compress(codec, value):
+    """zarr-python 3's bytes-to-bytes codec `codec` = (name, configuration) over raw bytes."""
+    import numcodecs
+
+    name, conf = codec
+    raw = np.ascontiguousarray(value).astype(value.dtype.newbyteorder("<"))
+    if name == "zstd":
+        if conf["checksum"]:  # numcodecs 0.13 and later (Debian 12 has 0.11)
+            return numcodecs.Zstd(level=conf["level"], checksum=True).encode(raw)
+        return numcodecs.Zstd(level=conf["level"]).encode(raw)
+    if name == "gzip":
+        return numcodecs.GZip(level=conf["level"]).encode(raw)
+    shuffle = {"noshuffle": numcodecs.Blosc.NOSHUFFLE, "shuffle": numcodecs.Blosc.SHUFFLE,
+               "bitshuffle": numcodecs.Blosc.BITSHUFFLE}[conf["shuffle"]]
+    blosc = numcodecs.Blosc(cname=conf["cname"], clevel=conf["clevel"], shuffle=shuffle,
+                            blocksize=conf["blocksize"])
+    return blosc.encode(raw)
 
 
 def expect(cond, what):
@@ -221,4 +304,5 @@ def check(path):
 
 if __name__ == "__main__":
     mode, target = sys.argv[1], sys.argv[2]
-    {"write": write, "write_v3": write_v3, "check": check}[mode](target)
+    {"write": write, "write_v3": write_v3, "write_compressed": write_compressed,
+     "check": check}[mode](target)

@@ -1,0 +1,104 @@
+// NOTE [ Zarr codecs ]
+// What zarr-python writes by default, read here (writing stays uncompressed, compressor null):
+//  * format 2 (.zarray "compressor"): {"id": "blosc", "cname": ..., "clevel": ..., "shuffle":
+//    ..., "blocksize": ...}, zarr-python 2's default (lz4, byte shuffle); {"id": "zstd"},
+//    {"id": "gzip"}, {"id": "zlib"} (numcodecs' Zstd, GZip, Zlib). Only "id" selects the
+//    decoder: levels and blosc's cname / shuffle / blocksize are recorded in each blosc buffer's
+//    header (libblosc undoes the shuffle) or do not matter to the decoder.
+//  * format 3 (zarr.json "codecs"): "bytes" (its "endian"), then at most one bytes-to-bytes codec:
+//    "zstd" (zarr-python 3's default, level 0, no checksum), "gzip" or "blosc", or numcodecs'
+//    zarr 3 names of the same ("numcodecs.zstd", ...). "transpose", "sharding_indexed",
+//    "crc32c" and longer chains are refused; so are format 2's "filters" (td/io/zarr_format.cc).
+// A chunk file is read whole, at most codec::MaxCompressedSize of the chunk's raw size, and
+// decompressed into the chunk's raw size exactly (NOTE [ Bounded decompression ] in
+// td/io/codec.h); anything else is a ZarrError naming the array, the file and the codec.
+#include "td/io/zarr_codec.h"
+
+#include <vector>
+
+#include "td/core/errors.h"
+#include "td/io/zarr_format.h"
+
+namespace td {
+namespace internal {
+namespace zarr {
+namespace {
+
+std::optional<codec::Format> FormatNamed(const std::string& name) {
+  std::string n = name;
+  if (n.rfind("numcodecs.", 0) == 0) n.erase(0, 10);
+  if (n == "zstd") return codec::Format::kZstd;
+  if (n == "gzip") return codec::Format::kGzip;
+  if (n == "zlib") return codec::Format::kZlib;
+  if (n == "blosc") return codec::Format::kBlosc;
+  return std::nullopt;
+}
+
+}  // namespace
+
+ChunkCodec ParseV2Compressor(const json& compressor, const std::string& where) {
+  ChunkCodec c;
+  if (compressor.is_null()) return c;
+  const std::string id =
+      compressor.is_object() ? compressor.value("id", std::string()) : std::string();
+  c.format = id.rfind("numcodecs.", 0) == 0 ? std::nullopt : FormatNamed(id);
+  if (!c.format) {
+    TD_FAIL(ZarrError, where, ": compressor ", compressor.dump(),
+            " is not supported (blosc, zstd, gzip and zlib are read, or none)");
+  }
+  c.name = id;
+  return c;
+}
+
+ChunkCodec ParseV3Codecs(const json& codecs, const std::string& where, bool* big_endian) {
+  auto refuse = [&]() {
+    TD_FAIL(ZarrError, where, ": codecs ", codecs.dump(),
+            " are not supported (\"bytes\", then at most one of \"zstd\", \"gzip\" or "
+            "\"blosc\")");
+  };
+  if (!codecs.is_array() || codecs.empty() || codecs.size() > 2 || !codecs[0].is_object() ||
+      codecs[0].value("name", std::string()) != "bytes") {
+    refuse();
+  }
+  const std::string endian =
+      codecs[0].value("configuration", json::object()).value("endian", std::string("little"));
+  *big_endian = endian == "big";
+  ChunkCodec c;
+  if (codecs.size() == 2) {
+    if (!codecs[1].is_object()) refuse();
+    c.name = codecs[1].value("name", std::string());
+    c.format = FormatNamed(c.name);
+    if (!c.format) refuse();
+  }
+  return c;
+}
+
+void ReadChunkFile(const ChunkCodec& c, int fd, int64_t file_size, uint8_t* out,
+                   int64_t chunk_bytes, const std::string& file, const std::string& where) {
+  if (!c.format) {
+    if (file_size != chunk_bytes) {
+      TD_FAIL(ZarrError, where, ": chunk file ", file, " holds ", file_size, " bytes, expected ",
+              chunk_bytes, " (the array is uncompressed): truncated or corrupt");
+    }
+    ReadExactly(fd, out, chunk_bytes, file);
+    return;
+  }
+  const uint64_t limit = codec::MaxCompressedSize(static_cast<uint64_t>(chunk_bytes));
+  if (static_cast<uint64_t>(file_size) > limit) {
+    TD_FAIL(ZarrError, where, ": chunk file ", file, " (codec ", c.name, ") holds ", file_size,
+            " bytes, more than any compressed form of a chunk of ", chunk_bytes,
+            " bytes takes (at most ", limit, ")");
+  }
+  std::vector<uint8_t> in(static_cast<size_t>(file_size));
+  ReadExactly(fd, in.data(), file_size, file);
+  const absl::Status s = codec::Decompress(*c.format, in.data(), in.size(), out,
+                                           static_cast<size_t>(chunk_bytes));
+  if (!s.ok()) {
+    TD_FAIL(ZarrError, where, ": chunk file ", file, " (codec ", c.name, ", ", file_size,
+            " bytes, expected to decompress to ", chunk_bytes, "): ", s.message());
+  }
+}
+
+}  // namespace zarr
+}  // namespace internal
+}  // namespace td
