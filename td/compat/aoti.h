@@ -50,6 +50,10 @@ std::vector<at::Tensor> AotiRun(L& loader, std::vector<at::Tensor>&& inputs) {
   }
 }
 
+// True where the runner gives its constants' values (AotiConstants below is not nullopt).
+inline constexpr bool kAotiGivesConstants =
+    requires(torch::inductor::AOTIModelContainerRunner& r) { r.extract_constants_map(false); };
+
 // The package's active constants by internal name, or nullopt where the runner cannot give them.
 template <class R>
 std::optional<std::unordered_map<std::string, at::Tensor>> AotiConstants(R& runner) {

@@ -384,6 +384,8 @@ std::string FqnList(const std::map<std::string, at::Tensor>& constants) {
 
 }  // namespace
 
+bool AotiModuleImpl::constants_available() { return compat::kAotiGivesConstants; }
+
 TensorDict AotiModuleImpl::constants() const {
   TensorDict out;
   for (const auto& [fqn, tensor] : ConstantsByFqn(*package_)) out.set(SplitKey(fqn, '.'), tensor);

@@ -119,6 +119,9 @@ class AotiModuleImpl : public Cloneable<AotiModuleImpl> {
   const std::string& path() const { return path_; }
   const AotiModuleOptions& options() const { return options_; }
 
+  // True where this LibTorch's loader gives the values of a package's constants (2.14; not
+  // 2.6, whose constants() and load_constants() throw ValueError saying so).
+  static bool constants_available();
   // The package's constants (its parameters and buffers, as far as the package keeps them:
   // see docs/nn.md) as a nested TensorDict with batch size [], named as from_module names an
   // eager module's ("net.0.weight" -> {"net", "0", "weight"}). The leaves are the package's
