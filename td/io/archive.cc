@@ -461,7 +461,7 @@ std::string unpack_memmap(const std::string& archive_path, const std::string& pr
             return n;
           },
           [&](const uint8_t* data, size_t n) {
-            crc = io_internal::Crc32(crc, data, n);
+            crc = internal::codec::Crc32(crc, data, n);
             return os::WriteAll(out.get(), data, n, out_path);
           },
           e.size);
@@ -475,7 +475,7 @@ std::string unpack_memmap(const std::string& archive_path, const std::string& pr
       const size_t n = static_cast<size_t>(std::min<uint64_t>(buf.size(), e.size - done));
       ReadPayload(in.get(), buf.data(), n, e.payload_offset + done, archive_path, failed);
       ThrowIfError<MemmapError>(os::WriteAll(out.get(), buf.data(), n, out_path), failed);
-      crc = io_internal::Crc32(crc, buf.data(), n);
+      crc = internal::codec::Crc32(crc, buf.data(), n);
       done += n;
     }
     ThrowIfError<MemmapError>(out.Close(out_path), failed);
@@ -503,7 +503,7 @@ std::string refresh_archive_checksums(const std::string& archive_path) {
     for (uint64_t done = 0; done < e.size;) {
       const size_t n = static_cast<size_t>(std::min<uint64_t>(buf.size(), e.size - done));
       ReadPayload(fd.get(), buf.data(), n, e.payload_offset + done, archive_path, failed);
-      crc = io_internal::Crc32(crc, buf.data(), n);
+      crc = internal::codec::Crc32(crc, buf.data(), n);
       done += n;
     }
     const unsigned char le[4] = {static_cast<unsigned char>(crc), static_cast<unsigned char>(crc >> 8),

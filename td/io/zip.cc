@@ -1,7 +1,6 @@
 #include "td/io/zip.h"
 
 #include <algorithm>
-#include <array>
 #include <cerrno>
 #include <cstring>
 #include <fcntl.h>
@@ -11,6 +10,7 @@
 #include <vector>
 
 #include "td/core/errors.h"
+#include "td/io/codec.h"
 #include "td/os/fd.h"
 
 namespace td {
@@ -30,16 +30,6 @@ constexpr uint64_t kAlignment = 64;
 constexpr uint16_t kVersionNeeded = 45;          // zip64
 constexpr uint16_t kVersionMadeBy = (3 << 8) | 45;  // Unix, 4.5
 constexpr size_t kChunk = size_t{16} << 20;
-
-std::array<uint32_t, 256> MakeCrcTable() {
-  std::array<uint32_t, 256> t{};
-  for (uint32_t i = 0; i < 256; ++i) {
-    uint32_t c = i;
-    for (int k = 0; k < 8; ++k) c = (c & 1) ? 0xEDB88320u ^ (c >> 1) : c >> 1;
-    t[i] = c;
-  }
-  return t;
-}
 
 uint16_t Get16(const unsigned char* p) { return static_cast<uint16_t>(p[0] | (p[1] << 8)); }
 uint32_t Get32(const unsigned char* p) {
@@ -73,14 +63,6 @@ void ReadAt(int fd, uint64_t offset, void* out, size_t n, const std::string& pat
 }
 
 }  // namespace
-
-uint32_t Crc32(uint32_t crc, const void* data, size_t n) {
-  static const std::array<uint32_t, 256> table = MakeCrcTable();
-  const auto* p = static_cast<const unsigned char*>(data);
-  uint32_t c = crc ^ 0xFFFFFFFFu;
-  for (size_t i = 0; i < n; ++i) c = table[(c ^ p[i]) & 0xFF] ^ (c >> 8);
-  return c ^ 0xFFFFFFFFu;
-}
 
 std::map<std::string, ZipEntry> ReadZipDirectory(const std::string& path) {
   const os::UniqueFd fd(
@@ -259,7 +241,7 @@ void ZipWriter::AddFile(const std::string& name, const std::string& source, uint
              ValueOrThrow<MemmapError>(os::ReadAll(in.get(), chunk.data(), chunk.size(), source))) {
     copied += n;
     if (copied > size) break;
-    crc = Crc32(crc, chunk.data(), n);
+    crc = internal::codec::Crc32(crc, chunk.data(), n);
     Write(chunk.data(), n);
   }
   if (copied != size) {

@@ -13,9 +13,6 @@
 namespace td {
 namespace io_internal {
 
-// CRC-32 (the zip / zlib polynomial) of `n` bytes, continuing from `crc` (0 to start).
-uint32_t Crc32(uint32_t crc, const void* data, size_t n);
-
 // One entry of an archive, from its central directory record and its local header.
 struct ZipEntry {
   std::string name;

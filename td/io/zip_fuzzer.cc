@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "td/core/errors.h"
+#include "td/io/codec.h"
 #include "td/io/zip.h"
 
 namespace {
@@ -62,7 +63,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     Require(e.size == 0 || ::pread(fd, buf.data(), e.size, static_cast<off_t>(e.payload_offset)) ==
                                static_cast<ssize_t>(e.size),
             "a stored entry cannot be read whole");
-    (void)td::io_internal::Crc32(0, buf.data(), buf.size());
+    (void)td::internal::codec::Crc32(0, buf.data(), buf.size());
   }
   ::close(fd);
   return 0;

@@ -85,8 +85,8 @@ build_and_run h5_walk \
   "${absl_libs[@]}"
 
 build_and_run zip_directory \
-  td/io/zip_fuzzer.cc td/io/zip.cc td/os/fd.cc td/os/files.cc td/core/errors.cc -- -lc10 \
-  "${absl_libs[@]}"
+  td/io/zip_fuzzer.cc td/io/zip.cc td/io/codec.cc td/os/fd.cc td/os/files.cc td/core/errors.cc \
+  -- -lc10 -lz -lzstd -lblosc "${absl_libs[@]}"
 
 build_and_run zarr_meta \
   td/io/zarr_meta_fuzzer.cc td/io/zarr_format.cc td/io/zarr_codec.cc td/io/codec.cc td/os/fd.cc \
