@@ -50,9 +50,12 @@ std::vector<at::Tensor> AotiRun(L& loader, std::vector<at::Tensor>&& inputs) {
   }
 }
 
-// True where the runner gives its constants' values (AotiConstants below is not nullopt).
+// True where the runner gives its constants' values (AotiConstants below is not nullopt). A
+// template, so that a missing member makes it false instead of an error.
+template <class R>
+inline constexpr bool kRunnerGivesConstants = requires(R& r) { r.extract_constants_map(false); };
 inline constexpr bool kAotiGivesConstants =
-    requires(torch::inductor::AOTIModelContainerRunner& r) { r.extract_constants_map(false); };
+    kRunnerGivesConstants<torch::inductor::AOTIModelContainerRunner>;
 
 // The package's active constants by internal name, or nullopt where the runner cannot give them.
 template <class R>
