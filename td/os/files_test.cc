@@ -85,11 +85,11 @@ TEST_F(FilesTest, ReplaceFileKeepsThePreviousFileWhenTheWriterFails) {
   EXPECT_EQ(ReadText(target), "previous good copy");
   EXPECT_EQ(Names(), std::vector<std::string>{"meta.json"});
   // ... or an exception, which passes through.
-  EXPECT_THROW(ReplaceFileAt(AT_FDCWD, target, Path(".tmp-2"), target, false,
-                             [&](int fd) -> absl::Status {
-                               EXPECT_TRUE(Fill(fd, "half").ok());
-                               throw std::runtime_error("writer threw");
-                             }),
+  EXPECT_THROW((void)ReplaceFileAt(AT_FDCWD, target, Path(".tmp-2"), target, false,
+                                   [&](int fd) -> absl::Status {
+                                     EXPECT_TRUE(Fill(fd, "half").ok());
+                                     throw std::runtime_error("writer threw");
+                                   }),
                std::runtime_error);
   EXPECT_EQ(ReadText(target), "previous good copy");
   EXPECT_EQ(Names(), std::vector<std::string>{"meta.json"});
