@@ -28,8 +28,9 @@
 // format 3 (zarr.json; the "bytes" codec alone, regular chunk grid, both chunk key encodings),
 // which is what upstream writes with zarr-python 3. Compressors, filters and other codecs are a
 // ZarrError naming the array and the codec: write the store with `compressors=None` upstream.
-// Dtypes: bool, int8/16/32/64, uint8, float16/32/64, complex64/128 (LibTorch has no uint16/32/64
-// on every supported version, numpy has no bfloat16: both are refused, naming the key).
+// Dtypes: bool, int8/16/32/64, uint8/16/32/64, float16/32/64, complex64/128 (uint16/32/64 where
+// LibTorch has them, 2.3 and later: on 1.13 a store holding one is refused naming the array and
+// the dtype; numpy has no bfloat16 or float8: refused, naming the key).
 // Bazel: //td/io:zarr. See docs/io.md.
 #pragma once
 
