@@ -164,7 +164,7 @@ TEST(Zarr, ReplacingAStoreIsAtomic) {
   // A write that fails part-way (a dtype Zarr cannot hold, after other keys were written)
   // leaves the previous store whole, and nothing beside it.
   const TensorDict bad({{"a", at::zeros({3})}, {"b", at::zeros({3}, at::kBFloat16)}}, {3});
-  TD_EXPECT_THROW_MSG(to_zarr(bad, store), TypeError, {"'b'", "BFloat16"});
+  TD_EXPECT_THROW_MSG(to_zarr(bad, store), TypeError, {"'b'", "torch.bfloat16"});
   ExpectSame(from_zarr(store), second);
   EXPECT_EQ(Listing(dir), std::vector<std::string>{"s.zarr"});
   // A new path: nothing at all after a failure.
