@@ -11,11 +11,13 @@
 #include <torch/nn/modules/linear.h>
 #include <torch/nn/modules/rnn.h>
 
+#include <cctype>
 #include <string>
 #include <type_traits>
 
 #include "td/compat/borrowed_tensors.h"
 #include "td/compat/c10d.h"
+#include "td/compat/dtypes.h"
 #include "td/compat/foreach.h"
 #include "td/compat/module_access.h"
 #include "td/compat/omp.h"
@@ -151,6 +153,38 @@ TEST(CompatTest, TcpStoreStartsWithTheClassicServer) {
 TEST(CompatTest, GlooDerivesFromTheProcessGroupBase) {
   static_assert(std::is_base_of_v<td::compat::ProcessGroupBase, c10d::ProcessGroupGloo>);
   SUCCEED();
+}
+
+// NOTE [ Dtypes by LibTorch version ]: each dtype is present exactly from the version the table
+// names, with the ScalarType value, name and element size Python uses.
+TEST(CompatTest, NewerDtypesMatchThisLibTorch) {
+  const int version = td::compat::kTorchVersionMajor * 100 + td::compat::kTorchVersionMinor;
+  for (const td::compat::NewerDtypeInfo& d : td::compat::kNewerDtypes) {
+    const std::string since(d.since);
+    const int needs = std::stoi(since.substr(0, since.find('.'))) * 100 +
+                      std::stoi(since.substr(since.find('.') + 1));
+    EXPECT_EQ(d.type.has_value(), version >= needs) << d.name;
+    EXPECT_EQ(td::compat::FindNewerDtype(d.name), &d);
+    EXPECT_EQ(td::compat::FindNewerDtypeCode(d.code), &d);
+    EXPECT_EQ(td::compat::NewerDtype(d.name), d.type);
+    const std::string message = td::compat::NoSuchDtypeMessage(d);
+    EXPECT_NE(message.find(std::string(d.name)), std::string::npos) << message;
+    EXPECT_NE(message.find("has no dtype"), std::string::npos) << message;
+    if (!d.type) continue;
+    EXPECT_EQ(static_cast<int>(*d.type), d.code) << d.name;
+    EXPECT_EQ(td::compat::FindNewerDtype(*d.type), &d);
+    // "torch.float8_e4m3fn" is c10's name in lower case, as Python prints it.
+    std::string c10_name = c10::toString(*d.type);
+    for (char& c : c10_name) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+    EXPECT_EQ("torch." + c10_name, d.name);
+    // "torch.uint16": 2 bytes; float8: 1.
+    const size_t size = d.is_float8 ? 1 : std::stoul(std::string(d.name.substr(10))) / 8;
+    EXPECT_EQ(c10::elementSize(*d.type), size) << d.name;
+  }
+  EXPECT_EQ(td::compat::FindNewerDtype("torch.float32"), nullptr);
+  EXPECT_EQ(td::compat::FindNewerDtype(c10::ScalarType::Float), nullptr);
+  EXPECT_EQ(td::compat::FindNewerDtypeCode(6), nullptr);
+  EXPECT_FALSE(td::compat::NewerDtype("torch.uint128").has_value());
 }
 
 }  // namespace

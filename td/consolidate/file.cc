@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "td/backends/lazy_stack/lazy_stack.h"
+#include "td/compat/dtypes.h"
 #include "td/consolidate/consolidate.h"
 #include "td/consolidate/internal/file.h"
 #include "td/consolidate/metadata.h"
@@ -182,6 +183,13 @@ nlohmann::ordered_json FileMetadata(const TensorDict& td, const BufferLayout& la
     Json* level = &root;
     for (size_t p = 0; p + 1 < key.size(); ++p) level = &(*level)[key[p]];
     const BufferLayout::Slot& s = layout.slots[i];
+    if (const compat::NewerDtypeInfo* d = compat::FindNewerDtype(s.dtype); d && d->is_float8) {
+      // NOTE [ Dtypes by LibTorch version ] in td/compat/dtypes.h: Python tensordict 0.14's
+      // consolidate(filename=) and from_consolidated look dtypes up in a table without float8.
+      TD_FAIL(TypeError, "consolidated file: key ", key.repr(), " has dtype ", d->name,
+              ", which Python tensordict 0.14 can neither write to nor read from a consolidated "
+              "file (its dtype table has no float8); store it in a memmap directory");
+    }
     (*level)["leaves"][key.back()] =
         Json::array({DtypeName(s.dtype), std::vector<int64_t>(s.shape.begin(), s.shape.end()),
                      s.offset, s.offset + s.nbytes, 0});

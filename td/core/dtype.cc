@@ -4,6 +4,7 @@
 #include <utility>
 
 #include "absl/strings/str_join.h"
+#include "td/compat/dtypes.h"
 #include "td/core/errors.h"
 
 namespace td {
@@ -34,6 +35,9 @@ std::string DtypeName(c10::ScalarType dtype) {
   for (const auto& s : kSpellings) {
     if (s.type == dtype) return std::string(s.name);
   }
+  // uint16 / uint32 / uint64 and float8 where this LibTorch has them (td/compat/dtypes.h,
+  // NOTE [ Dtypes by LibTorch version ]).
+  if (const compat::NewerDtypeInfo* d = compat::FindNewerDtype(dtype)) return std::string(d->name);
   TD_FAIL(TypeError, "dtype ", dtype, " has no tensordict spelling");
 }
 
@@ -41,7 +45,7 @@ std::optional<c10::ScalarType> ParseDtypeName(std::string_view name) {
   for (const auto& s : kSpellings) {
     if (s.name == name) return s.type;
   }
-  return std::nullopt;
+  return compat::NewerDtype(name);
 }
 
 std::string DtypeRepr(c10::ScalarType dtype) {

@@ -14,6 +14,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "td/core/dtype.h"
 #include "td/core/errors.h"
 #include "td/io/zarr_format.h"
 #include "td/os/files.h"
@@ -287,9 +288,10 @@ struct Writer {
       } else if (v.is_tensor()) {
         const at::Tensor& t = v.tensor();
         if (NumpyDtype(t.scalar_type()).empty()) {
-          TD_FAIL(TypeError, "to_zarr: key ", key.repr(), " has dtype ", t.scalar_type(),
-                  ", which Zarr (numpy) cannot hold here (bool, int8/16/32/64, uint8, "
-                  "float16/32/64, complex64/128 can)");
+          TD_FAIL(TypeError, "to_zarr: key ", key.repr(), " has dtype ",
+                  DtypeRepr(t.scalar_type()), ", which Zarr (numpy) cannot hold (bool, "
+                  "int8/16/32/64, uint8/16/32/64, float16/32/64, complex64/128 can; numpy has no "
+                  "bfloat16 or float8, and Python tensordict's to_zarr refuses them too)");
         }
         WriteArray(child, t.detach().to(at::kCPU).contiguous(), json::object(), chunks);
       } else {

@@ -33,8 +33,9 @@
 // (zarr-python 2's default), zstd, gzip and zlib compressors, format 3's zstd (zarr-python 3's
 // default), gzip and blosc after "bytes" (NOTE [ Zarr codecs ] in td/io/zarr_codec.cc); we write
 // uncompressed only. Filters and other codecs are a ZarrError naming the array and the codec.
-// Dtypes: bool, int8/16/32/64, uint8, float16/32/64, complex64/128 (LibTorch has no uint16/32/64
-// on every supported version, numpy has no bfloat16: both are refused, naming the key).
+// Dtypes: bool, int8/16/32/64, uint8/16/32/64, float16/32/64, complex64/128 (uint16/32/64 where
+// LibTorch has them, 2.3 and later: on 1.13 a store holding one is refused naming the array and
+// the dtype; numpy has no bfloat16 or float8: refused, naming the key).
 // Bazel: //td/io:zarr. See docs/io.md.
 #pragma once
 

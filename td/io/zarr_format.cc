@@ -15,10 +15,14 @@
 #include <cmath>
 #include <cstring>
 #include <filesystem>
+#include <iterator>
 #include <limits>
 #include <map>
+#include <optional>
 #include <utility>
+#include <vector>
 
+#include "td/compat/dtypes.h"
 #include "td/core/errors.h"
 #include "td/core/internal/structure_check.h"
 #include "td/os/files.h"
@@ -117,8 +121,51 @@ const DtypeRow kDtypes[] = {
     {at::kComplexDouble, 'c', "complex128"},
 };
 
+// numpy's uint16/32/64, where this LibTorch has them (NOTE [ Dtypes by LibTorch version ] in
+// td/compat/dtypes.h). numpy has no float8: Python tensordict 0.14's to_zarr cannot write one
+// (its numpy() conversion raises), so they have no row.
+struct NewerDtypeRow {
+  const char* torch_name;
+  char kind;
+  int64_t size;
+  const char* v3_name;
+};
+const NewerDtypeRow kNewerDtypes[] = {
+    {"torch.uint16", 'u', 2, "uint16"},
+    {"torch.uint32", 'u', 4, "uint32"},
+    {"torch.uint64", 'u', 8, "uint64"},
+};
+
+// kDtypes and the rows of kNewerDtypes this LibTorch has.
+const std::vector<DtypeRow>& Rows() {
+  static const std::vector<DtypeRow>* rows = [] {
+    auto* out = new std::vector<DtypeRow>(std::begin(kDtypes), std::end(kDtypes));
+    for (const NewerDtypeRow& r : kNewerDtypes) {
+      if (std::optional<at::ScalarType> t = compat::NewerDtype(r.torch_name)) {
+        out->push_back({*t, r.kind, r.v3_name});
+      }
+    }
+    return out;
+  }();
+  return *rows;
+}
+
+// A ZarrError for a dtype of kNewerDtypes this LibTorch lacks ("<u2" or "uint16" on 1.13),
+// with the words every format uses; nothing for any other dtype.
+void RefuseMissingDtype(const std::string& where, const std::string& name, char kind,
+                        int64_t size) {
+  for (const NewerDtypeRow& r : kNewerDtypes) {
+    if (name == r.v3_name || (kind == r.kind && size == r.size)) {
+      const compat::NewerDtypeInfo* d = compat::FindNewerDtype(r.torch_name);
+      if (d != nullptr && !d->type) {
+        TD_FAIL(ZarrError, where, ": dtype '", name, "': ", compat::NoSuchDtypeMessage(*d));
+      }
+    }
+  }
+}
+
 const DtypeRow* FindDtype(at::ScalarType dtype) {
-  for (const DtypeRow& r : kDtypes) {
+  for (const DtypeRow& r : Rows()) {
     if (r.dtype == dtype) return &r;
   }
   return nullptr;
@@ -159,7 +206,8 @@ ElemType ParseV2Dtype(const json& j, const std::string& where) {
     t.itemsize = kind == 'S' ? size : size * 4;
     return t;
   }
-  for (const DtypeRow& r : kDtypes) {
+  RefuseMissingDtype(where, s, kind, size);
+  for (const DtypeRow& r : Rows()) {
     if (r.kind == kind && static_cast<int64_t>(c10::elementSize(r.dtype)) == size) {
       t.dtype = r.dtype;
       t.itemsize = size;
@@ -168,8 +216,8 @@ ElemType ParseV2Dtype(const json& j, const std::string& where) {
     }
   }
   TD_FAIL(ZarrError, where, ": dtype '", s,
-          "' is not supported (bool, int8/16/32/64, uint8, float16/32/64, complex64/128 and "
-          "fixed-size strings are)");
+          "' is not supported (bool, int8/16/32/64, uint8/16/32/64, float16/32/64, "
+          "complex64/128 and fixed-size strings are)");
 }
 
 }  // namespace
@@ -237,7 +285,8 @@ void ParseV3Array(const json& z, const std::string& where, ArrayMeta& a) {
   }
   const json dt = z.value("data_type", json());
   const DtypeRow* row = nullptr;
-  for (const DtypeRow& r : kDtypes) {
+  if (dt.is_string()) RefuseMissingDtype(where, dt.get<std::string>(), '\0', 0);
+  for (const DtypeRow& r : Rows()) {
     if (dt.is_string() && dt.get<std::string>() == r.v3_name) row = &r;
   }
   if (row == nullptr) TD_FAIL(ZarrError, where, ": data_type ", dt.dump(), " is not supported");

@@ -2,12 +2,15 @@
 // (NOTE [ HDF5 errors ] in h5_io.h lists what the walk refuses).
 #include <algorithm>
 #include <cstring>
+#include <optional>
 #include <set>
 #include <sstream>
+#include <string>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "td/backends/h5/h5_io.h"
+#include "td/compat/dtypes.h"
 #include "td/core/errors.h"
 #include "td/core/internal/structure_check.h"
 
@@ -107,6 +110,17 @@ absl::StatusOr<at::ScalarType> TensorDtypeOf(hid_t type) {
     if (is_signed && size == 2) return at::kShort;
     if (is_signed && size == 4) return at::kInt;
     if (is_signed && size == 8) return at::kLong;
+    if (!is_signed && (size == 2 || size == 4 || size == 8)) {
+      // uint16/32/64 where this LibTorch has them (NOTE [ Dtypes by LibTorch version ] in
+      // td/compat/dtypes.h).
+      const std::string name = absl::StrCat("torch.uint", 8 * size);
+      if (std::optional<at::ScalarType> t = compat::NewerDtype(name)) return *t;
+      if (const compat::NewerDtypeInfo* d = compat::FindNewerDtype(name)) {
+        return absl::InvalidArgumentError(
+            absl::StrCat("the unsigned ", 8 * size, "-bit integer type: ",
+                         compat::NoSuchDtypeMessage(*d)));
+      }
+    }
     return absl::InvalidArgumentError(absl::StrCat("the ", is_signed ? "" : "unsigned ",
                                                    8 * size, "-bit integer type has no tensor dtype"));
   }
@@ -139,6 +153,19 @@ absl::StatusOr<at::ScalarType> TensorDtypeOf(hid_t type) {
 }
 
 absl::StatusOr<Hid> MemType(at::ScalarType dtype) {
+  if (const compat::NewerDtypeInfo* d = compat::FindNewerDtype(dtype)) {
+    if (d->is_float8) {
+      // numpy has no float8, and Python tensordict's to_h5 goes through numpy: it cannot write
+      // one, nor would h5py read one back as a tensor.
+      return absl::InvalidArgumentError(absl::StrCat(
+          "dtype ", std::string(d->name), " cannot be stored in an HDF5 file (numpy, hence "
+          "h5py and Python tensordict's to_h5, has no float8)"));
+    }
+    const size_t size = c10::elementSize(dtype);
+    return Hid(H5Tcopy(size == 2   ? H5T_NATIVE_UINT16
+                       : size == 4 ? H5T_NATIVE_UINT32
+                                   : H5T_NATIVE_UINT64));
+  }
   switch (dtype) {
     case at::kChar: return Hid(H5Tcopy(H5T_NATIVE_INT8));
     case at::kByte: return Hid(H5Tcopy(H5T_NATIVE_UINT8));
@@ -166,7 +193,7 @@ absl::StatusOr<Hid> MemType(at::ScalarType dtype) {
     default:
       return absl::InvalidArgumentError(
           absl::StrCat("dtype ", c10::toString(dtype), " cannot be stored in an HDF5 file here "
-                       "(bool, uint8, int8-64, float16/32/64 can)"));
+                       "(bool, uint8-64, int8-64, float16/32/64 can)"));
   }
 }
 

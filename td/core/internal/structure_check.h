@@ -19,7 +19,8 @@
 //    (ShapeFromJson); a leaf's shape and a sub-level's batch size start with their level's batch
 //    size (CheckStartsWith).
 //  * Dtypes: a name as Python writes it ("torch.float32": DtypeFromName), or a ScalarType code
-//    that LibTorch 1.13 and 2.x agree on (DtypeFromCode).
+//    that LibTorch 1.13 and 2.x agree on (DtypeFromCode); uint16/32/64 and float8 where this
+//    LibTorch has them, refused in the same words everywhere where it does not.
 //  * Sizes: numel x element size fits in int64 (TensorBytes).
 // Each function returns an InvalidArgument status stating the problem; the codec prefixes where
 // it is (file, key, level) and raises its own error (NOTE [ Status to exception ] in
@@ -49,6 +50,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
+#include "td/compat/dtypes.h"
 #include "td/core/dtype.h"
 #include "td/core/errors.h"
 #include "td/core/internal/json_depth.h"
@@ -149,14 +151,26 @@ inline absl::Status CheckStartsWith(const std::vector<int64_t>& shape,
 }
 
 // The dtype a name as Python writes it names ("torch.float32"; ParseDtypeName's aliases).
+// A dtype this LibTorch lacks (torch.uint16 on 1.13) is refused with
+// compat::NoSuchDtypeMessage (NOTE [ Dtypes by LibTorch version ] in td/compat/dtypes.h).
 inline absl::StatusOr<c10::ScalarType> DtypeFromName(std::string_view name) {
   if (std::optional<c10::ScalarType> d = ParseDtypeName(name)) return *d;
+  if (const compat::NewerDtypeInfo* d = compat::FindNewerDtype(name)) {
+    return absl::InvalidArgumentError(compat::NoSuchDtypeMessage(*d));
+  }
   return absl::InvalidArgumentError(
       absl::StrCat("unknown dtype \"", absl::string_view(name.data(), name.size()), "\""));
 }
 
-// The dtype of a ScalarType code that LibTorch 1.13 and 2.x agree on (td::distributed's wire).
+// The dtype of a ScalarType code that LibTorch 1.13 and 2.x agree on (td::distributed's wire),
+// or of a dtype of td/compat/dtypes.h this LibTorch has (their codes are the same in every
+// LibTorch that has them); those it lacks are refused with compat::NoSuchDtypeMessage.
 inline absl::StatusOr<c10::ScalarType> DtypeFromCode(int64_t code) {
+  if (const compat::NewerDtypeInfo* d = compat::FindNewerDtypeCode(code)) {
+    if (d->type) return *d->type;
+    return absl::InvalidArgumentError(
+        absl::StrCat("dtype code ", code, ": ", compat::NoSuchDtypeMessage(*d)));
+  }
   if (code >= 0 && code < static_cast<int64_t>(c10::ScalarType::NumOptions)) {
     switch (static_cast<c10::ScalarType>(code)) {
       case c10::ScalarType::Bool: case c10::ScalarType::Byte: case c10::ScalarType::Char:
