@@ -1,0 +1,158 @@
+#include "td/structure/structure.h"
+
+#include <utility>
+
+#include "absl/strings/cord.h"
+
+namespace td {
+namespace structure {
+namespace {
+
+constexpr absl::string_view kRuleUrl = "td.structure.Rule";
+
+absl::string_view AV(std::string_view s) { return absl::string_view(s.data(), s.size()); }
+
+absl::Status Problem(absl::Status status, Rule rule) { return Tagged(std::move(status), rule); }
+
+absl::Status Precondition(std::string_view what) {
+  return absl::FailedPreconditionError(
+      absl::StrCat("structure::Builder: ", AV(what)));
+}
+
+}  // namespace
+
+absl::Status Tagged(absl::Status status, Rule rule) {
+  status.SetPayload(kRuleUrl, absl::Cord(std::string(1, static_cast<char>(rule))));
+  return status;
+}
+
+Rule RuleOf(const absl::Status& status) {
+  const auto p = status.GetPayload(kRuleUrl);  // absl::optional (std:: in newer Abseil)
+  if (!p || p->size() != 1) return Rule::kNone;
+  return static_cast<Rule>(static_cast<unsigned char>(std::string(*p)[0]));
+}
+
+absl::StatusOr<std::vector<int64_t>> Sizes::Read() const {
+  if (auto* j = std::get_if<const nlohmann::json*>(&v_)) return internal::ShapeFromJson(**j);
+  if (auto* j = std::get_if<const nlohmann::ordered_json*>(&v_)) {
+    return internal::ShapeFromJson(**j);
+  }
+  const std::vector<int64_t>& v = std::get<std::vector<int64_t>>(v_);
+  bool ok = v.size() <= internal::kMaxStructureDims;
+  for (size_t i = 0; ok && i < v.size(); ++i) ok = v[i] >= 0;
+  if (ok) return v;
+  return internal::ShapeFromJson(nlohmann::json(v));  // its words for what is wrong
+}
+
+absl::StatusOr<c10::ScalarType> Dtype::Read() const {
+  if (auto* name = std::get_if<std::string>(&v_)) return internal::DtypeFromName(*name);
+  if (auto* code = std::get_if<int64_t>(&v_)) return internal::DtypeFromCode(*code);
+  return std::get<c10::ScalarType>(v_);
+}
+
+const Entry* Level::Find(std::string_view key) const {
+  auto it = index_.find(AV(key));
+  return it == index_.end() ? nullptr : &entries_[it->second];
+}
+
+Level& Builder::Root(LevelKind kind) {
+  root_.reset(new Level(kind, std::string(), nullptr, 0));
+  return *root_;
+}
+
+absl::Status Builder::CheckKey(const Level& level, std::string_view key) const {
+  if (level.kind_ == LevelKind::kTensorDict || level.kind_ == LevelKind::kTensorClass) {
+    if (!level.batch_set_) return Precondition("an entry added before its level's batch size");
+  }
+  if (!level.index_.contains(AV(key))) return absl::OkStatus();
+  return Problem(absl::InvalidArgumentError("the key appears twice in its level"), Rule::kKey);
+}
+
+Entry& Builder::NewEntry(Level& level, std::string_view key, EntryKind kind) {
+  level.index_.emplace(std::string(key), level.entries_.size());
+  Entry& e = level.entries_.emplace_back();
+  e.key = std::string(key);
+  e.kind = kind;
+  return e;
+}
+
+absl::StatusOr<Level*> Builder::AddLevel(Level& parent, std::string_view key, LevelKind kind) {
+  const int depth = parent.depth_ + 1;
+  if (absl::Status ok = internal::CheckNestingDepth(depth); !ok.ok()) {
+    return Problem(ok, Rule::kNestingDepth);
+  }
+  if (absl::Status ok = CheckKey(parent, key); !ok.ok()) return ok;
+  Entry& e = NewEntry(parent, key, EntryKind::kLevel);
+  e.level.reset(new Level(kind, std::string(key), &parent, depth));
+  return e.level.get();
+}
+
+absl::Status Builder::SetBatchSize(Level& level, const Sizes& batch) {
+  if (level.batch_set_) return Precondition("a batch size set twice");
+  absl::StatusOr<std::vector<int64_t>> b = batch.Read();
+  if (!b.ok()) return Problem(b.status(), Rule::kBatchSize);
+  const Level* parent = level.parent_;
+  if (parent != nullptr &&
+      (parent->kind_ == LevelKind::kTensorDict || parent->kind_ == LevelKind::kTensorClass)) {
+    absl::Status ok = internal::CheckStartsWith(*b, parent->batch_, "batch size");
+    if (!ok.ok()) return Problem(ok, Rule::kSubBatch);
+  }
+  level.batch_ = *std::move(b);
+  level.batch_set_ = true;
+  return absl::OkStatus();
+}
+
+absl::StatusOr<const Entry*> Builder::AddLeaf(Level& level, std::string_view key,
+                                              const Dtype& dtype, const Sizes& shape,
+                                              Location location) {
+  if (level.kind_ != LevelKind::kTensorDict && level.kind_ != LevelKind::kTensorClass) {
+    return Precondition("a leaf in a stack level");
+  }
+  if (absl::Status ok = CheckKey(level, key); !ok.ok()) return ok;
+  absl::StatusOr<c10::ScalarType> type = dtype.Read();
+  if (!type.ok()) return Problem(type.status(), Rule::kDtype);
+  absl::StatusOr<std::vector<int64_t>> s = shape.Read();
+  if (!s.ok()) return Problem(s.status(), Rule::kShape);
+  if (absl::Status ok = internal::CheckStartsWith(*s, level.batch_, "shape"); !ok.ok()) {
+    return Problem(ok, Rule::kStartsWith);
+  }
+  absl::StatusOr<int64_t> nbytes = internal::TensorBytes(*s, *type);
+  if (!nbytes.ok()) return Problem(nbytes.status(), Rule::kBytes);
+  Entry& leaf = NewEntry(level, key, EntryKind::kLeaf);
+  leaf.dtype = *type;
+  leaf.shape = *std::move(s);
+  leaf.nbytes = *nbytes;
+  leaf.location = std::move(location);
+  return &leaf;
+}
+
+absl::StatusOr<const Entry*> Builder::AddNonTensor(Level& level, std::string_view key,
+                                                   nlohmann::json data) {
+  if (absl::Status ok = CheckKey(level, key); !ok.ok()) return ok;
+  Entry& e = NewEntry(level, key, EntryKind::kNonTensor);
+  e.data = std::move(data);
+  return &e;
+}
+
+namespace {
+
+absl::Status CheckFinished(const Level& level) {
+  if (!level.has_batch_size()) return Precondition("a level without a batch size");
+  for (const Entry& e : level.entries()) {
+    if (e.level) {
+      if (absl::Status ok = CheckFinished(*e.level); !ok.ok()) return ok;
+    }
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::StatusOr<Description> Builder::Finish() && {
+  if (!root_) return Precondition("no root level");
+  if (absl::Status ok = CheckFinished(*root_); !ok.ok()) return ok;
+  return Description(std::move(root_));
+}
+
+}  // namespace structure
+}  // namespace td
