@@ -96,14 +96,15 @@ struct Builder {
   c10::Storage storage;
   const uint8_t* data;
 
-  at::Tensor Leaf(const internal::LeafMeta& m) const {
-    if (m.start % static_cast<int64_t>(c10::elementSize(m.dtype)) == 0) {
-      return internal::ViewInto(storage, m.dtype, m.shape, m.start);
+  at::Tensor Leaf(const structure::Entry& m) const {
+    const int64_t start = m.location.start;
+    if (start % static_cast<int64_t>(c10::elementSize(m.dtype)) == 0) {
+      return internal::ViewInto(storage, m.dtype, m.shape, start);
     }
     // Not aligned for its dtype (never written by Python or by us): a copy.
     at::Tensor out = at::empty(m.shape, at::TensorOptions().dtype(m.dtype));
     void* dst = out.data_ptr();
-    const uint8_t* src = data + m.start;
+    const uint8_t* src = data + start;
     const size_t n = static_cast<size_t>(m.nbytes);
     if (n > 0 && !internal::GuardedCopy([&] { std::memcpy(dst, src, n); })) {
       Bad(file, "leaf '" + m.key + "': reading it raised SIGBUS: the file is shorter than when " +
@@ -114,30 +115,32 @@ struct Builder {
 
   // `cpu`: a level above is on the CPU, and so is this one (a lazy stack set into a TensorDict
   // of another device would be made dense).
-  TensorDict Level(const internal::LevelMeta& m, bool cpu = false) const {
-    if (m.kind == internal::LevelKind::kLazyStack) {
+  TensorDict Level(const structure::Level& m, bool cpu = false) const {
+    if (m.kind() == structure::LevelKind::kLazyStack) {
       std::vector<TensorDict> members;
-      members.reserve(m.subs.size());
-      for (const auto& sub : m.subs) members.push_back(Level(sub, cpu));
-      TensorDict stack = lazy_stack(members, m.stack_dim);
-      if (m.stack_dim_name) {
+      members.reserve(m.entries().size());
+      for (const auto& e : m.entries()) members.push_back(Level(*e.level, cpu));
+      TensorDict stack = lazy_stack(members, m.info.stack_dim);
+      if (m.info.stack_dim_name) {
         DimNames names = stack.names();
-        names[static_cast<size_t>(m.stack_dim)] = m.stack_dim_name;
+        names[static_cast<size_t>(m.info.stack_dim)] = m.info.stack_dim_name;
         stack.set_names(names);
       }
       return stack;
     }
     std::optional<at::Device> device;
-    cpu = cpu || m.cpu;
+    cpu = cpu || m.info.device == "cpu";
     if (cpu) device = at::kCPU;
-    TensorDict level({}, m.batch_size, device, m.names);
-    for (const auto& nt : m.non_tensors) level.set_non_tensor(nt.key, nt.data);
-    for (const auto& leaf : m.leaves) level.set(leaf.key, Leaf(leaf));
-    for (const auto& sub : m.subs) {
-      if (sub.kind == internal::LevelKind::kNonTensorStack) {
-        level.set_non_tensor(sub.key, sub.data);  // one value per element (NOTE in file.h)
+    TensorDict level({}, m.batch_size(), device, m.info.names);
+    for (const auto& e : m.entries()) {  // non-tensors, leaves, sub-levels (ParseFileMetadata)
+      if (e.kind == structure::EntryKind::kNonTensor) {
+        level.set_non_tensor(e.key, e.data);
+      } else if (e.kind == structure::EntryKind::kLeaf) {
+        level.set(e.key, Leaf(e));
+      } else if (e.level->kind() == structure::LevelKind::kNonTensorStack) {
+        level.set_non_tensor(e.key, e.level->info.data);  // one value per element (NOTE in file.h)
       } else {
-        level.set(sub.key, Level(sub, cpu));
+        level.set(e.key, Level(*e.level, cpu));
       }
     }
     return level;
@@ -145,26 +148,26 @@ struct Builder {
 
   // Locks the levels the file says were locked, once the tree is built: a sub-level set into a
   // parent with a device may be stored as a copy moved there, which is not the one Level() made.
-  static void Lock(const internal::LevelMeta& m, TensorDict t) {
-    if (m.kind == internal::LevelKind::kLazyStack) {
+  static void Lock(const structure::Level& m, TensorDict t) {
+    if (m.kind() == structure::LevelKind::kLazyStack) {
       const LazyStackedTensorDict stack(t);
       const std::vector<TensorDict>& members = stack.tensordicts();
-      for (size_t i = 0; i < m.subs.size(); ++i) Lock(m.subs[i], members[i]);
+      for (size_t i = 0; i < m.entries().size(); ++i) Lock(*m.entries()[i].level, members[i]);
     } else {
-      for (const auto& sub : m.subs) {
-        if (sub.kind != internal::LevelKind::kNonTensorStack) {
-          Lock(sub, t.get_tensordict(sub.key));
+      for (const auto& e : m.entries()) {
+        if (e.level && e.level->kind() != structure::LevelKind::kNonTensorStack) {
+          Lock(*e.level, t.get_tensordict(e.key));
         }
       }
     }
-    if (m.locked && !t.is_locked()) t.lock_();
+    if (m.info.locked && !t.is_locked()) t.lock_();
   }
 };
 
-bool HasLazyStack(const internal::LevelMeta& m) {
-  if (m.kind == internal::LevelKind::kLazyStack) return true;
-  for (const auto& sub : m.subs) {
-    if (HasLazyStack(sub)) return true;
+bool HasLazyStack(const structure::Level& m) {
+  if (m.kind() == structure::LevelKind::kLazyStack) return true;
+  for (const auto& e : m.entries()) {
+    if (e.level && HasLazyStack(*e.level)) return true;
   }
   return false;
 }
@@ -315,10 +318,11 @@ TensorDict load_consolidated(const std::string& filename) {
                            size, " bytes"));
   }
   const int64_t data_bytes = size - 8 - meta_bytes;
-  const internal::LevelMeta meta = internal::ParseFileMetadata(
+  const structure::Description parsed = internal::ParseFileMetadata(
       std::string_view(reinterpret_cast<const char*>(p + data_bytes),
                        static_cast<size_t>(meta_bytes)),
       filename, data_bytes);
+  const structure::Level& meta = parsed.root();
   auto layout = std::make_shared<BufferLayout>();
   Builder builder{filename, mapping.storage(), p};
   TensorDict out;

@@ -3,13 +3,11 @@
 #include <algorithm>
 #include <functional>
 #include <limits>
-#include <map>
 #include <optional>
 #include <set>
 #include <utility>
 
 #include "td/core/dtype.h"
-#include "td/core/internal/structure_check.h"
 #include "td/core/nested_key.h"
 
 namespace td {
@@ -17,6 +15,8 @@ namespace internal {
 namespace {
 
 using Json = nlohmann::ordered_json;
+using structure::LevelKind;
+using structure::Rule;
 
 [[noreturn]] void Bad(const std::string& file, const std::string& what) {
   TD_FAIL(MemmapError, "consolidated file ", file, ": ", what);
@@ -44,175 +44,178 @@ int64_t GetInt(const Json& v, const std::string& file, const std::string& what) 
   return v.get<int64_t>();
 }
 
-
-// Parses `text`, refusing an object that names one key twice (nlohmann would keep the last value
-// and drop the other silently).
-Json ParseUnique(std::string_view text, const std::string& file) {
-  std::vector<std::set<std::string>> open;  // the keys seen in each enclosing object
-  auto callback = [&](int /*depth*/, Json::parse_event_t event, Json& parsed) {
-    if (event == Json::parse_event_t::object_start) {
-      open.emplace_back();
-    } else if (event == Json::parse_event_t::object_end) {
-      if (!open.empty()) open.pop_back();
-    } else if (event == Json::parse_event_t::key && !open.empty()) {
-      const std::string& k = parsed.get_ref<const std::string&>();
-      if (!open.back().insert(k).second) {
-        Bad(file, c10::str("the metadata names the key ", NestedKey(k).repr(),
-                           " twice in one JSON object; every key must be unique"));
-      }
-    }
-    return true;
-  };
-  try {
-    return Json::parse(text.begin(), text.end(), callback);
-  } catch (const Json::exception& e) {
-    Bad(file, std::string("malformed metadata JSON: ") + e.what());
-  }
-}
-
+// Maps the metadata's fields to a structure::Builder, which applies the structure rules (NOTE
+// [ Structure codec ] in td/structure/structure.h); what this format adds (byte ranges in the
+// data, dim names, stacks as upstream writes them) is checked here.
 struct Parser {
   using Names = std::vector<std::optional<std::string>>;
   const std::string& file;
   int64_t data_bytes;
+  structure::Builder& b;
 
   std::string Repr(const std::vector<std::string>& parts) const {
     return parts.empty() ? std::string("(root)") : NestedKey(parts).repr();
   }
 
-  // Shape that starts with `batch`, or a MemmapError naming `what`.
-  void CheckBatchPrefix(const std::string& what, const std::vector<int64_t>& shape,
-                        const std::vector<int64_t>& batch, const char* shape_name) const {
-    absl::Status ok = internal::CheckStartsWith(shape, batch, shape_name);
-    if (!ok.ok()) Bad(file, c10::str(what, ": ", ok.message(), " of its level"));
+  // The builder's finding `s` about `what` ("leaf 'a'", "level 'n'"), in this format's words;
+  // a key the level already has names both entries (`parts` is the level's, `kind` the new one's).
+  void Check(const absl::Status& s, const std::string& what, const structure::Level* level = nullptr,
+             const std::vector<std::string>& parts = {}, const std::string& key = {},
+             const char* kind = nullptr) const {
+    if (s.ok()) return;
+    const std::string m(s.message());
+    switch (structure::RuleOf(s)) {
+      case Rule::kKey: {
+        std::vector<std::string> sp = parts;
+        sp.push_back(key);
+        Bad(file, c10::str("the key ", Repr(sp), " is both ", EntryName(level->Find(key)->kind),
+                           " and ", kind, " of level ", Repr(parts),
+                           "; each name of a level is one entry"));
+      }
+      case Rule::kShape: Bad(file, c10::str(what, ": the shape ", m));
+      case Rule::kBatchSize: Bad(file, c10::str(what, ": the batch_size ", m));
+      case Rule::kStartsWith:
+      case Rule::kSubBatch: Bad(file, c10::str(what, ": ", m, " of its level"));
+      default: Bad(file, c10::str(what, ": ", m));
+    }
   }
 
-  LeafMeta Leaf(const std::string& key, const std::string& where, const Json& m) const {
+  static const char* EntryName(structure::EntryKind kind) {
+    return kind == structure::EntryKind::kLeaf        ? "a leaf"
+           : kind == structure::EntryKind::kNonTensor ? "a non-tensor entry"
+                                                      : "a sub-TensorDict";
+  }
+
+  void NonEmpty(const std::string& k, const char* kind, const std::string& where) const {
+    if (k.empty()) Bad(file, c10::str("level ", where, " has ", kind, " with an empty key ''"));
+  }
+
+  // The leaf `key` of `level` (at `parts`) that `m` describes.
+  void Leaf(structure::Level& level, const std::vector<std::string>& parts, const std::string& key,
+            const std::string& where, const Json& m) {
     if (!m.is_array() || (m.size() != 5 && m.size() != 6)) {
       Bad(file, "leaf " + where + ": expected [dtype, shape, start, stop, pad], got " + Short(m));
     }
     if (m.size() == 6) Bad(file, "leaf " + where + " is part of a nested tensor (unsupported)");
     if (!m[0].is_string()) Bad(file, "leaf " + where + ": dtype is not a string");
-    // NOTE [ Structure validation ]: dtype, shape and byte count by the shared rules.
-    absl::StatusOr<at::ScalarType> dtype = internal::DtypeFromName(m[0].get<std::string>());
-    if (!dtype.ok()) Bad(file, c10::str("leaf ", where, ": ", dtype.status().message()));
-    absl::StatusOr<std::vector<int64_t>> shape = internal::ShapeFromJson(m[1]);
-    if (!shape.ok()) Bad(file, c10::str("leaf ", where, ": the shape ", shape.status().message()));
-    absl::StatusOr<int64_t> nbytes = internal::TensorBytes(*shape, *dtype);
-    if (!nbytes.ok()) Bad(file, c10::str("leaf ", where, ": ", nbytes.status().message()));
-    LeafMeta leaf;
-    leaf.key = key;
-    leaf.dtype = *dtype;
-    leaf.shape = *std::move(shape);
-    leaf.start = GetInt(m[2], file, "leaf " + where + ": start");
-    leaf.stop = GetInt(m[3], file, "leaf " + where + ": stop");
-    leaf.pad = GetInt(m[4], file, "leaf " + where + ": pad");
-    const int64_t es = static_cast<int64_t>(c10::elementSize(*dtype));
-    leaf.nbytes = *nbytes;
-    const int64_t start = leaf.start, stop = leaf.stop, pad = leaf.pad;
+    absl::StatusOr<const structure::Entry*> leaf =
+        b.AddLeaf(level, key, structure::Dtype::Name(m[0].get<std::string>()), m[1]);
+    Check(leaf.status(), "leaf " + where, &level, parts, key, "a leaf");
+    structure::Location at;
+    at.start = GetInt(m[2], file, "leaf " + where + ": start");
+    at.stop = GetInt(m[3], file, "leaf " + where + ": stop");
+    at.pad = GetInt(m[4], file, "leaf " + where + ": pad");
+    b.SetLocation(**leaf, at);
+    const int64_t start = at.start, stop = at.stop, pad = at.pad, nbytes = (*leaf)->nbytes;
     if (start < 0 || stop < start || stop > data_bytes || pad < 0 || pad > stop - start) {
       Bad(file, c10::str("leaf ", where, ": byte range [", start, ", ", stop, ") pad ", pad,
                          " is outside the data (", data_bytes, " bytes)"));
     }
-    if ((stop - start) % es != 0 ||
-        (pad == 0 ? leaf.nbytes != stop - start : leaf.nbytes > stop - start)) {
+    if ((stop - start) % static_cast<int64_t>(c10::elementSize((*leaf)->dtype)) != 0 ||
+        (pad == 0 ? nbytes != stop - start : nbytes > stop - start)) {
       Bad(file, c10::str("leaf ", where, ": byte range [", start, ", ", stop, ") pad ", pad,
-                         " does not hold ", SizeRepr(leaf.shape), " ", DtypeName(*dtype)));
+                         " does not hold ", SizeRepr((*leaf)->shape), " ",
+                         DtypeName((*leaf)->dtype)));
     }
-    return leaf;
   }
 
-  // The level `m` at `parts` (the root: none), `depth` levels below the root, whose parent's
-  // names are `parent_names` (nullptr: the root or an unnamed parent). A sub-level's depth is
-  // checked before descending into it (td::kMaxNestingDepth).
-  LevelMeta Level(const Json& m, const std::vector<std::string>& parts, int depth,
-                  const Names* parent_names) const {
+  // The level `m` at `parts` (the root: none), made in `parent` (the root: nullptr) once its class
+  // is known, whose parent's names are `parent_names` (nullptr: the root or an unnamed parent).
+  structure::Level& Fill(const Json& m, const std::vector<std::string>& parts,
+                         structure::Level* parent, const Names* parent_names) {
     const std::string where = Repr(parts);
+    const Json* cls = m.is_object() && m.contains("cls") ? &m["cls"] : nullptr;
+    const std::string name = cls && cls->is_string() ? cls->get<std::string>() : std::string();
+    if (name == "NonTensorStack" && parts.empty()) {
+      Bad(file, "the root is a NonTensorStack: non-tensor data, not a TensorDict (load it as the "
+                "entry of a TensorDict)");
+    }
+    structure::Level& level = Make(parent, parts,
+                                   name == "LazyStackedTensorDict" ? LevelKind::kLazyStack
+                                   : name == "NonTensorStack"      ? LevelKind::kNonTensorStack
+                                                                   : LevelKind::kTensorDict);
     if (!m.is_object()) Bad(file, "level " + where + " is not an object");
-    const Json& cls = Need(m, "cls", where);
-    const std::string name = cls.is_string() ? cls.get<std::string>() : std::string();
-    if (name == "LazyStackedTensorDict") return LazyStack(m, parts, depth, parent_names);
-    if (name == "NonTensorStack") {
-      if (parts.empty()) {
-        Bad(file, "the root is a NonTensorStack: non-tensor data, not a TensorDict (load it as "
-                  "the entry of a TensorDict)");
+    if (cls == nullptr) Need(m, "cls", where);
+    if (level.kind() == LevelKind::kLazyStack) {
+      LazyStack(m, parts, level, parent_names);
+      return level;
+    }
+    if (level.kind() == LevelKind::kNonTensorStack) {
+      NtsNode root = NonTensorStack(m, parts, level.depth());
+      // Dims only grow toward the outermost stack: its batch size bounds every member's.
+      absl::Status s = b.SetBatchSize(level, root.batch);
+      if (structure::RuleOf(s) == Rule::kBatchSize) {
+        Bad(file, c10::str("NonTensorStack ", where, " ", s.message()));
       }
-      LevelMeta level;
-      level.key = parts.back();
-      level.kind = LevelKind::kNonTensorStack;
-      NtsNode root = NonTensorStack(m, parts, depth);
-      level.batch_size = root.batch;
-      level.data = Expand(root, where);
+      Check(s, "NonTensorStack " + where);
+      level.info.stack_dim = root.stack_dim;
+      level.info.data = Expand(root, where);
       return level;
     }
     if (name != "TensorDict") {
-      Bad(file, "level " + where + " is a " + Short(cls) +
+      Bad(file, "level " + where + " is a " + Short(*cls) +
                     "; only TensorDict, LazyStackedTensorDict and NonTensorStack levels are "
                     "supported");
     }
-    LevelMeta level;
-    if (!parts.empty()) level.key = parts.back();
-    const Json& meta = ClsMetadata(m, where, &level.locked);
+    const Json& meta = ClsMetadata(m, where, &level.info.locked);
     auto bs = meta.find("batch_size");
     if (bs == meta.end() || !bs->is_array()) {
       Bad(file, "level " + where + ": cls_metadata has no batch_size list");
     }
-    absl::StatusOr<std::vector<int64_t>> batch = internal::ShapeFromJson(*bs);
-    if (!batch.ok()) {
-      Bad(file, c10::str("level ", where, ": the batch_size ", batch.status().message()));
-    }
-    level.batch_size = *std::move(batch);
+    absl::Status batch = b.SetBatchSize(level, *bs);
+    Check(batch, c10::str(structure::RuleOf(batch) == Rule::kSubBatch ? "sub-TensorDict" : "level",
+                          " ", where));
     auto dev = meta.find("device");
-    level.cpu = dev != meta.end() && dev->is_string() && dev->get<std::string>() == "cpu";
-    level.names = ParseNames(meta, where, level.batch_size.size());
-    const Names names = Effective(level.names, level.batch_size.size(), parent_names, where);
+    if (dev != meta.end() && dev->is_string()) level.info.device = dev->get<std::string>();
+    level.info.names = ParseNames(meta, where, level.batch_size().size());
+    const Names names =
+        Effective(level.info.names, level.batch_size().size(), parent_names, where);
     const bool named = std::any_of(names.begin(), names.end(), [](const auto& n) { return n; });
 
-    // Every name of the level is one entry: a leaf, a non-tensor or a sub-level.
-    std::map<std::string, const char*> kinds;
+    // Every name of the level is one entry: a non-tensor, a leaf or a sub-level, in this order.
     auto sub_parts = [&](const std::string& k) {
       std::vector<std::string> p = parts;
       p.push_back(k);
       return p;
     };
-    auto claim = [&](const std::string& k, const char* kind) {
-      if (k.empty()) {
-        Bad(file, c10::str("level ", where, " has ", kind, " with an empty key ''"));
-      }
-      auto [it, fresh] = kinds.emplace(k, kind);
-      if (!fresh) {
-        Bad(file, c10::str("the key ", Repr(sub_parts(k)), " is both ", it->second, " and ", kind,
-                           " of level ", where, "; each name of a level is one entry"));
-      }
-    };
     const Json& non_tensors = Need(m, "non_tensors", where);
     if (!non_tensors.is_object()) Bad(file, "level " + where + ": non_tensors is not an object");
     for (const auto& [k, v] : non_tensors.items()) {
-      claim(k, "a non-tensor entry");
+      NonEmpty(k, "a non-tensor entry", where);
+      const Json data = v.is_array() && !v.empty() ? v[0] : Json();  // checked once claimed
+      Check(b.AddNonTensor(level, k, data).status(), "", &level, parts, k, "a non-tensor entry");
       CheckNonTensor(v, Repr(sub_parts(k)));
-      level.non_tensors.push_back({k, v[0]});
     }
     const Json& leaves = Need(m, "leaves", where);
     if (!leaves.is_object()) Bad(file, "level " + where + ": leaves is not an object");
     for (const auto& [k, v] : leaves.items()) {
-      claim(k, "a leaf");
+      NonEmpty(k, "a leaf", where);
       const std::string leaf_where = Repr(sub_parts(k));
       if (k.rfind("<NJT", 0) == 0) {
         Bad(file, "leaf " + leaf_where + " is part of a nested tensor (unsupported)");
       }
-      level.leaves.push_back(Leaf(k, leaf_where, v));
-      CheckBatchPrefix("leaf " + leaf_where, level.leaves.back().shape, level.batch_size,
-                       "shape");
+      Leaf(level, parts, k, leaf_where, v);
     }
     for (const auto& [k, v] : m.items()) {
       if (IsReservedLevelKey(k)) continue;
-      claim(k, "a sub-TensorDict");
-      const std::vector<std::string> sp = sub_parts(k);
-      CheckDepth(sp, depth + 1);
-      level.subs.push_back(Level(v, sp, depth + 1, named ? &names : nullptr));
-      CheckBatchPrefix(c10::str(KindName(level.subs.back().kind), " ", Repr(sp)),
-                       level.subs.back().batch_size, level.batch_size, "batch size");
+      NonEmpty(k, "a sub-TensorDict", where);
+      Fill(v, sub_parts(k), &level, named ? &names : nullptr);
     }
     return level;
+  }
+
+  // The level at `parts` in `parent` (the root when nullptr): its depth, then its key.
+  structure::Level& Make(structure::Level* parent, const std::vector<std::string>& parts,
+                         LevelKind kind) {
+    if (parent == nullptr) return b.Root(kind);
+    absl::StatusOr<structure::Level*> level = b.AddLevel(*parent, parts.back(), kind);
+    if (structure::RuleOf(level.status()) == Rule::kNestingDepth) {
+      Bad(file, c10::str("level ", Repr(parts), " is nested ", parent->depth() + 1,
+                         " levels deep: ", level.status().message()));
+    }
+    const std::vector<std::string> up(parts.begin(), parts.end() - 1);
+    Check(level.status(), "", parent, up, parts.back(), "a sub-TensorDict");
+    return **level;
   }
 
   const Json& Need(const Json& m, const char* field, const std::string& where) const {
@@ -365,22 +368,20 @@ struct Parser {
   // A LazyStackedTensorDict level, as upstream writes it: cls_metadata {stack_dim,
   // stack_dim_name, is_locked}, no leaves or non-tensors, and its members as sub-levels "0",
   // "1", ... (TensorDicts or lazy stacks).
-  LevelMeta LazyStack(const Json& m, const std::vector<std::string>& parts, int depth,
-                      const Names* parent_names) const {
+  void LazyStack(const Json& m, const std::vector<std::string>& parts, structure::Level& level,
+                 const Names* parent_names) {
     const std::string where = Repr(parts);
     const char* what = "lazy stack";
-    LevelMeta level;
-    if (!parts.empty()) level.key = parts.back();
-    level.kind = LevelKind::kLazyStack;
-    const Json& meta = ClsMetadata(m, where, &level.locked);
+    const Json& meta = ClsMetadata(m, where, &level.info.locked);
+    std::optional<std::string>& stack_dim_name = level.info.stack_dim_name;
     auto sn = meta.find("stack_dim_name");
     if (sn != meta.end() && !sn->is_null()) {
       if (!sn->is_string()) {
         Bad(file, c10::str(what, " ", where, ": stack_dim_name ", Short(*sn),
                            " is not a string or null"));
       }
-      level.stack_dim_name = sn->get<std::string>();
-      if (*level.stack_dim_name == "...") {
+      stack_dim_name = sn->get<std::string>();
+      if (*stack_dim_name == "...") {
         Bad(file, c10::str(what, " ", where, ": \"...\" is not a dim name"));
       }
     }
@@ -392,34 +393,33 @@ struct Parser {
       }
     }
     auto members = Members(m, nullptr, where, what);
+    std::vector<const structure::Level*> subs;
     for (size_t i = 0; i < members.size(); ++i) {
       std::vector<std::string> sp = parts;
       sp.push_back(std::to_string(i));
-      CheckDepth(sp, depth + 1);
-      level.subs.push_back(Level(*members[i].first, sp, depth + 1, nullptr));
-      if (level.subs.back().kind == LevelKind::kNonTensorStack) {
+      subs.push_back(&Fill(*members[i].first, sp, &level, nullptr));
+      if (subs.back()->kind() == LevelKind::kNonTensorStack) {
         Bad(file, c10::str(what, " ", where, ": member ", i, " is a NonTensorStack; a lazy ",
                            "stack's members are TensorDicts"));
       }
-      CheckSameBatch(level.subs.back().batch_size, level.subs[0].batch_size, where, what, i);
+      CheckSameBatch(subs.back()->batch_size(), subs[0]->batch_size(), where, what, i);
     }
-    const std::vector<int64_t>& member_batch = level.subs[0].batch_size;
-    level.stack_dim = StackDim(meta, where, what, member_batch.size());
-    level.batch_size = member_batch;
-    level.batch_size.insert(level.batch_size.begin() + level.stack_dim,
-                            static_cast<int64_t>(members.size()));
+    const int64_t dim = StackDim(meta, where, what, subs[0]->batch_size().size());
+    level.info.stack_dim = dim;
+    std::vector<int64_t> batch = subs[0]->batch_size();
+    batch.insert(batch.begin() + dim, static_cast<int64_t>(members.size()));
+    Check(b.SetBatchSize(level, batch), c10::str(what, " ", where));
     // Its names (the members', when they agree, with the stack dim's) under its parent's.
-    Names names(level.batch_size.size());
+    Names names(batch.size());
     bool agree = true;
-    for (const LevelMeta& sub : level.subs) agree = agree && sub.names == level.subs[0].names;
-    if (agree && !level.subs[0].names.empty()) {
-      names = level.subs[0].names;
-      names.insert(names.begin() + level.stack_dim, std::nullopt);
+    for (const structure::Level* sub : subs) agree = agree && sub->info.names == subs[0]->info.names;
+    if (agree && !subs[0]->info.names.empty()) {
+      names = subs[0]->info.names;
+      names.insert(names.begin() + dim, std::nullopt);
     }
-    names[level.stack_dim] = level.stack_dim_name;
+    names[static_cast<size_t>(dim)] = stack_dim_name;
     CheckUnique(names, where, "names");
     Effective(names, names.size(), parent_names, where);
-    return level;
   }
 
   // The values of a NonTensorStack, before they are laid out: a member NonTensorData (`value`,
@@ -485,11 +485,7 @@ struct Parser {
     node.batch = node.members[0].batch;
     node.batch.insert(node.batch.begin() + node.stack_dim,
                       static_cast<int64_t>(node.members.size()));
-    if (node.batch.size() > kMaxStructureDims) {
-      Bad(file, c10::str(what, " ", where, " has ", node.batch.size(), " dims; at most ",
-                         kMaxStructureDims, " are supported"));
-    }
-    return node;
+    return node;  // its dims are bounded by the outermost stack's batch size (Fill)
   }
 
   // The bytes of JSON text the values of `n` copy (saturating at the limit).
@@ -551,28 +547,30 @@ struct Parser {
     return fill(0);
   }
 
-  static const char* KindName(LevelKind kind) {
-    switch (kind) {
-      case LevelKind::kLazyStack: return "lazy stack";
-      case LevelKind::kNonTensorStack: return "NonTensorStack";
-      case LevelKind::kTensorDict: break;
-    }
-    return "sub-TensorDict";
-  }
-
   mutable int64_t nts_values_ = 0;
   mutable int64_t nts_bytes_ = 0;
 };
 
 }  // namespace
 
-LevelMeta ParseFileMetadata(std::string_view text, const std::string& file, int64_t data_bytes) {
-  if (absl::Status ok = internal::CheckJsonDepth(text); !ok.ok()) {
-    Bad(file, c10::str("the metadata ", ok.message(), " (TensorDicts nest at most ",
-                       kMaxNestingDepth, " levels, td::kMaxNestingDepth)"));
+structure::Description ParseFileMetadata(std::string_view text, const std::string& file,
+                                         int64_t data_bytes) {
+  absl::StatusOr<Json> meta = structure::ParseJson<Json>(text, /*unique_keys=*/true);
+  if (!meta.ok()) {
+    const std::string m(meta.status().message());
+    switch (structure::RuleOf(meta.status())) {
+      case Rule::kJsonDepth:
+        Bad(file, c10::str("the metadata ", m, " (TensorDicts nest at most ", kMaxNestingDepth,
+                           " levels, td::kMaxNestingDepth)"));
+      case Rule::kJsonKey: Bad(file, "the metadata " + m);
+      default: Bad(file, "malformed metadata JSON: " + m);
+    }
   }
-  const Json meta = ParseUnique(text, file);
-  return Parser{file, data_bytes}.Level(meta, {}, 0, nullptr);
+  structure::Builder b;
+  Parser{file, data_bytes, b}.Fill(*meta, {}, nullptr, nullptr);
+  absl::StatusOr<structure::Description> out = std::move(b).Finish();
+  if (!out.ok()) Bad(file, std::string(out.status().message()));  // Fill made every batch size
+  return *std::move(out);
 }
 
 }  // namespace internal

@@ -1,6 +1,6 @@
 // libFuzzer target for the consolidated file's metadata reader (NOTE [ Consolidated file format ]
 // in td/consolidate/file.h, td/consolidate/metadata.h): any bytes given as the metadata of a
-// file with 4096 data bytes must give a td::MemmapError naming the file or a LevelMeta, never a
+// file with 4096 data bytes must give a td::MemmapError naming the file or a Description, never a
 // crash, a stack overflow, a hang or another exception; and what is accepted must keep the
 // reader's promises, which load_consolidated() relies on to build tensors:
 //   * levels nest at most td::kMaxNestingDepth deep;
@@ -24,7 +24,9 @@
 
 namespace {
 
-using td::internal::LevelMeta;
+using td::structure::EntryKind;
+using td::structure::Level;
+using td::structure::LevelKind;
 
 constexpr int64_t kDataBytes = 4096;
 
@@ -43,62 +45,62 @@ bool StartsWith(const std::vector<int64_t>& shape, const std::vector<int64_t>& b
   return true;
 }
 
-void CheckAccepted(const LevelMeta& level, int depth) {
+void CheckAccepted(const Level& level, int depth) {
   Require(depth <= td::kMaxNestingDepth, "a level deeper than td::kMaxNestingDepth");
-  using td::internal::LevelKind;
-  if (level.kind == LevelKind::kNonTensorStack) {
-    Require(!level.batch_size.empty() && level.data.is_array() &&
-                static_cast<int64_t>(level.data.size()) == level.batch_size[0],
+  if (level.kind() == LevelKind::kNonTensorStack) {
+    Require(!level.batch_size().empty() && level.info.data.is_array() &&
+                static_cast<int64_t>(level.info.data.size()) == level.batch_size()[0],
             "a NonTensorStack's data does not match its batch size");
-    Require(level.subs.empty() && level.leaves.empty(), "a NonTensorStack with entries");
+    Require(level.entries().empty(), "a NonTensorStack with entries");
     return;
   }
-  if (level.kind == LevelKind::kLazyStack) {
-    Require(!level.subs.empty() && level.stack_dim >= 0 &&
-                level.stack_dim <= static_cast<int64_t>(level.subs[0].batch_size.size()),
+  if (level.kind() == LevelKind::kLazyStack) {
+    const auto& members = level.entries();
+    Require(!members.empty() && members[0].level && level.info.stack_dim >= 0 &&
+                level.info.stack_dim <=
+                    static_cast<int64_t>(members[0].level->batch_size().size()),
             "a lazy stack without members or with its stack_dim out of range");
-    std::vector<int64_t> batch = level.subs[0].batch_size;
-    batch.insert(batch.begin() + level.stack_dim, static_cast<int64_t>(level.subs.size()));
-    Require(batch == level.batch_size, "a lazy stack's batch size is not its members'");
-    for (const auto& sub : level.subs) {
-      Require(sub.kind != LevelKind::kNonTensorStack, "a lazy stack member is a NonTensorStack");
-      Require(sub.batch_size == level.subs[0].batch_size, "lazy stack members differ in batch");
-      CheckAccepted(sub, depth + 1);
+    std::vector<int64_t> batch = members[0].level->batch_size();
+    batch.insert(batch.begin() + level.info.stack_dim, static_cast<int64_t>(members.size()));
+    Require(batch == level.batch_size(), "a lazy stack's batch size is not its members'");
+    for (const auto& m : members) {
+      Require(m.level != nullptr, "a lazy stack member that is not a level");
+      Require(m.level->kind() != LevelKind::kNonTensorStack,
+              "a lazy stack member is a NonTensorStack");
+      Require(m.level->batch_size() == members[0].level->batch_size(),
+              "lazy stack members differ in batch");
+      CheckAccepted(*m.level, depth + 1);
     }
     return;
   }
-  Require(level.names.empty() || level.names.size() == level.batch_size.size(),
+  const auto& names_ = level.info.names;
+  Require(names_.empty() || names_.size() == level.batch_size().size(),
           "dim names that are not one per batch dim");
   std::set<std::string> dim_names;
-  for (const auto& n : level.names) {
+  for (const auto& n : names_) {
     Require(!n || dim_names.insert(*n).second, "a dim name repeats");
   }
   std::set<std::string> names;
-  auto name = [&](const std::string& k) {
-    Require(!k.empty(), "an empty key accepted");
-    Require(names.insert(k).second, "two entries of one level share a name");
-  };
-  for (const auto& nt : level.non_tensors) name(nt.key);
-  for (const auto& leaf : level.leaves) {
-    name(leaf.key);
-    Require(leaf.start >= 0 && leaf.start <= leaf.stop && leaf.stop <= kDataBytes,
-            "a byte range outside the data");
-    Require(leaf.nbytes >= 0 && leaf.nbytes <= leaf.stop - leaf.start,
-            "a byte range too small for the shape");
-    int64_t numel = 1;
-    for (int64_t d : leaf.shape) {
-      Require(d >= 0, "a negative dim");
-      numel *= d;
+  for (const auto& e : level.entries()) {
+    Require(!e.key.empty(), "an empty key accepted");
+    Require(names.insert(e.key).second, "two entries of one level share a name");
+    if (e.kind == EntryKind::kLeaf) {
+      const int64_t start = e.location.start, stop = e.location.stop;
+      Require(start >= 0 && start <= stop && stop <= kDataBytes, "a byte range outside the data");
+      Require(e.nbytes >= 0 && e.nbytes <= stop - start, "a byte range too small for the shape");
+      int64_t numel = 1;
+      for (int64_t d : e.shape) {
+        Require(d >= 0, "a negative dim");
+        numel *= d;
+      }
+      Require(numel * static_cast<int64_t>(c10::elementSize(e.dtype)) == e.nbytes,
+              "nbytes is not the shape's");
+      Require(StartsWith(e.shape, level.batch_size()), "a leaf that does not fit the batch size");
+    } else if (e.kind == EntryKind::kLevel) {
+      Require(StartsWith(e.level->batch_size(), level.batch_size()),
+              "a sub-level that does not fit the batch size");
+      CheckAccepted(*e.level, depth + 1);
     }
-    Require(numel * static_cast<int64_t>(c10::elementSize(leaf.dtype)) == leaf.nbytes,
-            "nbytes is not the shape's");
-    Require(StartsWith(leaf.shape, level.batch_size), "a leaf that does not fit the batch size");
-  }
-  for (const auto& sub : level.subs) {
-    name(sub.key);
-    Require(StartsWith(sub.batch_size, level.batch_size),
-            "a sub-level that does not fit the batch size");
-    CheckAccepted(sub, depth + 1);
   }
 }
 
@@ -107,7 +109,7 @@ void CheckAccepted(const LevelMeta& level, int depth) {
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const std::string_view text(reinterpret_cast<const char*>(data), size);
   try {
-    CheckAccepted(td::internal::ParseFileMetadata(text, "fuzz.td", kDataBytes), 0);
+    CheckAccepted(td::internal::ParseFileMetadata(text, "fuzz.td", kDataBytes).root(), 0);
   } catch (const td::MemmapError& e) {
     Require(std::string(e.what_without_backtrace()).find("fuzz.td") != std::string::npos,
             "an error does not name the file");

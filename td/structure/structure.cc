@@ -126,6 +126,10 @@ absl::StatusOr<const Entry*> Builder::AddLeaf(Level& level, std::string_view key
   return &leaf;
 }
 
+void Builder::SetLocation(const Entry& leaf, Location location) {
+  const_cast<Entry&>(leaf).location = std::move(location);  // the entry is this builder's
+}
+
 absl::StatusOr<const Entry*> Builder::AddNonTensor(Level& level, std::string_view key,
                                                    nlohmann::json data) {
   if (absl::Status ok = CheckKey(level, key); !ok.ok()) return ok;

@@ -18,6 +18,8 @@
 // has always given), tagged with the Rule (RuleOf); the reader words where it is (file, key,
 // level) and raises its own error. What the format adds (byte ranges inside a file, dim names,
 // which classes a level may be) stays in the reader, next to the fields it maps.
+// Readers on the Builder: the consolidated metadata (td/consolidate/metadata.cc). The others
+// still apply the rules themselves (NOTE [ Structure validation ] lists them).
 #pragma once
 
 #include <c10/core/ScalarType.h>
@@ -195,6 +197,9 @@ class Builder {
   // size, that its bytes fit in int64.
   absl::StatusOr<const Entry*> AddLeaf(Level& level, std::string_view key, const Dtype& dtype,
                                        const Sizes& shape, Location location = {});
+  // Where the leaf `leaf` (made by this builder) lies, for a format that reads it after the
+  // leaf's rules are met.
+  void SetLocation(const Entry& leaf, Location location);
   // The non-tensor data `key` of `level`.
   absl::StatusOr<const Entry*> AddNonTensor(Level& level, std::string_view key,
                                             nlohmann::json data);

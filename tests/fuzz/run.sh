@@ -75,8 +75,8 @@ build_and_run shm_handle \
   td/core/dtype.cc td/core/errors.cc -- -lc10 "${absl_libs[@]}"
 
 build_and_run consolidated_meta \
-  td/consolidate/metadata_fuzzer.cc td/consolidate/metadata.cc td/core/dtype.cc \
-  td/core/errors.cc td/core/nested_key.cc -- -lc10 "${absl_libs[@]}"
+  td/consolidate/metadata_fuzzer.cc td/consolidate/metadata.cc td/structure/structure.cc \
+  td/core/dtype.cc td/core/errors.cc td/core/nested_key.cc -- -lc10 "${absl_libs[@]}"
 
 build_and_run h5_walk \
   td/backends/h5/walk_fuzzer.cc td/backends/h5/walk.cc td/backends/h5/h5_io.cc \

@@ -2,12 +2,15 @@
 // Header-only, so the fuzz targets (tests/fuzz/run.sh) need no library beyond dtype.cc.
 //
 // NOTE [ Structure validation ]
-// Four codecs read a TensorDict's structure from untrusted text: memmap's meta.json files
-// (td/backends/memmap/format.cc), shared-memory handles (td/backends/shared_memory/handle.cc),
-// the metadata of consolidated files (td/consolidate/metadata.cc) and td::distributed's structure
-// messages (td/distributed/wire.cc). Their layouts are fixed (by Python tensordict, or by the
-// wire protocol) and stay each codec's own; whether the structure they describe is valid is
-// decided by the functions below, with one set of limits:
+// Every codec that reads a TensorDict's structure from untrusted text or bytes (memmap's
+// meta.json files, td/backends/memmap/format.cc; shared-memory handles,
+// td/backends/shared_memory/handle.cc; the metadata of consolidated files,
+// td/consolidate/metadata.cc; td::distributed's structure messages, td/distributed/wire.cc)
+// keeps its own layout (fixed by Python tensordict, or by the wire protocol); whether the
+// structure it describes is valid is decided by the functions below, with one set of limits.
+// td/structure's Builder applies them by construction (NOTE [ Structure codec ] in
+// td/structure/structure.h): a reader that maps its fields to the Builder cannot skip one.
+// Ported so far: the consolidated metadata; the others still call these functions themselves.
 //  * JSON nesting: at most kMaxStructureJsonDepth levels of [ and {, checked on the text before it
 //    is parsed (CheckJsonDepth; nlohmann/json's parser and destructor recurse once per level).
 //    Every format spends at most three JSON levels per TensorDict level, so every TensorDict that
