@@ -59,9 +59,9 @@ struct Parser {
 
   // The builder's finding `s` about `what` ("leaf 'a'", "level 'n'"), in this format's words;
   // a key the level already has names both entries (`parts` is the level's, `kind` the new one's).
-  void Check(const absl::Status& s, const std::string& what, const structure::Level* level = nullptr,
-             const std::vector<std::string>& parts = {}, const std::string& key = {},
-             const char* kind = nullptr) const {
+  void Check(const absl::Status& s, const std::string& what,
+             const structure::Level* level = nullptr, const std::vector<std::string>& parts = {},
+             const std::string& key = {}, const char* kind = nullptr) const {
     if (s.ok()) return;
     const std::string m(s.message());
     switch (structure::RuleOf(s)) {
@@ -412,7 +412,9 @@ struct Parser {
     // Its names (the members', when they agree, with the stack dim's) under its parent's.
     Names names(batch.size());
     bool agree = true;
-    for (const structure::Level* sub : subs) agree = agree && sub->info.names == subs[0]->info.names;
+    for (const structure::Level* sub : subs) {
+      agree = agree && sub->info.names == subs[0]->info.names;
+    }
     if (agree && !subs[0]->info.names.empty()) {
       names = subs[0]->info.names;
       names.insert(names.begin() + dim, std::nullopt);

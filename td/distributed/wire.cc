@@ -2,15 +2,14 @@
 
 #include <c10/core/ScalarType.h>
 
-#include <algorithm>
 #include <cstring>
 #include <optional>
 #include <string>
 #include <vector>
 
-#include "absl/container/flat_hash_set.h"
 #include "td/core/errors.h"
 #include "td/core/internal/structure_check.h"
+#include "td/structure/structure.h"
 
 namespace td {
 namespace distributed {
@@ -38,23 +37,23 @@ Header ParseHeader(const int64_t* h, const std::string& what, int src) {
 
 namespace {
 
-// NOTE [ Structure validation ] (td/core/internal/structure_check.h): the rules every structure
-// reader shares; this validator adds the wire's own (devices, the bytes that came with it).
-namespace check = ::td::internal;
-
+// The structure's fields mapped to a structure::Builder, which applies the rules every structure
+// reader shares (NOTE [ Structure codec ] in td/structure/structure.h); the wire adds its own
+// (devices, the bytes that came with the structure).
 class Validator {
  public:
   Validator(int64_t max_leaf_bytes, const std::function<bool(const c10::Device&)>& device_ok,
             const std::string& what)
       : max_(max_leaf_bytes), device_ok_(device_ok), what_(what) {}
 
-  void Level(const nlohmann::json& s, const std::vector<int64_t>* parent_batch, int depth) {
+  void Root(const nlohmann::json& s) { Level(s, b_.Root(structure::LevelKind::kTensorDict)); }
+
+ private:
+  void Level(const nlohmann::json& s, structure::Level& level) {
     if (!s.is_object()) Fail("a level is not a JSON object");
-    std::vector<int64_t> batch = Sizes(s, "batch_size", "batch size");
-    if (parent_batch != nullptr) {
-      absl::Status ok = check::CheckStartsWith(batch, *parent_batch, "batch size");
-      if (!ok.ok()) Fail(c10::str(ok.message(), " of the parent"));
-    }
+    auto batch = s.find("batch_size");
+    if (batch == s.end()) Fail("the batch size is missing");
+    Check(b_.SetBatchSize(level, *batch));
     auto device = s.find("device");
     if (device == s.end()) Fail("a level has no device");
     if (!device->is_null()) {
@@ -70,30 +69,28 @@ class Validator {
     }
     auto entries = s.find("entries");
     if (entries == s.end() || !entries->is_array()) Fail("a level has no list of entries");
-    absl::flat_hash_set<std::string> seen;
     for (const nlohmann::json& e : *entries) {
       if (!e.is_object()) Fail("an entry is not a JSON object");
       auto key = e.find("key");
       if (key == e.end() || !key->is_string()) Fail("an entry has no string key");
       path_.push_back(key->get<std::string>());
-      if (absl::Status ok = check::CheckNewKey(seen, path_.back()); !ok.ok()) {
-        Fail(std::string(ok.message()));
-      }
       auto kind = e.find("kind");
       if (kind == e.end() || !kind->is_string()) Fail("the entry has no kind");
       const std::string k = kind->get<std::string>();
       if (k == "tensor") {
-        Tensor(e, batch);
+        Tensor(e, level);
       } else if (k == "tensordict") {
-        // Depth first: descending is what an adversarial depth would exhaust the stack with.
-        if (absl::Status ok = check::CheckNestingDepth(depth + 1); !ok.ok()) {
-          Fail(std::string(ok.message()));
-        }
+        // Depth first (AddLevel): descending is what an adversarial depth would exhaust the
+        // stack with.
+        absl::StatusOr<structure::Level*> sub =
+            b_.AddLevel(level, path_.back(), structure::LevelKind::kTensorDict);
+        Check(sub.status());
         auto value = e.find("value");
         if (value == e.end()) Fail("the nested entry has no value");
-        Level(*value, &batch, depth + 1);
+        Level(*value, **sub);
       } else if (k == "non_tensor") {
         if (e.find("value") == e.end()) Fail("the non-tensor entry has no value");
+        Check(b_.AddNonTensor(level, path_.back(), nullptr).status());
       } else {
         Fail(c10::str("entry kind '", k, "' is unknown"));
       }
@@ -101,35 +98,35 @@ class Validator {
     }
   }
 
- private:
-  void Tensor(const nlohmann::json& e, const std::vector<int64_t>& batch) {
+  void Tensor(const nlohmann::json& e, structure::Level& level) {
     auto dtype = e.find("dtype");
     if (dtype == e.end()) Fail("the tensor entry has no dtype");
-    std::optional<int64_t> code = check::SizeFromJson(*dtype);
-    absl::StatusOr<c10::ScalarType> type = check::DtypeFromCode(code.value_or(-1));
-    if (!type.ok()) {
-      Fail(c10::str(type.status().message(), " (", dtype->dump(),
+    auto shape = e.find("shape");
+    if (shape == e.end()) Fail("the shape is missing");
+    const std::optional<int64_t> code = ::td::internal::SizeFromJson(*dtype);
+    absl::StatusOr<const structure::Entry*> leaf = b_.AddLeaf(
+        level, path_.back(), structure::Dtype::Code(code.value_or(-1)), *shape);
+    if (structure::RuleOf(leaf.status()) == structure::Rule::kDtype) {
+      Fail(c10::str(leaf.status().message(), " (", dtype->dump(),
                     "): not a dtype td::distributed sends"));
     }
-    std::vector<int64_t> shape = Sizes(e, "shape", "shape");
-    if (absl::Status ok = check::CheckStartsWith(shape, batch, "shape"); !ok.ok()) {
-      Fail(std::string(ok.message()));
-    }
-    absl::StatusOr<int64_t> bytes = check::TensorBytes(shape, *type);
-    if (!bytes.ok()) Fail(std::string(bytes.status().message()));
-    if (__builtin_add_overflow(total_, *bytes, &total_) || total_ > max_) {
-      Fail(c10::str("shape ", Repr(shape), ": the leaves described so far take more than the ",
-                    max_, " bytes of data that came with the structure"));
+    Check(leaf.status());
+    if (__builtin_add_overflow(total_, (*leaf)->nbytes, &total_) || total_ > max_) {
+      Fail(c10::str("shape ", Repr((*leaf)->shape), ": the leaves described so far take more ",
+                    "than the ", max_, " bytes of data that came with the structure"));
     }
   }
 
-  // A shape or batch size under `field` of `o`.
-  std::vector<int64_t> Sizes(const nlohmann::json& o, const char* field, const char* name) {
-    auto it = o.find(field);
-    if (it == o.end()) Fail(c10::str("the ", name, " is missing"));
-    absl::StatusOr<std::vector<int64_t>> sizes = check::ShapeFromJson(*it);
-    if (!sizes.ok()) Fail(c10::str("the ", name, " ", sizes.status().message()));
-    return *std::move(sizes);
+  // The builder's finding `s`, in this format's words.
+  void Check(const absl::Status& s) const {
+    if (s.ok()) return;
+    const std::string m(s.message());
+    switch (structure::RuleOf(s)) {
+      case structure::Rule::kBatchSize: Fail("the batch size " + m);
+      case structure::Rule::kShape: Fail("the shape " + m);
+      case structure::Rule::kSubBatch: Fail(m + " of the parent");
+      default: Fail(m);
+    }
   }
 
   static std::string Repr(const std::vector<int64_t>& v) {
@@ -161,6 +158,7 @@ class Validator {
   const std::string& what_;
   std::vector<std::string> path_;
   int64_t total_ = 0;
+  structure::Builder b_;
 };
 
 }  // namespace
@@ -168,7 +166,7 @@ class Validator {
 void ValidateStructure(const nlohmann::json& structure, int64_t max_leaf_bytes,
                        const std::function<bool(const c10::Device&)>& device_ok,
                        const std::string& what) {
-  Validator(max_leaf_bytes, device_ok, what).Level(structure, nullptr, 0);
+  Validator(max_leaf_bytes, device_ok, what).Root(structure);
 }
 
 }  // namespace internal

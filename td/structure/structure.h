@@ -18,8 +18,10 @@
 // has always given), tagged with the Rule (RuleOf); the reader words where it is (file, key,
 // level) and raises its own error. What the format adds (byte ranges inside a file, dim names,
 // which classes a level may be) stays in the reader, next to the fields it maps.
-// Readers on the Builder: the consolidated metadata (td/consolidate/metadata.cc). The others
-// still apply the rules themselves (NOTE [ Structure validation ] lists them).
+// Readers on the Builder: the consolidated metadata (td/consolidate/metadata.cc), shared-memory
+// handles (td/backends/shared_memory/handle.cc), td::distributed's structures
+// (td/distributed/wire.cc). The others still apply the rules themselves (NOTE [ Structure
+// validation ] lists them).
 #pragma once
 
 #include <c10/core/ScalarType.h>
@@ -141,6 +143,7 @@ class Level {
   LevelKind kind() const { return kind_; }
   const std::string& key() const { return key_; }  // "" for the root
   int depth() const { return depth_; }             // 0 for the root
+  const Level* parent() const { return parent_; }  // nullptr for the root
   bool has_batch_size() const { return batch_set_; }
   const std::vector<int64_t>& batch_size() const { return batch_; }
   const std::vector<Entry>& entries() const { return entries_; }

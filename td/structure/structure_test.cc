@@ -162,8 +162,9 @@ TEST(StructureBuilder, ShapesStartWithTheBatchSize) {
              "the batch size torch.Size([2, 3]) does not start with the batch size "
              "torch.Size([4])");
   ASSERT_OK(b.SetBatchSize(**stack, std::vector<int64_t>{4, 2}));
-  EXPECT_EQ(b.AddLeaf(**stack, "x", c10::ScalarType::Float, std::vector<int64_t>{4}).status().code(),
-            absl::StatusCode::kFailedPrecondition);
+  EXPECT_EQ(
+      b.AddLeaf(**stack, "x", c10::ScalarType::Float, std::vector<int64_t>{4}).status().code(),
+      absl::StatusCode::kFailedPrecondition);
   EXPECT_TRUE(std::move(b).Finish().ok());
 }
 
@@ -249,7 +250,9 @@ struct Model {
     std::vector<int64_t> s = Pick(8) == 0 ? std::vector<int64_t>{} : batch;
     const int64_t extra = Pick(8) == 0 ? 66 : Pick(3);
     for (int64_t i = 0; i < extra; ++i) s.push_back(Pick(4));
-    if (!s.empty() && Pick(10) == 0) s[static_cast<size_t>(Pick(static_cast<int64_t>(s.size())))] = -1;
+    if (!s.empty() && Pick(10) == 0) {
+      s[static_cast<size_t>(Pick(static_cast<int64_t>(s.size())))] = -1;
+    }
     if (!s.empty() && Pick(10) == 0) s.back() = int64_t{1} << 61;
     return s;
   }

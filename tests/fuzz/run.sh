@@ -67,12 +67,13 @@ absl_libs=(-labsl_status -labsl_statusor -labsl_strings -labsl_strings_internal
   -labsl_low_level_hash -labsl_raw_hash_set -lpthread)
 
 build_and_run memmap_meta \
-  td/backends/memmap/format_fuzzer.cc td/backends/memmap/format.cc td/core/dtype.cc \
-  td/core/errors.cc -- -lc10 "${absl_libs[@]}"
+  td/backends/memmap/format_fuzzer.cc td/backends/memmap/format.cc td/structure/structure.cc \
+  td/core/dtype.cc td/core/errors.cc td/core/nested_key.cc -- -lc10 "${absl_libs[@]}"
 
 build_and_run shm_handle \
   td/backends/shared_memory/handle_fuzzer.cc td/backends/shared_memory/handle.cc \
-  td/core/dtype.cc td/core/errors.cc -- -lc10 "${absl_libs[@]}"
+  td/structure/structure.cc td/core/dtype.cc td/core/errors.cc td/core/nested_key.cc \
+  -- -lc10 "${absl_libs[@]}"
 
 build_and_run consolidated_meta \
   td/consolidate/metadata_fuzzer.cc td/consolidate/metadata.cc td/structure/structure.cc \
@@ -93,7 +94,7 @@ build_and_run zarr_meta \
   td/os/files.cc td/core/errors.cc -- -ltorch_cpu -lc10 -lz -lzstd -lblosc "${absl_libs[@]}"
 
 build_and_run distributed_header \
-  td/distributed/header_fuzzer.cc td/distributed/wire.cc td/core/dtype.cc td/core/errors.cc \
-  -- -lc10 "${absl_libs[@]}"
+  td/distributed/header_fuzzer.cc td/distributed/wire.cc td/structure/structure.cc \
+  td/core/dtype.cc td/core/errors.cc td/core/nested_key.cc -- -lc10 "${absl_libs[@]}"
 
 echo "=== fuzzing done: no crash (corpus and binaries in ${out})"

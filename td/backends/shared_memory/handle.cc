@@ -5,11 +5,9 @@
 #include <limits>
 #include <utility>
 
-#include "absl/container/flat_hash_set.h"
 #include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
 #include "td/core/dtype.h"
-#include "td/core/internal/structure_check.h"
 
 namespace td {
 namespace internal {
@@ -66,56 +64,35 @@ absl::StatusOr<int64_t> GetCount(const Json& obj, const char* name, const std::s
   return v;
 }
 
-// A shape, batch size or strides (NOTE [ Structure validation ]).
-absl::StatusOr<std::vector<int64_t>> GetSizes(const Json& obj, const char* name,
-                                              const std::string& where) {
-  absl::StatusOr<const Json*> j = Get(obj, name, Json::value_t::array, where);
-  if (!j.ok()) return j.status();
-  absl::StatusOr<std::vector<int64_t>> sizes = internal::ShapeFromJson(**j);
-  if (!sizes.ok()) {
-    return Bad(absl::StrCat(where, ": \"", name, "\" ", sizes.status().message()));
-  }
-  return sizes;
-}
-
-// Checks NOTE [ Shared-memory handles ]'s bounds rule for `t` in a segment of `size` bytes.
-absl::Status CheckBounds(const TensorRef& t, uint64_t size, const std::string& where) {
+// Checks NOTE [ Shared-memory handles ]'s bounds rule for the leaf `t` (its element count and
+// bytes fit in int64: structure::Builder) in a segment of `size` bytes.
+absl::Status CheckBounds(const structure::Entry& t, uint64_t size, const std::string& where) {
   const int64_t item = static_cast<int64_t>(c10::elementSize(t.dtype));
-  int64_t numel = 1;
-  bool empty = false;
-  for (int64_t s : t.shape) {
-    if (s == 0) empty = true;
-  }
-  for (int64_t s : t.shape) {
-    if (!empty && __builtin_mul_overflow(numel, s, &numel)) {
-      return Bad(absl::StrCat(where, ": shape ", Json(t.shape).dump(),
-                              " has more than 2^63-1 elements"));
-    }
-  }
-  if (t.offset < kHeaderBytes || t.offset % static_cast<uint64_t>(item) != 0 ||
-      t.offset > size) {
-    return Bad(absl::StrCat(where, " lies outside its segment: offset ", t.offset,
+  const uint64_t offset = static_cast<uint64_t>(t.location.start);
+  const std::vector<int64_t>& strides = t.location.strides;
+  if (offset < kHeaderBytes || offset % static_cast<uint64_t>(item) != 0 || offset > size) {
+    return Bad(absl::StrCat(where, " lies outside its segment: offset ", offset,
                             " must be from ", kHeaderBytes, " to the segment's ", size,
                             " bytes and a multiple of the element size ", item));
   }
-  if (empty) return absl::OkStatus();
+  if (t.nbytes == 0) return absl::OkStatus();
   // Elements from the first to the last one the view reaches.
   int64_t extent = 1;
   for (size_t d = 0; d < t.shape.size(); ++d) {
     int64_t span = 0;
-    if (__builtin_mul_overflow(t.shape[d] - 1, t.strides[d], &span) ||
+    if (__builtin_mul_overflow(t.shape[d] - 1, strides[d], &span) ||
         __builtin_add_overflow(extent, span, &extent)) {
       return Bad(absl::StrCat(where, " lies outside its segment: shape ", Json(t.shape).dump(),
-                              " with strides ", Json(t.strides).dump(),
+                              " with strides ", Json(strides).dump(),
                               " reaches more than 2^63-1 elements"));
     }
   }
   int64_t end = 0;
   if (__builtin_mul_overflow(extent, item, &end) ||
-      __builtin_add_overflow(end, static_cast<int64_t>(t.offset), &end) ||
+      __builtin_add_overflow(end, static_cast<int64_t>(offset), &end) ||
       static_cast<uint64_t>(end) > size) {
     return Bad(absl::StrCat(where, " lies outside its segment: shape ", Json(t.shape).dump(),
-                            " with strides ", Json(t.strides).dump(), " at offset ", t.offset,
+                            " with strides ", Json(strides).dump(), " at offset ", offset,
                             " needs more than the segment's ", size, " bytes"));
   }
   return absl::OkStatus();
@@ -165,94 +142,115 @@ std::string KeyText(const std::vector<std::string>& path) {
   return out + ")";
 }
 
+// structure::Builder's finding `s` about `where`, in this format's words; `field` names the
+// JSON field of a shape or batch size.
+absl::Status Said(const absl::Status& s, const std::string& where, const char* field) {
+  switch (structure::RuleOf(s)) {
+    case structure::Rule::kNestingDepth: return Bad(std::string(s.message()));
+    case structure::Rule::kShape:
+    case structure::Rule::kBatchSize:
+      return Bad(absl::StrCat(where, ": ", field, " ", s.message()));
+    case structure::Rule::kSubBatch:
+      return Bad(absl::StrCat(where, ": ", s.message(), " of its parent"));
+    default: return Bad(absl::StrCat(where, ": ", s.message()));
+  }
+}
+
+// The element count of a shape structure::Builder took, past 2^63-1 (its bytes surely are).
+bool NumelOverflows(const Json& shape) {
+  int64_t numel = 1;
+  for (const Json& d : shape) {
+    if (d.get<int64_t>() == 0) return false;
+  }
+  for (const Json& d : shape) {
+    if (__builtin_mul_overflow(numel, d.get<int64_t>(), &numel)) return true;
+  }
+  return false;
+}
+
+// The level `j` (`where` in messages; `path`: its key) into `level`, made by `b`, which applies
+// the structure rules (NOTE [ Structure codec ] in td/structure/structure.h).
 absl::Status ParseLevel(const Json& j, const std::vector<SegmentRef>& segments,
-                        const std::vector<int64_t>* parent_batch, int depth,
-                        const std::string& where, std::vector<std::string>* path, Level* out) {
-  if (absl::Status ok = internal::CheckNestingDepth(depth); !ok.ok()) {
-    return Bad(std::string(ok.message()));
-  }
+                        const std::string& where, std::vector<std::string>* path,
+                        structure::Builder& b, structure::Level& level) {
   if (!j.is_object()) return Bad(absl::StrCat(where, " must be an object, got a ", TypeName(j)));
-  absl::StatusOr<std::vector<int64_t>> batch = GetSizes(j, "batch_size", where);
+  absl::StatusOr<const Json*> batch = Get(j, "batch_size", Json::value_t::array, where);
   if (!batch.ok()) return batch.status();
-  if (parent_batch != nullptr) {
-    if (absl::Status ok = internal::CheckStartsWith(*batch, *parent_batch, "batch_size");
-        !ok.ok()) {
-      return Bad(absl::StrCat(where, ": ", ok.message(), " of its parent"));
-    }
+  if (absl::Status ok = b.SetBatchSize(level, **batch); !ok.ok()) {
+    return Said(ok, where, "\"batch_size\"");
   }
-  out->batch_size = *batch;
   absl::StatusOr<const Json*> entries = Get(j, "entries", Json::value_t::array, where);
   if (!entries.ok()) return entries.status();
-  absl::flat_hash_set<std::string> seen;
   size_t i = 0;
   for (const Json& e : **entries) {
     const std::string ewhere = absl::StrCat(where, ": entry ", i++);
     if (!e.is_object()) return Bad(absl::StrCat(ewhere, " must be an object, got a ", TypeName(e)));
-    absl::StatusOr<const Json*> key = Get(e, "key", Json::value_t::string, ewhere);
-    if (!key.ok()) return key.status();
-    Entry entry;
-    entry.key = (*key)->get<std::string>();
-    path->push_back(entry.key);
+    absl::StatusOr<const Json*> key_json = Get(e, "key", Json::value_t::string, ewhere);
+    if (!key_json.ok()) return key_json.status();
+    const std::string& key = (*key_json)->get_ref<const std::string&>();
+    path->push_back(key);
     const std::string kwhere = KeyText(*path);
-    if (absl::Status ok = internal::CheckNewKey(seen, entry.key); !ok.ok()) {
-      return Bad(absl::StrCat(kwhere, ": ", ok.message()));
-    }
     absl::StatusOr<const Json*> kind = Get(e, "kind", Json::value_t::string, kwhere);
     if (!kind.ok()) return kind.status();
     const std::string& k = (*kind)->get_ref<const std::string&>();
     if (k == "tensor") {
-      entry.kind = EntryKind::kTensor;
-      TensorRef& t = entry.tensor;
       absl::StatusOr<int64_t> seg = GetCount(e, "segment", kwhere);
       if (!seg.ok()) return seg.status();
       if (static_cast<uint64_t>(*seg) >= segments.size()) {
         return Bad(absl::StrCat(kwhere, ": segment ", *seg, " does not exist (the handle has ",
                                 segments.size(), ")"));
       }
-      t.segment = static_cast<size_t>(*seg);
+      structure::Location at;
+      at.index = *seg;
       absl::StatusOr<int64_t> offset = GetCount(e, "offset", kwhere);
       if (!offset.ok()) return offset.status();
-      t.offset = static_cast<uint64_t>(*offset);
+      at.start = *offset;
       absl::StatusOr<const Json*> dtype = Get(e, "dtype", Json::value_t::string, kwhere);
       if (!dtype.ok()) return dtype.status();
-      absl::StatusOr<c10::ScalarType> dt =
-          internal::DtypeFromName((*dtype)->get_ref<const std::string&>());
-      if (!dt.ok()) return Bad(absl::StrCat(kwhere, ": ", dt.status().message()));
-      t.dtype = *dt;
-      absl::StatusOr<std::vector<int64_t>> shape = GetSizes(e, "shape", kwhere);
+      absl::StatusOr<const Json*> shape = Get(e, "shape", Json::value_t::array, kwhere);
       if (!shape.ok()) return shape.status();
-      absl::StatusOr<std::vector<int64_t>> strides = GetSizes(e, "strides", kwhere);
-      if (!strides.ok()) return strides.status();
-      if (shape->size() != strides->size()) {
-        return Bad(absl::StrCat(kwhere, " has ", shape->size(), " sizes but ", strides->size(),
-                                " strides"));
+      absl::StatusOr<const structure::Entry*> leaf = b.AddLeaf(
+          level, key, structure::Dtype::Name((*dtype)->get_ref<const std::string&>()), **shape);
+      if (!leaf.ok()) {
+        if (structure::RuleOf(leaf.status()) == structure::Rule::kBytes &&
+            NumelOverflows(**shape)) {
+          return Bad(absl::StrCat(kwhere, ": shape ", (*shape)->dump(),
+                                  " has more than 2^63-1 elements"));
+        }
+        return Said(leaf.status(), kwhere, "\"shape\"");
       }
-      if (absl::Status ok = internal::CheckStartsWith(*shape, *batch, "shape"); !ok.ok()) {
-        return Bad(absl::StrCat(kwhere, ": ", ok.message()));
+      absl::StatusOr<const Json*> strides_json = Get(e, "strides", Json::value_t::array, kwhere);
+      if (!strides_json.ok()) return strides_json.status();
+      absl::StatusOr<std::vector<int64_t>> strides = structure::Sizes(**strides_json).Read();
+      if (!strides.ok()) {
+        return Bad(absl::StrCat(kwhere, ": \"strides\" ", strides.status().message()));
       }
-      t.shape = *std::move(shape);
-      t.strides = *std::move(strides);
-      absl::Status ok = CheckBounds(t, segments[t.segment].size, kwhere);
+      if ((*leaf)->shape.size() != strides->size()) {
+        return Bad(absl::StrCat(kwhere, " has ", (*leaf)->shape.size(), " sizes but ",
+                                strides->size(), " strides"));
+      }
+      at.strides = *std::move(strides);
+      b.SetLocation(**leaf, std::move(at));
+      absl::Status ok = CheckBounds(**leaf, segments[static_cast<size_t>(*seg)].size, kwhere);
       if (!ok.ok()) return ok;
     } else if (k == "tensordict") {
-      entry.kind = EntryKind::kTensorDict;
       absl::StatusOr<const Json*> value = Get(e, "value", Json::value_t::object, kwhere);
       if (!value.ok()) return value.status();
-      entry.level = std::make_unique<Level>();
-      absl::Status ok = ParseLevel(**value, segments, &out->batch_size, depth + 1, kwhere, path,
-                                   entry.level.get());
+      absl::StatusOr<structure::Level*> sub =
+          b.AddLevel(level, key, structure::LevelKind::kTensorDict);
+      if (!sub.ok()) return Said(sub.status(), kwhere, "");
+      absl::Status ok = ParseLevel(**value, segments, kwhere, path, b, **sub);
       if (!ok.ok()) return ok;
     } else if (k == "non_tensor") {
-      entry.kind = EntryKind::kNonTensor;
       auto it = e.find("data");
       if (it == e.end()) return Bad(absl::StrCat(kwhere, " is non-tensor data without \"data\""));
-      entry.data = *it;
+      absl::StatusOr<const structure::Entry*> data = b.AddNonTensor(level, key, *it);
+      if (!data.ok()) return Said(data.status(), kwhere, "");
     } else {
       return Bad(absl::StrCat(kwhere, " has the unknown kind ", (*kind)->dump(-1, ' ', true),
                               " (expected \"tensor\", \"tensordict\" or \"non_tensor\")"));
     }
     path->pop_back();
-    out->entries.push_back(std::move(entry));
   }
   return absl::OkStatus();
 }
@@ -263,15 +261,9 @@ absl::StatusOr<Handle> ParseHandle(std::string_view text) {
   if (text.size() > kMaxHandleBytes) {
     return Bad(absl::StrCat("it has ", text.size(), " bytes, more than ", kMaxHandleBytes));
   }
-  if (absl::Status ok = internal::CheckJsonDepth(text); !ok.ok()) {
-    return Bad(std::string(ok.message()));
-  }
-  Json j;
-  try {
-    j = Json::parse(text.begin(), text.end());
-  } catch (const Json::exception& e) {
-    return Bad(e.what());
-  }
+  absl::StatusOr<Json> parsed = structure::ParseJson<Json>(text);
+  if (!parsed.ok()) return Bad(std::string(parsed.status().message()));
+  const Json& j = *parsed;
   if (!j.is_object()) return Bad(absl::StrCat("expected a JSON object, got a ", TypeName(j)));
   auto format = j.find("format");
   auto version = j.find("version");
@@ -285,21 +277,25 @@ absl::StatusOr<Handle> ParseHandle(std::string_view text) {
                             version == j.end() ? std::string("nothing")
                                                : version->dump(-1, ' ', true)));
   }
-  Handle h;
+  std::vector<SegmentRef> segs;
   absl::StatusOr<const Json*> segments = Get(j, "segments", Json::value_t::array, "the handle");
   if (!segments.ok()) return segments.status();
   size_t i = 0;
   for (const Json& s : **segments) {
     absl::StatusOr<SegmentRef> seg = ParseSegment(s, i++);
     if (!seg.ok()) return seg.status();
-    h.segments.push_back(*std::move(seg));
+    segs.push_back(*std::move(seg));
   }
   absl::StatusOr<const Json*> root = Get(j, "root", Json::value_t::object, "the handle");
   if (!root.ok()) return root.status();
+  structure::Builder b;
   std::vector<std::string> path;
-  absl::Status ok = ParseLevel(**root, h.segments, nullptr, 0, "the root", &path, &h.root);
+  absl::Status ok = ParseLevel(**root, segs, "the root", &path, b,
+                               b.Root(structure::LevelKind::kTensorDict));
   if (!ok.ok()) return ok;
-  return h;
+  absl::StatusOr<structure::Description> structure = std::move(b).Finish();
+  if (!structure.ok()) return structure.status();
+  return Handle{std::move(segs), *std::move(structure)};
 }
 
 }  // namespace shm

@@ -26,19 +26,16 @@
 // that is mapped.
 #pragma once
 
-#include <c10/core/ScalarType.h>
-
 #include <cstddef>
 #include <cstdint>
-#include <memory>
 #include <string>
 #include <string_view>
 #include <vector>
 
 #include "absl/status/statusor.h"
-#include "nlohmann/json.hpp"
 #include "td/core/errors.h"
 #include "td/core/internal/structure_check.h"
+#include "td/structure/structure.h"
 
 namespace td {
 namespace internal {
@@ -57,34 +54,12 @@ struct SegmentRef {
   std::string token;   // 16 raw bytes
 };
 
-struct TensorRef {
-  size_t segment = 0;
-  uint64_t offset = 0;  // bytes from the start of the mapping
-  c10::ScalarType dtype = c10::ScalarType::Float;
-  std::vector<int64_t> shape;
-  std::vector<int64_t> strides;
-};
-
-struct Level;
-
-enum class EntryKind { kTensor, kTensorDict, kNonTensor };
-
-struct Entry {
-  std::string key;
-  EntryKind kind = EntryKind::kTensor;
-  TensorRef tensor;               // kTensor
-  std::unique_ptr<Level> level;   // kTensorDict
-  nlohmann::json data;            // kNonTensor
-};
-
-struct Level {
-  std::vector<int64_t> batch_size;
-  std::vector<Entry> entries;
-};
-
+// The segments a handle names, and its TensorDict: a structure::Description (NOTE [ Structure
+// codec ] in td/structure/structure.h) whose levels are TensorDicts and whose leaves lie at
+// Location{index: the segment, start: the offset from the mapping's start, strides}.
 struct Handle {
   std::vector<SegmentRef> segments;
-  Level root;
+  structure::Description structure;
 };
 
 // Parses and validates `text` as NOTE [ Shared-memory handles ] describes. Returns

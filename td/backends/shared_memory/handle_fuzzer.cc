@@ -17,9 +17,9 @@
 
 namespace {
 
-using td::internal::shm::EntryKind;
 using td::internal::shm::Handle;
-using td::internal::shm::Level;
+using td::structure::EntryKind;
+using td::structure::Level;
 
 void Require(bool ok, const char* what) {
   if (!ok) {
@@ -30,43 +30,49 @@ void Require(bool ok, const char* what) {
 
 void CheckLevel(const Handle& h, const Level& level, const Level* parent) {
   if (parent != nullptr) {
-    Require(level.batch_size.size() >= parent->batch_size.size(), "nested batch too short");
-    for (size_t i = 0; i < parent->batch_size.size(); ++i) {
-      Require(level.batch_size[i] == parent->batch_size[i], "nested batch != parent's");
+    Require(level.batch_size().size() >= parent->batch_size().size(), "nested batch too short");
+    for (size_t i = 0; i < parent->batch_size().size(); ++i) {
+      Require(level.batch_size()[i] == parent->batch_size()[i], "nested batch != parent's");
     }
   }
-  for (const auto& e : level.entries) {
-    if (e.kind == EntryKind::kTensorDict) {
+  for (const auto& e : level.entries()) {
+    if (e.kind == EntryKind::kLevel) {
       Require(e.level != nullptr, "a TensorDict entry without a level");
       CheckLevel(h, *e.level, &level);
       continue;
     }
-    if (e.kind != EntryKind::kTensor) continue;
-    const auto& t = e.tensor;
-    Require(t.segment < h.segments.size(), "segment index out of range");
-    Require(t.shape.size() == t.strides.size(), "sizes and strides differ in length");
-    Require(t.shape.size() >= level.batch_size.size(), "shape shorter than the batch size");
-    for (size_t i = 0; i < level.batch_size.size(); ++i) {
-      Require(t.shape[i] == level.batch_size[i], "shape does not start with the batch size");
+    if (e.kind != EntryKind::kLeaf) continue;
+    const std::vector<int64_t>& shape = e.shape;
+    const std::vector<int64_t>& strides = e.location.strides;
+    const uint64_t offset = static_cast<uint64_t>(e.location.start);
+    Require(e.location.index >= 0 &&
+                static_cast<size_t>(e.location.index) < h.segments.size(),
+            "segment index out of range");
+    Require(e.location.start >= 0, "negative offset");
+    Require(shape.size() == strides.size(), "sizes and strides differ in length");
+    Require(shape.size() >= level.batch_size().size(), "shape shorter than the batch size");
+    for (size_t i = 0; i < level.batch_size().size(); ++i) {
+      Require(shape[i] == level.batch_size()[i], "shape does not start with the batch size");
     }
     // Recomputed independently in 128-bit arithmetic (each term < 2^126; at most 64 dims).
     unsigned __int128 numel = 1, last = 0;
     bool empty = false;
-    for (size_t d = 0; d < t.shape.size(); ++d) {
-      Require(t.shape[d] >= 0 && t.strides[d] >= 0, "negative size or stride");
-      if (t.shape[d] == 0) empty = true;
+    for (size_t d = 0; d < shape.size(); ++d) {
+      Require(shape[d] >= 0 && strides[d] >= 0, "negative size or stride");
+      if (shape[d] == 0) empty = true;
     }
     if (empty) continue;
-    for (size_t d = 0; d < t.shape.size(); ++d) {
-      numel *= static_cast<unsigned __int128>(t.shape[d]);
+    for (size_t d = 0; d < shape.size(); ++d) {
+      numel *= static_cast<unsigned __int128>(shape[d]);
       Require(numel <= static_cast<unsigned __int128>(INT64_MAX), "numel overflows int64");
-      last += static_cast<unsigned __int128>(t.shape[d] - 1) *
-              static_cast<unsigned __int128>(t.strides[d]);
+      last += static_cast<unsigned __int128>(shape[d] - 1) *
+              static_cast<unsigned __int128>(strides[d]);
     }
     const unsigned __int128 end =
-        t.offset + (last + 1) * static_cast<unsigned __int128>(c10::elementSize(t.dtype));
-    Require(t.offset >= td::internal::shm::kHeaderBytes, "tensor inside the segment header");
-    Require(end <= h.segments[t.segment].size, "tensor reaches past its segment");
+        offset + (last + 1) * static_cast<unsigned __int128>(c10::elementSize(e.dtype));
+    Require(offset >= td::internal::shm::kHeaderBytes, "tensor inside the segment header");
+    Require(end <= h.segments[static_cast<size_t>(e.location.index)].size,
+            "tensor reaches past its segment");
   }
 }
 
@@ -82,6 +88,6 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   for (const auto& s : h->segments) {
     Require(s.size >= td::internal::shm::kHeaderBytes && s.token.size() == 16, "bad segment");
   }
-  CheckLevel(*h, h->root, nullptr);
+  CheckLevel(*h, h->structure.root(), nullptr);
   return 0;
 }

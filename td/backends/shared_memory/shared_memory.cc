@@ -248,21 +248,22 @@ std::shared_ptr<Segment> OpenSegment(const internal::shm::SegmentRef& ref) {
 }
 
 // The level `level` of a handle ParseHandle accepted (every bound already checked).
-TensorDict AttachLevel(const internal::shm::Level& level,
+TensorDict AttachLevel(const structure::Level& level,
                        const std::vector<std::shared_ptr<Segment>>& segments) {
-  auto storage = std::make_shared<SharedMemoryStorage>(level.batch_size);
-  for (const internal::shm::Entry& e : level.entries) {
+  auto storage = std::make_shared<SharedMemoryStorage>(level.batch_size());
+  for (const structure::Entry& e : level.entries()) {
     switch (e.kind) {
-      case internal::shm::EntryKind::kTensor: {
-        const internal::shm::TensorRef& t = e.tensor;
-        storage->set_unchecked(e.key, ViewOf(segments[t.segment], static_cast<size_t>(t.offset),
-                                             t.dtype, t.shape, t.strides));
+      case structure::EntryKind::kLeaf: {
+        const structure::Location& at = e.location;
+        storage->set_unchecked(e.key, ViewOf(segments[static_cast<size_t>(at.index)],
+                                             static_cast<size_t>(at.start), e.dtype, e.shape,
+                                             at.strides));
         break;
       }
-      case internal::shm::EntryKind::kTensorDict:
+      case structure::EntryKind::kLevel:
         storage->set_unchecked(e.key, AttachLevel(*e.level, segments));
         break;
-      case internal::shm::EntryKind::kNonTensor:
+      case structure::EntryKind::kNonTensor:
         storage->set_unchecked(e.key, NonTensorData(e.data));
         break;
     }
@@ -303,7 +304,7 @@ TensorDict AttachSharedMemory(const std::string& handle) {
   internal::shm::Handle parsed = ValueOrThrow(internal::shm::ParseHandle(handle), "AttachSharedMemory");
   std::vector<std::shared_ptr<Segment>> segments;
   for (const internal::shm::SegmentRef& s : parsed.segments) segments.push_back(OpenSegment(s));
-  TensorDict out = AttachLevel(parsed.root, segments);
+  TensorDict out = AttachLevel(parsed.structure.root(), segments);
   out.lock_();
   return out;
 }
