@@ -20,6 +20,7 @@
 #include "absl/strings/str_cat.h"
 #include "td/core/errors.h"
 #include "td/os/files.h"
+#include "td/structure/structure.h"
 
 namespace td {
 namespace internal::tensorclass {
@@ -57,8 +58,15 @@ std::optional<nlohmann::json> ReadMeta(const std::string& prefix) {
   if (!in) ThrowIfError<MemmapError>(os::ErrnoError(errno, "cannot open", path));
   std::stringstream buf;
   buf << in.rdbuf();
-  nlohmann::json j = nlohmann::json::parse(buf.str(), nullptr, /*allow_exceptions=*/false);
-  if (j.is_discarded()) TD_FAIL(MemmapError, path, ": malformed JSON");
+  // Untrusted JSON (NOTE [ Untrusted JSON ] in td/core/internal/structure_check.h).
+  absl::StatusOr<nlohmann::json> parsed = structure::ParseJson<nlohmann::json>(buf.str());
+  if (!parsed.ok()) {
+    TD_FAIL(MemmapError, path, ": ",
+            structure::RuleOf(parsed.status()) == structure::Rule::kJsonSyntax ? "malformed JSON: "
+                                                                               : "",
+            parsed.status().message());
+  }
+  nlohmann::json& j = *parsed;
   if (!j.is_object() || !j.contains("_type") || !j["_type"].is_string()) {
     TD_FAIL(MemmapError, path, ": expected a JSON object with a string \"_type\"");
   }

@@ -202,6 +202,16 @@ TEST(TensorClassMemmap, Errors) {
   TD_EXPECT_THROW_MSG(Step(at::ones({3, 2}), "a", {3}).memmap(base + "/td"), ValueError,
                       {"holds a TensorDict memmap directory"});
   TD_EXPECT_THROW_MSG(Step::load_memmap(base + "/nothing"), MemmapError, {"meta.json", "missing"});
+  // meta.json is untrusted JSON (NOTE [ Untrusted JSON ]): nested past the limit of every reader,
+  // it is refused before it is parsed; malformed, named.
+  Step(at::ones({3, 2}), "a", {3}).memmap(base + "/deep");
+  WriteText(base + "/deep/meta.json", R"({"_type": "<class '__main__.Step'>", "x": )" +
+                                          std::string(600, '[') + std::string(600, ']') + "}");
+  TD_EXPECT_THROW_MSG(Step::load_memmap(base + "/deep"), MemmapError,
+                      {"deep/meta.json", "nested deeper than 512"});
+  WriteText(base + "/deep/meta.json", R"({"_type": )");
+  TD_EXPECT_THROW_MSG(Step::load_memmap(base + "/deep"), MemmapError,
+                      {"deep/meta.json", "malformed JSON"});
   // A Python directory with pickled fields is refused, never unpickled.
   WriteText(base + "/step/other.pickle", "\x80\x04.");
   TD_EXPECT_THROW_MSG(Step::load_memmap(base + "/step"), MemmapError, {"other.pickle"});

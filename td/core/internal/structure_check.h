@@ -36,7 +36,8 @@
 // (bad syntax, invalid UTF-8) as a status rather than an exception. This holds for the structure
 // codecs above and for every other reader of such text: HDF5's `__tensordict__` attribute and
 // JSON datasets (td/backends/h5), Zarr's metadata and non-tensor payloads (td/io/zarr_format.cc,
-// td/io/zarr.cc), JSON tables (td/io/tabular.cc). The depth limit is kMaxStructureJsonDepth for
+// td/io/zarr.cc), JSON tables (td/io/tabular.cc), tensorclass directories' meta.json
+// (td/tensorclass/memmap.cc, through structure::ParseJson). The depth limit is kMaxStructureJsonDepth for
 // all of them: the text a TensorDict's non-tensor data is written as in one format is read back
 // in another.
 #pragma once
