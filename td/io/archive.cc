@@ -23,6 +23,7 @@
 #include "td/io/codec.h"
 #include "td/io/zip.h"
 #include "td/os/files.h"
+#include "td/structure/structure.h"
 
 namespace td {
 namespace {
@@ -201,12 +202,11 @@ class ArchiveLoader {
                                               mode);
   }
 
-  // The directory `dir` as a value (a TensorDict, or non-tensor data).
-  Value Dir(const std::string& dir, int depth) {
-    if (depth > kMaxLevels) {
-      TD_FAIL(MemmapError, tree_.Display(dir), ": TensorDicts nested more than ", kMaxLevels,
-              " levels deep");
-    }
+  // The directory `dir` as a value (a TensorDict, or non-tensor data), the root of the structure
+  // read (NOTE [ Structure codec ] in td/structure/structure.h) or `place` in it.
+  Value Dir(const std::string& dir, const mm::DirPlace* place = nullptr) {
+    const mm::DirPlace top{&builder_, nullptr, "", nullptr};
+    if (place == nullptr) place = &top;
     const std::string meta_name = JoinPath(dir, kMeta);
     if (!tree_.entries.count(meta_name)) {
       TD_FAIL(MemmapError, tree_.Display(dir), " is not a memmap level: it has no meta.json");
@@ -224,14 +224,15 @@ class ArchiveLoader {
       InflateEntry(e, Payload(e), reinterpret_cast<uint8_t*>(text.data()),
                    tree_.Display(meta_name));
     }
-    mm::DirMeta meta = ValueOrThrow<MemmapError>(mm::ParseDirMeta(text, tree_.Display(meta_name)));
+    mm::DirMeta meta =
+        ValueOrThrow<MemmapError>(mm::ParseDirMeta(text, tree_.Display(meta_name), *place));
     switch (meta.type) {
       case mm::DirType::kTensorDict:
-        return Level(dir, meta.level, depth);
+        return Level(dir, meta.level, *meta.node);
       case mm::DirType::kLazyStack:
-        return LazyStack(dir, meta.stack_dim, depth);
+        return LazyStack(dir, meta.stack_dim, *meta.node);
       case mm::DirType::kTensorClass:
-        return TensorClassDir(dir, meta, depth);
+        return TensorClassDir(dir, meta);
       case mm::DirType::kNonTensorData:
       case mm::DirType::kNonTensorStack:
         return Value(NonTensorData(std::move(meta.data)));
@@ -263,7 +264,15 @@ class ArchiveLoader {
     return static_cast<const uint8_t*>(base_.data_ptr()) + e.payload_offset;
   }
 
-  TensorDict Level(const std::string& dir, mm::LevelMeta level, int depth) {
+  // The sub-directory `dir` of the level `parent`: its entry `key`, or (`fill`) the tensors of
+  // the tensorclass `parent`.
+  Value Child(const std::string& dir, structure::Level& parent, const std::string& key,
+              bool fill = false) {
+    const mm::DirPlace place{&builder_, fill ? nullptr : &parent, key, fill ? &parent : nullptr};
+    return Dir(dir, &place);
+  }
+
+  TensorDict Level(const std::string& dir, mm::LevelMeta level, structure::Level& node) {
     const std::set<std::string>& names = Children(dir);
     ThrowIfError<MemmapError>(mm::ResolveEntryFiles(
         &level.entries, [&](const std::string& n) { return names.count(n) > 0; },
@@ -278,7 +287,7 @@ class ArchiveLoader {
           TD_FAIL(MemmapError, tree_.Display(name), ": key ", NestedKey(m.key).repr(),
                   " is a sub-directory in meta.json but a file in the archive");
         }
-        items.emplace_back(NestedKey(m.key), Dir(name, depth + 1));
+        items.emplace_back(NestedKey(m.key), Child(name, node, m.key));
         continue;
       }
       if (m.is_nested) {
@@ -338,12 +347,12 @@ class ArchiveLoader {
     return flat.view(m.dtype).view(m.shape);
   }
 
-  TensorDict LazyStack(const std::string& dir, int64_t stack_dim, int depth) {
+  TensorDict LazyStack(const std::string& dir, int64_t stack_dim, structure::Level& node) {
     std::vector<TensorDict> members;
     for (int64_t i = 0;; ++i) {
       const std::string name = JoinPath(dir, std::to_string(i));
       if (!tree_.dirs.count(name)) break;
-      Value v = Dir(name, depth + 1);
+      Value v = Child(name, node, std::to_string(i));
       if (!v.is_tensordict()) {
         TD_FAIL(MemmapError, tree_.Display(name), " holds non-tensor data; a lazy stack's "
                 "members must be TensorDicts");
@@ -355,20 +364,20 @@ class ArchiveLoader {
       TD_FAIL(MemmapError, tree_.Display(dir), ": a lazy stack needs sub-directories 0, 1, ... "
               "and nothing else; found ", members.size(), " members among ", expected, " entries");
     }
-    try {
+    try {  // its batch size against its parent's: the parent TensorDict's constructor
       return TensorDict(lazy_stack(members, stack_dim));
     } catch (const c10::Error& err) {
       TD_FAIL(MemmapError, tree_.Display(dir), ": ", err.what_without_backtrace());
     }
   }
 
-  TensorDict TensorClassDir(const std::string& dir, const mm::DirMeta& meta, int depth) {
+  TensorDict TensorClassDir(const std::string& dir, const mm::DirMeta& meta) {
     const std::string inner = JoinPath(dir, std::string(mm::kNonTensorInner));
     if (!tree_.dirs.count(inner)) {
       TD_FAIL(MemmapError, tree_.Display(dir), " holds the tensorclass ", meta.type_name,
               " but has no _tensordict/ directory with its tensors");
     }
-    Value v = Dir(inner, depth + 1);
+    Value v = Child(inner, *meta.node, std::string(mm::kNonTensorInner), /*fill=*/true);
     if (!v.is_tensordict()) {
       TD_FAIL(MemmapError, tree_.Display(inner), " must hold a TensorDict level");
     }
@@ -386,6 +395,7 @@ class ArchiveLoader {
   const Tree& tree_;
   MemmapMode mode_;
   at::Tensor base_;
+  structure::Builder builder_;
 };
 
 }  // namespace
@@ -549,7 +559,7 @@ TensorDict LoadArchive(const std::string& archive_path, MemmapMode mode,
       }
     }
   }
-  Value v = loader.Dir(root, 0);
+  Value v = loader.Dir(root);
   if (!v.is_tensordict()) {
     TD_FAIL(MemmapError, tree.Display(root), " holds non-tensor data, not a TensorDict");
   }

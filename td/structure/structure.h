@@ -18,10 +18,11 @@
 // has always given), tagged with the Rule (RuleOf); the reader words where it is (file, key,
 // level) and raises its own error. What the format adds (byte ranges inside a file, dim names,
 // which classes a level may be) stays in the reader, next to the fields it maps.
-// Readers on the Builder: the consolidated metadata (td/consolidate/metadata.cc), shared-memory
-// handles (td/backends/shared_memory/handle.cc), td::distributed's structures
-// (td/distributed/wire.cc). The others still apply the rules themselves (NOTE [ Structure
-// validation ] lists them).
+// Readers on the Builder: memmap directories (td/backends/memmap/format.cc; one Builder for the
+// whole tree in td/backends/memmap/memmap_loader.cc and td/io/archive.cc), the consolidated
+// metadata (td/consolidate/metadata.cc), shared-memory handles
+// (td/backends/shared_memory/handle.cc), td::distributed's structures (td/distributed/wire.cc).
+// Zarr and HDF5 still apply the rules themselves (NOTE [ Structure validation ]).
 #pragma once
 
 #include <c10/core/ScalarType.h>

@@ -64,22 +64,12 @@ absl::StatusOr<Json> ParseJson(std::string_view text, std::string_view path) {
   if (text.find_first_not_of(" \t\r\n") == std::string_view::npos) {
     return Bad(path, "empty file (an interrupted write?), expected a JSON object");
   }
-  if (absl::Status depth = internal::CheckJsonDepth(text); !depth.ok()) {
-    return Bad(path, std::string(depth.message()));
-  }
-  try {
-    return Json::parse(text.begin(), text.end());
-  } catch (const Json::exception& e) {
-    return Bad(path, absl::StrCat("malformed JSON: ", e.what()));
-  }
-}
-
-// A shape or batch size (NOTE [ Structure validation ] in td/core/internal/structure_check.h).
-absl::StatusOr<std::vector<int64_t>> ParseShape(const Json& j, std::string_view path,
-                                                std::string_view what) {
-  absl::StatusOr<std::vector<int64_t>> shape = internal::ShapeFromJson(j);
-  if (!shape.ok()) return Bad(path, absl::StrCat(AV(what), " ", shape.status().message()));
-  return shape;
+  absl::StatusOr<Json> j = structure::ParseJson<Json>(text);
+  if (j.ok()) return j;
+  const std::string m(j.status().message());
+  return Bad(path, structure::RuleOf(j.status()) == structure::Rule::kJsonSyntax
+                       ? absl::StrCat("malformed JSON: ", m)
+                       : m);
 }
 
 std::string SizeText(const std::vector<int64_t>& s) { return SizeRepr(s); }
@@ -236,15 +226,22 @@ bool IsNonTensorName(std::string_view name) {
          (name.size() > 9 && name.substr(0, 9) == "MetaData[");
 }
 
-absl::StatusOr<LevelMeta> ParseLevelJson(const Json& j, std::string_view path) {
+// The TensorDict level `level` of the structure `b` builds, from its meta.json `j` (NOTE
+// [ Structure codec ] in td/structure/structure.h: the builder applies the structure rules).
+absl::StatusOr<LevelMeta> ParseLevelJson(const Json& j, std::string_view path,
+                                         structure::Builder& b, structure::Level& level) {
   LevelMeta meta;
   auto shape_it = j.find("shape");
   if (shape_it == j.end()) {
     return Bad(path, "missing \"shape\" (the batch size), expected e.g. \"shape\": [3, 4]");
   }
-  absl::StatusOr<std::vector<int64_t>> batch = ParseShape(*shape_it, path, "\"shape\"");
-  if (!batch.ok()) return batch.status();
-  meta.batch_size = *std::move(batch);
+  if (absl::Status ok = b.SetBatchSize(level, *shape_it); !ok.ok()) {
+    if (structure::RuleOf(ok) != structure::Rule::kSubBatch) {
+      return Bad(path, absl::StrCat("\"shape\" ", ok.message()));
+    }
+    return SubBatchError(path, *structure::Sizes(*shape_it).Read(), level.parent()->batch_size());
+  }
+  meta.batch_size = level.batch_size();
   absl::Status dev = CheckDevice(j, path, "");
   if (!dev.ok()) return dev;
   for (const auto& [key, entry] : j.items()) {
@@ -280,8 +277,9 @@ absl::StatusOr<LevelMeta> ParseLevelJson(const Json& j, std::string_view path) {
                                           "\"torch.float32\", got a ",
                                     JsonTypeName(*dt), " (", dt->dump(), ")"));
     }
+    // The dtype and shape by the builder's readers, in the order this reader always read them.
     absl::StatusOr<c10::ScalarType> dtype =
-        internal::DtypeFromName(dt->get_ref<const std::string&>());
+        structure::Dtype::Name(dt->get_ref<const std::string&>()).Read();
     if (!dtype.ok()) {
       return Bad(path, absl::StrCat(what, ": ", dtype.status().message(),
                                     " (expected torch.float32, torch.int64, torch.bool, ...)"));
@@ -289,9 +287,10 @@ absl::StatusOr<LevelMeta> ParseLevelJson(const Json& j, std::string_view path) {
     e.dtype = *dtype;
     auto sh = entry.find("shape");
     if (sh == entry.end()) return Bad(path, absl::StrCat(what, " has no \"shape\""));
-    absl::StatusOr<std::vector<int64_t>> shape =
-        ParseShape(*sh, path, absl::StrCat(what, "'s \"shape\""));
-    if (!shape.ok()) return shape.status();
+    absl::StatusOr<std::vector<int64_t>> shape = structure::Sizes(*sh).Read();
+    if (!shape.ok()) {
+      return Bad(path, absl::StrCat(what, "'s \"shape\" ", shape.status().message()));
+    }
     e.shape = *std::move(shape);
     auto nested = entry.find("is_nested");
     if (nested != entry.end() && !nested->is_null()) {
@@ -324,13 +323,10 @@ absl::StatusOr<LevelMeta> ParseLevelJson(const Json& j, std::string_view path) {
       if (!nbytes.ok()) return Bad(path, std::string(nbytes.status().message()));
       e.nbytes = *nbytes;
     } else {
-      if (absl::Status ok = internal::CheckStartsWith(e.shape, meta.batch_size, "shape");
-          !ok.ok()) {
-        return Bad(path, absl::StrCat(what, ": ", ok.message()));
-      }
-      absl::StatusOr<int64_t> nbytes = TensorBytes(e.shape, e.dtype, what);
-      if (!nbytes.ok()) return Bad(path, std::string(nbytes.status().message()));
-      e.nbytes = *nbytes;
+      // The builder's leaf: its shape starts with the batch size, its bytes fit in int64.
+      absl::StatusOr<const structure::Entry*> leaf = b.AddLeaf(level, key, e.dtype, e.shape);
+      if (!leaf.ok()) return Bad(path, absl::StrCat(what, ": ", leaf.status().message()));
+      e.nbytes = (*leaf)->nbytes;
     }
     e.file_name = EntryFileName(key, e.kind);
     e.legacy_file_name = LegacyFileName(key, e.kind).value_or("");
@@ -360,7 +356,25 @@ absl::StatusOr<nlohmann::json> ToJson(const Json& j, std::string_view path) {
   }
 }
 
-absl::StatusOr<DirMeta> ParseDirJson(const Json& j, std::string_view path) {
+// Makes `out`'s level, of kind `kind`, at `place` (the directory at `path`).
+absl::Status Place(const DirPlace& place, structure::LevelKind kind, std::string_view path,
+                   DirMeta* out) {
+  if (place.fill != nullptr && kind != structure::LevelKind::kTensorDict) {
+    return Bad(path, "must hold a TensorDict level (the tensorclass's tensors)");
+  }
+  out->node = place.fill;
+  if (out->node != nullptr) return absl::OkStatus();
+  if (place.parent == nullptr) {
+    out->node = &place.builder->Root(kind);
+    return absl::OkStatus();
+  }
+  absl::StatusOr<structure::Level*> level = place.builder->AddLevel(*place.parent, place.key, kind);
+  if (!level.ok()) return Bad(path, std::string(level.status().message()));
+  out->node = *level;
+  return absl::OkStatus();
+}
+
+absl::StatusOr<DirMeta> ParseDirJson(const Json& j, std::string_view path, const DirPlace& place) {
   if (!j.is_object()) {
     return Bad(path, absl::StrCat("expected a JSON object, got a ", JsonTypeName(j)));
   }
@@ -385,6 +399,9 @@ absl::StatusOr<DirMeta> ParseDirJson(const Json& j, std::string_view path) {
   const std::string name = cls ? cls->second : "TensorDict";
   if (ours && name == "LazyStackedTensorDict") {
     out.type = DirType::kLazyStack;
+    if (absl::Status ok = Place(place, structure::LevelKind::kLazyStack, path, &out); !ok.ok()) {
+      return ok;
+    }
     absl::StatusOr<int64_t> dim = ParseStackDim(j, path);
     if (!dim.ok()) return dim.status();
     out.stack_dim = *dim;
@@ -438,7 +455,10 @@ absl::StatusOr<DirMeta> ParseDirJson(const Json& j, std::string_view path) {
     // A TensorDict level (also subclasses, and older module paths such as
     // "tensordict.tensordict.TensorDict").
     out.type = DirType::kTensorDict;
-    absl::StatusOr<LevelMeta> level = ParseLevelJson(j, path);
+    if (absl::Status ok = Place(place, structure::LevelKind::kTensorDict, path, &out); !ok.ok()) {
+      return ok;
+    }
+    absl::StatusOr<LevelMeta> level = ParseLevelJson(j, path, *place.builder, *out.node);
     if (!level.ok()) return level.status();
     out.level = *std::move(level);
     return out;
@@ -449,8 +469,12 @@ absl::StatusOr<DirMeta> ParseDirJson(const Json& j, std::string_view path) {
                                   "NonTensorData, NonTensorStack, MetaData and tensorclasses "
                                   "are)"));
   }
-  // A tensorclass: its non-tensor fields are here, its tensors in _tensordict/.
+  // A tensorclass: its non-tensor fields are here, its tensors in _tensordict/ (which fills the
+  // same level, DirPlace::fill).
   out.type = DirType::kTensorClass;
+  if (absl::Status ok = Place(place, structure::LevelKind::kTensorClass, path, &out); !ok.ok()) {
+    return ok;
+  }
   for (const auto& [key, value] : j.items()) {
     if (key == "_type") continue;
     absl::StatusOr<nlohmann::json> v = ToJson(value, path);
@@ -462,10 +486,22 @@ absl::StatusOr<DirMeta> ParseDirJson(const Json& j, std::string_view path) {
 
 }  // namespace
 
-absl::StatusOr<DirMeta> ParseDirMeta(std::string_view text, std::string_view path) {
+absl::StatusOr<DirMeta> ParseDirMeta(std::string_view text, std::string_view path,
+                                     const DirPlace& place) {
   absl::StatusOr<Json> parsed = ParseJson(text, path);
   if (!parsed.ok()) return parsed.status();
-  return ParseDirJson(*parsed, path);
+  if (place.builder != nullptr) return ParseDirJson(*parsed, path, place);
+  structure::Builder own;  // a root of its own
+  absl::StatusOr<DirMeta> dir = ParseDirJson(*parsed, path, DirPlace{&own, nullptr, "", nullptr});
+  if (dir.ok()) dir->node = nullptr;
+  return dir;
+}
+
+absl::Status SubBatchError(std::string_view meta_path, const std::vector<int64_t>& batch,
+                           const std::vector<int64_t>& parent_batch) {
+  return Bad(meta_path, absl::StrCat("batch size ", SizeRepr(batch),
+                                     " does not start with the parent's batch size ",
+                                     SizeRepr(parent_batch)));
 }
 
 absl::StatusOr<LevelMeta> ParseLevelMeta(std::string_view text, std::string_view path) {

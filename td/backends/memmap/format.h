@@ -58,6 +58,7 @@
 #include "absl/status/statusor.h"
 #include "nlohmann/json.hpp"
 #include "td/core/internal/structure_check.h"
+#include "td/structure/structure.h"
 
 namespace td {
 namespace internal {
@@ -164,13 +165,30 @@ struct DirMeta {
   nlohmann::json data;    // kNonTensorData, kNonTensorStack (a JSON array)
   // kTensorClass: the non-tensor fields of meta.json (all but "_type"), in the file's order.
   std::vector<std::pair<std::string, nlohmann::json>> fields;
+  structure::Level* node = nullptr;  // the level this directory is in DirPlace's builder
 };
-// Parses and validates a directory's meta.json whatever it holds. Errors as ParseLevelMeta's;
-// pickled data, custom-op views (permute/unsqueeze/...) and other layouts that cannot be read
-// are errors naming the class.
+// Where a directory is in the structure being read (NOTE [ Structure codec ] in
+// td/structure/structure.h), whose `builder` applies the structure rules across directories: the
+// sub-level `key` of `parent` (nullptr: the root), or `fill` (a tensorclass, for its
+// _tensordict/). No builder: a root of its own (node is then nullptr).
+struct DirPlace {
+  structure::Builder* builder = nullptr;
+  structure::Level* parent = nullptr;
+  std::string key;
+  structure::Level* fill = nullptr;
+};
+// Parses and validates a directory's meta.json whatever it holds, at `place`. Errors as
+// ParseLevelMeta's; pickled data, custom-op views (permute/unsqueeze/...) and other layouts that
+// cannot be read are errors naming the class; so are levels deeper than td::kMaxNestingDepth and
+// batch sizes that do not start with their parent's.
 //   auto m = ParseDirMeta(R"({"_type": "<class 'tensordict._lazy.LazyStackedTensorDict'>",
 //                             "stack_dim": 0})", "/d/meta.json");   // m->type == kLazyStack
-absl::StatusOr<DirMeta> ParseDirMeta(std::string_view text, std::string_view path);
+absl::StatusOr<DirMeta> ParseDirMeta(std::string_view text, std::string_view path,
+                                     const DirPlace& place = {});
+// The error of a level at `meta_path` whose batch size `batch` does not start with its
+// parent's `parent_batch` (structure::Rule::kSubBatch, in this reader's words).
+absl::Status SubBatchError(std::string_view meta_path, const std::vector<int64_t>& batch,
+                           const std::vector<int64_t>& parent_batch);
 
 // meta.json text for a level (entries in order, then shape, device "cpu" and _type). A
 // sub-directory entry's "type" is its type_name, or "TensorDict" / "NonTensorData" by kind.

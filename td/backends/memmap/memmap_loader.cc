@@ -24,6 +24,7 @@
 #include "td/backends/memmap/memmap_internal.h"
 #include "td/backends/memmap/memmap_storage.h"
 #include "td/core/dtype.h"
+#include "td/structure/structure.h"
 
 namespace td {
 namespace internal {
@@ -32,11 +33,12 @@ namespace memmap {
 namespace {
 
 using internal::memmap::DirMeta;
+using internal::memmap::DirPlace;
 using internal::memmap::DirType;
 using internal::memmap::EntryKind;
 using internal::memmap::EntryMeta;
 
-constexpr int kMaxLevels = kMaxNestingDepth;  // what the writer accepts
+constexpr int kMaxLevels = kMaxNestingDepth;  // what the writer accepts (empty levels' depth)
 const std::string kMeta(internal::memmap::kMetaFile);
 
 const char* TypeText(EntryType t) {
@@ -105,12 +107,20 @@ class Loader {
   // which are then locked too), so nothing needs to walk the finished tree.
   Loader(MemmapMode mode, bool lock) : mode_(mode), lock_(lock) {}
 
+  // Where the directory loaded first goes: the root of the structure (NOTE [ Structure codec ]
+  // in td/structure/structure.h), or, with `parent_batch`, the sub-level of a stand-in parent.
+  absl::StatusOr<DirPlace> Top(const std::vector<int64_t>* parent_batch) {
+    if (parent_batch == nullptr) return DirPlace{&builder_, nullptr, "", nullptr};
+    structure::Level& parent = builder_.Root(structure::LevelKind::kTensorDict);
+    absl::Status ok = builder_.SetBatchSize(parent, *parent_batch);
+    if (!ok.ok()) return ok;
+    return DirPlace{&builder_, &parent, "level", nullptr};
+  }
+
+  // The directory `dir` at `path`, as `place` in the structure (depth: of the directories,
+  // for the empty levels older writers left under non-tensor data).
   absl::StatusOr<Planned> Dir(const std::shared_ptr<UniqueFd>& dir, const std::string& path,
-                              bool root, int depth) {
-    if (depth > kMaxLevels) {
-      return absl::DataLossError(
-          absl::StrCat(path, ": TensorDicts nested more than ", kMaxLevels, " levels deep"));
-    }
+                              bool root, int depth, const DirPlace& place) {
     const std::string meta_path = JoinPath(path, kMeta);
     absl::StatusOr<std::string> text =
         ReadFileAt(dir->get(), kMeta, internal::memmap::kMaxMetaBytes, meta_path);
@@ -121,15 +131,15 @@ class Loader {
       }
       return text.status();
     }
-    absl::StatusOr<DirMeta> meta = internal::memmap::ParseDirMeta(*text, meta_path);
+    absl::StatusOr<DirMeta> meta = internal::memmap::ParseDirMeta(*text, meta_path, place);
     if (!meta.ok()) return meta.status();
     absl::StatusOr<std::vector<DirEntry>> listing = ListDir(dir->get(), path);
     if (!listing.ok()) return listing.status();
     switch (meta->type) {
       case DirType::kTensorDict:
-        return Level(dir, path, std::move(meta->level), *listing, root, depth);
+        return Level(dir, path, std::move(meta->level), *listing, root, depth, *meta->node);
       case DirType::kLazyStack:
-        return LazyStack(dir, path, meta->stack_dim, *listing, depth);
+        return LazyStack(dir, path, meta->stack_dim, *listing, depth, *meta->node);
       case DirType::kTensorClass:
         return TensorClass(dir, path, *meta, *listing, depth);
       case DirType::kNonTensorData:
@@ -163,16 +173,21 @@ class Loader {
   }
 
  private:
+  // The sub-directory `name` (at `path`) of the level `parent`: its entry `key`, or (`fill`) the
+  // tensors of the tensorclass `parent`.
   absl::StatusOr<Planned> Child(int parent_fd, const std::string& name, const std::string& path,
-                                int depth) {
+                                int depth, structure::Level& parent, const std::string& key,
+                                bool fill = false) {
     absl::StatusOr<UniqueFd> sub = OpenDirShared(parent_fd, name, path);
     if (!sub.ok()) return sub.status();
-    return Dir(std::make_shared<UniqueFd>(*std::move(sub)), path, false, depth + 1);
+    const DirPlace place{&builder_, fill ? nullptr : &parent, key, fill ? &parent : nullptr};
+    return Dir(std::make_shared<UniqueFd>(*std::move(sub)), path, false, depth + 1, place);
   }
 
   absl::StatusOr<Planned> Level(const std::shared_ptr<UniqueFd>& dir, const std::string& path,
                                 internal::memmap::LevelMeta meta,
-                                const std::vector<DirEntry>& listing, bool root, int depth) {
+                                const std::vector<DirEntry>& listing, bool root, int depth,
+                                structure::Level& node) {
     const std::string meta_path = JoinPath(path, kMeta);
     absl::flat_hash_map<std::string, EntryType> present;
     for (const DirEntry& e : listing) present.emplace(e.name, e.type);
@@ -239,15 +254,10 @@ class Loader {
         jobs_.push_back(std::move(job));
         continue;
       }
-      absl::StatusOr<Planned> child = Child(dir->get(), e.file_name, entry_path, depth);
+      // Its batch size starts with this level's (structure::Builder::SetBatchSize).
+      absl::StatusOr<Planned> child =
+          Child(dir->get(), e.file_name, entry_path, depth, node, e.key);
       if (!child.ok()) return child.status();
-      if (child->tensordict &&
-          (child->batch.size() < meta.batch_size.size() ||
-           !std::equal(meta.batch_size.begin(), meta.batch_size.end(), child->batch.begin()))) {
-        return absl::DataLossError(absl::StrCat(
-            JoinPath(entry_path, kMeta), ": batch size ", SizeRepr(child->batch),
-            " does not start with the parent's batch size ", SizeRepr(meta.batch_size)));
-      }
       if (child->value->has_value()) {
         level->AddLoaded(e.key, **child->value);
       } else {
@@ -351,7 +361,7 @@ class Loader {
 
   absl::StatusOr<Planned> LazyStack(const std::shared_ptr<UniqueFd>& dir, const std::string& path,
                                     int64_t stack_dim, const std::vector<DirEntry>& listing,
-                                    int depth) {
+                                    int depth, structure::Level& node) {
     int64_t members = 0;
     absl::flat_hash_set<int64_t> seen;
     for (const DirEntry& e : listing) {
@@ -375,7 +385,8 @@ class Loader {
     std::vector<Planned> parts;
     for (int64_t i = 0; i < members; ++i) {
       const std::string name = std::to_string(i);
-      absl::StatusOr<Planned> part = Child(dir->get(), name, JoinPath(path, name), depth);
+      absl::StatusOr<Planned> part =
+          Child(dir->get(), name, JoinPath(path, name), depth, node, name);
       if (!part.ok()) return part.status();
       if (!part->tensordict) {
         return absl::DataLossError(absl::StrCat(JoinPath(path, name),
@@ -398,6 +409,13 @@ class Loader {
     Planned out;
     out.batch = parts.front().batch;
     out.batch.insert(out.batch.begin() + stack_dim, members);
+    if (absl::Status ok = builder_.SetBatchSize(node, out.batch); !ok.ok()) {
+      if (structure::RuleOf(ok) == structure::Rule::kSubBatch) {
+        return internal::memmap::SubBatchError(JoinPath(path, kMeta), out.batch,
+                                               node.parent()->batch_size());
+      }
+      return absl::DataLossError(absl::StrCat(JoinPath(path, kMeta), ": ", ok.message()));
+    }
     std::shared_ptr<std::optional<Value>> slot = out.value;
     finishers_.push_back([parts = std::move(parts), slot, stack_dim, path]() -> absl::Status {
       std::vector<TensorDict> tds;
@@ -436,7 +454,8 @@ class Loader {
                                               " but has no _tensordict/ directory with its "
                                               "tensors"));
     }
-    absl::StatusOr<Planned> tensors = Child(dir->get(), inner, JoinPath(path, inner), depth);
+    absl::StatusOr<Planned> tensors =
+        Child(dir->get(), inner, JoinPath(path, inner), depth, *meta.node, inner, /*fill=*/true);
     if (!tensors.ok()) return tensors.status();
     if (!tensors->storage) {
       return absl::DataLossError(absl::StrCat(JoinPath(path, inner),
@@ -519,6 +538,7 @@ class Loader {
 
   MemmapMode mode_;
   bool lock_;
+  structure::Builder builder_;
   std::vector<MemmapStorage*> levels_;
   std::vector<MapJob> jobs_;
   std::vector<std::function<absl::Status()>> finishers_;
@@ -531,7 +551,10 @@ absl::StatusOr<TensorDict> LoadDir(int dirfd, const std::string& path, MemmapMod
   int own = ::fcntl(dirfd, F_DUPFD_CLOEXEC, 0);
   if (own < 0) return ErrnoError(errno, "cannot duplicate the descriptor of", path);
   Loader loader(mode, /*lock=*/true);
-  absl::StatusOr<Planned> top = loader.Dir(std::make_shared<UniqueFd>(own), path, true, 0);
+  absl::StatusOr<DirPlace> place = loader.Top(nullptr);
+  if (!place.ok()) return place.status();
+  absl::StatusOr<Planned> top =
+      loader.Dir(std::make_shared<UniqueFd>(own), path, true, 0, *place);
   if (!top.ok()) return top.status();
   if (!top->tensordict) {
     return absl::DataLossError(absl::StrCat(
@@ -550,18 +573,13 @@ absl::StatusOr<std::shared_ptr<MemmapStorage>> LoadLevel(int dirfd, const std::s
   int own = ::fcntl(dirfd, F_DUPFD_CLOEXEC, 0);
   if (own < 0) return ErrnoError(errno, "cannot duplicate the descriptor of", path);
   Loader loader(mode, /*lock=*/false);
-  absl::StatusOr<Planned> top = loader.Dir(std::make_shared<UniqueFd>(own), path, root, 0);
+  absl::StatusOr<DirPlace> place = loader.Top(parent_batch);  // its batch starts with the parent's
+  if (!place.ok()) return place.status();
+  absl::StatusOr<Planned> top =
+      loader.Dir(std::make_shared<UniqueFd>(own), path, root, 0, *place);
   if (!top.ok()) return top.status();
   if (!top->storage || !top->tensordict) {
     return absl::DataLossError(absl::StrCat(path, " does not hold a TensorDict level"));
-  }
-  if (parent_batch != nullptr &&
-      (top->batch.size() < parent_batch->size() ||
-       !std::equal(parent_batch->begin(), parent_batch->end(), top->batch.begin()))) {
-    return absl::DataLossError(absl::StrCat(JoinPath(path, kMeta), ": batch size ",
-                                            SizeRepr(top->batch),
-                                            " does not start with the parent's batch size ",
-                                            SizeRepr(*parent_batch)));
   }
   absl::Status s = loader.Finish(num_threads);
   if (!s.ok()) return s;

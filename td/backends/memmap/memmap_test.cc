@@ -488,6 +488,20 @@ TEST_F(LoadErrorsTest, NestedBatchMustStartWithParents) {
                    "torch.Size([3])"});
 }
 
+// Levels nest at most td::kMaxNestingDepth deep (structure::Builder::AddLevel, NOTE [ Structure
+// codec ] in td/structure/structure.h): a deeper tree is refused at the first level past it.
+TEST_F(LoadErrorsTest, LevelsDeeperThanTheLimit) {
+  const std::string root = FreshDir("mm") + "/deep";
+  const std::string level = R"({"d": {"type": "TensorDict"}, "shape": [], "device": "cpu"})";
+  std::string dir = root;
+  for (int depth = 0; depth <= kMaxNestingDepth + 1; ++depth, dir += "/d") {
+    ASSERT_EQ(::mkdir(dir.c_str(), 0755), 0) << dir;
+    WriteText(dir + "/meta.json", depth <= kMaxNestingDepth ? level : R"({"shape": []})");
+  }
+  TD_EXPECT_THROW_MSG(TensorDict::load_memmap(root), MemmapError,
+                      {"/d/meta.json", "nested more than 128 levels deep", "td::kMaxNestingDepth"});
+}
+
 TEST_F(LoadErrorsTest, SymlinksAreRefused) {
   ASSERT_EQ(::unlink((dir_ + "/f32.memmap").c_str()), 0);
   ASSERT_EQ(::symlink("/etc/passwd", (dir_ + "/f32.memmap").c_str()), 0);

@@ -10,8 +10,10 @@
 // structure it describes is valid is decided by the functions below, with one set of limits.
 // td/structure's Builder applies them by construction (NOTE [ Structure codec ] in
 // td/structure/structure.h): a reader that maps its fields to the Builder cannot skip one.
-// Ported so far: the consolidated metadata, shared-memory handles, td::distributed's structures;
-// the others still call these functions themselves.
+// Ported so far: memmap directories (format.cc, with memmap_loader.cc and td/io/archive.cc
+// across directories), the consolidated metadata, shared-memory handles, td::distributed's
+// structures. Zarr (td/io/zarr_format.cc) and HDF5 (td/backends/h5/walk.cc) still check
+// theirs by hand.
 //  * JSON nesting: at most kMaxStructureJsonDepth levels of [ and {, checked on the text before it
 //    is parsed (CheckJsonDepth; nlohmann/json's parser and destructor recurse once per level).
 //    Every format spends at most three JSON levels per TensorDict level, so every TensorDict that
