@@ -49,7 +49,7 @@ TensorDict stack(const std::vector<TensorDict>& tds, int64_t dim) {
                            SizeRepr(first.batch_size()), " (stack needs equal batch sizes)");
     }
   }
-  LeafTree tree(first);
+  LeafTree tree(first, LeafTree::NonTensorMode::kCombine);
   std::vector<std::vector<at::Tensor>> cols = AlignAll(tree, tds);
   std::vector<at::Tensor> out = internal::MapEach(
       tree, [&](size_t i, const at::Tensor&) { return at::stack(cols[i], d); }, "stacking",
@@ -88,7 +88,7 @@ TensorDict cat(const std::vector<TensorDict>& tds, int64_t dim) {
     }
     batch[d] += b[d];
   }
-  LeafTree tree(first);
+  LeafTree tree(first, LeafTree::NonTensorMode::kCombine);
   std::vector<std::vector<at::Tensor>> cols = AlignAll(tree, tds);
   std::vector<at::Tensor> out = internal::MapEach(
       tree, [&](size_t i, const at::Tensor&) { return at::cat(cols[i], d); }, "concatenating",

@@ -24,6 +24,7 @@
 #include "td/backends/memmap/memmap_internal.h"
 #include "td/backends/memmap/memmap_storage.h"
 #include "td/core/dtype.h"
+#include "td/core/internal/non_tensor_stack.h"
 
 namespace td {
 namespace internal {
@@ -138,7 +139,13 @@ class Loader {
         if (!s.ok()) return s;
         Planned out;
         out.tensordict = false;
-        *out.value = Value(NonTensorData(std::move(meta->data)));
+        // A NonTensorStack's values are checked against the level holding it (Level).
+        *out.value = Value(NonTensorData(std::move(meta->data),
+                                         meta->type == DirType::kNonTensorStack
+                                             ? NonTensorData::Kind::kStack
+                                         : internal::memmap::IsMetaDataType(meta->type_name)
+                                             ? NonTensorData::Kind::kMetaData
+                                             : NonTensorData::Kind::kData));
         return out;
       }
     }
@@ -247,6 +254,16 @@ class Loader {
         return absl::DataLossError(absl::StrCat(
             JoinPath(entry_path, kMeta), ": batch size ", SizeRepr(child->batch),
             " does not start with the parent's batch size ", SizeRepr(meta.batch_size)));
+      }
+      if (child->value->has_value() && (*child->value)->is_non_tensor() &&
+          (*child->value)->non_tensor_data().is_stack()) {
+        absl::StatusOr<NonTensorData> stack = internal::StackFromFile(
+            (*child->value)->non_tensor_data().data, meta.batch_size);
+        if (!stack.ok()) {
+          return absl::DataLossError(
+              absl::StrCat(JoinPath(entry_path, kMeta), ": ", stack.status().message()));
+        }
+        **child->value = Value(*std::move(stack));
       }
       if (child->value->has_value()) {
         level->AddLoaded(e.key, **child->value);

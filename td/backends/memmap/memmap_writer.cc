@@ -115,12 +115,22 @@ std::shared_ptr<UniqueFd> OpenNew(int parent_fd, const std::string& name, const 
   return std::make_shared<UniqueFd>(ValueOrThrow<MemmapError>(OpenDirAt(parent_fd, name, path)));
 }
 
-void WriteNonTensor(const nlohmann::json& data, const std::vector<int64_t>& batch, int dirfd,
+// A non-tensor entry's directory, as Python tensordict 0.5-0.14 writes it: a NonTensorStack is
+// its meta.json alone; NonTensorData and MetaData also hold `_tensordict/` with the batch size.
+void WriteNonTensor(const NonTensorData& data, const std::vector<int64_t>& batch, int dirfd,
                     const std::string& path, const WriteOptions& o,
                     std::vector<std::shared_ptr<UniqueFd>>* dirs) {
-  ThrowIfError<MemmapError>(CreateFileAt(dirfd, std::string(internal::memmap::kMetaFile),
-                                         internal::memmap::NonTensorMetaJson(data), o.sync,
-                                         JoinPath(path, internal::memmap::kMetaFile)));
+  const std::string meta_path = JoinPath(path, internal::memmap::kMetaFile);
+  if (data.is_stack()) {
+    ThrowIfError<MemmapError>(CreateFileAt(dirfd, std::string(internal::memmap::kMetaFile),
+                                           internal::memmap::NonTensorStackMetaJson(data.data),
+                                           o.sync, meta_path));
+    return;
+  }
+  ThrowIfError<MemmapError>(CreateFileAt(
+      dirfd, std::string(internal::memmap::kMetaFile),
+      internal::memmap::NonTensorMetaJson(data.data, data.kind == NonTensorData::Kind::kMetaData),
+      o.sync, meta_path));
   const std::string inner(internal::memmap::kNonTensorInner);
   const std::string inner_path = JoinPath(path, inner);
   ThrowIfError<MemmapError>(MakeDirAt(dirfd, inner, inner_path));
@@ -171,7 +181,7 @@ void BuildLevel(const TensorDict& td, const std::shared_ptr<UniqueFd>& dir, cons
     } else {
       ThrowIfError<MemmapError>(MakeDirAt(dir->get(), name, entry_path));
       auto sub = OpenNew(dir->get(), name, entry_path);
-      WriteNonTensor(v->non_tensor(), meta.batch_size, sub->get(), entry_path, o, dirs);
+      WriteNonTensor(v->non_tensor_data(), meta.batch_size, sub->get(), entry_path, o, dirs);
       if (o.sync) dirs->push_back(std::move(sub));
     }
     meta.entries.push_back(std::move(e));
@@ -368,6 +378,8 @@ internal::memmap::EntryMeta EntryMetaOf(const std::string& key, const Value& v) 
                           : v.tensor().sizes().vec();
   } else if (v.is_tensordict() && LazyStackedTensorDict::from(v.tensordict())) {
     e.type_name = "LazyStackedTensorDict";
+  } else if (v.is_non_tensor() && v.non_tensor_data().kind != NonTensorData::Kind::kData) {
+    e.type_name = v.non_tensor_data().is_stack() ? "NonTensorStack" : "MetaData";
   }
   return e;
 }
@@ -437,7 +449,7 @@ void WriteEntryDir(const Value& value, const std::vector<int64_t>& parent_batch,
   }
   auto dir = OpenNew(parent_fd, name, path);
   std::vector<std::shared_ptr<UniqueFd>> dirs;
-  WriteNonTensor(value.non_tensor(), parent_batch, dir->get(), path, options, &dirs);
+  WriteNonTensor(value.non_tensor_data(), parent_batch, dir->get(), path, options, &dirs);
   if (options.sync) {
     for (const auto& d : dirs) ThrowIfError<MemmapError>(SyncDir(d->get(), path));
     ThrowIfError<MemmapError>(SyncDir(dir->get(), path));

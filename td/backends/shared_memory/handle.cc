@@ -247,6 +247,13 @@ absl::Status ParseLevel(const Json& j, const std::vector<SegmentRef>& segments,
       auto it = e.find("data");
       if (it == e.end()) return Bad(absl::StrCat(kwhere, " is non-tensor data without \"data\""));
       entry.data = *it;
+      if (auto cls = e.find("cls"); cls != e.end()) {
+        if (!cls->is_string() || (*cls != "MetaData" && *cls != "NonTensorStack")) {
+          return Bad(absl::StrCat(kwhere, " has the non-tensor class ", cls->dump(-1, ' ', true),
+                                  " (expected \"MetaData\" or \"NonTensorStack\")"));
+        }
+        entry.cls = cls->get<std::string>();
+      }
     } else {
       return Bad(absl::StrCat(kwhere, " has the unknown kind ", (*kind)->dump(-1, ' ', true),
                               " (expected \"tensor\", \"tensordict\" or \"non_tensor\")"));

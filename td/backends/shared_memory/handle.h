@@ -75,6 +75,8 @@ struct Entry {
   TensorRef tensor;               // kTensor
   std::unique_ptr<Level> level;   // kTensorDict
   nlohmann::json data;            // kNonTensor
+  // kNonTensor: "" for NonTensorData, "MetaData" or "NonTensorStack" (the handle's "cls").
+  std::string cls;
 };
 
 struct Level {
