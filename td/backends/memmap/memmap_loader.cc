@@ -152,11 +152,12 @@ class Loader {
     return absl::InternalError("unreachable");
   }
 
-  // Maps every file, then completes what waits for it.
-  absl::Status Finish(int num_threads) {
-    absl::Status s = RunParallel(jobs_.size(), num_threads, [&](size_t i) -> absl::Status {
-      return Map(jobs_[i]);
-    });
+  // Maps every file (on the threads `threads` plans with the files as the cost), then completes
+  // what waits for it.
+  absl::Status Finish(const parallel::ParallelOptions& threads) {
+    const int64_t files = static_cast<int64_t>(jobs_.size());
+    absl::Status s = RunParallel(jobs_.size(), parallel::plan_threads(files, files, threads),
+                                 [&](size_t i) -> absl::Status { return Map(jobs_[i]); });
     if (!s.ok()) return s;
     for (MapJob& job : jobs_) job.level->SetLoaded(job.index, Value(std::move(job.result)));
     if (lock_) {
@@ -544,7 +545,7 @@ class Loader {
 }  // namespace
 
 absl::StatusOr<TensorDict> LoadDir(int dirfd, const std::string& path, MemmapMode mode,
-                                   int num_threads) {
+                                   const parallel::ParallelOptions& threads) {
   int own = ::fcntl(dirfd, F_DUPFD_CLOEXEC, 0);
   if (own < 0) return ErrnoError(errno, "cannot duplicate the descriptor of", path);
   Loader loader(mode, /*lock=*/true);
@@ -555,7 +556,7 @@ absl::StatusOr<TensorDict> LoadDir(int dirfd, const std::string& path, MemmapMod
         path, " holds non-tensor data (a NonTensorData, NonTensorStack or MetaData), not a "
               "TensorDict: load the directory that contains it"));
   }
-  absl::Status s = loader.Finish(num_threads);
+  absl::Status s = loader.Finish(threads);
   if (!s.ok()) return s;
   return (*top->value)->tensordict();
 }
@@ -563,7 +564,7 @@ absl::StatusOr<TensorDict> LoadDir(int dirfd, const std::string& path, MemmapMod
 absl::StatusOr<std::shared_ptr<MemmapStorage>> LoadLevel(int dirfd, const std::string& path,
                                                          MemmapMode mode, bool root,
                                                          const std::vector<int64_t>* parent_batch,
-                                                         int num_threads) {
+                                                         const parallel::ParallelOptions& threads) {
   int own = ::fcntl(dirfd, F_DUPFD_CLOEXEC, 0);
   if (own < 0) return ErrnoError(errno, "cannot duplicate the descriptor of", path);
   Loader loader(mode, /*lock=*/false);
@@ -580,7 +581,7 @@ absl::StatusOr<std::shared_ptr<MemmapStorage>> LoadLevel(int dirfd, const std::s
                                             " does not start with the parent's batch size ",
                                             SizeRepr(*parent_batch)));
   }
-  absl::Status s = loader.Finish(num_threads);
+  absl::Status s = loader.Finish(threads);
   if (!s.ok()) return s;
   return top->storage;
 }
