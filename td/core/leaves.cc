@@ -128,7 +128,7 @@ void LeafTree::AlignLevel(int64_t level, const TensorDict& other, const AlignOpt
             if (sub.kind == Kind::kTensorDict) stack.push_back(sub.index);
           }
         }
-      } else if (e.kind != Kind::kOther || options.check_non_tensor()) {
+      } else if (e.kind != Kind::kOther) {
         missing->push_back(LevelKey(level, &e.key));
       }
       continue;
@@ -161,20 +161,7 @@ void LeafTree::AlignLevel(int64_t level, const TensorDict& other, const AlignOpt
         (*out)[e.index] = e.table->Add(v->non_tensor_data(), other.batch_size(),
                                        leaves_[e.index].device());
         break;
-      case Kind::kOther:
-        if (options.check_non_tensor()) {
-          if (!v->is_non_tensor()) {
-            TD_FAIL(TypeError, "key ", LevelKey(level, &e.key).repr(),
-                            " is non-tensor data in the first TensorDict but a ", v->kind(),
-                            " in ", options.Describe());
-          }
-          if (!(v->non_tensor_data() == e.other->non_tensor_data())) {
-            TD_FAIL(ValueError, "non-tensor entry ", LevelKey(level, &e.key).repr(), " differs: ",
-                             e.other->non_tensor().dump(), " in the first TensorDict, ",
-                             v->non_tensor().dump(), " in ", options.Describe(),
-                             " (non-tensor entries must be equal to be combined)");
-          }
-        }
+      case Kind::kOther:  // carried as it is (kCombine makes every non-tensor a kStandIn)
         break;
     }
   }

@@ -25,7 +25,6 @@ std::vector<std::vector<at::Tensor>> AlignAll(const LeafTree& tree,
   for (size_t j = 1; j < tds.size(); ++j) {
     std::vector<at::Tensor> leaves = tree.Align(tds[j], LeafTree::AlignOptions()
                                                             .strict_keys(true)
-                                                            .check_non_tensor(true)
                                                             .name("TensorDict")
                                                             .position(static_cast<int64_t>(j)));
     for (size_t i = 0; i < leaves.size(); ++i) cols[i].push_back(std::move(leaves[i]));

@@ -186,7 +186,7 @@ TEST(Archive, NonTensorKinds) {
          << R"("device":null,"data":["a","b"]})";
   }
   TD_EXPECT_THROW_MSG(TensorDict::load_memmap(dir + "/k"), MemmapError,
-                      {"task/meta.json", "lists of shape [2]", "batch size [3]"});
+                      {"task/meta.json", "lists of shape torch.Size([2])", "batch size torch.Size([3])"});
 }
 
 TEST(Archive, BadInput) {

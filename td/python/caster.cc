@@ -680,7 +680,9 @@ void bind(py::module_& m) {
       [](py::object cls, py::object lazy_cls) {
         Registry& r = registry();
         if (cls.is_none()) {
-          r = Registry{py::object(), py::object(), false, std::move(r.tensorclasses)};
+          Registry fresh;
+          fresh.tensorclasses = std::move(r.tensorclasses);
+          r = std::move(fresh);
           return;
         }
         r.td_type = std::move(cls);

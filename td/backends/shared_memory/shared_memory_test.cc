@@ -202,7 +202,7 @@ TEST(SharedMemoryTest, NonTensorKindsCrossTheHandle) {
     if (e["key"] == "task") e["data"] = {"a", "b"};
   }
   TD_EXPECT_THROW_MSG(AttachSharedMemory(h.dump()), c10::Error,
-                      {"NonTensorStack 'task'", "lists of shape [2]", "[3]"});
+                      {"NonTensorStack 'task'", "lists of shape torch.Size([2])", "torch.Size([3])"});
   h = nlohmann::json::parse(handle);
   for (auto& e : h["root"]["entries"]) {
     if (e["key"] == "robot") e["cls"] = "Pickled";

@@ -93,8 +93,6 @@ class LeafTree {
   struct AlignOptions {
     // Keys of `other` this tree lacks are an error (stack/cat); otherwise ignored (apply).
     TORCH_ARG(bool, strict_keys) = false;
-    // Non-tensor entries must be equal (stack/cat).
-    TORCH_ARG(bool, check_non_tensor) = false;
     // Used for leaves missing in `other`; without it a missing leaf is a KeyError.
     TORCH_ARG(std::optional<at::Tensor>, default_value) = std::nullopt;
     // How `other` is called in error messages: `name`, followed by `position` when it is
