@@ -43,17 +43,15 @@ at::Tensor AllocateOwner(int64_t nbytes, at::Device device, const ConsolidateOpt
 
 // Copies leaf i into view i; zeroes the bytes no leaf covers.
 void FillBuffer(const std::vector<at::Tensor>& leaves, const std::vector<at::Tensor>& views,
-                const at::Tensor& owner, const BufferLayout& layout, int num_threads,
-                const internal::LeafTree& tree) {
+                const at::Tensor& owner, const BufferLayout& layout,
+                const parallel::ParallelOptions& threads, const internal::LeafTree& tree) {
   const bool cpu = owner.device().is_cpu();
   auto* base = static_cast<uint8_t*>(owner.data_ptr());
   int64_t total = 0;
   for (const auto& s : layout.slots) total += s.nbytes;
-  parallel::check_num_threads(num_threads, "ConsolidateOptions::num_threads");
-  parallel::ParallelOptions popts = parallel::ParallelOptions().num_threads(num_threads);
-  if (num_threads == 1) popts.parallel(false);
+  parallel::check_num_threads(threads.num_threads(), "ConsolidateOptions::num_threads");
   parallel::parallel_for(
-      static_cast<int64_t>(leaves.size()), total, popts, [&](int64_t i) {
+      static_cast<int64_t>(leaves.size()), total, threads, [&](int64_t i) {
         const at::Tensor& src = leaves[i];
         const auto& slot = layout.slots[i];
         if (slot.nbytes == 0) return;
@@ -140,7 +138,7 @@ TensorDict consolidate(const TensorDict& td, const ConsolidateOptions& options) 
   std::optional<internal::Buffer> buffer = internal::Adopt(owner, layout);
   TORCH_INTERNAL_ASSERT(buffer.has_value(), "consolidate: a fresh buffer was already registered");
   std::vector<at::Tensor> views = internal::SlotViews(*buffer);
-  FillBuffer(leaves, views, owner, *layout, options.num_threads(), tree);
+  FillBuffer(leaves, views, owner, *layout, options.parallel_options(), tree);
   if (file) file->Commit();
 
   std::optional<at::Device> result_device = td.device();

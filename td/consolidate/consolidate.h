@@ -28,12 +28,17 @@
 #include <string>
 
 #include "td/core/tensordict.h"
+#include "td/executor/executor.h"
 
 namespace td {
 
 // Options of consolidate().
 //   td::consolidate(td, td::ConsolidateOptions().pin_memory(true).num_threads(4));
-struct ConsolidateOptions {
+// parallel / num_threads / min_cost (td::parallel::WithParallelOptions; NOTE [ num_threads ] in
+// td/executor/executor.h): the threads copying leaves into the buffer. The cost is the bytes to
+// copy: by default up to td::parallel::num_threads() threads from
+// td::parallel::kDefaultMinParallelCost bytes on, else the calling thread.
+struct ConsolidateOptions : parallel::WithParallelOptions<ConsolidateOptions> {
   // Puts the buffer in a memory-mapped file at this path, in the consolidated file format
   // (td/consolidate/file.h: data, JSON metadata, metadata length), readable by
   // load_consolidated() and by Python's `TensorDict.from_consolidated`. The result's leaves map
@@ -49,9 +54,6 @@ struct ConsolidateOptions {
   // The buffer's device (default: the TensorDict's device, else the first leaf's). The result's
   // device() is set to it when given.
   TORCH_ARG(std::optional<at::Device>, device) = std::nullopt;
-  // Threads copying leaves into the buffer (NOTE [ num_threads ] in td/executor/executor.h):
-  // 0 goes parallel, up to td::parallel::num_threads(), for large TensorDicts only.
-  TORCH_ARG(int, num_threads) = 0;
 };
 
 // A new dense TensorDict with the same structure, batch sizes, non-tensor data and values, whose

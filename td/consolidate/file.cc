@@ -21,6 +21,7 @@
 #include "td/core/dtype.h"
 #include "td/core/errors.h"
 #include "td/core/internal/leaves.h"
+#include "td/core/internal/non_tensor_stack.h"
 #include "td/core/mapped_copy.h"
 #include "td/executor/executor.h"
 #include "td/os/files.h"
@@ -37,6 +38,32 @@ static_assert(sizeof(int64_t) == 8, "the metadata length is an int64");
 
 bool IsReservedLevelKey(std::string_view k) {
   return k == "cls" || k == "non_tensors" || k == "leaves" || k == "cls_metadata" || k == "size";
+}
+
+// A NonTensorStack level as upstream writes one (stack_dim 0; NOTE [ Consolidated file format ]
+// in file.h): members along the first of `batch`, NonTensorData in "non_tensors" when it is
+// the last dim, NonTensorStacks over the rest otherwise. `names`: the holding level's dim names
+// from this stack's first dim on (upstream names a stack dim as its parent names that dim).
+Json StackJson(const Json& values, at::IntArrayRef batch, at::ArrayRef<std::optional<std::string>> names) {
+  Json level = Json::object();
+  level["cls"] = "NonTensorStack";
+  level["non_tensors"] = Json::object();
+  level["leaves"] = Json::object();
+  Json cls_meta = Json::object();
+  cls_meta["stack_dim"] = 0;
+  cls_meta["stack_dim_name"] = !names.empty() && names[0] ? Json(*names[0]) : Json(nullptr);
+  cls_meta["is_locked"] = false;
+  level["cls_metadata"] = std::move(cls_meta);
+  const std::vector<int64_t> rest(batch.begin() + 1, batch.end());
+  for (size_t i = 0; i < values.size(); ++i) {
+    if (rest.empty()) {
+      level["non_tensors"][std::to_string(i)] = Json::array({values[i], rest, nullptr});
+    } else {
+      level[std::to_string(i)] =
+          StackJson(values[i], rest, names.empty() ? names : names.slice(1));
+    }
+  }
+  return level;
 }
 
 // The level objects of `t` with a null placeholder per leaf (filled from the layout).
@@ -63,7 +90,16 @@ Json LevelJson(const TensorDict& t, const std::vector<std::string>& prefix) {
                          "leaves, cls_metadata, size)");
       }
       subs[k] = LevelJson(value.tensordict(), parts);
-    } else if (value.is_non_tensor()) {
+    } else if (value.non_tensor_data().is_stack()) {
+      // Python's reader takes any sub-level key; ours refuses the format's own names.
+      if (IsReservedLevelKey(k)) {
+        TD_FAIL(ValueError, "consolidated file: the NonTensorStack ", NestedKey(parts).repr(),
+                " has a name the format uses for its own fields (cls, non_tensors, leaves, "
+                "cls_metadata, size)");
+      }
+      const DimNames names = t.names();
+      subs[k] = StackJson(Json::parse(value.non_tensor().dump()), t.batch_size(), names);
+    } else if (value.is_non_tensor()) {  // NonTensorData and MetaData alike, as upstream
       level["non_tensors"][k] = Json::array(
           {Json(value.non_tensor()),
            std::vector<int64_t>(t.batch_size().begin(), t.batch_size().end()), nullptr});
@@ -138,7 +174,14 @@ struct Builder {
       } else if (e.kind == structure::EntryKind::kLeaf) {
         level.set(e.key, Leaf(e));
       } else if (e.level->kind() == structure::LevelKind::kNonTensorStack) {
-        level.set_non_tensor(e.key, e.level->info.data);  // one value per element (NOTE in file.h)
+        // NOTE [ Non-tensor stacks ] in td/core/internal/non_tensor_stack.h
+        absl::StatusOr<NonTensorData> stack =
+            internal::StackFromFile(e.level->info.data, m.batch_size());
+        if (!stack.ok()) {
+          Bad(file, absl::StrCat("NonTensorStack ", NestedKey(e.key).repr(), ": ",
+                                 stack.status().message()));
+        }
+        level.set(e.key, *std::move(stack));
       } else {
         level.set(e.key, Level(*e.level, cpu));
       }

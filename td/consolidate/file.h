@@ -29,11 +29,13 @@
 //   loads as td::lazy_stack(members, stack_dim) (members may be ragged), its stack dim named;
 //     {"cls": "NonTensorStack", "non_tensors": {"0": [<data>, <batch size>, <device>], ...},
 //      "leaves": {}, "cls_metadata": {"stack_dim": 0, ...}, "1": {<a NonTensorStack>}, ...}
-//   loads as one non-tensor entry holding a JSON list of one value per element (Python's
-//   tolist()), the library's form of per-element non-tensor data. We write neither: a lazy stack
-//   is written as a TensorDict of its stacked leaves (a ragged one cannot be written), a JSON
-//   list as one NonTensorData. Nested jagged tensors (keys "<NJT...>") and tensorclasses are
-//   refused with a MemmapError naming them.
+//   loads as a td::NonTensorData::stack over the batch size of the level holding it (its values
+//   nested as Python's tolist(); dims past the level's stay lists inside each value; NOTE
+//   [ Non-tensor stacks ] in td/core/internal/non_tensor_stack.h), and a NonTensorStack entry is
+//   written in that form (stack_dim 0, NonTensorData members for the last dim). A lazy stack is
+//   written as a TensorDict of its stacked leaves (a ragged one cannot be written). MetaData is
+//   written and read as NonTensorData, as upstream's consolidate does. Nested jagged tensors
+//   (keys "<NJT...>") and tensorclasses are refused with a MemmapError naming them.
 // - Level keys "cls", "non_tensors", "leaves", "cls_metadata" and "size" are the format's own: a
 //   sub-TensorDict with one of these names cannot be written (ValueError), nor can a leaf whose
 //   name starts with "<NJT" (Python would read it as a nested tensor part).

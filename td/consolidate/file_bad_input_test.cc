@@ -276,7 +276,9 @@ TEST(ConsolidatedFileBadInput, StacksLoad) {
   EXPECT_EQ(ls.names(), DimNames({"t", "env"}));
   EXPECT_TRUE(ls.is_locked());
   EXPECT_EQ(ls.get("a").sizes(), at::IntArrayRef({2, 2}));
-  EXPECT_EQ(ls.get_non_tensor("s"), nlohmann::json::parse(R"(["x", "y"])"));
+  // The members' different values: a NonTensorStack over the stack's batch size [2, 2].
+  EXPECT_EQ(ls.get_value("s").non_tensor_data(),
+            NonTensorData::stack(nlohmann::json::parse(R"([["x", "y"], ["x", "y"]])")));
   EXPECT_FALSE(is_consolidated(t));  // a lazy stack's leaves are stacked when read
   EXPECT_EQ(t.get_non_tensor("nts"),
             nlohmann::json::parse(R"([["p", {"q": 1}], ["p", {"q": 1}]])"));

@@ -52,7 +52,8 @@ TensorDict Expected() {
                      {"n", n},
                      {"flag", at::tensor({1, 0, 1}).to(at::kBool)},
                      {"odd", at::arange(3, at::kShort)},
-                     {"note", "hello"}},
+                     {"note", "hello"},
+                     {"labels", NonTensorData::stack({"cat", "dog", nullptr})}},
                     {3}, std::nullopt, {"env"});
 }
 
@@ -87,7 +88,7 @@ void ExpectEqual(const TensorDict& got, const TensorDict& want) {
   for (const NestedKey& k : want.keys(KeysOptions().include_nested(true).leaves_only(true))) {
     Value w = want.get_value(k);
     if (w.is_non_tensor()) {
-      EXPECT_EQ(got.get_non_tensor(k), w.non_tensor()) << k;
+      EXPECT_EQ(got.get_value(k).non_tensor_data(), w.non_tensor_data()) << k;
       continue;
     }
     at::Tensor g = got.get(k);
@@ -107,10 +108,11 @@ TEST(ConsolidatedFileCompat, PythonWritesWeRead) {
   // Dim names, every level's (they used to be dropped).
   EXPECT_EQ(loaded.names(), DimNames({"env"}));
   EXPECT_EQ(loaded.get_tensordict("n").names(), DimNames({"env", "agent"}));
-  // Python's read order: non-tensors, leaves, then sub-TensorDicts.
+  // Python's read order: non-tensors, leaves, then sub-levels (NonTensorStacks are levels).
   std::vector<NestedKey> keys = loaded.keys();
   EXPECT_EQ(keys.front(), NestedKey("note"));
-  EXPECT_EQ(keys.back(), NestedKey("n"));
+  EXPECT_EQ(keys.back(), NestedKey("labels"));
+  EXPECT_EQ(keys[keys.size() - 2], NestedKey("n"));
 }
 
 // A lazy stack (ragged, stacked along dim 1 and named) and NonTensorStacks, as Python writes them
@@ -138,12 +140,16 @@ TEST(ConsolidatedFileCompat, PythonStacksWeRead) {
   }
   EXPECT_TRUE(at::equal(ls->get("a"), at::stack({at::arange(3, at::kFloat),
                                                  at::arange(3, at::kFloat) + 10}, 1)));
-  EXPECT_EQ(ls->get_non_tensor("s"), nlohmann::json::parse(R"(["x", "y"])"));
-  // NonTensorStacks: one value per element, as upstream's tolist().
-  EXPECT_EQ(loaded.get_non_tensor("nts"),
-            nlohmann::json::parse(R"([["p", "q"], ["p", "q"], ["p", "q"]])"));
-  EXPECT_EQ(loaded.get_non_tensor("nts2"),
-            nlohmann::json::parse(R"([[0, {"k": [0]}], [1, {"k": [1]}], [2, {"k": [2]}]])"));
+  // The members' differing values, read through the lazy stack: a NonTensorStack over [3, 2].
+  EXPECT_EQ(ls->get_value("s").non_tensor_data(),
+            NonTensorData::stack(nlohmann::json::parse(R"([["x", "y"], ["x", "y"], ["x", "y"]])")));
+  // NonTensorStacks: one value per element of the level's batch size [3], as upstream's tolist()
+  // (a stack dim past the level's stays a list in each value).
+  EXPECT_EQ(loaded.get_value("nts").non_tensor_data(),
+            NonTensorData::stack(nlohmann::json::parse(R"([["p", "q"], ["p", "q"], ["p", "q"]])")));
+  EXPECT_EQ(loaded.get_value("nts2").non_tensor_data(),
+            NonTensorData::stack(nlohmann::json::parse(
+                R"([[0, {"k": [0]}], [1, {"k": [1]}], [2, {"k": [2]}]])")));
   EXPECT_EQ(loaded.keys(), std::vector<NestedKey>({"v", "ls", "nts", "nts2"}));
 }
 

@@ -20,18 +20,15 @@ namespace {
 
 // NOTE [ Parallel apply ]
 // apply / named_apply / apply_ hand ApplyOptions' parallel settings to internal::MapEach, the
-// per-leaf loop of NOTE [ Leaf maps ]: below min_parallel_numel elements in total the leaves
+// per-leaf loop of NOTE [ Leaf maps ]: below min_cost elements in total the leaves
 // run serially in key order, above it on td::parallel's threads (NOTE [ Thread policy ] in
 // td/executor/executor.h). Every result lands in its own slot and the tree is rebuilt in key
 // order, so the result does not depend on the schedule; when several leaves fail, the error of
 // the first in key order is rethrown, as the serial loop would have. clone, to, contiguous,
 // stack and cat pass default options: their per-leaf work is a copy, worth threads when large.
-parallel::ParallelOptions LeafParallelism(const ApplyOptions& options) {
+const parallel::ParallelOptions& LeafParallelism(const ApplyOptions& options) {
   parallel::check_num_threads(options.num_threads(), "ApplyOptions::num_threads");
-  return parallel::ParallelOptions()
-      .parallel(options.parallel())
-      .num_threads(options.num_threads())
-      .min_cost(options.min_parallel_numel());
+  return options.parallel_options();
 }
 
 // The leaves of each of `others` aligned to `tree`: result[other][leaf].

@@ -59,7 +59,7 @@ TensorDict ZipImpl(const TensorDict& a, const TensorDict& b,
 namespace {
 at::Tensor NonTensorCompare(const TensorDict& shape_of, const Value& a, const Value& b,
                             bool equal) {
-  bool same = a.kind() == b.kind() && a.is_non_tensor() && a.non_tensor() == b.non_tensor();
+  bool same = a.kind() == b.kind() && a.is_non_tensor() && a.non_tensor_data() == b.non_tensor_data();
   return at::full(shape_of.batch_size(), same == equal, at::kBool);
 }
 }  // namespace
@@ -115,7 +115,7 @@ void assert_allclose(const TensorDict& a, const TensorDict& b, const AllCloseOpt
                        " in the second");
     }
     if (va.is_non_tensor()) {
-      if (va.non_tensor() != vb.non_tensor()) {
+      if (va.non_tensor_data() != vb.non_tensor_data()) {
         TD_FAIL(c10::Error, "key ", k.repr(), " differs: ", va.non_tensor().dump(), " vs ",
                          vb.non_tensor().dump());
       }

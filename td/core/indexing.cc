@@ -224,7 +224,7 @@ void PlanLevel(const TensorDict* dst, const TensorDict& src, const NestedKey* pr
       }
     } else {
       if (cur) {
-        if (!cur->is_non_tensor() || !(cur->non_tensor() == v->non_tensor())) {
+        if (!cur->is_non_tensor() || !(cur->non_tensor_data() == v->non_tensor_data())) {
           TD_FAIL(ValueError, "index_put_: non-tensor entry ", key.repr(), " is ",
                            v->non_tensor().dump(), " in the value but ",
                            cur->is_non_tensor() ? cur->non_tensor().dump()
@@ -263,7 +263,7 @@ TensorDict TensorDict::index(at::ArrayRef<TensorIndex> indices) const {
   if (storage_->names() != nullptr) origins = IndexOrigins(ex);
   const NormalizedIndex norm = NormalizeIndex(std::move(ex));
   const bool basic = !norm.advanced && internal::IsBasicIndex(norm.indices);
-  LeafTree tree(*this);
+  LeafTree tree(*this, LeafTree::NonTensorMode::kMove);
   std::vector<at::Tensor> out = internal::MapEach(
       tree,
       [&](size_t, const at::Tensor& leaf) {

@@ -15,9 +15,21 @@
 namespace td {
 namespace internal {
 
-LeafTree::LeafTree(const TensorDict& td, bool stop_at_lazy) : stop_at_lazy_(stop_at_lazy) {
+LeafTree::LeafTree(const TensorDict& td, bool stop_at_lazy, NonTensorMode mode)
+    : stop_at_lazy_(stop_at_lazy), mode_(mode) {
   AddLevel(td, -1, -1);
 }
+
+namespace {
+
+// Where a level's stand-ins live: its device, else its first tensor leaf's, else the CPU.
+at::Device StandInDevice(const TensorDict& td, const std::vector<at::Tensor>& leaves,
+                         size_t first_leaf) {
+  if (td.device()) return *td.device();
+  return first_leaf < leaves.size() ? leaves[first_leaf].device() : at::Device(at::kCPU);
+}
+
+}  // namespace
 
 void LeafTree::AddLevel(const TensorDict& td, int64_t parent, int64_t parent_entry) {
   const Storage& s = td.storage();
@@ -31,6 +43,7 @@ void LeafTree::AddLevel(const TensorDict& td, int64_t parent, int64_t parent_ent
   if (parent < 0) {  // most leaves usually sit at the root: one allocation each
     leaves_.reserve(n);
   }
+  const size_t first_leaf = leaves_.size();
   auto add = [&](std::string key, const Value& v) {
     const int64_t entry = static_cast<int64_t>(levels_[me].entries.size());
     if (v.is_tensor()) {
@@ -42,6 +55,15 @@ void LeafTree::AddLevel(const TensorDict& td, int64_t parent, int64_t parent_ent
       const int64_t child = static_cast<int64_t>(levels_.size());
       levels_[me].entries.push_back(Entry{std::move(key), Kind::kTensorDict, child, std::nullopt});
       AddLevel(v.tensordict(), me, entry);
+    } else if (mode_ == NonTensorMode::kCombine ||
+               (mode_ == NonTensorMode::kMove && v.non_tensor_data().is_stack())) {
+      auto table = std::make_shared<StackTable>();
+      leaves_.push_back(table->Add(v.non_tensor_data(), td.batch_size(),
+                                   StandInDevice(td, leaves_, first_leaf)));
+      levels_[me].entries.push_back(Entry{std::move(key), Kind::kStandIn,
+                                          static_cast<int64_t>(leaves_.size()) - 1, std::nullopt,
+                                          std::move(table)});
+      leaf_pos_.emplace_back(static_cast<int32_t>(me), static_cast<int32_t>(entry));
     } else {
       levels_[me].entries.push_back(Entry{std::move(key), Kind::kOther, -1, v});
     }
@@ -106,7 +128,7 @@ void LeafTree::AlignLevel(int64_t level, const TensorDict& other, const AlignOpt
             if (sub.kind == Kind::kTensorDict) stack.push_back(sub.index);
           }
         }
-      } else if (e.kind != Kind::kOther || options.check_non_tensor()) {
+      } else if (e.kind != Kind::kOther) {
         missing->push_back(LevelKey(level, &e.key));
       }
       continue;
@@ -127,20 +149,19 @@ void LeafTree::AlignLevel(int64_t level, const TensorDict& other, const AlignOpt
         }
         AlignLevel(e.index, v->tensordict(), options, out, missing, extra);
         break;
-      case Kind::kOther:
-        if (options.check_non_tensor()) {
-          if (!v->is_non_tensor()) {
-            TD_FAIL(TypeError, "key ", LevelKey(level, &e.key).repr(),
-                            " is non-tensor data in the first TensorDict but a ", v->kind(),
-                            " in ", options.Describe());
-          }
-          if (!(v->non_tensor() == e.other->non_tensor())) {
-            TD_FAIL(ValueError, "non-tensor entry ", LevelKey(level, &e.key).repr(), " differs: ",
-                             e.other->non_tensor().dump(), " in the first TensorDict, ",
-                             v->non_tensor().dump(), " in ", options.Describe(),
-                             " (non-tensor entries must be equal to be combined)");
-          }
+      case Kind::kStandIn:
+        if (!v->is_non_tensor()) {
+          TD_FAIL(TypeError, "key ", LevelKey(level, &e.key).repr(),
+                  " is non-tensor data in the first TensorDict but a ", v->kind(), " in ",
+                  options.Describe());
         }
+        if (v->non_tensor_data().is_stack()) {
+          CheckStackShape(v->non_tensor(), other.batch_size(), LevelKey(level, &e.key));
+        }
+        (*out)[e.index] = e.table->Add(v->non_tensor_data(), other.batch_size(),
+                                       leaves_[e.index].device());
+        break;
+      case Kind::kOther:  // carried as it is (kCombine makes every non-tensor a kStandIn)
         break;
     }
   }
@@ -236,9 +257,23 @@ TensorDict LeafTree::RebuildLevel(int64_t level, std::vector<at::Tensor>& output
                                                  origins));
         break;
       }
-      case Kind::kOther:
+      case Kind::kOther: {
+        const NonTensorData& d = e.other->non_tensor_data();
+        if (d.is_stack() && at::IntArrayRef(batch) != lv.td.batch_size()) {
+          FailStackDoesNotFit(LevelKey(level, &e.key), lv.td.batch_size(), batch);
+        }
         entries.emplace_back(e.key, *e.other);
         break;
+      }
+      case Kind::kStandIn: {
+        const at::Tensor& t = outputs[e.index];
+        if (!t.defined()) break;
+        if (t.sizes() != at::IntArrayRef(batch)) {
+          FailLevelInvariant(level_repr(), LevelKey(level, &e.key), ShapeOf(t), batch);
+        }
+        entries.emplace_back(e.key, e.table->Gather(t));
+        break;
+      }
     }
   }
   std::shared_ptr<const DimNames> names;

@@ -6,9 +6,11 @@
 #include <torch/arg.h>
 
 #include <cstdint>
+#include <limits>
 #include <optional>
 
 #include "td/core/nested_key.h"
+#include "td/executor/executor.h"
 
 namespace td {
 
@@ -18,13 +20,25 @@ namespace td {
 // process's memory, never the file) and set/set_/del_ on the TensorDict throw ValueError.
 enum class MemmapMode { kReadWrite, kReadOnly };
 
+// MemmapOptions' default min_cost: bytes of tensor data a write copies (NOTE [ num_threads ] in
+// td/executor/executor.h).
+inline constexpr int64_t kMemmapMinParallelBytes = int64_t{8} << 20;
+// LoadMemmapOptions' default min_cost, in files mapped: no load reaches it, so loads map from
+// the calling thread unless asked (parallel(true), or a min_cost). Mapping a file is cheap:
+// loading 16 to 1024 small files, two threads did not beat one (measured on 2 CPUs).
+inline constexpr int64_t kLoadMemmapMinParallelFiles = std::numeric_limits<int64_t>::max();
+
 // Options of memmap / memmap_ / memmap_like (td/backends/memmap; see docs/memmap.md).
 // Example: `td.memmap("/data/ckpt", td::MemmapOptions().num_threads(8))`.
-struct MemmapOptions {
-  // Threads writing leaves (NOTE [ num_threads ] in td/executor/executor.h; oneTBB, at most one
-  // per CPU and one per leaf): 0 uses td::parallel::num_threads() when there are several leaves
-  // and at least 8 MiB of data to copy, else the calling thread.
-  TORCH_ARG(int, num_threads) = 0;
+// parallel / num_threads / min_cost (td::parallel::WithParallelOptions; NOTE [ num_threads ] in
+// td/executor/executor.h): the threads writing leaves (oneTBB, at most one per CPU and one per
+// leaf). The cost is the bytes of tensor data to copy: by default the writes use up to
+// td::parallel::num_threads() threads when there are several leaves and at least
+// kMemmapMinParallelBytes (8 MiB), else the calling thread.
+struct MemmapOptions : parallel::WithParallelOptions<MemmapOptions> {
+  MemmapOptions()
+      : parallel::WithParallelOptions<MemmapOptions>(
+            parallel::ParallelOptions().min_cost(kMemmapMinParallelBytes)) {}
   // A leaf that is already a memory-mapped file elsewhere is copied when true; when false
   // (Python's default) writing it throws ValueError naming the key and both files.
   TORCH_ARG(bool, copy_existing) = false;
@@ -39,15 +53,20 @@ struct MemmapOptions {
 
 // Options of load_memmap (td/backends/memmap; see docs/memmap.md).
 // Example: `td::TensorDict::load_memmap("/ckpt", td::LoadMemmapOptions().sub_path("0"))`.
-struct LoadMemmapOptions {
+// parallel / num_threads / min_cost (td::parallel::WithParallelOptions; NOTE [ num_threads ] in
+// td/executor/executor.h): the threads opening and mapping the files. The cost is the number of
+// files, and no load reaches the default min_cost (kLoadMemmapMinParallelFiles): a load maps
+// from the calling thread unless asked, e.g. on a slow file system
+// `.parallel(true).num_threads(8)` or `.min_cost(64)` (files).
+struct LoadMemmapOptions : parallel::WithParallelOptions<LoadMemmapOptions> {
+  LoadMemmapOptions()
+      : parallel::WithParallelOptions<LoadMemmapOptions>(
+            parallel::ParallelOptions().min_cost(kLoadMemmapMinParallelFiles)) {}
   // Read-write or read-only mapping: see MemmapMode.
   TORCH_ARG(MemmapMode, mode) = MemmapMode::kReadWrite;
   // Load the sub-TensorDict at this key instead of the whole directory (a slice of a
   // checkpoint): `.sub_path("0")` or `.sub_path(td::NestedKey{"a", "b"})`.
   TORCH_ARG(std::optional<NestedKey>, sub_path) = std::nullopt;
-  // Threads opening and mapping the files (NOTE [ num_threads ] in td/executor/executor.h): 0
-  // maps from the calling thread (mapping is cheap; ask for threads on slow file systems).
-  TORCH_ARG(int, num_threads) = 0;
 };
 
 }  // namespace td

@@ -35,7 +35,14 @@ struct KeysOptions {
 // Options of TensorDict::apply / named_apply / apply_.
 //   td.apply(fn, td::ApplyOptions().batch_size({12}).default_value(at::zeros({})));
 //   td.apply(fn, td::ApplyOptions().parallel(false));   // fn is not thread-safe
-struct ApplyOptions {
+// parallel / num_threads / min_cost (td::parallel::WithParallelOptions; NOTE [ num_threads ] in
+// td/executor/executor.h): whether fn runs on several leaves at once, on td::parallel's threads
+// (NOTE [ Thread policy ] there; NOTE [ Parallel apply ] in apply.cc). The cost is the leaves'
+// elements: parallel(nullopt), the default, goes parallel when they hold at least `min_cost`
+// elements in total (default td::parallel::kDefaultMinParallelCost) and there are two leaves and
+// two threads; true: whenever there are two leaves and two threads; false: never — fn is then
+// called in key order on the calling thread. The result is the same either way.
+struct ApplyOptions : parallel::WithParallelOptions<ApplyOptions> {
   // The result's batch size (default: this TensorDict's).
   ApplyOptions& batch_size(std::vector<int64_t> b) {
     batch_size_ = std::move(b);
@@ -44,16 +51,6 @@ struct ApplyOptions {
   const std::optional<std::vector<int64_t>>& batch_size() const { return batch_size_; }
   // Used in place of a leaf missing in a zipped TensorDict (default: a missing leaf is an error).
   TORCH_ARG(std::optional<at::Tensor>, default_value) = std::nullopt;
-  // Whether fn runs on several leaves at once, on td::parallel's threads (NOTE [ Thread policy ]
-  // in td/executor/executor.h; NOTE [ Parallel apply ] in apply.cc). nullopt: when the
-  // leaves hold at least `min_parallel_numel` elements in total (and there are two leaves and
-  // two threads); true: whenever there are two leaves and two threads; false: never — fn is
-  // then called in key order on the calling thread. The result is the same either way.
-  TORCH_ARG(std::optional<bool>, parallel) = std::nullopt;
-  // Threads of the call (NOTE [ num_threads ] in td/executor/executor.h): 0 lets `parallel` and
-  // `min_parallel_numel` decide, up to td::parallel::num_threads().
-  TORCH_ARG(int, num_threads) = 0;
-  TORCH_ARG(int64_t, min_parallel_numel) = parallel::kDefaultMinParallelCost;
 
  private:
   std::optional<std::vector<int64_t>> batch_size_;

@@ -65,15 +65,19 @@ std::vector<int64_t> InferShape(at::IntArrayRef shape, int64_t numel, at::IntArr
 
 // Maps `fn` (which must keep feature dims and give batch `batch`) over every leaf. `origins`
 // says where each result dim comes from, for dim names (NOTE [ Dim names ] in
-// td/core/names.cc); without it names are kept when the number of batch dims is.
+// td/core/names.cc); without it names are kept when the number of batch dims is. `fn` moves
+// batch elements, and NonTensorStacks move with them (NOTE [ Non-tensor stacks ]) unless `mode`
+// is kCarry: for functions that also write values (where, masked_fill, pad).
 template <class Fn>
 TensorDict MapShape(const TensorDict& td, at::IntArrayRef batch, const char* what, Fn&& fn,
-                    std::optional<internal::DimOriginsFn> origins = std::nullopt) {
-  LeafTree tree(td);
+                    std::optional<internal::DimOriginsFn> origins = std::nullopt,
+                    LeafTree::NonTensorMode mode = LeafTree::NonTensorMode::kMove) {
+  LeafTree tree(td, mode);
   std::vector<at::Tensor> out =
       MapEach(tree, [&](size_t, const at::Tensor& leaf) { return fn(leaf); }, what);
   return tree.Rebuild(std::move(out), batch, /*check=*/false, std::nullopt, true, origins);
 }
+constexpr LeafTree::NonTensorMode kWritesValues = LeafTree::NonTensorMode::kCarry;
 
 // DimOrigins of an op that keeps the dims listed in `keep` (in result order; -1: a new dim).
 internal::DimOrigins Origins(at::IntArrayRef keep) {
@@ -351,7 +355,7 @@ std::vector<TensorDict> TensorDict::split(at::IntArrayRef split_sizes, int64_t d
     batches.push_back(batch_size().vec());
     batches.back()[d] = s;
   }
-  LeafTree tree(*this);
+  LeafTree tree(*this, LeafTree::NonTensorMode::kMove);
   std::vector<int64_t> sizes = split_sizes.vec();
   auto outs = internal::MapEachMulti(
       tree, sizes.size(),
@@ -374,7 +378,7 @@ std::vector<TensorDict> TensorDict::unbind(int64_t dim) const {
   const int64_t n = batch_size()[d];
   std::vector<int64_t> nb = batch_size().vec();
   nb.erase(nb.begin() + d);
-  LeafTree tree(*this);
+  LeafTree tree(*this, LeafTree::NonTensorMode::kMove);
   auto outs = internal::MapEachMulti(
       tree, n, [d](size_t, const at::Tensor& t) { return t.unbind(d); }, "unbinding");
   auto origins = [&] {
@@ -537,14 +541,14 @@ TensorDict TensorDict::where(const at::Tensor& condition, const at::Scalar& othe
   return MapShape(*this, batch_size(), "where() on", [&](const at::Tensor& t) {
     // The Scalar overload promotes as torch.where does (a bool leaf and 2 give int64).
     return at::where(MaskForLeaf(condition, t), t, other);
-  });
+  }, std::nullopt, kWritesValues);
 }
 
 TensorDict TensorDict::masked_fill(const at::Tensor& mask, const at::Scalar& value) const {
   CheckLeadingMask(mask, batch_size(), "masked_fill");
   return MapShape(*this, batch_size(), "masked_fill on", [&](const at::Tensor& t) {
     return t.masked_fill(MaskForLeaf(mask, t), value);
-  });
+  }, std::nullopt, kWritesValues);
 }
 
 TensorDict& TensorDict::masked_fill_(const at::Tensor& mask, const at::Scalar& value) {
@@ -599,7 +603,7 @@ TensorDict TensorDict::pad(at::IntArrayRef pad, const at::Scalar& value) const {
       p[2 * from_last + 1] = pad[2 * i + 1];
     }
     return at::constant_pad_nd(t, p, value);
-  });
+  }, std::nullopt, kWritesValues);
 }
 
 // ---- shape helpers ------------------------------------------------------------------------

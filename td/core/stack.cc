@@ -25,7 +25,6 @@ std::vector<std::vector<at::Tensor>> AlignAll(const LeafTree& tree,
   for (size_t j = 1; j < tds.size(); ++j) {
     std::vector<at::Tensor> leaves = tree.Align(tds[j], LeafTree::AlignOptions()
                                                             .strict_keys(true)
-                                                            .check_non_tensor(true)
                                                             .name("TensorDict")
                                                             .position(static_cast<int64_t>(j)));
     for (size_t i = 0; i < leaves.size(); ++i) cols[i].push_back(std::move(leaves[i]));
@@ -49,7 +48,7 @@ TensorDict stack(const std::vector<TensorDict>& tds, int64_t dim) {
                            SizeRepr(first.batch_size()), " (stack needs equal batch sizes)");
     }
   }
-  LeafTree tree(first);
+  LeafTree tree(first, LeafTree::NonTensorMode::kCombine);
   std::vector<std::vector<at::Tensor>> cols = AlignAll(tree, tds);
   std::vector<at::Tensor> out = internal::MapEach(
       tree, [&](size_t i, const at::Tensor&) { return at::stack(cols[i], d); }, "stacking",
@@ -88,7 +87,7 @@ TensorDict cat(const std::vector<TensorDict>& tds, int64_t dim) {
     }
     batch[d] += b[d];
   }
-  LeafTree tree(first);
+  LeafTree tree(first, LeafTree::NonTensorMode::kCombine);
   std::vector<std::vector<at::Tensor>> cols = AlignAll(tree, tds);
   std::vector<at::Tensor> out = internal::MapEach(
       tree, [&](size_t i, const at::Tensor&) { return at::cat(cols[i], d); }, "concatenating",

@@ -17,6 +17,7 @@
 #include "td/core/internal/storage_access.h"
 #include "td/core/storage.h"
 #include "td/core/internal/names.h"
+#include "td/core/internal/non_tensor_stack.h"
 
 namespace td {
 namespace {
@@ -77,6 +78,14 @@ void CheckBatchFits(const TensorDict& td, at::IntArrayRef nb, const NestedKey* p
       }
     } else if (m->kind == EntryMeta::Kind::kTensorDict && !StartsWith(m->shape, nb)) {
       CheckBatchFits(s.get(k)->tensordict(), nb, &full);
+    } else if (m->kind == EntryMeta::Kind::kNonTensor && nb != s.batch_size()) {
+      // NOTE [ Non-tensor stacks ]: one value per element of the old batch size.
+      std::optional<Value> v = s.get(k);
+      if (v && v->non_tensor_data().is_stack()) {
+        TD_FAIL(BatchSizeError, "batch size ", SizeRepr(nb), " does not fit the NonTensorStack ",
+                full.repr(), ": it holds one value per element of batch size ",
+                SizeRepr(s.batch_size()));
+      }
     }
   }
   internal::RequireBatchResize(s, nb, "set_batch_size");  // every level, before any changes
@@ -136,6 +145,14 @@ std::string_view Value::kind() const {
     case 1:
       return "TensorDict";
     case 2:
+      switch (std::get<2>(v_).kind) {
+        case NonTensorData::Kind::kData:
+          return "NonTensorData";
+        case NonTensorData::Kind::kMetaData:
+          return "MetaData";
+        case NonTensorData::Kind::kStack:
+          return "NonTensorStack";
+      }
       return "NonTensorData";
     default:
       return "dict";
@@ -146,9 +163,11 @@ void Value::fail_kind(const char* expected) const {
   TD_FAIL(TypeError, "expected ", expected, ", but the entry is a ", kind());
 }
 
-const nlohmann::json& Value::non_tensor() const {
+const nlohmann::json& Value::non_tensor() const { return non_tensor_data().data; }
+
+const NonTensorData& Value::non_tensor_data() const {
   if (!is_non_tensor()) fail_kind("non-tensor data");
-  return std::get<2>(v_).data;
+  return std::get<2>(v_);
 }
 
 // ---- construction -------------------------------------------------------------------------
@@ -214,6 +233,8 @@ TensorDict& TensorDict::auto_batch_size_(std::optional<int64_t> batch_dims) {
       TensorDict sub = v->tensordict();
       sub.auto_batch_size_();
       narrow(sub.batch_size());
+    } else if (v->non_tensor_data().is_stack()) {
+      narrow(s.batch_size());  // its values are nested as the current batch size
     }
   }
   std::vector<int64_t> nb = common.value_or(std::vector<int64_t>{});
@@ -401,6 +422,13 @@ void TensorDict::validate(Value& value, const KeyRef& full_key) const {
     if (device && t.device() != *device) value = t.to(*device);
     return;
   }
+  if (value.is_non_tensor()) {
+    // NOTE [ Non-tensor stacks ] in td/core/internal/non_tensor_stack.h
+    if (value.non_tensor_data().is_stack()) {
+      internal::CheckStackShape(value.non_tensor(), bs, full_key.key());
+    }
+    return;
+  }
   if (value.is_plain_dict()) {
     TensorDict sub(MakeDenseStorage(bs.vec(), device));
     sub.storage_->set_names(storage_->shared_names());  // NOTE [ Dim names ]
@@ -455,7 +483,7 @@ void TensorDict::set_at_level(std::string_view key, Value&& value,
       }
       // Non-tensor data has no storage to write in place: an equal value changes nothing,
       // another one would replace the entry.
-      if (current->non_tensor() == value.non_tensor()) return;
+      if (current->non_tensor_data() == value.non_tensor_data()) return;
       TD_FAIL(LockedError, "cannot replace key ", full_key.repr(),
               " (NonTensorData) with a different NonTensorData value: the TensorDict is locked "
               "(call unlock_() first)");
@@ -568,7 +596,7 @@ TensorDict& TensorDict::update_(const TensorDict& other) {
       // An equal non-tensor entry is left as it is: rewriting it would move it to the end of
       // its level on a backend that deletes and recreates entries (HDF5 links).
       unchanged[targets.size()] = mine && mine->is_non_tensor() &&
-                                  mine->non_tensor() == item.second.non_tensor();
+                                  mine->non_tensor_data() == item.second.non_tensor_data();
       targets.emplace_back();
       continue;
     }

@@ -73,11 +73,36 @@ struct DimRenames {
 // A flat state dict: "a.b.c" -> tensor, as Module::named_parameters() gives.
 using TensorMap = torch::OrderedDict<std::string, at::Tensor>;
 
-// A non-tensor entry: any JSON value (the memmap format stores these as JSON).
+// A non-tensor entry: any JSON value (the memmap format stores these as JSON), of one of Python
+// tensordict's three kinds (NOTE [ Non-tensor stacks ] in td/core/internal/non_tensor_stack.h):
+//   kData      NonTensorData: one value for the whole batch; batch ops carry it as it is.
+//   kMetaData  MetaData: the same, under the name Python gives metadata (td::NonTensorData::meta).
+//   kStack     NonTensorStack: one value per batch element, `data` a list nested as the level's
+//              batch size ([3, 2]: 3 lists of 2 values); indexing, reshaping, stacking... move
+//              the values as they move a tensor's elements (td::NonTensorData::stack).
+//   td.set("episode", "walk-7");                                      // kData
+//   td.set("task", td::NonTensorData::stack({"walk", "run", "jump"}));  // batch size [3]
+//   td.index({1}).get_non_tensor("task") == "run";
 struct NonTensorData {
-  explicit NonTensorData(nlohmann::json d) : data(std::move(d)) {}
+  enum class Kind : uint8_t { kData, kMetaData, kStack };
+  explicit NonTensorData(nlohmann::json d, Kind k = Kind::kData)
+      : data(std::move(d)), kind(k) {}
+  // One value per batch element: `values` nested as the batch size of the level it is set in
+  // (checked there: a BatchSizeError naming the key otherwise).
+  static NonTensorData stack(nlohmann::json values) {
+    return NonTensorData(std::move(values), Kind::kStack);
+  }
+  // Python's MetaData: written and read under that name; otherwise as kData.
+  static NonTensorData meta(nlohmann::json d) { return NonTensorData(std::move(d), Kind::kMetaData); }
+  bool is_stack() const { return kind == Kind::kStack; }
   nlohmann::json data;
-  friend bool operator==(const NonTensorData& a, const NonTensorData& b) { return a.data == b.data; }
+  Kind kind = Kind::kData;
+  // std::equal_to: only nlohmann's own operator is a candidate (not td's TensorDict ones, which
+  // would ask whether JSON converts to a TensorDict that is not complete here).
+  friend bool operator==(const NonTensorData& a, const NonTensorData& b) {
+    return a.kind == b.kind && std::equal_to<nlohmann::json>()(a.data, b.data);
+  }
+  friend bool operator!=(const NonTensorData& a, const NonTensorData& b) { return !(a == b); }
 };
 
 class TensorDict {
@@ -235,14 +260,16 @@ class Value {
     if (!is_tensordict()) fail_kind("a TensorDict");
     return *std::get_if<1>(&v_);
   }
+  // The non-tensor value (its JSON data) / the whole entry with its kind.
   const nlohmann::json& non_tensor() const;
+  const NonTensorData& non_tensor_data() const;
   at::Tensor& mutable_tensor() {
     if (!is_tensor()) fail_kind("a Tensor");
     return *std::get_if<0>(&v_);
   }
   const Items& plain_dict() const { return *std::get<3>(v_); }
 
-  // "Tensor", "TensorDict", "NonTensorData".
+  // "Tensor", "TensorDict", "NonTensorData", "MetaData", "NonTensorStack".
   std::string_view kind() const;
 
  private:

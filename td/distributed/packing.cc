@@ -391,6 +391,11 @@ nlohmann::json StructureToJson(const TensorDict& td) {
     } else {
       e["kind"] = "non_tensor";
       e["value"] = value.non_tensor();
+      // The class, unless NonTensorData (NOTE [ Non-tensor stacks ] in
+      // td/core/internal/non_tensor_stack.h).
+      if (value.non_tensor_data().kind != NonTensorData::Kind::kData) {
+        e["cls"] = value.non_tensor_data().is_stack() ? "NonTensorStack" : "MetaData";
+      }
     }
     entries.push_back(std::move(e));
   }
@@ -424,7 +429,11 @@ TensorDict EmptyFromJsonAt(const nlohmann::json& s, int depth) {
         }
         td.set(key, EmptyFromJsonAt(e.at("value"), depth + 1));
       } else if (kind == "non_tensor") {
-        td.set_non_tensor(key, e.at("value"));
+        // A NonTensorStack's values are checked against the level's batch size by set().
+        const std::string cls = e.value("cls", std::string());
+        td.set(key, NonTensorData(e.at("value"), cls == "NonTensorStack" ? NonTensorData::Kind::kStack
+                                                 : cls == "MetaData" ? NonTensorData::Kind::kMetaData
+                                                                     : NonTensorData::Kind::kData));
       } else {
         TD_FAIL(ValueError, "entry kind '", kind, "' of key '", key, "' is unknown");
       }

@@ -149,6 +149,24 @@ TEST(PackingTest, StructureJsonRoundTrip) {
   TD_EXPECT_THROW_MSG(EmptyFromJson(nlohmann::json::object()), ValueError, {"malformed"});
 }
 
+// The three non-tensor kinds travel in the structure message with their class ("cls"); a
+// NonTensorStack that does not fit its level is refused by set() on receipt, naming the key.
+TEST(PackingTest, NonTensorKindsTravelInTheStructure) {
+  TensorDict td({{"x", at::zeros({3})}}, {3});
+  td.set("task", NonTensorData::stack({"walk", "run", "jump"}));
+  td.set("robot", NonTensorData::meta("franka"));
+  td.set("note", "plain");
+  nlohmann::json j = StructureToJson(td);
+  const TensorDict empty = EmptyFromJson(j);
+  for (const char* k : {"task", "robot", "note"}) {
+    EXPECT_EQ(empty.get_value(k).non_tensor_data(), td.get_value(k).non_tensor_data()) << k;
+  }
+  for (auto& e : j["entries"]) {
+    if (e["key"] == "task") e["value"] = {"a", "b"};
+  }
+  TD_EXPECT_THROW_MSG(EmptyFromJson(j), BatchSizeError, {"NonTensorStack 'task'", "[3]"});
+}
+
 }  // namespace
 }  // namespace internal
 }  // namespace distributed

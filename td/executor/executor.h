@@ -44,17 +44,27 @@
 //     serial loop would have stopped at; every lower index has run.
 //
 // NOTE [ num_threads ]
-// Every option of the library that sets how many threads one call uses is `int num_threads`
-// with one meaning (ApplyOptions, ConsolidateOptions, MemmapOptions, LoadMemmapOptions,
-// ParallelOptions):
+// Every options struct of the library whose call may use threads embeds one ParallelOptions
+// value (WithParallelOptions: ApplyOptions, ConsolidateOptions, MemmapOptions,
+// LoadMemmapOptions, SaveOptions, LoadOptions) instead of declaring the fields itself, so
+// `parallel`, `num_threads` and `min_cost` mean the same everywhere and the call hands the value
+// whole to plan_threads / parallel_for (or to the options of the call it makes: save to
+// memmap). `num_threads`:
 //   0 (the default)  the call decides from the size of its work: up to td::parallel::num_threads()
-//                    threads when the work is large enough to gain from them (each call says
-//                    where that is), else the calling thread alone;
+//                    threads when the work reaches `min_cost`, else the calling thread alone;
 //   1                the calling thread alone;
-//   n > 1            at most n threads (fewer when there are fewer items, or more threads than
-//                    CPUs would only add contention);
-//   n < 0            c10::ValueError naming the option (check_num_threads).
-// td::parallel::set_num_threads(1) therefore makes every call that is left at 0 serial.
+//   n > 1            at most n threads, when the work reaches `min_cost` (or `parallel(true)`);
+//                    fewer when there are fewer items, or more threads than CPUs would only add
+//                    contention (file IO);
+//   n < 0            c10::ValueError naming the option (check_num_threads, by the struct's name).
+// td::parallel::set_num_threads(1) therefore makes every call that is left at 0 serial. Each
+// struct says its cost unit and default `min_cost`: apply elements, consolidate bytes (both
+// kDefaultMinParallelCost), memmap writes bytes (8 MiB), loads files mapped (none reaches the
+// default: mapping is cheap, loads are serial unless asked; td/core/memmap_options.h). Memmap IO
+// takes the whole value too rather than a bare num_threads: one rule for when a call goes
+// parallel everywhere, with `parallel(true)` / `min_cost` to change it.
+// MapOptions::num_workers (td/parallel/map.h) is another thing: the workers map always starts
+// (upstream's num_workers), more than the CPUs if asked, with no cost threshold.
 #pragma once
 
 #include <torch/arg.h>
@@ -100,6 +110,47 @@ struct ParallelOptions {
   TORCH_ARG(int, num_threads) = 0;
   // Total cost (elements, bytes, ... — the caller's unit) from which to go parallel.
   TORCH_ARG(int64_t, min_cost) = kDefaultMinParallelCost;
+};
+
+// Gives an options struct one embedded ParallelOptions and its chainable setters (NOTE
+// [ num_threads ]); a struct whose cost unit needs another default threshold passes its defaults
+// to the constructor.
+//   struct ApplyOptions : td::parallel::WithParallelOptions<ApplyOptions> { ... };
+//   td.apply(fn, td::ApplyOptions().num_threads(4).min_cost(1 << 20));
+//   td::parallel::plan_threads(n, cost, options.parallel_options());
+template <class Derived>
+class WithParallelOptions {
+ public:
+  // ParallelOptions::parallel, num_threads and min_cost of the embedded value.
+  Derived& parallel(std::optional<bool> parallel) {
+    options_.parallel(parallel);
+    return self();
+  }
+  const std::optional<bool>& parallel() const noexcept { return options_.parallel(); }
+  Derived& num_threads(int num_threads) {
+    options_.num_threads(num_threads);
+    return self();
+  }
+  int num_threads() const noexcept { return options_.num_threads(); }
+  Derived& min_cost(int64_t min_cost) {
+    options_.min_cost(min_cost);
+    return self();
+  }
+  int64_t min_cost() const noexcept { return options_.min_cost(); }
+  // The whole value, to hand down.
+  Derived& parallel_options(const ParallelOptions& options) {
+    options_ = options;
+    return self();
+  }
+  const ParallelOptions& parallel_options() const noexcept { return options_; }
+
+ protected:
+  WithParallelOptions() = default;
+  explicit WithParallelOptions(const ParallelOptions& defaults) : options_(defaults) {}
+
+ private:
+  Derived& self() noexcept { return static_cast<Derived&>(*this); }
+  ParallelOptions options_;
 };
 
 // How many threads a loop over `n` items of total cost `total_cost` runs on under `options`:

@@ -62,6 +62,42 @@ TEST(ExecutorTest, PlanThreadsFollowsCostAndOptions) {
   set_num_threads(0);
 }
 
+// An options struct as the library's are (NOTE [ num_threads ]): one embedded ParallelOptions.
+struct SomeOptions : WithParallelOptions<SomeOptions> {
+  TORCH_ARG(int, other) = 0;
+};
+// One with its own default threshold.
+struct BytesOptions : WithParallelOptions<BytesOptions> {
+  BytesOptions() : WithParallelOptions<BytesOptions>(ParallelOptions().min_cost(1 << 23)) {}
+};
+
+TEST(ExecutorTest, WithParallelOptionsChainsAndHandsDownTheWholeValue) {
+  const SomeOptions defaults{};
+  EXPECT_EQ(defaults.parallel(), std::nullopt);
+  EXPECT_EQ(defaults.num_threads(), 0);
+  EXPECT_EQ(defaults.min_cost(), kDefaultMinParallelCost);
+  // Each setter returns the struct itself, so the struct's own setters chain after it.
+  const SomeOptions o = SomeOptions().parallel(true).num_threads(3).min_cost(77).other(5);
+  EXPECT_EQ(o.other(), 5);
+  const ParallelOptions& p = o.parallel_options();
+  EXPECT_EQ(p.parallel(), std::optional<bool>(true));
+  EXPECT_EQ(p.num_threads(), 3);
+  EXPECT_EQ(p.min_cost(), 77);
+  // The whole value goes into another struct at once.
+  const SomeOptions copy = SomeOptions().parallel_options(p).other(1);
+  EXPECT_EQ(copy.parallel(), std::optional<bool>(true));
+  EXPECT_EQ(copy.num_threads(), 3);
+  EXPECT_EQ(copy.min_cost(), 77);
+  EXPECT_EQ(plan_threads(100, 0, SomeOptions().num_threads(2).parallel(true).parallel_options()),
+            2);
+  EXPECT_EQ(plan_threads(100, 76, SomeOptions().num_threads(2).min_cost(77).parallel_options()),
+            1);
+  EXPECT_EQ(plan_threads(100, 77, SomeOptions().num_threads(2).min_cost(77).parallel_options()),
+            2);
+  EXPECT_EQ(BytesOptions().min_cost(), 1 << 23);
+  EXPECT_EQ(BytesOptions().num_threads(4).min_cost(), 1 << 23);
+}
+
 TEST(ExecutorTest, EveryIndexRunsOnceAndResultsMatchSerial) {
   for (int threads : {1, 2, 3}) {
     const int64_t n = 1000;

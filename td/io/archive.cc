@@ -20,6 +20,7 @@
 #include "td/backends/memmap/format.h"
 #include "td/backends/memmap/memory_mapped_tensor.h"
 #include "td/core/errors.h"
+#include "td/core/internal/non_tensor_stack.h"
 #include "td/io/codec.h"
 #include "td/io/zip.h"
 #include "td/os/files.h"
@@ -234,8 +235,11 @@ class ArchiveLoader {
       case mm::DirType::kTensorClass:
         return TensorClassDir(dir, meta);
       case mm::DirType::kNonTensorData:
-      case mm::DirType::kNonTensorStack:
-        return Value(NonTensorData(std::move(meta.data)));
+        return Value(NonTensorData(std::move(meta.data), mm::IsMetaDataType(meta.type_name)
+                                                             ? NonTensorData::Kind::kMetaData
+                                                             : NonTensorData::Kind::kData));
+      case mm::DirType::kNonTensorStack:  // checked against its level's batch size in Level
+        return Value(NonTensorData::stack(std::move(meta.data)));
     }
     TD_FAIL(MemmapError, tree_.Display(meta_name), ": unknown directory type");
   }
@@ -287,7 +291,13 @@ class ArchiveLoader {
           TD_FAIL(MemmapError, tree_.Display(name), ": key ", NestedKey(m.key).repr(),
                   " is a sub-directory in meta.json but a file in the archive");
         }
-        items.emplace_back(NestedKey(m.key), Child(name, node, m.key));
+        Value v = Child(name, node, m.key);
+        if (v.is_non_tensor() && v.non_tensor_data().is_stack()) {
+          v = ValueOrThrow<MemmapError>(
+              internal::StackFromFile(v.non_tensor_data().data, node.batch_size()),
+              tree_.Display(JoinPath(name, kMeta)));
+        }
+        items.emplace_back(NestedKey(m.key), std::move(v));
         continue;
       }
       if (m.is_nested) {

@@ -156,6 +156,39 @@ TEST(Archive, LazyStackAndSubPath) {
                       KeyError, {"'nope'", "s.tdz"});
 }
 
+// The three non-tensor kinds (NOTE [ Non-tensor stacks ] in td/core/internal/non_tensor_stack.h)
+// are written in the memmap layouts inside the archive and read back as they were, nested levels
+// included; a NonTensorStack whose values do not fit its level is refused by name.
+TEST(Archive, NonTensorKinds) {
+  const std::string dir = FreshDir("kinds");
+  TensorDict n({{"x", at::zeros({3, 2})}}, {3, 2});
+  n.set("ids", NonTensorData::stack({{1, 2}, {3, 4}, {5, nullptr}}));
+  TensorDict t({{"obs", at::zeros({3})}, {"n", n}}, {3});
+  t.set("task", NonTensorData::stack({"walk", "run", "jump"}));
+  t.set("robot", NonTensorData::meta({{"arm", "franka"}}));
+  t.set("note", "plain");
+  save(t, dir + "/k.tdz");
+  const TensorDict back = load(dir + "/k.tdz");
+  for (const NestedKey& k : {NestedKey("task"), NestedKey("robot"), NestedKey("note"),
+                             NestedKey({"n", "ids"})}) {
+    EXPECT_EQ(back.get_value(k).non_tensor_data(), t.get_value(k).non_tensor_data()) << k;
+  }
+  EXPECT_EQ(back.index({2}).get_non_tensor({"n", "ids"}), nlohmann::json::parse("[5, null]"));
+  // The same through a memmap directory, which the archive holds.
+  t.memmap(dir + "/k");
+  const TensorDict dir_back = TensorDict::load_memmap(dir + "/k");
+  EXPECT_EQ(dir_back.get_value("task").non_tensor_data(), t.get_value("task").non_tensor_data());
+  EXPECT_EQ(dir_back.get_value("robot").kind(), "MetaData");
+  // Upstream's NonTensorStack of two values in a level of batch size [3]: refused by name.
+  {
+    std::ofstream meta(dir + "/k/task/meta.json");
+    meta << R"({"_type":"<class 'tensordict.tensorclass.NonTensorStack'>","stack_dim":0,)"
+         << R"("device":null,"data":["a","b"]})";
+  }
+  TD_EXPECT_THROW_MSG(TensorDict::load_memmap(dir + "/k"), MemmapError,
+                      {"task/meta.json", "lists of shape torch.Size([2])", "batch size torch.Size([3])"});
+}
+
 TEST(Archive, BadInput) {
   const std::string dir = FreshDir("bad");
   WriteText(dir + "/not.zip", "hello, not a zip file at all");

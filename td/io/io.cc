@@ -71,7 +71,7 @@ TensorDict save(const TensorDict& td, const std::string& prefix, const SaveOptio
     TD_FAIL(ValueError, "save: ", prefix, " already exists (SaveOptions::exists_ok is false)");
   }
   const MemmapOptions memmap_options = MemmapOptions()
-                                           .num_threads(options.num_threads())
+                                           .parallel_options(options.parallel_options())
                                            .copy_existing(options.copy_existing())
                                            .exists_ok(options.exists_ok());
   if (!archive) return td.memmap(prefix, memmap_options);
@@ -112,7 +112,7 @@ TensorDict load(const std::string& prefix, const LoadOptions& options) {
   return TensorDict::load_memmap(prefix, LoadMemmapOptions()
                                              .mode(options.mode().value_or(MemmapMode::kReadWrite))
                                              .sub_path(options.sub_path())
-                                             .num_threads(options.num_threads()));
+                                             .parallel_options(options.parallel_options()));
 }
 
 TensorDict& load_(TensorDict& td, const std::string& prefix, const LoadOptions& options) {

@@ -19,16 +19,18 @@
 #include <string>
 
 #include "td/core/tensordict.h"
+#include "td/executor/executor.h"
 
 namespace td {
 
-// Options of save / dumps.
-struct SaveOptions {
+// Options of save / dumps. parallel / num_threads / min_cost (td::parallel::WithParallelOptions):
+// the threads writing leaves, as MemmapOptions' (a directory; an archive is written by one thread
+// after them).
+struct SaveOptions : parallel::WithParallelOptions<SaveOptions> {
+  SaveOptions() : parallel::WithParallelOptions<SaveOptions>(MemmapOptions().parallel_options()) {}
   // true: write a memmap archive (one zip file); false: a memmap directory; nullopt (upstream's
   // default): an archive when the path ends in ".tdz".
   TORCH_ARG(std::optional<bool>, archive) = std::nullopt;
-  // Threads writing leaves (directories; an archive is written by one thread after them).
-  TORCH_ARG(int, num_threads) = 0;
   // As MemmapOptions::copy_existing.
   TORCH_ARG(bool, copy_existing) = false;
   // false: ValueError when a memmap directory or a file is already at the path.
@@ -44,15 +46,16 @@ TensorDict save(const TensorDict& td, const std::string& prefix, const SaveOptio
 // Upstream's alias of save.
 TensorDict dumps(const TensorDict& td, const std::string& prefix, const SaveOptions& options = {});
 
-// Options of load / load_.
-struct LoadOptions {
+// Options of load / load_. parallel / num_threads / min_cost (td::parallel::WithParallelOptions):
+// the threads mapping a directory's files, as LoadMemmapOptions'.
+struct LoadOptions : parallel::WithParallelOptions<LoadOptions> {
+  LoadOptions()
+      : parallel::WithParallelOptions<LoadOptions>(LoadMemmapOptions().parallel_options()) {}
   // nullopt: each format's default, read-write mapping for a directory (as load_memmap) and a
   // private copy-on-write one for an archive (as upstream's mode "r"); see MemmapMode.
   TORCH_ARG(std::optional<MemmapMode>, mode) = std::nullopt;
   // Load the sub-TensorDict at this key only.
   TORCH_ARG(std::optional<NestedKey>, sub_path) = std::nullopt;
-  // Threads mapping a directory's files (LoadMemmapOptions::num_threads).
-  TORCH_ARG(int, num_threads) = 0;
 };
 
 // Loads what save() wrote (or Python's save / memmap / pack_memmap): an archive through

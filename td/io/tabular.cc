@@ -329,7 +329,8 @@ Value ColumnValue(const std::vector<json>& cells, const FromTableOptions& o) {
     for (const json& c : cells) v.push_back(c.is_null() ? std::nan("") : c.get<double>());
     t = n == 0 ? at::empty({0}, at::kDouble) : at::tensor(v, at::kDouble);
   } else {
-    return Value(NonTensorData(json(cells)));
+    // One value per row (NOTE [ Non-tensor stacks ] in td/core/internal/non_tensor_stack.h).
+    return Value(NonTensorData::stack(json(cells)));
   }
   if (o.dtype()) t = t.to(*o.dtype());
   return Value(t);

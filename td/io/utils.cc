@@ -117,7 +117,7 @@ bool assert_close(const TensorDict& actual, const TensorDict& expected,
               b.kind(), " in expected");
     }
     if (a.is_non_tensor()) {
-      if (a.non_tensor() != b.non_tensor()) {
+      if (a.non_tensor_data() != b.non_tensor_data()) {
         TD_FAIL(c10::Error, msg, "assert_close: key ", k.repr(), " differs: ", a.non_tensor().dump(),
                 " vs ", b.non_tensor().dump());
       }

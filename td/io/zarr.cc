@@ -294,6 +294,10 @@ struct Writer {
                   "bfloat16 or float8, and Python tensordict's to_zarr refuses them too)");
         }
         WriteArray(child, t.detach().to(at::kCPU).contiguous(), json::object(), chunks);
+      } else if (v.non_tensor_data().is_stack()) {
+        TD_FAIL(TypeError, "to_zarr: key ", key.repr(), " is a NonTensorStack, which a Zarr store "
+                "cannot hold (upstream's to_zarr has no form for one value per batch element); "
+                "save the TensorDict with memmap() or save_consolidated()");
       } else {
         const std::string text =
             v.non_tensor().dump(-1, ' ', false, json::error_handler_t::replace);

@@ -298,14 +298,18 @@ TEST(MapTest, BadOptionsAndResultsAreReported) {
                           },
                           MapOptions().num_workers(2).num_chunks(3)),
                       KeyError, {"TensorDict 2", "['extra']", "result of chunk i"});
-  TD_EXPECT_THROW_MSG(map(data,
-                          [](const TensorDict& c, const ChunkInfo& info) {
-                            TensorDict r({{"a", c.get("x")}}, c.batch_size());
-                            r.set_non_tensor("tag", info.index() == 0 ? "zero" : "other");
-                            return r;
-                          },
-                          MapOptions().num_chunks(2)),
-                      c10::ValueError, {"'tag'", "\"zero\"", "\"other\""});
+  // Chunks returning different non-tensor values concatenate into a NonTensorStack, one value
+  // per row (as upstream's torch.cat; NOTE [ Non-tensor stacks ]).
+  const TensorDict tagged = map(data,
+                                [](const TensorDict& c, const ChunkInfo& info) {
+                                  TensorDict r({{"a", c.get("x")}}, c.batch_size());
+                                  r.set_non_tensor("tag", info.index() == 0 ? "zero" : "other");
+                                  return r;
+                                },
+                                MapOptions().num_chunks(2));
+  EXPECT_EQ(tagged.get_value("tag").kind(), "NonTensorStack");
+  EXPECT_EQ(tagged.index({0}).get_non_tensor("tag"), "zero");
+  EXPECT_EQ(tagged.index({kRows - 1}).get_non_tensor("tag"), "other");
   TD_EXPECT_THROW_MSG(map(data,
                           [](const TensorDict& c) {
                             return TensorDict({{"a", c.get("x").sum()}}, {});

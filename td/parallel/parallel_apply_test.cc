@@ -121,7 +121,7 @@ TEST(ParallelApplyTest, SmallTensorDictsStaySerialLargeOnesGoParallel) {
 
   // The same leaves count as large once the threshold is below their total numel.
   Threads l;
-  small.apply(l.fn(true), ApplyOptions().num_threads(2).min_parallel_numel(100));
+  small.apply(l.fn(true), ApplyOptions().num_threads(2).min_cost(100));
   EXPECT_FALSE(l.gave_up) << "no second thread ran a leaf within 60 s";
   EXPECT_EQ(l.ids.size(), 2u);
 

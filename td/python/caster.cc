@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "td/core/errors.h"
+#include "td/core/internal/non_tensor_stack.h"
 
 namespace td {
 namespace python {
@@ -26,7 +27,21 @@ struct Registry {
   py::object lazy_type;  // set_tensordict_type's lazy_stack_cls, or tensordict.LazyStackedTensorDict
   bool registered = false;
   std::map<std::string, py::object, std::less<>> tensorclasses;
+  // NonTensorData, MetaData and NonTensorStack of td_type's package (tensordict, or the module
+  // defining the registered class); None where it has no such class.
+  py::object data_type, meta_type, stack_type;
 };
+
+// `name` of `mod`, or None.
+py::object AttrOrNone(const py::module_& mod, const char* name) {
+  return py::hasattr(mod, name) ? py::object(mod.attr(name)) : py::none();
+}
+
+void SetNonTensorClasses(Registry& r, const py::module_& mod) {
+  r.data_type = AttrOrNone(mod, "NonTensorData");
+  r.meta_type = AttrOrNone(mod, "MetaData");
+  r.stack_type = AttrOrNone(mod, "NonTensorStack");
+}
 
 Registry& registry() {
   static Registry* r = new Registry();
@@ -264,10 +279,20 @@ void put(TensorDict& out, py::handle key, py::handle v, const Path& path, int de
   if (THPVariable_Check(o)) {
     out.set(NestedKey(std::move(k)), THPVariable_Unpack(o));
   } else if (class_flag(v, names().is_non_tensor)) {
-    // NonTensorData carries `.data`; NonTensorStack (lazy) lists its members' data.
-    nlohmann::json data = is_lazy_like(v) ? to_json(v.attr(names().tolist)(), here, depth + 1)
-                                          : to_json(v.attr(names().data), here, depth + 1);
-    out.set(NestedKey(std::move(k)), NonTensorData(std::move(data)));
+    // NonTensorData / MetaData carry `.data`; NonTensorStack (lazy) lists its members' data,
+    // nested as its batch size, and becomes a NonTensorStack over this level's batch dims
+    // (NOTE [ Non-tensor stacks ] in td/core/internal/non_tensor_stack.h).
+    if (is_lazy_like(v)) {
+      absl::StatusOr<NonTensorData> stack = internal::StackFromFile(
+          to_json(v.attr(names().tolist)(), here, depth + 1), out.batch_size());
+      if (!stack.ok()) TD_FAIL(ValueError, here.str(), ": ", stack.status().message());
+      out.set(NestedKey(std::move(k)), *std::move(stack));
+    } else {
+      nlohmann::json data = to_json(v.attr(names().data), here, depth + 1);
+      const bool meta = type_name(v).rfind("MetaData", 0) == 0;
+      out.set(NestedKey(std::move(k)), meta ? NonTensorData::meta(std::move(data))
+                                            : NonTensorData(std::move(data)));
+    }
   } else if (is_tensordict_like(v)) {
     out.set(NestedKey(std::move(k)), convert(v, here, depth + 1));
   } else if (plain_data_ok || o == Py_None || PyBool_Check(o) || PyLong_Check(o) ||
@@ -462,6 +487,7 @@ const Registry& classes() {
   }
   r.td_type = mod.attr("TensorDict");
   r.lazy_type = mod.attr("LazyStackedTensorDict");
+  SetNonTensorClasses(r, mod);
   return r;
 }
 
@@ -509,7 +535,58 @@ py::object make_dense(const py::object& cls, const py::dict& source, const Tenso
 
 // A dense level's entries: tensors and nested levels into `source`, non-tensor data apart.
 void split_entries(const TensorDict& td, const Path& path, py::dict& source,
-                   std::vector<std::pair<std::string, nlohmann::json>>* non_tensor);
+                   std::vector<std::pair<std::string, NonTensorData>>* non_tensor);
+
+// A Python NonTensorStack of `values` nested as `batch` (stack_dim 0 at every level, members
+// NonTensorData of batch size [] for the last dim), as upstream's NonTensorStack.from_list lays
+// out a list; values that are lists themselves stay values.
+py::object build_stack(const Registry& r, const nlohmann::json& values, at::IntArrayRef batch,
+                       const Path& path) {
+  py::tuple members(values.size());
+  for (size_t i = 0; i < values.size(); ++i) {
+    const std::string element = "<element " + std::to_string(i) + ">";
+    const Path here{&path, element};
+    if (batch.size() == 1) {
+      py::dict kwargs;
+      kwargs["data"] = from_json(values[i], here, 0);
+      kwargs["batch_size"] = py::list();
+      members[i] = r.data_type(**kwargs);
+    } else {
+      members[i] = build_stack(r, values[i], batch.slice(1), here);
+    }
+  }
+  py::dict kwargs;
+  kwargs["stack_dim"] = 0;
+  return r.stack_type(*members, **kwargs);
+}
+
+// Sets a non-tensor entry of `out` (a Python TensorDict of batch size `batch`) in its kind:
+// NonTensorData through set_non_tensor, MetaData and NonTensorStack as objects of the package's
+// classes (NOTE [ Non-tensor stacks ] in td/core/internal/non_tensor_stack.h).
+void set_non_tensor_entry(const Registry& r, py::object& out, const std::string& k,
+                          const NonTensorData& d, at::IntArrayRef batch, const Path& path) {
+  const Path here{&path, k};
+  if (d.kind == NonTensorData::Kind::kData) {
+    out.attr(names().set_non_tensor)(py::str(k), from_json(d.data, here, 0));
+    return;
+  }
+  const py::object& cls = d.is_stack() ? r.stack_type : r.meta_type;
+  if (!cls || cls.is_none() || (d.is_stack() && (!r.data_type || r.data_type.is_none()))) {
+    TD_FAIL(TypeError, here.str(), ": cannot build a Python ",
+            d.is_stack() ? "NonTensorStack" : "MetaData",
+            ": the module of the TensorDict class has no such class");
+  }
+  py::object value;
+  if (d.is_stack()) {
+    value = build_stack(r, d.data, batch, here);
+  } else {
+    py::dict kwargs;
+    kwargs["data"] = from_json(d.data, here, 0);
+    kwargs["batch_size"] = py::cast(batch.vec());
+    value = cls(**kwargs);
+  }
+  out.attr("__setitem__")(py::str(k), value);
+}
 
 py::object build(const TensorDict& td, const Path& path) {
   const Registry& r = classes();
@@ -535,14 +612,11 @@ py::object build(const TensorDict& td, const Path& path) {
     }
   } else {
     py::dict source;
-    std::vector<std::pair<std::string, nlohmann::json>> non_tensor;
+    std::vector<std::pair<std::string, NonTensorData>> non_tensor;
     split_entries(td, path, source, &non_tensor);
     out = make_dense(r.td_type, source, td);
-    if (!non_tensor.empty()) {
-      py::object set_non_tensor = out.attr(names().set_non_tensor);
-      for (const auto& [k, j] : non_tensor) {
-        set_non_tensor(py::str(k), from_json(j, Path{&path, k}, 0));
-      }
+    for (const auto& [k, d] : non_tensor) {
+      set_non_tensor_entry(r, out, k, d, td.batch_size(), path);
     }
   }
   if (td.is_locked()) out.attr(names().lock)();
@@ -550,14 +624,14 @@ py::object build(const TensorDict& td, const Path& path) {
 }
 
 void split_entries(const TensorDict& td, const Path& path, py::dict& source,
-                   std::vector<std::pair<std::string, nlohmann::json>>* non_tensor) {
+                   std::vector<std::pair<std::string, NonTensorData>>* non_tensor) {
   td.for_each_entry([&](const std::string& k, const Value& v) {
     if (v.is_tensor()) {
       source[py::str(k)] = wrap(v.tensor());
     } else if (v.is_tensordict()) {
       source[py::str(k)] = build(v.tensordict(), Path{&path, k});
     } else {
-      non_tensor->emplace_back(k, v.non_tensor());
+      non_tensor->emplace_back(k, v.non_tensor_data());
     }
   });
 }
@@ -590,11 +664,11 @@ py::object to_python_tensorclass(const TensorDict& td, std::string_view class_na
   // in a dict: build those two and hand them to its _from_tensordict.
   const Registry& c = classes();
   py::dict source;
-  std::vector<std::pair<std::string, nlohmann::json>> non_tensor;
+  std::vector<std::pair<std::string, NonTensorData>> non_tensor;
   split_entries(td, root, source, &non_tensor);
   py::object inner = make_dense(c.td_type, source, td);
   py::dict rest;
-  for (const auto& [k, j] : non_tensor) rest[py::str(k)] = from_json(j, Path{&root, k}, 0);
+  for (const auto& [k, d] : non_tensor) rest[py::str(k)] = from_json(d.data, Path{&root, k}, 0);
   return it->second.attr(names().from_tensordict)(inner, rest);
 }
 
@@ -606,12 +680,16 @@ void bind(py::module_& m) {
       [](py::object cls, py::object lazy_cls) {
         Registry& r = registry();
         if (cls.is_none()) {
-          r = Registry{py::object(), py::object(), false, std::move(r.tensorclasses)};
+          Registry fresh;
+          fresh.tensorclasses = std::move(r.tensorclasses);
+          r = std::move(fresh);
           return;
         }
         r.td_type = std::move(cls);
         r.lazy_type = lazy_cls.is_none() ? py::object() : std::move(lazy_cls);
         r.registered = true;
+        SetNonTensorClasses(
+            r, py::module_::import("sys").attr("modules")[r.td_type.attr("__module__")]);
       },
       py::arg("cls"), py::arg("lazy_stack_cls") = py::none(),
       "The classes C++ TensorDicts are returned as: cls(source_dict, batch_size=[...], "

@@ -131,10 +131,11 @@ void Builder::SetLocation(const Entry& leaf, Location location) {
 }
 
 absl::StatusOr<const Entry*> Builder::AddNonTensor(Level& level, std::string_view key,
-                                                   nlohmann::json data) {
+                                                   nlohmann::json data, NonTensorKind kind) {
   if (absl::Status ok = CheckKey(level, key); !ok.ok()) return ok;
   Entry& e = NewEntry(level, key, EntryKind::kNonTensor);
   e.data = std::move(data);
+  e.non_tensor = kind;
   return &e;
 }
 

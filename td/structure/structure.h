@@ -52,6 +52,10 @@ namespace structure {
 enum class LevelKind { kTensorDict, kLazyStack, kNonTensorStack, kTensorClass };
 // What an entry of a level is.
 enum class EntryKind { kLeaf, kLevel, kNonTensor };
+// What non-tensor data is (td::NonTensorData::Kind): one value for the level (NonTensorData,
+// MetaData) or a NonTensorStack, one value per batch element as lists nested as the level's batch
+// size (checked where the entry becomes a td::NonTensorData: internal::StackFromFile).
+enum class NonTensorKind { kData, kMetaData, kStack };
 
 // The rule a status of this file reports (RuleOf); kNone for an OK status or another one.
 enum class Rule {
@@ -125,6 +129,7 @@ struct Entry {
   Location location;                              // kLeaf
   std::unique_ptr<Level> level;                   // kLevel
   nlohmann::json data;                            // kNonTensor
+  NonTensorKind non_tensor = NonTensorKind::kData;  // kNonTensor
 };
 
 // What of a level no structure rule covers: the reader sets what its format has.
@@ -206,7 +211,8 @@ class Builder {
   void SetLocation(const Entry& leaf, Location location);
   // The non-tensor data `key` of `level`.
   absl::StatusOr<const Entry*> AddNonTensor(Level& level, std::string_view key,
-                                            nlohmann::json data);
+                                            nlohmann::json data,
+                                            NonTensorKind kind = NonTensorKind::kData);
   // The Description; FailedPrecondition when no root was made or a level has no batch size.
   absl::StatusOr<Description> Finish() &&;
 

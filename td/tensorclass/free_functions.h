@@ -26,6 +26,18 @@ std::vector<TensorDict> TensorDicts(const R& range) {
   for (const D& d : range) out.push_back(d.tensordict());
   return out;
 }
+// `combined` (td::stack / td::cat of TensorClasses' TensorDicts), unless a non-tensor field
+// became a NonTensorStack because the inputs hold different values: a field holds one value of
+// its declared type, so that is a ValueError naming the field and its values.
+inline TensorDict CheckCombinedFields(TensorDict combined, const char* op) {
+  combined.for_each_entry([&](const std::string& k, const Value& v) {
+    if (v.is_non_tensor() && v.non_tensor_data().is_stack()) {
+      TD_FAIL(ValueError, op, ": the non-tensor field '", k, "' differs across the inputs (",
+              v.non_tensor().dump(), "); a TensorClass field holds one value");
+    }
+  });
+  return combined;
+}
 }  // namespace internal::tensorclass
 
 // Upstream's is_tensorclass(obj_or_type) / is_tensor_collection(obj_or_type): whether a type
@@ -59,16 +71,20 @@ bool is_tensor_collection(const T&) {
 //   MyData both = td::stack({a, b}, 0);                     // batch [2, ...]
 //   MyData all = td::cat(std::vector<MyData>{a, b, c}, 0);
 TD_TC_IF_CLASS(D) D stack(const std::vector<D>& items, int64_t dim = 0) {
-  return D::wrap(stack(internal::tensorclass::TensorDicts<D>(items), dim));
+  return D::wrap(internal::tensorclass::CheckCombinedFields(
+      stack(internal::tensorclass::TensorDicts<D>(items), dim), "stack"));
 }
 TD_TC_IF_CLASS(D) D stack(std::initializer_list<D> items, int64_t dim = 0) {
-  return D::wrap(stack(internal::tensorclass::TensorDicts<D>(items), dim));
+  return D::wrap(internal::tensorclass::CheckCombinedFields(
+      stack(internal::tensorclass::TensorDicts<D>(items), dim), "stack"));
 }
 TD_TC_IF_CLASS(D) D cat(const std::vector<D>& items, int64_t dim = 0) {
-  return D::wrap(cat(internal::tensorclass::TensorDicts<D>(items), dim));
+  return D::wrap(internal::tensorclass::CheckCombinedFields(
+      cat(internal::tensorclass::TensorDicts<D>(items), dim), "cat"));
 }
 TD_TC_IF_CLASS(D) D cat(std::initializer_list<D> items, int64_t dim = 0) {
-  return D::wrap(cat(internal::tensorclass::TensorDicts<D>(items), dim));
+  return D::wrap(internal::tensorclass::CheckCombinedFields(
+      cat(internal::tensorclass::TensorDicts<D>(items), dim), "cat"));
 }
 // The slices along batch dim `dim` (views), as d.unbind(dim).
 TD_TC_IF_CLASS(D) std::vector<D> unbind(const D& d, int64_t dim = 0) {

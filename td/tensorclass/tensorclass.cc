@@ -222,7 +222,7 @@ TensorDict FieldsEqualAt(const TensorDict& a, const TensorDict& b, bool equal,
                                           where.empty() ? k : absl::StrCat(where, ".", k)));
     } else {
       const bool same = va.is_non_tensor() && vb.is_non_tensor() &&
-                        va.non_tensor() == vb.non_tensor();
+                        va.non_tensor_data() == vb.non_tensor_data();
       items.emplace_back(k, at::full(a.batch_size(), same == equal, at::kBool));
     }
   }

@@ -29,6 +29,7 @@
 
 #include "tests/conformance/conformance_dict.h"
 #include "tests/conformance/conformance_fixture.h"
+#include "tests/conformance/conformance_non_tensor.h"
 #include "tests/conformance/conformance_ops.h"
 #include "tests/conformance/conformance_parity.h"
 
@@ -46,7 +47,8 @@ REGISTER_TYPED_TEST_SUITE_P(Conformance, BackendIdAndCapabilities, ContentMatche
                             Indexing, IndexResultsWriteThrough, IndexPut, LazyPreallocation,
                             ShapeOps, StackAndCat, Math, MathInPlace, EveryInPlaceOpWritesThrough,
                             Consolidate, LeafQueries, DtypeVerbs, ParityMathAndShapeOps,
-                            ParityInPlace, ParityDictVerbs, NestedLevelsWithBatchDims);
+                            ParityInPlace, ParityDictVerbs, NestedLevelsWithBatchDims,
+                            NonTensorKinds);
 
 }  // namespace conformance
 }  // namespace td

@@ -23,6 +23,10 @@ Capabilities H5Caps() {
 
 struct H5Traits {
   static constexpr const char* kBackendId = "h5";
+  // HDF5 (as upstream's PersistentTensorDict) has no form for a NonTensorStack, and stores
+  // MetaData as its value.
+  static constexpr bool kHoldsNonTensorStacks = false;
+  static constexpr bool kKeepsMetaData = false;
   static Capabilities capabilities() {
     return H5Caps() | Capability::kReplaceEntries | Capability::kBatchResize;
   }
@@ -32,6 +36,10 @@ struct H5Traits {
 // Rows 1..4 of a file of 6 rows whose rows 0 and 5 hold other values.
 struct H5SliceTraits {
   static constexpr const char* kBackendId = "h5";
+  // HDF5 (as upstream's PersistentTensorDict) has no form for a NonTensorStack, and stores
+  // MetaData as its value.
+  static constexpr bool kHoldsNonTensorStacks = false;
+  static constexpr bool kKeepsMetaData = false;
   static Capabilities capabilities() { return H5Caps(); }
   static TensorDict Make(const TensorDict& content) {
     TensorDict pad = content.index({at::indexing::Slice(0, 1)}).apply(
@@ -44,6 +52,10 @@ struct H5SliceTraits {
 // The reference rows stored in the order {2, 0, 3, 1}, read back through an index tensor.
 struct H5ListTraits {
   static constexpr const char* kBackendId = "h5";
+  // HDF5 (as upstream's PersistentTensorDict) has no form for a NonTensorStack, and stores
+  // MetaData as its value.
+  static constexpr bool kHoldsNonTensorStacks = false;
+  static constexpr bool kKeepsMetaData = false;
   static Capabilities capabilities() { return H5Caps(); }
   static TensorDict Make(const TensorDict& content) {
     const at::Tensor stored = at::tensor({1, 3, 0, 2}, at::kLong);  // file row of each ref row

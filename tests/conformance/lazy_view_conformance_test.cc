@@ -27,6 +27,8 @@ TensorDict Padded(const TensorDict& content) {
 
 struct IndexSliceViewTraits {
   static constexpr const char* kBackendId = "index_view";
+  // Does not cover every element of its source: a NonTensorStack cannot be set through it.
+  static constexpr bool kHoldsNonTensorStacks = false;
   static Capabilities capabilities() { return PartialViewCaps(); }
   static TensorDict Make(const TensorDict& content) {
     return index_view(Padded(content), {Slice(1, 5)});
@@ -35,6 +37,8 @@ struct IndexSliceViewTraits {
 
 struct IndexIntViewTraits {
   static constexpr const char* kBackendId = "index_view";
+  // Does not cover every element of its source: a NonTensorStack cannot be set through it.
+  static constexpr bool kHoldsNonTensorStacks = false;
   static Capabilities capabilities() { return PartialViewCaps(); }
   static TensorDict Make(const TensorDict& content) {
     return index_view(
@@ -45,6 +49,8 @@ struct IndexIntViewTraits {
 // Advanced indexing: get() returns copies, so every write must go through the view.
 struct IndexTensorViewTraits {
   static constexpr const char* kBackendId = "index_view";
+  // Does not cover every element of its source: a NonTensorStack cannot be set through it.
+  static constexpr bool kHoldsNonTensorStacks = false;
   static Capabilities capabilities() { return PartialViewCaps(); }
   static TensorDict Make(const TensorDict& content) {
     return index_view(Padded(content), {at::tensor({1, 2, 3, 4}, at::kLong)});

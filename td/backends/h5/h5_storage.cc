@@ -215,6 +215,13 @@ void H5Storage::Put(const std::vector<std::string>& level, Node* lvl, std::strin
     existing = nullptr;
   };
   if (value.is_non_tensor()) {
+    if (value.non_tensor_data().is_stack()) {
+      // Upstream's HDF5 layout has no per-element non-tensor data: written as one value, it
+      // would read back as that value on every element.
+      TD_FAIL(TypeError, context, ": a NonTensorStack cannot be stored in HDF5 (upstream's "
+              "PersistentTensorDict has no form for one value per batch element); store the "
+              "values as a tensor, or save this TensorDict with memmap() or save_consolidated()");
+    }
     // A malformed {"hdf5_opaque": ...} description (npy_opaque.h) is a ValueError before the old
     // entry goes.
     ThrowIfError<H5Error>(EncodeOpaque(value.non_tensor()).status(), context);

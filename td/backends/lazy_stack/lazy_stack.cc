@@ -13,6 +13,7 @@
 #include "td/core/internal/backend_hooks.h"
 #include "td/core/internal/batch_index.h"
 #include "td/core/internal/entry_list.h"
+#include "td/core/internal/non_tensor_stack.h"
 #include "td/core/internal/storage_access.h"
 
 namespace td {
@@ -186,19 +187,19 @@ class LazyStackStorage final : public LazyStorage {
       sub->assign_locked(locked());
       return TensorDict(std::move(sub));
     }
-    std::vector<nlohmann::json> data;
-    data.reserve(n);
-    data.push_back(first->non_tensor());
-    bool same = true;
+    // NOTE [ Non-tensor stacks ] in td/core/internal/non_tensor_stack.h: equal values stay one,
+    // others become a NonTensorStack over the members' batch.
+    internal::StackTable table;
+    std::vector<at::Tensor> parts;
+    parts.reserve(n);
+    parts.push_back(table.Add(first->non_tensor_data(), members_[0].batch_size(), at::kCPU));
     for (size_t i = 1; i < n; ++i) {
       std::optional<Value> v = MemberEntry(members_[i], key);
       if (!v) return std::nullopt;
       if (!v->is_non_tensor()) fail_kinds(key);
-      data.push_back(v->non_tensor());
-      same = same && data.back() == data[0];
+      parts.push_back(table.Add(v->non_tensor_data(), members_[i].batch_size(), at::kCPU));
     }
-    if (same) return Value(NonTensorData(data[0]));
-    return Value(NonTensorData(nlohmann::json(data)));
+    return Value(table.Gather(at::stack(parts, dim_)));
   }
 
   std::optional<EntryMeta> meta(std::string_view key) const override {
@@ -238,7 +239,11 @@ class LazyStackStorage final : public LazyStorage {
       std::vector<TensorDict> parts = Unstack(value.tensordict(), dim_, n);
       for (int64_t i = 0; i < n; ++i) members_[i].set(k, parts[i]);
     } else {
-      for (TensorDict& m : members_) m.set(k, value);
+      // A NonTensorStack's values go to the members they belong to (NOTE [ Non-tensor stacks ]).
+      internal::StackTable table;
+      std::vector<at::Tensor> parts =
+          table.Add(value.non_tensor_data(), batch_size(), at::kCPU).unbind(dim_);
+      for (int64_t i = 0; i < n; ++i) members_[i].set(k, table.Gather(parts[i]));
     }
   }
 
@@ -425,7 +430,7 @@ class LazyStackStorage final : public LazyStorage {
     for (const auto& [k, v] : src.items(KeysOptions().include_nested(true).leaves_only(true))) {
       std::optional<Value> mine = dst.find(k);
       if (!v.is_tensor()) {
-        if (mine && !(mine->is_non_tensor() && mine->non_tensor() == v.non_tensor())) {
+        if (mine && !(mine->is_non_tensor() && mine->non_tensor_data() == v.non_tensor_data())) {
           return false;
         }
         if (!mine && dst.is_locked()) return false;

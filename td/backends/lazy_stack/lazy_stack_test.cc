@@ -103,7 +103,19 @@ TEST(LazyStackTest, WritesGoToTheMembers) {
   EXPECT_EQ(m[2].get_non_tensor("text"), "hello");
   EXPECT_EQ(s.get_non_tensor("text"), "hello");
   m[1].set("text", "other");
-  EXPECT_EQ(s.get_non_tensor("text"), nlohmann::json({"hello", "other", "hello"}));
+  // Members' different values read as a NonTensorStack over the stack's batch size [3, 3]
+  // (NOTE [ Non-tensor stacks ]): each member's value on each of its elements.
+  EXPECT_EQ(s.get_value("text").kind(), "NonTensorStack");
+  EXPECT_EQ(s.get_non_tensor("text"),
+            nlohmann::json::parse(R"([["hello", "hello", "hello"], ["other", "other", "other"],
+                                       ["hello", "hello", "hello"]])"));
+  EXPECT_EQ(s.index({1, 2}).get_non_tensor("text"), "other");
+  // Setting a NonTensorStack gives each member its values.
+  s.set("task", NonTensorData::stack(nlohmann::json::parse(
+                    R"([["a", "b", "c"], ["d", "e", "f"], ["g", "h", "i"]])")));
+  EXPECT_EQ(m[1].get_value("task").non_tensor_data(),
+            NonTensorData::stack(nlohmann::json::parse(R"(["d", "e", "f"])")));
+  EXPECT_EQ(s.get_value("task").non_tensor_data().data[2][0], "g");
   s.del_("new");
   EXPECT_FALSE(m[0].contains("new"));
   // A sub-TensorDict read through the stack is a lazy stack of the members' ones.

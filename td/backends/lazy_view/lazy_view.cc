@@ -16,6 +16,7 @@
 #include "td/core/internal/backend_hooks.h"
 #include "td/core/internal/batch_index.h"
 #include "td/core/internal/entry_list.h"
+#include "td/core/internal/non_tensor_stack.h"
 #include "td/core/storage.h"
 
 namespace td {
@@ -194,7 +195,10 @@ class LazyViewStorage final : public LazyStorage,
     if (v == nullptr) return std::nullopt;
     if (v->is_tensor()) return op_->forward(v->tensor());
     if (v->is_tensordict()) return TensorDict(sub_view(v->tensordict()));
-    return *v;
+    // A NonTensorStack's values move as the view moves elements (NOTE [ Non-tensor stacks ]).
+    return Value(internal::MoveStack(v->non_tensor_data(), source_.batch_size(),
+                                     source_.device().value_or(at::kCPU),
+                                     [&](const at::Tensor& i) { return op_->forward(i); }));
   }
 
   std::optional<EntryMeta> meta(std::string_view key) const override {
@@ -207,7 +211,16 @@ class LazyViewStorage final : public LazyStorage,
 
   void set(std::string_view key, Value value) override {
     const NestedKey k{std::string(key)};
-    if (value.is_non_tensor()) {
+    if (value.is_non_tensor() && value.non_tensor_data().is_stack()) {
+      if (!op_->bijective()) {
+        TD_FAIL(ValueError, "cannot set the NonTensorStack ", k.repr(), " through the ", op_->id(),
+                " of batch size ", SizeRepr(batch_size()), ": it does not cover every element "
+                "of its source (set it on the source TensorDict)");
+      }
+      internal::StackTable table;
+      source_.set(k, table.Gather(op_->inverse(table.Add(value.non_tensor_data(), batch_size(),
+                                                         at::kCPU))));
+    } else if (value.is_non_tensor()) {
       source_.set(k, std::move(value));
     } else if (op_->bijective()) {
       if (value.is_tensor()) {

@@ -99,6 +99,29 @@ TEST(IndexViewTest, Errors) {
   EXPECT_FALSE(LazyViewTensorDict::from(src).has_value());
 }
 
+// A NonTensorStack reads through every view as the view moves elements (NOTE [ Non-tensor
+// stacks ]); it is set through a bijective view's inverse, and refused by an index view.
+TEST(IndexViewTest, NonTensorStacksMoveWithTheView) {
+  TensorDict src({{"x", at::zeros({4, 2})}}, {4, 2});
+  src.set("s", NonTensorData::stack(nlohmann::json::parse(
+                   R"([["a", "b"], ["c", "d"], ["e", "f"], ["g", "h"]])")));
+  const TensorDict rows = index_view(src, {Slice(1, 3)});
+  EXPECT_EQ(rows.get_value("s").non_tensor_data(),
+            NonTensorData::stack(nlohmann::json::parse(R"([["c", "d"], ["e", "f"]])")));
+  EXPECT_EQ(index_view(src, {at::tensor({3, 0}, at::kLong), 1}).get_non_tensor("s"),
+            nlohmann::json::parse(R"(["h", "b"])"));
+  EXPECT_EQ(index_view(src, {2, 1}).get_value("s").non_tensor_data(), NonTensorData("f"));
+  TensorDict t = permute_view(src, {1, 0});
+  EXPECT_EQ(t.get_non_tensor("s"),
+            nlohmann::json::parse(R"([["a", "c", "e", "g"], ["b", "d", "f", "h"]])"));
+  t.set("u", NonTensorData::stack(nlohmann::json::parse(R"([[1, 2, 3, 4], [5, 6, 7, 8]])")));
+  EXPECT_EQ(src.get_non_tensor("u"), nlohmann::json::parse("[[1, 5], [2, 6], [3, 7], [4, 8]]"));
+  TensorDict v = index_view(src, {Slice(0, 2)});
+  TD_EXPECT_THROW_MSG(v.set("w", NonTensorData::stack(nlohmann::json::parse(R"([[1, 2], [3, 4]])"))),
+                      ValueError, {"NonTensorStack 'w'", "index_view"});
+  EXPECT_FALSE(src.contains("w"));
+}
+
 TEST(PermuteViewTest, GetAppliesTheOpWritesApplyTheInverse) {
   TensorDict src = Source();
   TensorDict v = permute_view(src, {1, 0});

@@ -624,13 +624,27 @@ std::string LazyStackMetaJson(int64_t stack_dim) {
   return j.dump();
 }
 
-std::string NonTensorMetaJson(const nlohmann::json& data) {
+std::string NonTensorMetaJson(const nlohmann::json& data, bool metadata) {
   Json j = Json::object();
-  j["_type"] = std::string(kNonTensorType);
+  j["_type"] = std::string(metadata ? kMetaDataType : kNonTensorType);
   j["data"] = Json::parse(data.dump());
   j["_metadata"] = nullptr;
   j["_is_non_tensor"] = true;
   return j.dump();
+}
+
+std::string NonTensorStackMetaJson(const nlohmann::json& values) {
+  Json j = Json::object();
+  j["_type"] = std::string(kNonTensorStackType);
+  j["stack_dim"] = 0;  // values nest in batch order, whichever dim the stack was built along
+  j["device"] = nullptr;
+  j["data"] = Json::parse(values.dump());
+  return j.dump();
+}
+
+bool IsMetaDataType(std::string_view type_name) {
+  const std::optional<std::pair<std::string, std::string>> cls = SplitClass(std::string(type_name));
+  return cls && (cls->second == "MetaData" || cls->second.rfind("MetaData[", 0) == 0);
 }
 
 absl::Status CheckWritableJson(const nlohmann::json& data, std::string_view what) {

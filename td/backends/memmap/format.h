@@ -75,6 +75,9 @@ inline bool IsTempName(std::string_view name) {
 inline constexpr std::string_view kNonTensorInner = "_tensordict";
 inline constexpr std::string_view kTensorDictType = "<class 'tensordict._td.TensorDict'>";
 inline constexpr std::string_view kNonTensorType = "<class 'tensordict.tensorclass.NonTensorData'>";
+inline constexpr std::string_view kMetaDataType = "<class 'tensordict.tensorclass.MetaData'>";
+inline constexpr std::string_view kNonTensorStackType =
+    "<class 'tensordict.tensorclass.NonTensorStack'>";
 inline constexpr std::string_view kLazyStackType =
     "<class 'tensordict._lazy.LazyStackedTensorDict'>";
 // Limits of the reader: a meta.json larger than this, JSON nested deeper, or a shape with more
@@ -196,8 +199,16 @@ std::string LevelMetaJson(const LevelMeta& meta);
 // meta.json text of a lazy stack's directory (LazyStackedTensorDict._memmap_ in Python
 // tensordict 0.4-0.14: only "_type" and "stack_dim"; member i lives in the sub-directory "i").
 std::string LazyStackMetaJson(int64_t stack_dim);
-// meta.json text of a non-tensor entry holding `data`.
-std::string NonTensorMetaJson(const nlohmann::json& data);
+// meta.json text of a non-tensor entry holding `data` (a NonTensorData, or with `metadata` a
+// MetaData: NonTensorDataBase._memmap_ in Python tensordict 0.9-0.14 writes both alike).
+std::string NonTensorMetaJson(const nlohmann::json& data, bool metadata = false);
+// meta.json text of a NonTensorStack directory holding `values` (nested as its batch size):
+// NonTensorStack._memmap_ in Python tensordict 0.5-0.14, {"_type", "stack_dim", "device",
+// "data"} and no other file.
+std::string NonTensorStackMetaJson(const nlohmann::json& values);
+// True when a non-tensor directory's "_type" names a MetaData ("...MetaData'>" or a typed
+// "...MetaData[int]'>").
+bool IsMetaDataType(std::string_view type_name);
 
 // OK when `data` can be written and read back unchanged: finite numbers, valid UTF-8, nesting
 // within kMaxJsonDepth. The error names `what`.

@@ -229,7 +229,8 @@ void MemmapStorage::set(std::string_view key_view, Value value) {
       internal::memmap::UniqueFd sub =
           ValueOrThrow<MemmapError>(internal::memmap::OpenDirAt(dirfd, name, path));
       stored = TensorDict(ValueOrThrow<MemmapError>(
-          internal::memmap::LoadLevel(sub.get(), path, mode_, false, &batch, 0)));
+          internal::memmap::LoadLevel(sub.get(), path, mode_, false, &batch,
+                                      parallel::ParallelOptions().parallel(false))));
     }
   };
   internal::memmap::CommitLevel(dir_, root_, change);

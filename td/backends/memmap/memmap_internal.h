@@ -34,6 +34,7 @@
 #include "td/backends/memmap/fs.h"
 #include "td/backends/memmap/memmap_storage.h"
 #include "td/core/tensordict.h"
+#include "td/executor/executor.h"
 
 namespace td {
 namespace internal {
@@ -44,7 +45,8 @@ struct WriteOptions {
   bool reserve = false;        // like: allocate the files' blocks (posix_fallocate), not sparse
   bool copy_existing = true;   // see MemmapOptions::copy_existing
   bool sync = false;           // fsync files and directories
-  int num_threads = 0;
+  // MemmapOptions::parallel_options (cost: bytes; default: its 8 MiB threshold).
+  parallel::ParallelOptions threads = MemmapOptions().parallel_options();
 };
 
 // The kind of an entry, and its meta.json entry (a lazy-stack sub-TensorDict is typed
@@ -105,25 +107,26 @@ struct LevelChange {
 void CommitLevel(const std::string& dir, bool follow_symlink, const LevelChange& change);
 
 // Loads the level in the open directory `dirfd` (at `path`), validating everything.
-// `parent_batch`: the batch size the level's must start with (nullptr at the top).
+// `parent_batch`: the batch size the level's must start with (nullptr at the top). `threads`:
+// the threads mapping the files (LoadMemmapOptions::parallel_options; cost: files).
 absl::StatusOr<std::shared_ptr<MemmapStorage>> LoadLevel(int dirfd, const std::string& path,
                                                          MemmapMode mode, bool root,
                                                          const std::vector<int64_t>* parent_batch,
-                                                         int num_threads);
+                                                         const parallel::ParallelOptions& threads);
 // Loads whatever the open directory `dirfd` (at `path`) holds as a TensorDict: a TensorDict
 // level, a lazy stack (as td::lazy_stack) or a tensorclass (its tensors and fields), validating
-// everything (memmap_loader.cc). The result is locked, as load_memmap's always is.
+// everything (memmap_loader.cc). The result is locked, as load_memmap's always is. `threads`: as
+// LoadLevel's.
 absl::StatusOr<TensorDict> LoadDir(int dirfd, const std::string& path, MemmapMode mode,
-                                   int num_threads);
+                                   const parallel::ParallelOptions& threads);
 // Opens the sub-TensorDict directory of `key` inside `dirfd` (at `dir_path`): its escaped name,
 // or the raw name older writers used when only that one holds a meta.json. Sets `sub_path`.
 absl::StatusOr<UniqueFd> OpenSubTensorDict(int dirfd, const std::string& key,
                                            const std::string& dir_path, std::string* sub_path);
-// The threads that write `leaves` leaves of `bytes` bytes in total when
-// MemmapOptions::num_threads is `requested` (NOTE [ num_threads ] in td/executor/executor.h):
-// 0 chooses td::parallel::num_threads() from kAutoParallelBytes (8 MiB) on and 1 below; never
-// more than the CPUs or the leaves.
-int WriteThreads(int requested, int64_t bytes, size_t leaves);
+// The threads that write `leaves` leaves of `bytes` bytes in total under `options`
+// (MemmapOptions::parallel_options; NOTE [ num_threads ] in td/executor/executor.h): plan_threads
+// with the bytes as the cost, never more than the CPUs.
+int WriteThreads(const parallel::ParallelOptions& options, int64_t bytes, size_t leaves);
 // Runs fn(0..n-1) through the executor (td::parallel::parallel_for) on `num_threads` threads (at
 // most one per CPU), or in order on the calling thread when num_threads <= 1. Returns the first
 // (lowest index) error.

@@ -25,6 +25,7 @@
 #include "td/backends/memmap/memmap_storage.h"
 #include "td/core/dtype.h"
 #include "td/structure/structure.h"
+#include "td/core/internal/non_tensor_stack.h"
 
 namespace td {
 namespace internal {
@@ -148,18 +149,25 @@ class Loader {
         if (!s.ok()) return s;
         Planned out;
         out.tensordict = false;
-        *out.value = Value(NonTensorData(std::move(meta->data)));
+        // A NonTensorStack's values are checked against the level holding it (Level).
+        *out.value = Value(NonTensorData(std::move(meta->data),
+                                         meta->type == DirType::kNonTensorStack
+                                             ? NonTensorData::Kind::kStack
+                                         : internal::memmap::IsMetaDataType(meta->type_name)
+                                             ? NonTensorData::Kind::kMetaData
+                                             : NonTensorData::Kind::kData));
         return out;
       }
     }
     return absl::InternalError("unreachable");
   }
 
-  // Maps every file, then completes what waits for it.
-  absl::Status Finish(int num_threads) {
-    absl::Status s = RunParallel(jobs_.size(), num_threads, [&](size_t i) -> absl::Status {
-      return Map(jobs_[i]);
-    });
+  // Maps every file (on the threads `threads` plans with the files as the cost), then completes
+  // what waits for it.
+  absl::Status Finish(const parallel::ParallelOptions& threads) {
+    const int64_t files = static_cast<int64_t>(jobs_.size());
+    absl::Status s = RunParallel(jobs_.size(), parallel::plan_threads(files, files, threads),
+                                 [&](size_t i) -> absl::Status { return Map(jobs_[i]); });
     if (!s.ok()) return s;
     for (MapJob& job : jobs_) job.level->SetLoaded(job.index, Value(std::move(job.result)));
     if (lock_) {
@@ -258,6 +266,16 @@ class Loader {
       absl::StatusOr<Planned> child =
           Child(dir->get(), e.file_name, entry_path, depth, node, e.key);
       if (!child.ok()) return child.status();
+      if (child->value->has_value() && (*child->value)->is_non_tensor() &&
+          (*child->value)->non_tensor_data().is_stack()) {
+        absl::StatusOr<NonTensorData> stack = internal::StackFromFile(
+            (*child->value)->non_tensor_data().data, meta.batch_size);
+        if (!stack.ok()) {
+          return absl::DataLossError(
+              absl::StrCat(JoinPath(entry_path, kMeta), ": ", stack.status().message()));
+        }
+        **child->value = Value(*std::move(stack));
+      }
       if (child->value->has_value()) {
         level->AddLoaded(e.key, **child->value);
       } else {
@@ -547,7 +565,7 @@ class Loader {
 }  // namespace
 
 absl::StatusOr<TensorDict> LoadDir(int dirfd, const std::string& path, MemmapMode mode,
-                                   int num_threads) {
+                                   const parallel::ParallelOptions& threads) {
   int own = ::fcntl(dirfd, F_DUPFD_CLOEXEC, 0);
   if (own < 0) return ErrnoError(errno, "cannot duplicate the descriptor of", path);
   Loader loader(mode, /*lock=*/true);
@@ -561,7 +579,7 @@ absl::StatusOr<TensorDict> LoadDir(int dirfd, const std::string& path, MemmapMod
         path, " holds non-tensor data (a NonTensorData, NonTensorStack or MetaData), not a "
               "TensorDict: load the directory that contains it"));
   }
-  absl::Status s = loader.Finish(num_threads);
+  absl::Status s = loader.Finish(threads);
   if (!s.ok()) return s;
   return (*top->value)->tensordict();
 }
@@ -569,7 +587,7 @@ absl::StatusOr<TensorDict> LoadDir(int dirfd, const std::string& path, MemmapMod
 absl::StatusOr<std::shared_ptr<MemmapStorage>> LoadLevel(int dirfd, const std::string& path,
                                                          MemmapMode mode, bool root,
                                                          const std::vector<int64_t>* parent_batch,
-                                                         int num_threads) {
+                                                         const parallel::ParallelOptions& threads) {
   int own = ::fcntl(dirfd, F_DUPFD_CLOEXEC, 0);
   if (own < 0) return ErrnoError(errno, "cannot duplicate the descriptor of", path);
   Loader loader(mode, /*lock=*/false);
@@ -581,7 +599,7 @@ absl::StatusOr<std::shared_ptr<MemmapStorage>> LoadLevel(int dirfd, const std::s
   if (!top->storage || !top->tensordict) {
     return absl::DataLossError(absl::StrCat(path, " does not hold a TensorDict level"));
   }
-  absl::Status s = loader.Finish(num_threads);
+  absl::Status s = loader.Finish(threads);
   if (!s.ok()) return s;
   return top->storage;
 }

@@ -27,18 +27,31 @@ struct BudgetGuard {
 
 TEST(MemmapThreadsTest, WriteThreadsFollowTheBudget) {
   BudgetGuard guard;
+  using internal::memmap::WriteThreads;
   constexpr int64_t kBig = int64_t{1} << 30;
+  const parallel::ParallelOptions none = MemmapOptions().parallel_options();
   parallel::set_num_threads(1);
-  EXPECT_EQ(internal::memmap::WriteThreads(0, kBig, 64), 1);
-  EXPECT_EQ(internal::memmap::WriteThreads(0, 1024, 64), 1);
+  EXPECT_EQ(WriteThreads(none, kBig, 64), 1);
+  EXPECT_EQ(WriteThreads(none, 1024, 64), 1);
   parallel::set_num_threads(2);
   const int cpus = std::min(2, parallel::default_num_threads());
-  EXPECT_EQ(internal::memmap::WriteThreads(0, kBig, 64), cpus);
-  EXPECT_EQ(internal::memmap::WriteThreads(0, 1024, 64), 1);  // too small to be worth threads
-  EXPECT_EQ(internal::memmap::WriteThreads(0, kBig, 1), 1);   // one leaf
-  EXPECT_EQ(internal::memmap::WriteThreads(1, kBig, 64), 1);  // per call: serial
+  EXPECT_EQ(WriteThreads(none, kBig, 64), cpus);
+  EXPECT_EQ(WriteThreads(none, 1024, 64), 1);  // too small to be worth threads
+  EXPECT_EQ(WriteThreads(none, kMemmapMinParallelBytes - 1, 64), 1);
+  EXPECT_EQ(WriteThreads(none, kMemmapMinParallelBytes, 64), cpus);
+  EXPECT_EQ(WriteThreads(none, kBig, 1), 1);  // one leaf
+  EXPECT_EQ(WriteThreads(MemmapOptions().num_threads(1).parallel_options(), kBig, 64), 1);
+  // An explicit num_threads is a budget: below min_cost the write stays serial, as apply does.
+  EXPECT_EQ(WriteThreads(MemmapOptions().num_threads(2).parallel_options(), 1024, 64), 1);
+  // The rest of the embedded value (NOTE [ num_threads ]): parallel and min_cost.
+  EXPECT_EQ(WriteThreads(MemmapOptions().parallel(true).parallel_options(), 1024, 64), cpus);
+  EXPECT_EQ(WriteThreads(MemmapOptions().min_cost(1024).parallel_options(), 1024, 64), cpus);
+  EXPECT_EQ(WriteThreads(MemmapOptions().parallel(false).parallel_options(), kBig, 64), 1);
+  // A per-call budget above the CPUs is capped at the CPUs (file IO).
+  EXPECT_EQ(WriteThreads(MemmapOptions().num_threads(64).parallel_options(), kBig, 64),
+            parallel::default_num_threads());
   parallel::set_num_threads(0);
-  EXPECT_EQ(internal::memmap::WriteThreads(0, kBig, 64),
+  EXPECT_EQ(WriteThreads(none, kBig, 64),
             std::min(parallel::num_threads(), parallel::default_num_threads()));
 }
 
@@ -57,6 +70,26 @@ TEST(MemmapThreadsTest, NegativeNumThreadsIsAValueError) {
   TD_EXPECT_THROW_MSG(td.apply([](const at::Tensor& t) { return t; },
                                ApplyOptions().num_threads(-1)),
                       c10::ValueError, {"ApplyOptions::num_threads"});
+}
+
+// Loads count files against LoadMemmapOptions' min_cost; parallel(true) or a lower threshold maps
+// them on several threads, with the same result.
+TEST(MemmapThreadsTest, LoadsTakeTheWholeParallelOptions) {
+  EXPECT_EQ(LoadMemmapOptions().min_cost(), kLoadMemmapMinParallelFiles);
+  EXPECT_EQ(MemmapOptions().min_cost(), kMemmapMinParallelBytes);
+  const std::string dir = testing_util::FreshDir("threads");
+  std::vector<TensorDict::Item> items;
+  for (int i = 0; i < 8; ++i) items.emplace_back("k" + std::to_string(i), at::full({3}, i));
+  TensorDict td(items, {3});
+  td.memmap(dir + "/d", MemmapOptions().parallel(true).num_threads(2));
+  for (const LoadMemmapOptions& o :
+       {LoadMemmapOptions(), LoadMemmapOptions().parallel(true).num_threads(2),
+        LoadMemmapOptions().min_cost(2), LoadMemmapOptions().parallel(false)}) {
+    TensorDict back = TensorDict::load_memmap(dir + "/d", o);
+    for (int i = 0; i < 8; ++i) {
+      EXPECT_TRUE(back.get("k" + std::to_string(i)).equal(at::full({3}, i))) << i;
+    }
+  }
 }
 
 TEST(MemmapThreadsTest, RunParallelReturnsTheLowestError) {

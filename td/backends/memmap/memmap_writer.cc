@@ -100,9 +100,6 @@ void ValidateLevel(const TensorDict& td, const std::string& dir, const WriteOpti
   }
 }
 
-// With MemmapOptions::num_threads 0, writes of at least this many bytes use every CPU.
-constexpr int64_t kAutoParallelBytes = int64_t{8} << 20;
-
 struct LeafJob {
   std::shared_ptr<UniqueFd> dir;
   std::string name;
@@ -115,12 +112,22 @@ std::shared_ptr<UniqueFd> OpenNew(int parent_fd, const std::string& name, const 
   return std::make_shared<UniqueFd>(ValueOrThrow<MemmapError>(OpenDirAt(parent_fd, name, path)));
 }
 
-void WriteNonTensor(const nlohmann::json& data, const std::vector<int64_t>& batch, int dirfd,
+// A non-tensor entry's directory, as Python tensordict 0.5-0.14 writes it: a NonTensorStack is
+// its meta.json alone; NonTensorData and MetaData also hold `_tensordict/` with the batch size.
+void WriteNonTensor(const NonTensorData& data, const std::vector<int64_t>& batch, int dirfd,
                     const std::string& path, const WriteOptions& o,
                     std::vector<std::shared_ptr<UniqueFd>>* dirs) {
-  ThrowIfError<MemmapError>(CreateFileAt(dirfd, std::string(internal::memmap::kMetaFile),
-                                         internal::memmap::NonTensorMetaJson(data), o.sync,
-                                         JoinPath(path, internal::memmap::kMetaFile)));
+  const std::string meta_path = JoinPath(path, internal::memmap::kMetaFile);
+  if (data.is_stack()) {
+    ThrowIfError<MemmapError>(CreateFileAt(dirfd, std::string(internal::memmap::kMetaFile),
+                                           internal::memmap::NonTensorStackMetaJson(data.data),
+                                           o.sync, meta_path));
+    return;
+  }
+  ThrowIfError<MemmapError>(CreateFileAt(
+      dirfd, std::string(internal::memmap::kMetaFile),
+      internal::memmap::NonTensorMetaJson(data.data, data.kind == NonTensorData::Kind::kMetaData),
+      o.sync, meta_path));
   const std::string inner(internal::memmap::kNonTensorInner);
   const std::string inner_path = JoinPath(path, inner);
   ThrowIfError<MemmapError>(MakeDirAt(dirfd, inner, inner_path));
@@ -171,7 +178,7 @@ void BuildLevel(const TensorDict& td, const std::shared_ptr<UniqueFd>& dir, cons
     } else {
       ThrowIfError<MemmapError>(MakeDirAt(dir->get(), name, entry_path));
       auto sub = OpenNew(dir->get(), name, entry_path);
-      WriteNonTensor(v->non_tensor(), meta.batch_size, sub->get(), entry_path, o, dirs);
+      WriteNonTensor(v->non_tensor_data(), meta.batch_size, sub->get(), entry_path, o, dirs);
       if (o.sync) dirs->push_back(std::move(sub));
     }
     meta.entries.push_back(std::move(e));
@@ -219,7 +226,7 @@ void RunJobs(const std::vector<LeafJob>& jobs, const std::vector<std::shared_ptr
   if (!o.like) {
     for (const LeafJob& job : jobs) bytes += job.tensor.numel() * job.tensor.element_size();
   }
-  const int threads = WriteThreads(o.num_threads, bytes, jobs.size());
+  const int threads = WriteThreads(o.threads, bytes, jobs.size());
   ThrowIfError<MemmapError>(
       RunParallel(jobs.size(), threads, [&](size_t i) { return WriteLeaf(jobs[i], o); }));
   if (o.sync) {
@@ -286,7 +293,7 @@ TensorDict WriteAndLoad(const TensorDict& td, const std::string& prefix,
   wo.copy_existing = options.copy_existing();
   wo.sync = options.fsync();
   parallel::check_num_threads(options.num_threads(), "MemmapOptions::num_threads");
-  wo.num_threads = options.num_threads();
+  wo.threads = options.parallel_options();
   ValidateTree(td, t.path, wo);
   ThrowIfError<MemmapError>(MakeDirs(t.parent));
   UniqueFd parent = ValueOrThrow<MemmapError>(OpenDir(t.parent, /*follow_symlink=*/true));
@@ -309,8 +316,10 @@ TensorDict WriteAndLoad(const TensorDict& td, const std::string& prefix,
   }
   // Loaded as load_memmap loads (every level locked as it is read, lazy stacks built over their
   // loaded members), so a lazy stack with ragged keys comes back too.
+  // Its files are mapped as the write's threads say, with load_memmap's threshold in files.
   return ValueOrThrow<MemmapError>(
-      LoadDir(dir.get(), t.path, MemmapMode::kReadWrite, wo.num_threads));
+      LoadDir(dir.get(), t.path, MemmapMode::kReadWrite,
+              parallel::ParallelOptions(wo.threads).min_cost(kLoadMemmapMinParallelFiles)));
 }
 
 // Puts the tensors of `mapped` (same structure) into `td`'s own storages.
@@ -368,6 +377,8 @@ internal::memmap::EntryMeta EntryMetaOf(const std::string& key, const Value& v) 
                           : v.tensor().sizes().vec();
   } else if (v.is_tensordict() && LazyStackedTensorDict::from(v.tensordict())) {
     e.type_name = "LazyStackedTensorDict";
+  } else if (v.is_non_tensor() && v.non_tensor_data().kind != NonTensorData::Kind::kData) {
+    e.type_name = v.non_tensor_data().is_stack() ? "NonTensorStack" : "MetaData";
   }
   return e;
 }
@@ -384,14 +395,10 @@ void RemoveStaleTemps(int parent_fd, const std::string& parent, const std::strin
   }
 }
 
-int WriteThreads(int requested, int64_t bytes, size_t leaves) {
-  if (leaves <= 1) return 1;
-  int64_t threads = requested;
-  if (threads == 0) threads = bytes >= kAutoParallelBytes ? parallel::num_threads() : 1;
+int WriteThreads(const parallel::ParallelOptions& options, int64_t bytes, size_t leaves) {
+  const int threads = parallel::plan_threads(static_cast<int64_t>(leaves), bytes, options);
   // More threads than the machine runs only adds contention.
-  threads = std::min<int64_t>({threads, parallel::default_num_threads(),
-                               static_cast<int64_t>(leaves)});
-  return static_cast<int>(std::max<int64_t>(threads, 1));
+  return std::min(threads, parallel::default_num_threads());
 }
 
 absl::Status RunParallel(size_t n, int num_threads,
@@ -437,7 +444,7 @@ void WriteEntryDir(const Value& value, const std::vector<int64_t>& parent_batch,
   }
   auto dir = OpenNew(parent_fd, name, path);
   std::vector<std::shared_ptr<UniqueFd>> dirs;
-  WriteNonTensor(value.non_tensor(), parent_batch, dir->get(), path, options, &dirs);
+  WriteNonTensor(value.non_tensor_data(), parent_batch, dir->get(), path, options, &dirs);
   if (options.sync) {
     for (const auto& d : dirs) ThrowIfError<MemmapError>(SyncDir(d->get(), path));
     ThrowIfError<MemmapError>(SyncDir(dir->get(), path));
@@ -530,7 +537,8 @@ TensorDict LoadMemmap(const std::string& prefix, const LoadMemmapOptions& option
     }
   }
   // Locked level by level while loading (lock_() would read every key of a lazy stack).
-  return ValueOrThrow<MemmapError>(LoadDir(dir.get(), path, options.mode(), options.num_threads()));
+  return ValueOrThrow<MemmapError>(
+      LoadDir(dir.get(), path, options.mode(), options.parallel_options()));
 }
 
 bool IsMemmap(const TensorDict& td) {

@@ -244,7 +244,16 @@ absl::Status ParseLevel(const Json& j, const std::vector<SegmentRef>& segments,
     } else if (k == "non_tensor") {
       auto it = e.find("data");
       if (it == e.end()) return Bad(absl::StrCat(kwhere, " is non-tensor data without \"data\""));
-      absl::StatusOr<const structure::Entry*> data = b.AddNonTensor(level, key, *it);
+      structure::NonTensorKind cls = structure::NonTensorKind::kData;
+      if (auto c = e.find("cls"); c != e.end()) {
+        if (!c->is_string() || (*c != "MetaData" && *c != "NonTensorStack")) {
+          return Bad(absl::StrCat(kwhere, " has the non-tensor class ", c->dump(-1, ' ', true),
+                                  " (expected \"MetaData\" or \"NonTensorStack\")"));
+        }
+        cls = *c == "MetaData" ? structure::NonTensorKind::kMetaData
+                               : structure::NonTensorKind::kStack;
+      }
+      absl::StatusOr<const structure::Entry*> data = b.AddNonTensor(level, key, *it, cls);
       if (!data.ok()) return Said(data.status(), kwhere, "");
     } else {
       return Bad(absl::StrCat(kwhere, " has the unknown kind ", (*kind)->dump(-1, ' ', true),

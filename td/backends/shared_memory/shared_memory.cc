@@ -20,6 +20,7 @@
 #include "td/core/internal/backend_hooks.h"
 #include "td/core/dtype.h"
 #include "td/core/errors.h"
+#include "td/core/internal/non_tensor_stack.h"
 #include "td/core/internal/storage_access.h"
 
 namespace td {
@@ -199,7 +200,13 @@ struct HandleWriter {
         entries.push_back(Json{{"key", k}, {"kind", "tensordict"},
                                {"value", Level(v->tensordict(), &full)}});
       } else {
-        entries.push_back(Json{{"key", k}, {"kind", "non_tensor"}, {"data", v->non_tensor()}});
+        Json e{{"key", k}, {"kind", "non_tensor"}, {"data", v->non_tensor()}};
+        // The class, unless NonTensorData (NOTE [ Non-tensor stacks ] in
+        // td/core/internal/non_tensor_stack.h).
+        if (v->non_tensor_data().kind != NonTensorData::Kind::kData) {
+          e["cls"] = v->non_tensor_data().is_stack() ? "NonTensorStack" : "MetaData";
+        }
+        entries.push_back(std::move(e));
       }
     }
     return Json{{"batch_size", td.batch_size().vec()}, {"entries", std::move(entries)}};
@@ -264,7 +271,16 @@ TensorDict AttachLevel(const structure::Level& level,
         storage->set_unchecked(e.key, AttachLevel(*e.level, segments));
         break;
       case structure::EntryKind::kNonTensor:
-        storage->set_unchecked(e.key, NonTensorData(e.data));
+        if (e.non_tensor == structure::NonTensorKind::kStack) {
+          storage->set_unchecked(
+              e.key, ValueOrThrow<c10::Error>(internal::StackFromFile(e.data, level.batch_size()),
+                                  "shared-memory handle: NonTensorStack '" + e.key + "'"));
+        } else {
+          storage->set_unchecked(e.key, NonTensorData(e.data, e.non_tensor ==
+                                                                      structure::NonTensorKind::kMetaData
+                                                                  ? NonTensorData::Kind::kMetaData
+                                                                  : NonTensorData::Kind::kData));
+        }
         break;
     }
   }

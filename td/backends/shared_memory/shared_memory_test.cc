@@ -183,6 +183,34 @@ TEST(SharedMemoryTest, ViewsKeepTheirPlaceInTheHandle) {
   EXPECT_EQ(base.index({2, 1}).item<float>(), -1);
 }
 
+// The three non-tensor kinds cross the handle as they are (its "cls" field); a NonTensorStack
+// that does not fit its level, or an unknown class, is a named error.
+TEST(SharedMemoryTest, NonTensorKindsCrossTheHandle) {
+  TensorDict t({{"x", at::zeros({3})}}, {3});
+  t.set("task", NonTensorData::stack({"walk", "run", "jump"}));
+  t.set("robot", NonTensorData::meta("franka"));
+  t.set("note", "plain");
+  t.share_memory_();
+  const std::string handle = SharedMemoryHandle(t);
+  const TensorDict attached = AttachSharedMemory(handle);
+  for (const char* k : {"task", "robot", "note"}) {
+    EXPECT_EQ(attached.get_value(k).non_tensor_data(), t.get_value(k).non_tensor_data()) << k;
+  }
+  EXPECT_EQ(attached.index({1}).get_non_tensor("task"), "run");
+  nlohmann::json h = nlohmann::json::parse(handle);
+  for (auto& e : h["root"]["entries"]) {
+    if (e["key"] == "task") e["data"] = {"a", "b"};
+  }
+  TD_EXPECT_THROW_MSG(AttachSharedMemory(h.dump()), c10::Error,
+                      {"NonTensorStack 'task'", "lists of shape torch.Size([2])", "torch.Size([3])"});
+  h = nlohmann::json::parse(handle);
+  for (auto& e : h["root"]["entries"]) {
+    if (e["key"] == "robot") e["cls"] = "Pickled";
+  }
+  TD_EXPECT_THROW_MSG(AttachSharedMemory(h.dump()), c10::ValueError,
+                      {"'robot'", "non-tensor class \"Pickled\""});
+}
+
 TEST(SharedMemoryTest, Errors) {
   const std::string dir = testing_util::FreshDir("shm") + "/m";
   TensorDict mapped = Sample().memmap(dir);

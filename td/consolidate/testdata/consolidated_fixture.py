@@ -58,6 +58,10 @@ def expected():
         "flag": torch.tensor([True, False, True]),
         "odd": torch.arange(3, dtype=torch.int16),  # 6 bytes: padded to 8
         "note": ("non-tensor", "hello"),
+        # A NonTensorStack entry (NonTensorStack.from_list(["cat", "dog", None]) set in the
+        # level): stack_dim 0, NonTensorData members of batch size [], the stack dim named as
+        # its parent names that dim.
+        "labels": NTS(0, [("cat", []), ("dog", []), (None, [])], "env"),
     })
 
 
@@ -163,9 +167,17 @@ def read(path):
         non_tensor = metadata.pop("non_tensors")
         leaves = metadata.pop("leaves")
         cls = metadata.pop("cls")
-        assert cls == "TensorDict", cls
         cls_metadata = dict(metadata.pop("cls_metadata"))
         metadata.pop("size", None)
+        if cls == "NonTensorStack":
+            # _rebuild_tensordict_files_consolidated: members "0", "1", ... from non_tensors
+            # (NonTensorData) or sub-levels (NonTensorStacks), stacked along stack_dim.
+            keys = sorted(set(non_tensor) | set(metadata), key=int)
+            members = [tuple(non_tensor[k][:2]) if k in non_tensor else from_metadata(metadata[k])
+                       for k in keys]
+            assert not leaves, leaves
+            return NTS(cls_metadata["stack_dim"], members, cls_metadata.get("stack_dim_name"))
+        assert cls == "TensorDict", cls
         d = {key: ("non-tensor", v[0]) for key, v in non_tensor.items()}
         for key, (dtype, shape, start, stop, pad) in leaves.items():
             dtype = getattr(torch, dtype.split(".")[1])
@@ -185,13 +197,24 @@ def check(path):
     got = read(path)
 
     def compare(want, got, where):
+        if isinstance(want, NTS):
+            assert isinstance(got, NTS), (where, got)
+            assert (got.stack_dim, got.stack_dim_name) == (want.stack_dim, want.stack_dim_name), (
+                where, got.stack_dim, got.stack_dim_name)
+            assert len(got.members) == len(want.members), (where, len(got.members))
+            for i, (w, g) in enumerate(zip(want.members, got.members)):
+                if isinstance(w, NTS):
+                    compare(w, g, where + "/" + str(i))
+                else:
+                    assert tuple(g) == (w[0], list(w[1])), (where, i, g, w)
+            return
         assert got.batch == want.batch, (where, got.batch, want.batch)
         assert got.names == want.names, (where, "names", got.names, want.names)
         assert set(want.entries) == set(got.entries), (where, sorted(want.entries),
                                                        sorted(got.entries))
         for k, v in want.entries.items():
             g = got.entries[k]
-            if isinstance(v, Level):
+            if isinstance(v, (Level, NTS)):
                 compare(v, g, where + "/" + k)
             elif isinstance(v, tuple):
                 assert g == v, (where, k, g)

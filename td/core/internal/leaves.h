@@ -13,7 +13,8 @@
 //      (`at::_foreach_*`) gets the whole leaf list instead.
 //   3. Rebuild: `tree.Rebuild(outputs, batch)` builds a dense TensorDict of the same structure with
 //      output i in place of leaf i (an undefined output drops the entry), non-tensor entries
-//      carried as they are. Operations act on the root's batch dims only: a nested level whose
+//      carried as they are, or, for operations that move batch elements, moved with them
+//      (LeafTree::NonTensorMode, NOTE [ Non-tensor stacks ] in internal/non_tensor_stack.h). Operations act on the root's batch dims only: a nested level whose
 //      batch size was its parent's `P_old + extra` gets `P_new + extra`, and every level built is
 //      checked against its leaves and sub-levels (NOTE [ Rebuilt batch sizes ] in
 //      td/core/leaves.cc).
@@ -36,6 +37,7 @@
 #include "absl/container/inlined_vector.h"
 #include "absl/functional/function_ref.h"
 #include "td/core/internal/entry_list.h"
+#include "td/core/internal/non_tensor_stack.h"
 #include "td/core/tensordict.h"
 #include "td/executor/executor.h"
 
@@ -50,12 +52,23 @@ using DimOriginsFn = absl::FunctionRef<DimOrigins()>;
 
 class LeafTree {
  public:
+  // What the operation does to non-tensor entries (NOTE [ Non-tensor stacks ] in
+  // internal/non_tensor_stack.h):
+  //   kCarry    carried as they are (operations that keep every level's batch size, or whose
+  //             new batch size has no element mapping: a NonTensorStack there is a ValueError);
+  //   kMove     the operation moves batch elements (indexing, shape ops, split): each
+  //             NonTensorStack becomes an int64 stand-in leaf and is rebuilt from its output;
+  //   kCombine  the operation combines TensorDicts (stack, cat): every non-tensor entry becomes
+  //             a stand-in, and Align adds the other inputs' values.
+  enum class NonTensorMode : uint8_t { kCarry, kMove, kCombine };
   // Flattens `td` (see NOTE [ Leaf maps ]).
-  explicit LeafTree(const TensorDict& td) : LeafTree(td, /*stop_at_lazy=*/false) {}
+  explicit LeafTree(const TensorDict& td, NonTensorMode mode = NonTensorMode::kCarry)
+      : LeafTree(td, /*stop_at_lazy=*/false, mode) {}
   // With `stop_at_lazy`, the walk reads no entry of a lazy level: at the first one it stops
   // descending (has_lazy_level() is then true and the leaves are incomplete), so a caller that
   // must not flatten lazy levels learns it without computing what they compute.
-  LeafTree(const TensorDict& td, bool stop_at_lazy);
+  LeafTree(const TensorDict& td, bool stop_at_lazy,
+           NonTensorMode mode = NonTensorMode::kCarry);
 
   const TensorDict& root() const { return levels_[0].td; }
   // True when a level (the root or a nested TensorDict) is on a Capability::kLazy backend, whose
@@ -68,7 +81,7 @@ class LeafTree {
     return LevelKey(first_lazy_level_, nullptr);
   }
   const TensorDict& lazy_level() const { return levels_[first_lazy_level_].td; }
-  // Every tensor leaf, depth first.
+  // Every tensor leaf, depth first (with the int64 stand-ins of moved non-tensor entries).
   const std::vector<at::Tensor>& leaves() const { return leaves_; }
   size_t num_leaves() const { return leaves_.size(); }
   // The full key of leaf `i` (built on demand: for errors and named_apply).
@@ -80,8 +93,6 @@ class LeafTree {
   struct AlignOptions {
     // Keys of `other` this tree lacks are an error (stack/cat); otherwise ignored (apply).
     TORCH_ARG(bool, strict_keys) = false;
-    // Non-tensor entries must be equal (stack/cat).
-    TORCH_ARG(bool, check_non_tensor) = false;
     // Used for leaves missing in `other`; without it a missing leaf is a KeyError.
     TORCH_ARG(std::optional<at::Tensor>, default_value) = std::nullopt;
     // How `other` is called in error messages: `name`, followed by `position` when it is
@@ -120,12 +131,15 @@ class LeafTree {
   bool has_names() const { return has_names_; }
 
  private:
-  enum class Kind : uint8_t { kTensor, kTensorDict, kOther };
+  // kStandIn: a non-tensor entry moved through the operation as an int64 leaf.
+  enum class Kind : uint8_t { kTensor, kTensorDict, kOther, kStandIn };
   struct Entry {
     std::string key;
     Kind kind;
-    int64_t index;       // leaf index (kTensor) or level index (kTensorDict)
+    int64_t index;       // leaf index (kTensor, kStandIn) or level index (kTensorDict)
     std::optional<Value> other;  // kOther: the non-tensor value
+    // kStandIn: the values its leaf numbers (shared: Align adds to it, and is const).
+    std::shared_ptr<StackTable> table = nullptr;
   };
   struct Level {
     TensorDict td;
@@ -149,6 +163,7 @@ class LeafTree {
   std::vector<at::Tensor> leaves_;
   int64_t first_lazy_level_ = -1;
   bool stop_at_lazy_ = false;
+  NonTensorMode mode_ = NonTensorMode::kCarry;
   bool has_names_ = false;
   absl::InlinedVector<std::pair<int32_t, int32_t>, 32> leaf_pos_;  // (level, entry) of each leaf
 };

@@ -397,12 +397,30 @@ class CasterTest(unittest.TestCase):
         td = TD({"a": torch.zeros(2)}, batch_size=[2])
         td._tensordict["st"] = NonTensorStack(NonTensorData("x"), NonTensorData("y"), stack_dim=0)
         self.assertEqual(json.loads(ext.non_tensor(td, ["st"])), ["x", "y"])
-        self.assertEqual(ext.identity(td).get_non_tensor("st"), ["x", "y"])
-        if MetaData is None:
-            return  # 0.4 has none
+        # One value per element in C++: indexing moves them.
+        self.assertEqual(ext.non_tensor_kind(td, ["st"]), "NonTensorStack")
+        self.assertEqual(ext.non_tensor(ext.index(td, 1), ["st"]), '"y"')
+        back = ext.identity(td)
+        self.assertIsInstance(back._tensordict["st"], NonTensorStack)
+        self.assertEqual(back._tensordict["st"].tolist(), ["x", "y"])
+        # Made in C++: back as a NonTensorStack of NonTensorData members.
+        made = ext.make_with_stack(False)
+        self.assertIsInstance(made._tensordict["task"], NonTensorStack)
+        self.assertEqual(made._tensordict["task"].tolist(), ["walk", "run", {"k": 1}])
+        self.assertEqual(made._tensordict["task"].stack_dim, 0)
+        if MetaData is None:  # 0.4 has none: C++ MetaData cannot cross
+            with self.assertRaises(TypeError):
+                ext.make_with_stack(True)
+            return
         td._tensordict["m"] = MetaData({"v": 1}, batch_size=[2])
         self.assertEqual(json.loads(ext.non_tensor(td, ["m"])), {"v": 1})
-        self.assertEqual(ext.identity(td).get_non_tensor("m"), {"v": 1})
+        self.assertEqual(ext.non_tensor_kind(td, ["m"]), "MetaData")
+        back = ext.identity(td)
+        self.assertIsInstance(back._tensordict["m"], MetaData)
+        self.assertEqual(back.get_non_tensor("m"), {"v": 1})
+        made = ext.make_with_stack(True)
+        self.assertIsInstance(made._tensordict["robot"], MetaData)
+        self.assertEqual(made._tensordict["robot"].data, "franka")
 
     def test_names(self):
         x = torch.zeros(2, 3, 4)

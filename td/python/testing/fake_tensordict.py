@@ -132,7 +132,8 @@ class TensorDict:
         return self
 
     def get_non_tensor(self, key):
-        return self._tensordict[key].data
+        value = self._tensordict[key]
+        return value.tolist() if isinstance(value, NonTensorStack) else value.data
 
     def lock_(self):
         self.is_locked = True

@@ -79,6 +79,17 @@ PYBIND11_MODULE(td_python_test_ext, m) {
   m.def("non_tensor", [](const td::TensorDict& td, const std::vector<std::string>& key) {
     return td.get_non_tensor(key_of(key)).dump();
   });
+  m.def("non_tensor_kind", [](const td::TensorDict& td, const std::vector<std::string>& key) {
+    return std::string(td.get_value(key_of(key)).kind());
+  });
+  m.def("index", [](const td::TensorDict& td, int64_t i) { return td.index({i}); });
+  // A NonTensorStack made in C++ (and a MetaData with `meta`).
+  m.def("make_with_stack", [](bool meta) {
+    td::TensorDict t({{"obs", at::zeros({3, 2})}}, {3});
+    t.set("task", td::NonTensorData::stack({"walk", "run", nlohmann::json{{"k", 1}}}));
+    if (meta) t.set("robot", td::NonTensorData::meta("franka"));
+    return t;
+  });
   m.def("stack_info", [](const td::TensorDict& td, const std::vector<std::string>& key) {
     td::LazyStackedTensorDict s(level(td, key));
     return std::make_pair(static_cast<int64_t>(s.tensordicts().size()), s.stack_dim());
