@@ -81,8 +81,8 @@ build_and_run consolidated_meta \
 
 build_and_run h5_walk \
   td/backends/h5/walk_fuzzer.cc td/backends/h5/walk.cc td/backends/h5/h5_io.cc \
-  td/backends/h5/npy_opaque.cc \
-  td/core/errors.cc -- -I/usr/include/hdf5/serial -lhdf5_serial -ltorch_cpu -lc10 \
+  td/backends/h5/npy_opaque.cc td/structure/structure.cc \
+  td/core/dtype.cc td/core/errors.cc td/core/nested_key.cc -- -I/usr/include/hdf5/serial -lhdf5_serial -ltorch_cpu -lc10 \
   "${absl_libs[@]}"
 
 build_and_run zip_directory \

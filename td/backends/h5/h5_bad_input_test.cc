@@ -1,10 +1,12 @@
 // The h5 backend on input that other writers (or a hostile file) can produce: keys that are not
 // one HDF5 name, the layout's reserved attribute names, h5py bools holding other bytes, empty
 // attributes, JSON nested deep enough to exhaust a recursive parser, opaque data of any tag and
-// size. Each is read faithfully or refused with an error naming the file and the key.
+// size, shapes of any size. Each is read faithfully or refused with an error naming the file and
+// the key.
 #include <ATen/ATen.h>
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <string>
 #include <vector>
 
@@ -19,6 +21,7 @@ namespace {
 using h5::internal::Guard;
 using h5::internal::Hid;
 using h5::internal::Lock;
+using at::indexing::Slice;
 
 std::string FreshFile(const std::string& name) {
   return testing_util::FreshDir("h5bad") + "/" + name + ".h5";
@@ -172,6 +175,69 @@ TEST(H5BadInput, MalformedOpaqueDescriptionsAreRefusedKeepingTheEntry) {
   EXPECT_EQ(f.get_non_tensor("n"), 5);
   f.flush();
   EXPECT_EQ(h5::open(path).get_non_tensor("n"), 5);
+}
+
+// A float32 dataset of `dims`, chunked and never written: HDF5 stores no element of it.
+void AddHuge(hid_t f, const char* name, const std::vector<hsize_t>& dims) {
+  Hid space(H5Screate_simple(static_cast<int>(dims.size()), dims.data(), nullptr));
+  Hid dcpl(H5Pcreate(H5P_DATASET_CREATE));
+  std::vector<hsize_t> chunk;
+  for (hsize_t d : dims) chunk.push_back(std::min<hsize_t>(d, 1024));
+  ASSERT_GE(H5Pset_chunk(dcpl.get(), static_cast<int>(chunk.size()), chunk.data()), 0);
+  Hid ds(H5Dcreate2(f, name, H5T_NATIVE_FLOAT, space.get(), H5P_DEFAULT, dcpl.get(), H5P_DEFAULT));
+  ASSERT_TRUE(ds.ok());
+}
+
+// The structure rules are structure::Builder's (NOTE [ HDF5 errors ] in h5_io.h): sizes in
+// [0, 2^63-1] whose bytes fit in int64, at most 64 dims, a sub-group's batch size starting with
+// its parent's. The walk had its own bounds before (a stored batch size of at most 64 dims, each
+// at most 2^40; a dataset's shape none).
+TEST(H5BadInput, ShapesAndBatchSizesFollowTheSharedRules) {
+  // 2^50 rows of float32 (4 PiB, none stored): the file opens and reads by rows; a read of all of
+  // it is refused before anything is allocated.
+  const std::string rows = FreshFile("rows");
+  MakeFile(rows, [](hid_t f) { AddHuge(f, "x", {hsize_t{1} << 50}); });
+  h5::H5TensorDict in = h5::open(rows);
+  EXPECT_EQ(in.batch_size().vec(), std::vector<int64_t>{int64_t{1} << 50});
+  EXPECT_TRUE(in.index({Slice(5, 8)}).get("x").equal(at::zeros({3})));
+  EXPECT_TRUE(in.index({(int64_t{1} << 50) - 1}).get("x").equal(at::zeros({})));
+  TD_EXPECT_THROW_MSG(in.get("x"), h5::H5Error,
+                      {rows, "'x'", "[1125899906842624]", "needs 4503599627370496 bytes"});
+  // A stored batch dim of 2^41 (past the walk's old 2^40).
+  const std::string big = FreshFile("big");
+  MakeFile(big, [](hid_t f) {
+    AddHuge(f, "x", {hsize_t{1} << 41, 2});
+    ASSERT_TRUE(h5::internal::WriteBatchAttr(f, "/", {int64_t{1} << 41}).ok());
+  });
+  EXPECT_EQ(h5::open(big).batch_size().vec(), std::vector<int64_t>{int64_t{1} << 41});
+  // 2^40 x 2^40 floats: bytes past int64 (HDF5's own element count wraps to 0).
+  const std::string wrap = FreshFile("wrap");
+  MakeFile(wrap, [](hid_t f) { AddHuge(f, "x", {hsize_t{1} << 40, hsize_t{1} << 40}); });
+  TD_EXPECT_THROW_MSG(h5::open(wrap), h5::H5Error,
+                      {wrap, "'x'", "[1099511627776, 1099511627776]", "fit in int64"});
+  // A stored batch size of 65 dims, a given one of 65 dims, a negative stored one.
+  const std::string dims = FreshFile("dims");
+  MakeFile(dims, [](hid_t f) {
+    ASSERT_TRUE(h5::internal::WriteBatchAttr(f, "/", std::vector<int64_t>(65, 1)).ok());
+  });
+  TD_EXPECT_THROW_MSG(h5::open(dims), h5::H5Error, {dims, "__tensordict__", "65 dims", "64"});
+  const std::string none = FreshFile("none");
+  MakeFile(none, [](hid_t) {});
+  TD_EXPECT_THROW_MSG(
+      h5::open(none, h5::OpenOptions().batch_size(std::vector<int64_t>(65, 1))), h5::H5Error,
+      {none, "the batch size has 65 dims", "64"});
+  MakeFile(dims, [](hid_t f) {
+    ASSERT_TRUE(h5::internal::WriteAttr(f, "/", h5::internal::kMetaAttr,
+                                        "{\"batch_size\": [2, -1]}").ok());
+  });
+  TD_EXPECT_THROW_MSG(h5::open(dims), h5::H5Error, {dims, "__tensordict__", "-1", "[0, 2^63-1]"});
+  // A sub-group whose stored batch size does not start with the root's.
+  const std::string sub = FreshFile("sub");
+  MakeFile(sub, [](hid_t f) {
+    ASSERT_TRUE(h5::internal::WriteBatchAttr(f, "/", {4}).ok());
+    ASSERT_TRUE(h5::internal::CreateGroup(f, "/g", {3}).ok());
+  });
+  TD_EXPECT_THROW_MSG(h5::open(sub), h5::H5Error, {sub, "'g'", "[3]", "[4]", "opened group"});
 }
 
 }  // namespace

@@ -1,6 +1,8 @@
 // Reads and writes of datasets through selections, dataset and group creation, non-tensor
 // entries and attributes. Every function takes Lock() (NOTE [ One HDF5 lock ] in h5_io.h).
 #include <ATen/ATen.h>
+#include <c10/util/accumulate.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cstring>
@@ -123,6 +125,12 @@ absl::StatusOr<at::Tensor> ReadTensor(hid_t file, const std::string& path, at::S
                                       const std::vector<int64_t>& shape, const Selection& sel,
                                       hid_t dataset) {
   std::vector<int64_t> block = BlockShape(sel, shape);
+  // A file's shape may claim 2^63-1 bytes (NOTE [ HDF5 errors ]): a read past memory is refused.
+  const int64_t need = c10::multiply_integers(block) * c10::elementSize(dtype);  // <= the file's
+  if (const int64_t mem = int64_t{sysconf(_SC_PHYS_PAGES)} * sysconf(_SC_PAGESIZE); need > mem) {
+    return absl::ResourceExhaustedError(absl::StrCat(
+        "reading ", ShapeText(block), " of '", path, "' needs ", need, " bytes: memory has ", mem));
+  }
   // Bools as their stored bytes (NOTE [ HDF5 bools ]), then != 0.
   const bool bytes = dtype == at::kBool;
   at::Tensor out = at::empty(block, at::TensorOptions().dtype(bytes ? at::kByte : dtype));

@@ -14,15 +14,16 @@
 // NOTE [ HDF5 errors ]
 // HDF5 reports a failure as a negative return and an error stack; its automatic printing is off,
 // and ErrorText() turns the stack into the message of our error. Every problem with a file is a
-// td::h5::H5Error naming the file and the key (the one error type of this backend's files, as
-// MemmapError is memmap's): a file that is missing, truncated or not HDF5 (HDF5's open fails
-// with the reason, e.g. "truncated file: eof = ..."), a dataset whose leading dims disagree with
-// the batch size (both shapes named), a dtype with no tensor counterpart (variable-length
-// sequences, compounds, references, unsigned 16-64 bit integers; the HDF5 class named; opaque
-// data is non-tensor data, NOTE [ HDF5 opaque data ] in npy_opaque.h), an external link (its
-// target file named), a soft link that dangles, a link cycle, nesting deeper than
-// kMaxNestingDepth. The walk checks all of it when the file is opened, so later reads meet only
-// I/O errors (and opaque data too large to read as a value, npy_opaque.h). Bad arguments stay
+// td::h5::H5Error naming the file and the key (as MemmapError is memmap's): a file that is
+// missing, truncated or not HDF5 (HDF5's reason, e.g. "truncated file: eof = ..."), a dtype with
+// no tensor counterpart (variable-length sequences, compounds, references, unsigned 16-64 bit
+// integers: the HDF5 class named; opaque data is non-tensor data, NOTE [ HDF5 opaque data ] in
+// npy_opaque.h), an external link (its target file named), a dangling soft link, a link cycle,
+// groups nested past kMaxNestingDepth, and what a structure::Builder refuses once the walked tree
+// is said to it (NOTE [ Structure codec ] in td/structure/structure.h: a dataset whose leading
+// dims are not the batch size, both shapes named, or whose bytes pass int64). All of it is checked
+// when the file is opened; later reads meet only I/O errors, reads past the machine's memory
+// (ReadTensor) and opaque data too large for a value (npy_opaque.h). Bad arguments stay
 // ValueError / KeyError / TypeError, as on every backend.
 #pragma once
 

@@ -3,8 +3,6 @@
 #include <algorithm>
 #include <cstring>
 #include <optional>
-#include <set>
-#include <sstream>
 #include <string>
 
 #include "absl/strings/str_cat.h"
@@ -13,8 +11,12 @@
 #include "td/compat/dtypes.h"
 #include "td/core/errors.h"
 #include "td/core/internal/structure_check.h"
+#include "td/structure/structure.h"
 
 namespace td::h5::internal {
+
+using structure::Rule;
+using structure::RuleOf;
 
 std::recursive_mutex& Lock() {
   static std::recursive_mutex* mu = [] {
@@ -112,14 +114,12 @@ absl::StatusOr<at::ScalarType> TensorDtypeOf(hid_t type) {
     if (is_signed && size == 8) return at::kLong;
     if (!is_signed && (size == 2 || size == 4 || size == 8)) {
       // uint16/32/64 where this LibTorch has them (NOTE [ Dtypes by LibTorch version ] in
-      // td/compat/dtypes.h).
-      const std::string name = absl::StrCat("torch.uint", 8 * size);
-      if (std::optional<at::ScalarType> t = compat::NewerDtype(name)) return *t;
-      if (const compat::NewerDtypeInfo* d = compat::FindNewerDtype(name)) {
-        return absl::InvalidArgumentError(
-            absl::StrCat("the unsigned ", 8 * size, "-bit integer type: ",
-                         compat::NoSuchDtypeMessage(*d)));
-      }
+      // td/compat/dtypes.h), refused in the shared words where it does not.
+      absl::StatusOr<at::ScalarType> t =
+          ::td::internal::DtypeFromName(absl::StrCat("torch.uint", 8 * size));
+      if (t.ok()) return t;
+      return absl::InvalidArgumentError(
+          absl::StrCat("the unsigned ", 8 * size, "-bit integer type: ", t.status().message()));
     }
     return absl::InvalidArgumentError(absl::StrCat("the ", is_signed ? "" : "unsigned ",
                                                    8 * size, "-bit integer type has no tensor dtype"));
@@ -307,12 +307,10 @@ struct Walker {
     return Fail(key, "a user-defined link type is not supported");
   }
 
-  absl::StatusOr<std::unique_ptr<Node>> Dataset(hid_t loc, const std::string& name,
-                                                const std::string& key) {
-    Hid ds(H5Dopen2(loc, name.c_str(), H5P_DEFAULT));
-    if (!ds.ok()) return Fail(key, ErrorText());
-    Hid type(H5Dget_type(ds.get()));
-    Hid space(H5Dget_space(ds.get()));
+  // The open dataset `ds` at `key`: its kind, shape and dtype.
+  absl::StatusOr<std::unique_ptr<Node>> Dataset(hid_t ds, const std::string& key) {
+    Hid type(H5Dget_type(ds));
+    Hid space(H5Dget_space(ds));
     if (!type.ok() || !space.ok()) return Fail(key, ErrorText());
     const int rank = H5Sget_simple_extent_ndims(space.get());
     if (rank < 0) return Fail(key, "a null or malformed dataspace is not supported");
@@ -321,12 +319,9 @@ struct Walker {
     auto node = std::make_unique<Node>();
     node->shape.assign(dims.begin(), dims.end());
     if (H5Tget_class(type.get()) == H5T_STRING) {
-      if (rank > 0) {
-        node->kind = Node::Kind::kStrings;
-      } else {
-        const htri_t json = H5Aexists(ds.get(), kJsonAttr);
-        node->kind = json > 0 ? Node::Kind::kJson : Node::Kind::kString;
-      }
+      node->kind = rank > 0                        ? Node::Kind::kStrings
+                   : H5Aexists(ds, kJsonAttr) > 0 ? Node::Kind::kJson
+                                                  : Node::Kind::kString;
       return node;
     }
     if (H5Tget_class(type.get()) == H5T_OPAQUE) {  // non-tensor data (npy_opaque.h)
@@ -343,7 +338,8 @@ struct Walker {
     return node;
   }
 
-  // The batch size stored in a group's kMetaAttr, or nullopt.
+  // The batch size stored in a group's kMetaAttr, or nullopt: structure::ParseJson and
+  // structure::Sizes (NOTE [ Structure codec ] in td/structure/structure.h) read it.
   absl::StatusOr<std::optional<std::vector<int64_t>>> StoredBatch(hid_t group,
                                                                  const std::string& key) {
     const htri_t has = H5Aexists(group, kMetaAttr);
@@ -351,56 +347,41 @@ struct Walker {
       H5Eclear2(H5E_DEFAULT);
       return std::optional<std::vector<int64_t>>();
     }
+    const std::string attr = absl::StrCat("attribute ", kMetaAttr);
     absl::StatusOr<std::string> text = ReadStringAttr(group, kMetaAttr);
-    if (!text.ok()) return Fail(key, absl::StrCat("attribute ", kMetaAttr, ": ", text.status().message()));
-    // NOTE [ Untrusted JSON ] in td/core/internal/structure_check.h.
-    absl::StatusOr<nlohmann::json> parsed = ::td::internal::ParseUntrustedJson<nlohmann::json>(*text);
-    if (!parsed.ok()) {
-      return Fail(key, absl::StrCat("attribute ", kMetaAttr, ": ", parsed.status().message()));
-    }
-    const nlohmann::json& meta = *parsed;
-    std::vector<int64_t> batch;
-    if (!meta.is_object() || !meta.contains("batch_size") || !meta.at("batch_size").is_array() ||
-        meta.at("batch_size").size() > 64) {
-      return Fail(key, absl::StrCat("attribute ", kMetaAttr, " is not {\"batch_size\": [...]}: ",
+    absl::StatusOr<nlohmann::json> meta =
+        text.ok() ? structure::ParseJson<nlohmann::json>(*text) : text.status();
+    if (!meta.ok()) return Fail(key, absl::StrCat(attr, ": ", meta.status().message()));
+    if (!meta->is_object() || !meta->contains("batch_size")) {
+      return Fail(key, absl::StrCat(attr, " is not {\"batch_size\": [...]}: ",
                                     text->substr(0, 200)));
     }
-    for (const auto& d : meta.at("batch_size")) {
-      if (!d.is_number_integer() || d.get<int64_t>() < 0 || d.get<int64_t>() > (int64_t{1} << 40)) {
-        return Fail(key, absl::StrCat("attribute ", kMetaAttr, " has a bad batch size: ",
-                                      meta.at("batch_size").dump()));
-      }
-      batch.push_back(d.get<int64_t>());
+    absl::StatusOr<std::vector<int64_t>> batch = structure::Sizes(meta->at("batch_size")).Read();
+    if (!batch.ok()) {
+      return Fail(key, absl::StrCat(attr, ": the batch size ", batch.status().message()));
     }
-    return std::optional<std::vector<int64_t>>(std::move(batch));
+    return std::optional<std::vector<int64_t>>(*std::move(batch));
   }
 
   absl::StatusOr<std::unique_ptr<Node>> Group(hid_t group, const std::string& key,
                                               const std::optional<std::vector<int64_t>>& given,
                                               const std::optional<std::vector<int64_t>>& parent) {
-    if (ancestors.size() > static_cast<size_t>(kMaxNestingDepth)) {
-      return Fail(key, absl::StrCat("groups nest deeper than ", kMaxNestingDepth, " levels"));
-    }
+    absl::Status deep = ::td::internal::CheckNestingDepth(static_cast<int>(ancestors.size()));
+    if (!deep.ok()) return Fail(key, std::string(deep.message()));  // the walk's own recursion
     const std::string id = ObjectIdentity(group);
     if (std::find(ancestors.begin(), ancestors.end(), id) != ancestors.end()) {
       return Fail(key, "a link cycle: the group contains itself");
     }
     ancestors.push_back(id);
-    auto node = std::make_unique<Node>();
-    node->kind = Node::Kind::kGroup;
+    auto node = std::make_unique<Node>();  // a kGroup
     absl::StatusOr<std::optional<std::vector<int64_t>>> stored = StoredBatch(group, key);
     if (!stored.ok()) return stored.status();
     // Given; under a given one (upstream: it holds for the sub-groups), the stored one when it
     // extends the parent's, else the parent's; stored; or inferred once the children are known.
-    std::optional<std::vector<int64_t>> batch;
-    if (given) {
-      batch = given;
-    } else if (parent) {
-      const bool extends = *stored && (*stored)->size() >= parent->size() &&
-                           std::equal(parent->begin(), parent->end(), (*stored)->begin());
-      batch = extends ? *stored : parent;
-    } else if (*stored) {
-      batch = *stored;
+    std::optional<std::vector<int64_t>> batch = given ? given : *stored;
+    if (!given && parent &&
+        !(*stored && ::td::internal::CheckStartsWith(**stored, *parent, "batch size").ok())) {
+      batch = parent;
     }
     absl::StatusOr<std::vector<std::string>> names = LinkNames(group, key);
     if (!names.ok()) return names.status();
@@ -411,50 +392,19 @@ struct Walker {
                                             " entries (links repeat groups)"));
       }
       if (absl::Status s = CheckLink(group, name, child_key); !s.ok()) return s;
-      H5O_type_t type = H5O_TYPE_UNKNOWN;
-      {
-        Hid obj(H5Oopen(group, name.c_str(), H5P_DEFAULT));
-        if (!obj.ok()) return Fail(child_key, ErrorText());
-        H5I_type_t itype = H5Iget_type(obj.get());
-        type = itype == H5I_GROUP ? H5O_TYPE_GROUP
-                                  : itype == H5I_DATASET ? H5O_TYPE_DATASET
-                                                         : H5O_TYPE_NAMED_DATATYPE;
-      }
-      std::unique_ptr<Node> child;
-      if (type == H5O_TYPE_GROUP) {
-        Hid sub(H5Gopen2(group, name.c_str(), H5P_DEFAULT));
-        if (!sub.ok()) return Fail(child_key, ErrorText());
-        absl::StatusOr<std::unique_ptr<Node>> g =
-            Group(sub.get(), child_key, std::nullopt, given || parent ? batch : std::nullopt);
-        if (!g.ok()) return g.status();
-        child = *std::move(g);
-      } else if (type == H5O_TYPE_DATASET) {
-        absl::StatusOr<std::unique_ptr<Node>> d = Dataset(group, name, child_key);
-        if (!d.ok()) return d.status();
-        child = *std::move(d);
-      } else {
-        continue;  // a named datatype is not an entry
-      }
-      node->children.emplace_back(name, std::move(child));
+      Hid obj(H5Oopen(group, name.c_str(), H5P_DEFAULT));
+      if (!obj.ok()) return Fail(child_key, ErrorText());
+      const H5I_type_t type = H5Iget_type(obj.get());
+      if (type != H5I_GROUP && type != H5I_DATASET) continue;  // a named datatype is no entry
+      absl::StatusOr<std::unique_ptr<Node>> child =
+          type == H5I_DATASET ? Dataset(obj.get(), child_key)
+                              : Group(obj.get(), child_key, std::nullopt,
+                                      given || parent ? batch : std::nullopt);
+      if (!child.ok()) return child.status();
+      node->children.emplace_back(name, *std::move(child));
     }
     ancestors.pop_back();
     if (!batch) batch = InferBatch(*node);
-    // Every tensor and sub-group must start with the batch size.
-    for (const auto& [name, child] : node->children) {
-      const std::vector<int64_t>* shape = child->kind == Node::Kind::kTensor  ? &child->shape
-                                          : child->kind == Node::Kind::kGroup ? &child->batch
-                                                                              : nullptr;
-      if (shape == nullptr) continue;
-      if (shape->size() < batch->size() ||
-          !std::equal(batch->begin(), batch->end(), shape->begin())) {
-        const std::string child_key = key.empty() ? name : absl::StrCat(key, "/", name);
-        return Fail(child_key, absl::StrCat(child->kind == Node::Kind::kGroup ? "the group's batch size " : "the dataset's shape ",
-                                            ShapeText(*shape),
-                                            " does not start with the batch size ",
-                                            ShapeText(*batch), " of ",
-                                            key.empty() ? "the opened group" : "'" + key + "'"));
-      }
-    }
     node->batch = *batch;
     return node;
   }
@@ -464,19 +414,52 @@ struct Walker {
   static std::vector<int64_t> InferBatch(const Node& node) {
     std::optional<std::vector<int64_t>> common;
     for (const auto& [name, child] : node.children) {
-      const std::vector<int64_t>* shape = child->kind == Node::Kind::kTensor  ? &child->shape
-                                          : child->kind == Node::Kind::kGroup ? &child->batch
-                                                                              : nullptr;
-      if (shape == nullptr) continue;
-      if (!common) {
-        common = *shape;
-        continue;
-      }
-      size_t n = 0;
-      while (n < common->size() && n < shape->size() && (*common)[n] == (*shape)[n]) ++n;
-      common->resize(n);
+      if (child->kind != Node::Kind::kTensor && child->kind != Node::Kind::kGroup) continue;
+      const std::vector<int64_t>& shape =
+          child->kind == Node::Kind::kTensor ? child->shape : child->batch;
+      if (!common) common = shape;
+      common->erase(std::mismatch(common->begin(), common->end(), shape.begin(), shape.end()).first,
+                    common->end());
     }
     return common.value_or(std::vector<int64_t>{});
+  }
+
+  // Says the walked group `node` at `key` (its level made in `b`) to `b`, which applies the
+  // structure rules (NOTE [ Structure codec ] in td/structure/structure.h): its batch size, its
+  // sub-groups with what they hold, then its datasets (a deeper fault is named first).
+  absl::Status Describe(structure::Builder& b, structure::Level& level, const Node& node,
+                        const std::string& key) {
+    if (absl::Status s = b.SetBatchSize(level, node.batch); !s.ok()) return Said(s, key);
+    for (const bool groups : {true, false}) {
+      for (const auto& [name, child] : node.children) {
+        if ((child->kind == Node::Kind::kGroup) != groups) continue;
+        const std::string child_key = key.empty() ? name : absl::StrCat(key, "/", name);
+        absl::Status s;
+        if (groups) {
+          absl::StatusOr<structure::Level*> sub =
+              b.AddLevel(level, name, structure::LevelKind::kTensorDict);
+          if (!sub.ok()) return Said(sub.status(), child_key);
+          if (s = Describe(b, **sub, *child, child_key); !s.ok()) return s;  // said there
+        } else if (child->kind == Node::Kind::kTensor) {
+          s = b.AddLeaf(level, name, child->dtype, child->shape).status();
+        } else {
+          s = b.AddNonTensor(level, name, nullptr).status();
+        }
+        if (!s.ok()) return Said(s, child_key);
+      }
+    }
+    return absl::OkStatus();
+  }
+
+  // The Builder's finding `s` about the entry `key`, in the walk's words.
+  absl::Status Said(const absl::Status& s, const std::string& key) {
+    const Rule rule = RuleOf(s);
+    const size_t slash = key.rfind('/');
+    const std::string of = rule != Rule::kStartsWith && rule != Rule::kSubBatch ? ""
+                           : slash == std::string::npos ? " of the opened group"
+                                                        : " of '" + key.substr(0, slash) + "'";
+    const char* what = rule == Rule::kBatchSize ? "the batch size " : "";
+    return Fail(key, absl::StrCat(what, s.message(), of));
   }
 };
 
@@ -502,7 +485,12 @@ absl::StatusOr<std::unique_ptr<Node>> Walk(hid_t file, const std::string& filena
                                             "' is not a group: ", ErrorText()));
   }
   Walker w{file, filename, {}, 0};
-  return w.Group(g.get(), "", batch, std::nullopt);
+  absl::StatusOr<std::unique_ptr<Node>> tree = w.Group(g.get(), "", batch, std::nullopt);
+  if (!tree.ok()) return tree.status();
+  structure::Builder b;
+  absl::Status s = w.Describe(b, b.Root(structure::LevelKind::kTensorDict), **tree, "");
+  if (!s.ok()) return s;
+  return tree;
 }
 
 }  // namespace td::h5::internal
