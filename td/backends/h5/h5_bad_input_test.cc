@@ -202,7 +202,7 @@ TEST(H5BadInput, ShapesAndBatchSizesFollowTheSharedRules) {
   EXPECT_TRUE(in.index({Slice(5, 8)}).get("x").equal(at::zeros({3})));
   EXPECT_TRUE(in.index({(int64_t{1} << 50) - 1}).get("x").equal(at::zeros({})));
   TD_EXPECT_THROW_MSG(in.get("x"), h5::H5Error,
-                      {rows, "'x'", "[1125899906842624]", "needs 4503599627370496 bytes"});
+                      {rows, "'x'", "[1125899906842624] x 4 bytes", "memory"});
   // A stored batch dim of 2^41 (past the walk's old 2^40).
   const std::string big = FreshFile("big");
   MakeFile(big, [](hid_t f) {
@@ -238,6 +238,39 @@ TEST(H5BadInput, ShapesAndBatchSizesFollowTheSharedRules) {
     ASSERT_TRUE(h5::internal::CreateGroup(f, "/g", {3}).ok());
   });
   TD_EXPECT_THROW_MSG(h5::open(sub), h5::H5Error, {sub, "'g'", "[3]", "[4]", "opened group"});
+}
+
+// Strings and attributes of a claimed shape too large for memory, in 2 KB of file: read, they
+// are refused by name before a buffer is allocated for them (a count of 2^44 strings of 1 MiB
+// once sized a buffer of 1 byte, and HDF5 counts the elements of [2^32, 2^32] as 0).
+TEST(H5BadInput, HugeStringsAndAttributesAreNamedErrors) {
+  const std::string path = FreshFile("huge_strings");
+  MakeFile(path, [](hid_t f) {
+    auto add = [&](const char* name, hid_t type, std::vector<hsize_t> dims) {
+      Hid space(H5Screate_simple(static_cast<int>(dims.size()), dims.data(), nullptr));
+      Hid dcpl(H5Pcreate(H5P_DATASET_CREATE));
+      const std::vector<hsize_t> chunk(dims.size(), 16);
+      ASSERT_GE(H5Pset_chunk(dcpl.get(), static_cast<int>(dims.size()), chunk.data()), 0);
+      ASSERT_TRUE(Hid(H5Dcreate2(f, name, type, space.get(), H5P_DEFAULT, dcpl.get(),
+                                 H5P_DEFAULT)).ok());
+    };
+    Hid fixed(H5Tcopy(H5T_C_S1));
+    H5Tset_size(fixed.get(), 1 << 20);
+    add("fixed", fixed.get(), {hsize_t{1} << 44});
+    Hid vlen(H5Tcopy(H5T_C_S1));
+    H5Tset_size(vlen.get(), H5T_VARIABLE);
+    const std::vector<hsize_t> wrap = {hsize_t{1} << 32, hsize_t{1} << 32};
+    add("vlen", vlen.get(), wrap);
+    Hid space(H5Screate_simple(2, wrap.data(), nullptr));
+    ASSERT_TRUE(Hid(H5Acreate2(f, "ints", H5T_NATIVE_INT, space.get(), H5P_DEFAULT,
+                               H5P_DEFAULT)).ok());
+  });
+  h5::H5TensorDict in = h5::open(path);  // non-tensor data: nothing is read when opening
+  TD_EXPECT_THROW_MSG(in.get_non_tensor("fixed"), h5::H5Error,
+                      {path, "'fixed'", "[17592186044416] x 1048576 bytes", "memory"});
+  TD_EXPECT_THROW_MSG(in.get_non_tensor("vlen"), h5::H5Error,
+                      {path, "'vlen'", "[4294967296, 4294967296]", "memory"});
+  TD_EXPECT_THROW_MSG(in.attrs(), h5::H5Error, {path, "'ints'", "[4294967296, 4294967296]"});
 }
 
 }  // namespace

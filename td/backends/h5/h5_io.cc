@@ -1,7 +1,6 @@
 // Reads and writes of datasets through selections, dataset and group creation, non-tensor
 // entries and attributes. Every function takes Lock() (NOTE [ One HDF5 lock ] in h5_io.h).
 #include <ATen/ATen.h>
-#include <c10/util/accumulate.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -9,6 +8,7 @@
 #include <numeric>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "td/backends/h5/h5_io.h"
 #include "td/backends/h5/npy_opaque.h"
 #include "td/core/internal/structure_check.h"
@@ -18,6 +18,26 @@ namespace {
 
 absl::Status Io(const std::string& path, const std::string& what) {
   return absl::DataLossError(absl::StrCat(what, " '", path, "': ", ErrorText()));
+}
+
+std::vector<hsize_t> DimsOf(hid_t space) {
+  const int rank = H5Sget_simple_extent_ndims(space);
+  std::vector<hsize_t> dims(std::max(rank, 0));
+  if (rank > 0) H5Sget_simple_extent_dims(space, dims.data(), nullptr);
+  return dims;
+}
+
+// OK when `dims` elements of `item` bytes fit in the machine's memory, so that a file's shape
+// (NOTE [ HDF5 errors ]; HDF5's own count wraps past 2^64) is refused before a read allocates.
+absl::Status FitsMemory(const std::vector<hsize_t>& dims, size_t item) {
+  if (std::find(dims.begin(), dims.end(), 0) != dims.end()) return absl::OkStatus();
+  uint64_t bytes = item;
+  bool wraps = false;
+  for (hsize_t d : dims) wraps |= __builtin_mul_overflow(bytes, d, &bytes);
+  const uint64_t mem = uint64_t(sysconf(_SC_PHYS_PAGES)) * uint64_t(sysconf(_SC_PAGESIZE));
+  if (!wraps && bytes <= mem) return absl::OkStatus();
+  return absl::ResourceExhaustedError(absl::StrCat(
+      "reading [", absl::StrJoin(dims, ", "), "] x ", item, " bytes needs more than the memory"));
 }
 
 // One block list per dim: (start, stride, count, block) hyperslab pieces whose union, crossed
@@ -125,12 +145,8 @@ absl::StatusOr<at::Tensor> ReadTensor(hid_t file, const std::string& path, at::S
                                       const std::vector<int64_t>& shape, const Selection& sel,
                                       hid_t dataset) {
   std::vector<int64_t> block = BlockShape(sel, shape);
-  // A file's shape may claim 2^63-1 bytes (NOTE [ HDF5 errors ]): a read past memory is refused.
-  const int64_t need = c10::multiply_integers(block) * c10::elementSize(dtype);  // <= the file's
-  if (const int64_t mem = int64_t{sysconf(_SC_PHYS_PAGES)} * sysconf(_SC_PAGESIZE); need > mem) {
-    return absl::ResourceExhaustedError(absl::StrCat(
-        "reading ", ShapeText(block), " of '", path, "' needs ", need, " bytes: memory has ", mem));
-  }
+  absl::Status fits = FitsMemory({block.begin(), block.end()}, c10::elementSize(dtype));
+  if (!fits.ok()) return fits;
   // Bools as their stored bytes (NOTE [ HDF5 bools ]), then != 0.
   const bool bytes = dtype == at::kBool;
   at::Tensor out = at::empty(block, at::TensorOptions().dtype(bytes ? at::kByte : dtype));
@@ -272,10 +288,13 @@ Hid VlenString() {
 // Every string of a string dataset or attribute (`obj` read with `read`), in row-major order.
 template <class ReadFn>
 absl::StatusOr<std::vector<std::string>> ReadStrings(hid_t type, hid_t space, ReadFn read) {
+  const bool vlen = H5Tis_variable_str(type) > 0;
+  const size_t size = vlen ? sizeof(char*) : H5Tget_size(type);
+  if (absl::Status s = FitsMemory(DimsOf(space), size); !s.ok()) return s;  // so n is all of it
   const hssize_t n = H5Sget_simple_extent_npoints(space);
   std::vector<std::string> out;
   if (n <= 0) return out;
-  if (H5Tis_variable_str(type) > 0) {
+  if (vlen) {
     Hid mem = VlenString();
     H5Tset_cset(mem.get(), H5Tget_cset(type));
     std::vector<char*> buf(n, nullptr);
@@ -288,7 +307,6 @@ absl::StatusOr<std::vector<std::string>> ReadStrings(hid_t type, hid_t space, Re
 #endif
     return out;
   }
-  const size_t size = H5Tget_size(type);
   std::vector<char> buf(size * n + 1, '\0');
   Hid mem(H5Tcopy(type));
   if (read(mem.get(), buf.data()) < 0) return absl::DataLossError(ErrorText());
@@ -306,13 +324,6 @@ nlohmann::json Nest(const std::vector<nlohmann::json>& flat, const std::vector<h
   nlohmann::json out = nlohmann::json::array();
   for (hsize_t i = 0; i < shape[dim]; ++i) out.push_back(Nest(flat, shape, dim + 1, pos));
   return out;
-}
-
-std::vector<hsize_t> DimsOf(hid_t space) {
-  const int rank = H5Sget_simple_extent_ndims(space);
-  std::vector<hsize_t> dims(std::max(rank, 0));
-  if (rank > 0) H5Sget_simple_extent_dims(space, dims.data(), nullptr);
-  return dims;
 }
 
 // The opaque dataset `ds` (NOTE [ HDF5 opaque data ] in npy_opaque.h) as JSON.
@@ -367,7 +378,7 @@ absl::StatusOr<nlohmann::json> ReadNonTensor(hid_t file, const std::string& path
       ReadStrings(type.get(), space.get(), [&](hid_t mem, void* buf) {
         return H5Dread(ds.get(), mem, H5S_ALL, H5S_ALL, H5P_DEFAULT, buf);
       });
-  if (!strings.ok()) return Io(path, "cannot read strings of");
+  if (!strings.ok()) return strings.status();
   if (kind == Node::Kind::kStrings) {
     std::vector<nlohmann::json> flat(strings->begin(), strings->end());
     size_t pos = 0;
@@ -450,6 +461,10 @@ absl::StatusOr<nlohmann::json> ReadAttrs(hid_t file, const std::string& path) {
       continue;
     }
     const std::vector<hsize_t> dims = DimsOf(space.get());
+    if (absl::Status ok = FitsMemory(dims, H5Tget_size(type.get())); !ok.ok()) {
+      return absl::DataLossError(
+          absl::StrCat("attribute '", name, "' of '", path, "': ", ok.message()));
+    }
     std::vector<nlohmann::json> flat;
     auto read = [&](hid_t mem, void* buf) { return H5Aread(attr.get(), mem, buf); };
     if (H5Tget_class(type.get()) == H5T_STRING) {

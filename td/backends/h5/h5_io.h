@@ -23,7 +23,7 @@
 // is said to it (NOTE [ Structure codec ] in td/structure/structure.h: a dataset whose leading
 // dims are not the batch size, both shapes named, or whose bytes pass int64). All of it is checked
 // when the file is opened; later reads meet only I/O errors, reads past the machine's memory
-// (ReadTensor) and opaque data too large for a value (npy_opaque.h). Bad arguments stay
+// (FitsMemory) and opaque data too large for a value (npy_opaque.h). Bad arguments stay
 // ValueError / KeyError / TypeError, as on every backend.
 #pragma once
 
