@@ -18,6 +18,7 @@
 #include "td/core/errors.h"
 #include "td/io/zarr_format.h"
 #include "td/os/files.h"
+#include "td/structure/structure.h"
 
 namespace td {
 namespace {
@@ -26,7 +27,6 @@ namespace fs = std::filesystem;
 using internal::os::JoinPath;
 using internal::zarr::ArrayMeta;
 using internal::zarr::ChunkKey;
-using internal::zarr::Dims;
 using internal::zarr::ElemType;
 using internal::zarr::json;
 using internal::zarr::Node;
@@ -40,24 +40,28 @@ using internal::zarr::WriteJson;
 
 constexpr const char* kMetadataAttr = "__tensordict__";
 constexpr const char* kNonTensorAttr = "__tensordict_non_tensor__";
-// Deeper nesting is refused (a malformed or hostile store).
-constexpr int kMaxDepth = 256;
 
 // ---- reading groups ------------------------------------------------------------------------
 
+// Says each node to a structure::Builder before reading it (NOTE [ Structure codec ]).
 struct Reader {
   std::string store;
   std::optional<at::Device> device;
+  structure::Builder b;
 
   std::string Where(const std::string& rel) const {
     return rel.empty() ? store : store + "/" + rel;
   }
 
-  // `known`: the batch size is the store's (or the options'), so arrays are checked against it;
-  // otherwise it is inferred afterwards.
-  Value ReadArray(const Node& n, const std::string& rel, const std::vector<int64_t>& batch,
-                  bool known) {
-    const std::string where = Where(rel);
+  // The builder's finding `s` about the node at `where`, in the rule's words.
+  static void Check(const absl::Status& s, const std::string& where) {
+    const bool sub = structure::RuleOf(s) == structure::Rule::kSubBatch;
+    if (!s.ok()) TD_FAIL(ZarrError, where, ": ", s.message(), sub ? " of its parent" : "");
+  }
+
+  // The array `name` of the group `level`, at `where`.
+  Value ReadArray(structure::Level& level, const std::string& name, const Node& n,
+                  const std::string& where) {
     const ArrayMeta& a = n.array;
     const json marker = n.attrs.value(kNonTensorAttr, json());
     if (!marker.is_null()) {
@@ -70,12 +74,16 @@ struct Reader {
       if (a.type.kind != ElemType::kTensor || a.type.dtype != at::kByte || a.shape.size() != 1) {
         TD_FAIL(ZarrError, where, ": non-tensor data must be a 1-D uint8 array");
       }
-      at::Tensor raw = ReadRaw(a, Where(rel), where).contiguous();
+      Check(b.AddNonTensor(level, name, nullptr).status(), where);  // the value stays here
+      at::Tensor raw = ReadRaw(a, where, where).contiguous();
       const auto* p = static_cast<const char*>(raw.data_ptr());
       return Value(NonTensorData(internal::zarr::ParseJson(
           std::string_view(p, static_cast<size_t>(raw.numel())), where + " (non-tensor payload)")));
     }
-    at::Tensor raw = ReadRaw(a, Where(rel), where);
+    Check(a.type.kind == ElemType::kTensor ? b.AddLeaf(level, name, a.type.dtype, a.shape).status()
+                                           : b.AddNonTensor(level, name, nullptr).status(),
+          where);
+    at::Tensor raw = ReadRaw(a, where, where);
     if (a.type.big_endian && a.type.swap_unit() > 1) {
       std::vector<int64_t> units = a.shape;
       units.push_back(a.type.itemsize / a.type.swap_unit());
@@ -85,11 +93,6 @@ struct Reader {
     raw = raw.contiguous();
     if (a.type.kind != ElemType::kTensor) {
       return Value(NonTensorData(Strings(a, raw.data_ptr<uint8_t>(), 0)));
-    }
-    if (known && (a.shape.size() < batch.size() ||
-                   !std::equal(batch.begin(), batch.end(), a.shape.begin()))) {
-      TD_FAIL(ZarrError, where, ": array of shape ", c10::IntArrayRef(a.shape),
-              " does not start with the batch size ", c10::IntArrayRef(batch));
     }
     at::Tensor t;
     if (raw.numel() == 0) {
@@ -121,16 +124,21 @@ struct Reader {
     return out;
   }
 
-  static std::optional<std::vector<int64_t>> StoredBatch(const Node& n, const std::string& where) {
+  // `level`'s batch size: the one in the `__tensordict__` attribute of `n` (at `where`), else
+  // `otherwise` (which cannot fail). Whether `n` had one.
+  bool SetBatchSize(structure::Level& level, const Node& n, const std::string& where,
+                    std::vector<int64_t> otherwise) {
     const json meta = n.attrs.value(kMetadataAttr, json());
-    if (!meta.is_object() || meta.value("batch_size", json()).is_null()) return std::nullopt;
-    return Dims(meta["batch_size"], where + " (attribute __tensordict__)", "batch_size", false);
+    const json stored = meta.is_object() ? meta.value("batch_size", json()) : json();
+    Check(stored.is_null() ? b.SetBatchSize(level, std::move(otherwise))
+                           : b.SetBatchSize(level, stored),
+          where + " (attribute __tensordict__, batch_size)");
+    return !stored.is_null();
   }
 
-  TensorDict ReadGroup(const std::string& rel, const std::vector<int64_t>& batch, bool known,
-                       int depth) {
+  // The group at `rel`, which the builder knows as `level` (its batch size set).
+  TensorDict ReadGroup(structure::Level& level, const std::string& rel) {
     const std::string dir = Where(rel);
-    if (depth > kMaxDepth) TD_FAIL(ZarrError, dir, ": groups nested more than ", kMaxDepth, " deep");
     std::vector<std::string> names;
     std::error_code ec;
     for (fs::directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec)) {
@@ -150,26 +158,21 @@ struct Reader {
     std::sort(names.begin(), names.end());
     std::vector<TensorDict::Item> items;
     for (const std::string& name : names) {
-      const std::string child_rel = JoinPath(rel, name);
-      const Node child = ReadNode(Where(child_rel), Where(child_rel));
+      const std::string child_rel = JoinPath(rel, name), where = Where(child_rel);
+      const Node child = ReadNode(where, where);
       if (child.kind == Node::kArray) {
-        items.emplace_back(name, ReadArray(child, child_rel, batch, known));
+        items.emplace_back(name, ReadArray(level, name, child, where));
       } else if (child.kind == Node::kGroup) {
-        // A group's own stored batch size, else its parent's (upstream's _make_nested).
-        std::optional<std::vector<int64_t>> stored = StoredBatch(child, Where(child_rel));
-        std::vector<int64_t> child_batch = stored.value_or(known ? batch : std::vector<int64_t>{});
-        if (known && stored && (child_batch.size() < batch.size() ||
-                                !std::equal(batch.begin(), batch.end(), child_batch.begin()))) {
-          TD_FAIL(ZarrError, Where(child_rel), ": the group's batch size ",
-                  c10::IntArrayRef(child_batch), " does not start with its parent's ",
-                  c10::IntArrayRef(batch));
-        }
-        items.emplace_back(name, ReadGroup(child_rel, child_batch, known || stored.has_value(),
-                                           depth + 1));
+        // Its depth, then its stored batch size, else its parent's (upstream's _make_nested).
+        absl::StatusOr<structure::Level*> sub =
+            b.AddLevel(level, name, structure::LevelKind::kTensorDict);
+        Check(sub.status(), where);
+        SetBatchSize(**sub, child, where, level.batch_size());
+        items.emplace_back(name, ReadGroup(**sub, child_rel));
       }
       // A directory that is neither (no metadata) is not a Zarr node: zarr skips it too.
     }
-    return TensorDict(items, batch, device);
+    return TensorDict(items, level.batch_size(), device);
   }
 };
 
@@ -398,15 +401,17 @@ TensorDict from_zarr(const std::string& path_in, const FromZarrOptions& options)
             root.kind == Node::kArray ? " is a Zarr array, not a group"
                                       : " is not a Zarr store (no .zgroup or zarr.json)");
   }
-  std::optional<std::vector<int64_t>> batch = options.batch_size();
-  const bool stored = !batch.has_value();
-  if (!batch) batch = Reader::StoredBatch(root, path);
+  structure::Level& level = r.b.Root(structure::LevelKind::kTensorDict);
+  const std::optional<std::vector<int64_t>>& given = options.batch_size();
   // No batch size at the root (a store of another tool): upstream's _set_max_batch_size.
-  const bool infer = !batch.has_value();
-  TensorDict out = r.ReadGroup("", batch.value_or(std::vector<int64_t>{}), !infer, 0);
+  const bool infer = !given && !r.SetBatchSize(level, root, path, {});
+  if (absl::Status s = given ? r.b.SetBatchSize(level, *given) : absl::OkStatus(); !s.ok()) {
+    TD_FAIL(ValueError, "from_zarr: the batch_size ", s.message());
+  }
+  TensorDict out = r.ReadGroup(level, "");
   if (infer || options.auto_batch_size() || options.batch_dims()) {
     out.auto_batch_size_(options.batch_dims());
-  } else if (stored) {
+  } else if (!given) {
     // With the stored batch size, its names (as upstream's from_zarr).
     if (std::optional<DimNames> names = Reader::StoredNames(root, path)) {
       try {

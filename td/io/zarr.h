@@ -36,6 +36,9 @@
 // Dtypes: bool, int8/16/32/64, uint8/16/32/64, float16/32/64, complex64/128 (uint16/32/64 where
 // LibTorch has them, 2.3 and later: on 1.13 a store holding one is refused naming the array and
 // the dtype; numpy has no bfloat16 or float8: refused, naming the key).
+// Reading says each group, array and non-tensor entry to a structure::Builder, which applies
+// the structure rules (NOTE [ Structure codec ] in td/structure/structure.h): groups nest at most
+// td::kMaxNestingDepth deep, shapes and batch sizes have at most 64 dims.
 // Bazel: //td/io:zarr. See docs/io.md.
 #pragma once
 
@@ -88,10 +91,10 @@ struct FromZarrOptions {
 // socket or device where a file belongs is refused without being opened for long. Each array
 // costs one listing of its directory plus its chunk files, however many chunks its grid has.
 // Throws ZarrError naming the store and the node (missing store, not a group, malformed or
-// too deeply nested metadata, unsupported codec or dtype, a fill value the dtype cannot hold,
-// chunk of the wrong size, array whose leading dims are not the batch size, a directory symlink,
-// a file that is not regular), ValueError when batch_size is combined with auto_batch_size or
-// batch_dims.
+// too deeply nested metadata or groups, unsupported codec or dtype, a fill value the dtype cannot
+// hold, chunk of the wrong size, array whose leading dims are not the batch size, a shape past
+// memory, a directory symlink, a file that is not regular), ValueError when batch_size is
+// combined with auto_batch_size or batch_dims, or is not a list of sizes.
 TensorDict from_zarr(const std::string& path, const FromZarrOptions& options = {});
 
 }  // namespace td

@@ -161,6 +161,51 @@ TEST(ZarrBadInput, DeeplyNestedJsonIsRefused) {
                       {"b.zarr/n (non-tensor payload)", "nested deeper"});
 }
 
+// Groups and arrays are said to a structure::Builder (NOTE [ Structure codec ] in
+// td/structure/structure.h): groups nest at most td::kMaxNestingDepth deep, checked before the
+// deeper group is read; batch sizes and shapes are at most 64 sizes in [0, 2^63-1].
+TEST(ZarrBadInput, StructureRulesAreTheBuilders) {
+  const std::string dir = FreshDir("zrules");
+  std::string deep = dir + "/d.zarr";
+  Group(deep);
+  for (int i = 0; i < kMaxNestingDepth + 1; ++i) Group(deep += "/g");
+  TD_EXPECT_THROW_MSG(from_zarr(dir + "/d.zarr"), ZarrError,
+                      {deep, "nested more than 128 levels deep"});
+  const std::string store = dir + "/s.zarr";
+  Group(store);
+  WriteText(store + "/.zattrs", R"({"__tensordict__": {"batch_size": [2, -1]}})");
+  TD_EXPECT_THROW_MSG(from_zarr(store), ZarrError,
+                      {"s.zarr (attribute __tensordict__, batch_size)", "holds -1", "[2,-1]"});
+  fs::remove(store + "/.zattrs");
+  Array(store + "/a", json(std::vector<int>(65, 1)), json(std::vector<int>(65, 1)), "|u1", 0);
+  TD_EXPECT_THROW_MSG(from_zarr(store), ZarrError, {"s.zarr/a", "shape", "65 dims"});
+  Array(store + "/a", json::array({int64_t{1} << 62, 4}), json::array({1, 1}), "<i8", 0);
+  TD_EXPECT_THROW_MSG(from_zarr(store), ZarrError,
+                      {"s.zarr/a", "torch.Size([4611686018427387904, 4])", "fit in int64"});
+  // Fixed-size strings are non-tensor data: their bound is the reader's own.
+  Array(store + "/a", json::array({int64_t{1} << 62, 4}), json::array({1, 1}), "|S1", 0);
+  TD_EXPECT_THROW_MSG(from_zarr(store), ZarrError, {"s.zarr/a", "is too large"});
+}
+
+// Shapes past any memory are a ZarrError naming the array before their bytes are read: a leaf's,
+// fixed-size strings', and a chunk larger than the array. (AddressSanitizer's allocator ends the
+// process on such a request rather than failing it.)
+TEST(ZarrBadInput, ShapesPastMemoryAreNamed) {
+#if defined(__SANITIZE_ADDRESS__)
+  GTEST_SKIP() << "AddressSanitizer aborts on an allocation past its limit";
+#endif
+  const std::string store = FreshDir("zhuge") + "/s.zarr";
+  Group(store);
+  const int64_t huge = int64_t{1} << 50;  // past any address space
+  Array(store + "/a", json::array({huge}), json::array({1 << 20}), "|u1", 0);
+  TD_EXPECT_THROW_MSG(from_zarr(store), ZarrError, {"s.zarr/a", "allocate 1125899906842624 bytes"});
+  Array(store + "/a", json::array({huge}), json::array({1 << 20}), "|S1", 0);
+  TD_EXPECT_THROW_MSG(from_zarr(store), ZarrError, {"s.zarr/a", "1125899906842624 bytes"});
+  Array(store + "/a", json::array({2}), json::array({huge}), "|u1", 0);
+  WriteText(store + "/a/0", "xy");
+  TD_EXPECT_THROW_MSG(from_zarr(store), ZarrError, {"s.zarr/a", "1125899906842624 bytes"});
+}
+
 TEST(ZarrBadInput, KeysThatAreNotUtf8AreNamed) {
   const std::string dir = FreshDir("zutf8");
   TensorDict td({{"ok", at::zeros({2})}, {"g", {{std::string("bad\xff"), at::zeros({2})}}}}, {2});

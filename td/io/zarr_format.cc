@@ -26,6 +26,7 @@
 #include "td/core/errors.h"
 #include "td/core/internal/structure_check.h"
 #include "td/os/files.h"
+#include "td/structure/structure.h"
 
 namespace td {
 namespace internal {
@@ -97,8 +98,7 @@ std::optional<std::string> ReadMetaFile(const std::string& path) {
 }
 
 json ParseJson(std::string_view text, const std::string& path) {
-  // NOTE [ Untrusted JSON ] in td/core/internal/structure_check.h.
-  absl::StatusOr<json> j = ::td::internal::ParseUntrustedJson<json>(text);
+  absl::StatusOr<json> j = structure::ParseJson<json>(text);
   if (!j.ok()) TD_FAIL(ZarrError, path, " is not valid JSON: ", j.status().message());
   return *std::move(j);
 }
@@ -151,15 +151,13 @@ const std::vector<DtypeRow>& Rows() {
 }
 
 // A ZarrError for a dtype of kNewerDtypes this LibTorch lacks ("<u2" or "uint16" on 1.13),
-// with the words every format uses; nothing for any other dtype.
+// with the words of the structure's dtype rule (structure::Dtype); nothing for any other dtype.
 void RefuseMissingDtype(const std::string& where, const std::string& name, char kind,
                         int64_t size) {
   for (const NewerDtypeRow& r : kNewerDtypes) {
     if (name == r.v3_name || (kind == r.kind && size == r.size)) {
-      const compat::NewerDtypeInfo* d = compat::FindNewerDtype(r.torch_name);
-      if (d != nullptr && !d->type) {
-        TD_FAIL(ZarrError, where, ": dtype '", name, "': ", compat::NoSuchDtypeMessage(*d));
-      }
+      absl::StatusOr<at::ScalarType> t = structure::Dtype::Name(r.torch_name).Read();
+      if (!t.ok()) TD_FAIL(ZarrError, where, ": dtype '", name, "': ", t.status().message());
     }
   }
 }
@@ -224,32 +222,32 @@ ElemType ParseV2Dtype(const json& j, const std::string& where) {
 
 // ---- metadata of one node ------------------------------------------------------------------
 
-std::vector<int64_t> Dims(const json& j, const std::string& where, const char* field,
-                          bool positive) {
-  if (!j.is_array()) TD_FAIL(ZarrError, where, ": '", field, "' must be a list of integers");
-  std::vector<int64_t> out;
-  for (const json& d : j) {
-    if (!d.is_number_integer() || d.get<int64_t>() < (positive ? 1 : 0)) {
-      TD_FAIL(ZarrError, where, ": '", field, "' must hold ", positive ? "positive" : "non-negative",
-              " integers, got ", j.dump());
-    }
-    out.push_back(d.get<int64_t>());
-  }
-  return out;
-}
-
 namespace {
 
-void ParseV2Array(const json& z, const std::string& where, ArrayMeta& a) {
-  if (!z.is_object() || z.value("zarr_format", 0) != 2) {
-    TD_FAIL(ZarrError, where, ": not Zarr format 2 array metadata");
+// The array's shape, read as every structure reader reads one (structure::Sizes: at most 64 sizes
+// in [0, 2^63-1]), and its chunks `field` (Zarr's own: a positive size per dim of the shape).
+void ShapeAndChunks(const json& z, const json& chunks, const std::string& where,
+                    const char* field, ArrayMeta& a) {
+  absl::StatusOr<std::vector<int64_t>> shape = structure::Sizes(z.value("shape", json())).Read();
+  if (!shape.ok()) TD_FAIL(ZarrError, where, ": the shape ", shape.status().message());
+  a.shape = *std::move(shape);
+  absl::StatusOr<std::vector<int64_t>> sizes = structure::Sizes(chunks).Read();
+  if (!sizes.ok() || std::count(sizes->begin(), sizes->end(), 0) > 0) {
+    TD_FAIL(ZarrError, where, ": '", field, "' must be a list of positive integers, got ",
+            chunks.dump());
   }
-  a.shape = Dims(z.value("shape", json()), where, "shape", false);
-  a.chunks = Dims(z.value("chunks", json()), where, "chunks", true);
+  a.chunks = *std::move(sizes);
   if (a.chunks.size() != a.shape.size()) {
-    TD_FAIL(ZarrError, where, ": chunks ", c10::IntArrayRef(a.chunks), " and shape ",
+    TD_FAIL(ZarrError, where, ": ", field, " ", c10::IntArrayRef(a.chunks), " and shape ",
             c10::IntArrayRef(a.shape), " have different lengths");
   }
+}
+
+void ParseV2Array(const json& z, const std::string& where, ArrayMeta& a) {
+  if (!z.is_object() || z.value("zarr_format", json()) != 2) {
+    TD_FAIL(ZarrError, where, ": not Zarr format 2 array metadata");
+  }
+  ShapeAndChunks(z, z.value("chunks", json()), where, "chunks", a);
   a.type = ParseV2Dtype(z.value("dtype", json()), where);
   a.codec = ParseV2Compressor(z.value("compressor", json()), where);
   const json filters = z.value("filters", json());
@@ -268,17 +266,12 @@ void ParseV2Array(const json& z, const std::string& where, ArrayMeta& a) {
 
 void ParseV3Array(const json& z, const std::string& where, ArrayMeta& a) {
   a.v3 = true;
-  a.shape = Dims(z.value("shape", json()), where, "shape", false);
   const json grid = z.value("chunk_grid", json());
   if (!grid.is_object() || grid.value("name", std::string()) != "regular") {
     TD_FAIL(ZarrError, where, ": chunk_grid ", grid.dump(), " is not supported (regular only)");
   }
-  a.chunks = Dims(grid.value("configuration", json::object()).value("chunk_shape", json()), where,
-                  "chunk_shape", true);
-  if (a.chunks.size() != a.shape.size()) {
-    TD_FAIL(ZarrError, where, ": chunk_shape ", c10::IntArrayRef(a.chunks), " and shape ",
-            c10::IntArrayRef(a.shape), " have different lengths");
-  }
+  ShapeAndChunks(z, grid.value("configuration", json::object()).value("chunk_shape", json()),
+                 where, "chunk_shape", a);
   const json transformers = z.value("storage_transformers", json::array());
   if (!transformers.is_array() || !transformers.empty()) {
     TD_FAIL(ZarrError, where, ": storage_transformers ", transformers.dump(), " are not supported");
@@ -526,31 +519,33 @@ std::map<std::vector<int64_t>, std::string> ListChunks(const ArrayMeta& a, const
   return out;
 }
 
+// Bytes shaped `sizes`; a ZarrError naming `where` when they cannot be allocated.
+at::Tensor Allocate(c10::IntArrayRef sizes, const std::string& where) {
+  try {
+    return at::empty(sizes, at::kByte);
+  } catch (const c10::Error& e) {
+    TD_FAIL(ZarrError, where, ": ", e.what_without_backtrace());
+  }
+}
+
 }  // namespace
 
 // The array's elements as raw bytes in stored order: a uint8 tensor of shape [*shape, itemsize].
 at::Tensor ReadRaw(const ArrayMeta& a, const std::string& dir, const std::string& where) {
   const int64_t nd = static_cast<int64_t>(a.shape.size());
-  int64_t numel = 1, chunk_numel = 1;
-  const int64_t limit = std::numeric_limits<int64_t>::max() / 2;
-  for (int64_t d = 0; d < nd; ++d) {
-    if (a.shape[d] != 0 && numel > limit / a.shape[d]) {
-      TD_FAIL(ZarrError, where, ": shape ", c10::IntArrayRef(a.shape), " is too large");
-    }
-    numel *= a.shape[d];
-    if (chunk_numel > limit / a.chunks[d]) {
-      TD_FAIL(ZarrError, where, ": chunks ", c10::IntArrayRef(a.chunks), " are too large");
-    }
-    chunk_numel *= a.chunks[d];
-  }
-  if (numel > limit / a.type.itemsize || chunk_numel > limit / a.type.itemsize) {
-    TD_FAIL(ZarrError, where, ": shape ", c10::IntArrayRef(a.shape), " is too large");
+  // Elements of the array and of a chunk; their bytes at most 2^62 (the grid's arithmetic).
+  const absl::StatusOr<int64_t> numel = internal::TensorBytes(a.shape, at::kByte),
+                                chunk_numel = internal::TensorBytes(a.chunks, at::kByte);
+  const int64_t limit = std::numeric_limits<int64_t>::max() / 2 / a.type.itemsize;
+  if (!numel.ok() || !chunk_numel.ok() || *numel > limit || *chunk_numel > limit) {
+    TD_FAIL(ZarrError, where, ": shape ", c10::IntArrayRef(a.shape), " in chunks ",
+            c10::IntArrayRef(a.chunks), " of ", a.type.itemsize, " bytes is too large");
   }
   std::vector<int64_t> raw_shape = a.shape;
   raw_shape.push_back(a.type.itemsize);
-  at::Tensor raw = at::empty(raw_shape, at::kByte);
-  if (numel == 0) return raw;
-  const int64_t chunk_bytes = chunk_numel * a.type.itemsize;
+  at::Tensor raw = Allocate(raw_shape, where);
+  if (*numel == 0) return raw;
+  const int64_t chunk_bytes = *chunk_numel * a.type.itemsize;
   const bool whole = a.shape == a.chunks && (!a.fortran || nd <= 1);
   std::vector<int64_t> grid(nd);
   int64_t total = 1;  // chunks in the grid: at most numel
@@ -585,7 +580,7 @@ at::Tensor ReadRaw(const ArrayMeta& a, const std::string& dir, const std::string
                     where);
       continue;
     }
-    if (!buffer.defined()) buffer = at::empty({chunk_bytes}, at::kByte);
+    if (!buffer.defined()) buffer = Allocate({chunk_bytes}, where);
     ReadChunkFile(a.codec, fd.get(), st.st_size, buffer.data_ptr<uint8_t>(), chunk_bytes, file,
                   where);
     at::Tensor chunk;

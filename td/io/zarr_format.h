@@ -43,7 +43,7 @@ void SyncDir(const std::string& path);
 // The bytes of the metadata file `path`, or nullopt when there is no such file; ZarrError for a
 // file that is not regular (StatRegular) or larger than 64 MiB.
 std::optional<std::string> ReadMetaFile(const std::string& path);
-// `text` as JSON, through the one depth-checked parse (NOTE [ Untrusted JSON ] in
+// `text` as JSON, through structure::ParseJson (NOTE [ Untrusted JSON ] in
 // td/core/internal/structure_check.h); ZarrError naming `path` for text that is not valid JSON.
 json ParseJson(std::string_view text, const std::string& path);
 
@@ -68,7 +68,7 @@ std::string NumpyDtype(at::ScalarType dtype);
 
 // An array's metadata, from either format.
 struct ArrayMeta {
-  std::vector<int64_t> shape, chunks;
+  std::vector<int64_t> shape, chunks;  // shape: read as structure::Sizes reads one
   ElemType type;
   bool fortran = false;
   json fill;  // null: zeros
@@ -85,9 +85,6 @@ struct Node {
   ArrayMeta array;
 };
 
-// Non-negative (or, with `positive`, positive) integers; ZarrError naming `field` otherwise.
-std::vector<int64_t> Dims(const json& j, const std::string& where, const char* field,
-                          bool positive);
 // The metadata files of a node's directory, as read (nullopt: no such file).
 struct NodeTexts {
   std::optional<std::string> zarray, zgroup, zattrs, zarr_json;

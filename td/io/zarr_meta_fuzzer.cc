@@ -2,8 +2,9 @@
 // td/io/zarr.h): any texts as a node's .zarray, .zgroup, .zattrs and zarr.json must give a
 // ZarrError or a node, never a crash, a hang or an uncaught exception (nlohmann/json's own
 // type_error included); and what is accepted must keep the reader's promises:
-//   * an array's shape and chunks have as many dims, sizes >= 0 and chunks >= 1, and a known
-//     element size; its dimension separator is "." or "/";
+//   * an array's shape and chunks have as many dims, at most 64 (the shape is read by
+//     structure::Sizes), sizes >= 0 and chunks >= 1, and a known element size; its dimension
+//     separator is "." or "/";
 //   * its fill value is bytes of the element size, or a ZarrError (never LibTorch's overflow
 //     error, never a NaN cast to an integer);
 //   * chunk keys and grid coordinates convert both ways (ChunkKey / ChunkCoords), and a key
@@ -19,6 +20,7 @@
 #include <string>
 #include <vector>
 
+#include "td/core/internal/structure_check.h"
 #include "td/io/zarr_format.h"
 
 namespace {
@@ -34,6 +36,7 @@ void Require(bool ok, const char* what) {
 
 void CheckArray(const z::ArrayMeta& a, const std::string& key) {
   Require(a.shape.size() == a.chunks.size(), "shape and chunks of different lengths");
+  Require(a.shape.size() <= td::internal::kMaxStructureDims, "a shape of more than 64 dims");
   for (size_t d = 0; d < a.shape.size(); ++d) {
     Require(a.shape[d] >= 0 && a.chunks[d] >= 1, "a negative size or a chunk below 1");
   }

@@ -176,6 +176,8 @@ TEST(Zarr, BatchSizeFromTheStoreOrTheOptions) {
             std::vector<int64_t>{4});
   TD_EXPECT_THROW_MSG(from_zarr(store, FromZarrOptions().batch_size(std::vector<int64_t>{4}).auto_batch_size(true)),
                       ValueError, {"batch_size [4]", "auto_batch_size"});
+  TD_EXPECT_THROW_MSG(from_zarr(store, FromZarrOptions().batch_size(std::vector<int64_t>{4, -1})),
+                      ValueError, {"from_zarr: the batch_size", "holds -1"});
   // Without the metadata (a store of another tool): the batch size is inferred.
   fs::remove(store + "/.zattrs");
   fs::remove(store + "/n/.zattrs");
@@ -231,10 +233,12 @@ TEST(Zarr, BadStoresAreRefusedNamingTheNode) {
   fresh();  // batch size and shapes disagree
   WriteJson(store + "/.zattrs", json{{"__tensordict__", {{"batch_size", {5}}, {"version", 1}}}});
   TD_EXPECT_THROW_MSG(from_zarr(store), ZarrError,
-                      {store + "/a", "shape [3, 2]", "batch size [5]"});
+                      {store + "/a", "shape torch.Size([3, 2])", "batch size torch.Size([5])"});
   WriteJson(store + "/.zattrs", json{{"__tensordict__", {{"batch_size", {3}}, {"version", 1}}}});
   WriteJson(store + "/n/.zattrs", json{{"__tensordict__", {{"batch_size", {2}}, {"version", 1}}}});
-  TD_EXPECT_THROW_MSG(from_zarr(store), ZarrError, {store + "/n", "[2]", "parent's [3]"});
+  TD_EXPECT_THROW_MSG(from_zarr(store), ZarrError,
+                      {store + "/n", "batch size torch.Size([2])",
+                       "torch.Size([3]) of its parent"});
 
   auto edit = [&](const char* field, const json& value) {
     fresh();

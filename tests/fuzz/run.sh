@@ -91,7 +91,8 @@ build_and_run zip_directory \
 
 build_and_run zarr_meta \
   td/io/zarr_meta_fuzzer.cc td/io/zarr_format.cc td/io/zarr_codec.cc td/io/codec.cc td/os/fd.cc \
-  td/os/files.cc td/core/errors.cc -- -ltorch_cpu -lc10 -lz -lzstd -lblosc "${absl_libs[@]}"
+  td/os/files.cc td/structure/structure.cc td/core/dtype.cc td/core/errors.cc \
+  td/core/nested_key.cc -- -ltorch_cpu -lc10 -lz -lzstd -lblosc "${absl_libs[@]}"
 
 build_and_run distributed_header \
   td/distributed/header_fuzzer.cc td/distributed/wire.cc td/structure/structure.cc \
