@@ -3,17 +3,13 @@
 //
 // NOTE [ Structure validation ]
 // Every codec that reads a TensorDict's structure from untrusted text or bytes (memmap's
-// meta.json files, td/backends/memmap/format.cc; shared-memory handles,
-// td/backends/shared_memory/handle.cc; the metadata of consolidated files,
-// td/consolidate/metadata.cc; td::distributed's structure messages, td/distributed/wire.cc)
-// keeps its own layout (fixed by Python tensordict, or by the wire protocol); whether the
+// meta.json files, shared-memory handles, consolidated files' metadata, td::distributed's
+// structure messages, tensorclass directories, Zarr stores, HDF5 files) keeps its own layout (fixed by Python tensordict, or by the wire protocol); whether the
 // structure it describes is valid is decided by the functions below, with one set of limits.
 // td/structure's Builder applies them by construction (NOTE [ Structure codec ] in
 // td/structure/structure.h): a reader that maps its fields to the Builder cannot skip one.
-// Ported so far: memmap directories (format.cc, with memmap_loader.cc and td/io/archive.cc
-// across directories), the consolidated metadata, shared-memory handles, td::distributed's
-// structures. Zarr (td/io/zarr_format.cc) and HDF5 (td/backends/h5/walk.cc) still check
-// theirs by hand.
+// Every such reader is on it, Zarr stores and HDF5 files included (the list is in NOTE
+// [ Structure codec ]).
 //  * JSON nesting: at most kMaxStructureJsonDepth levels of [ and {, checked on the text before it
 //    is parsed (CheckJsonDepth; nlohmann/json's parser and destructor recurse once per level).
 //    Every format spends at most three JSON levels per TensorDict level, so every TensorDict that
