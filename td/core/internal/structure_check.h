@@ -4,8 +4,9 @@
 // NOTE [ Structure validation ]
 // Every codec that reads a TensorDict's structure from untrusted text or bytes (memmap's
 // meta.json files, shared-memory handles, consolidated files' metadata, td::distributed's
-// structure messages, tensorclass directories, Zarr stores, HDF5 files) keeps its own layout (fixed by Python tensordict, or by the wire protocol); whether the
-// structure it describes is valid is decided by the functions below, with one set of limits.
+// structure messages, tensorclass directories, Zarr stores, HDF5 files) keeps its own layout
+// (fixed by Python tensordict, or by the wire protocol); whether the structure it describes is
+// valid is decided by the functions below, with one set of limits.
 // td/structure's Builder applies them by construction (NOTE [ Structure codec ] in
 // td/structure/structure.h): a reader that maps its fields to the Builder cannot skip one.
 // Every such reader is on it, Zarr stores and HDF5 files included (the list is in NOTE
