@@ -32,6 +32,7 @@ PUBLIC_TARGETS = {
     "stacking_alone": "//td/stacking",
     "attrs_alone": "//td/attrs",
     "consolidate_alone": "//td/consolidate",
+    "format_alone": "//td/format",
     "io_alone": "//td/io",
     "io_zarr_alone": "//td/io:zarr",
     "io_schema_alone": "//td/io:schema",

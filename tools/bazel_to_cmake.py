@@ -43,7 +43,7 @@ import re
 import sys
 import textwrap
 
-ROOTS = ["td", "tests/conformance", "tests/generative"]
+ROOTS = ["td", "tests/conformance", "tests/format_conformance", "tests/generative"]
 HEADER_EXTS = (".h", ".def", ".inc")
 SOURCE_EXTS = (".cc", ".cpp")
 

@@ -18,9 +18,11 @@
 #include "td/backends/lazy_stack/lazy_stack.h"
 #include "td/backends/memmap/archive_hook.h"
 #include "td/backends/memmap/format.h"
+#include "td/backends/memmap/memmap_storage.h"
 #include "td/backends/memmap/memory_mapped_tensor.h"
 #include "td/core/errors.h"
 #include "td/core/internal/non_tensor_stack.h"
+#include "td/format/format.h"
 #include "td/io/codec.h"
 #include "td/io/zip.h"
 #include "td/os/files.h"
@@ -604,5 +606,65 @@ TensorDict load_archive(const std::string& archive_path, const ArchiveLoadOption
   }
   return LoadArchive<KeyError>(archive_path, options.mode(), options.sub_path(), "load_archive");
 }
+
+namespace {
+
+// A staging directory beside `target` (same file system), named so the memmap loader and
+// pack_memmap skip it.
+std::string StagingBeside(const std::string& target) {
+  static std::atomic<uint64_t> counter{0};
+  const fs::path t = fs::absolute(target);
+  return (t.parent_path() / (std::string(mm::kTempPrefix) + "stage." + t.filename().string() +
+                             "." + std::to_string(::getpid()) + "." + std::to_string(counter++)))
+      .string();
+}
+
+}  // namespace
+
+TensorDict save_archive(const TensorDict& td, const std::string& archive_path,
+                        const MemmapOptions& options) {
+  std::error_code ec;
+  if (fs::is_directory(archive_path, ec)) {
+    TD_FAIL(ValueError, "save: cannot write an archive at ", archive_path, ": it is a directory");
+  }
+  if (const auto* m = dynamic_cast<const MemmapStorage*>(&td.storage()); m != nullptr) {
+    pack_memmap(m->path(), archive_path);
+    return load_archive(archive_path);
+  }
+  // The staging directory is a private copy that only feeds the archive, so leaves that are
+  // already memory-mapped (a lazy stack or a level loaded by load_memmap, an archive's views)
+  // are copied into it whatever copy_existing says: upstream 0.14's archive writer
+  // (_write_archive_from_td in tensordict/_archive.py) stages with memmap_like and streams
+  // every leaf into the zip, so it never refuses one either.
+  const std::string staging = StagingBeside(archive_path);
+  try {
+    td.memmap(staging, MemmapOptions(options).copy_existing(true));
+    pack_memmap(staging, archive_path);
+  } catch (...) {
+    fs::remove_all(staging, ec);
+    throw;
+  }
+  fs::remove_all(staging, ec);
+  return load_archive(archive_path);
+}
+
+namespace {
+
+format::Driver ArchiveDriver() {
+  format::Driver d;
+  d.id = "tdz";
+  d.summary = "a memmap archive: a memmap directory as one zip file (Python tensordict 0.14's "
+              "save(..., archive=True) / pack_memmap)";
+  d.suffixes = {".tdz"};
+  d.traits.dtypes = format::EveryDtype();
+  d.detect = IsArchiveFile;
+  d.save = [](const TensorDict& td, const std::string& path) { save_archive(td, path); };
+  d.load = [](const std::string& path) { return load_archive(path); };
+  return d;
+}
+
+TD_REGISTER_FORMAT_DRIVER(ArchiveDriver());
+
+}  // namespace
 
 }  // namespace td

@@ -75,6 +75,15 @@ std::string unpack_memmap(const std::string& archive_path, const std::string& pr
 // not a memmap archive, MemmapError naming the entry for a corrupt header.
 std::string refresh_archive_checksums(const std::string& archive_path);
 
+// Writes `td` as the archive `archive_path` and returns it loaded (load_archive): save()'s archive
+// mode, Python tensordict 0.14's save(td, path, archive=True). A TensorDict on the memmap backend
+// is packed from its directory; another is written to a staging directory beside the archive
+// (`options`: as TensorDict::memmap's, leaves already mapped elsewhere always copied), then
+// packed, and the staging directory removed. Throws ValueError when `archive_path` is a
+// directory, and as TensorDict::memmap and pack_memmap do.
+TensorDict save_archive(const TensorDict& td, const std::string& archive_path,
+                        const MemmapOptions& options = {});
+
 // Options of load_archive.
 struct ArchiveLoadOptions {
   // kReadOnly (upstream's default mode "r"): the mapping is private and copy-on-write, writes

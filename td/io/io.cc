@@ -3,13 +3,11 @@
 #include <ATen/ops/empty.h>
 #include <ATen/ops/zeros.h>
 
-#include <atomic>
 #include <filesystem>
-#include <unistd.h>
 
-#include "td/backends/memmap/format.h"
 #include "td/backends/memmap/memmap_storage.h"
 #include "td/core/errors.h"
+#include "td/format/format.h"
 #include "td/io/archive.h"
 
 namespace td {
@@ -17,23 +15,46 @@ namespace {
 
 namespace fs = std::filesystem;
 
-bool EndsWith(const std::string& s, const std::string& suffix) {
-  return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
-}
-
 const MemmapStorage* MemmapOf(const TensorDict& td) {
   return dynamic_cast<const MemmapStorage*>(&td.storage());
 }
 
-// A staging directory beside `target` (same file system), named so the memmap loader and
-// pack_memmap skip it.
-std::string StagingBeside(const std::string& target) {
-  static std::atomic<uint64_t> counter{0};
-  const fs::path t = fs::absolute(target);
-  return (t.parent_path() / (std::string(internal::memmap::kTempPrefix) + "stage." +
-                             t.filename().string() + "." + std::to_string(::getpid()) + "." +
-                             std::to_string(counter++)))
-      .string();
+// The driver save() writes with: SaveOptions::format, else archive(true) "tdz", else the path's
+// suffix, else a memmap directory (NOTE [ Format drivers ] in td/format/format.h).
+const format::Driver& SaveDriver(const std::string& prefix, const SaveOptions& options) {
+  if (options.format() && options.archive() &&
+      *options.archive() != (*options.format() == "tdz")) {
+    TD_FAIL(ValueError, "save: SaveOptions::format \"", *options.format(), "\" and archive(",
+            *options.archive() ? "true" : "false", ") disagree; give one of them");
+  }
+  const format::Driver* d = nullptr;
+  if (options.format()) {
+    d = &format::GetDriver(*options.format());
+  } else if (options.archive()) {
+    d = &format::GetDriver(*options.archive() ? "tdz" : "memmap");
+  } else {
+    d = format::DriverForSuffix(prefix);
+    if (d == nullptr) d = &format::GetDriver("memmap");
+  }
+  if (!d->is_path_format()) {
+    TD_FAIL(ValueError, "save: format \"", d->id, "\" is ", d->summary,
+            ", not written to a path (its driver encodes bytes)");
+  }
+  return *d;
+}
+
+// The driver load() reads with: LoadOptions::format, else the path's suffix, else the format
+// detected at the path, else a memmap directory (whose loader names the path's problem).
+const format::Driver& LoadDriver(const std::string& prefix, const LoadOptions& options) {
+  const format::Driver* d = options.format() ? &format::GetDriver(*options.format())
+                                             : format::DriverForSuffix(prefix);
+  if (d == nullptr) d = format::DetectDriver(prefix);
+  if (d == nullptr) d = &format::GetDriver("memmap");
+  if (!d->is_path_format()) {
+    TD_FAIL(ValueError, "load: format \"", d->id, "\" is ", d->summary,
+            ", not read from a path (its driver decodes bytes)");
+  }
+  return *d;
 }
 
 // Runs `fn` with `td` unlocked when it is a locked memmap TensorDict (upstream's
@@ -65,38 +86,19 @@ void RequireMemmap(const TensorDict& td, const char* fn, const NestedKey& key) {
 }  // namespace
 
 TensorDict save(const TensorDict& td, const std::string& prefix, const SaveOptions& options) {
-  const bool archive = options.archive().value_or(EndsWith(prefix, ".tdz"));
   std::error_code ec;
   if (!options.exists_ok() && fs::exists(fs::symlink_status(prefix, ec))) {
     TD_FAIL(ValueError, "save: ", prefix, " already exists (SaveOptions::exists_ok is false)");
   }
+  const format::Driver& driver = SaveDriver(prefix, options);
   const MemmapOptions memmap_options = MemmapOptions()
                                            .parallel_options(options.parallel_options())
                                            .copy_existing(options.copy_existing())
                                            .exists_ok(options.exists_ok());
-  if (!archive) return td.memmap(prefix, memmap_options);
-  if (fs::is_directory(prefix, ec)) {
-    TD_FAIL(ValueError, "save: cannot write an archive at ", prefix, ": it is a directory");
-  }
-  if (const MemmapStorage* m = MemmapOf(td); m != nullptr) {
-    pack_memmap(m->path(), prefix);
-  } else {
-    // The staging directory is a private copy that only feeds the archive, so leaves that are
-    // already memory-mapped (a lazy stack or a level loaded by load_memmap, an archive's views)
-    // are copied into it whatever copy_existing says: upstream 0.14's archive writer
-    // (_write_archive_from_td in tensordict/_archive.py) stages with memmap_like and streams
-    // every leaf into the zip, so it never refuses one either.
-    const std::string staging = StagingBeside(prefix);
-    try {
-      td.memmap(staging, MemmapOptions(memmap_options).copy_existing(true));
-      pack_memmap(staging, prefix);
-    } catch (...) {
-      fs::remove_all(staging, ec);
-      throw;
-    }
-    fs::remove_all(staging, ec);
-  }
-  return load_archive(prefix);
+  if (driver.id == "memmap") return td.memmap(prefix, memmap_options);
+  if (driver.id == "tdz") return save_archive(td, prefix, memmap_options);
+  driver.save(td, prefix);
+  return driver.load(prefix);
 }
 
 TensorDict dumps(const TensorDict& td, const std::string& prefix, const SaveOptions& options) {
@@ -104,15 +106,22 @@ TensorDict dumps(const TensorDict& td, const std::string& prefix, const SaveOpti
 }
 
 TensorDict load(const std::string& prefix, const LoadOptions& options) {
-  if (is_memmap_archive(prefix)) {
+  const format::Driver& driver = LoadDriver(prefix, options);
+  if (driver.id == "tdz" || (driver.id == "memmap" && is_memmap_archive(prefix))) {
+    // TensorDict::load_memmap of a file reads an archive too (NOTE [ load_memmap of an archive ]).
     return load_archive(prefix, ArchiveLoadOptions()
                                     .mode(options.mode().value_or(MemmapMode::kReadOnly))
                                     .sub_path(options.sub_path()));
   }
-  return TensorDict::load_memmap(prefix, LoadMemmapOptions()
-                                             .mode(options.mode().value_or(MemmapMode::kReadWrite))
-                                             .sub_path(options.sub_path())
-                                             .parallel_options(options.parallel_options()));
+  if (driver.id == "memmap") {
+    return TensorDict::load_memmap(
+        prefix, LoadMemmapOptions()
+                    .mode(options.mode().value_or(MemmapMode::kReadWrite))
+                    .sub_path(options.sub_path())
+                    .parallel_options(options.parallel_options()));
+  }
+  TensorDict loaded = driver.load(prefix);
+  return options.sub_path() ? loaded.get_tensordict(*options.sub_path()) : loaded;
 }
 
 TensorDict& load_(TensorDict& td, const std::string& prefix, const LoadOptions& options) {

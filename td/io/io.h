@@ -1,12 +1,16 @@
 // Saving and loading TensorDicts, upstream's module-level `save` / `load` and the members around
 // them (`dumps`, `load_`, `load_memmap_`, `memmap_refresh_`, `saved_path`, `make_memmap*`), as
-// free functions. A path ending in ".tdz" (or SaveOptions::archive) is a memmap archive, one zip
-// file (NOTE [ Memmap archive format ] in td/io/archive.h); any other path a memmap directory
-// (docs/memmap.md). Both are Python tensordict 0.14's formats.
+// free functions. save / load go through the format drivers (NOTE [ Format drivers ] in
+// td/format/format.h): a path ending in ".tdz" (or SaveOptions::archive) is a memmap archive, one
+// zip file (NOTE [ Memmap archive format ] in td/io/archive.h); ".zarr" a Zarr store and ".h5" an
+// HDF5 file where their libraries are linked (//td/io:zarr, //td/backends/h5); any other path a
+// memmap directory (docs/memmap.md); SaveOptions::format / LoadOptions::format name one. load
+// also recognises what is at the path. All are Python tensordict 0.14's formats.
 //
 //   td::save(data, "/ckpt/step100");              // a memmap directory, as data.memmap(...)
 //   td::save(data, "/ckpt/step100.tdz");          // one file; Python's TensorDict.load reads it
 //   td::TensorDict back = td::load("/ckpt/step100.tdz");
+//   td::save(data, "/ckpt/c", td::SaveOptions().format("consolidated"));
 //   td::load_(live, "/ckpt/step100");             // the file's entries into an existing TensorDict
 // Bazel: //td/io. See docs/io.md.
 #pragma once
@@ -35,6 +39,11 @@ struct SaveOptions : parallel::WithParallelOptions<SaveOptions> {
   TORCH_ARG(bool, copy_existing) = false;
   // false: ValueError when a memmap directory or a file is already at the path.
   TORCH_ARG(bool, exists_ok) = true;
+  // The format driver to write with (NOTE [ Format drivers ] in td/format/format.h: "memmap",
+  // "tdz", "consolidated", "zarr", "h5", those linked); nullopt: "tdz" for archive(true), else
+  // the one whose suffix ends the path (".tdz", ".zarr", ".h5"), else a memmap directory.
+  // parallel / num_threads / min_cost and copy_existing apply to "memmap" and "tdz".
+  TORCH_ARG(std::optional<std::string>, format) = std::nullopt;
 };
 
 // Writes `td` to `prefix` (a memmap directory, or an archive: SaveOptions::archive) and returns
@@ -56,6 +65,10 @@ struct LoadOptions : parallel::WithParallelOptions<LoadOptions> {
   TORCH_ARG(std::optional<MemmapMode>, mode) = std::nullopt;
   // Load the sub-TensorDict at this key only.
   TORCH_ARG(std::optional<NestedKey>, sub_path) = std::nullopt;
+  // The format driver to read with; nullopt: the one whose suffix ends the path, else the one
+  // that recognises what is at the path (Driver::detect), else a memmap directory. mode and
+  // parallel apply to "memmap" and "tdz".
+  TORCH_ARG(std::optional<std::string>, format) = std::nullopt;
 };
 
 // Loads what save() wrote (or Python's save / memmap / pack_memmap): an archive through

@@ -28,6 +28,7 @@ set(TD_ALONE
   stacking_alone tensordict::stacking
   attrs_alone tensordict::attrs
   consolidate_alone tensordict::consolidate
+  format_alone tensordict::format
   io_alone tensordict::io
   io_zarr_alone tensordict::io_zarr
   io_schema_alone tensordict::io_schema

@@ -5,7 +5,11 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <atomic>
+#include <cerrno>
 #include <cstdio>
+#include <cstring>
+#include <filesystem>
 #include <memory>
 
 #include "absl/strings/str_cat.h"
@@ -47,9 +51,11 @@ bool Exists(const std::string& path) {
 }
 
 // A new file at `path` (replacing one), its root group of batch size `batch`, as a storage.
+// A new file at `path`, named `display` in messages (the path it will be renamed to).
 absl::StatusOr<std::shared_ptr<H5Storage>> Create(const std::string& path,
                                                   const std::vector<int64_t>& batch,
-                                                  const internal::CreateLayout& layout) {
+                                                  const internal::CreateLayout& layout,
+                                                  const std::string& display) {
   Guard guard(Lock());
   Hid fcpl(H5Pcreate(H5P_FILE_CREATE));
   H5Pset_link_creation_order(fcpl.get(), H5P_CRT_ORDER_TRACKED | H5P_CRT_ORDER_INDEXED);
@@ -60,7 +66,7 @@ absl::StatusOr<std::shared_ptr<H5Storage>> Create(const std::string& path,
   }
   if (absl::Status s = internal::WriteBatchAttr(fid.get(), "/", batch); !s.ok()) return s;
   auto file = std::make_shared<H5File>();
-  file->filename = path;
+  file->filename = display;
   file->fid = std::move(fid);
   file->mode = Mode::kReadWrite;
   file->layout = layout;
@@ -178,18 +184,33 @@ H5TensorDict to_h5(const TensorDict& td, const std::string& path, const ToH5Opti
   if (!options.overwrite() && Exists(path)) {
     TD_FAIL(H5Error, "HDF5 file '", path, "' exists (td::h5::ToH5Options().overwrite(true) replaces it)");
   }
+  // Written under a temporary name beside `path`, renamed over it once complete: a failure
+  // part-way (a dtype HDF5 cannot hold, a full disk) leaves the previous file whole.
+  static std::atomic<uint64_t> counter{0};
+  const std::filesystem::path target(path);
+  const std::string temp =
+      (target.parent_path() / (".td-h5-tmp." + target.filename().string() + "." +
+                               std::to_string(::getpid()) + "." + std::to_string(counter++)))
+          .string();
   std::shared_ptr<H5Storage> root =
-      ValueOrThrow<H5Error>(Create(path, td.batch_size().vec(), layout));
+      ValueOrThrow<H5Error>(Create(temp, td.batch_size().vec(), layout, path));
   try {
     td.for_each_entry([&](const std::string& k, const Value& v) { root->set(k, v); });
     Guard guard(Lock());
     H5Fflush(root->file()->fid.get(), H5F_SCOPE_GLOBAL);
-  } catch (...) {
     root.reset();  // closes the file
-    std::remove(path.c_str());
+  } catch (...) {
+    root.reset();
+    std::remove(temp.c_str());
     throw;
   }
-  return *H5TensorDict::from(TensorDict(std::move(root)));
+  if (std::rename(temp.c_str(), path.c_str()) != 0) {
+    const int err = errno;
+    std::remove(temp.c_str());
+    TD_FAIL(H5Error, "HDF5 file '", path, "': cannot rename the written file into place: ",
+            std::strerror(err));
+  }
+  return open(path, OpenOptions().mode(Mode::kReadWrite).datasets(options.datasets()));
 }
 
 TensorDict from_h5(const std::string& path, const OpenOptions& options) {
@@ -215,7 +236,7 @@ TD_REGISTER_STORAGE_BACKEND("h5", [](const StorageSpec& spec)
   } else if (Exists(path)) {
     return absl::AlreadyExistsError(absl::StrCat("HDF5 file '", path, "' exists"));
   }
-  absl::StatusOr<std::shared_ptr<H5Storage>> s = Create(path, spec.batch_size(), {});
+  absl::StatusOr<std::shared_ptr<H5Storage>> s = Create(path, spec.batch_size(), {}, path);
   if (!s.ok()) return s.status();
   return std::shared_ptr<Storage>(*std::move(s));
 });

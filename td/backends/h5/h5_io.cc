@@ -149,7 +149,14 @@ absl::StatusOr<at::Tensor> ReadTensor(hid_t file, const std::string& path, at::S
   if (!fits.ok()) return fits;
   // Bools as their stored bytes (NOTE [ HDF5 bools ]), then != 0.
   const bool bytes = dtype == at::kBool;
-  at::Tensor out = at::empty(block, at::TensorOptions().dtype(bytes ? at::kByte : dtype));
+  at::Tensor out;
+  try {
+    out = at::empty(block, at::TensorOptions().dtype(bytes ? at::kByte : dtype));
+  } catch (const c10::Error& e) {  // a shape no memory holds (a damaged or hostile file)
+    return absl::ResourceExhaustedError(
+        absl::StrCat("dataset '", path, "' of shape ", ShapeText(shape),
+                     " does not fit in memory: ", e.what_without_backtrace()));
+  }
   if (out.numel() > 0) {
     Guard guard(Lock());
     Hid opened;

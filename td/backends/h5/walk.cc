@@ -9,6 +9,7 @@
 #include "absl/strings/str_join.h"
 #include "td/backends/h5/h5_io.h"
 #include "td/compat/dtypes.h"
+#include "td/core/dtype.h"
 #include "td/core/errors.h"
 #include "td/core/internal/structure_check.h"
 #include "td/structure/structure.h"
@@ -192,7 +193,7 @@ absl::StatusOr<Hid> MemType(at::ScalarType dtype) {
     }
     default:
       return absl::InvalidArgumentError(
-          absl::StrCat("dtype ", c10::toString(dtype), " cannot be stored in an HDF5 file here "
+          absl::StrCat("dtype ", DtypeRepr(dtype), " cannot be stored in an HDF5 file here "
                        "(bool, uint8-64, int8-64, float16/32/64 can)"));
   }
 }

@@ -187,8 +187,12 @@ struct HandleWriter {
           TD_FAIL(ValueError, "SharedMemoryHandle: key ", full.repr(),
                            " is not in shared memory (call share_memory_() first)");
         }
-        const size_t offset = static_cast<size_t>(static_cast<const char*>(t.data_ptr()) -
-                                                  static_cast<const char*>(ref->segment->addr()));
+        // An empty tensor has no data pointer (LibTorch gives nullptr): the segment's first data
+        // byte, where no bytes are read.
+        const size_t offset =
+            t.numel() == 0 ? kHeaderBytes
+                           : static_cast<size_t>(static_cast<const char*>(t.data_ptr()) -
+                                                 static_cast<const char*>(ref->segment->addr()));
         entries.push_back(Json{{"key", k},
                                {"kind", "tensor"},
                                {"segment", SegmentIndex(ref->segment.get())},

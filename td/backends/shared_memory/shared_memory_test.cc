@@ -183,6 +183,19 @@ TEST(SharedMemoryTest, ViewsKeepTheirPlaceInTheHandle) {
   EXPECT_EQ(base.index({2, 1}).item<float>(), -1);
 }
 
+// Empty leaves (an empty batch dim, an empty trailing dim) have no data pointer: the handle still
+// names a place in their segment, and another process attaches them (found by
+// //tests/format_conformance: the handle named an offset past 2^63-1).
+TEST(SharedMemoryTest, EmptyLeavesCrossTheHandle) {
+  TensorDict t({{"rows", at::zeros({0, 3})}, {"n", {{"x", at::ones({0, 2, 0})}}}}, {0});
+  t.set("full", at::zeros({0}, at::kLong));
+  t.share_memory_();
+  const TensorDict attached = AttachSharedMemory(SharedMemoryHandle(t));
+  EXPECT_EQ(attached.get("rows").sizes(), at::IntArrayRef({0, 3}));
+  EXPECT_EQ(attached.get({"n", "x"}).sizes(), at::IntArrayRef({0, 2, 0}));
+  EXPECT_EQ(attached.get("full").scalar_type(), at::kLong);
+}
+
 // The three non-tensor kinds cross the handle as they are (its "cls" field); a NonTensorStack
 // that does not fit its level, or an unknown class, is a named error.
 TEST(SharedMemoryTest, NonTensorKindsCrossTheHandle) {

@@ -1,0 +1,117 @@
+#include "td/format/format.h"
+
+#include <algorithm>
+#include <map>
+#include <memory>
+#include <mutex>
+
+#include "absl/strings/str_join.h"
+#include "td/compat/dtypes.h"
+#include "td/core/errors.h"
+
+namespace td {
+namespace format {
+namespace {
+
+// Drivers are registered at program start and never removed: lookups hand out references to
+// entries of this map (std::map: its nodes do not move).
+struct Registry {
+  std::mutex mu;
+  std::map<std::string, std::unique_ptr<const Driver>, std::less<>> drivers;
+};
+
+Registry& GetRegistry() {
+  static Registry* r = new Registry;  // never destroyed: static initialisers register into it
+  return *r;
+}
+
+std::vector<const Driver*> PathDrivers() {
+  Registry& r = GetRegistry();
+  std::lock_guard<std::mutex> lock(r.mu);
+  std::vector<const Driver*> out;
+  for (const auto& [id, d] : r.drivers) {
+    if (d->is_path_format()) out.push_back(d.get());
+  }
+  return out;
+}
+
+bool EndsWith(std::string_view s, std::string_view suffix) {
+  return s.size() >= suffix.size() && s.substr(s.size() - suffix.size()) == suffix;
+}
+
+}  // namespace
+
+std::vector<c10::ScalarType> EveryDtype() {
+  std::vector<c10::ScalarType> out = {
+      c10::kBool,  c10::kByte,     c10::kChar,  c10::kShort,  c10::kInt,          c10::kLong,
+      c10::kHalf,  c10::kBFloat16, c10::kFloat, c10::kDouble, c10::kComplexFloat, c10::kComplexDouble};
+  for (const compat::NewerDtypeInfo& d : compat::kNewerDtypes) {
+    if (d.type) out.push_back(*d.type);
+  }
+  return out;
+}
+
+std::vector<c10::ScalarType> DtypesExcept(std::vector<c10::ScalarType> excluded, bool float8) {
+  for (const compat::NewerDtypeInfo& d : compat::kNewerDtypes) {
+    if (d.type && d.is_float8 && !float8) excluded.push_back(*d.type);
+  }
+  std::vector<c10::ScalarType> out;
+  for (c10::ScalarType t : EveryDtype()) {
+    if (std::find(excluded.begin(), excluded.end(), t) == excluded.end()) out.push_back(t);
+  }
+  return out;
+}
+
+bool RegisterDriver(Driver driver) {
+  Registry& r = GetRegistry();
+  std::lock_guard<std::mutex> lock(r.mu);
+  std::string id = driver.id;
+  return r.drivers.emplace(std::move(id), std::make_unique<const Driver>(std::move(driver)))
+      .second;
+}
+
+std::vector<std::string> RegisteredDrivers() {
+  Registry& r = GetRegistry();
+  std::lock_guard<std::mutex> lock(r.mu);
+  std::vector<std::string> ids;
+  for (const auto& [id, d] : r.drivers) ids.push_back(id);
+  return ids;  // std::map: sorted
+}
+
+const Driver& GetDriver(std::string_view id) {
+  {
+    Registry& r = GetRegistry();
+    std::lock_guard<std::mutex> lock(r.mu);
+    auto it = r.drivers.find(id);
+    if (it != r.drivers.end()) return *it->second;
+  }
+  TD_FAIL(KeyError, "no format driver '", std::string(id), "'; registered: [",
+          absl::StrJoin(RegisteredDrivers(), ", "),
+          "] (a format's driver is registered by linking its library: NOTE [ Format drivers ] in "
+          "td/format/format.h)");
+}
+
+const Driver* DriverForSuffix(std::string_view path) {
+  for (const Driver* d : PathDrivers()) {
+    for (const std::string& suffix : d->suffixes) {
+      if (EndsWith(path, suffix)) return d;
+    }
+  }
+  return nullptr;
+}
+
+const Driver* DetectDriver(const std::string& path) {
+  const Driver* found = nullptr;
+  for (const Driver* d : PathDrivers()) {
+    if (!d->detect || !d->detect(path)) continue;
+    if (found != nullptr) {
+      TD_FAIL(ValueError, path, " reads as two formats, '", found->id, "' and '", d->id,
+              "'; name the one to use (LoadOptions::format)");
+    }
+    found = d;
+  }
+  return found;
+}
+
+}  // namespace format
+}  // namespace td
