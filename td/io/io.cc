@@ -43,12 +43,13 @@ const format::Driver& SaveDriver(const std::string& prefix, const SaveOptions& o
   return *d;
 }
 
-// The driver load() reads with: LoadOptions::format, else the path's suffix, else the format
-// detected at the path, else a memmap directory (whose loader names the path's problem).
+// The driver load() reads with: LoadOptions::format, else the format recognised at the path
+// (what is there decides: a memmap directory named "x.tdz" is read as one), else the path's
+// suffix, else a memmap directory (whose loader names the path's problem).
 const format::Driver& LoadDriver(const std::string& prefix, const LoadOptions& options) {
   const format::Driver* d = options.format() ? &format::GetDriver(*options.format())
-                                             : format::DriverForSuffix(prefix);
-  if (d == nullptr) d = format::DetectDriver(prefix);
+                                             : format::DetectDriver(prefix);
+  if (d == nullptr) d = format::DriverForSuffix(prefix);
   if (d == nullptr) d = &format::GetDriver("memmap");
   if (!d->is_path_format()) {
     TD_FAIL(ValueError, "load: format \"", d->id, "\" is ", d->summary,

@@ -5,7 +5,7 @@
 // zip file (NOTE [ Memmap archive format ] in td/io/archive.h); ".zarr" a Zarr store and ".h5" an
 // HDF5 file where their libraries are linked (//td/io:zarr, //td/backends/h5); any other path a
 // memmap directory (docs/memmap.md); SaveOptions::format / LoadOptions::format name one. load
-// also recognises what is at the path. All are Python tensordict 0.14's formats.
+// goes first by what is at the path. All are Python tensordict 0.14's formats.
 //
 //   td::save(data, "/ckpt/step100");              // a memmap directory, as data.memmap(...)
 //   td::save(data, "/ckpt/step100.tdz");          // one file; Python's TensorDict.load reads it
@@ -65,8 +65,8 @@ struct LoadOptions : parallel::WithParallelOptions<LoadOptions> {
   TORCH_ARG(std::optional<MemmapMode>, mode) = std::nullopt;
   // Load the sub-TensorDict at this key only.
   TORCH_ARG(std::optional<NestedKey>, sub_path) = std::nullopt;
-  // The format driver to read with; nullopt: the one whose suffix ends the path, else the one
-  // that recognises what is at the path (Driver::detect), else a memmap directory. mode and
+  // The format driver to read with; nullopt: the one that recognises what is at the path
+  // (Driver::detect), else the one whose suffix ends the path, else a memmap directory. mode and
   // parallel apply to "memmap" and "tdz".
   TORCH_ARG(std::optional<std::string>, format) = std::nullopt;
 };
