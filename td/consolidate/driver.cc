@@ -1,11 +1,8 @@
 // The "consolidated" format driver (NOTE [ Format drivers ] in td/format/format.h): one file,
 // NOTE [ Consolidated file format ] in file.h.
-#include <fcntl.h>
-#include <sys/stat.h>
-#include <unistd.h>
-
 #include <cstdint>
 #include <cstring>
+#include <limits>
 #include <string>
 
 #include "td/consolidate/file.h"
@@ -17,16 +14,12 @@ namespace {
 // A regular file ending in [metadata | n] whose n fits and whose metadata is a JSON object that
 // starts with a "cls" field, as both writers put it first ('{"cls":' here, '{"cls": ' Python's).
 bool IsConsolidatedFile(const std::string& path) {
-  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
-  if (fd < 0) return false;
-  struct stat st {};
-  bool ok = ::fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && st.st_size >= 8 + 8;
+  const std::optional<std::string> tail = format::FileBytes(path, 8, 8, /*from_end=*/true);
+  if (!tail) return false;
   int64_t n = 0;
-  char head[7] = {};
-  if (ok) ok = ::pread(fd, &n, 8, st.st_size - 8) == 8 && n >= 8 && n <= st.st_size - 8;
-  if (ok) ok = ::pread(fd, head, 7, st.st_size - 8 - n) == 7;
-  ::close(fd);
-  return ok && std::memcmp(head, "{\"cls\":", 7) == 0;
+  std::memcpy(&n, tail->data(), 8);
+  return n >= 8 && n < std::numeric_limits<int64_t>::max() - 8 &&
+         format::FileBytes(path, n + 8, 7, /*from_end=*/true) == std::string("{\"cls\":");
 }
 
 format::Driver ConsolidatedDriver() {

@@ -1,5 +1,9 @@
 #include "td/format/format.h"
 
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
 #include <algorithm>
 #include <map>
 #include <memory>
@@ -60,6 +64,27 @@ std::vector<c10::ScalarType> DtypesExcept(std::vector<c10::ScalarType> excluded,
     if (std::find(excluded.begin(), excluded.end(), t) == excluded.end()) out.push_back(t);
   }
   return out;
+}
+
+bool DirectoryHolds(const std::string& path, std::string_view name) {
+  struct stat st {};
+  if (::stat(path.c_str(), &st) != 0 || !S_ISDIR(st.st_mode)) return false;
+  const std::string file = path + "/" + std::string(name);
+  return ::stat(file.c_str(), &st) == 0 && S_ISREG(st.st_mode);
+}
+
+std::optional<std::string> FileBytes(const std::string& path, int64_t offset, size_t n,
+                                     bool from_end) {
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+  if (fd < 0) return std::nullopt;
+  std::string out(n, '\0');
+  struct stat st {};
+  bool ok = ::fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && offset >= 0;
+  const int64_t at = from_end ? st.st_size - offset : offset;
+  ok = ok && at >= 0 && at + static_cast<int64_t>(n) <= st.st_size &&
+       ::pread(fd, out.data(), n, at) == static_cast<ssize_t>(n);
+  ::close(fd);
+  return ok ? std::optional<std::string>(std::move(out)) : std::nullopt;
 }
 
 bool RegisterDriver(Driver driver) {

@@ -25,7 +25,9 @@
 
 #include <c10/core/ScalarType.h>
 
+#include <cstdint>
 #include <functional>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -83,6 +85,14 @@ struct Driver {
 std::vector<c10::ScalarType> EveryDtype();
 // EveryDtype() without `excluded`, and without the float8 dtypes unless `float8`.
 std::vector<c10::ScalarType> DtypesExcept(std::vector<c10::ScalarType> excluded, bool float8);
+
+// Probes for Driver::detect; neither throws nor blocks on a FIFO.
+// Whether `path` is a directory holding the regular file `name`.
+bool DirectoryHolds(const std::string& path, std::string_view name);
+// `n` bytes of the regular file `path` at `offset` from its start (from its end: `from_end`), or
+// nullopt when it is no regular file or has not that many bytes there.
+std::optional<std::string> FileBytes(const std::string& path, int64_t offset, size_t n,
+                                     bool from_end = false);
 
 // Registers `driver` under driver.id; false (keeping the first) on a duplicate id.
 bool RegisterDriver(Driver driver);

@@ -4,6 +4,8 @@
 
 #include <gtest/gtest.h>
 
+#include <cstdlib>
+
 #include "td/core/testing.h"
 
 namespace td {
@@ -66,6 +68,24 @@ TEST(FormatRegistry, DetectionFindsOneDriverOrNamesBoth) {
   EXPECT_EQ(format::DetectDriver("/c/file"), nullptr);
   TD_EXPECT_THROW_MSG(format::DetectDriver("/ab/file"), ValueError,
                       {"/ab/file", "'test_a'", "'test_b'", "LoadOptions::format"});
+}
+
+TEST(FormatRegistry, ProbesNeverThrow) {
+  const std::string dir = ::testing::TempDir() + "/probes";
+  ASSERT_EQ(std::system(("rm -rf " + dir + " && mkdir -p " + dir + "/d").c_str()), 0);
+  ASSERT_EQ(std::system(("printf 0123456789 > " + dir + "/f && touch " + dir + "/d/meta.json")
+                            .c_str()),
+            0);
+  EXPECT_TRUE(format::DirectoryHolds(dir + "/d", "meta.json"));
+  EXPECT_FALSE(format::DirectoryHolds(dir + "/d", "other.json"));
+  EXPECT_FALSE(format::DirectoryHolds(dir + "/f", "meta.json"));
+  EXPECT_EQ(format::FileBytes(dir + "/f", 2, 3), "234");
+  EXPECT_EQ(format::FileBytes(dir + "/f", 3, 3, /*from_end=*/true), "789");
+  EXPECT_EQ(format::FileBytes(dir + "/f", 8, 3), std::nullopt);
+  EXPECT_EQ(format::FileBytes(dir + "/f", 11, 1, /*from_end=*/true), std::nullopt);
+  EXPECT_EQ(format::FileBytes(dir + "/f", -1, 1), std::nullopt);
+  EXPECT_EQ(format::FileBytes(dir + "/d", 0, 1), std::nullopt);
+  EXPECT_EQ(format::FileBytes(dir + "/missing", 0, 1), std::nullopt);
 }
 
 }  // namespace

@@ -1,7 +1,5 @@
 // The "zarr" format driver (NOTE [ Format drivers ] in td/format/format.h): a Zarr group store,
 // NOTE [ Zarr layout ] in zarr.h.
-#include <sys/stat.h>
-
 #include <string>
 
 #include "td/format/format.h"
@@ -11,12 +9,7 @@ namespace td {
 namespace {
 
 bool IsZarrStore(const std::string& path) {
-  struct stat st {};
-  if (::stat(path.c_str(), &st) != 0 || !S_ISDIR(st.st_mode)) return false;
-  for (const char* meta : {"/.zgroup", "/zarr.json"}) {
-    if (::stat((path + meta).c_str(), &st) == 0 && S_ISREG(st.st_mode)) return true;
-  }
-  return false;
+  return format::DirectoryHolds(path, ".zgroup") || format::DirectoryHolds(path, "zarr.json");
 }
 
 format::Driver ZarrDriver() {

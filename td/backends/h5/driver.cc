@@ -1,9 +1,5 @@
 // The "h5" format driver (NOTE [ Format drivers ] in td/format/format.h): an HDF5 file in
 // upstream's PersistentTensorDict layout, NOTE [ HDF5 layout ] in h5.h.
-#include <fcntl.h>
-#include <unistd.h>
-
-#include <cstring>
 #include <string>
 
 #include "td/backends/h5/h5.h"
@@ -15,12 +11,7 @@ namespace {
 // HDF5's format signature, at the file's start (a file with a user block has it at 512, 1024,
 // ...: such a file is loaded by naming the format).
 bool IsHdf5File(const std::string& path) {
-  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
-  if (fd < 0) return false;
-  char head[8] = {};
-  const bool ok = ::pread(fd, head, 8, 0) == 8;
-  ::close(fd);
-  return ok && std::memcmp(head, "\x89HDF\r\n\x1a\n", 8) == 0;
+  return format::FileBytes(path, 0, 8) == std::string("\x89HDF\r\n\x1a\n", 8);
 }
 
 format::Driver H5Driver() {

@@ -1,7 +1,5 @@
 // The "memmap" format driver (NOTE [ Format drivers ] in td/format/format.h): a memmap directory,
 // NOTE [ Memmap directory format ] in format.h.
-#include <sys/stat.h>
-
 #include <string>
 
 #include "td/backends/memmap/format.h"
@@ -11,10 +9,7 @@ namespace td {
 namespace {
 
 bool IsMemmapDirectory(const std::string& path) {
-  struct stat st {};
-  if (::stat(path.c_str(), &st) != 0 || !S_ISDIR(st.st_mode)) return false;
-  const std::string meta = path + "/" + std::string(internal::memmap::kMetaFile);
-  return ::stat(meta.c_str(), &st) == 0 && S_ISREG(st.st_mode);
+  return format::DirectoryHolds(path, internal::memmap::kMetaFile);
 }
 
 format::Driver MemmapDriver() {
