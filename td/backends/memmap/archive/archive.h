@@ -39,7 +39,7 @@
 // stores every entry uncompressed.
 // TensorDict::load_memmap of a file loads it through load_archive too, when this library is
 // linked (NOTE [ load_memmap of an archive ] in td/backends/memmap/archive_hook.h).
-// Bazel: //td/io:archive (alwayslink; //td/io includes it).
+// Bazel: //td/backends/memmap/archive (alwayslink; //td/io includes it).
 #pragma once
 
 #include <torch/arg.h>

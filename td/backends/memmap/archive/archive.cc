@@ -1,4 +1,4 @@
-#include "td/io/archive.h"
+#include "td/backends/memmap/archive/archive.h"
 
 #include <ATen/ops/empty.h>
 #include <fcntl.h>
@@ -144,12 +144,13 @@ void InflateEntry(const ZipEntry& e, const uint8_t* compressed, uint8_t* out,
   }
 }
 
-// A temporary name beside `target` that the memmap loader and pack_memmap skip.
-std::string TempBeside(const std::string& target) {
+// A temporary name beside `target` (same file system) that the memmap loader and pack_memmap
+// skip: `kind` "" for the archive's file, "stage." for save_archive's staging directory.
+std::string TempBeside(const fs::path& target, const char* kind) {
   static std::atomic<uint64_t> counter{0};
-  const fs::path t(target);
-  return (t.parent_path() / (std::string(mm::kTempPrefix) + t.filename().string() + "." +
-                             std::to_string(::getpid()) + "." + std::to_string(counter++)))
+  return (target.parent_path() /
+          (std::string(mm::kTempPrefix) + kind + target.filename().string() + "." +
+           std::to_string(::getpid()) + "." + std::to_string(counter++)))
       .string();
 }
 
@@ -426,7 +427,7 @@ std::string pack_memmap(const std::string& prefix, const std::string& archive_pa
   }
   // Written beside it and renamed into place: `archive_path` is the previous file or the complete
   // new one.
-  const std::string tmp = TempBeside(archive_path);
+  const std::string tmp = TempBeside(archive_path, "");
   ThrowIfError<MemmapError>(
       os::ReplaceFileAt(AT_FDCWD, archive_path, tmp, archive_path, /*sync=*/false, [&](int fd) {
         zip::ZipWriter w(fd, tmp);
@@ -592,7 +593,7 @@ TensorDict LoadMemmapArchive(const std::string& path, const LoadMemmapOptions& o
   return LoadArchive<MemmapError>(path, MemmapMode::kReadOnly, options.sub_path(), "load_memmap");
 }
 
-// Fills the slot from this alwayslink library (//td/io:archive).
+// Fills the slot from this alwayslink library (//td/backends/memmap/archive).
 const bool kLoadMemmapArchiveRegistered =
     internal::memmap::load_memmap_archive.Register(&LoadMemmapArchive);
 
@@ -605,20 +606,6 @@ TensorDict load_archive(const std::string& archive_path, const ArchiveLoadOption
   }
   return LoadArchive<KeyError>(archive_path, options.mode(), options.sub_path(), "load_archive");
 }
-
-namespace {
-
-// A staging directory beside `target` (same file system), named so the memmap loader and
-// pack_memmap skip it.
-std::string StagingBeside(const std::string& target) {
-  static std::atomic<uint64_t> counter{0};
-  const fs::path t = fs::absolute(target);
-  return (t.parent_path() / (std::string(mm::kTempPrefix) + "stage." + t.filename().string() +
-                             "." + std::to_string(::getpid()) + "." + std::to_string(counter++)))
-      .string();
-}
-
-}  // namespace
 
 TensorDict save_archive(const TensorDict& td, const std::string& archive_path,
                         const MemmapOptions& options) {
@@ -635,7 +622,7 @@ TensorDict save_archive(const TensorDict& td, const std::string& archive_path,
   // are copied into it whatever copy_existing says: upstream 0.14's archive writer
   // (_write_archive_from_td in tensordict/_archive.py) stages with memmap_like and streams
   // every leaf into the zip, so it never refuses one either.
-  const std::string staging = StagingBeside(archive_path);
+  const std::string staging = TempBeside(fs::absolute(archive_path), "stage.");
   try {
     td.memmap(staging, MemmapOptions(options).copy_existing(true));
     pack_memmap(staging, archive_path);
