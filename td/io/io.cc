@@ -43,12 +43,16 @@ const format::Driver& SaveDriver(const std::string& prefix, const SaveOptions& o
   return *d;
 }
 
-// The driver load() reads with: LoadOptions::format, else the path's suffix, else the format
-// detected at the path, else a memmap directory (whose loader names the path's problem).
+// The driver load() reads with: LoadOptions::format, else the path's suffix unless what is at
+// the path is another format (a directory "x.tdz" is a memmap directory, as upstream 0.14's
+// load_memmap opens any directory), else the format detected at the path, else a memmap
+// directory (whose loader names the path's problem).
 const format::Driver& LoadDriver(const std::string& prefix, const LoadOptions& options) {
   const format::Driver* d = options.format() ? &format::GetDriver(*options.format())
                                              : format::DriverForSuffix(prefix);
-  if (d == nullptr) d = format::DetectDriver(prefix);
+  if (d == nullptr || (!options.format() && d->detect && !d->detect(prefix))) {
+    if (const format::Driver* found = format::DetectDriver(prefix)) d = found;
+  }
   if (d == nullptr) d = &format::GetDriver("memmap");
   if (!d->is_path_format()) {
     TD_FAIL(ValueError, "load: format \"", d->id, "\" is ", d->summary,
