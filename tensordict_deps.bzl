@@ -19,7 +19,7 @@ own repositories):
     @tensordict_json//:json           nlohmann/json (header-only)
     @tensordict_hdf5//:hdf5           HDF5's C library, serial build (for //td/backends/h5)
     @tensordict_zlib//:zlib, @tensordict_zstd//:zstd, @tensordict_blosc//:blosc
-                                      zlib, Zstandard and c-blosc 1.x (for //td/io:codec)
+                                      zlib, Zstandard and c-blosc 1.x (for //td/bytes:codec)
     @tensordict_python//:torch_python, :pybind11, :python_headers
                                       for //td/python only: libtorch_python, pybind11 and
                                       <Python.h> of the interpreter `python`
@@ -481,7 +481,7 @@ def tensordict_repositories(
         lib_probe = "libhdf5_serial.so",
         build_file_template = Label("//third_party:hdf5/BUILD.tpl"),
     )
-    # The decompressors of //td/io:codec (Zarr chunks, deflated .tdz entries).
+    # The decompressors of //td/bytes:codec (Zarr chunks, deflated .tdz entries).
     declare(
         tensordict_system_library,
         "tensordict_zlib",

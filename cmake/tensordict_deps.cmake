@@ -23,7 +23,7 @@ if(NOT "C" IN_LIST _td_languages)
   enable_language(C)
 endif()
 td_find_package(HDF5 COMPONENTS C)
-# The decompressors of tensordict::io_codec (td/io/codec.h): zlib through CMake's FindZLIB;
+# The decompressors of tensordict::bytes_codec (td/bytes/codec.h): zlib through CMake's FindZLIB;
 # libzstd and c-blosc 1.x by header and library (Debian's libblosc-dev installs no CMake
 # package, libzstd-dev's differs across releases), as the imported targets td_ext::zstd and
 # td_ext::blosc, which the exported targets name.

@@ -19,6 +19,7 @@ PUBLIC_TARGETS = {
     "lazy_stack_alone": "//td/backends/lazy_stack",
     "lazy_view_alone": "//td/backends/lazy_view",
     "memmap_alone": "//td/backends/memmap",
+    "memmap_archive_alone": "//td/backends/memmap/archive",
     "h5_alone": "//td/backends/h5",
     "shared_memory_alone": "//td/backends/shared_memory",
     "all_backends_alone": "//td/backends:all",

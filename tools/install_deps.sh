@@ -38,9 +38,9 @@ PACKAGES=(
   libbenchmark-dev
   nlohmann-json3-dev
   libhdf5-dev          # td/backends/h5 (serial HDF5, @tensordict_hdf5//:hdf5)
-  zlib1g-dev           # td/io:codec: gzip / zlib Zarr chunks, deflated .tdz entries
-  libzstd-dev          # td/io:codec: zstd Zarr chunks (zarr-python 3's default)
-  libblosc-dev         # td/io:codec: blosc Zarr chunks (zarr-python 2's default)
+  zlib1g-dev           # td/bytes:codec: gzip / zlib Zarr chunks, deflated .tdz entries
+  libzstd-dev          # td/bytes:codec: zstd Zarr chunks (zarr-python 3's default)
+  libblosc-dev         # td/bytes:codec: blosc Zarr chunks (zarr-python 2's default)
   # Reference values / fixtures from PyTorch itself.
   python3-torch
   python3-setuptools   # torch._inductor (td/nn/aoti's .pt2 fixtures) imports it on LibTorch 2.6

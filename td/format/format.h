@@ -15,7 +15,7 @@
 // exactly, what it does not is refused by a named error, never stored differently.
 // Where each format's bytes are described:
 //   memmap         NOTE [ Memmap directory format ] in td/backends/memmap/format.h
-//   tdz            NOTE [ Memmap archive format ] in td/io/archive.h
+//   tdz            NOTE [ Memmap archive format ] in td/backends/memmap/archive/archive.h
 //   consolidated   NOTE [ Consolidated file format ] in td/consolidate/file.h
 //   zarr           NOTE [ Zarr layout ] in td/io/zarr.h
 //   h5             NOTE [ HDF5 layout ] in td/backends/h5/h5.h

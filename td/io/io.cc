@@ -5,10 +5,10 @@
 
 #include <filesystem>
 
+#include "td/backends/memmap/archive/archive.h"
 #include "td/backends/memmap/memmap_storage.h"
 #include "td/core/errors.h"
 #include "td/format/format.h"
-#include "td/io/archive.h"
 
 namespace td {
 namespace {

@@ -2,10 +2,11 @@
 // them (`dumps`, `load_`, `load_memmap_`, `memmap_refresh_`, `saved_path`, `make_memmap*`), as
 // free functions. save / load go through the format drivers (NOTE [ Format drivers ] in
 // td/format/format.h): a path ending in ".tdz" (or SaveOptions::archive) is a memmap archive, one
-// zip file (NOTE [ Memmap archive format ] in td/io/archive.h); ".zarr" a Zarr store and ".h5" an
-// HDF5 file where their libraries are linked (//td/io:zarr, //td/backends/h5); any other path a
-// memmap directory (docs/memmap.md); SaveOptions::format / LoadOptions::format name one. load
-// goes first by what is at the path. All are Python tensordict 0.14's formats.
+// zip file (NOTE [ Memmap archive format ] in td/backends/memmap/archive/archive.h); ".zarr" a
+// Zarr store and ".h5" an HDF5 file where their libraries are linked (//td/io:zarr,
+// //td/backends/h5); any other path a memmap directory (docs/memmap.md); SaveOptions::format /
+// LoadOptions::format name one. load goes first by what is at the path. All are Python
+// tensordict 0.14's formats.
 //
 //   td::save(data, "/ckpt/step100");              // a memmap directory, as data.memmap(...)
 //   td::save(data, "/ckpt/step100.tdz");          // one file; Python's TensorDict.load reads it

@@ -7,10 +7,10 @@
 
 #include <filesystem>
 
+#include "td/backends/memmap/archive/archive.h"
 #include "td/backends/memmap/memory_mapped_tensor.h"
 #include "td/backends/memmap/test_util.h"
 #include "td/core/testing.h"
-#include "td/io/archive.h"
 
 namespace td {
 namespace {

@@ -17,11 +17,11 @@
 #include <vector>
 
 #include "td/backends/h5/h5.h"
+#include "td/backends/memmap/archive/archive.h"
 #include "td/backends/memmap/test_util.h"
 #include "td/compat/dtypes.h"
 #include "td/consolidate/file.h"
 #include "td/core/tensordict.h"
-#include "td/io/archive.h"
 #include "td/io/io.h"
 #include "td/io/zarr.h"
 

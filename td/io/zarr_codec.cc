@@ -11,7 +11,7 @@
 //    "crc32c" and longer chains are refused; so are format 2's "filters" (td/io/zarr_format.cc).
 // A chunk file is read whole, at most codec::MaxCompressedSize of the chunk's raw size, and
 // decompressed into the chunk's raw size exactly (NOTE [ Bounded decompression ] in
-// td/io/codec.h); anything else is a ZarrError naming the array, the file and the codec.
+// td/bytes/codec.h); anything else is a ZarrError naming the array, the file and the codec.
 #include "td/io/zarr_codec.h"
 
 #include <vector>

@@ -9,7 +9,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "td/io/codec.h"
+#include "td/bytes/codec.h"
 
 namespace td {
 namespace internal {
@@ -33,7 +33,7 @@ ChunkCodec ParseV3Codecs(const nlohmann::json& codecs, const std::string& where,
                          bool* big_endian);
 
 // Reads the chunk file `file` (open as `fd`, `file_size` bytes) into exactly `chunk_bytes` bytes
-// at `out`, decompressing it with `c` (NOTE [ Bounded decompression ] in td/io/codec.h).
+// at `out`, decompressing it with `c` (NOTE [ Bounded decompression ] in td/bytes/codec.h).
 // ZarrError naming `where` (the array), the file and the codec when the file is too large for
 // the chunk, corrupt or decompresses to another size.
 void ReadChunkFile(const ChunkCodec& c, int fd, int64_t file_size, uint8_t* out,

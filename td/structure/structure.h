@@ -20,11 +20,12 @@
 // which classes a level may be) stays in the reader, next to the fields it maps.
 // Every reader of another program's structure is on the Builder: memmap directories
 // (td/backends/memmap/format.cc; one Builder for the whole tree in
-// td/backends/memmap/memmap_loader.cc and td/io/archive.cc), the consolidated metadata
-// (td/consolidate/metadata.cc), shared-memory handles (td/backends/shared_memory/handle.cc),
-// td::distributed's structures (td/distributed/wire.cc), tensorclass directories
-// (td/tensorclass/memmap.cc), Zarr stores (td/io/zarr.cc, td/io/zarr_format.cc) and HDF5 files
-// (td/backends/h5/walk.cc, once the walk has chosen each group's batch size).
+// td/backends/memmap/memmap_loader.cc and td/backends/memmap/archive/archive.cc), the
+// consolidated metadata (td/consolidate/metadata.cc), shared-memory handles
+// (td/backends/shared_memory/handle.cc), td::distributed's structures (td/distributed/wire.cc),
+// tensorclass directories (td/tensorclass/memmap.cc), Zarr stores (td/io/zarr.cc,
+// td/io/zarr_format.cc) and HDF5 files (td/backends/h5/walk.cc, once the walk has chosen each
+// group's batch size).
 #pragma once
 
 #include <c10/core/ScalarType.h>

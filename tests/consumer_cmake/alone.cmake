@@ -15,6 +15,7 @@ set(TD_ALONE
   lazy_stack_alone tensordict::backends_lazy_stack
   lazy_view_alone tensordict::backends_lazy_view
   memmap_alone tensordict::backends_memmap
+  memmap_archive_alone tensordict::backends_memmap_archive
   h5_alone tensordict::backends_h5
   shared_memory_alone tensordict::backends_shared_memory
   all_backends_alone tensordict::backends_all

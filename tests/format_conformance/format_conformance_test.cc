@@ -13,8 +13,9 @@
 //  * Nesting at the depth limit (td::kMaxNestingDepth, which TensorDict itself enforces)
 //    round-trips.
 // The Python-written fixtures of each format and the fuzz-corpus replays stay with their format
-// (//td/io:archive_compat_test, //td/consolidate:file_compat_test, //td/io:zarr_compat_test,
-// //td/backends/h5:h5_compat_test, //tests/fixtures:compat_fixtures_test, //tests/fuzz).
+// (//td/backends/memmap/archive:archive_compat_test, //td/consolidate:file_compat_test,
+// //td/io:zarr_compat_test, //td/backends/h5:h5_compat_test, //tests/fixtures:compat_fixtures_test,
+// //tests/fuzz).
 // TD_FORMAT_SEED / TD_FORMAT_CASES change the generated cases (default seed 4949, 24 cases).
 #include <ATen/ATen.h>
 #include <ATen/Parallel.h>

@@ -19,7 +19,7 @@
 #   consolidated_meta  td/consolidate/metadata_fuzzer.cc: the metadata of consolidated files.
 #   h5_walk       td/backends/h5/walk_fuzzer.cc: the walk of an HDF5 file's groups, links,
 #                 dtypes and batch-size attributes (Debian: libhdf5-dev).
-#   zip_directory td/io/zip_fuzzer.cc: the central directory of memmap archives (.tdz).
+#   zip_directory td/bytes/zip_fuzzer.cc: the central directory of memmap archives (.tdz).
 #   zarr_meta     td/io/zarr_meta_fuzzer.cc: Zarr's .zarray / .zgroup / .zattrs / zarr.json,
 #                 fill values and chunk keys.
 set -euo pipefail
@@ -86,11 +86,11 @@ build_and_run h5_walk \
   "${absl_libs[@]}"
 
 build_and_run zip_directory \
-  td/io/zip_fuzzer.cc td/io/zip.cc td/io/codec.cc td/os/fd.cc td/os/files.cc td/core/errors.cc \
-  -- -lc10 -lz -lzstd -lblosc "${absl_libs[@]}"
+  td/bytes/zip_fuzzer.cc td/bytes/zip.cc td/bytes/codec.cc td/os/fd.cc td/os/files.cc \
+  -- -lz -lzstd -lblosc "${absl_libs[@]}"
 
 build_and_run zarr_meta \
-  td/io/zarr_meta_fuzzer.cc td/io/zarr_format.cc td/io/zarr_codec.cc td/io/codec.cc td/os/fd.cc \
+  td/io/zarr_meta_fuzzer.cc td/io/zarr_format.cc td/io/zarr_codec.cc td/bytes/codec.cc td/os/fd.cc \
   td/os/files.cc td/structure/structure.cc td/core/dtype.cc td/core/errors.cc \
   td/core/nested_key.cc -- -ltorch_cpu -lc10 -lz -lzstd -lblosc "${absl_libs[@]}"
 

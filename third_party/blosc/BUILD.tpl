@@ -2,7 +2,7 @@
 # for c-blosc at %{ROOT} (libraries in %{LIB_DIR}).
 #
 # c-blosc 1.x (Debian: libblosc-dev): Zarr's blosc chunks, zarr-python 2's default compressor
-# (//td/io:codec). Its shuffle filters are undone inside blosc_decompress_ctx.
+# (//td/bytes:codec). Its shuffle filters are undone inside blosc_decompress_ctx.
 
 load("@rules_cc//cc:defs.bzl", "cc_library")
 

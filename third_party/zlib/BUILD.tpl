@@ -2,7 +2,7 @@
 # for zlib at %{ROOT} (libraries in %{LIB_DIR}).
 #
 # zlib (Debian: zlib1g-dev): inflate for Zarr's gzip / zlib chunks and deflated .tdz entries
-# (//td/io:codec).
+# (//td/bytes:codec).
 
 load("@rules_cc//cc:defs.bzl", "cc_library")
 

@@ -434,11 +434,12 @@ TEST_F(LoadErrorsTest, MissingDirectory) {
                       {dir_ + "/nope", "no memmap directory"});
 }
 
-// A file may be a memmap archive, which only //td/io:archive (not linked into this test) opens:
-// NOTE [ load_memmap of an archive ] in archive_hook.h.
+// A file may be a memmap archive, which only //td/backends/memmap/archive (not linked into this
+// test) opens: NOTE [ load_memmap of an archive ] in archive_hook.h.
 TEST_F(LoadErrorsTest, FileNeedsTheArchiveReader) {
   TD_EXPECT_THROW_MSG(TensorDict::load_memmap(dir_ + "/f32.memmap"), MemmapError,
-                      {dir_ + "/f32.memmap", "is a file", "@tensordict//td/io:archive"});
+                      {dir_ + "/f32.memmap", "is a file",
+                       "@tensordict//td/backends/memmap/archive"});
 }
 
 TEST_F(LoadErrorsTest, MissingFile) {

@@ -507,8 +507,8 @@ TensorDict LoadMemmap(const std::string& prefix, const LoadMemmapOptions& option
   if (prefix.empty()) TD_FAIL(ValueError, "load_memmap: the prefix (directory) is empty");
   parallel::check_num_threads(options.num_threads(), "LoadMemmapOptions::num_threads");
   std::string path = AbsolutePath(prefix);
-  // A file: a memmap archive, opened by //td/io:archive when it is linked (NOTE [ load_memmap of
-  // an archive ] in archive_hook.h).
+  // A file: a memmap archive, opened by //td/backends/memmap/archive when it is linked
+  // (NOTE [ load_memmap of an archive ] in archive_hook.h).
   struct stat st {};
   if (::stat(path.c_str(), &st) == 0 && S_ISREG(st.st_mode)) {
     if (LoadArchiveFn* load_archive = load_memmap_archive.get()) {
@@ -516,8 +516,9 @@ TensorDict LoadMemmap(const std::string& prefix, const LoadMemmapOptions& option
     }
     TD_FAIL(MemmapError, "load_memmap: ", path, " is a file, not a memmap directory; "
             "load_memmap opens a memmap archive (.tdz) only when the archive reader is linked "
-            "into this program: add \"@tensordict//td/io:archive\" (//td/io:archive inside the "
-            "tensordict workspace; //td/io includes it) to the deps of your target");
+            "into this program: add \"@tensordict//td/backends/memmap/archive\" "
+            "(//td/backends/memmap/archive inside the tensordict workspace; //td/io includes it) "
+            "to the deps of your target");
   }
   // Every directory on the way stays locked (shared) while loading: NOTE [ Readers and removers
   // of memmap directories ] in fs.h.

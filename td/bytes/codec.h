@@ -1,5 +1,6 @@
-// Decompression of untrusted bytes for td/io's readers (not API): Zarr chunks compressed with
-// zstd, gzip, zlib or blosc (td/io/zarr_format.cc) and deflated .tdz entries (td/io/archive.cc).
+// Decompression of untrusted bytes for the format readers (not API): Zarr chunks compressed with
+// zstd, gzip, zlib or blosc (td/io/zarr_codec.cc) and deflated .tdz entries
+// (td/backends/memmap/archive/archive.cc).
 //
 // NOTE [ Bounded decompression ]
 // Every call is told the exact size the data must decompress to (a Zarr chunk's shape times its
@@ -11,7 +12,7 @@
 // small file cannot make a reader allocate gigabytes (a decompression bomb). Errors are
 // absl::Status messages without the file's name: the caller wraps them into its own error type
 // naming the store, the node or the entry, and the codec.
-// Bazel: //td/io:codec (zlib, libzstd, c-blosc 1.x).
+// Bazel: //td/bytes:codec (zlib, libzstd, c-blosc 1.x).
 #pragma once
 
 #include <cstddef>

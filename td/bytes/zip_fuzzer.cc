@@ -1,7 +1,8 @@
-// libFuzzer target for the central directory of memmap archives (td::io_internal::ReadZipDirectory,
-// NOTE [ Memmap archive format ] in td/io/archive.h): any bytes as a .tdz file must give a
-// MemmapError or a directory, never a crash, a hang or an uncaught exception; and what it accepts
-// must keep the promises the archive loader, unpack_memmap and refresh_archive_checksums rely on:
+// libFuzzer target for the central directory of memmap archives (zip::ReadZipDirectory,
+// NOTE [ Memmap archive format ] in td/backends/memmap/archive/archive.h): any bytes as a .tdz
+// file must give an error Status or a directory, never a crash, a hang or an exception; and what
+// it accepts must keep the promises the archive loader, unpack_memmap and
+// refresh_archive_checksums rely on:
 //   * every entry's stored bytes [payload_offset, payload_offset + compressed_size) lie in the file;
 //   * a stored (uncompressed) entry declares as many bytes as it stores, so reading its `size`
 //     bytes never passes the file's end (each is read back here, as unpack_memmap does);
@@ -19,9 +20,8 @@
 #include <string>
 #include <vector>
 
-#include "td/core/errors.h"
-#include "td/io/codec.h"
-#include "td/io/zip.h"
+#include "td/bytes/codec.h"
+#include "td/bytes/zip.h"
 
 namespace {
 
@@ -44,15 +44,13 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     done += static_cast<size_t>(w);
   }
   const std::string path = "/proc/self/fd/" + std::to_string(fd);
-  std::map<std::string, td::io_internal::ZipEntry> entries;
-  try {
-    entries = td::io_internal::ReadZipDirectory(path);
-  } catch (const td::MemmapError&) {
+  const auto entries = td::internal::zip::ReadZipDirectory(path);
+  if (!entries.ok()) {
     ::close(fd);
     return 0;
   }
   std::vector<char> buf;
-  for (const auto& [name, e] : entries) {
+  for (const auto& [name, e] : *entries) {
     Require(name == e.name, "an entry filed under another name");
     Require(name.empty() || name.back() != '/', "a directory entry");
     Require(e.payload_offset <= size && e.compressed_size <= size - e.payload_offset,

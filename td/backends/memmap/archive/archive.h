@@ -27,7 +27,7 @@
 // which deflates the `.memmap` entries and gives up zero-copy loading). A deflated leaf is
 // inflated into memory of its own, exactly its declared size, after that size was checked
 // against what meta.json's shape and dtype need, and its CRC-32 is checked (NOTE [ Bounded
-// decompression ] in td/io/codec.h); loading it with MemmapMode::kReadWrite is a MemmapError
+// decompression ] in td/bytes/codec.h); loading it with MemmapMode::kReadWrite is a MemmapError
 // naming it (writes could not reach the file; upstream's mode="r+" refuses the same), while
 // TensorDict::load_memmap of the archive, always copy-on-write, inflates it like load_archive's
 // default. unpack_memmap streams deflated entries through inflate. bzip2 (12) and lzma (14)
@@ -39,7 +39,7 @@
 // stores every entry uncompressed.
 // TensorDict::load_memmap of a file loads it through load_archive too, when this library is
 // linked (NOTE [ load_memmap of an archive ] in td/backends/memmap/archive_hook.h).
-// Bazel: //td/io:archive (alwayslink; //td/io includes it).
+// Bazel: //td/backends/memmap/archive (alwayslink; //td/io includes it).
 #pragma once
 
 #include <torch/arg.h>

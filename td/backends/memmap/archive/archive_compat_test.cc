@@ -11,16 +11,16 @@
 #include <utility>
 
 #include "td/backends/lazy_stack/lazy_stack.h"
+#include "td/backends/memmap/archive/archive.h"
 #include "td/backends/memmap/memory_mapped_tensor.h"
 #include "td/backends/memmap/test_util.h"
 #include "td/core/testing.h"
-#include "td/io/archive.h"
 #include "td/io/io.h"
 
 namespace td {
 namespace {
 
-const char kScript[] = "td/io/testdata/archive_fixture.py";
+const char kScript[] = "td/backends/memmap/archive/testdata/archive_fixture.py";
 
 #define TD_REQUIRE_PYTHON()                                                      \
   if (std::system("/usr/bin/python3 -c 'import zipfile' 2>/dev/null") != 0) {    \

@@ -1,17 +1,19 @@
 // The zip reading and writing behind memmap archives (NOTE [ Memmap archive format ] in
-// td/io/archive.h): only what the format needs, STORED entries, zip64, payload alignment. Not
-// API (the package's public headers are archive.h, io.h, dict.h, tabular.h).
+// td/backends/memmap/archive/archive.h): only what the format needs, STORED entries, zip64,
+// payload alignment. Not API. Failures are absl::Status messages naming the file (kDataLoss for
+// a malformed zip, os::ErrnoError's codes for I/O); the archive turns them into MemmapErrors.
 #pragma once
 
 #include <cstdint>
-#include <cstdio>
-#include <utility>
 #include <map>
 #include <string>
-#include <string_view>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
 
 namespace td {
-namespace io_internal {
+namespace internal {
+namespace zip {
 
 // One entry of an archive, from its central directory record and its local header.
 struct ZipEntry {
@@ -28,11 +30,11 @@ struct ZipEntry {
 };
 
 // The entries of the zip file `path`, by name (directory entries, names ending in "/", left
-// out). Throws MemmapError naming the file and the problem when it is not a readable zip (no
-// end record, a record outside the file, a bad signature, an encrypted entry, a name repeated,
-// a stored entry whose declared size differs from its stored size).
+// out). An error naming the file and the problem when it is not a readable zip (no end record,
+// a record outside the file, a bad signature, an encrypted entry, a name repeated, a stored
+// entry whose declared size differs from its stored size).
 // Payloads are only located, not read or checked.
-std::map<std::string, ZipEntry> ReadZipDirectory(const std::string& path);
+absl::StatusOr<std::map<std::string, ZipEntry>> ReadZipDirectory(const std::string& path);
 
 // Writes a zip file entry by entry, STORED, in the layout of NOTE [ Memmap archive format ].
 class ZipWriter {
@@ -44,11 +46,12 @@ class ZipWriter {
   ZipWriter& operator=(const ZipWriter&) = delete;
 
   // Adds the entry `name` with the content of the file `source` (`size` bytes), its payload
-  // aligned to 64 bytes when `align`. Throws MemmapError naming `source` when it does not hold
-  // exactly `size` bytes or cannot be read, or on a write failure.
-  void AddFile(const std::string& name, const std::string& source, uint64_t size, bool align);
-  // Writes the central directory. Throws MemmapError.
-  void Finish();
+  // aligned to 64 bytes when `align`. An error naming `source` when it does not hold exactly
+  // `size` bytes or cannot be read, or on a write failure.
+  absl::Status AddFile(const std::string& name, const std::string& source, uint64_t size,
+                       bool align);
+  // Writes the central directory.
+  absl::Status Finish();
 
  private:
   struct Written {
@@ -57,7 +60,7 @@ class ZipWriter {
     uint64_t size;
     uint64_t header_offset;
   };
-  void Write(const void* data, size_t n);
+  absl::Status Write(const void* data, size_t n);
 
   int fd_;
   std::string path_;     // "the archive <path>", for messages
@@ -65,5 +68,6 @@ class ZipWriter {
   std::map<uint64_t, Written> written_;  // by header offset: the order they were written
 };
 
-}  // namespace io_internal
+}  // namespace zip
+}  // namespace internal
 }  // namespace td

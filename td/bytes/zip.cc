@@ -1,21 +1,20 @@
-#include "td/io/zip.h"
+#include "td/bytes/zip.h"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
-#include <cstring>
-#include <fcntl.h>
-#include <memory>
-#include <sys/stat.h>
-#include <unistd.h>
 #include <vector>
 
-#include "td/core/errors.h"
-#include "td/io/codec.h"
+#include "absl/strings/str_cat.h"
+#include "td/bytes/codec.h"
 #include "td/os/fd.h"
 
 namespace td {
-namespace io_internal {
-namespace os = internal::os;
+namespace internal {
+namespace zip {
 namespace {
 
 constexpr uint32_t kLocalSig = 0x04034b50;
@@ -52,34 +51,39 @@ void Put64(std::string* s, uint64_t v) {
   Put32(s, v >> 32);
 }
 
-// pread(2) of exactly `n` bytes at `offset`, or MemmapError naming the file and what was read.
-void ReadAt(int fd, uint64_t offset, void* out, size_t n, const std::string& path,
-            const char* what) {
-  const std::string where =
-      c10::str("the ", what, " of the zip archive ", path, " at byte ", offset);
-  if (ValueOrThrow<MemmapError>(os::ReadAll(fd, out, n, where, static_cast<int64_t>(offset))) < n) {
-    TD_FAIL(MemmapError, "cannot read ", where, ": the file ends first");
-  }
+// A malformed zip (kDataLoss: the archive makes it a MemmapError).
+template <class... Args>
+absl::Status Bad(const Args&... args) {
+  return absl::DataLossError(absl::StrCat(args...));
+}
+
+// pread(2) of exactly `n` bytes at `offset`, or an error naming the file and what was read.
+absl::Status ReadAt(int fd, uint64_t offset, void* out, size_t n, const std::string& path,
+                    const char* what) {
+  const std::string where = absl::StrCat("the ", what, " of the zip archive ", path, " at byte ",
+                                         offset);
+  const absl::StatusOr<size_t> got = os::ReadAll(fd, out, n, where, static_cast<int64_t>(offset));
+  if (!got.ok()) return got.status();
+  return *got < n ? Bad("cannot read ", where, ": the file ends first") : absl::OkStatus();
 }
 
 }  // namespace
 
-std::map<std::string, ZipEntry> ReadZipDirectory(const std::string& path) {
+absl::StatusOr<std::map<std::string, ZipEntry>> ReadZipDirectory(const std::string& path) {
   const os::UniqueFd fd(
       ::open(path.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC));  // a FIFO: no wait
-  if (!fd.valid()) {
-    ThrowIfError<MemmapError>(os::ErrnoError(errno, "cannot open the archive", path));
-  }
+  if (!fd.valid()) return os::ErrnoError(errno, "cannot open the archive", path);
   struct stat st {};
   if (::fstat(fd.get(), &st) != 0 || !S_ISREG(st.st_mode)) {
-    TD_FAIL(MemmapError, path, " is not a regular file");
+    return Bad(path, " is not a regular file");
   }
   const uint64_t file_size = static_cast<uint64_t>(st.st_size);
   // The end record: 22 bytes, then a comment of at most 65535 bytes.
   const uint64_t tail = std::min<uint64_t>(file_size, 22 + 65535);
-  if (tail < 22) TD_FAIL(MemmapError, path, " is not a zip archive: ", file_size, " bytes");
+  if (tail < 22) return Bad(path, " is not a zip archive: ", file_size, " bytes");
   std::vector<unsigned char> buf(tail);
-  ReadAt(fd.get(), file_size - tail, buf.data(), tail, path, "end record");
+  absl::Status s = ReadAt(fd.get(), file_size - tail, buf.data(), tail, path, "end record");
+  if (!s.ok()) return s;
   int64_t at = -1;
   for (int64_t i = static_cast<int64_t>(tail) - 22; i >= 0; --i) {
     if (Get32(&buf[i]) == kEndSig && i + 22 + Get16(&buf[i + 20]) == static_cast<int64_t>(tail)) {
@@ -87,38 +91,39 @@ std::map<std::string, ZipEntry> ReadZipDirectory(const std::string& path) {
       break;
     }
   }
-  if (at < 0) TD_FAIL(MemmapError, path, " is not a zip archive: no end of central directory record");
+  if (at < 0) return Bad(path, " is not a zip archive: no end of central directory record");
   const uint64_t end_offset = file_size - tail + static_cast<uint64_t>(at);
   uint64_t count = Get16(&buf[at + 10]);
   uint64_t cd_size = Get32(&buf[at + 12]);
   uint64_t cd_offset = Get32(&buf[at + 16]);
   if (count == 0xFFFF || cd_size == kLimit32 || cd_offset == kLimit32) {
-    if (end_offset < 20) TD_FAIL(MemmapError, path, ": zip64 end record locator missing");
     unsigned char loc[20];
-    ReadAt(fd.get(), end_offset - 20, loc, 20, path, "zip64 locator");
-    if (Get32(loc) != kLocator64Sig) TD_FAIL(MemmapError, path, ": zip64 end record locator missing");
+    if (end_offset < 20) return Bad(path, ": zip64 end record locator missing");
+    if (s = ReadAt(fd.get(), end_offset - 20, loc, 20, path, "zip64 locator"); !s.ok()) return s;
+    if (Get32(loc) != kLocator64Sig) return Bad(path, ": zip64 end record locator missing");
     const uint64_t end64 = Get64(loc + 8);
     unsigned char rec[56];
     if (end64 > file_size || file_size - end64 < 56) {
-      TD_FAIL(MemmapError, path, ": zip64 end record at byte ", end64, " lies outside the file");
+      return Bad(path, ": zip64 end record at byte ", end64, " lies outside the file");
     }
-    ReadAt(fd.get(), end64, rec, 56, path, "zip64 end record");
-    if (Get32(rec) != kEnd64Sig) TD_FAIL(MemmapError, path, ": bad zip64 end record signature");
+    if (s = ReadAt(fd.get(), end64, rec, 56, path, "zip64 end record"); !s.ok()) return s;
+    if (Get32(rec) != kEnd64Sig) return Bad(path, ": bad zip64 end record signature");
     count = Get64(rec + 32);
     cd_size = Get64(rec + 40);
     cd_offset = Get64(rec + 48);
   }
   if (cd_offset > file_size || cd_size > file_size - cd_offset) {
-    TD_FAIL(MemmapError, path, ": the central directory (", cd_size, " bytes at ", cd_offset,
-            ") lies outside the file of ", file_size, " bytes");
+    return Bad(path, ": the central directory (", cd_size, " bytes at ", cd_offset,
+               ") lies outside the file of ", file_size, " bytes");
   }
   std::vector<unsigned char> cd(cd_size);
-  if (cd_size > 0) ReadAt(fd.get(), cd_offset, cd.data(), cd_size, path, "central directory");
+  if (cd_size > 0) s = ReadAt(fd.get(), cd_offset, cd.data(), cd_size, path, "central directory");
+  if (!s.ok()) return s;
   std::map<std::string, ZipEntry> out;
   uint64_t pos = 0;
   for (uint64_t i = 0; i < count; ++i) {
     if (cd_size - pos < 46 || Get32(&cd[pos]) != kCentralSig) {
-      TD_FAIL(MemmapError, path, ": central directory record ", i, " is truncated or corrupt");
+      return Bad(path, ": central directory record ", i, " is truncated or corrupt");
     }
     const unsigned char* r = &cd[pos];
     ZipEntry e;
@@ -131,7 +136,7 @@ std::map<std::string, ZipEntry> ReadZipDirectory(const std::string& path) {
     e.header_offset = Get32(r + 42);
     e.central_offset = cd_offset + pos;
     if (cd_size - pos < 46u + name_len + extra_len + comment_len) {
-      TD_FAIL(MemmapError, path, ": central directory record ", i, " is truncated");
+      return Bad(path, ": central directory record ", i, " is truncated");
     }
     e.name.assign(reinterpret_cast<const char*>(r + 46), name_len);
     // zip64 extra: the fields whose 32-bit value is 0xFFFFFFFF, in this order.
@@ -141,49 +146,46 @@ std::map<std::string, ZipEntry> ReadZipDirectory(const std::string& path) {
       if (k + 4 + len > extra_len) break;
       if (id == kZip64ExtraId) {
         size_t f = k + 4;
-        auto take = [&](uint64_t* v) {
-          if (*v != kLimit32) return;
-          if (f + 8 > k + 4 + len) {
-            TD_FAIL(MemmapError, path, ": entry '", e.name, "' has a short zip64 extra field");
-          }
+        auto take = [&](uint64_t* v) {  // false: the field is short
+          if (*v != kLimit32) return true;
+          if (f + 8 > k + 4 + len) return false;
           *v = Get64(x + f);
           f += 8;
+          return true;
         };
-        take(&e.size);
-        take(&e.compressed_size);
-        take(&e.header_offset);
+        if (!take(&e.size) || !take(&e.compressed_size) || !take(&e.header_offset)) {
+          return Bad(path, ": entry '", e.name, "' has a short zip64 extra field");
+        }
       }
       k += 4 + len;
     }
     pos += 46u + name_len + extra_len + comment_len;
     if (!e.name.empty() && e.name.back() == '/') continue;  // a directory entry
-    if (e.flags & 1) TD_FAIL(MemmapError, path, ": entry '", e.name, "' is encrypted");
+    if (e.flags & 1) return Bad(path, ": entry '", e.name, "' is encrypted");
     // A stored entry's bytes are its data: every reader takes `size` bytes from the payload, so
     // the two sizes must agree (and the payload lie in the file, checked below).
     if (e.method == 0 && e.size != e.compressed_size) {
-      TD_FAIL(MemmapError, path, ": entry '", e.name, "' is stored (uncompressed) but declares ",
-              e.size, " bytes of data and ", e.compressed_size,
-              " stored bytes; the two must be equal");
+      return Bad(path, ": entry '", e.name, "' is stored (uncompressed) but declares ", e.size,
+                 " bytes of data and ", e.compressed_size, " stored bytes; the two must be equal");
     }
     e.descriptor = (e.flags & 8) != 0;
     unsigned char local[30];
     if (e.header_offset > file_size || file_size - e.header_offset < 30) {
-      TD_FAIL(MemmapError, path, ": the local header of entry '", e.name, "' at byte ",
-              e.header_offset, " lies outside the file");
+      return Bad(path, ": the local header of entry '", e.name, "' at byte ", e.header_offset,
+                 " lies outside the file");
     }
-    ReadAt(fd.get(), e.header_offset, local, 30, path, "local header");
+    if (s = ReadAt(fd.get(), e.header_offset, local, 30, path, "local header"); !s.ok()) return s;
     if (Get32(local) != kLocalSig) {
-      TD_FAIL(MemmapError, path, ": bad local header signature for entry '", e.name, "'");
+      return Bad(path, ": bad local header signature for entry '", e.name, "'");
     }
     e.payload_offset = e.header_offset + 30 + Get16(local + 26) + Get16(local + 28);
     if (e.payload_offset > file_size || e.compressed_size > file_size - e.payload_offset) {
-      TD_FAIL(MemmapError, path, ": the data of entry '", e.name, "' (", e.compressed_size,
-              " bytes at byte ", e.payload_offset, ") lies outside the file of ", file_size,
-              " bytes");
+      return Bad(path, ": the data of entry '", e.name, "' (", e.compressed_size, " bytes at byte ",
+                 e.payload_offset, ") lies outside the file of ", file_size, " bytes");
     }
     const std::string name = e.name;
     if (!out.emplace(name, std::move(e)).second) {
-      TD_FAIL(MemmapError, path, ": entry '", name, "' appears twice");
+      return Bad(path, ": entry '", name, "' appears twice");
     }
   }
   return out;
@@ -191,13 +193,13 @@ std::map<std::string, ZipEntry> ReadZipDirectory(const std::string& path) {
 
 ZipWriter::ZipWriter(int fd, const std::string& path) : fd_(fd), path_("the archive " + path) {}
 
-void ZipWriter::Write(const void* data, size_t n) {
-  ThrowIfError<MemmapError>(os::WriteAll(fd_, data, n, path_));
+absl::Status ZipWriter::Write(const void* data, size_t n) {
   offset_ += n;
+  return os::WriteAll(fd_, data, n, path_);
 }
 
-void ZipWriter::AddFile(const std::string& name, const std::string& source, uint64_t size,
-                        bool align) {
+absl::Status ZipWriter::AddFile(const std::string& name, const std::string& source,
+                                uint64_t size, bool align) {
   const uint64_t header_offset = offset_;
   // Local extra: the padding block (when aligning), then zip64 sizes (as force_zip64 writes).
   std::string zip64;
@@ -230,32 +232,32 @@ void ZipWriter::AddFile(const std::string& name, const std::string& source, uint
   Put16(&h, extra.size());
   h += name;
   h += extra;
-  Write(h.data(), h.size());
+  if (absl::Status s = Write(h.data(), h.size()); !s.ok()) return s;
 
   const os::UniqueFd in(::open(source.c_str(), O_RDONLY | O_CLOEXEC));
-  if (!in.valid()) ThrowIfError<MemmapError>(os::ErrnoError(errno, "cannot open", source));
+  if (!in.valid()) return os::ErrnoError(errno, "cannot open", source);
   std::vector<char> chunk(std::min<uint64_t>(kChunk, std::max<uint64_t>(size, 1)));
   uint32_t crc = 0;
   uint64_t copied = 0;
-  while (const size_t n =
-             ValueOrThrow<MemmapError>(os::ReadAll(in.get(), chunk.data(), chunk.size(), source))) {
-    copied += n;
-    if (copied > size) break;
-    crc = internal::codec::Crc32(crc, chunk.data(), n);
-    Write(chunk.data(), n);
+  while (true) {
+    const absl::StatusOr<size_t> n = os::ReadAll(in.get(), chunk.data(), chunk.size(), source);
+    if (!n.ok()) return n.status();
+    copied += *n;
+    if (*n == 0 || copied > size) break;
+    crc = codec::Crc32(crc, chunk.data(), *n);
+    if (absl::Status s = Write(chunk.data(), *n); !s.ok()) return s;
   }
   if (copied != size) {
-    TD_FAIL(MemmapError, "cannot pack ", source, ": expected ", size, " bytes, read ",
-            copied > size ? "more" : std::to_string(copied));
+    return Bad("cannot pack ", source, ": expected ", size, " bytes, read ",
+               copied > size ? "more" : std::to_string(copied));
   }
   std::string crc_bytes;  // into the local header, which was written with a zero CRC
   Put32(&crc_bytes, crc);
-  ThrowIfError<MemmapError>(
-      os::WriteAll(fd_, crc_bytes.data(), 4, path_, static_cast<int64_t>(header_offset + 14)));
   written_[header_offset] = Written{name, crc, size, header_offset};
+  return os::WriteAll(fd_, crc_bytes.data(), 4, path_, static_cast<int64_t>(header_offset + 14));
 }
 
-void ZipWriter::Finish() {
+absl::Status ZipWriter::Finish() {
   const uint64_t cd_offset = offset_;
   std::string cd;
   for (const auto& [offset, w] : written_) {
@@ -318,8 +320,9 @@ void ZipWriter::Finish() {
   Put32(&cd, std::min<uint64_t>(cd_size, kLimit32));
   Put32(&cd, std::min<uint64_t>(cd_offset, kLimit32));
   Put16(&cd, 0);
-  Write(cd.data(), cd.size());
+  return Write(cd.data(), cd.size());
 }
 
-}  // namespace io_internal
+}  // namespace zip
+}  // namespace internal
 }  // namespace td

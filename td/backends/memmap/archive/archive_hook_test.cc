@@ -1,6 +1,7 @@
-// TensorDict::load_memmap opens a memmap archive in a program that links //td/io:archive and calls
-// nothing of it (NOTE [ load_memmap of an archive ] in td/backends/memmap/archive_hook.h): the
-// library is alwayslink, so its slot is filled whether or not the linker needs its symbols.
+// TensorDict::load_memmap opens a memmap archive in a program that links
+// //td/backends/memmap/archive and calls nothing of it (NOTE [ load_memmap of an archive ] in
+// td/backends/memmap/archive_hook.h): the library is alwayslink, so its slot is filled whether or
+// not the linker needs its symbols.
 // The archive is written by testdata/archive_fixture.py (upstream's layout); needs
 // /usr/bin/python3 (standard library only), skipped, saying so, without it.
 #include <ATen/ATen.h>
@@ -20,7 +21,8 @@ TEST(ArchiveHook, LoadMemmapOpensAnArchive) {
     GTEST_SKIP() << "no /usr/bin/python3";
   }
   const std::string path = testing_util::FreshDir("hook") + "/py.tdz";
-  ASSERT_EQ(std::system(("/usr/bin/python3 td/io/testdata/archive_fixture.py write " + path)
+  ASSERT_EQ(std::system(("/usr/bin/python3 td/backends/memmap/archive/testdata/archive_fixture.py "
+                         "write " + path)
                             .c_str()),
             0);
   TensorDict got = TensorDict::load_memmap(path);

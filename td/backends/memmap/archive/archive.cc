@@ -1,4 +1,4 @@
-#include "td/io/archive.h"
+#include "td/backends/memmap/archive/archive.h"
 
 #include <ATen/ops/empty.h>
 #include <fcntl.h>
@@ -20,11 +20,11 @@
 #include "td/backends/memmap/format.h"
 #include "td/backends/memmap/memmap_storage.h"
 #include "td/backends/memmap/memory_mapped_tensor.h"
+#include "td/bytes/codec.h"
+#include "td/bytes/zip.h"
 #include "td/core/errors.h"
 #include "td/core/internal/non_tensor_stack.h"
 #include "td/format/format.h"
-#include "td/io/codec.h"
-#include "td/io/zip.h"
 #include "td/os/files.h"
 #include "td/structure/structure.h"
 
@@ -34,8 +34,10 @@ namespace {
 namespace fs = std::filesystem;
 namespace mm = internal::memmap;
 namespace os = internal::os;
+namespace zip = internal::zip;
+namespace codec = internal::codec;
 using internal::os::JoinPath;
-using io_internal::ZipEntry;
+using zip::ZipEntry;
 
 const std::string kMeta(mm::kMetaFile);
 constexpr size_t kChunk = size_t{16} << 20;
@@ -66,7 +68,8 @@ struct Tree {
   std::map<std::string, std::set<std::string>> children;  // dir ("" = root) -> names
   std::set<std::string> dirs;
 
-  explicit Tree(const std::string& p) : path(p), entries(io_internal::ReadZipDirectory(p)) {
+  explicit Tree(const std::string& p)
+      : path(p), entries(ValueOrThrow<MemmapError>(zip::ReadZipDirectory(p))) {
     dirs.insert("");
     for (const auto& [name, e] : entries) {
       CheckEntryName(path, name);
@@ -107,12 +110,9 @@ std::string NotArchiveReason(const std::string& path) {
   struct stat st {};
   if (::stat(path.c_str(), &st) != 0) return std::strerror(errno);
   if (!S_ISREG(st.st_mode)) return "not a regular file";
-  try {
-    if (io_internal::ReadZipDirectory(path).count(kMeta) == 0) return "no top-level meta.json";
-  } catch (const c10::Error& e) {
-    return e.what_without_backtrace();
-  }
-  return "";
+  const auto entries = zip::ReadZipDirectory(path);
+  if (!entries.ok()) return std::string(entries.status().message());
+  return entries->count(kMeta) == 0 ? "no top-level meta.json" : "";
 }
 
 bool IsArchiveFile(const std::string& path) { return NotArchiveReason(path).empty(); }
@@ -129,32 +129,33 @@ void ReadPayload(int fd, void* out, size_t n, uint64_t offset, const std::string
 
 // Inflates the deflated entry `e` (`compressed`, its compressed_size bytes) into exactly its
 // declared e.size bytes at `out`, checking its CRC-32 (NOTE [ Bounded decompression ] in
-// td/io/codec.h: the caller allocated e.size, checked against what it needs, not more).
+// td/bytes/codec.h: the caller allocated e.size, checked against what it needs, not more).
 void InflateEntry(const ZipEntry& e, const uint8_t* compressed, uint8_t* out,
                   const std::string& display) {
-  const absl::Status s = internal::codec::Decompress(
-      internal::codec::Format::kRawDeflate, compressed, static_cast<size_t>(e.compressed_size),
+  const absl::Status s = codec::Decompress(
+      codec::Format::kRawDeflate, compressed, static_cast<size_t>(e.compressed_size),
       out, static_cast<size_t>(e.size));
   if (!s.ok()) {
     TD_FAIL(MemmapError, display, " (deflated, ", e.compressed_size, " bytes declaring ", e.size,
             "): ", s.message());
   }
-  if (internal::codec::Crc32(0, out, static_cast<size_t>(e.size)) != e.crc) {
+  if (codec::Crc32(0, out, static_cast<size_t>(e.size)) != e.crc) {
     TD_FAIL(MemmapError, display, ": CRC-32 mismatch after inflating (the entry is corrupt)");
   }
 }
 
-// A temporary name beside `target` that the memmap loader and pack_memmap skip.
-std::string TempBeside(const std::string& target) {
+// A temporary name beside `target` (same file system) that the memmap loader and pack_memmap
+// skip: `kind` "" for the archive's file, "stage." for save_archive's staging directory.
+std::string TempBeside(const fs::path& target, const char* kind) {
   static std::atomic<uint64_t> counter{0};
-  const fs::path t(target);
-  return (t.parent_path() / (std::string(mm::kTempPrefix) + t.filename().string() + "." +
-                             std::to_string(::getpid()) + "." + std::to_string(counter++)))
+  return (target.parent_path() /
+          (std::string(mm::kTempPrefix) + kind + target.filename().string() + "." +
+           std::to_string(::getpid()) + "." + std::to_string(counter++)))
       .string();
 }
 
 // Adds the files of the directory `dir` (entry names under `rel`) in the archive's order.
-void PackDir(io_internal::ZipWriter* w, const fs::path& dir, const std::string& rel, int depth) {
+void PackDir(zip::ZipWriter* w, const fs::path& dir, const std::string& rel, int depth) {
   if (depth > kMaxLevels) {
     TD_FAIL(MemmapError, dir.string(), ": directories nested more than ", kMaxLevels, " deep");
   }
@@ -187,7 +188,7 @@ void PackDir(io_internal::ZipWriter* w, const fs::path& dir, const std::string& 
     const bool align = f.size() > mm::kTensorSuffix.size() &&
                        f.compare(f.size() - mm::kTensorSuffix.size(), mm::kTensorSuffix.size(),
                                  mm::kTensorSuffix) == 0;
-    w->AddFile(JoinPath(rel, f), p.string(), size, align);
+    ThrowIfError<MemmapError>(w->AddFile(JoinPath(rel, f), p.string(), size, align));
   }
   for (const std::string& d : subdirs) PackDir(w, dir / d, JoinPath(rel, d), depth + 1);
 }
@@ -426,13 +427,12 @@ std::string pack_memmap(const std::string& prefix, const std::string& archive_pa
   }
   // Written beside it and renamed into place: `archive_path` is the previous file or the complete
   // new one.
-  const std::string tmp = TempBeside(archive_path);
+  const std::string tmp = TempBeside(archive_path, "");
   ThrowIfError<MemmapError>(
       os::ReplaceFileAt(AT_FDCWD, archive_path, tmp, archive_path, /*sync=*/false, [&](int fd) {
-        io_internal::ZipWriter w(fd, tmp);
+        zip::ZipWriter w(fd, tmp);
         PackDir(&w, fs::path(prefix), "", 0);
-        w.Finish();
-        return absl::OkStatus();
+        return w.Finish();
       }));
   return archive_path;
 }
@@ -471,10 +471,10 @@ std::string unpack_memmap(const std::string& archive_path, const std::string& pr
     uint64_t done = 0;
     if (e.method != 0) {
       // Deflated: streamed through inflate, e.size bytes out exactly (NOTE [ Bounded
-      // decompression ] in td/io/codec.h).
+      // decompression ] in td/bytes/codec.h).
       buf.resize(std::min<uint64_t>(kChunk, std::max<uint64_t>(e.compressed_size, 1)));
-      const absl::Status s = internal::codec::InflateStream(
-          internal::codec::Format::kRawDeflate,
+      const absl::Status s = codec::InflateStream(
+          codec::Format::kRawDeflate,
           [&](uint8_t* to, size_t cap) -> absl::StatusOr<size_t> {
             const size_t n = static_cast<size_t>(
                 std::min<uint64_t>({cap, buf.size(), e.compressed_size - done}));
@@ -483,7 +483,7 @@ std::string unpack_memmap(const std::string& archive_path, const std::string& pr
             return n;
           },
           [&](const uint8_t* data, size_t n) {
-            crc = internal::codec::Crc32(crc, data, n);
+            crc = codec::Crc32(crc, data, n);
             return os::WriteAll(out.get(), data, n, out_path);
           },
           e.size);
@@ -497,7 +497,7 @@ std::string unpack_memmap(const std::string& archive_path, const std::string& pr
       const size_t n = static_cast<size_t>(std::min<uint64_t>(buf.size(), e.size - done));
       ReadPayload(in.get(), buf.data(), n, e.payload_offset + done, archive_path, failed);
       ThrowIfError<MemmapError>(os::WriteAll(out.get(), buf.data(), n, out_path), failed);
-      crc = internal::codec::Crc32(crc, buf.data(), n);
+      crc = codec::Crc32(crc, buf.data(), n);
       done += n;
     }
     ThrowIfError<MemmapError>(out.Close(out_path), failed);
@@ -525,7 +525,7 @@ std::string refresh_archive_checksums(const std::string& archive_path) {
     for (uint64_t done = 0; done < e.size;) {
       const size_t n = static_cast<size_t>(std::min<uint64_t>(buf.size(), e.size - done));
       ReadPayload(fd.get(), buf.data(), n, e.payload_offset + done, archive_path, failed);
-      crc = internal::codec::Crc32(crc, buf.data(), n);
+      crc = codec::Crc32(crc, buf.data(), n);
       done += n;
     }
     const unsigned char le[4] = {static_cast<unsigned char>(crc), static_cast<unsigned char>(crc >> 8),
@@ -593,7 +593,7 @@ TensorDict LoadMemmapArchive(const std::string& path, const LoadMemmapOptions& o
   return LoadArchive<MemmapError>(path, MemmapMode::kReadOnly, options.sub_path(), "load_memmap");
 }
 
-// Fills the slot from this alwayslink library (//td/io:archive).
+// Fills the slot from this alwayslink library (//td/backends/memmap/archive).
 const bool kLoadMemmapArchiveRegistered =
     internal::memmap::load_memmap_archive.Register(&LoadMemmapArchive);
 
@@ -606,20 +606,6 @@ TensorDict load_archive(const std::string& archive_path, const ArchiveLoadOption
   }
   return LoadArchive<KeyError>(archive_path, options.mode(), options.sub_path(), "load_archive");
 }
-
-namespace {
-
-// A staging directory beside `target` (same file system), named so the memmap loader and
-// pack_memmap skip it.
-std::string StagingBeside(const std::string& target) {
-  static std::atomic<uint64_t> counter{0};
-  const fs::path t = fs::absolute(target);
-  return (t.parent_path() / (std::string(mm::kTempPrefix) + "stage." + t.filename().string() +
-                             "." + std::to_string(::getpid()) + "." + std::to_string(counter++)))
-      .string();
-}
-
-}  // namespace
 
 TensorDict save_archive(const TensorDict& td, const std::string& archive_path,
                         const MemmapOptions& options) {
@@ -636,7 +622,7 @@ TensorDict save_archive(const TensorDict& td, const std::string& archive_path,
   // are copied into it whatever copy_existing says: upstream 0.14's archive writer
   // (_write_archive_from_td in tensordict/_archive.py) stages with memmap_like and streams
   // every leaf into the zip, so it never refuses one either.
-  const std::string staging = StagingBeside(archive_path);
+  const std::string staging = TempBeside(fs::absolute(archive_path), "stage.");
   try {
     td.memmap(staging, MemmapOptions(options).copy_existing(true));
     pack_memmap(staging, archive_path);

@@ -1,5 +1,5 @@
-// Decompression of untrusted bytes (NOTE [ Bounded decompression ] in td/io/codec.h).
-#include "td/io/codec.h"
+// Decompression of untrusted bytes (NOTE [ Bounded decompression ] in td/bytes/codec.h).
+#include "td/bytes/codec.h"
 
 #include <blosc.h>
 #include <zlib.h>

@@ -1,6 +1,6 @@
 // Memmap archives: pack / unpack / load round trips over nested, non-tensor and lazy-stacked
 // content, the zip layout (order, alignment, CRCs), in-place writes and checksums, and bad input.
-#include "td/io/archive.h"
+#include "td/backends/memmap/archive/archive.h"
 
 #include <ATen/ATen.h>
 #include <gtest/gtest.h>

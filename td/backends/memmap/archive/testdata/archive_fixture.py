@@ -1,10 +1,11 @@
-"""Memmap archives on the Python side, for //td/io:archive_compat_test (standard library only).
+"""Memmap archives on the Python side, for the tests of //td/backends/memmap/archive (standard
+library only).
 
   archive_fixture.py write PATH            writes the archive Python tensordict 0.14's save(...)
                                            lays out: STORED entries written by zipfile with
                                            force_zip64, each .memmap payload padded to 64 bytes by
                                            an extra block of id 0x6474 (NOTE [ Memmap archive
-                                           format ] in td/io/archive.h)
+                                           format ] in td/backends/memmap/archive/archive.h)
   archive_fixture.py write_unaligned PATH  the same entries without padding (what `zip -0 -r`
                                            gives: payloads at arbitrary offsets)
   archive_fixture.py write_deflated PATH   what save(..., compression="deflate") writes: the
