@@ -13,8 +13,10 @@
 #include <string>
 #include <vector>
 
+#include "td/core/comparison.h"
 #include "td/core/testing.h"
 #include "td/distributed/distributed.h"
+#include "td/distributed/internal/init_message.h"
 #include "td/distributed/multiprocess_testing.h"
 #include "td/distributed/internal/packing.h"
 #include "td/nn/functional.h"
@@ -271,6 +273,58 @@ std::string Level(const std::string& entries, const std::string& device = "null"
 std::string TensorEntry(const std::string& shape, int dtype = 6) {
   return R"({"key":"a","kind":"tensor","dtype":)" + std::to_string(dtype) + R"(,"shape":)" +
          shape + "}";
+}
+
+// The "wire" format's bytes (internal/init_message.h) are the message init_remote sends, both
+// ways: rank 0's init_remote, taken raw, is EncodeInitMessage's bytes and decodes to the
+// TensorDict sent; those bytes, sent raw, are what from_remote_init takes.
+TEST(FaultsTest, WireFormatBytesAreTheInitRemoteMessage) {
+  ExpectAllPassed(RunRanks(RunOptions(), [](int rank, const ProcessGroupPtr& pg) {
+    TensorDict td = Sample(2.5);
+    td.set("label", "some text");
+    td.set("ids", at::arange(4, at::kInt));
+    const std::string bytes = internal::EncodeInitMessage(td);
+    const auto header_bytes = internal::kHeaderBytes;
+    const auto payload_bytes = static_cast<int64_t>(bytes.size()) - header_bytes;
+    if (rank == 0) {
+      init_remote(pg, td, 1, P2POptions().tag(1));
+      at::Tensor raw = at::empty({static_cast<int64_t>(bytes.size())}, at::kByte);
+      std::memcpy(raw.data_ptr<uint8_t>(), bytes.data(), bytes.size());
+      RawSend(pg, raw.narrow(0, 0, header_bytes).clone(), 2 * 2);
+      RawSend(pg, raw.narrow(0, header_bytes, payload_bytes).clone(), 2 * 2 + 1);
+      return;
+    }
+    std::vector<at::Tensor> header = {at::empty({header_bytes}, at::kByte)};
+    std::vector<at::Tensor> payload = {at::empty({payload_bytes}, at::kByte)};
+    pg->recv(header, 0, 2 * 1)->wait(std::chrono::milliseconds(10000));
+    pg->recv(payload, 0, 2 * 1 + 1)->wait(std::chrono::milliseconds(10000));
+    std::string sent(reinterpret_cast<const char*>(header[0].data_ptr<uint8_t>()), header_bytes);
+    sent.append(reinterpret_cast<const char*>(payload[0].data_ptr<uint8_t>()), payload_bytes);
+    EXPECT_EQ(sent, bytes);
+    const TensorDict decoded = internal::DecodeInitMessage(sent);
+    assert_allclose(decoded, td);  // non-tensor entries compared too
+    assert_allclose(from_remote_init(pg, 0, P2POptions().tag(2)), td);
+  }));
+}
+
+// Bytes that are not one whole init_remote message are named errors of the "wire" format.
+TEST(FaultsTest, WireFormatRefusesOtherBytesByName) {
+  const std::string bytes = internal::EncodeInitMessage(Sample(1));
+  const std::string what = "init_remote message (format \"wire\")";
+  TD_EXPECT_THROW_MSG(internal::DecodeInitMessage(bytes.substr(0, 20)), ValueError,
+                      {what, "20 bytes, fewer than the 48"});
+  TD_EXPECT_THROW_MSG(internal::DecodeInitMessage(bytes + "x"), ValueError,
+                      {what, "but its header announces"});
+  std::string send = bytes;
+  send[8] = static_cast<char>(internal::kKindData);
+  TD_EXPECT_THROW_MSG(internal::DecodeInitMessage(send), ValueError, {what, "send()"});
+  std::string json = bytes;
+  json[internal::kHeaderBytes] = '[';
+  TD_EXPECT_THROW_MSG(internal::DecodeInitMessage(json), ValueError, {what, "not JSON"});
+  std::string magic = bytes;
+  magic[0] ^= 1;
+  TD_EXPECT_THROW_MSG(internal::DecodeInitMessage(magic), ValueError,
+                      {what, "not a td::distributed message"});
 }
 
 // A header may not make the receiver allocate more than its limit (its own TensorDict's message

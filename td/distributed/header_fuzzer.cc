@@ -101,12 +101,12 @@ void CheckAccepted(const nlohmann::json& root, int64_t max_bytes) {
 }  // namespace
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
-  constexpr size_t kHeaderBytes = internal::kHeaderWords * sizeof(int64_t);
+  constexpr size_t kHeaderBytes = internal::kHeaderBytes;
   if (size < kHeaderBytes) return 0;
   int64_t words[internal::kHeaderWords];
   std::memcpy(words, data, kHeaderBytes);
   try {
-    internal::Header h = internal::ParseHeader(words, "header_fuzzer", 1);
+    internal::Header h = internal::ParseHeader(words, "header_fuzzer", "the message");
     Require(h.desc_bytes >= 0 && h.desc_bytes <= internal::kMaxAnnouncedBytes, "description size");
     Require(h.data_bytes >= 0 && h.data_bytes <= internal::kMaxAnnouncedBytes, "data size");
     Require((words[5] & ~(internal::kPerLeafFlag | internal::kAgreedFlag)) == 0, "unknown flags");

@@ -5,6 +5,7 @@
 #include <c10/util/intrusive_ptr.h>
 
 #include <algorithm>
+#include <array>
 #include <climits>
 #include <cstring>
 #include <functional>
@@ -14,9 +15,9 @@
 #include <utility>
 #include <vector>
 
-#include "td/core/internal/structure_check.h"
 #include "td/distributed/distributed.h"
 #include "td/distributed/internal.h"
+#include "td/distributed/internal/init_message.h"
 #include "td/distributed/internal/packing.h"
 #include "td/distributed/internal/wire.h"
 
@@ -110,13 +111,10 @@ namespace {
 using internal::AlignUp;
 using internal::PackedLayout;
 using internal::WorkPtr;
-
-using internal::kAgreedFlag;
-using internal::kPerLeafFlag;
+using internal::kHeaderBytes;
 
 enum Kind : int64_t { kData = internal::kKindData, kInit = internal::kKindInit };
 // The header's room at the front of a one-message send: the data starts aligned.
-constexpr int64_t kHeaderBytes = internal::kHeaderWords * static_cast<int64_t>(sizeof(int64_t));
 constexpr int64_t kInlinePrefix = (kHeaderBytes + internal::kAlign - 1) / internal::kAlign *
                                   internal::kAlign;
 
@@ -331,24 +329,24 @@ std::shared_ptr<Outgoing> Post(const ProcessGroupPtr& pg, Kind kind, const Packe
   const int64_t inline_bytes = init ? layout.nbytes() : per_leaf ? 0 : layout.inline_nbytes();
   const int64_t table_bytes =
       init ? 0 : AlignUp(static_cast<int64_t>((1 + alone.size()) * sizeof(int64_t)));
-  int64_t h[internal::kHeaderWords];
-  uint64_t fp = layout.fingerprint();
-  h[0] = internal::kMagic;
-  h[1] = kind;
-  std::memcpy(&h[2], &fp, sizeof(fp));
-  h[3] = agreed ? 0 : static_cast<int64_t>(desc.size());
-  h[4] = agreed ? inline_bytes : table_bytes + inline_bytes;
-  h[5] = (per_leaf ? kPerLeafFlag : 0) | (agreed ? kAgreedFlag : 0);
+  internal::Header header;
+  header.kind = kind;
+  header.fingerprint = layout.fingerprint();
+  header.desc_bytes = agreed ? 0 : static_cast<int64_t>(desc.size());
+  header.data_bytes = agreed ? inline_bytes : table_bytes + inline_bytes;
+  header.per_leaf = per_leaf;
+  header.agreed = agreed;
+  const std::array<int64_t, internal::kHeaderWords> h = internal::HeaderWords(header);
   if (agreed && !per_leaf) {  // one message: header, padding, inline data
     at::Tensor buf = layout.Pack(kInlinePrefix, /*inline_only=*/true);
-    WriteFront(buf, h, sizeof(h));
+    WriteFront(buf, h.data(), kHeaderBytes);
     out->buffers.push_back({buf});
   } else {
-    at::Tensor header = at::empty({internal::kHeaderWords}, at::kLong);
-    std::memcpy(header.data_ptr<int64_t>(), h, sizeof(h));
-    out->buffers.push_back({header});
+    at::Tensor words = at::empty({internal::kHeaderWords}, at::kLong);
+    std::memcpy(words.data_ptr<int64_t>(), h.data(), kHeaderBytes);
+    out->buffers.push_back({words});
     if (!agreed) {  // [description | padding | table | inline data]
-      const int64_t prefix = AlignUp(h[3]) + table_bytes;
+      const int64_t prefix = AlignUp(header.desc_bytes) + table_bytes;
       at::Tensor payload = per_leaf ? internal::ScratchBytes(prefix, at::kCPU)
                                     : layout.Pack(prefix, /*inline_only=*/!init);
       std::vector<uint8_t> front(static_cast<size_t>(prefix), 0);
@@ -356,7 +354,8 @@ std::shared_ptr<Outgoing> Post(const ProcessGroupPtr& pg, Kind kind, const Packe
       if (!init) {
         std::vector<int64_t> table = {static_cast<int64_t>(alone.size())};
         for (const at::Tensor& l : leaves) table.push_back(l.numel());
-        std::memcpy(front.data() + AlignUp(h[3]), table.data(), table.size() * sizeof(int64_t));
+        std::memcpy(front.data() + AlignUp(header.desc_bytes), table.data(),
+                    table.size() * sizeof(int64_t));
       }
       WriteFront(payload, front.data(), front.size());
       if (payload.numel() > 0) out->buffers.push_back({payload});
@@ -439,7 +438,8 @@ Incoming Receive(const ProcessGroupPtr& pg, const FirstMessage& first, int src, 
   internal::Wait(first.work, timeout, what);
   int64_t words[internal::kHeaderWords];
   std::memcpy(words, first.buffer[0].data_ptr<uint8_t>(), sizeof(words));
-  const internal::Header h = internal::ParseHeader(words, what, src);
+  const internal::Header h =
+      internal::ParseHeader(words, what, c10::str("the message from rank ", src));
   const Agreement* agreed = first.agreed.get();
   Incoming in;
   in.kind = static_cast<Kind>(h.kind);
@@ -563,29 +563,9 @@ TensorDict AcceptInit(const ProcessGroupPtr& pg, const Incoming& in, int src, in
   sizes.nbytes = in.data.numel();
   sizes.inline_bytes = sizes.nbytes;
   Agreements::Get().Record(pg, src, tag, Side::kRecv, sizes);
-  if (absl::Status depth = ::td::internal::CheckJsonDepth(in.desc); !depth.ok()) {
-    TD_FAIL(ValueError, what, ": the TensorDict structure received is invalid: ", depth.message(),
-            "; nothing was allocated");
-  }
-  nlohmann::json structure = nlohmann::json::parse(in.desc, nullptr, /*allow_exceptions=*/false);
-  if (structure.is_discarded()) {
-    TD_FAIL(ValueError, what, ": the TensorDict structure received from rank ", src,
-            " is not JSON; nothing was allocated");
-  }
-  // Before anything is allocated (NOTE [ Bounded receives ]).
-  internal::ValidateStructure(structure, in.data.numel(), internal::DeviceAvailable, what);
-  TensorDict td;
-  try {
-    td = internal::EmptyFromJson(structure);
-  } catch (const c10::Error& e) {  // what TensorDict itself refuses (a key, a batch size)
-    TD_FAIL(ValueError, what, ": the TensorDict structure received from rank ", src,
-            " is invalid: ", e.what_without_backtrace());
-  }
+  TensorDict td = internal::InitStructure(in.desc, in.data.numel(), in.fingerprint, what,
+                                          c10::str("rank ", src));
   PackedLayout layout(td);
-  if (layout.fingerprint() != in.fingerprint || layout.nbytes() != in.data.numel()) {
-    TD_FAIL(ValueError, what, ": the structure received does not describe the data received (",
-            layout.nbytes(), " bytes expected, ", in.data.numel(), " received)");
-  }
   Agreements::Get().Record(pg, src, tag, Side::kRecv, AgreementOf(layout));
   return td;
 }

@@ -15,7 +15,7 @@ namespace td {
 namespace distributed {
 namespace internal {
 
-Header ParseHeader(const int64_t* h, const std::string& what, int src) {
+Header ParseHeader(const int64_t* h, const std::string& what, const std::string& message) {
   Header out;
   out.kind = h[1];
   std::memcpy(&out.fingerprint, &h[2], sizeof(out.fingerprint));
@@ -28,11 +28,22 @@ Header ParseHeader(const int64_t* h, const std::string& what, int src) {
       (h[5] & ~(kPerLeafFlag | kAgreedFlag)) != 0 ||
       (out.per_leaf && h[4] % static_cast<int64_t>(sizeof(int64_t)) != 0) ||
       (out.per_leaf && h[1] != kKindData) || (out.agreed && h[1] != kKindData)) {
-    TD_FAIL(ValueError, what, ": the message from rank ", src,
+    TD_FAIL(ValueError, what, ": ", message,
             " is not a td::distributed message (was it sent by plain c10d on the same tag?); "
             "nothing was written");
   }
   return out;
+}
+
+std::array<int64_t, kHeaderWords> HeaderWords(const Header& header) {
+  std::array<int64_t, kHeaderWords> h;
+  h[0] = kMagic;
+  h[1] = header.kind;
+  std::memcpy(&h[2], &header.fingerprint, sizeof(header.fingerprint));
+  h[3] = header.desc_bytes;
+  h[4] = header.data_bytes;
+  h[5] = (header.per_leaf ? kPerLeafFlag : 0) | (header.agreed ? kAgreedFlag : 0);
+  return h;
 }
 
 namespace {

@@ -77,7 +77,7 @@ class FormatConformance : public ::testing::TestWithParam<std::string> {
 TEST(FormatRegistry, EveryFormatOfTheLibraryIsRegistered) {
   EXPECT_EQ(format::RegisteredDrivers(),
             (std::vector<std::string>{"consolidated", "h5", "memmap", "shm_handle", "tdz",
-                                      "zarr"}));
+                                      "wire", "zarr"}));
 }
 
 TEST_P(FormatConformance, RandomTensorDictsRoundTrip) {

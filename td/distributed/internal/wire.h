@@ -8,6 +8,7 @@
 
 #include <c10/core/Device.h>
 
+#include <array>
 #include <cstdint>
 #include <functional>
 #include <string>
@@ -19,6 +20,7 @@ namespace distributed {
 namespace internal {
 
 constexpr int64_t kHeaderWords = 6;
+constexpr int64_t kHeaderBytes = kHeaderWords * static_cast<int64_t>(sizeof(int64_t));
 constexpr int64_t kMagic = 0x5444445354ll;  // "TDDST"
 // Header word 1.
 constexpr int64_t kKindData = 1;  // send / isend
@@ -38,10 +40,12 @@ struct Header {
   bool agreed = false;
 };
 
-// The header in `words` (kHeaderWords int64). Throws ValueError "<what>: the message from rank
-// <src> is not a td::distributed message ..." when the magic, kind, flags or sizes are not ones a
-// td::distributed sender writes. Allocates nothing.
-Header ParseHeader(const int64_t* words, const std::string& what, int src);
+// The header in `words` (kHeaderWords int64). Throws ValueError "<what>: <message> is not a
+// td::distributed message ..." (`message`: "the message from rank 1") when the magic, kind, flags
+// or sizes are not ones a td::distributed sender writes. Allocates nothing.
+Header ParseHeader(const int64_t* words, const std::string& what, const std::string& message);
+// The words of `header`, as ParseHeader reads them.
+std::array<int64_t, kHeaderWords> HeaderWords(const Header& header);
 
 // Checks an init_remote structure (see StructureToJson in packing.h) before anything is allocated
 // for it: every level an object with a batch size (non-negative sizes), a device that parses and

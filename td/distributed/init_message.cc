@@ -1,0 +1,115 @@
+// init_remote messages as bytes, and the "wire" format driver over them (init_message.h).
+#include "td/distributed/internal/init_message.h"
+
+#include <ATen/ATen.h>
+
+#include <array>
+#include <cstring>
+#include <string>
+
+#include "td/core/errors.h"
+#include "td/core/internal/structure_check.h"
+#include "td/distributed/internal.h"
+#include "td/distributed/internal/packing.h"
+#include "td/distributed/internal/wire.h"
+#include "td/format/format.h"
+
+namespace td {
+namespace distributed {
+namespace internal {
+
+TensorDict InitStructure(const std::string& desc, int64_t data_bytes, uint64_t fingerprint,
+                         const std::string& what, const std::string& sender) {
+  if (absl::Status depth = ::td::internal::CheckJsonDepth(desc); !depth.ok()) {
+    TD_FAIL(ValueError, what, ": the TensorDict structure received is invalid: ", depth.message(),
+            "; nothing was allocated");
+  }
+  nlohmann::json structure = nlohmann::json::parse(desc, nullptr, /*allow_exceptions=*/false);
+  if (structure.is_discarded()) {
+    TD_FAIL(ValueError, what, ": the TensorDict structure received from ", sender,
+            " is not JSON; nothing was allocated");
+  }
+  // Before anything is allocated (NOTE [ Bounded receives ] in p2p.cc).
+  ValidateStructure(structure, data_bytes, DeviceAvailable, what);
+  TensorDict td;
+  try {
+    td = EmptyFromJson(structure);
+  } catch (const c10::Error& e) {  // what TensorDict itself refuses (a key, a batch size)
+    TD_FAIL(ValueError, what, ": the TensorDict structure received from ", sender,
+            " is invalid: ", e.what_without_backtrace());
+  }
+  const PackedLayout layout(td);
+  if (layout.fingerprint() != fingerprint || layout.nbytes() != data_bytes) {
+    TD_FAIL(ValueError, what, ": the structure received does not describe the data received (",
+            layout.nbytes(), " bytes expected, ", data_bytes, " received)");
+  }
+  return td;
+}
+
+std::string EncodeInitMessage(const TensorDict& td) {
+  const PackedLayout layout(td);
+  const std::string desc = StructureToJson(td).dump();
+  Header header;
+  header.kind = kKindInit;
+  header.fingerprint = layout.fingerprint();
+  header.desc_bytes = static_cast<int64_t>(desc.size());
+  header.data_bytes = layout.nbytes();
+  const std::array<int64_t, kHeaderWords> words = HeaderWords(header);
+  const at::Tensor data = layout.Pack().cpu();
+  const int64_t prefix = kHeaderBytes + AlignUp(header.desc_bytes);
+  std::string out(static_cast<size_t>(prefix + header.data_bytes), '\0');
+  std::memcpy(out.data(), words.data(), kHeaderBytes);
+  std::memcpy(out.data() + kHeaderBytes, desc.data(), desc.size());
+  if (header.data_bytes > 0) {
+    std::memcpy(out.data() + prefix, data.data_ptr<uint8_t>(), header.data_bytes);
+  }
+  return out;
+}
+
+TensorDict DecodeInitMessage(const std::string& bytes) {
+  const std::string what = "td::distributed init_remote message (format \"wire\")";
+  const auto size = static_cast<int64_t>(bytes.size());
+  if (size < kHeaderBytes) {
+    TD_FAIL(ValueError, what, ": ", size, " bytes, fewer than the ", kHeaderBytes,
+            " of a message header");
+  }
+  int64_t words[kHeaderWords];
+  std::memcpy(words, bytes.data(), kHeaderBytes);
+  const Header h = ParseHeader(words, what, "the message");
+  if (h.kind != kKindInit) {
+    TD_FAIL(ValueError, what, ": the message is a send(), not an init_remote message");
+  }
+  const int64_t prefix = kHeaderBytes + AlignUp(h.desc_bytes);  // each <= 2^46: no overflow
+  if (size != prefix + h.data_bytes) {
+    TD_FAIL(ValueError, what, ": ", size, " bytes, but its header announces ", prefix,
+            " of header and structure and ", h.data_bytes, " of data");
+  }
+  TensorDict td = InitStructure(bytes.substr(kHeaderBytes, h.desc_bytes), h.data_bytes,
+                                h.fingerprint, what, "the message");
+  if (h.data_bytes > 0) {
+    at::Tensor data = at::empty({h.data_bytes}, at::kByte);
+    std::memcpy(data.data_ptr<uint8_t>(), bytes.data() + prefix, h.data_bytes);
+    PackedLayout(td).Unpack(data, td);
+  }
+  return td;
+}
+
+namespace {
+
+format::Driver WireDriver() {
+  format::Driver d;
+  d.id = "wire";
+  d.summary = "td::distributed's init_remote message: header, structure and packed leaves "
+              "(init_remote / from_remote_init)";
+  d.traits.dtypes = format::EveryDtype();
+  d.encode = EncodeInitMessage;
+  d.decode = DecodeInitMessage;
+  return d;
+}
+
+TD_REGISTER_FORMAT_DRIVER(WireDriver());
+
+}  // namespace
+}  // namespace internal
+}  // namespace distributed
+}  // namespace td
