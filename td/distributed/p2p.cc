@@ -337,9 +337,11 @@ std::shared_ptr<Outgoing> Post(const ProcessGroupPtr& pg, Kind kind, const Packe
   header.per_leaf = per_leaf;
   header.agreed = agreed;
   const std::array<int64_t, internal::kHeaderWords> h = internal::HeaderWords(header);
-  if (agreed && !per_leaf) {  // one message: header, padding, inline data
+  if (agreed && !per_leaf) {  // one message: header, padding (zeros), inline data
     at::Tensor buf = layout.Pack(kInlinePrefix, /*inline_only=*/true);
-    WriteFront(buf, h.data(), kHeaderBytes);
+    std::array<uint8_t, kInlinePrefix> front{};
+    std::memcpy(front.data(), h.data(), kHeaderBytes);
+    WriteFront(buf, front.data(), front.size());
     out->buffers.push_back({buf});
   } else {
     at::Tensor words = at::empty({internal::kHeaderWords}, at::kLong);

@@ -10,6 +10,7 @@
 #include <mutex>
 #include <sstream>
 #include <utility>
+#include <vector>
 
 #include "td/consolidate/internal/layout.h"
 #include "td/core/errors.h"
@@ -243,6 +244,20 @@ at::Tensor PackedLayout::Pack(int64_t prefix, bool inline_only) const {
   at::Tensor data = buffer.narrow(0, prefix, bytes);
   for (const Piece& piece : Pieces()) {
     if (!(inline_only && groups_[piece.group].large)) PackPiece(data, piece);
+  }
+  // The padding behind each group is zeroed: a scratch buffer is reused (NOTE [ Scratch
+  // buffers ]), and no byte of an earlier message may travel in this one.
+  std::vector<std::pair<int64_t, int64_t>> used;  // [start, end) of each group's bytes
+  for (const Group& g : groups_) {
+    const int64_t size = g.numel * static_cast<int64_t>(c10::elementSize(g.dtype));
+    if (g.offset < bytes) used.emplace_back(g.offset, g.offset + size);
+  }
+  std::sort(used.begin(), used.end());
+  int64_t end = 0;
+  for (size_t i = 0; i <= used.size(); ++i) {
+    const int64_t next = i < used.size() ? used[i].first : bytes;
+    if (next > end) data.narrow(0, end, next - end).zero_();
+    if (i < used.size()) end = used[i].second;
   }
   return buffer;
 }

@@ -45,6 +45,23 @@ TEST(PackingTest, ScratchBuffersAreReusedOnlyWhenReleased) {
   EXPECT_LE(ScratchPoolBytes(), kScratchSlots * 8 * mib);
 }
 
+// The padding behind each group travels as zeros whatever the reused scratch buffer held (NOTE
+// [ Scratch buffers ]): no byte of an earlier message goes out with a later one.
+TEST(PackingTest, PaddingIsZerosInAReusedBuffer) {
+  const TensorDict td({{"b", at::ones({3}, at::kInt)}, {"d", at::ones({5}, at::kDouble)}}, {});
+  const PackedLayout layout(td);  // 12 and 40 bytes, each group padded to kAlign
+  ASSERT_EQ(layout.nbytes(), 2 * kAlign);
+  for (int64_t prefix : {int64_t{0}, kAlign}) {
+    ScratchBytes(prefix + layout.nbytes(), at::kCPU).fill_(0xAB);  // back in the pool
+    const at::Tensor data = layout.Pack(prefix).narrow(0, prefix, layout.nbytes());
+    at::Tensor padding = at::ones({layout.nbytes()}, at::kBool);
+    for (const auto& leaf : layout.leaves()) {
+      padding.narrow(0, leaf.offset, static_cast<int64_t>(leaf.tensor.nbytes())).fill_(false);
+    }
+    EXPECT_EQ(data.masked_select(padding).nonzero().numel(), 0) << "prefix " << prefix;
+  }
+}
+
 TEST(PackingTest, GroupsAlignedAndRoundTrip) {
   TensorDict td({{"z", at::arange(5, at::kFloat)},
                  {"b", at::arange(2) > 0},
