@@ -1,8 +1,9 @@
-// Loading memmap directories: every layout Python tensordict 0.4-0.14 writes (NOTE [ Memmap
-// directory format ] in format.h; the table in docs/memmap.md). The tree is read and validated
-// first (meta.json files, directory listings, file names and types, nested tensors' sizes);
-// then every tensor file is mapped (RunParallel, memmap_writer.cc); then the TensorDicts that need their
-// members complete (lazy stacks) are built, children before parents.
+// Loading memmap trees: every layout Python tensordict 0.4-0.14 writes (NOTE [ Memmap directory
+// format ] in format.h; the table in docs/memmap.md), from a directory or an archive (NOTE
+// [ Memmap byte stores ] in store.h). The tree is read and validated first (meta.json files,
+// listings, file names and types, nested tensors' sizes); then every tensor file is mapped
+// (RunParallel, memmap_writer.cc); then the TensorDicts that need their members complete (lazy
+// stacks) are built, children before parents.
 #include <ATen/ATen.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -23,6 +24,7 @@
 #include "td/backends/memmap/fs.h"
 #include "td/backends/memmap/memmap_internal.h"
 #include "td/backends/memmap/memmap_storage.h"
+#include "td/backends/memmap/store.h"
 #include "td/core/dtype.h"
 #include "td/structure/structure.h"
 #include "td/core/internal/non_tensor_stack.h"
@@ -42,6 +44,13 @@ using internal::memmap::EntryMeta;
 constexpr int kMaxLevels = kMaxNestingDepth;  // what the writer accepts (empty levels' depth)
 const std::string kMeta(internal::memmap::kMetaFile);
 
+// JoinPath, and after the "<archive>::" that names an archive's top (NOTE [ Memmap byte stores ]
+// in store.h) no slash: "run.tdz::meta.json".
+std::string Join(const std::string& dir, const std::string& name) {
+  if (dir.size() >= 2 && dir.compare(dir.size() - 2, 2, "::") == 0) return dir + name;
+  return JoinPath(dir, name);
+}
+
 const char* TypeText(EntryType t) {
   return t == EntryType::kSymlink     ? "a symlink (refused)"
          : t == EntryType::kDirectory ? "a directory"
@@ -51,7 +60,7 @@ const char* TypeText(EntryType t) {
 
 absl::Status Unexpected(const std::string& dir, const DirEntry& e) {
   return absl::DataLossError(absl::StrCat(
-      JoinPath(dir, e.name), " is ", TypeText(e.type), " that ", JoinPath(dir, kMeta),
+      Join(dir, e.name), " is ", TypeText(e.type), " that ", Join(dir, kMeta),
       " does not describe (remove it, or restore the meta.json that lists it)"));
 }
 
@@ -78,9 +87,11 @@ struct NestedOffsets {
 
 // What a mapped leaf still needs once the whole tree is validated.
 struct MapJob {
-  std::shared_ptr<UniqueFd> dir;
+  Store::Dir dir;
   std::string name;
   std::string path;
+  std::string key;  // its repr, for errors
+  int64_t nbytes;
   c10::ScalarType dtype;
   std::vector<int64_t> shape;  // dense: the shape; nested: {elements}
   at::Tensor nested_sizes;     // nested: [components, dims] int64
@@ -106,7 +117,7 @@ class Loader {
  public:
   // `lock`: every level is locked as it is loaded (before the lazy stacks over them are built,
   // which are then locked too), so nothing needs to walk the finished tree.
-  Loader(MemmapMode mode, bool lock) : mode_(mode), lock_(lock) {}
+  Loader(const Store& store, MemmapMode mode, bool lock) : store_(store), mode_(mode), lock_(lock) {}
 
   // Where the directory loaded first goes: the root of the structure (NOTE [ Structure codec ]
   // in td/structure/structure.h), or, with `parent_batch`, the sub-level of a stand-in parent.
@@ -120,11 +131,11 @@ class Loader {
 
   // The directory `dir` at `path`, as `place` in the structure (depth: of the directories,
   // for the empty levels older writers left under non-tensor data).
-  absl::StatusOr<Planned> Dir(const std::shared_ptr<UniqueFd>& dir, const std::string& path,
-                              bool root, int depth, const DirPlace& place) {
-    const std::string meta_path = JoinPath(path, kMeta);
+  absl::StatusOr<Planned> Dir(const Store::Dir& dir, const std::string& path, bool root,
+                              int depth, const DirPlace& place) {
+    const std::string meta_path = Join(path, kMeta);
     absl::StatusOr<std::string> text =
-        ReadFileAt(dir->get(), kMeta, internal::memmap::kMaxMetaBytes, meta_path);
+        store_.Read(dir, kMeta, internal::memmap::kMaxMetaBytes, meta_path);
     if (!text.ok()) {
       if (absl::IsNotFound(text.status())) {
         return absl::DataLossError(absl::StrCat(path, " is not a memmap directory: it has no ",
@@ -134,7 +145,7 @@ class Loader {
     }
     absl::StatusOr<DirMeta> meta = internal::memmap::ParseDirMeta(*text, meta_path, place);
     if (!meta.ok()) return meta.status();
-    absl::StatusOr<std::vector<DirEntry>> listing = ListDir(dir->get(), path);
+    absl::StatusOr<std::vector<DirEntry>> listing = store_.List(dir, path);
     if (!listing.ok()) return listing.status();
     switch (meta->type) {
       case DirType::kTensorDict:
@@ -145,7 +156,7 @@ class Loader {
         return TensorClass(dir, path, *meta, *listing, depth);
       case DirType::kNonTensorData:
       case DirType::kNonTensorStack: {
-        absl::Status s = CheckNonTensorListing(dir->get(), path, meta->type, *listing, depth);
+        absl::Status s = CheckNonTensorListing(dir, path, meta->type, *listing, depth);
         if (!s.ok()) return s;
         Planned out;
         out.tensordict = false;
@@ -183,20 +194,20 @@ class Loader {
  private:
   // The sub-directory `name` (at `path`) of the level `parent`: its entry `key`, or (`fill`) the
   // tensors of the tensorclass `parent`.
-  absl::StatusOr<Planned> Child(int parent_fd, const std::string& name, const std::string& path,
-                                int depth, structure::Level& parent, const std::string& key,
-                                bool fill = false) {
-    absl::StatusOr<UniqueFd> sub = OpenDirShared(parent_fd, name, path);
+  absl::StatusOr<Planned> Child(const Store::Dir& parent_dir, const std::string& name,
+                                const std::string& path, int depth, structure::Level& parent,
+                                const std::string& key, bool fill = false) {
+    absl::StatusOr<Store::Dir> sub = store_.Open(parent_dir, name, path);
     if (!sub.ok()) return sub.status();
     const DirPlace place{&builder_, fill ? nullptr : &parent, key, fill ? &parent : nullptr};
-    return Dir(std::make_shared<UniqueFd>(*std::move(sub)), path, false, depth + 1, place);
+    return Dir(*sub, path, false, depth + 1, place);
   }
 
-  absl::StatusOr<Planned> Level(const std::shared_ptr<UniqueFd>& dir, const std::string& path,
+  absl::StatusOr<Planned> Level(const Store::Dir& dir, const std::string& path,
                                 internal::memmap::LevelMeta meta,
                                 const std::vector<DirEntry>& listing, bool root, int depth,
                                 structure::Level& node) {
-    const std::string meta_path = JoinPath(path, kMeta);
+    const std::string meta_path = Join(path, kMeta);
     absl::flat_hash_map<std::string, EntryType> present;
     for (const DirEntry& e : listing) present.emplace(e.name, e.type);
     absl::Status resolved = internal::memmap::ResolveEntryFiles(
@@ -212,13 +223,13 @@ class Loader {
       }
       auto it = present.find(name);
       if (it == present.end()) {
-        return absl::DataLossError(absl::StrCat(JoinPath(path, name), " is missing: ", meta_path,
+        return absl::DataLossError(absl::StrCat(Join(path, name), " is missing: ", meta_path,
                                                 " describes key ", NestedKey(e.key).repr(),
                                                 " as a nested tensor, whose sizes it holds"));
       }
       if (it->second != want) {
         return absl::DataLossError(absl::StrCat(
-            JoinPath(path, name), " is ", TypeText(it->second), ", but ", meta_path,
+            Join(path, name), " is ", TypeText(it->second), ", but ", meta_path,
             " describes key ", NestedKey(e.key).repr(), " as a ",
             want == EntryType::kFile ? "tensor file" : "directory"));
       }
@@ -243,7 +254,7 @@ class Loader {
     MemmapStorage* level = out.storage.get();
     levels_.push_back(level);
     for (EntryMeta& e : meta.entries) {
-      const std::string entry_path = JoinPath(path, e.file_name);
+      const std::string entry_path = Join(path, e.file_name);
       if (e.file_name != internal::memmap::EntryFileName(e.key, e.kind)) {
         level->SetFileName(e.key, e.file_name);  // a raw pre-0.13 name, or no file
       }
@@ -253,18 +264,18 @@ class Loader {
           continue;
         }
         const size_t index = level->AddLoaded(e.key, Value(at::Tensor()));
-        MapJob job{dir, e.file_name, entry_path, e.dtype, e.shape, at::Tensor(),
-                   level, index, at::Tensor()};
+        MapJob job{dir,     e.file_name, entry_path,   NestedKey(e.key).repr(), e.nbytes,
+                   e.dtype, e.shape,     at::Tensor(), level,                   index,
+                   at::Tensor()};
         if (e.is_nested) {
-          absl::Status s = ReadNestedSizes(dir->get(), path, e, meta.batch_size, &job);
+          absl::Status s = ReadNestedSizes(dir, path, e, meta.batch_size, &job);
           if (!s.ok()) return s;
         }
         jobs_.push_back(std::move(job));
         continue;
       }
       // Its batch size starts with this level's (structure::Builder::SetBatchSize).
-      absl::StatusOr<Planned> child =
-          Child(dir->get(), e.file_name, entry_path, depth, node, e.key);
+      absl::StatusOr<Planned> child = Child(dir, e.file_name, entry_path, depth, node, e.key);
       if (!child.ok()) return child.status();
       if (child->value->has_value() && (*child->value)->is_non_tensor() &&
           (*child->value)->non_tensor_data().is_stack()) {
@@ -272,7 +283,7 @@ class Loader {
             (*child->value)->non_tensor_data().data, meta.batch_size);
         if (!stack.ok()) {
           return absl::DataLossError(
-              absl::StrCat(JoinPath(entry_path, kMeta), ": ", stack.status().message()));
+              absl::StrCat(Join(entry_path, kMeta), ": ", stack.status().message()));
         }
         **child->value = Value(*std::move(stack));
       }
@@ -292,13 +303,13 @@ class Loader {
   }
 
   // Reads a nested tensor's sizes file and checks them against the batch size.
-  absl::Status ReadNestedSizes(int dirfd, const std::string& path, const EntryMeta& e,
+  absl::Status ReadNestedSizes(const Store::Dir& dir, const std::string& path, const EntryMeta& e,
                                const std::vector<int64_t>& batch, MapJob* job) {
     const std::string name = internal::memmap::NestedShapeFileName(e.file_name);
-    const std::string shape_path = JoinPath(path, name);
+    const std::string shape_path = Join(path, name);
     const std::string what = absl::StrCat("the nested tensor ", NestedKey(e.key).repr());
     absl::StatusOr<std::string> bytes =
-        ReadFileAt(dirfd, name, static_cast<size_t>(e.nbytes), shape_path);
+        store_.Read(dir, name, static_cast<size_t>(e.nbytes), shape_path);
     if (!bytes.ok()) return bytes.status();
     if (static_cast<int64_t>(bytes->size()) != e.nbytes) {
       return absl::DataLossError(absl::StrCat(shape_path, " has ", bytes->size(), " bytes; ",
@@ -338,19 +349,28 @@ class Loader {
     absl::StatusOr<int64_t> data_bytes = internal::memmap::TensorBytes({total}, e.dtype, what);
     if (!data_bytes.ok()) return absl::DataLossError(data_bytes.status().message());
     job->shape = {total};
+    job->nbytes = *data_bytes;
     job->nested_sizes = std::move(sizes);
     return absl::OkStatus();
   }
 
   absl::Status Map(MapJob& job) {
-    absl::StatusOr<UniqueFd> fd =
-        OpenFileAt(job.dir->get(), job.name, mode_ == MemmapMode::kReadWrite, job.path);
-    if (!fd.ok()) return fd.status();
-    absl::StatusOr<at::Tensor> t = MapFile(fd->get(), job.path, job.dtype, job.shape, mode_);
+    absl::StatusOr<at::Tensor> t = store_.Map(job.dir, job.name, job.path, job.key, job.dtype,
+                                              job.shape, job.nbytes, mode_);
     if (!t.ok()) return t.status();
     if (!job.nested_sizes.defined()) {
       job.result = *std::move(t);
       return absl::OkStatus();
+    }
+    if (t->storage().nbytes() != t->nbytes()) {
+      // A nested tensor's buffer must be its whole storage: one in an archive, a view into the
+      // archive's mapping, is copied, and writes to the copy could not reach the file.
+      if (mode_ == MemmapMode::kReadWrite) {
+        return absl::DataLossError(absl::StrCat(
+            job.path, ": the nested tensor ", job.key, " is copied out of the archive's "
+            "mapping, so writes could not reach the file: load it read-only"));
+      }
+      *t = t->clone();
     }
     // The components' elements lie one after the other, each in C order.
     const int64_t n = job.nested_sizes.size(0), dims = job.nested_sizes.size(1);
@@ -377,7 +397,7 @@ class Loader {
     return absl::OkStatus();
   }
 
-  absl::StatusOr<Planned> LazyStack(const std::shared_ptr<UniqueFd>& dir, const std::string& path,
+  absl::StatusOr<Planned> LazyStack(const Store::Dir& dir, const std::string& path,
                                     int64_t stack_dim, const std::vector<DirEntry>& listing,
                                     int depth, structure::Level& node) {
     int64_t members = 0;
@@ -396,32 +416,31 @@ class Loader {
     for (int64_t i = 0; i < members; ++i) {
       if (!seen.contains(i)) {
         return absl::DataLossError(absl::StrCat(path, ": lazy stack member ", i, " is missing (",
-                                                JoinPath(path, std::to_string(i)),
+                                                Join(path, std::to_string(i)),
                                                 ") but member ", members - 1, " exists"));
       }
     }
     std::vector<Planned> parts;
     for (int64_t i = 0; i < members; ++i) {
       const std::string name = std::to_string(i);
-      absl::StatusOr<Planned> part =
-          Child(dir->get(), name, JoinPath(path, name), depth, node, name);
+      absl::StatusOr<Planned> part = Child(dir, name, Join(path, name), depth, node, name);
       if (!part.ok()) return part.status();
       if (!part->tensordict) {
-        return absl::DataLossError(absl::StrCat(JoinPath(path, name),
+        return absl::DataLossError(absl::StrCat(Join(path, name),
                                                 " holds non-tensor data; a lazy stack's members "
                                                 "must be TensorDicts"));
       }
       if (!parts.empty() && part->batch != parts.front().batch) {
         return absl::DataLossError(absl::StrCat(
             path, ": lazy stack members have different batch sizes: ", SizeRepr(part->batch),
-            " in ", JoinPath(path, name), " and ", SizeRepr(parts.front().batch), " in ",
-            JoinPath(path, "0")));
+            " in ", Join(path, name), " and ", SizeRepr(parts.front().batch), " in ",
+            Join(path, "0")));
       }
       parts.push_back(*std::move(part));
     }
     if (stack_dim > static_cast<int64_t>(parts.front().batch.size())) {
       return absl::DataLossError(absl::StrCat(
-          JoinPath(path, kMeta), ": stack_dim ", stack_dim, " is out of range for members of ",
+          Join(path, kMeta), ": stack_dim ", stack_dim, " is out of range for members of ",
           "batch size ", SizeRepr(parts.front().batch)));
     }
     Planned out;
@@ -429,10 +448,10 @@ class Loader {
     out.batch.insert(out.batch.begin() + stack_dim, members);
     if (absl::Status ok = builder_.SetBatchSize(node, out.batch); !ok.ok()) {
       if (structure::RuleOf(ok) == structure::Rule::kSubBatch) {
-        return internal::memmap::SubBatchError(JoinPath(path, kMeta), out.batch,
+        return internal::memmap::SubBatchError(Join(path, kMeta), out.batch,
                                                node.parent()->batch_size());
       }
-      return absl::DataLossError(absl::StrCat(JoinPath(path, kMeta), ": ", ok.message()));
+      return absl::DataLossError(absl::StrCat(Join(path, kMeta), ": ", ok.message()));
     }
     std::shared_ptr<std::optional<Value>> slot = out.value;
     finishers_.push_back([parts = std::move(parts), slot, stack_dim, path]() -> absl::Status {
@@ -449,8 +468,8 @@ class Loader {
     return out;
   }
 
-  absl::StatusOr<Planned> TensorClass(const std::shared_ptr<UniqueFd>& dir,
-                                      const std::string& path, const DirMeta& meta,
+  absl::StatusOr<Planned> TensorClass(const Store::Dir& dir, const std::string& path,
+                                      const DirMeta& meta,
                                       const std::vector<DirEntry>& listing, int depth) {
     const std::string inner(internal::memmap::kNonTensorInner);
     bool has_inner = false;
@@ -462,7 +481,7 @@ class Loader {
       }
       if (e.name == "other.pickle") {
         return absl::DataLossError(absl::StrCat(
-            JoinPath(path, e.name), ": fields of the tensorclass ", meta.type_name,
+            Join(path, e.name), ": fields of the tensorclass ", meta.type_name,
             " were pickled, and pickled data is never loaded (loading does not execute code)"));
       }
       return Unexpected(path, e);
@@ -473,26 +492,26 @@ class Loader {
                                               "tensors"));
     }
     absl::StatusOr<Planned> tensors =
-        Child(dir->get(), inner, JoinPath(path, inner), depth, *meta.node, inner, /*fill=*/true);
+        Child(dir, inner, Join(path, inner), depth, *meta.node, inner, /*fill=*/true);
     if (!tensors.ok()) return tensors.status();
     if (!tensors->storage) {
-      return absl::DataLossError(absl::StrCat(JoinPath(path, inner),
+      return absl::DataLossError(absl::StrCat(Join(path, inner),
                                               " must hold a TensorDict level (the tensorclass's "
                                               "tensors)"));
     }
     for (const auto& [key, value] : meta.fields) {
       if (tensors->storage->contains(key)) {
         return absl::DataLossError(absl::StrCat(
-            JoinPath(path, kMeta), ": field ", NestedKey(key).repr(), " is also a key of ",
-            JoinPath(path, inner), " (the tensorclass is stored twice)"));
+            Join(path, kMeta), ": field ", NestedKey(key).repr(), " is also a key of ",
+            Join(path, inner), " (the tensorclass is stored twice)"));
       }
-      tensors->storage->AddField(key, Value(NonTensorData(value)), JoinPath(path, kMeta));
+      tensors->storage->AddField(key, Value(NonTensorData(value)), Join(path, kMeta));
     }
     return tensors;
   }
 
   // Non-tensor directories: meta.json, and what older writers left beside it.
-  absl::Status CheckNonTensorListing(int dirfd, const std::string& path, DirType type,
+  absl::Status CheckNonTensorListing(const Store::Dir& dir, const std::string& path, DirType type,
                                      const std::vector<DirEntry>& listing, int depth) {
     for (const DirEntry& e : listing) {
       if (e.name == kMeta || IsTempName(e.name)) continue;
@@ -506,7 +525,7 @@ class Loader {
       const bool inner = type == DirType::kNonTensorData ? e.name == internal::memmap::kNonTensorInner
                                                          : MemberIndex(e.name).has_value();
       if (inner && e.type == EntryType::kDirectory) {
-        absl::Status s = CheckEmptyLevels(dirfd, e.name, JoinPath(path, e.name), depth + 1);
+        absl::Status s = CheckEmptyLevels(dir, e.name, Join(path, e.name), depth + 1);
         if (!s.ok()) return s;
         continue;
       }
@@ -517,22 +536,22 @@ class Loader {
 
   // A directory holding only meta.json files of levels without entries, and sub-directories
   // "0", "1", ... of the same (what writers before 0.5 left under non-tensor data).
-  absl::Status CheckEmptyLevels(int parent_fd, const std::string& name, const std::string& path,
-                                int depth) {
+  absl::Status CheckEmptyLevels(const Store::Dir& parent, const std::string& name,
+                                const std::string& path, int depth) {
     if (depth > kMaxLevels) {
       return absl::DataLossError(absl::StrCat(path, ": directories nested more than ",
                                               kMaxLevels, " levels deep"));
     }
-    absl::StatusOr<UniqueFd> dir = OpenDirShared(parent_fd, name, path);
+    absl::StatusOr<Store::Dir> dir = store_.Open(parent, name, path);
     if (!dir.ok()) return dir.status();
-    absl::StatusOr<std::vector<DirEntry>> listing = ListDir(dir->get(), path);
+    absl::StatusOr<std::vector<DirEntry>> listing = store_.List(*dir, path);
     if (!listing.ok()) return listing.status();
     for (const DirEntry& e : *listing) {
       if (IsTempName(e.name)) continue;
       if (e.name == kMeta && e.type == EntryType::kFile) {
-        const std::string meta_path = JoinPath(path, kMeta);
+        const std::string meta_path = Join(path, kMeta);
         absl::StatusOr<std::string> text =
-            ReadFileAt(dir->get(), kMeta, internal::memmap::kMaxMetaBytes, meta_path);
+            store_.Read(*dir, kMeta, internal::memmap::kMaxMetaBytes, meta_path);
         if (!text.ok()) return text.status();
         absl::StatusOr<internal::memmap::LevelMeta> meta =
             internal::memmap::ParseLevelMeta(*text, meta_path);
@@ -545,7 +564,7 @@ class Loader {
         continue;
       }
       if (MemberIndex(e.name) && e.type == EntryType::kDirectory) {
-        absl::Status s = CheckEmptyLevels(dir->get(), e.name, JoinPath(path, e.name), depth + 1);
+        absl::Status s = CheckEmptyLevels(*dir, e.name, Join(path, e.name), depth + 1);
         if (!s.ok()) return s;
         continue;
       }
@@ -554,6 +573,7 @@ class Loader {
     return absl::OkStatus();
   }
 
+  const Store& store_;
   MemmapMode mode_;
   bool lock_;
   structure::Builder builder_;
@@ -562,17 +582,69 @@ class Loader {
   std::vector<std::function<absl::Status()>> finishers_;
 };
 
-}  // namespace
+// A directory on disk (NOTE [ Memmap byte stores ] in store.h).
+class DiskStore final : public Store {
+ public:
+  absl::StatusOr<std::vector<DirEntry>> List(const Dir& dir,
+                                             const std::string& path) const override {
+    return ListDir(dir.fd->get(), path);
+  }
+  absl::StatusOr<Dir> Open(const Dir& dir, const std::string& name,
+                           const std::string& path) const override {
+    absl::StatusOr<UniqueFd> sub = OpenDirShared(dir.fd->get(), name, path);
+    if (!sub.ok()) return sub.status();
+    return Dir{std::make_shared<UniqueFd>(*std::move(sub)), ""};
+  }
+  absl::StatusOr<std::string> Read(const Dir& dir, const std::string& name, size_t max_bytes,
+                                   const std::string& path) const override {
+    return ReadFileAt(dir.fd->get(), name, max_bytes, path);
+  }
+  absl::StatusOr<at::Tensor> Map(const Dir& dir, const std::string& name, const std::string& path,
+                                 const std::string& /*key*/, c10::ScalarType dtype,
+                                 const std::vector<int64_t>& shape, int64_t /*nbytes*/,
+                                 MemmapMode mode) const override {
+    absl::StatusOr<UniqueFd> fd =
+        OpenFileAt(dir.fd->get(), name, mode == MemmapMode::kReadWrite, path);
+    if (!fd.ok()) return fd.status();
+    return MapFile(fd->get(), path, dtype, shape, mode);
+  }
+  bool memmap_levels() const override { return true; }
+};
 
-absl::StatusOr<TensorDict> LoadDir(int dirfd, const std::string& path, MemmapMode mode,
-                                   const parallel::ParallelOptions& threads) {
+// A new Store::Dir of the open directory `dirfd`.
+absl::StatusOr<Store::Dir> DupDir(int dirfd, const std::string& path) {
   int own = ::fcntl(dirfd, F_DUPFD_CLOEXEC, 0);
   if (own < 0) return ErrnoError(errno, "cannot duplicate the descriptor of", path);
-  Loader loader(mode, /*lock=*/true);
-  absl::StatusOr<DirPlace> place = loader.Top(nullptr);
+  return Store::Dir{std::make_shared<UniqueFd>(own), ""};
+}
+
+// `t` with each memmap level made a dense level of the same values (a store whose levels are
+// not memmap levels: Store::memmap_levels()).
+TensorDict Dense(const TensorDict& t) {
+  if (std::optional<LazyStackedTensorDict> stack = LazyStackedTensorDict::from(t)) {
+    std::vector<TensorDict> members;
+    for (const TensorDict& m : stack->tensordicts()) members.push_back(Dense(m));
+    return TensorDict(lazy_stack(members, stack->stack_dim()));
+  }
+  std::vector<TensorDict::Item> items;
+  for (const auto& [key, value] : t.items()) {
+    items.emplace_back(key, value.is_tensordict() ? Value(Dense(value.tensordict())) : value);
+  }
+  return TensorDict(items, t.batch_size());
+}
+
+}  // namespace
+
+namespace {
+
+// What `loader` loads from `dir` (at `path`) with every file mapped: a TensorDict, never
+// non-tensor data. `parent_batch` and `root`: as LoadLevel's.
+absl::StatusOr<Planned> LoadPlanned(Loader& loader, const Store::Dir& dir, const std::string& path,
+                                    bool root, const std::vector<int64_t>* parent_batch,
+                                    const parallel::ParallelOptions& threads) {
+  absl::StatusOr<DirPlace> place = loader.Top(parent_batch);
   if (!place.ok()) return place.status();
-  absl::StatusOr<Planned> top =
-      loader.Dir(std::make_shared<UniqueFd>(own), path, true, 0, *place);
+  absl::StatusOr<Planned> top = loader.Dir(dir, path, root, 0, *place);
   if (!top.ok()) return top.status();
   if (!top->tensordict) {
     return absl::DataLossError(absl::StrCat(
@@ -581,26 +653,46 @@ absl::StatusOr<TensorDict> LoadDir(int dirfd, const std::string& path, MemmapMod
   }
   absl::Status s = loader.Finish(threads);
   if (!s.ok()) return s;
-  return (*top->value)->tensordict();
+  return top;
+}
+
+}  // namespace
+
+absl::StatusOr<TensorDict> LoadTree(const Store& store, Store::Dir top, const std::string& path,
+                                    MemmapMode mode, const parallel::ParallelOptions& threads) {
+  Loader loader(store, mode, /*lock=*/store.memmap_levels());
+  absl::StatusOr<Planned> planned = LoadPlanned(loader, top, path, true, nullptr, threads);
+  if (!planned.ok()) return planned.status();
+  if (store.memmap_levels()) return (*planned->value)->tensordict();
+  try {
+    TensorDict out = Dense((*planned->value)->tensordict());
+    out.lock_();
+    return out;
+  } catch (const c10::Error& e) {
+    return FromTorch(path, e);
+  }
+}
+
+absl::StatusOr<TensorDict> LoadDir(int dirfd, const std::string& path, MemmapMode mode,
+                                   const parallel::ParallelOptions& threads) {
+  absl::StatusOr<Store::Dir> top = DupDir(dirfd, path);
+  if (!top.ok()) return top.status();
+  return LoadTree(DiskStore(), *std::move(top), path, mode, threads);
 }
 
 absl::StatusOr<std::shared_ptr<MemmapStorage>> LoadLevel(int dirfd, const std::string& path,
                                                          MemmapMode mode, bool root,
                                                          const std::vector<int64_t>* parent_batch,
                                                          const parallel::ParallelOptions& threads) {
-  int own = ::fcntl(dirfd, F_DUPFD_CLOEXEC, 0);
-  if (own < 0) return ErrnoError(errno, "cannot duplicate the descriptor of", path);
-  Loader loader(mode, /*lock=*/false);
-  absl::StatusOr<DirPlace> place = loader.Top(parent_batch);  // its batch starts with the parent's
-  if (!place.ok()) return place.status();
-  absl::StatusOr<Planned> top =
-      loader.Dir(std::make_shared<UniqueFd>(own), path, root, 0, *place);
+  absl::StatusOr<Store::Dir> dir = DupDir(dirfd, path);
+  if (!dir.ok()) return dir.status();
+  const DiskStore store;
+  Loader loader(store, mode, /*lock=*/false);
+  absl::StatusOr<Planned> top = LoadPlanned(loader, *dir, path, root, parent_batch, threads);
   if (!top.ok()) return top.status();
-  if (!top->storage || !top->tensordict) {
+  if (!top->storage) {
     return absl::DataLossError(absl::StrCat(path, " does not hold a TensorDict level"));
   }
-  absl::Status s = loader.Finish(threads);
-  if (!s.ok()) return s;
   return top->storage;
 }
 

@@ -12,21 +12,20 @@
 #include <filesystem>
 #include <map>
 #include <set>
+#include <string>
 #include <utility>
 #include <vector>
 
-#include "td/backends/lazy_stack/lazy_stack.h"
 #include "td/backends/memmap/archive_hook.h"
 #include "td/backends/memmap/format.h"
 #include "td/backends/memmap/memmap_storage.h"
 #include "td/backends/memmap/memory_mapped_tensor.h"
+#include "td/backends/memmap/store.h"
 #include "td/bytes/codec.h"
 #include "td/bytes/zip.h"
 #include "td/core/errors.h"
-#include "td/core/internal/non_tensor_stack.h"
 #include "td/format/format.h"
 #include "td/os/files.h"
-#include "td/structure/structure.h"
 
 namespace td {
 namespace {
@@ -193,65 +192,114 @@ void PackDir(zip::ZipWriter* w, const fs::path& dir, const std::string& rel, int
   for (const std::string& d : subdirs) PackDir(w, dir / d, JoinPath(rel, d), depth + 1);
 }
 
-// Builds TensorDicts from the levels of an archive (the directory loader's rules: NOTE [ Memmap
-// directory format ] in td/backends/memmap/format.h), leaves viewing `base`.
-class ArchiveLoader {
+// The archive's entries as a memmap tree (NOTE [ Memmap byte stores ] in
+// td/backends/memmap/store.h): the file mapped once, copy-on-write unless `mode` is kReadWrite;
+// stored leaves are views into the mapping, deflated ones inflated, unaligned ones copied.
+class ZipStore final : public mm::Store {
  public:
-  ArchiveLoader(const Tree& tree, MemmapMode mode) : tree_(tree), mode_(mode) {
+  ZipStore(const Tree& tree, MemmapMode mode) : tree_(tree) {
     struct stat st {};
     if (::stat(tree.path.c_str(), &st) != 0) {
       ThrowIfError<MemmapError>(os::ErrnoError(errno, "cannot stat", tree.path));
     }
-    base_ = MemoryMappedTensor::from_filename(tree.path, at::kByte, {static_cast<int64_t>(st.st_size)},
-                                              mode);
+    base_ = MemoryMappedTensor::from_filename(tree.path, at::kByte,
+                                              {static_cast<int64_t>(st.st_size)}, mode);
   }
 
-  // The directory `dir` as a value (a TensorDict, or non-tensor data), the root of the structure
-  // read (NOTE [ Structure codec ] in td/structure/structure.h) or `place` in it.
-  Value Dir(const std::string& dir, const mm::DirPlace* place = nullptr) {
-    const mm::DirPlace top{&builder_, nullptr, "", nullptr};
-    if (place == nullptr) place = &top;
-    const std::string meta_name = JoinPath(dir, kMeta);
-    if (!tree_.entries.count(meta_name)) {
-      TD_FAIL(MemmapError, tree_.Display(dir), " is not a memmap level: it has no meta.json");
+  absl::StatusOr<std::vector<os::DirEntry>> List(const Dir& dir,
+                                                const std::string& /*path*/) const override {
+    std::vector<os::DirEntry> out;
+    auto it = tree_.children.find(dir.prefix);
+    if (it == tree_.children.end()) return out;
+    for (const std::string& name : it->second) {
+      out.push_back({name, tree_.dirs.count(JoinPath(dir.prefix, name))
+                               ? os::EntryType::kDirectory
+                               : os::EntryType::kFile});
     }
-    const ZipEntry& e = tree_.Readable(meta_name);
-    if (e.size > mm::kMaxMetaBytes) {
-      TD_FAIL(MemmapError, tree_.Display(meta_name), " is larger than ", mm::kMaxMetaBytes, " bytes");
-    }
-    CheckMapped(meta_name, e);
-    std::string text;
-    if (e.method == 0) {
-      text.assign(static_cast<const char*>(base_.data_ptr()) + e.payload_offset, e.size);
-    } else {
-      text.resize(e.size);
-      InflateEntry(e, Payload(e), reinterpret_cast<uint8_t*>(text.data()),
-                   tree_.Display(meta_name));
-    }
-    mm::DirMeta meta =
-        ValueOrThrow<MemmapError>(mm::ParseDirMeta(text, tree_.Display(meta_name), *place));
-    switch (meta.type) {
-      case mm::DirType::kTensorDict:
-        return Level(dir, meta.level, *meta.node);
-      case mm::DirType::kLazyStack:
-        return LazyStack(dir, meta.stack_dim, *meta.node);
-      case mm::DirType::kTensorClass:
-        return TensorClassDir(dir, meta);
-      case mm::DirType::kNonTensorData:
-        return Value(NonTensorData(std::move(meta.data), mm::IsMetaDataType(meta.type_name)
-                                                             ? NonTensorData::Kind::kMetaData
-                                                             : NonTensorData::Kind::kData));
-      case mm::DirType::kNonTensorStack:  // checked against its level's batch size in Level
-        return Value(NonTensorData::stack(std::move(meta.data)));
-    }
-    TD_FAIL(MemmapError, tree_.Display(meta_name), ": unknown directory type");
+    return out;
   }
+
+  absl::StatusOr<Dir> Open(const Dir& dir, const std::string& name,
+                           const std::string& /*path*/) const override {
+    const std::string full = JoinPath(dir.prefix, name);
+    if (!tree_.dirs.count(full)) {
+      return absl::NotFoundError(absl::StrCat(tree_.Display(full), " is not a directory"));
+    }
+    return Dir{nullptr, full};
+  }
+
+  absl::StatusOr<std::string> Read(const Dir& dir, const std::string& name, size_t max_bytes,
+                                   const std::string& /*path*/) const override {
+    const std::string full = JoinPath(dir.prefix, name);
+    if (!tree_.entries.count(full)) {
+      return absl::NotFoundError(absl::StrCat(tree_.Display(full), ": no such entry"));
+    }
+    return Guarded([&] {
+      const ZipEntry& e = tree_.Readable(full);
+      if (e.size > max_bytes) {
+        TD_FAIL(MemmapError, tree_.Display(full), " is larger than ", max_bytes, " bytes");
+      }
+      CheckMapped(full, e);
+      std::string text(static_cast<size_t>(e.size), '\0');
+      if (e.method == 0) {
+        std::memcpy(text.data(), Payload(e), text.size());
+      } else {
+        InflateEntry(e, Payload(e), reinterpret_cast<uint8_t*>(text.data()), tree_.Display(full));
+      }
+      return text;
+    });
+  }
+
+  absl::StatusOr<at::Tensor> Map(const Dir& dir, const std::string& name,
+                                 const std::string& /*path*/, const std::string& key,
+                                 c10::ScalarType dtype, const std::vector<int64_t>& shape,
+                                 int64_t nbytes, MemmapMode mode) const override {
+    const std::string full = JoinPath(dir.prefix, name);
+    return Guarded([&] {
+      const ZipEntry& e = tree_.Readable(full);
+      CheckMapped(full, e);
+      if (static_cast<int64_t>(e.size) != nbytes) {
+        TD_FAIL(MemmapError, tree_.Display(full), ": key ", key, " of shape ",
+                c10::IntArrayRef(shape), " and dtype ", dtype, " needs ", nbytes,
+                " bytes, the entry holds ", e.size);
+      }
+      if (e.method != 0) {
+        // Deflated (NOTE [ Memmap archive format ] in archive.h): inflated into memory of its
+        // own, which no write can carry back to the file.
+        if (mode == MemmapMode::kReadWrite) {
+          TD_FAIL(MemmapError, tree_.Display(full), ": the data of key ", key,
+                  " is compressed (deflate), so it is inflated into memory and writes could not "
+                  "reach the file: load it read-only, or save the archive without compression");
+        }
+        at::Tensor owned = at::empty({nbytes}, at::kByte);
+        InflateEntry(e, Payload(e), owned.data_ptr<uint8_t>(), tree_.Display(full));
+        return owned.view(dtype).view(shape);
+      }
+      at::Tensor flat = base_.narrow(0, static_cast<int64_t>(e.payload_offset), nbytes);
+      if (e.payload_offset % c10::elementSize(dtype) != 0) {
+        if (mode == MemmapMode::kReadWrite) {
+          TD_FAIL(MemmapError, tree_.Display(full), ": the data of key ", key,
+                  " is not aligned for ", dtype, " (the archive was written by another zip "
+                  "tool), so it is copied and writes could not reach the file: load it "
+                  "read-only");
+        }
+        flat = flat.clone();
+      }
+      return flat.view(dtype).view(shape);
+    });
+  }
+
+  bool memmap_levels() const override { return false; }
 
  private:
-  const std::set<std::string>& Children(const std::string& dir) const {
-    static const std::set<std::string> none;
-    auto it = tree_.children.find(dir);
-    return it == tree_.children.end() ? none : it->second;
+  // fn()'s value, or its MemmapError as a status (the loader's errors are statuses).
+  template <class F>
+  static auto Guarded(F&& fn) -> absl::StatusOr<decltype(fn())> {
+    try {
+      return fn();
+    } catch (const MemmapError& err) {
+      return absl::DataLossError(err.what_without_backtrace());
+    }
   }
 
   // MemmapError naming the entry unless its `size` bytes lie inside the mapping (ReadZipDirectory
@@ -271,144 +319,8 @@ class ArchiveLoader {
     return static_cast<const uint8_t*>(base_.data_ptr()) + e.payload_offset;
   }
 
-  // The sub-directory `dir` of the level `parent`: its entry `key`, or (`fill`) the tensors of
-  // the tensorclass `parent`.
-  Value Child(const std::string& dir, structure::Level& parent, const std::string& key,
-              bool fill = false) {
-    const mm::DirPlace place{&builder_, fill ? nullptr : &parent, key, fill ? &parent : nullptr};
-    return Dir(dir, &place);
-  }
-
-  TensorDict Level(const std::string& dir, mm::LevelMeta level, structure::Level& node) {
-    const std::set<std::string>& names = Children(dir);
-    ThrowIfError<MemmapError>(mm::ResolveEntryFiles(
-        &level.entries, [&](const std::string& n) { return names.count(n) > 0; },
-        tree_.Display(dir)));
-    std::set<std::string> used{kMeta};
-    std::vector<TensorDict::Item> items;
-    for (const mm::EntryMeta& m : level.entries) {
-      const std::string name = JoinPath(dir, m.file_name);
-      if (!m.file_name.empty()) used.insert(m.file_name);
-      if (m.kind != mm::EntryKind::kTensor) {
-        if (!tree_.dirs.count(name)) {
-          TD_FAIL(MemmapError, tree_.Display(name), ": key ", NestedKey(m.key).repr(),
-                  " is a sub-directory in meta.json but a file in the archive");
-        }
-        Value v = Child(name, node, m.key);
-        if (v.is_non_tensor() && v.non_tensor_data().is_stack()) {
-          v = ValueOrThrow<MemmapError>(
-              internal::StackFromFile(v.non_tensor_data().data, node.batch_size()),
-              tree_.Display(JoinPath(name, kMeta)));
-        }
-        items.emplace_back(NestedKey(m.key), std::move(v));
-        continue;
-      }
-      if (m.is_nested) {
-        TD_FAIL(MemmapError, tree_.Display(name), ": key ", NestedKey(m.key).repr(),
-                " is a nested (jagged) tensor, which archives do not load here; unpack_memmap "
-                "the archive and load_memmap the directory");
-      }
-      items.emplace_back(NestedKey(m.key), Leaf(name, m));
-    }
-    for (const std::string& n : names) {
-      if (!used.count(n) && !mm::IsTempName(n)) {
-        TD_FAIL(MemmapError, tree_.Display(JoinPath(dir, n)),
-                ": unexpected entry (meta.json of the level does not name it)");
-      }
-    }
-    try {
-      return TensorDict(items, level.batch_size);
-    } catch (const c10::Error& err) {
-      TD_FAIL(MemmapError, tree_.Display(dir), ": ", err.what_without_backtrace());
-    }
-  }
-
-  at::Tensor Leaf(const std::string& name, const mm::EntryMeta& m) {
-    if (m.file_name.empty()) return at::empty(m.shape, at::TensorOptions().dtype(m.dtype));
-    if (!tree_.entries.count(name)) {
-      TD_FAIL(MemmapError, tree_.Display(name), ": key ", NestedKey(m.key).repr(),
-              " is a directory in the archive, expected the tensor's file");
-    }
-    const ZipEntry& e = tree_.Readable(name);
-    CheckMapped(name, e);
-    if (static_cast<int64_t>(e.size) != m.nbytes) {
-      TD_FAIL(MemmapError, tree_.Display(name), ": key ", NestedKey(m.key).repr(), " of shape ",
-              c10::IntArrayRef(m.shape), " and dtype ", m.dtype, " needs ", m.nbytes,
-              " bytes, the entry holds ", e.size);
-    }
-    if (e.method != 0) {
-      // Deflated (NOTE [ Memmap archive format ] in archive.h): inflated into memory of its own,
-      // which no write can carry back to the file.
-      if (mode_ == MemmapMode::kReadWrite) {
-        TD_FAIL(MemmapError, tree_.Display(name), ": the data of key ", NestedKey(m.key).repr(),
-                " is compressed (deflate), so it is inflated into memory and writes could not "
-                "reach the file: load it read-only, or save the archive without compression");
-      }
-      at::Tensor owned = at::empty({m.nbytes}, at::kByte);
-      InflateEntry(e, Payload(e), owned.data_ptr<uint8_t>(), tree_.Display(name));
-      return owned.view(m.dtype).view(m.shape);
-    }
-    at::Tensor flat = base_.narrow(0, static_cast<int64_t>(e.payload_offset), m.nbytes);
-    if (e.payload_offset % c10::elementSize(m.dtype) != 0) {
-      if (mode_ == MemmapMode::kReadWrite) {
-        TD_FAIL(MemmapError, tree_.Display(name), ": the data of key ", NestedKey(m.key).repr(),
-                " is not aligned for ", m.dtype, " (the archive was written by another zip "
-                "tool), so it is copied and writes could not reach the file: load it read-only");
-      }
-      flat = flat.clone();
-    }
-    return flat.view(m.dtype).view(m.shape);
-  }
-
-  TensorDict LazyStack(const std::string& dir, int64_t stack_dim, structure::Level& node) {
-    std::vector<TensorDict> members;
-    for (int64_t i = 0;; ++i) {
-      const std::string name = JoinPath(dir, std::to_string(i));
-      if (!tree_.dirs.count(name)) break;
-      Value v = Child(name, node, std::to_string(i));
-      if (!v.is_tensordict()) {
-        TD_FAIL(MemmapError, tree_.Display(name), " holds non-tensor data; a lazy stack's "
-                "members must be TensorDicts");
-      }
-      members.push_back(v.tensordict());
-    }
-    const size_t expected = Children(dir).size() - 1;  // all but meta.json
-    if (members.empty() || members.size() != expected) {
-      TD_FAIL(MemmapError, tree_.Display(dir), ": a lazy stack needs sub-directories 0, 1, ... "
-              "and nothing else; found ", members.size(), " members among ", expected, " entries");
-    }
-    try {  // its batch size against its parent's: the parent TensorDict's constructor
-      return TensorDict(lazy_stack(members, stack_dim));
-    } catch (const c10::Error& err) {
-      TD_FAIL(MemmapError, tree_.Display(dir), ": ", err.what_without_backtrace());
-    }
-  }
-
-  TensorDict TensorClassDir(const std::string& dir, const mm::DirMeta& meta) {
-    const std::string inner = JoinPath(dir, std::string(mm::kNonTensorInner));
-    if (!tree_.dirs.count(inner)) {
-      TD_FAIL(MemmapError, tree_.Display(dir), " holds the tensorclass ", meta.type_name,
-              " but has no _tensordict/ directory with its tensors");
-    }
-    Value v = Child(inner, *meta.node, std::string(mm::kNonTensorInner), /*fill=*/true);
-    if (!v.is_tensordict()) {
-      TD_FAIL(MemmapError, tree_.Display(inner), " must hold a TensorDict level");
-    }
-    TensorDict out = v.tensordict();
-    for (const auto& [key, value] : meta.fields) {
-      if (out.contains(key)) {
-        TD_FAIL(MemmapError, tree_.Display(JoinPath(dir, kMeta)), ": field ", NestedKey(key).repr(),
-                " is also a key of ", tree_.Display(inner));
-      }
-      out.set_non_tensor(key, value);
-    }
-    return out;
-  }
-
   const Tree& tree_;
-  MemmapMode mode_;
   at::Tensor base_;
-  structure::Builder builder_;
 };
 
 }  // namespace
@@ -555,7 +467,6 @@ template <class MissingSub>
 TensorDict LoadArchive(const std::string& archive_path, MemmapMode mode,
                        const std::optional<NestedKey>& sub_path, const char* caller) {
   Tree tree(archive_path);
-  ArchiveLoader loader(tree, mode);
   std::string root;
   if (sub_path) {
     for (const std::string& part : *sub_path) {
@@ -571,13 +482,9 @@ TensorDict LoadArchive(const std::string& archive_path, MemmapMode mode,
       }
     }
   }
-  Value v = loader.Dir(root);
-  if (!v.is_tensordict()) {
-    TD_FAIL(MemmapError, tree.Display(root), " holds non-tensor data, not a TensorDict");
-  }
-  TensorDict out = v.tensordict();
-  out.lock_();
-  return out;
+  const ZipStore store(tree, mode);
+  return ValueOrThrow<MemmapError>(mm::LoadTree(store, mm::Store::Dir{nullptr, root},
+                                                tree.Display(root), mode, {}));
 }
 
 // TensorDict::load_memmap of a file (NOTE [ load_memmap of an archive ] in

@@ -96,10 +96,11 @@ struct ArchiveLoadOptions {
 
 // Loads a memmap archive as a TensorDict on the CPU ("dense" backend, locked like load_memmap's
 // result): the file is mapped once and the leaves are views into the mapping (NOTE [ Memmap
-// archive format ]). Reads the levels load_memmap reads (TensorDicts, non-tensor data and
-// stacks, lazy stacks, tensorclasses' tensors and fields); nested (jagged) tensors and layouts
-// written before Python tensordict 0.5 are refused. Throws MemmapError naming the archive, the
-// entry and the problem (as load_memmap does for a directory), KeyError for a missing sub_path.
+// archive format ]). It is load_memmap's own loader over the archive's entries (NOTE [ Memmap
+// byte stores ] in td/backends/memmap/store.h): every layout a directory loads from (Python
+// tensordict 0.4-0.14, nested tensors included) loads from its archive, by the same rules, and
+// what a directory refuses the archive refuses. Throws MemmapError naming the archive and the
+// entry ("run.tdz::next/meta.json") and the problem, KeyError for a missing sub_path.
 //   td::TensorDict params = td::load_archive("/ckpt/run1.tdz",
 //                                            td::ArchiveLoadOptions().sub_path("params"));
 TensorDict load_archive(const std::string& archive_path, const ArchiveLoadOptions& options = {});
