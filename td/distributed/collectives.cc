@@ -12,9 +12,9 @@
 #include <utility>
 
 #include "td/core/dtype.h"
-#include "td/core/internal/structure_check.h"
 #include "td/distributed/distributed.h"
 #include "td/distributed/internal.h"
+#include "td/distributed/internal/init_message.h"
 #include "td/distributed/internal/packing.h"
 #include "td/distributed/internal/wire.h"
 
@@ -397,16 +397,11 @@ TensorDict scatter(const ProcessGroupPtr& pg, const std::vector<TensorDict>& tds
   std::vector<at::Tensor> structure = {at::empty({header[0].data_ptr<int64_t>()[1]}, at::kByte)};
   if (root) std::memcpy(structure[0].data_ptr<uint8_t>(), desc.data(), desc.size());
   Collective(what, options.timeout(), [&] { return pg->broadcast(structure, bo); });
-  const std::string text = BytesToString(structure[0], structure[0].numel());
-  if (absl::Status depth = ::td::internal::CheckJsonDepth(text); !depth.ok()) {
-    TD_FAIL(ValueError, what, ": the TensorDict structure received is invalid: ", depth.message());
-  }
-  nlohmann::json parsed = nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);
-  if (parsed.is_discarded()) TD_FAIL(ValueError, what, ": the structure received is not JSON");
   // Keys, shapes, dtypes, devices and depth, before allocating (no bound on the leaves' bytes:
   // the data has not arrived yet).
-  internal::ValidateStructure(parsed, INT64_MAX, internal::DeviceAvailable, what);
-  TensorDict out = internal::EmptyFromJson(parsed);
+  TensorDict out =
+      internal::ReadStructure(BytesToString(structure[0], structure[0].numel()), INT64_MAX, what,
+                              c10::str("source rank ", src));
   PackedLayout layout(out);
   if (layout.nbytes() == 0) return out;
   std::vector<at::Tensor> mine = {layout.Allocate()};

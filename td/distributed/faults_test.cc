@@ -327,6 +327,30 @@ TEST(FaultsTest, WireFormatRefusesOtherBytesByName) {
                       {what, "not a td::distributed message"});
 }
 
+// A structure scatter receives is read as init_remote's is (ReadStructure in
+// internal/init_message.h): bytes that are not a TensorDict structure, broadcast raw on the
+// source's side of scatter's protocol, are a ValueError naming the source, before anything is
+// allocated.
+TEST(FaultsTest, HostileScatterStructuresAreRefusedByName) {
+  ExpectAllPassed(RunRanks(RunOptions(), [](int rank, const ProcessGroupPtr& pg) {
+    const std::string bad = "{{{";
+    c10d::BroadcastOptions bo;
+    bo.rootRank = 0;
+    if (rank == 0) {  // scatter's header (inputs valid, structure bytes), then the structure
+      std::vector<at::Tensor> header = {
+          at::tensor({int64_t{1}, static_cast<int64_t>(bad.size())}, at::kLong)};
+      pg->broadcast(header, bo)->wait(std::chrono::milliseconds(10000));
+      std::vector<at::Tensor> text = {at::empty({static_cast<int64_t>(bad.size())}, at::kByte)};
+      std::memcpy(text[0].data_ptr<uint8_t>(), bad.data(), bad.size());
+      pg->broadcast(text, bo)->wait(std::chrono::milliseconds(10000));
+      return;
+    }
+    TD_EXPECT_THROW_MSG(scatter(pg, {}, 0), ValueError,
+                        {"td::distributed::scatter", "source rank 0", "is not JSON",
+                         "nothing was allocated"});
+  }));
+}
+
 // A header may not make the receiver allocate more than its limit (its own TensorDict's message
 // size or P2POptions::max_bytes); refused messages leave their tag unusable, by a named error.
 TEST(FaultsTest, HostileHeadersAreRefusedBeforeAllocating) {

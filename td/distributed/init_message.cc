@@ -18,8 +18,8 @@ namespace td {
 namespace distributed {
 namespace internal {
 
-TensorDict InitStructure(const std::string& desc, int64_t data_bytes, uint64_t fingerprint,
-                         const std::string& what, const std::string& sender) {
+TensorDict ReadStructure(const std::string& desc, int64_t max_leaf_bytes, const std::string& what,
+                         const std::string& sender) {
   if (absl::Status depth = ::td::internal::CheckJsonDepth(desc); !depth.ok()) {
     TD_FAIL(ValueError, what, ": the TensorDict structure received is invalid: ", depth.message(),
             "; nothing was allocated");
@@ -30,14 +30,18 @@ TensorDict InitStructure(const std::string& desc, int64_t data_bytes, uint64_t f
             " is not JSON; nothing was allocated");
   }
   // Before anything is allocated (NOTE [ Bounded receives ] in p2p.cc).
-  ValidateStructure(structure, data_bytes, DeviceAvailable, what);
-  TensorDict td;
+  ValidateStructure(structure, max_leaf_bytes, DeviceAvailable, what);
   try {
-    td = EmptyFromJson(structure);
+    return EmptyFromJson(structure);
   } catch (const c10::Error& e) {  // what TensorDict itself refuses (a key, a batch size)
     TD_FAIL(ValueError, what, ": the TensorDict structure received from ", sender,
             " is invalid: ", e.what_without_backtrace());
   }
+}
+
+TensorDict InitStructure(const std::string& desc, int64_t data_bytes, uint64_t fingerprint,
+                         const std::string& what, const std::string& sender) {
+  TensorDict td = ReadStructure(desc, data_bytes, what, sender);
   const PackedLayout layout(td);
   if (layout.fingerprint() != fingerprint || layout.nbytes() != data_bytes) {
     TD_FAIL(ValueError, what, ": the structure received does not describe the data received (",

@@ -1,6 +1,6 @@
 // An init_remote message (NOTE [ Packed layout ] in packing.h) as one string of bytes: the "wire"
 // format driver (NOTE [ Format drivers ] in td/format/format.h), and the one reader of the
-// structure such a message carries, which from_remote_init (p2p.cc) uses too.
+// structures other processes send (from_remote_init in p2p.cc, scatter in collectives.cc).
 #pragma once
 
 #include <cstdint>
@@ -12,11 +12,15 @@ namespace td {
 namespace distributed {
 namespace internal {
 
-// The TensorDict that the structure `desc` of an init_remote message describes, with
-// uninitialised leaves. Checked before anything is allocated for it: its JSON depth, then
-// ValidateStructure (wire.h) with `data_bytes`, the bytes of data that came with it, and
-// finally that its packed layout has that many bytes and the header's `fingerprint`. Throws
-// ValueError "<what>: ..." naming `sender` ("rank 1") and what is wrong.
+// The TensorDict that a structure received from another process (`desc`: StructureToJson's
+// text, from init_remote or scatter) describes, with uninitialised leaves. Checked before
+// anything is allocated for it: its JSON depth, then ValidateStructure (wire.h) with
+// `max_leaf_bytes`. Throws ValueError "<what>: ..." naming `sender` ("rank 1") and what is
+// wrong.
+TensorDict ReadStructure(const std::string& desc, int64_t max_leaf_bytes, const std::string& what,
+                         const std::string& sender);
+// ReadStructure of an init_remote message's structure, whose leaves must take exactly the
+// `data_bytes` that came with it, in a packed layout of the header's `fingerprint`.
 TensorDict InitStructure(const std::string& desc, int64_t data_bytes, uint64_t fingerprint,
                          const std::string& what, const std::string& sender);
 
