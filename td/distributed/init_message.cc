@@ -90,9 +90,9 @@ TensorDict DecodeInitMessage(const std::string& bytes) {
   }
   TensorDict td = InitStructure(bytes.substr(kHeaderBytes, h.desc_bytes), h.data_bytes,
                                 h.fingerprint, what, "the message");
-  if (h.data_bytes > 0) {
-    at::Tensor data = at::empty({h.data_bytes}, at::kByte);
-    std::memcpy(data.data_ptr<uint8_t>(), bytes.data() + prefix, h.data_bytes);
+  if (h.data_bytes > 0) {  // Unpack copies out of `bytes`, which outlive the view
+    const at::Tensor data = at::from_blob(const_cast<char*>(bytes.data()) + prefix,
+                                          {h.data_bytes}, at::kByte);
     PackedLayout(td).Unpack(data, td);
   }
   return td;

@@ -246,19 +246,15 @@ at::Tensor PackedLayout::Pack(int64_t prefix, bool inline_only) const {
     if (!(inline_only && groups_[piece.group].large)) PackPiece(data, piece);
   }
   // The padding behind each group is zeroed: a scratch buffer is reused (NOTE [ Scratch
-  // buffers ]), and no byte of an earlier message may travel in this one.
-  std::vector<std::pair<int64_t, int64_t>> used;  // [start, end) of each group's bytes
+  // buffers ]), and no byte of an earlier message may travel in this one. groups_ is in data
+  // order (the constructor lays them out one after the other).
+  int64_t end = 0;  // where the previous group's bytes end
   for (const Group& g : groups_) {
-    const int64_t size = g.numel * static_cast<int64_t>(c10::elementSize(g.dtype));
-    if (g.offset < bytes) used.emplace_back(g.offset, g.offset + size);
+    if (g.offset >= bytes) break;
+    if (g.offset > end) data.narrow(0, end, g.offset - end).zero_();
+    end = g.offset + g.numel * static_cast<int64_t>(c10::elementSize(g.dtype));
   }
-  std::sort(used.begin(), used.end());
-  int64_t end = 0;
-  for (size_t i = 0; i <= used.size(); ++i) {
-    const int64_t next = i < used.size() ? used[i].first : bytes;
-    if (next > end) data.narrow(0, end, next - end).zero_();
-    if (i < used.size()) end = used[i].second;
-  }
+  if (bytes > end) data.narrow(0, end, bytes - end).zero_();
   return buffer;
 }
 
