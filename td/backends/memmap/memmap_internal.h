@@ -32,11 +32,13 @@
 #include "absl/status/statusor.h"
 #include "td/backends/memmap/format.h"
 #include "td/backends/memmap/fs.h"
-#include "td/backends/memmap/memmap_storage.h"
 #include "td/core/tensordict.h"
 #include "td/executor/executor.h"
 
 namespace td {
+
+class MemmapStorage;  // td/backends/memmap/memmap_storage.h
+
 namespace internal {
 namespace memmap {
 
