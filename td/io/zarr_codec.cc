@@ -17,12 +17,15 @@
 #include <vector>
 
 #include "td/core/errors.h"
-#include "td/io/zarr_format.h"
+#include "td/io/zarr_error.h"
+#include "td/os/fd.h"
 
 namespace td {
 namespace internal {
 namespace zarr {
 namespace {
+
+using json = nlohmann::json;
 
 std::optional<codec::Format> FormatNamed(const std::string& name) {
   std::string n = name;
@@ -35,6 +38,14 @@ std::optional<codec::Format> FormatNamed(const std::string& name) {
 }
 
 }  // namespace
+
+void ReadExactly(int fd, void* data, int64_t n, const std::string& path) {
+  const size_t got =
+      ValueOrThrow<ZarrError>(os::ReadAll(fd, data, static_cast<size_t>(n), path));
+  if (got < static_cast<size_t>(n)) {
+    TD_FAIL(ZarrError, path, ": the file ended early (it changed while being read)");
+  }
+}
 
 ChunkCodec ParseV2Compressor(const json& compressor, const std::string& where) {
   ChunkCodec c;

@@ -32,6 +32,9 @@ ChunkCodec ParseV2Compressor(const nlohmann::json& compressor, const std::string
 ChunkCodec ParseV3Codecs(const nlohmann::json& codecs, const std::string& where,
                          bool* big_endian);
 
+// read(2) until `n` bytes are read; ZarrError naming `path` on an error or an early end.
+void ReadExactly(int fd, void* data, int64_t n, const std::string& path);
+
 // Reads the chunk file `file` (open as `fd`, `file_size` bytes) into exactly `chunk_bytes` bytes
 // at `out`, decompressing it with `c` (NOTE [ Bounded decompression ] in td/bytes/codec.h).
 // ZarrError naming `where` (the array), the file and the codec when the file is too large for

@@ -60,14 +60,6 @@ struct stat StatRegular(int fd, const std::string& path) {
   return st;
 }
 
-void ReadExactly(int fd, void* data, int64_t n, const std::string& path) {
-  const size_t got =
-      ValueOrThrow<ZarrError>(os::ReadAll(fd, data, static_cast<size_t>(n), path));
-  if (got < static_cast<size_t>(n)) {
-    TD_FAIL(ZarrError, path, ": the file ended early (it changed while being read)");
-  }
-}
-
 void WriteFile(const std::string& path, const void* data, int64_t n) {
   ThrowIfError<ZarrError>(os::CreateFileAt(
       AT_FDCWD, path, std::string_view(static_cast<const char*>(data), static_cast<size_t>(n)),

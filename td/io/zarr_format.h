@@ -32,8 +32,6 @@ using json = nlohmann::json;
 int OpenForRead(const std::string& path);
 // fstat(2) of the open `fd`; ZarrError naming `path` unless it is a regular file.
 struct stat StatRegular(int fd, const std::string& path);
-// read(2) until `n` bytes are read; ZarrError naming `path` on an error or an early end.
-void ReadExactly(int fd, void* data, int64_t n, const std::string& path);
 // Creates `path` (it must not exist) holding the bytes, fsynced (os::CreateFileAt).
 void WriteFile(const std::string& path, const void* data, int64_t n);
 // WriteFile of the JSON text (indented as zarr-python writes it).
