@@ -148,4 +148,16 @@ TensorDict consolidate(const TensorDict& td, const ConsolidateOptions& options) 
                       std::optional<std::optional<at::Device>>(result_device));
 }
 
+void save_consolidated(const TensorDict& td, const std::string& filename) {
+  internal::LeafTree tree(td);
+  std::optional<internal::Buffer> buffer = internal::BufferOf(tree.leaves());
+  if (!buffer) {
+    consolidate(td, ConsolidateOptions().filename(filename));
+    return;
+  }
+  const std::string meta = internal::DumpMetadata(td, buffer->layout(), filename);
+  at::Tensor bytes = internal::WholeBuffer(*buffer, at::kByte);
+  internal::WriteFile(filename, meta, bytes.device().is_cpu() ? bytes : bytes.cpu());
+}
+
 }  // namespace td

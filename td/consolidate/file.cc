@@ -15,7 +15,6 @@
 
 #include "td/backends/lazy_stack/lazy_stack.h"
 #include "td/compat/dtypes.h"
-#include "td/consolidate/consolidate.h"
 #include "td/consolidate/internal/file.h"
 #include "td/consolidate/metadata.h"
 #include "td/core/dtype.h"
@@ -294,19 +293,7 @@ void PendingFile::Commit() {
   ThrowIfError<MemmapError>(file_.Commit(/*sync=*/false), "consolidated file " + filename_);
 }
 
-}  // namespace internal
-
-void save_consolidated(const TensorDict& td, const std::string& filename) {
-  internal::LeafTree tree(td);
-  std::optional<internal::Buffer> buffer = internal::BufferOf(tree.leaves());
-  if (!buffer) {
-    consolidate(td, ConsolidateOptions().filename(filename));
-    return;
-  }
-  const BufferLayout& layout = buffer->layout();
-  const std::string meta = internal::DumpMetadata(td, layout, filename);
-  at::Tensor bytes = internal::WholeBuffer(*buffer, at::kByte);
-  if (!bytes.device().is_cpu()) bytes = bytes.cpu();
+void WriteFile(const std::string& filename, const std::string& meta, const at::Tensor& bytes) {
   // The bytes are in memory already: pwrite(2) them (writing through a fresh shared mapping would
   // fault in every page of the file first), into a temporary renamed into place.
   const int64_t meta_bytes = static_cast<int64_t>(meta.size());
@@ -317,10 +304,10 @@ void save_consolidated(const TensorDict& td, const std::string& filename) {
   std::string tail = meta;
   tail.append(reinterpret_cast<const char*>(&meta_bytes), 8);  // little-endian hosts only
   constexpr int64_t kWriteChunk = int64_t{1} << 20;
-  const int64_t data_bytes = layout.nbytes;
+  const int64_t data_bytes = bytes.numel();
   const auto* data = static_cast<const char*>(bytes.data_ptr());
   const int64_t chunks = (data_bytes + kWriteChunk - 1) / kWriteChunk;
-  const std::string tmp = internal::PendingFileName(filename, "s");
+  const std::string tmp = PendingFileName(filename, "s");
   auto write_all = [&](int fd) {
     std::vector<absl::Status> written(static_cast<size_t>(chunks + 1));
     parallel::parallel_for(
@@ -341,6 +328,8 @@ void save_consolidated(const TensorDict& td, const std::string& filename) {
       os::ReplaceFileAt(AT_FDCWD, filename, tmp, filename, /*sync=*/false, write_all),
       "consolidated file " + filename);
 }
+
+}  // namespace internal
 
 TensorDict load_consolidated(const std::string& filename) {
   struct stat st;

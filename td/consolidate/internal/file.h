@@ -23,6 +23,10 @@ nlohmann::ordered_json FileMetadata(const TensorDict& td, const BufferLayout& la
 std::string DumpMetadata(const TensorDict& td, const BufferLayout& layout,
                          const std::string& filename);
 
+// Writes the consolidated file `filename`: `bytes` (1-D uint8 on the CPU: the data), then
+// `meta` and its length, with pwrite(2) into a temporary renamed into place.
+void WriteFile(const std::string& filename, const std::string& meta, const at::Tensor& bytes);
+
 // A file being written: created under a temporary name next to `filename`, `size` bytes, mapped
 // shared. The metadata (and its length) are written at the end by the constructor; the caller
 // fills the first `data_bytes` bytes of `mapping` and calls Commit() to rename it into place.
