@@ -30,9 +30,10 @@ TensorDict ReadStructure(const std::string& desc, int64_t max_leaf_bytes, const 
             " is not JSON; nothing was allocated");
   }
   // Before anything is allocated (NOTE [ Bounded receives ] in p2p.cc).
-  ValidateStructure(structure, max_leaf_bytes, DeviceAvailable, what);
+  const structure::Description d =
+      ValidateStructure(structure, max_leaf_bytes, DeviceAvailable, what);
   try {
-    return EmptyFromJson(structure);
+    return EmptyFrom(d.root());
   } catch (const c10::Error& e) {  // what TensorDict itself refuses (a key, a batch size)
     TD_FAIL(ValueError, what, ": the TensorDict structure received from ", sender,
             " is invalid: ", e.what_without_backtrace());

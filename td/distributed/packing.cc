@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <limits>
 #include <mutex>
 #include <sstream>
 #include <utility>
@@ -414,50 +415,36 @@ nlohmann::json StructureToJson(const TensorDict& td) {
   return level;
 }
 
-namespace {
-
-TensorDict EmptyFromJsonAt(const nlohmann::json& s, int depth) {
-  try {
-    std::vector<int64_t> batch = s.at("batch_size").get<std::vector<int64_t>>();
-    std::optional<at::Device> device;
-    if (!s.at("device").is_null()) device = at::Device(s.at("device").get<std::string>());
-    TensorDict td({}, batch, device);
-    for (const nlohmann::json& e : s.at("entries")) {
-      std::string key = e.at("key").get<std::string>();
-      std::string kind = e.at("kind").get<std::string>();
-      if (kind == "tensor") {
-        int dtype = e.at("dtype").get<int>();
-        if (dtype < 0 || dtype >= static_cast<int>(at::ScalarType::NumOptions)) {
-          TD_FAIL(ValueError, "dtype code ", dtype, " of key '", key, "' is unknown");
-        }
-        at::TensorOptions opts = at::TensorOptions().dtype(static_cast<at::ScalarType>(dtype));
-        if (device) opts = opts.device(*device);
-        td.set(key, at::empty(e.at("shape").get<std::vector<int64_t>>(), opts));
-      } else if (kind == "tensordict") {
-        if (depth + 1 > kMaxNestingDepth) {  // checked before descending (ValidateStructure too)
-          TD_FAIL(NestingError, "td::distributed: the TensorDict structure under key '", key,
-                  "' nests deeper than td::kMaxNestingDepth (", kMaxNestingDepth, ") levels");
-        }
-        td.set(key, EmptyFromJsonAt(e.at("value"), depth + 1));
-      } else if (kind == "non_tensor") {
+TensorDict EmptyFrom(const structure::Level& level) {
+  std::optional<at::Device> device;
+  if (level.info.device) device = at::Device(*level.info.device);
+  TensorDict td({}, level.batch_size(), device);
+  for (const structure::Entry& e : level.entries()) {
+    switch (e.kind) {
+      case structure::EntryKind::kLeaf:
+        td.set(e.key, at::empty(e.shape, at::TensorOptions().dtype(e.dtype).device(
+                                             device.value_or(at::Device(at::kCPU)))));
+        break;
+      case structure::EntryKind::kLevel: td.set(e.key, EmptyFrom(*e.level)); break;
+      case structure::EntryKind::kNonTensor:
         // A NonTensorStack's values are checked against the level's batch size by set().
-        const std::string cls = e.value("cls", std::string());
-        td.set(key, NonTensorData(e.at("value"), cls == "NonTensorStack" ? NonTensorData::Kind::kStack
-                                                 : cls == "MetaData" ? NonTensorData::Kind::kMetaData
-                                                                     : NonTensorData::Kind::kData));
-      } else {
-        TD_FAIL(ValueError, "entry kind '", kind, "' of key '", key, "' is unknown");
-      }
+        td.set(e.key, NonTensorData(e.data, e.non_tensor == structure::NonTensorKind::kStack
+                                                ? NonTensorData::Kind::kStack
+                                            : e.non_tensor == structure::NonTensorKind::kMetaData
+                                                ? NonTensorData::Kind::kMetaData
+                                                : NonTensorData::Kind::kData));
+        break;
     }
-    return td;
-  } catch (const nlohmann::json::exception& e) {
-    TD_FAIL(ValueError, "td::distributed: malformed TensorDict structure received: ", e.what());
   }
+  return td;
 }
 
-}  // namespace
-
-TensorDict EmptyFromJson(const nlohmann::json& s) { return EmptyFromJsonAt(s, 0); }
+TensorDict EmptyFromJson(const nlohmann::json& s) {
+  return EmptyFrom(ValidateStructure(s, std::numeric_limits<int64_t>::max(),
+                                     [](const c10::Device&) { return true; },
+                                     "td::distributed: malformed TensorDict structure")
+                       .root());
+}
 
 }  // namespace internal
 }  // namespace distributed

@@ -57,7 +57,12 @@ class Validator {
             const std::string& what)
       : max_(max_leaf_bytes), device_ok_(device_ok), what_(what) {}
 
-  void Root(const nlohmann::json& s) { Level(s, b_.Root(structure::LevelKind::kTensorDict)); }
+  structure::Description Root(const nlohmann::json& s) && {
+    Level(s, b_.Root(structure::LevelKind::kTensorDict));
+    absl::StatusOr<structure::Description> d = std::move(b_).Finish();
+    Check(d.status());  // Level() set every batch size
+    return *std::move(d);
+  }
 
  private:
   void Level(const nlohmann::json& s, structure::Level& level) {
@@ -77,6 +82,7 @@ class Validator {
         Fail(c10::str("device '", name, "' is not a device name"));
       }
       if (!ok) Fail(c10::str("device '", name, "' is not available on this rank"));
+      level.info.device = name;
     }
     auto entries = s.find("entries");
     if (entries == s.end() || !entries->is_array()) Fail("a level has no list of entries");
@@ -100,8 +106,18 @@ class Validator {
         if (value == e.end()) Fail("the nested entry has no value");
         Level(*value, **sub);
       } else if (k == "non_tensor") {
-        if (e.find("value") == e.end()) Fail("the non-tensor entry has no value");
-        Check(b_.AddNonTensor(level, path_.back(), nullptr).status());
+        auto value = e.find("value");
+        if (value == e.end()) Fail("the non-tensor entry has no value");
+        structure::NonTensorKind cls = structure::NonTensorKind::kData;
+        if (auto c = e.find("cls"); c != e.end()) {
+          if (*c != "MetaData" && *c != "NonTensorStack") {
+            Fail(c10::str("the non-tensor class ", c->dump(-1, ' ', true),
+                          " is unknown (expected \"MetaData\" or \"NonTensorStack\")"));
+          }
+          cls = *c == "MetaData" ? structure::NonTensorKind::kMetaData
+                                 : structure::NonTensorKind::kStack;
+        }
+        Check(b_.AddNonTensor(level, path_.back(), *value, cls).status());
       } else {
         Fail(c10::str("entry kind '", k, "' is unknown"));
       }
@@ -174,10 +190,10 @@ class Validator {
 
 }  // namespace
 
-void ValidateStructure(const nlohmann::json& structure, int64_t max_leaf_bytes,
-                       const std::function<bool(const c10::Device&)>& device_ok,
-                       const std::string& what) {
-  Validator(max_leaf_bytes, device_ok, what).Root(structure);
+structure::Description ValidateStructure(const nlohmann::json& structure, int64_t max_leaf_bytes,
+                                         const std::function<bool(const c10::Device&)>& device_ok,
+                                         const std::string& what) {
+  return Validator(max_leaf_bytes, device_ok, what).Root(structure);
 }
 
 }  // namespace internal

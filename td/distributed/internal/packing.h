@@ -173,10 +173,10 @@ std::string DescribeMismatch(const std::string& a, const std::string& a_name,
 // The full structure of `td`: keys, nesting, batch sizes, device, leaf shapes and dtypes,
 // non-tensor data.
 nlohmann::json StructureToJson(const TensorDict& td);
-// A TensorDict of that structure with uninitialised CPU leaves (device recorded as in the
-// structure when it is the CPU, else the leaves are allocated there). Throws ValueError on a
-// malformed structure; a structure from another process is checked with ValidateStructure
-// (wire.h) first, which bounds what this allocates.
+// A TensorDict of the structure `level` describes (ValidateStructure in wire.h, which bounds what
+// this allocates), with uninitialised leaves on each level's device.
+TensorDict EmptyFrom(const structure::Level& level);
+// EmptyFrom of a structure StructureToJson wrote; ValueError ("malformed") for another.
 TensorDict EmptyFromJson(const nlohmann::json& structure);
 
 // 64-bit FNV-1a.

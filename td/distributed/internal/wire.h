@@ -2,7 +2,7 @@
 // point-to-point message and the structure an init_remote message carries (NOTE [ Packed layout ]
 // in packing.h). Both are untrusted input: a peer that is not a td::distributed sender, or a
 // hostile or broken one, must get a named td::ValueError, never an allocation of the size it
-// announces, a raw ATen error or a crash. Needs only c10 and nlohmann-json, so that
+// announces, a raw ATen error or a crash. Needs only c10, nlohmann-json and td/structure, so that
 // td/distributed/header_fuzzer.cc builds with plain clang++.
 #pragma once
 
@@ -14,6 +14,7 @@
 #include <string>
 
 #include "nlohmann/json.hpp"
+#include "td/structure/structure.h"
 
 namespace td {
 namespace distributed {
@@ -47,17 +48,19 @@ Header ParseHeader(const int64_t* words, const std::string& what, const std::str
 // The words of `header`, as ParseHeader reads them.
 std::array<int64_t, kHeaderWords> HeaderWords(const Header& header);
 
-// Checks an init_remote structure (see StructureToJson in packing.h) before anything is allocated
-// for it: every level an object with a batch size (non-negative sizes), a device that parses and
-// for which `device_ok` is true, and entries with a string key and a known kind; tensor entries
-// with a dtype code the packed layout carries and a shape of non-negative sizes that starts with
-// the level's batch size; nested levels no deeper than td::kMaxNestingDepth (checked before
-// descending, so any depth of input is safe). The leaves' bytes, summed without overflow, must not
-// exceed `max_leaf_bytes` (the data that came with the structure). Throws ValueError naming the
-// key and the problem, prefixed by `what`.
-void ValidateStructure(const nlohmann::json& structure, int64_t max_leaf_bytes,
-                       const std::function<bool(const c10::Device&)>& device_ok,
-                       const std::string& what);
+// Reads an init_remote structure (see StructureToJson in packing.h) before anything is allocated
+// for it, through structure::Builder (NOTE [ Structure codec ] in td/structure/structure.h):
+// every level an object with a batch size (non-negative sizes), a device that parses and for which
+// `device_ok` is true, and entries with a string key and a known kind; tensor entries with a
+// dtype code the packed layout carries and a shape of non-negative sizes that starts with the
+// level's batch size; non-tensor entries with a value and, if any, the class "MetaData" or
+// "NonTensorStack"; nested levels no deeper than td::kMaxNestingDepth (checked before descending,
+// so any depth of input is safe). The leaves' bytes, summed without overflow, must not exceed
+// `max_leaf_bytes` (the data that came with the structure). Throws ValueError naming the key and
+// the problem, prefixed by `what`.
+structure::Description ValidateStructure(const nlohmann::json& structure, int64_t max_leaf_bytes,
+                                         const std::function<bool(const c10::Device&)>& device_ok,
+                                         const std::string& what);
 
 }  // namespace internal
 }  // namespace distributed
