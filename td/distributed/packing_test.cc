@@ -184,6 +184,18 @@ TEST(PackingTest, NonTensorKindsTravelInTheStructure) {
   TD_EXPECT_THROW_MSG(EmptyFromJson(j), BatchSizeError, {"NonTensorStack 'task'", "[3]"});
 }
 
+// A class the wire does not carry is refused by name, not read as plain NonTensorData.
+TEST(PackingTest, UnknownNonTensorClassIsRefused) {
+  TensorDict td({{"x", at::zeros({3})}}, {3});
+  td.set("robot", NonTensorData::meta("franka"));
+  nlohmann::json j = StructureToJson(td);
+  for (auto& e : j["entries"]) {
+    if (e["key"] == "robot") e["cls"] = "Pickled";
+  }
+  TD_EXPECT_THROW_MSG(EmptyFromJson(j), ValueError,
+                      {"key 'robot'", "non-tensor class \"Pickled\" is unknown"});
+}
+
 }  // namespace
 }  // namespace internal
 }  // namespace distributed
