@@ -8,11 +8,11 @@
 #include <string>
 
 #include "td/core/errors.h"
-#include "td/core/internal/structure_check.h"
 #include "td/distributed/internal.h"
 #include "td/distributed/internal/packing.h"
 #include "td/distributed/internal/wire.h"
 #include "td/format/format.h"
+#include "td/structure/structure.h"
 
 namespace td {
 namespace distributed {
@@ -20,18 +20,19 @@ namespace internal {
 
 TensorDict ReadStructure(const std::string& desc, int64_t max_leaf_bytes, const std::string& what,
                          const std::string& sender) {
-  if (absl::Status depth = ::td::internal::CheckJsonDepth(desc); !depth.ok()) {
-    TD_FAIL(ValueError, what, ": the TensorDict structure received is invalid: ", depth.message(),
-            "; nothing was allocated");
+  // Its nesting, then its syntax (NOTE [ Untrusted JSON ] in td/core/internal/structure_check.h).
+  absl::StatusOr<nlohmann::json> structure = structure::ParseJson<nlohmann::json>(desc);
+  if (structure::RuleOf(structure.status()) == structure::Rule::kJsonDepth) {
+    TD_FAIL(ValueError, what, ": the TensorDict structure received is invalid: ",
+            structure.status().message(), "; nothing was allocated");
   }
-  nlohmann::json structure = nlohmann::json::parse(desc, nullptr, /*allow_exceptions=*/false);
-  if (structure.is_discarded()) {
+  if (!structure.ok()) {
     TD_FAIL(ValueError, what, ": the TensorDict structure received from ", sender,
             " is not JSON; nothing was allocated");
   }
   // Before anything is allocated (NOTE [ Bounded receives ] in p2p.cc).
   const structure::Description d =
-      ValidateStructure(structure, max_leaf_bytes, DeviceAvailable, what);
+      ValidateStructure(*structure, max_leaf_bytes, DeviceAvailable, what);
   try {
     return EmptyFrom(d.root());
   } catch (const c10::Error& e) {  // what TensorDict itself refuses (a key, a batch size)
