@@ -108,16 +108,11 @@ class Validator {
       } else if (k == "non_tensor") {
         auto value = e.find("value");
         if (value == e.end()) Fail("the non-tensor entry has no value");
-        structure::NonTensorKind cls = structure::NonTensorKind::kData;
-        if (auto c = e.find("cls"); c != e.end()) {
-          if (*c != "MetaData" && *c != "NonTensorStack") {
-            Fail(c10::str("the non-tensor class ", c->dump(-1, ' ', true),
-                          " is unknown (expected \"MetaData\" or \"NonTensorStack\")"));
-          }
-          cls = *c == "MetaData" ? structure::NonTensorKind::kMetaData
-                                 : structure::NonTensorKind::kStack;
-        }
-        Check(b_.AddNonTensor(level, path_.back(), *value, cls).status());
+        auto c = e.find("cls");
+        absl::StatusOr<structure::NonTensorKind> cls =
+            structure::NonTensorKindOf(c == e.end() ? nullptr : &*c);
+        if (!cls.ok()) Fail(std::string(cls.status().message()));
+        Check(b_.AddNonTensor(level, path_.back(), *value, *cls).status());
       } else {
         Fail(c10::str("entry kind '", k, "' is unknown"));
       }

@@ -50,6 +50,15 @@ absl::StatusOr<c10::ScalarType> Dtype::Read() const {
   return std::get<c10::ScalarType>(v_);
 }
 
+absl::StatusOr<NonTensorKind> NonTensorKindOf(const nlohmann::json* cls) {
+  if (cls == nullptr) return NonTensorKind::kData;
+  if (*cls == "MetaData") return NonTensorKind::kMetaData;
+  if (*cls == "NonTensorStack") return NonTensorKind::kStack;
+  return absl::InvalidArgumentError(absl::StrCat("the non-tensor class ", cls->dump(-1, ' ', true),
+                                                 " is unknown (expected \"MetaData\" or "
+                                                 "\"NonTensorStack\")"));
+}
+
 const Entry* Level::Find(std::string_view key) const {
   auto it = index_.find(AV(key));
   return it == index_.end() ? nullptr : &entries_[it->second];

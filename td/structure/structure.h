@@ -60,6 +60,11 @@ enum class EntryKind { kLeaf, kLevel, kNonTensor };
 // size (checked where the entry becomes a td::NonTensorData: internal::StackFromFile).
 enum class NonTensorKind { kData, kMetaData, kStack };
 
+// The kind a non-tensor entry's "cls" field names, as Python spells its classes: none (nullptr)
+// is kData, "MetaData" kMetaData, "NonTensorStack" kStack; any other value is InvalidArgument,
+// named (td/backends/shared_memory/handle.cc, td/distributed/wire.cc).
+absl::StatusOr<NonTensorKind> NonTensorKindOf(const nlohmann::json* cls);
+
 // The rule a status of this file reports (RuleOf); kNone for an OK status or another one.
 enum class Rule {
   kNone,

@@ -22,20 +22,6 @@ absl::Status Bad(std::string_view what) {
       absl::StrCat("malformed handle: ", absl::string_view(what.data(), what.size())));
 }
 
-const char* TypeName(const Json& j) {
-  switch (j.type()) {
-    case Json::value_t::null: return "null";
-    case Json::value_t::boolean: return "boolean";
-    case Json::value_t::string: return "string";
-    case Json::value_t::array: return "array";
-    case Json::value_t::object: return "object";
-    case Json::value_t::number_float: return "floating-point number";
-    case Json::value_t::number_integer:
-    case Json::value_t::number_unsigned: return "integer";
-    default: return "invalid value";
-  }
-}
-
 // The field `name` of the object `obj` (described as `where` in messages), or an error.
 absl::StatusOr<const Json*> Get(const Json& obj, const char* name, Json::value_t type,
                                 const std::string& where) {
@@ -47,7 +33,7 @@ absl::StatusOr<const Json*> Get(const Json& obj, const char* name, Json::value_t
     const char* want = is_int ? "integer" : type == Json::value_t::string ? "string"
                                           : type == Json::value_t::array ? "array" : "object";
     return Bad(absl::StrCat(where, ": \"", name, "\" must be a", is_int ? "n " : " ", want,
-                            ", got a ", TypeName(*it), " (", it->dump(-1, ' ', true), ")"));
+                            ", got a ", it->type_name(), " (", it->dump(-1, ' ', true), ")"));
   }
   return &*it;
 }
@@ -100,7 +86,7 @@ absl::Status CheckBounds(const structure::Entry& t, uint64_t size, const std::st
 
 absl::StatusOr<SegmentRef> ParseSegment(const Json& j, size_t index) {
   const std::string where = absl::StrCat("segment ", index);
-  if (!j.is_object()) return Bad(absl::StrCat(where, " must be an object, got a ", TypeName(j)));
+  if (!j.is_object()) return Bad(absl::StrCat(where, " must be an object, got a ", j.type_name()));
   SegmentRef s;
   absl::StatusOr<int64_t> pid = GetCount(j, "pid", where);
   if (!pid.ok()) return pid.status();
@@ -173,7 +159,7 @@ bool NumelOverflows(const Json& shape) {
 absl::Status ParseLevel(const Json& j, const std::vector<SegmentRef>& segments,
                         const std::string& where, std::vector<std::string>* path,
                         structure::Builder& b, structure::Level& level) {
-  if (!j.is_object()) return Bad(absl::StrCat(where, " must be an object, got a ", TypeName(j)));
+  if (!j.is_object()) return Bad(absl::StrCat(where, " must be an object, got a ", j.type_name()));
   absl::StatusOr<const Json*> batch = Get(j, "batch_size", Json::value_t::array, where);
   if (!batch.ok()) return batch.status();
   if (absl::Status ok = b.SetBatchSize(level, **batch); !ok.ok()) {
@@ -184,7 +170,7 @@ absl::Status ParseLevel(const Json& j, const std::vector<SegmentRef>& segments,
   size_t i = 0;
   for (const Json& e : **entries) {
     const std::string ewhere = absl::StrCat(where, ": entry ", i++);
-    if (!e.is_object()) return Bad(absl::StrCat(ewhere, " must be an object, got a ", TypeName(e)));
+    if (!e.is_object()) return Bad(absl::StrCat(ewhere, " must be an object, got a ", e.type_name()));
     absl::StatusOr<const Json*> key_json = Get(e, "key", Json::value_t::string, ewhere);
     if (!key_json.ok()) return key_json.status();
     const std::string& key = (*key_json)->get_ref<const std::string&>();
@@ -244,16 +230,11 @@ absl::Status ParseLevel(const Json& j, const std::vector<SegmentRef>& segments,
     } else if (k == "non_tensor") {
       auto it = e.find("data");
       if (it == e.end()) return Bad(absl::StrCat(kwhere, " is non-tensor data without \"data\""));
-      structure::NonTensorKind cls = structure::NonTensorKind::kData;
-      if (auto c = e.find("cls"); c != e.end()) {
-        if (!c->is_string() || (*c != "MetaData" && *c != "NonTensorStack")) {
-          return Bad(absl::StrCat(kwhere, " has the non-tensor class ", c->dump(-1, ' ', true),
-                                  " (expected \"MetaData\" or \"NonTensorStack\")"));
-        }
-        cls = *c == "MetaData" ? structure::NonTensorKind::kMetaData
-                               : structure::NonTensorKind::kStack;
-      }
-      absl::StatusOr<const structure::Entry*> data = b.AddNonTensor(level, key, *it, cls);
+      auto c = e.find("cls");
+      absl::StatusOr<structure::NonTensorKind> cls =
+          structure::NonTensorKindOf(c == e.end() ? nullptr : &*c);
+      if (!cls.ok()) return Bad(absl::StrCat(kwhere, ": ", cls.status().message()));
+      absl::StatusOr<const structure::Entry*> data = b.AddNonTensor(level, key, *it, *cls);
       if (!data.ok()) return Said(data.status(), kwhere, "");
     } else {
       return Bad(absl::StrCat(kwhere, " has the unknown kind ", (*kind)->dump(-1, ' ', true),
@@ -273,7 +254,7 @@ absl::StatusOr<Handle> ParseHandle(std::string_view text) {
   absl::StatusOr<Json> parsed = structure::ParseJson<Json>(text);
   if (!parsed.ok()) return Bad(std::string(parsed.status().message()));
   const Json& j = *parsed;
-  if (!j.is_object()) return Bad(absl::StrCat("expected a JSON object, got a ", TypeName(j)));
+  if (!j.is_object()) return Bad(absl::StrCat("expected a JSON object, got a ", j.type_name()));
   auto format = j.find("format");
   auto version = j.find("version");
   if (format == j.end() || !format->is_string() || *format != "tensordict-shm") {
