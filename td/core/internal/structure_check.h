@@ -17,7 +17,7 @@
 //    can be built (kMaxNestingDepth levels) fits, with room for its non-tensor data.
 //  * TensorDict nesting: at most kMaxNestingDepth levels below the root (CheckNestingDepth),
 //    checked before descending into a level, so any depth of input is safe.
-//  * Keys: distinct within a level (CheckNewKey).
+//  * Keys: distinct within a level (structure::Builder checks it as entries are added).
 //  * Shapes and batch sizes: lists of integers in [0, 2^63-1] with at most kMaxStructureDims dims
 //    (ShapeFromJson); a leaf's shape and a sub-level's batch size start with their level's batch
 //    size (CheckStartsWith).
@@ -50,7 +50,6 @@
 #include <string_view>
 #include <vector>
 
-#include "absl/container/flat_hash_set.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
@@ -93,12 +92,6 @@ inline absl::Status CheckNestingDepth(int depth) {
   if (depth <= kMaxNestingDepth) return absl::OkStatus();
   return absl::InvalidArgumentError(absl::StrCat(
       "TensorDicts nested more than ", kMaxNestingDepth, " levels deep (td::kMaxNestingDepth)"));
-}
-
-// OK when `key` is not in `seen` (the keys of its level so far); adds it.
-inline absl::Status CheckNewKey(absl::flat_hash_set<std::string>& seen, std::string_view key) {
-  if (seen.insert(std::string(key)).second) return absl::OkStatus();
-  return absl::InvalidArgumentError("the key appears twice in its level");
 }
 
 // A size as a JSON number: an integer in [0, 2^63-1], or nullopt.
