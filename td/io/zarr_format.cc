@@ -196,13 +196,19 @@ ElemType ParseV2Dtype(const json& j, const std::string& where) {
 
 namespace {
 
-// The array's shape, read as every structure reader reads one (structure::Sizes: at most 64 sizes
-// in [0, 2^63-1]), and its chunks `field` (Zarr's own: a positive size per dim of the shape).
-void ShapeAndChunks(const json& z, const json& chunks, const std::string& where,
-                    const char* field, ArrayMeta& a) {
+// An array's metadata: format 2's .zarray, or format 3's zarr.json (`v3`), which says the same in
+// other fields. The shape is read as every structure reader reads one (structure::Sizes: at most
+// 64 sizes in [0, 2^63-1]); the chunks are Zarr's own (a positive size per dim of the shape).
+void ParseArray(const json& z, bool v3, const std::string& where, ArrayMeta& a) {
+  const json grid = z.value("chunk_grid", json());
+  if (v3 && (!grid.is_object() || grid.value("name", std::string()) != "regular")) {
+    TD_FAIL(ZarrError, where, ": chunk_grid ", grid.dump(), " is not supported (regular only)");
+  }
   absl::StatusOr<std::vector<int64_t>> shape = structure::Sizes(z.value("shape", json())).Read();
   if (!shape.ok()) TD_FAIL(ZarrError, where, ": the shape ", shape.status().message());
   a.shape = *std::move(shape);
+  const char* field = v3 ? "chunk_shape" : "chunks";
+  const json chunks = (v3 ? grid.value("configuration", json::object()) : z).value(field, json());
   absl::StatusOr<std::vector<int64_t>> sizes = structure::Sizes(chunks).Read();
   if (!sizes.ok() || std::count(sizes->begin(), sizes->end(), 0) > 0) {
     TD_FAIL(ZarrError, where, ": '", field, "' must be a list of positive integers, got ",
@@ -213,106 +219,75 @@ void ShapeAndChunks(const json& z, const json& chunks, const std::string& where,
     TD_FAIL(ZarrError, where, ": ", field, " ", c10::IntArrayRef(a.chunks), " and shape ",
             c10::IntArrayRef(a.shape), " have different lengths");
   }
-}
-
-void ParseV2Array(const json& z, const std::string& where, ArrayMeta& a) {
-  if (!z.is_object() || z.value("zarr_format", json()) != 2) {
-    TD_FAIL(ZarrError, where, ": not Zarr format 2 array metadata");
-  }
-  ShapeAndChunks(z, z.value("chunks", json()), where, "chunks", a);
-  a.type = ParseV2Dtype(z.value("dtype", json()), where);
-  a.codec = ParseV2Compressor(z.value("compressor", json()), where);
-  const json filters = z.value("filters", json());
-  if (!filters.is_null() && !(filters.is_array() && filters.empty())) {
-    TD_FAIL(ZarrError, where, ": filters ", filters.dump(), " are not supported");
-  }
-  const std::string order = z.value("order", std::string("C"));
-  if (order != "C" && order != "F") TD_FAIL(ZarrError, where, ": order '", order, "' is unknown");
-  a.fortran = order == "F";
   a.fill = z.value("fill_value", json());
-  a.separator = z.value("dimension_separator", std::string("."));
+  if (v3) {
+    const json transformers = z.value("storage_transformers", json::array());
+    if (!transformers.is_array() || !transformers.empty()) {
+      TD_FAIL(ZarrError, where, ": storage_transformers ", transformers.dump(),
+              " are not supported");
+    }
+    const json dt = z.value("data_type", json());
+    const DtypeRow* row = std::find_if(std::begin(kDtypes), std::end(kDtypes),
+                                       [&](const DtypeRow& r) { return dt == r.name; });
+    if (row == std::end(kDtypes)) {
+      TD_FAIL(ZarrError, where, ": data_type ", dt.dump(), " is not supported");
+    }
+    a.type.dtype = RowDtypeOr(*row, where, row->name);
+    a.type.itemsize = row->size;
+    a.codec = ParseV3Codecs(z.value("codecs", json()), where, &a.type.big_endian);
+    const json keys = z.value("chunk_key_encoding", json::object());
+    const std::string enc = keys.value("name", std::string("default"));
+    if (enc != "default" && enc != "v2") {
+      TD_FAIL(ZarrError, where, ": chunk_key_encoding '", enc, "' is unknown");
+    }
+    a.v3_default_keys = enc == "default";
+    a.separator = keys.value("configuration", json::object())
+                      .value("separator", std::string(a.v3_default_keys ? "/" : "."));
+  } else {
+    a.type = ParseV2Dtype(z.value("dtype", json()), where);
+    a.codec = ParseV2Compressor(z.value("compressor", json()), where);
+    const json filters = z.value("filters", json());
+    if (!filters.is_null() && !(filters.is_array() && filters.empty())) {
+      TD_FAIL(ZarrError, where, ": filters ", filters.dump(), " are not supported");
+    }
+    const std::string order = z.value("order", std::string("C"));
+    if (order != "C" && order != "F") TD_FAIL(ZarrError, where, ": order '", order, "' is unknown");
+    a.fortran = order == "F";
+    a.separator = z.value("dimension_separator", std::string("."));
+  }
   if (a.separator != "." && a.separator != "/") {
-    TD_FAIL(ZarrError, where, ": dimension_separator '", a.separator, "' is unknown");
+    TD_FAIL(ZarrError, where, ": ", v3 ? "chunk key separator" : "dimension_separator", " '",
+            a.separator, "' is unknown");
   }
-}
-
-void ParseV3Array(const json& z, const std::string& where, ArrayMeta& a) {
-  const json grid = z.value("chunk_grid", json());
-  if (!grid.is_object() || grid.value("name", std::string()) != "regular") {
-    TD_FAIL(ZarrError, where, ": chunk_grid ", grid.dump(), " is not supported (regular only)");
-  }
-  ShapeAndChunks(z, grid.value("configuration", json::object()).value("chunk_shape", json()),
-                 where, "chunk_shape", a);
-  const json transformers = z.value("storage_transformers", json::array());
-  if (!transformers.is_array() || !transformers.empty()) {
-    TD_FAIL(ZarrError, where, ": storage_transformers ", transformers.dump(), " are not supported");
-  }
-  const json dt = z.value("data_type", json());
-  const DtypeRow* row = std::find_if(std::begin(kDtypes), std::end(kDtypes),
-                                     [&](const DtypeRow& r) { return dt == r.name; });
-  if (row == std::end(kDtypes)) {
-    TD_FAIL(ZarrError, where, ": data_type ", dt.dump(), " is not supported");
-  }
-  a.type.dtype = RowDtypeOr(*row, where, row->name);
-  a.type.itemsize = row->size;
-  a.codec = ParseV3Codecs(z.value("codecs", json()), where, &a.type.big_endian);
-  const json keys = z.value("chunk_key_encoding", json::object());
-  const std::string enc = keys.value("name", std::string("default"));
-  if (enc != "default" && enc != "v2") {
-    TD_FAIL(ZarrError, where, ": chunk_key_encoding '", enc, "' is unknown");
-  }
-  a.v3_default_keys = enc == "default";
-  a.separator = keys.value("configuration", json::object())
-                    .value("separator", std::string(a.v3_default_keys ? "/" : "."));
-  if (a.separator != "." && a.separator != "/") {
-    TD_FAIL(ZarrError, where, ": chunk key separator '", a.separator, "' is unknown");
-  }
-  a.fill = z.value("fill_value", json());
 }
 
 }  // namespace
 
 Node ParseNode(const NodeTexts& texts, const std::string& where) {
-  auto parse = [&](const std::optional<std::string>& text, const char* file) {
-    return text ? std::make_optional(ParseJson(*text, where + "/" + file)) : std::nullopt;
-  };
+  // Format 2's .zarray, else its .zgroup (either with .zattrs), else format 3's zarr.json.
+  const bool v3 = !texts.zarray && !texts.zgroup;
+  const char* file = texts.zarray ? ".zarray" : v3 ? "zarr.json" : ".zgroup";
+  const std::optional<std::string>& text =
+      texts.zarray ? texts.zarray : v3 ? texts.zarr_json : texts.zgroup;
   Node n;
+  if (!text) return n;
   try {
-    std::optional<json> zarray = parse(texts.zarray, ".zarray");
-    std::optional<json> zgroup = zarray ? std::nullopt : parse(texts.zgroup, ".zgroup");
-    if (zarray || zgroup) {
-      if (std::optional<json> attrs = parse(texts.zattrs, ".zattrs")) {
-        if (!attrs->is_object()) TD_FAIL(ZarrError, where, "/.zattrs is not a JSON object");
-        n.attrs = std::move(*attrs);
-      }
-      if (zarray) {
-        n.kind = Node::kArray;
-        ParseV2Array(*zarray, where, n.array);
-      } else {
-        if (!zgroup->is_object() || zgroup->value("zarr_format", json()) != 2) {
-          TD_FAIL(ZarrError, where, "/.zgroup is not Zarr format 2 group metadata");
-        }
-        n.kind = Node::kGroup;
-      }
-      return n;
+    const json z = ParseJson(*text, where + "/" + file);
+    if (!z.is_object() || z.value("zarr_format", json()) != (v3 ? 3 : 2)) {
+      TD_FAIL(ZarrError, where, "/", file, " is not Zarr format ", v3 ? 3 : 2, " metadata");
     }
-    std::optional<json> z = parse(texts.zarr_json, "zarr.json");
-    if (!z) return n;
-    if (!z->is_object() || z->value("zarr_format", json()) != 3) {
-      TD_FAIL(ZarrError, where, "/zarr.json is not Zarr format 3 metadata");
+    n.attrs = v3             ? z.value("attributes", json::object())
+              : texts.zattrs ? ParseJson(*texts.zattrs, where + "/.zattrs")
+                             : json::object();
+    if (!n.attrs.is_object()) {
+      TD_FAIL(ZarrError, where, v3 ? ": attributes" : "/.zattrs", " is not a JSON object");
     }
-    const json attrs = z->value("attributes", json::object());
-    if (!attrs.is_object()) TD_FAIL(ZarrError, where, ": attributes must be a JSON object");
-    n.attrs = attrs;
-    const json type = z->value("node_type", json());
-    if (type == "group") {
-      n.kind = Node::kGroup;
-    } else if (type == "array") {
-      n.kind = Node::kArray;
-      ParseV3Array(*z, where, n.array);
-    } else {
+    const json type = v3 ? z.value("node_type", json()) : json(texts.zarray ? "array" : "group");
+    if (type != "array" && type != "group") {
       TD_FAIL(ZarrError, where, ": node_type ", type.dump(), " is unknown");
     }
+    n.kind = type == "array" ? Node::kArray : Node::kGroup;
+    if (n.kind == Node::kArray) ParseArray(z, v3, where, n.array);
   } catch (const json::exception& e) {
     // A field of the wrong JSON type ("order": 1, "configuration": []): nlohmann's type_error.
     TD_FAIL(ZarrError, where, ": malformed Zarr metadata: ", e.what());
