@@ -73,28 +73,22 @@ struct Reader {
       if (a.type.kind != ElemType::kTensor || a.type.dtype != at::kByte || a.shape.size() != 1) {
         TD_FAIL(ZarrError, where, ": non-tensor data must be a 1-D uint8 array");
       }
-      Check(b.AddNonTensor(level, name, nullptr).status(), where);  // the value stays here
-      at::Tensor raw = ReadRaw(a, where, where).contiguous();
+    }
+    // Non-tensor data is said without its value (which stays here).
+    const bool tensor = marker.is_null() && a.type.kind == ElemType::kTensor;
+    Check(tensor ? b.AddLeaf(level, name, a.type.dtype, a.shape).status()
+                 : b.AddNonTensor(level, name, nullptr).status(),
+          where);
+    const at::Tensor raw = ReadRaw(a, where, where).contiguous();
+    if (!marker.is_null()) {
       const auto* p = static_cast<const char*>(raw.data_ptr());
       return Value(NonTensorData(internal::zarr::ParseJson(
           std::string_view(p, static_cast<size_t>(raw.numel())), where + " (non-tensor payload)")));
     }
-    Check(a.type.kind == ElemType::kTensor ? b.AddLeaf(level, name, a.type.dtype, a.shape).status()
-                                           : b.AddNonTensor(level, name, nullptr).status(),
-          where);
-    const at::Tensor raw = ReadRaw(a, where, where).contiguous();
-    if (a.type.kind != ElemType::kTensor) {
-      return Value(NonTensorData(Strings(a, raw.data_ptr<uint8_t>(), 0)));
-    }
-    at::Tensor t;
-    if (raw.numel() == 0) {
-      t = at::empty(a.shape, a.type.dtype);
-    } else if (a.type.dtype == at::kBool) {
-      t = raw.reshape(a.shape).ne(0);
-    } else {
-      t = raw.view(a.type.dtype).reshape(a.shape);
-    }
-    return Value(std::move(t));
+    if (!tensor) return Value(NonTensorData(Strings(a, raw.data_ptr<uint8_t>(), 0)));
+    if (raw.numel() == 0) return Value(at::empty(a.shape, a.type.dtype));
+    return Value(a.type.dtype == at::kBool ? raw.reshape(a.shape).ne(0)
+                                           : raw.view(a.type.dtype).reshape(a.shape));
   }
 
   // The root's dim names from its `__tensordict__` attribute (upstream's from_zarr reads them

@@ -280,7 +280,7 @@ Node ParseNode(const NodeTexts& texts, const std::string& where) {
               : texts.zattrs ? ParseJson(*texts.zattrs, where + "/.zattrs")
                              : json::object();
     if (!n.attrs.is_object()) {
-      TD_FAIL(ZarrError, where, v3 ? ": attributes" : "/.zattrs", " is not a JSON object");
+      TD_FAIL(ZarrError, where, v3 ? ": 'attributes'" : "/.zattrs", " is not a JSON object");
     }
     const json type = v3 ? z.value("node_type", json()) : json(texts.zarray ? "array" : "group");
     if (type != "array" && type != "group") {
@@ -501,7 +501,7 @@ at::Tensor ReadRaw(const ArrayMeta& a, const std::string& dir, const std::string
     ReadChunkFile(a.codec, fd.get(), StatRegular(fd.get(), file).st_size,
                   (whole ? raw : buffer).data_ptr<uint8_t>(), chunk_bytes, file, where);
     if (whole) continue;
-    // Fortran order: the chunk's dims reversed, C order.
+    // The chunk's bytes in C order, or in Fortran order: its dims reversed.
     std::vector<int64_t> cs = a.chunks, perm(nd + 1);
     std::iota(perm.begin(), perm.end(), 0);
     if (a.fortran) {
