@@ -127,18 +127,17 @@ struct Reader {
     std::vector<TensorDict::Item> items;
     for (const internal::os::DirEntry& e : ListStoreDir(Where(rel), /*refuse_dir_links=*/true)) {
       if (e.type != internal::os::EntryType::kDirectory) continue;  // metadata and chunks
-      const std::string& name = e.name;
-      const std::string child_rel = JoinPath(rel, name), where = Where(child_rel);
+      const std::string child_rel = JoinPath(rel, e.name), where = Where(child_rel);
       const Node child = ReadNode(where, where);
       if (child.kind == Node::kArray) {
-        items.emplace_back(name, ReadArray(level, name, child, where));
+        items.emplace_back(e.name, ReadArray(level, e.name, child, where));
       } else if (child.kind == Node::kGroup) {
         // Its depth, then its stored batch size, else its parent's (upstream's _make_nested).
         absl::StatusOr<structure::Level*> sub =
-            b.AddLevel(level, name, structure::LevelKind::kTensorDict);
+            b.AddLevel(level, e.name, structure::LevelKind::kTensorDict);
         Check(sub.status(), where);
         SetBatchSize(**sub, child, where, level.batch_size());
-        items.emplace_back(name, ReadGroup(**sub, child_rel));
+        items.emplace_back(e.name, ReadGroup(**sub, child_rel));
       }
       // A directory that is neither (no metadata) is not a Zarr node: zarr skips it too.
     }
@@ -309,8 +308,7 @@ void to_zarr(const TensorDict& td, const std::string& path_in, const ToZarrOptio
   while (path.size() > 1 && path.back() == '/') path.pop_back();
   if (path.empty()) TD_FAIL(ValueError, "to_zarr: the path is empty");
   std::error_code ec;
-  const bool existed = fs::exists(fs::symlink_status(path, ec));
-  if (existed) {
+  if (fs::exists(fs::symlink_status(path, ec))) {
     if (!options.overwrite()) {
       TD_FAIL(ValueError, "to_zarr: ", path, " exists (ToZarrOptions().overwrite(true) replaces it)");
     }

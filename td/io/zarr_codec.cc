@@ -30,8 +30,8 @@ using json = nlohmann::json;
 // The compressor `name` (numcodecs' zarr 3 name "numcodecs.zstd" too) reads, or nullopt.
 std::optional<codec::Format> FormatNamed(std::string name) {
   if (name.rfind("numcodecs.", 0) == 0) name.erase(0, 10);
-  for (codec::Format f : {codec::Format::kZstd, codec::Format::kGzip, codec::Format::kZlib,
-                          codec::Format::kBlosc}) {
+  for (codec::Format f :
+       {codec::Format::kZstd, codec::Format::kGzip, codec::Format::kZlib, codec::Format::kBlosc}) {
     if (name == codec::FormatName(f)) return f;
   }
   return std::nullopt;

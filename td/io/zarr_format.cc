@@ -267,8 +267,9 @@ Node ParseNode(const NodeTexts& texts, const std::string& where) {
   // Format 2's .zarray, else its .zgroup (either with .zattrs), else format 3's zarr.json.
   const bool v3 = !texts.zarray && !texts.zgroup;
   const char* file = texts.zarray ? ".zarray" : v3 ? "zarr.json" : ".zgroup";
-  const std::optional<std::string>& text =
-      texts.zarray ? texts.zarray : v3 ? texts.zarr_json : texts.zgroup;
+  const std::optional<std::string>& text = texts.zarray ? texts.zarray
+                                           : v3         ? texts.zarr_json
+                                                        : texts.zgroup;
   Node n;
   if (!text) return n;
   try {
