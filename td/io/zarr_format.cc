@@ -275,13 +275,14 @@ Node ParseNode(const NodeTexts& texts, const std::string& where) {
   try {
     const json z = ParseJson(*text, where + "/" + file);
     if (!z.is_object() || z.value("zarr_format", json()) != (v3 ? 3 : 2)) {
-      TD_FAIL(ZarrError, where, "/", file, " is not Zarr format ", v3 ? 3 : 2, " metadata");
+      TD_FAIL(ZarrError, where, "/", file, " is not Zarr format ",
+              v3 ? "3" : texts.zarray ? "2 array" : "2 group", " metadata");
     }
     n.attrs = v3             ? z.value("attributes", json::object())
               : texts.zattrs ? ParseJson(*texts.zattrs, where + "/.zattrs")
                              : json::object();
     if (!n.attrs.is_object()) {
-      TD_FAIL(ZarrError, where, v3 ? ": 'attributes'" : "/.zattrs", " is not a JSON object");
+      TD_FAIL(ZarrError, where, v3 ? ": attributes must be" : "/.zattrs is not", " a JSON object");
     }
     const json type = v3 ? z.value("node_type", json()) : json(texts.zarray ? "array" : "group");
     if (type != "array" && type != "group") {
