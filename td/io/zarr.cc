@@ -253,9 +253,8 @@ struct Writer {
     // unnamed dim).
     json meta = {{"batch_size", td.batch_size().vec()}, {"version", 1}};
     if (td.has_names()) {
-      json names = json::array();
+      json& names = meta["names"] = json::array();
       for (const std::optional<std::string>& n : td.names()) names.push_back(n ? json(*n) : json());
-      meta["names"] = std::move(names);
     }
     Meta(rel, ".zattrs", json{{kMetadataAttr, std::move(meta)}});
     td.for_each_entry([&](const std::string& name, const Value& v) {
@@ -369,9 +368,7 @@ TensorDict from_zarr(const std::string& path_in, const FromZarrOptions& options)
   if (!fs::is_directory(path, ec)) {
     TD_FAIL(ZarrError, "from_zarr: ", path, " is not a directory store");
   }
-  Reader r;
-  r.store = path;
-  r.device = options.device();
+  Reader r{path, options.device(), /*b=*/{}};
   const Node root = ReadNode(path, path);
   if (root.kind != Node::kGroup) {
     TD_FAIL(ZarrError, "from_zarr: ", path,
