@@ -10,6 +10,7 @@
 #include <atomic>
 #include <cstring>
 #include <filesystem>
+#include <set>
 #include <utility>
 
 #include <nlohmann/json.hpp>
@@ -29,14 +30,12 @@ using internal::zarr::ArrayMeta;
 using internal::zarr::ChunkKey;
 using internal::zarr::ElemType;
 using internal::zarr::json;
+using internal::zarr::ListStoreDir;
 using internal::zarr::Node;
 using internal::zarr::NumpyDtype;
 using internal::zarr::ReadNode;
 using internal::zarr::ReadRaw;
 using internal::zarr::Strings;
-using internal::zarr::SyncDir;
-using internal::zarr::WriteFile;
-using internal::zarr::WriteJson;
 
 constexpr const char* kMetadataAttr = "__tensordict__";
 constexpr const char* kNonTensorAttr = "__tensordict_non_tensor__";
@@ -74,35 +73,22 @@ struct Reader {
       if (a.type.kind != ElemType::kTensor || a.type.dtype != at::kByte || a.shape.size() != 1) {
         TD_FAIL(ZarrError, where, ": non-tensor data must be a 1-D uint8 array");
       }
-      Check(b.AddNonTensor(level, name, nullptr).status(), where);  // the value stays here
-      at::Tensor raw = ReadRaw(a, where, where).contiguous();
+    }
+    // Non-tensor data is said without its value (which stays here).
+    const bool tensor = marker.is_null() && a.type.kind == ElemType::kTensor;
+    Check(tensor ? b.AddLeaf(level, name, a.type.dtype, a.shape).status()
+                 : b.AddNonTensor(level, name, nullptr).status(),
+          where);
+    const at::Tensor raw = ReadRaw(a, where, where).contiguous();
+    if (!marker.is_null()) {
       const auto* p = static_cast<const char*>(raw.data_ptr());
       return Value(NonTensorData(internal::zarr::ParseJson(
           std::string_view(p, static_cast<size_t>(raw.numel())), where + " (non-tensor payload)")));
     }
-    Check(a.type.kind == ElemType::kTensor ? b.AddLeaf(level, name, a.type.dtype, a.shape).status()
-                                           : b.AddNonTensor(level, name, nullptr).status(),
-          where);
-    at::Tensor raw = ReadRaw(a, where, where);
-    if (a.type.big_endian && a.type.swap_unit() > 1) {
-      std::vector<int64_t> units = a.shape;
-      units.push_back(a.type.itemsize / a.type.swap_unit());
-      units.push_back(a.type.swap_unit());
-      raw = raw.reshape(units).flip({-1}).reshape(raw.sizes());
-    }
-    raw = raw.contiguous();
-    if (a.type.kind != ElemType::kTensor) {
-      return Value(NonTensorData(Strings(a, raw.data_ptr<uint8_t>(), 0)));
-    }
-    at::Tensor t;
-    if (raw.numel() == 0) {
-      t = at::empty(a.shape, a.type.dtype);
-    } else if (a.type.dtype == at::kBool) {
-      t = raw.reshape(a.shape).ne(0);
-    } else {
-      t = raw.view(a.type.dtype).reshape(a.shape);
-    }
-    return Value(std::move(t));
+    if (!tensor) return Value(NonTensorData(Strings(a, raw.data_ptr<uint8_t>(), 0)));
+    if (raw.numel() == 0) return Value(at::empty(a.shape, a.type.dtype));
+    return Value(a.type.dtype == at::kBool ? raw.reshape(a.shape).ne(0)
+                                           : raw.view(a.type.dtype).reshape(a.shape));
   }
 
   // The root's dim names from its `__tensordict__` attribute (upstream's from_zarr reads them
@@ -138,37 +124,20 @@ struct Reader {
 
   // The group at `rel`, which the builder knows as `level` (its batch size set).
   TensorDict ReadGroup(structure::Level& level, const std::string& rel) {
-    const std::string dir = Where(rel);
-    std::vector<std::string> names;
-    std::error_code ec;
-    for (fs::directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec)) {
-      const std::string name = it->path().filename().string();
-      const fs::file_status st = it->symlink_status(ec);
-      if (ec) break;
-      if (fs::is_directory(st)) {
-        names.push_back(name);  // metadata and chunks are files
-      } else if (fs::is_symlink(st) && fs::is_directory(it->status(ec))) {
-        // Not followed: two links to "." would make the walk exponential.
-        TD_FAIL(ZarrError, Where(JoinPath(rel, name)), " is a symlink to a directory; symlinked "
-                "groups and arrays are not followed (copy the data into the store)");
-      }
-      ec.clear();
-    }
-    if (ec) TD_FAIL(ZarrError, "cannot list ", dir, ": ", ec.message());
-    std::sort(names.begin(), names.end());
     std::vector<TensorDict::Item> items;
-    for (const std::string& name : names) {
-      const std::string child_rel = JoinPath(rel, name), where = Where(child_rel);
+    for (const internal::os::DirEntry& e : ListStoreDir(Where(rel), /*refuse_dir_links=*/true)) {
+      if (e.type != internal::os::EntryType::kDirectory) continue;  // metadata and chunks
+      const std::string child_rel = JoinPath(rel, e.name), where = Where(child_rel);
       const Node child = ReadNode(where, where);
       if (child.kind == Node::kArray) {
-        items.emplace_back(name, ReadArray(level, name, child, where));
+        items.emplace_back(e.name, ReadArray(level, e.name, child, where));
       } else if (child.kind == Node::kGroup) {
         // Its depth, then its stored batch size, else its parent's (upstream's _make_nested).
         absl::StatusOr<structure::Level*> sub =
-            b.AddLevel(level, name, structure::LevelKind::kTensorDict);
+            b.AddLevel(level, e.name, structure::LevelKind::kTensorDict);
         Check(sub.status(), where);
         SetBatchSize(**sub, child, where, level.batch_size());
-        items.emplace_back(name, ReadGroup(**sub, child_rel));
+        items.emplace_back(e.name, ReadGroup(**sub, child_rel));
       }
       // A directory that is neither (no metadata) is not a Zarr node: zarr skips it too.
     }
@@ -177,6 +146,22 @@ struct Reader {
 };
 
 // ---- writing -------------------------------------------------------------------------------
+
+// Creates `path` (it must not exist) holding the bytes, fsynced.
+void WriteFile(const std::string& path, const void* data, int64_t n) {
+  ThrowIfError<ZarrError>(internal::os::CreateFileAt(
+      AT_FDCWD, path, std::string_view(static_cast<const char*>(data), static_cast<size_t>(n)),
+      /*sync=*/true, path));
+}
+
+// WriteFile of the JSON text (indented as zarr-python writes it).
+void WriteJson(const std::string& path, const json& j) {
+  const std::string text = j.dump(4);
+  WriteFile(path, text.data(), static_cast<int64_t>(text.size()));
+}
+
+// fsync(2) of a directory, best effort (new names inside it durable).
+void SyncDir(const std::string& path) { internal::os::SyncDirPath(path).IgnoreError(); }
 
 struct Writer {
   std::string root;  // the temporary directory
@@ -190,12 +175,10 @@ struct Writer {
       TD_FAIL(ValueError, "to_zarr: key ", key.repr(),
               " is not valid UTF-8, which a Zarr node name (a JSON string) must be");
     }
-    static const char* const kReserved[] = {".zarray", ".zgroup", ".zattrs", ".zmetadata",
-                                            "zarr.json"};
-    bool reserved = false;
-    for (const char* r : kReserved) reserved = reserved || name == r;
-    if (reserved || name.empty() || name == "." || name == ".." ||
-        name.find('/') != std::string::npos || name.find('\0') != std::string::npos) {
+    static const std::set<std::string> kReserved = {
+        "", ".", "..", ".zarray", ".zgroup", ".zattrs", ".zmetadata", "zarr.json"};
+    if (kReserved.count(name) > 0 || name.find('/') != std::string::npos ||
+        name.find('\0') != std::string::npos) {
       TD_FAIL(ValueError, "to_zarr: key ", key.repr(),
               " cannot be a Zarr node name (empty, '.', '..', a '/' inside, or a name Zarr's "
               "metadata uses)");
@@ -237,7 +220,7 @@ struct Writer {
     if (t.numel() == 0) return SyncDir(dir);  // no chunk: zarr writes none either
     const int64_t nd = static_cast<int64_t>(shape.size());
     if (cs == shape) {
-      WriteFile(dir + "/" + ChunkName(std::vector<int64_t>(nd, 0)), t.data_ptr(), t.nbytes());
+      WriteFile(dir + "/" + ChunkKey({}, std::vector<int64_t>(nd, 0)), t.data_ptr(), t.nbytes());
       return SyncDir(dir);
     }
     std::vector<int64_t> grid(nd), coords(nd, 0);
@@ -254,17 +237,12 @@ struct Writer {
       }
       if (edge) buffer.zero_();  // the padding of an edge chunk holds the fill value
       dst.copy_(src);
-      WriteFile(dir + "/" + ChunkName(coords), buffer.data_ptr(), buffer.nbytes());
+      WriteFile(dir + "/" + ChunkKey({}, coords), buffer.data_ptr(), buffer.nbytes());
       int64_t d = nd - 1;
       while (d >= 0 && ++coords[d] == grid[d]) coords[d--] = 0;
       if (d < 0) break;
     }
     SyncDir(dir);
-  }
-
-  static std::string ChunkName(const std::vector<int64_t>& coords) {
-    ArrayMeta a;
-    return ChunkKey(a, coords);
   }
 
   void WriteGroup(const TensorDict& td, const std::string& rel,
@@ -275,9 +253,8 @@ struct Writer {
     // unnamed dim).
     json meta = {{"batch_size", td.batch_size().vec()}, {"version", 1}};
     if (td.has_names()) {
-      json names = json::array();
+      json& names = meta["names"] = json::array();
       for (const std::optional<std::string>& n : td.names()) names.push_back(n ? json(*n) : json());
-      meta["names"] = std::move(names);
     }
     Meta(rel, ".zattrs", json{{kMetadataAttr, std::move(meta)}});
     td.for_each_entry([&](const std::string& name, const Value& v) {
@@ -330,8 +307,7 @@ void to_zarr(const TensorDict& td, const std::string& path_in, const ToZarrOptio
   while (path.size() > 1 && path.back() == '/') path.pop_back();
   if (path.empty()) TD_FAIL(ValueError, "to_zarr: the path is empty");
   std::error_code ec;
-  const bool existed = fs::exists(fs::symlink_status(path, ec));
-  if (existed) {
+  if (fs::exists(fs::symlink_status(path, ec))) {
     if (!options.overwrite()) {
       TD_FAIL(ValueError, "to_zarr: ", path, " exists (ToZarrOptions().overwrite(true) replaces it)");
     }
@@ -392,9 +368,7 @@ TensorDict from_zarr(const std::string& path_in, const FromZarrOptions& options)
   if (!fs::is_directory(path, ec)) {
     TD_FAIL(ZarrError, "from_zarr: ", path, " is not a directory store");
   }
-  Reader r;
-  r.store = path;
-  r.device = options.device();
+  Reader r{path, options.device(), /*b=*/{}};
   const Node root = ReadNode(path, path);
   if (root.kind != Node::kGroup) {
     TD_FAIL(ZarrError, "from_zarr: ", path,

@@ -27,13 +27,13 @@ namespace {
 
 using json = nlohmann::json;
 
-std::optional<codec::Format> FormatNamed(const std::string& name) {
-  std::string n = name;
-  if (n.rfind("numcodecs.", 0) == 0) n.erase(0, 10);
-  if (n == "zstd") return codec::Format::kZstd;
-  if (n == "gzip") return codec::Format::kGzip;
-  if (n == "zlib") return codec::Format::kZlib;
-  if (n == "blosc") return codec::Format::kBlosc;
+// The compressor `name` (numcodecs' zarr 3 name "numcodecs.zstd" too) reads, or nullopt.
+std::optional<codec::Format> FormatNamed(std::string name) {
+  if (name.rfind("numcodecs.", 0) == 0) name.erase(0, 10);
+  for (codec::Format f :
+       {codec::Format::kZstd, codec::Format::kGzip, codec::Format::kZlib, codec::Format::kBlosc}) {
+    if (name == codec::FormatName(f)) return f;
+  }
   return std::nullopt;
 }
 

@@ -1,6 +1,6 @@
-// Zarr's files and metadata (internal to //td/io:zarr): reading and writing whole files,
-// numpy dtype strings, the metadata of a node in format 2 or 3, and an array's chunks assembled
-// into one buffer. NOTE [ Zarr layout ] in td/io/zarr.h says what a store holds.
+// Zarr's files and metadata (internal to //td/io:zarr): a store's files and directories, numpy
+// dtype strings, the metadata of a node in format 2 or 3, and an array's chunks assembled into
+// one buffer. NOTE [ Zarr layout ] in td/io/zarr.h says what a store holds.
 #include "td/io/zarr_format.h"
 
 #include <ATen/ops/empty.h>
@@ -12,17 +12,17 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <charconv>
 #include <cmath>
 #include <cstring>
-#include <filesystem>
 #include <iterator>
 #include <limits>
 #include <map>
+#include <numeric>
 #include <optional>
 #include <utility>
 #include <vector>
 
-#include "td/compat/dtypes.h"
 #include "td/core/errors.h"
 #include "td/core/internal/structure_check.h"
 #include "td/os/files.h"
@@ -31,21 +31,22 @@
 namespace td {
 namespace internal {
 namespace zarr {
+
+// ---- files ---------------------------------------------------------------------------------
+
 namespace {
 
 // Metadata files larger than this are refused rather than parsed.
 constexpr int64_t kMaxJsonBytes = int64_t{64} << 20;
 
-}  // namespace
-
-// ---- files ---------------------------------------------------------------------------------
-
+// open(2) for reading, without waiting on a FIFO: StatRegular then refuses it (reads of regular
+// files ignore O_NONBLOCK). File symlinks are followed (stores kept by git-annex or DVC link
+// their files).
 int OpenForRead(const std::string& path) {
-  // O_NONBLOCK: opening a FIFO returns at once (StatRegular then refuses it) instead of waiting
-  // for a writer; reads of regular files ignore the flag.
   return ::open(path.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC);
 }
 
+// fstat(2) of the open `fd`; ZarrError naming `path` unless it is a regular file.
 struct stat StatRegular(int fd, const std::string& path) {
   struct stat st {};
   if (::fstat(fd, &st) != 0) ThrowIfError<ZarrError>(os::ErrnoError(errno, "cannot stat", path));
@@ -60,19 +61,8 @@ struct stat StatRegular(int fd, const std::string& path) {
   return st;
 }
 
-void WriteFile(const std::string& path, const void* data, int64_t n) {
-  ThrowIfError<ZarrError>(os::CreateFileAt(
-      AT_FDCWD, path, std::string_view(static_cast<const char*>(data), static_cast<size_t>(n)),
-      /*sync=*/true, path));
-}
-
-void WriteJson(const std::string& path, const json& j) {
-  const std::string text = j.dump(4);
-  WriteFile(path, text.data(), static_cast<int64_t>(text.size()));
-}
-
-void SyncDir(const std::string& path) { os::SyncDirPath(path).IgnoreError(); }
-
+// The bytes of the metadata file `path`, or nullopt when there is none; ZarrError for a file
+// that is not regular or larger than kMaxJsonBytes.
 std::optional<std::string> ReadMetaFile(const std::string& path) {
   const os::UniqueFd fd(OpenForRead(path));
   if (!fd.valid()) {
@@ -89,6 +79,30 @@ std::optional<std::string> ReadMetaFile(const std::string& path) {
   return text;
 }
 
+}  // namespace
+
+std::vector<os::DirEntry> ListStoreDir(const std::string& path, bool refuse_dir_links) {
+  const os::UniqueFd fd(::open(path.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+  std::vector<os::DirEntry> entries = ValueOrThrow<ZarrError>(
+      fd.valid() ? os::ListDir(fd.get(), path) : os::ErrnoError(errno, "cannot list", path));
+  for (os::DirEntry& e : entries) {
+    struct stat st {};
+    if (e.type == os::EntryType::kSymlink && ::fstatat(fd.get(), e.name.c_str(), &st, 0) == 0 &&
+        S_ISDIR(st.st_mode)) {
+      if (refuse_dir_links) {
+        // Not followed: two links to "." would make the walk exponential.
+        TD_FAIL(ZarrError, path, "/", e.name,
+                " is a symlink to a directory; symlinked directories in a store are not "
+                "followed (copy the data into the store)");
+      }
+      e.type = os::EntryType::kDirectory;
+    } else if (e.type != os::EntryType::kDirectory) {
+      e.type = os::EntryType::kFile;
+    }
+  }
+  return entries;
+}
+
 json ParseJson(std::string_view text, const std::string& path) {
   absl::StatusOr<json> j = structure::ParseJson<json>(text);
   if (!j.ok()) TD_FAIL(ZarrError, path, " is not valid JSON: ", j.status().message());
@@ -99,75 +113,44 @@ json ParseJson(std::string_view text, const std::string& path) {
 
 namespace {
 
+// numpy's dtypes with a LibTorch counterpart, "torch." + name: numpy's kind letter, element size
+// and format 3's name. uint16/32/64 only where this LibTorch has them (NOTE [ Dtypes by LibTorch
+// version ] in td/compat/dtypes.h; RowDtype refuses them elsewhere). numpy has no float8: Python
+// tensordict 0.14's to_zarr cannot write one (its numpy() conversion raises), so they have no row.
 struct DtypeRow {
-  at::ScalarType dtype;
-  char kind;  // numpy's kind letter
-  const char* v3_name;
-};
-const DtypeRow kDtypes[] = {
-    {at::kBool, 'b', "bool"},          {at::kChar, 'i', "int8"},
-    {at::kByte, 'u', "uint8"},         {at::kShort, 'i', "int16"},
-    {at::kInt, 'i', "int32"},          {at::kLong, 'i', "int64"},
-    {at::kHalf, 'f', "float16"},       {at::kFloat, 'f', "float32"},
-    {at::kDouble, 'f', "float64"},     {at::kComplexFloat, 'c', "complex64"},
-    {at::kComplexDouble, 'c', "complex128"},
-};
-
-// numpy's uint16/32/64, where this LibTorch has them (NOTE [ Dtypes by LibTorch version ] in
-// td/compat/dtypes.h). numpy has no float8: Python tensordict 0.14's to_zarr cannot write one
-// (its numpy() conversion raises), so they have no row.
-struct NewerDtypeRow {
-  const char* torch_name;
+  const char* name;
   char kind;
   int64_t size;
-  const char* v3_name;
 };
-const NewerDtypeRow kNewerDtypes[] = {
-    {"torch.uint16", 'u', 2, "uint16"},
-    {"torch.uint32", 'u', 4, "uint32"},
-    {"torch.uint64", 'u', 8, "uint64"},
+constexpr DtypeRow kDtypes[] = {
+    {"bool", 'b', 1},    {"int8", 'i', 1},      {"uint8", 'u', 1},       {"int16", 'i', 2},
+    {"int32", 'i', 4},   {"int64", 'i', 8},     {"float16", 'f', 2},     {"float32", 'f', 4},
+    {"float64", 'f', 8}, {"complex64", 'c', 8}, {"complex128", 'c', 16}, {"uint16", 'u', 2},
+    {"uint32", 'u', 4},  {"uint64", 'u', 8},
 };
 
-// kDtypes and the rows of kNewerDtypes this LibTorch has.
-const std::vector<DtypeRow>& Rows() {
-  static const std::vector<DtypeRow>* rows = [] {
-    auto* out = new std::vector<DtypeRow>(std::begin(kDtypes), std::end(kDtypes));
-    for (const NewerDtypeRow& r : kNewerDtypes) {
-      if (std::optional<at::ScalarType> t = compat::NewerDtype(r.torch_name)) {
-        out->push_back({*t, r.kind, r.v3_name});
-      }
-    }
-    return out;
-  }();
-  return *rows;
+// The dtype of `r`: an error in the words of the structure's dtype rule (structure::Dtype)
+// where this LibTorch lacks it.
+absl::StatusOr<at::ScalarType> RowDtype(const DtypeRow& r) {
+  return structure::Dtype::Name(std::string("torch.") + r.name).Read();
 }
 
-// A ZarrError for a dtype of kNewerDtypes this LibTorch lacks ("<u2" or "uint16" on 1.13),
-// with the words of the structure's dtype rule (structure::Dtype); nothing for any other dtype.
-void RefuseMissingDtype(const std::string& where, const std::string& name, char kind,
-                        int64_t size) {
-  for (const NewerDtypeRow& r : kNewerDtypes) {
-    if (name == r.v3_name || (kind == r.kind && size == r.size)) {
-      absl::StatusOr<at::ScalarType> t = structure::Dtype::Name(r.torch_name).Read();
-      if (!t.ok()) TD_FAIL(ZarrError, where, ": dtype '", name, "': ", t.status().message());
-    }
-  }
-}
-
-const DtypeRow* FindDtype(at::ScalarType dtype) {
-  for (const DtypeRow& r : Rows()) {
-    if (r.dtype == dtype) return &r;
-  }
-  return nullptr;
+// RowDtype, or a ZarrError naming `where` and the metadata's spelling `name`.
+at::ScalarType RowDtypeOr(const DtypeRow& r, const std::string& where, const std::string& name) {
+  absl::StatusOr<at::ScalarType> t = RowDtype(r);
+  if (!t.ok()) TD_FAIL(ZarrError, where, ": dtype '", name, "': ", t.status().message());
+  return *t;
 }
 
 }  // namespace
 
 std::string NumpyDtype(at::ScalarType dtype) {
-  const DtypeRow* r = FindDtype(dtype);
-  if (r == nullptr) return "";
-  const int64_t size = static_cast<int64_t>(c10::elementSize(dtype));
-  return std::string(size == 1 ? "|" : "<") + r->kind + std::to_string(size);
+  for (const DtypeRow& r : kDtypes) {
+    const absl::StatusOr<at::ScalarType> t = RowDtype(r);
+    if (!t.ok() || *t != dtype) continue;
+    return std::string(r.size == 1 ? "|" : "<") + r.kind + std::to_string(r.size);
+  }
+  return "";
 }
 
 namespace {
@@ -196,14 +179,11 @@ ElemType ParseV2Dtype(const json& j, const std::string& where) {
     t.itemsize = kind == 'S' ? size : size * 4;
     return t;
   }
-  RefuseMissingDtype(where, s, kind, size);
-  for (const DtypeRow& r : Rows()) {
-    if (r.kind == kind && static_cast<int64_t>(c10::elementSize(r.dtype)) == size) {
-      t.dtype = r.dtype;
-      t.itemsize = size;
-      if (size > 1 && s[0] == '|') break;
-      return t;
-    }
+  for (const DtypeRow& r : kDtypes) {
+    if (r.kind != kind || r.size != size) continue;
+    t.dtype = RowDtypeOr(r, where, s);
+    t.itemsize = size;
+    if (size == 1 || s[0] != '|') return t;
   }
   TD_FAIL(ZarrError, where, ": dtype '", s,
           "' is not supported (bool, int8/16/32/64, uint8/16/32/64, float16/32/64, "
@@ -216,13 +196,19 @@ ElemType ParseV2Dtype(const json& j, const std::string& where) {
 
 namespace {
 
-// The array's shape, read as every structure reader reads one (structure::Sizes: at most 64 sizes
-// in [0, 2^63-1]), and its chunks `field` (Zarr's own: a positive size per dim of the shape).
-void ShapeAndChunks(const json& z, const json& chunks, const std::string& where,
-                    const char* field, ArrayMeta& a) {
+// An array's metadata: format 2's .zarray, or format 3's zarr.json (`v3`), which says the same in
+// other fields. The shape is read as every structure reader reads one (structure::Sizes: at most
+// 64 sizes in [0, 2^63-1]); the chunks are Zarr's own (a positive size per dim of the shape).
+void ParseArray(const json& z, bool v3, const std::string& where, ArrayMeta& a) {
+  const json grid = z.value("chunk_grid", json());
+  if (v3 && (!grid.is_object() || grid.value("name", std::string()) != "regular")) {
+    TD_FAIL(ZarrError, where, ": chunk_grid ", grid.dump(), " is not supported (regular only)");
+  }
   absl::StatusOr<std::vector<int64_t>> shape = structure::Sizes(z.value("shape", json())).Read();
   if (!shape.ok()) TD_FAIL(ZarrError, where, ": the shape ", shape.status().message());
   a.shape = *std::move(shape);
+  const char* field = v3 ? "chunk_shape" : "chunks";
+  const json chunks = (v3 ? grid.value("configuration", json::object()) : z).value(field, json());
   absl::StatusOr<std::vector<int64_t>> sizes = structure::Sizes(chunks).Read();
   if (!sizes.ok() || std::count(sizes->begin(), sizes->end(), 0) > 0) {
     TD_FAIL(ZarrError, where, ": '", field, "' must be a list of positive integers, got ",
@@ -233,108 +219,77 @@ void ShapeAndChunks(const json& z, const json& chunks, const std::string& where,
     TD_FAIL(ZarrError, where, ": ", field, " ", c10::IntArrayRef(a.chunks), " and shape ",
             c10::IntArrayRef(a.shape), " have different lengths");
   }
-}
-
-void ParseV2Array(const json& z, const std::string& where, ArrayMeta& a) {
-  if (!z.is_object() || z.value("zarr_format", json()) != 2) {
-    TD_FAIL(ZarrError, where, ": not Zarr format 2 array metadata");
-  }
-  ShapeAndChunks(z, z.value("chunks", json()), where, "chunks", a);
-  a.type = ParseV2Dtype(z.value("dtype", json()), where);
-  a.codec = ParseV2Compressor(z.value("compressor", json()), where);
-  const json filters = z.value("filters", json());
-  if (!filters.is_null() && !(filters.is_array() && filters.empty())) {
-    TD_FAIL(ZarrError, where, ": filters ", filters.dump(), " are not supported");
-  }
-  const std::string order = z.value("order", std::string("C"));
-  if (order != "C" && order != "F") TD_FAIL(ZarrError, where, ": order '", order, "' is unknown");
-  a.fortran = order == "F";
   a.fill = z.value("fill_value", json());
-  a.separator = z.value("dimension_separator", std::string("."));
+  if (v3) {
+    const json transformers = z.value("storage_transformers", json::array());
+    if (!transformers.is_array() || !transformers.empty()) {
+      TD_FAIL(ZarrError, where, ": storage_transformers ", transformers.dump(),
+              " are not supported");
+    }
+    const json dt = z.value("data_type", json());
+    const DtypeRow* row = std::find_if(std::begin(kDtypes), std::end(kDtypes),
+                                       [&](const DtypeRow& r) { return dt == r.name; });
+    if (row == std::end(kDtypes)) {
+      TD_FAIL(ZarrError, where, ": data_type ", dt.dump(), " is not supported");
+    }
+    a.type.dtype = RowDtypeOr(*row, where, row->name);
+    a.type.itemsize = row->size;
+    a.codec = ParseV3Codecs(z.value("codecs", json()), where, &a.type.big_endian);
+    const json keys = z.value("chunk_key_encoding", json::object());
+    const std::string enc = keys.value("name", std::string("default"));
+    if (enc != "default" && enc != "v2") {
+      TD_FAIL(ZarrError, where, ": chunk_key_encoding '", enc, "' is unknown");
+    }
+    a.v3_default_keys = enc == "default";
+    a.separator = keys.value("configuration", json::object())
+                      .value("separator", std::string(a.v3_default_keys ? "/" : "."));
+  } else {
+    a.type = ParseV2Dtype(z.value("dtype", json()), where);
+    a.codec = ParseV2Compressor(z.value("compressor", json()), where);
+    const json filters = z.value("filters", json());
+    if (!filters.is_null() && !(filters.is_array() && filters.empty())) {
+      TD_FAIL(ZarrError, where, ": filters ", filters.dump(), " are not supported");
+    }
+    const std::string order = z.value("order", std::string("C"));
+    if (order != "C" && order != "F") TD_FAIL(ZarrError, where, ": order '", order, "' is unknown");
+    a.fortran = order == "F";
+    a.separator = z.value("dimension_separator", std::string("."));
+  }
   if (a.separator != "." && a.separator != "/") {
-    TD_FAIL(ZarrError, where, ": dimension_separator '", a.separator, "' is unknown");
+    TD_FAIL(ZarrError, where, ": ", v3 ? "chunk key separator" : "dimension_separator", " '",
+            a.separator, "' is unknown");
   }
-}
-
-void ParseV3Array(const json& z, const std::string& where, ArrayMeta& a) {
-  a.v3 = true;
-  const json grid = z.value("chunk_grid", json());
-  if (!grid.is_object() || grid.value("name", std::string()) != "regular") {
-    TD_FAIL(ZarrError, where, ": chunk_grid ", grid.dump(), " is not supported (regular only)");
-  }
-  ShapeAndChunks(z, grid.value("configuration", json::object()).value("chunk_shape", json()),
-                 where, "chunk_shape", a);
-  const json transformers = z.value("storage_transformers", json::array());
-  if (!transformers.is_array() || !transformers.empty()) {
-    TD_FAIL(ZarrError, where, ": storage_transformers ", transformers.dump(), " are not supported");
-  }
-  const json dt = z.value("data_type", json());
-  const DtypeRow* row = nullptr;
-  if (dt.is_string()) RefuseMissingDtype(where, dt.get<std::string>(), '\0', 0);
-  for (const DtypeRow& r : Rows()) {
-    if (dt.is_string() && dt.get<std::string>() == r.v3_name) row = &r;
-  }
-  if (row == nullptr) TD_FAIL(ZarrError, where, ": data_type ", dt.dump(), " is not supported");
-  a.type.dtype = row->dtype;
-  a.type.itemsize = static_cast<int64_t>(c10::elementSize(row->dtype));
-  a.codec = ParseV3Codecs(z.value("codecs", json()), where, &a.type.big_endian);
-  const json keys = z.value("chunk_key_encoding", json::object());
-  const std::string enc = keys.value("name", std::string("default"));
-  if (enc != "default" && enc != "v2") {
-    TD_FAIL(ZarrError, where, ": chunk_key_encoding '", enc, "' is unknown");
-  }
-  a.v3_default_keys = enc == "default";
-  a.separator = keys.value("configuration", json::object())
-                    .value("separator", std::string(a.v3_default_keys ? "/" : "."));
-  if (a.separator != "." && a.separator != "/") {
-    TD_FAIL(ZarrError, where, ": chunk key separator '", a.separator, "' is unknown");
-  }
-  a.fill = z.value("fill_value", json());
 }
 
 }  // namespace
 
 Node ParseNode(const NodeTexts& texts, const std::string& where) {
-  auto parse = [&](const std::optional<std::string>& text, const char* file) {
-    return text ? std::make_optional(ParseJson(*text, where + "/" + file)) : std::nullopt;
-  };
+  // Format 2's .zarray, else its .zgroup (either with .zattrs), else format 3's zarr.json.
+  const bool v3 = !texts.zarray && !texts.zgroup;
+  const char* file = texts.zarray ? ".zarray" : v3 ? "zarr.json" : ".zgroup";
+  const std::optional<std::string>& text = texts.zarray ? texts.zarray
+                                           : v3         ? texts.zarr_json
+                                                        : texts.zgroup;
   Node n;
+  if (!text) return n;
   try {
-    std::optional<json> zarray = parse(texts.zarray, ".zarray");
-    std::optional<json> zgroup = zarray ? std::nullopt : parse(texts.zgroup, ".zgroup");
-    if (zarray || zgroup) {
-      if (std::optional<json> attrs = parse(texts.zattrs, ".zattrs")) {
-        if (!attrs->is_object()) TD_FAIL(ZarrError, where, "/.zattrs is not a JSON object");
-        n.attrs = std::move(*attrs);
-      }
-      if (zarray) {
-        n.kind = Node::kArray;
-        ParseV2Array(*zarray, where, n.array);
-      } else {
-        if (!zgroup->is_object() || zgroup->value("zarr_format", json()) != 2) {
-          TD_FAIL(ZarrError, where, "/.zgroup is not Zarr format 2 group metadata");
-        }
-        n.kind = Node::kGroup;
-      }
-      return n;
+    const json z = ParseJson(*text, where + "/" + file);
+    if (!z.is_object() || z.value("zarr_format", json()) != (v3 ? 3 : 2)) {
+      TD_FAIL(ZarrError, where, "/", file, " is not Zarr format ",
+              v3 ? "3" : texts.zarray ? "2 array" : "2 group", " metadata");
     }
-    std::optional<json> z = parse(texts.zarr_json, "zarr.json");
-    if (!z) return n;
-    if (!z->is_object() || z->value("zarr_format", json()) != 3) {
-      TD_FAIL(ZarrError, where, "/zarr.json is not Zarr format 3 metadata");
+    n.attrs = v3             ? z.value("attributes", json::object())
+              : texts.zattrs ? ParseJson(*texts.zattrs, where + "/.zattrs")
+                             : json::object();
+    if (!n.attrs.is_object()) {
+      TD_FAIL(ZarrError, where, v3 ? ": attributes must be" : "/.zattrs is not", " a JSON object");
     }
-    const json attrs = z->value("attributes", json::object());
-    if (!attrs.is_object()) TD_FAIL(ZarrError, where, ": attributes must be a JSON object");
-    n.attrs = attrs;
-    const json type = z->value("node_type", json());
-    if (type == "group") {
-      n.kind = Node::kGroup;
-    } else if (type == "array") {
-      n.kind = Node::kArray;
-      ParseV3Array(*z, where, n.array);
-    } else {
+    const json type = v3 ? z.value("node_type", json()) : json(texts.zarray ? "array" : "group");
+    if (type != "array" && type != "group") {
       TD_FAIL(ZarrError, where, ": node_type ", type.dump(), " is unknown");
     }
+    n.kind = type == "array" ? Node::kArray : Node::kGroup;
+    if (n.kind == Node::kArray) ParseArray(z, v3, where, n.array);
   } catch (const json::exception& e) {
     // A field of the wrong JSON type ("order": 1, "configuration": []): nlohmann's type_error.
     TD_FAIL(ZarrError, where, ": malformed Zarr metadata: ", e.what());
@@ -355,6 +310,21 @@ Node ReadNode(const std::string& dir, const std::string& where) {
 }
 
 // ---- reading arrays ------------------------------------------------------------------------
+
+namespace {
+
+// `bytes` ([..., itemsize]) with each element's bytes reversed when `t` is big-endian (a complex
+// number's two halves each): stored order to LibTorch's, and back.
+at::Tensor SwapBytes(const at::Tensor& bytes, const ElemType& t) {
+  const int64_t unit = t.kind == ElemType::kUnicode ? 4
+                       : t.kind == ElemType::kBytes ? 1
+                       : at::isComplexType(t.dtype) ? t.itemsize / 2
+                                                    : t.itemsize;
+  if (!t.big_endian || unit == 1) return bytes;
+  return bytes.reshape({-1, unit}).flip({1}).reshape(bytes.sizes());
+}
+
+}  // namespace
 
 at::Tensor FillBytes(const ArrayMeta& a, const std::string& where) {
   const json& f = a.fill;
@@ -415,11 +385,7 @@ at::Tensor FillBytes(const ArrayMeta& a, const std::string& where) {
     // LibTorch's range check (c10::checked_convert) throws std::runtime_error.
     does_not_fit(std::string(": ") + e.what());
   }
-  at::Tensor bytes = value.reshape({1}).view(at::kByte).clone();
-  if (a.type.big_endian) {
-    bytes = bytes.view({-1, a.type.swap_unit()}).flip({1}).reshape({-1});
-  }
-  return bytes;
+  return SwapBytes(value.reshape({1}).view(at::kByte).clone(), a.type);
 }
 
 std::string ChunkKey(const ArrayMeta& a, const std::vector<int64_t>& coords) {
@@ -432,35 +398,20 @@ std::string ChunkKey(const ArrayMeta& a, const std::vector<int64_t>& coords) {
   return coords.empty() ? "0" : key;
 }
 
-std::optional<std::vector<int64_t>> ChunkCoords(const ArrayMeta& a, std::string key,
+std::optional<std::vector<int64_t>> ChunkCoords(const ArrayMeta& a, const std::string& key,
                                                 const std::vector<int64_t>& grid) {
-  const size_t nd = grid.size();
-  if (a.v3_default_keys) {
-    if (nd == 0) return key == "c" ? std::make_optional(std::vector<int64_t>{}) : std::nullopt;
-    if (key.compare(0, 1 + a.separator.size(), "c" + a.separator) != 0) return std::nullopt;
-    key.erase(0, 1 + a.separator.size());
-  } else if (nd == 0) {
-    return key == "0" ? std::make_optional(std::vector<int64_t>{}) : std::nullopt;
-  }
+  // A number below the grid's size per dim, then the name ChunkKey writes for them: canonical
+  // decimals only (zarr writes no sign and no leading zeros), the separator and prefix it writes.
   std::vector<int64_t> coords;
-  size_t start = 0;
-  while (true) {
-    const size_t end = std::min(key.find(a.separator, start), key.size());
-    const std::string part = key.substr(start, end - start);
-    // Canonical decimals only (zarr writes no sign and no leading zeros), below the grid's size.
-    if (part.empty() || part.size() > 19 || (part.size() > 1 && part[0] == '0') ||
-        part.find_first_not_of("0123456789") != std::string::npos) {
-      return std::nullopt;
-    }
+  size_t start = a.v3_default_keys ? 1 + a.separator.size() : 0;  // past "c/"
+  while (coords.size() < grid.size() && start <= key.size()) {
     uint64_t v = 0;
-    for (char c : part) v = v * 10 + static_cast<uint64_t>(c - '0');  // < 10^19 < 2^64
-    if (v >= static_cast<uint64_t>(grid[coords.size()])) return std::nullopt;
+    const auto [end, ec] = std::from_chars(key.data() + start, key.data() + key.size(), v);
+    if (ec != std::errc() || v >= static_cast<uint64_t>(grid[coords.size()])) return std::nullopt;
     coords.push_back(static_cast<int64_t>(v));
-    if (end == key.size()) break;
-    if (coords.size() == nd) return std::nullopt;  // more parts than dims
-    start = end + a.separator.size();
+    start = static_cast<size_t>(end - key.data()) + a.separator.size();
   }
-  if (coords.size() != nd) return std::nullopt;
+  if (coords.size() != grid.size() || ChunkKey(a, coords) != key) return std::nullopt;
   return coords;
 }
 
@@ -469,13 +420,9 @@ namespace {
 // The chunk files of the array in `dir`, by grid coordinates, from one listing of the directory
 // (and, with the "/" separator, of its sub-directories, at most nd + 1 deep): the work follows
 // the files there, not the grid, which a few bytes of metadata can make 2^40 chunks large.
-// Symlinked directories are refused, not followed (two links to "." would make the tree
-// exponential); other entries whose name is a chunk key must be regular files (StatRegular, on
-// reading).
+// Entries whose name is a chunk key must be regular files (StatRegular, on reading).
 std::map<std::vector<int64_t>, std::string> ListChunks(const ArrayMeta& a, const std::string& dir,
-                                                       const std::vector<int64_t>& grid,
-                                                       const std::string& where) {
-  namespace fs = std::filesystem;
+                                                       const std::vector<int64_t>& grid) {
   std::map<std::vector<int64_t>, std::string> out;
   const size_t max_depth = a.separator == "/" ? grid.size() + (a.v3_default_keys ? 1 : 0) : 1;
   std::vector<std::pair<std::string, size_t>> pending{{"", 0}};  // (relative dir, depth)
@@ -483,30 +430,17 @@ std::map<std::vector<int64_t>, std::string> ListChunks(const ArrayMeta& a, const
     const auto [rel, depth] = pending.back();
     pending.pop_back();
     const std::string path = rel.empty() ? dir : dir + "/" + rel;
-    std::error_code ec;
-    for (fs::directory_iterator it(path, ec), end; !ec && it != end; it.increment(ec)) {
-      const std::string name = it->path().filename().string();
-      const std::string key = rel.empty() ? name : rel + "/" + name;
-      const fs::file_status st = it->symlink_status(ec);
-      if (ec) break;
-      if (fs::is_symlink(st)) {
-        if (fs::is_directory(it->status(ec))) {
-          if (a.separator == "/" && depth + 1 < max_depth) {
-            TD_FAIL(ZarrError, where, ": ", path, "/", name, " is a symlink to a directory; "
-                    "symlinked directories in a store are not followed");
-          }
-          continue;
+    const bool descend = a.separator == "/" && depth + 1 < max_depth;
+    for (const os::DirEntry& e : ListStoreDir(path, /*refuse_dir_links=*/descend)) {
+      const std::string key = rel.empty() ? e.name : rel + "/" + e.name;
+      if (e.type == os::EntryType::kFile) {
+        if (std::optional<std::vector<int64_t>> coords = ChunkCoords(a, key, grid)) {
+          out.emplace(std::move(*coords), path + "/" + e.name);
         }
-        ec.clear();
-      } else if (fs::is_directory(st)) {
-        if (a.separator == "/" && depth + 1 < max_depth) pending.emplace_back(key, depth + 1);
-        continue;
-      }
-      if (std::optional<std::vector<int64_t>> coords = ChunkCoords(a, key, grid)) {
-        out.emplace(std::move(*coords), path + "/" + name);
+      } else if (descend) {
+        pending.emplace_back(key, depth + 1);
       }
     }
-    if (ec) TD_FAIL(ZarrError, where, ": cannot list ", path, ": ", ec.message());
   }
   return out;
 }
@@ -522,7 +456,6 @@ at::Tensor Allocate(c10::IntArrayRef sizes, const std::string& where) {
 
 }  // namespace
 
-// The array's elements as raw bytes in stored order: a uint8 tensor of shape [*shape, itemsize].
 at::Tensor ReadRaw(const ArrayMeta& a, const std::string& dir, const std::string& where) {
   const int64_t nd = static_cast<int64_t>(a.shape.size());
   // Elements of the array and of a chunk; their bytes at most 2^62 (the grid's arithmetic).
@@ -545,7 +478,7 @@ at::Tensor ReadRaw(const ArrayMeta& a, const std::string& dir, const std::string
     grid[d] = (a.shape[d] + a.chunks[d] - 1) / a.chunks[d];
     total *= grid[d];
   }
-  const std::map<std::vector<int64_t>, std::string> files = ListChunks(a, dir, grid, where);
+  const std::map<std::vector<int64_t>, std::string> files = ListChunks(a, dir, grid);
   // Chunks never written hold the fill value: all of it first, when some are missing.
   at::Tensor fill;
   auto fill_region = [&](at::Tensor region) {
@@ -566,33 +499,23 @@ at::Tensor ReadRaw(const ArrayMeta& a, const std::string& dir, const std::string
       fill_region(region);  // removed since the listing
       continue;
     }
-    const struct stat st = StatRegular(fd.get(), file);
-    if (whole) {
-      ReadChunkFile(a.codec, fd.get(), st.st_size, raw.data_ptr<uint8_t>(), chunk_bytes, file,
-                    where);
-      continue;
-    }
-    if (!buffer.defined()) buffer = Allocate({chunk_bytes}, where);
-    ReadChunkFile(a.codec, fd.get(), st.st_size, buffer.data_ptr<uint8_t>(), chunk_bytes, file,
-                  where);
-    at::Tensor chunk;
+    if (!whole && !buffer.defined()) buffer = Allocate({chunk_bytes}, where);
+    ReadChunkFile(a.codec, fd.get(), StatRegular(fd.get(), file).st_size,
+                  (whole ? raw : buffer).data_ptr<uint8_t>(), chunk_bytes, file, where);
+    if (whole) continue;
+    // The chunk's bytes in C order, or in Fortran order: its dims reversed.
+    std::vector<int64_t> cs = a.chunks, perm(nd + 1);
+    std::iota(perm.begin(), perm.end(), 0);
     if (a.fortran) {
-      // Fortran order: the chunk's dims reversed, C order.
-      std::vector<int64_t> rev(a.chunks.rbegin(), a.chunks.rend());
-      rev.push_back(a.type.itemsize);
-      std::vector<int64_t> perm;
-      for (int64_t d = nd - 1; d >= 0; --d) perm.push_back(d);
-      perm.push_back(nd);
-      chunk = buffer.view(rev).permute(perm);
-    } else {
-      std::vector<int64_t> cs = a.chunks;
-      cs.push_back(a.type.itemsize);
-      chunk = buffer.view(cs);
+      std::reverse(cs.begin(), cs.end());
+      std::reverse(perm.begin(), perm.end() - 1);
     }
+    cs.push_back(a.type.itemsize);
+    at::Tensor chunk = buffer.view(cs).permute(perm);
     for (int64_t d = 0; d < nd; ++d) chunk = chunk.narrow(d, 0, region.size(d));
     region.copy_(chunk);
   }
-  return raw;
+  return SwapBytes(raw, a.type);
 }
 
 namespace {
@@ -604,21 +527,10 @@ std::string Utf8(const uint8_t* p, int64_t n_chars) {
                  uint32_t{p[4 * i + 3]} << 24;
     if (c == 0) break;
     if (c > 0x10FFFF || (c >= 0xD800 && c <= 0xDFFF)) c = 0xFFFD;
-    if (c < 0x80) {
-      out += static_cast<char>(c);
-    } else if (c < 0x800) {
-      out += static_cast<char>(0xC0 | (c >> 6));
-      out += static_cast<char>(0x80 | (c & 0x3F));
-    } else if (c < 0x10000) {
-      out += static_cast<char>(0xE0 | (c >> 12));
-      out += static_cast<char>(0x80 | ((c >> 6) & 0x3F));
-      out += static_cast<char>(0x80 | (c & 0x3F));
-    } else {
-      out += static_cast<char>(0xF0 | (c >> 18));
-      out += static_cast<char>(0x80 | ((c >> 12) & 0x3F));
-      out += static_cast<char>(0x80 | ((c >> 6) & 0x3F));
-      out += static_cast<char>(0x80 | (c & 0x3F));
-    }
+    const int n = c < 0x80 ? 1 : c < 0x800 ? 2 : c < 0x10000 ? 3 : 4;  // UTF-8 bytes
+    constexpr uint8_t kLead[] = {0, 0x00, 0xC0, 0xE0, 0xF0};
+    out += static_cast<char>(kLead[n] | (c >> (6 * (n - 1))));
+    for (int k = n - 2; k >= 0; --k) out += static_cast<char>(0x80 | ((c >> (6 * k)) & 0x3F));
   }
   return out;
 }

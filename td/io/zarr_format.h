@@ -1,12 +1,11 @@
 // Zarr's files and metadata, internal to //td/io:zarr (zarr.cc reads and writes stores with
-// these): whole-file reads and writes that name the path in their ZarrError, numpy dtype
-// strings, a node's metadata in format 2 or 3, and an array's chunks assembled into one buffer.
-// NOTE [ Zarr layout ] in td/io/zarr.h says what a store holds. Not API.
+// these): a store's directories listed, numpy dtype strings, a node's metadata in format 2 or 3,
+// and an array's chunks assembled into one buffer. NOTE [ Zarr layout ] in td/io/zarr.h says
+// what a store holds. Not API.
 #pragma once
 
 #include <ATen/core/Tensor.h>
 #include <c10/core/ScalarType.h>
-#include <sys/stat.h>
 
 #include <cstdint>
 #include <optional>
@@ -18,6 +17,7 @@
 
 #include "td/io/zarr_codec.h"
 #include "td/io/zarr_error.h"
+#include "td/os/files.h"
 
 namespace td {
 namespace internal {
@@ -27,20 +27,11 @@ using json = nlohmann::json;
 
 // ---- files ---------------------------------------------------------------------------------
 
-// open(2) of `path` for reading, without waiting on a FIFO (O_NONBLOCK); -1 and errno on
-// failure. File symlinks are followed (stores kept by git-annex or DVC link their files).
-int OpenForRead(const std::string& path);
-// fstat(2) of the open `fd`; ZarrError naming `path` unless it is a regular file.
-struct stat StatRegular(int fd, const std::string& path);
-// Creates `path` (it must not exist) holding the bytes, fsynced (os::CreateFileAt).
-void WriteFile(const std::string& path, const void* data, int64_t n);
-// WriteFile of the JSON text (indented as zarr-python writes it).
-void WriteJson(const std::string& path, const json& j);
-// fsync(2) of a directory (os::SyncDirPath), best effort (new names inside it durable).
-void SyncDir(const std::string& path);
-// The bytes of the metadata file `path`, or nullopt when there is no such file; ZarrError for a
-// file that is not regular (StatRegular) or larger than 64 MiB.
-std::optional<std::string> ReadMetaFile(const std::string& path);
+// The entries of the store's directory `path` (os::ListDir: sorted by name), each kDirectory or
+// kFile (anything else: a chunk file, or what StatRegular refuses when it is read). A symlink to
+// a directory is never followed: a ZarrError with `refuse_dir_links`, else a kDirectory.
+// ZarrError naming `path` when it cannot be listed.
+std::vector<os::DirEntry> ListStoreDir(const std::string& path, bool refuse_dir_links);
 // `text` as JSON, through structure::ParseJson (NOTE [ Untrusted JSON ] in
 // td/core/internal/structure_check.h); ZarrError naming `path` for text that is not valid JSON.
 json ParseJson(std::string_view text, const std::string& path);
@@ -53,12 +44,6 @@ struct ElemType {
   at::ScalarType dtype = at::kByte;
   int64_t itemsize = 1;
   bool big_endian = false;
-  // Bytes swapped as one unit (a complex number swaps its two halves separately).
-  int64_t swap_unit() const {
-    if (kind == kUnicode) return 4;
-    if (kind == kBytes) return 1;
-    return at::isComplexType(dtype) ? itemsize / 2 : itemsize;
-  }
 };
 
 // numpy's dtype string of `dtype` ("<f4", "|b1"), or "" when Zarr cannot hold it here.
@@ -70,7 +55,6 @@ struct ArrayMeta {
   ElemType type;
   bool fortran = false;
   json fill;  // null: zeros
-  bool v3 = false;
   bool v3_default_keys = false;  // "c/0/0" (v3's default) rather than "0.0"
   std::string separator = ".";
   ChunkCodec codec;  // how the chunk files hold the bytes (NOTE [ Zarr codecs ], zarr_codec.cc)
@@ -105,12 +89,12 @@ at::Tensor FillBytes(const ArrayMeta& a, const std::string& where);
 std::string ChunkKey(const ArrayMeta& a, const std::vector<int64_t>& coords);
 // The grid coordinates the chunk key `key` names (ChunkKey's inverse, for the grid `grid` of
 // chunks per dim), or nullopt for a name that is no chunk of `a` (zarr-python skips those files).
-std::optional<std::vector<int64_t>> ChunkCoords(const ArrayMeta& a, std::string key,
+std::optional<std::vector<int64_t>> ChunkCoords(const ArrayMeta& a, const std::string& key,
                                                 const std::vector<int64_t>& grid);
-// The array's elements as raw bytes in stored order (byte order not yet swapped): a uint8 tensor
-// of shape [*shape, itemsize], read from the chunk files in `dir` (missing ones hold the fill
-// value; compressed ones are decompressed: ReadChunkFile). ZarrError naming the chunk file when
-// one has the wrong size or does not decompress to it.
+// The array's elements as raw bytes in LibTorch's byte order: a uint8 tensor of shape
+// [*shape, itemsize], read from the chunk files in `dir` (missing ones hold the fill value;
+// compressed ones are decompressed: ReadChunkFile). ZarrError naming the chunk file when one has
+// the wrong size or does not decompress to it.
 at::Tensor ReadRaw(const ArrayMeta& a, const std::string& dir, const std::string& where);
 // Fixed-size strings (raw bytes of a kBytes / kUnicode array from `dim` on) as JSON: a string, or
 // arrays nested by shape.
