@@ -28,31 +28,32 @@
 namespace td {
 
 using internal::BufferLayout;
+using internal::IsReservedLevelKey;
 using Json = nlohmann::ordered_json;
 namespace os = internal::os;
 
 namespace {
 
+constexpr auto Bad = internal::BadConsolidatedFile;
+
 static_assert(sizeof(int64_t) == 8, "the metadata length is an int64");
 
-bool IsReservedLevelKey(std::string_view k) {
-  return k == "cls" || k == "non_tensors" || k == "leaves" || k == "cls_metadata" || k == "size";
+// A level object of class `cls` whose non_tensors and leaves are empty so far.
+Json NewLevel(const char* cls) {
+  return {{"cls", cls}, {"non_tensors", Json::object()}, {"leaves", Json::object()}};
 }
 
 // A NonTensorStack level as upstream writes one (stack_dim 0; NOTE [ Consolidated file format ]
 // in file.h): members along the first of `batch`, NonTensorData in "non_tensors" when it is
 // the last dim, NonTensorStacks over the rest otherwise. `names`: the holding level's dim names
 // from this stack's first dim on (upstream names a stack dim as its parent names that dim).
-Json StackJson(const Json& values, at::IntArrayRef batch, at::ArrayRef<std::optional<std::string>> names) {
-  Json level = Json::object();
-  level["cls"] = "NonTensorStack";
-  level["non_tensors"] = Json::object();
-  level["leaves"] = Json::object();
-  Json cls_meta = Json::object();
-  cls_meta["stack_dim"] = 0;
-  cls_meta["stack_dim_name"] = !names.empty() && names[0] ? Json(*names[0]) : Json(nullptr);
-  cls_meta["is_locked"] = false;
-  level["cls_metadata"] = std::move(cls_meta);
+Json StackJson(const Json& values, at::IntArrayRef batch,
+               at::ArrayRef<std::optional<std::string>> names) {
+  Json level = NewLevel("NonTensorStack");
+  level["cls_metadata"] = {
+      {"stack_dim", 0},
+      {"stack_dim_name", !names.empty() && names[0] ? Json(*names[0]) : Json(nullptr)},
+      {"is_locked", false}};
   const std::vector<int64_t> rest(batch.begin() + 1, batch.end());
   for (size_t i = 0; i < values.size(); ++i) {
     if (rest.empty()) {
@@ -67,11 +68,9 @@ Json StackJson(const Json& values, at::IntArrayRef batch, at::ArrayRef<std::opti
 
 // The level objects of `t` with a null placeholder per leaf (filled from the layout).
 Json LevelJson(const TensorDict& t, const std::vector<std::string>& prefix) {
-  Json level = Json::object();
-  level["cls"] = "TensorDict";
-  level["non_tensors"] = Json::object();
-  level["leaves"] = Json::object();
+  Json level = NewLevel("TensorDict");
   Json subs = Json::object();
+  const std::vector<int64_t> batch = t.batch_size().vec();
   for (const auto& [key, value] : t.items()) {
     const std::string& k = key.front();
     std::vector<std::string> parts = prefix;
@@ -82,45 +81,34 @@ Json LevelJson(const TensorDict& t, const std::vector<std::string>& prefix) {
                          " starts with \"<NJT\", which the format reserves for nested tensors");
       }
       level["leaves"][k] = nullptr;
-    } else if (value.is_tensordict()) {
-      if (IsReservedLevelKey(k)) {
-        TD_FAIL(ValueError, "consolidated file: the sub-TensorDict ", NestedKey(parts).repr(),
-                         " has a name the format uses for its own fields (cls, non_tensors, "
-                         "leaves, cls_metadata, size)");
-      }
+      continue;
+    }
+    const bool stack = !value.is_tensordict() && value.non_tensor_data().is_stack();
+    // A sub-level; Python's reader takes any key for a NonTensorStack, ours refuses them too.
+    if ((value.is_tensordict() || stack) && IsReservedLevelKey(k)) {
+      TD_FAIL(ValueError, "consolidated file: the ", stack ? "NonTensorStack " : "sub-TensorDict ",
+              NestedKey(parts).repr(), " has a name the format uses for its own fields (cls, ",
+              "non_tensors, leaves, cls_metadata, size)");
+    }
+    if (value.is_tensordict()) {
       subs[k] = LevelJson(value.tensordict(), parts);
-    } else if (value.non_tensor_data().is_stack()) {
-      // Python's reader takes any sub-level key; ours refuses the format's own names.
-      if (IsReservedLevelKey(k)) {
-        TD_FAIL(ValueError, "consolidated file: the NonTensorStack ", NestedKey(parts).repr(),
-                " has a name the format uses for its own fields (cls, non_tensors, leaves, "
-                "cls_metadata, size)");
-      }
+    } else if (stack) {
       const DimNames names = t.names();
       subs[k] = StackJson(Json::parse(value.non_tensor().dump()), t.batch_size(), names);
     } else if (value.is_non_tensor()) {  // NonTensorData and MetaData alike, as upstream
-      level["non_tensors"][k] = Json::array(
-          {Json(value.non_tensor()),
-           std::vector<int64_t>(t.batch_size().begin(), t.batch_size().end()), nullptr});
+      level["non_tensors"][k] = Json::array({Json(value.non_tensor()), batch, nullptr});
     }
   }
-  Json cls_meta = Json::object();
-  std::optional<at::Device> device = t.device();
-  cls_meta["device"] = device ? Json(device->str()) : Json(nullptr);
   // Python's _reduce_get_metadata: one name (or null) per batch dim.
-  cls_meta["names"] = Json::array();
-  for (const auto& name : t.names()) {
-    cls_meta["names"].push_back(name ? Json(*name) : Json(nullptr));
-  }
-  cls_meta["batch_size"] = std::vector<int64_t>(t.batch_size().begin(), t.batch_size().end());
-  cls_meta["is_locked"] = t.is_locked();
-  level["cls_metadata"] = std::move(cls_meta);
+  Json names = Json::array();
+  for (const auto& name : t.names()) names.push_back(name ? Json(*name) : Json(nullptr));
+  std::optional<at::Device> device = t.device();
+  level["cls_metadata"] = {{"device", device ? Json(device->str()) : Json(nullptr)},
+                           {"names", std::move(names)},
+                           {"batch_size", batch},
+                           {"is_locked", t.is_locked()}};
   for (auto& [k, v] : subs.items()) level[k] = std::move(v);
   return level;
-}
-
-[[noreturn]] void Bad(const std::string& file, const std::string& what) {
-  TD_FAIL(MemmapError, "consolidated file ", file, ": ", what);
 }
 
 // The TensorDict of a level that ParseFileMetadata validated: leaves are views into `storage`

@@ -12,19 +12,18 @@
 
 namespace td {
 namespace internal {
+
+void BadConsolidatedFile(const std::string& file, const std::string& what) {
+  TD_FAIL(MemmapError, "consolidated file ", file, ": ", what);
+}
+
 namespace {
 
 using Json = nlohmann::ordered_json;
 using structure::LevelKind;
 using structure::Rule;
 
-[[noreturn]] void Bad(const std::string& file, const std::string& what) {
-  TD_FAIL(MemmapError, "consolidated file ", file, ": ", what);
-}
-
-bool IsReservedLevelKey(std::string_view k) {
-  return k == "cls" || k == "non_tensors" || k == "leaves" || k == "cls_metadata" || k == "size";
-}
+constexpr auto Bad = BadConsolidatedFile;
 
 // At most this many characters of a JSON value in a message.
 std::string Short(const Json& v) {

@@ -25,6 +25,14 @@ inline constexpr int kMaxMetadataJsonDepth = internal::kMaxStructureJsonDepth;
 inline constexpr int64_t kMaxNonTensorStackValues = int64_t{1} << 22;
 inline constexpr int64_t kMaxNonTensorStackBytes = int64_t{1} << 28;
 
+// The level keys the format uses for its own fields (NOTE [ Consolidated file format ]).
+inline bool IsReservedLevelKey(std::string_view k) {
+  return k == "cls" || k == "non_tensors" || k == "leaves" || k == "cls_metadata" || k == "size";
+}
+
+// Throws td::MemmapError "consolidated file <file>: <what>".
+[[noreturn]] void BadConsolidatedFile(const std::string& file, const std::string& what);
+
 // Parses and validates the metadata `text` of the consolidated file `file` whose data part has
 // `data_bytes` bytes, through a structure::Builder (NOTE [ Structure codec ] in
 // td/structure/structure.h). Throws td::MemmapError naming the file, the level or key and the

@@ -124,8 +124,6 @@ std::optional<Buffer> BufferOf(const std::vector<at::Tensor>& leaves);
 // levels' entries (no leaf list, no key or tensor copies); nullopt when some level does not hold
 // its entries (lazy backends: never consolidated).
 std::optional<Buffer> BufferOfTensorDict(const TensorDict& td);
-// Whether `leaves` sit in `buffer` exactly as its layout says.
-bool LeavesMatch(const std::vector<at::Tensor>& leaves, const Buffer& buffer);
 
 }  // namespace internal
 }  // namespace td
