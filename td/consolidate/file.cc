@@ -118,6 +118,7 @@ struct Builder {
   std::string file;
   c10::Storage storage;
   const uint8_t* data;
+  mutable bool made_lazy_stack = false;  // by Level()
 
   at::Tensor Leaf(const structure::Entry& m) const {
     const int64_t start = m.location.start;
@@ -140,6 +141,7 @@ struct Builder {
   // of another device would be made dense).
   TensorDict Level(const structure::Level& m, bool cpu = false) const {
     if (m.kind() == structure::LevelKind::kLazyStack) {
+      made_lazy_stack = true;
       std::vector<TensorDict> members;
       members.reserve(m.entries().size());
       for (const auto& e : m.entries()) members.push_back(Level(*e.level, cpu));
@@ -194,22 +196,15 @@ struct Builder {
   }
 };
 
-bool HasLazyStack(const structure::Level& m) {
-  if (m.kind() == structure::LevelKind::kLazyStack) return true;
-  for (const auto& e : m.entries()) {
-    if (e.level && HasLazyStack(*e.level)) return true;
-  }
-  return false;
-}
-
 }  // namespace
 
 namespace internal {
 
-nlohmann::ordered_json FileMetadata(const TensorDict& td, const BufferLayout& layout) {
+std::string DumpMetadata(const TensorDict& td, const BufferLayout& layout,
+                         const std::string& filename) {
   Json root = LevelJson(td, {});
   internal::LeafTree tree(td);
-  TORCH_INTERNAL_ASSERT(tree.num_leaves() == layout.slots.size(), "FileMetadata: ",
+  TORCH_INTERNAL_ASSERT(tree.num_leaves() == layout.slots.size(), "DumpMetadata: ",
                         tree.num_leaves(), " leaves for ", layout.slots.size(), " slots");
   for (size_t i = 0; i < tree.num_leaves(); ++i) {
     NestedKey key = tree.key(i);
@@ -227,14 +222,8 @@ nlohmann::ordered_json FileMetadata(const TensorDict& td, const BufferLayout& la
         Json::array({DtypeName(s.dtype), std::vector<int64_t>(s.shape.begin(), s.shape.end()),
                      s.offset, s.offset + s.nbytes, 0});
   }
-  return root;
-}
-
-std::string DumpMetadata(const TensorDict& td, const BufferLayout& layout,
-                         const std::string& filename) {
-  Json meta = FileMetadata(td, layout);
   try {
-    return meta.dump();
+    return root.dump();
   } catch (const nlohmann::json::exception& e) {
     TD_FAIL(ValueError, "consolidated file ", filename,
                      ": a key or non-tensor value is not valid UTF-8 (", e.what(), ")");
@@ -357,7 +346,7 @@ TensorDict load_consolidated(const std::string& filename) {
   // The layout of what was loaded (NOTE [ Consolidated buffer layout ]): only when every leaf is
   // a view into the mapping and no two overlap; otherwise the TensorDict is not consolidated. A
   // lazy stack never is (its leaves are stacked when read, and may be ragged).
-  if (HasLazyStack(meta)) return out;
+  if (builder.made_lazy_stack) return out;
   internal::LeafTree tree(out);
   std::vector<BufferLayout::Slot> slots;
   std::vector<std::pair<int64_t, int64_t>> ranges;

@@ -25,9 +25,9 @@ BufferLayout BufferLayout::Plan(const std::vector<at::Tensor>& leaves) {
   // Groups by dtype, in order of each dtype's first leaf.
   std::vector<at::ScalarType> dtypes;
   for (const at::Tensor& t : leaves) {
-    bool seen = false;
-    for (at::ScalarType d : dtypes) seen = seen || d == t.scalar_type();
-    if (!seen) dtypes.push_back(t.scalar_type());
+    if (std::find(dtypes.begin(), dtypes.end(), t.scalar_type()) == dtypes.end()) {
+      dtypes.push_back(t.scalar_type());
+    }
   }
   int64_t offset = 0;
   for (at::ScalarType d : dtypes) {
@@ -60,16 +60,13 @@ void BufferLayout::ComputeUniform() {
 }
 
 bool BufferLayout::SameAs(const BufferLayout& other) const {
-  if (this == &other) return true;
-  if (nbytes != other.nbytes || slots.size() != other.slots.size()) return false;
-  for (size_t i = 0; i < slots.size(); ++i) {
-    const Slot& a = slots[i];
-    const Slot& b = other.slots[i];
-    if (a.dtype != b.dtype || a.offset != b.offset || a.nbytes != b.nbytes || a.shape != b.shape) {
-      return false;
-    }
-  }
-  return true;
+  return this == &other ||
+         (nbytes == other.nbytes &&
+          std::equal(slots.begin(), slots.end(), other.slots.begin(), other.slots.end(),
+                     [](const Slot& a, const Slot& b) {
+                       return a.dtype == b.dtype && a.offset == b.offset &&
+                              a.nbytes == b.nbytes && a.shape == b.shape;
+                     }));
 }
 
 at::Tensor AllocateHost(int64_t numel, at::ScalarType dtype) {
@@ -127,13 +124,7 @@ std::optional<Buffer> Adopt(const at::Tensor& owner, std::shared_ptr<const Buffe
     return std::nullopt;
   }
   if (r.entries.size() >= r.sweep_at) {
-    for (auto e = r.entries.begin(); e != r.entries.end();) {
-      if (e->second.weak.expired()) {
-        r.entries.erase(e++);
-      } else {
-        ++e;
-      }
-    }
+    absl::erase_if(r.entries, [](const auto& e) { return e.second.weak.expired(); });
     r.sweep_at = std::max<size_t>(64, 2 * r.entries.size());
   }
   r.entries.insert_or_assign(storage.unsafeGetStorageImpl(),
