@@ -332,7 +332,6 @@ TensorDict load_consolidated(const std::string& filename) {
                        static_cast<size_t>(meta_bytes)),
       filename, data_bytes);
   const structure::Level& meta = parsed.root();
-  auto layout = std::make_shared<BufferLayout>();
   Builder builder{filename, mapping.storage(), p};
   TensorDict out;
   try {
@@ -348,31 +347,25 @@ TensorDict load_consolidated(const std::string& filename) {
   // lazy stack never is (its leaves are stacked when read, and may be ragged).
   if (builder.made_lazy_stack) return out;
   internal::LeafTree tree(out);
-  std::vector<BufferLayout::Slot> slots;
+  auto layout = std::make_shared<BufferLayout>();
   std::vector<std::pair<int64_t, int64_t>> ranges;
-  bool ok = true;
-  const c10::StorageImpl* impl = builder.storage.unsafeGetStorageImpl();
   for (const at::Tensor& t : tree.leaves()) {
-    if (t.storage().unsafeGetStorageImpl() != impl) {
-      ok = false;
-      break;
-    }
-    BufferLayout::Slot s;
+    if (t.storage().unsafeGetStorageImpl() != builder.storage.unsafeGetStorageImpl()) return out;
+    BufferLayout::Slot& s = layout->slots.emplace_back();
     s.dtype = t.scalar_type();
     s.shape.assign(t.sizes().begin(), t.sizes().end());
     s.nbytes = t.numel() * static_cast<int64_t>(t.element_size());
     s.offset = t.storage_offset() * static_cast<int64_t>(t.element_size());
     if (s.nbytes > 0) ranges.emplace_back(s.offset, s.offset + s.nbytes);
-    slots.push_back(std::move(s));
   }
   std::sort(ranges.begin(), ranges.end());
-  for (size_t i = 1; ok && i < ranges.size(); ++i) ok = ranges[i].first >= ranges[i - 1].second;
-  if (ok && !slots.empty()) {
-    layout->slots = std::move(slots);
-    layout->nbytes = data_bytes;
-    layout->ComputeUniform();
-    internal::Adopt(mapping.narrow(0, 0, data_bytes), layout);
+  for (size_t i = 1; i < ranges.size(); ++i) {
+    if (ranges[i].first < ranges[i - 1].second) return out;
   }
+  if (layout->slots.empty()) return out;
+  layout->nbytes = data_bytes;
+  layout->ComputeUniform();
+  internal::Adopt(mapping.narrow(0, 0, data_bytes), layout);
   return out;
 }
 

@@ -160,12 +160,11 @@ at::Tensor WholeBuffer(const Buffer& buffer, at::ScalarType dtype) {
   return ViewInto(buffer.storage, dtype, {n}, buffer.ctx->base);
 }
 
-std::vector<at::Tensor> SlotViews(const c10::Storage& storage, int64_t base,
-                                  const BufferLayout& layout) {
+std::vector<at::Tensor> SlotViews(const Buffer& b) {
   std::vector<at::Tensor> out;
-  out.reserve(layout.slots.size());
-  for (const BufferLayout::Slot& s : layout.slots) {
-    out.push_back(ViewInto(storage, s.dtype, s.shape, base + s.offset));
+  out.reserve(b.layout().slots.size());
+  for (const BufferLayout::Slot& s : b.layout().slots) {
+    out.push_back(ViewInto(b.storage, s.dtype, s.shape, b.ctx->base + s.offset));
   }
   return out;
 }

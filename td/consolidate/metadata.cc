@@ -94,11 +94,14 @@ struct Parser {
 
   // The leaf `key` of `level` (at `parts`) that `m` describes.
   void Leaf(structure::Level& level, const std::vector<std::string>& parts, const std::string& key,
-            const std::string& where, const Json& m) {
-    if (!m.is_array() || (m.size() != 5 && m.size() != 6)) {
+            const Json& m) {
+    const std::string where = Repr(Sub(parts, key));
+    if (key.rfind("<NJT", 0) == 0 || (m.is_array() && m.size() == 6)) {
+      Bad(file, "leaf " + where + " is part of a nested tensor (unsupported)");
+    }
+    if (!m.is_array() || m.size() != 5) {
       Bad(file, "leaf " + where + ": expected [dtype, shape, start, stop, pad], got " + Short(m));
     }
-    if (m.size() == 6) Bad(file, "leaf " + where + " is part of a nested tensor (unsupported)");
     if (!m[0].is_string()) Bad(file, "leaf " + where + ": dtype is not a string");
     absl::StatusOr<const structure::Entry*> leaf =
         b.AddLeaf(level, key, structure::Dtype::Name(m[0].get<std::string>()), m[1]);
@@ -181,11 +184,7 @@ struct Parser {
     if (!leaves.is_object()) Bad(file, "level " + where + ": leaves is not an object");
     for (const auto& [k, v] : leaves.items()) {
       NonEmpty(k, "a leaf", where);
-      const std::string leaf_where = Repr(Sub(parts, k));
-      if (k.rfind("<NJT", 0) == 0) {
-        Bad(file, "leaf " + leaf_where + " is part of a nested tensor (unsupported)");
-      }
-      Leaf(level, parts, k, leaf_where, v);
+      Leaf(level, parts, k, v);
     }
     for (const auto& [k, v] : m.items()) {
       if (IsReservedLevelKey(k)) continue;
@@ -325,17 +324,20 @@ struct Parser {
     return out;
   }
 
-  // The stack_dim of a stack level's cls_metadata, in [0, member_dims].
-  int64_t StackDim(const Json& meta, const std::string& where, const char* what,
-                   size_t member_dims) const {
+  // The batch size of `n` members of batch size `batch` stacked along the stack_dim of a stack
+  // level's cls_metadata (in [0, batch dims]), which `*dim` is set to.
+  std::vector<int64_t> Stacked(const Json& meta, const std::string& where, const char* what,
+                               std::vector<int64_t> batch, size_t n, int64_t* dim) const {
     auto it = meta.find("stack_dim");
     if (it == meta.end()) Bad(file, c10::str(what, " ", where, ": cls_metadata has no stack_dim"));
     const int64_t d = GetInt(*it, file, c10::str(what, " ", where, ": stack_dim"));
-    if (d < 0 || d > static_cast<int64_t>(member_dims)) {
+    if (d < 0 || d > static_cast<int64_t>(batch.size())) {
       Bad(file, c10::str(what, " ", where, ": stack_dim ", d, " is out of range for members of ",
-                         member_dims, " batch dims"));
+                         batch.size(), " batch dims"));
     }
-    return d;
+    batch.insert(batch.begin() + d, static_cast<int64_t>(n));
+    *dim = d;
+    return batch;
   }
 
   void CheckSameBatch(const std::vector<int64_t>& batch, const std::vector<int64_t>& first,
@@ -383,17 +385,15 @@ struct Parser {
       }
       CheckSameBatch(subs.back()->batch_size(), subs[0]->batch_size(), where, what, i);
     }
-    const int64_t dim = StackDim(meta, where, what, subs[0]->batch_size().size());
-    level.info.stack_dim = dim;
-    std::vector<int64_t> batch = subs[0]->batch_size();
-    batch.insert(batch.begin() + dim, static_cast<int64_t>(members.size()));
+    const std::vector<int64_t> batch = Stacked(meta, where, what, subs[0]->batch_size(),
+                                               members.size(), &level.info.stack_dim);
+    const int64_t dim = level.info.stack_dim;
     Check(b.SetBatchSize(level, batch), c10::str(what, " ", where));
     // Its names (the members', when they agree, with the stack dim's) under its parent's.
     Names names(batch.size());
-    bool agree = true;
-    for (const structure::Level* sub : subs) {
-      agree = agree && sub->info.names == subs[0]->info.names;
-    }
+    const bool agree = std::all_of(subs.begin(), subs.end(), [&](const structure::Level* s) {
+      return s->info.names == subs[0]->info.names;
+    });
     if (agree && !subs[0]->info.names.empty()) {
       names = subs[0]->info.names;
       names.insert(names.begin() + dim, std::nullopt);
@@ -461,10 +461,8 @@ struct Parser {
       }
       node.members.push_back(std::move(member));
     }
-    node.stack_dim = StackDim(meta, where, what, node.members[0].batch.size());
-    node.batch = node.members[0].batch;
-    node.batch.insert(node.batch.begin() + node.stack_dim,
-                      static_cast<int64_t>(node.members.size()));
+    node.batch = Stacked(meta, where, what, node.members[0].batch, node.members.size(),
+                         &node.stack_dim);
     return node;  // its dims are bounded by the outermost stack's batch size (Fill)
   }
 

@@ -15,10 +15,6 @@
 namespace td {
 namespace internal {
 
-// How deep [ and { may nest in the metadata: every structure reader's limit (NOTE [ Structure
-// validation ] in td/core/internal/structure_check.h), checked on the text before parsing.
-inline constexpr int kMaxMetadataJsonDepth = internal::kMaxStructureJsonDepth;
-
 // The most values the NonTensorStacks of one file may expand to (a member NonTensorData covers
 // every element of its batch size), and the most bytes of JSON text they may copy: a few bytes
 // of metadata cannot ask for gigabytes.
@@ -36,7 +32,7 @@ inline bool IsReservedLevelKey(std::string_view k) {
 // Parses and validates the metadata `text` of the consolidated file `file` whose data part has
 // `data_bytes` bytes, through a structure::Builder (NOTE [ Structure codec ] in
 // td/structure/structure.h). Throws td::MemmapError naming the file, the level or key and the
-// problem: JSON nested deeper than kMaxMetadataJsonDepth or TensorDicts deeper than
+// problem: JSON nested deeper than kMaxStructureJsonDepth or TensorDicts deeper than
 // td::kMaxNestingDepth (checked before descending), a key given twice in one JSON object, an
 // empty key, a name used by two entries of one level (leaf, non-tensor, sub-TensorDict), wrong
 // types, integers out of int64's range, an unknown dtype, a byte range outside the data or too

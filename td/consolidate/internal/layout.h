@@ -110,12 +110,8 @@ at::Tensor ViewInto(const c10::Storage& storage, at::ScalarType dtype, at::IntAr
                     int64_t offset);
 // The whole buffer as a 1-D tensor of `dtype` (layout().nbytes divisible by its element size).
 at::Tensor WholeBuffer(const Buffer& buffer, at::ScalarType dtype);
-// One view per slot of `layout`, in `storage` from byte `base` on.
-std::vector<at::Tensor> SlotViews(const c10::Storage& storage, int64_t base,
-                                  const BufferLayout& layout);
-inline std::vector<at::Tensor> SlotViews(const Buffer& b) {
-  return SlotViews(b.storage, b.ctx->base, b.layout());
-}
+// One view per slot of the buffer's layout.
+std::vector<at::Tensor> SlotViews(const Buffer& b);
 
 // The buffer of a consolidated set of leaves (depth-first order), or nullopt when they are not
 // (NOTE [ Consolidated buffer layout ], "Recognition").
