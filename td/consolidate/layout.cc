@@ -132,18 +132,6 @@ std::optional<Buffer> Adopt(const at::Tensor& owner, std::shared_ptr<const Buffe
   return Buffer{storage, std::move(ctx)};
 }
 
-std::shared_ptr<const BufferContext> ContextOf(const c10::Storage& storage) {
-  Registry& r = GetRegistry();
-  std::lock_guard<std::mutex> lock(r.mu);
-  auto it = r.entries.find(storage.unsafeGetStorageImpl());
-  if (it == r.entries.end()) return nullptr;
-  if (it->second.weak.expired()) {
-    r.entries.erase(it);
-    return nullptr;
-  }
-  return it->second.ctx;
-}
-
 at::Tensor ViewInto(const c10::Storage& storage, at::ScalarType dtype, at::IntArrayRef shape,
                     int64_t offset) {
   const at::Device device = storage.device();
@@ -170,6 +158,19 @@ std::vector<at::Tensor> SlotViews(const Buffer& b) {
 }
 
 namespace {
+
+// The buffer `storage` holds, if registered.
+std::shared_ptr<const BufferContext> ContextOf(const c10::Storage& storage) {
+  Registry& r = GetRegistry();
+  std::lock_guard<std::mutex> lock(r.mu);
+  auto it = r.entries.find(storage.unsafeGetStorageImpl());
+  if (it == r.entries.end()) return nullptr;
+  if (it->second.weak.expired()) {
+    r.entries.erase(it);
+    return nullptr;
+  }
+  return it->second.ctx;
+}
 
 // The registered buffer `t`'s storage holds, if any.
 std::optional<Buffer> BufferHolding(const at::Tensor& t) {

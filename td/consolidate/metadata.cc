@@ -213,6 +213,16 @@ struct Parser {
     return *it;
   }
 
+  // A field a stack level (`what` at `where`) has empty: its entries are its members'.
+  void NeedEmpty(const Json& m, const char* field, const std::string& where,
+                 const char* what) const {
+    const Json& f = Need(m, field, where);
+    if (!f.is_object() || !f.empty()) {
+      Bad(file, c10::str(what, " ", where, ": its ", field, " must be an empty object (a stack's ",
+                         "entries are its members'), got ", Short(f)));
+    }
+  }
+
   // cls_metadata, an object; sets *locked from its is_locked.
   const Json& ClsMetadata(const Json& m, const std::string& where, bool* locked) const {
     const Json& meta = Need(m, "cls_metadata", where);
@@ -249,19 +259,15 @@ struct Parser {
     }
     Names names;
     for (size_t i = 0; i < j.size(); ++i) {
-      if (j[i].is_null()) {
-        names.emplace_back();
-        continue;
-      }
-      if (!j[i].is_string()) {
+      if (!j[i].is_null() && !j[i].is_string()) {
         Bad(file, c10::str("level ", where, ": dim name ", i, " is ", Short(j[i]),
                            ", not a string or null (names ", Short(j), ")"));
       }
-      names.push_back(j[i].get<std::string>());
-      if (*names.back() == "...") {
+      if (j[i] == "...") {
         Bad(file, c10::str("level ", where, ": \"...\" is not a dim name (names ", Short(j),
                            ")"));
       }
+      names.push_back(j[i].is_null() ? std::nullopt : std::optional(j[i].get<std::string>()));
     }
     CheckUnique(names, where, "names " + Short(j));
     if (std::none_of(names.begin(), names.end(), [](const auto& n) { return n.has_value(); })) {
@@ -368,13 +374,7 @@ struct Parser {
         Bad(file, c10::str(what, " ", where, ": \"...\" is not a dim name"));
       }
     }
-    for (const char* field : {"non_tensors", "leaves"}) {
-      const Json& f = Need(m, field, where);
-      if (!f.is_object() || !f.empty()) {
-        Bad(file, c10::str(what, " ", where, ": its ", field, " must be an empty object (a lazy ",
-                           "stack's entries are its members'), got ", Short(f)));
-      }
-    }
+    for (const char* field : {"non_tensors", "leaves"}) NeedEmpty(m, field, where, what);
     auto members = Members(m, nullptr, where, what);
     std::vector<const structure::Level*> subs;
     for (size_t i = 0; i < members.size(); ++i) {
@@ -421,11 +421,7 @@ struct Parser {
     const char* what = "NonTensorStack";
     bool locked = false;
     const Json& meta = ClsMetadata(m, where, &locked);
-    const Json& leaves = Need(m, "leaves", where);
-    if (!leaves.is_object() || !leaves.empty()) {
-      Bad(file, c10::str(what, " ", where, ": its leaves must be an empty object, got ",
-                         Short(leaves)));
-    }
+    NeedEmpty(m, "leaves", where, what);
     const Json& non_tensors = Need(m, "non_tensors", where);
     if (!non_tensors.is_object()) Bad(file, "level " + where + ": non_tensors is not an object");
     auto members = Members(m, &non_tensors, where, what);

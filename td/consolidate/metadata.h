@@ -32,16 +32,10 @@ inline bool IsReservedLevelKey(std::string_view k) {
 // Parses and validates the metadata `text` of the consolidated file `file` whose data part has
 // `data_bytes` bytes, through a structure::Builder (NOTE [ Structure codec ] in
 // td/structure/structure.h). Throws td::MemmapError naming the file, the level or key and the
-// problem: JSON nested deeper than kMaxStructureJsonDepth or TensorDicts deeper than
-// td::kMaxNestingDepth (checked before descending), a key given twice in one JSON object, an
-// empty key, a name used by two entries of one level (leaf, non-tensor, sub-TensorDict), wrong
-// types, integers out of int64's range, an unknown dtype, a byte range outside the data or too
-// small for the shape, a leaf or sub-TensorDict whose shape does not start with its level's batch
-// size, bad dim names (not a list of strings or nulls, one per batch dim, unique, also with the
-// parent's names on the leading dims), a lazy stack or NonTensorStack whose members are not
-// "0".."n-1" or differ in batch size, NonTensorStacks past kMaxNonTensorStackValues /
-// kMaxNonTensorStackBytes, an unsupported class or nested tensor. What it returns makes valid
-// tensors and TensorDicts:
+// problem: the metadata problems load_consolidated() lists (td/consolidate/file.h), JSON nested
+// deeper than kMaxStructureJsonDepth, a nested tensor, NonTensorStacks past
+// kMaxNonTensorStackValues / kMaxNonTensorStackBytes.
+// What it returns makes valid tensors and TensorDicts:
 //  * levels (LevelKind): kTensorDict (info: device as the file names it, names, one string or
 //    null per batch dim or none; valid for td::TensorDict::set_names, also under the parent's
 //    names, NOTE [ Dim names ] in td/core/names.cc), kLazyStack (info: stack_dim,

@@ -52,9 +52,7 @@ class TensorDict;
 namespace internal {
 
 inline constexpr int64_t kAlign = 64;
-inline int64_t AlignUp(int64_t n, int64_t align = kAlign) {
-  return (n + align - 1) / align * align;
-}
+inline int64_t AlignUp(int64_t n) { return (n + kAlign - 1) / kAlign * kAlign; }
 
 // See NOTE [ Consolidated buffer layout ].
 struct BufferLayout {
@@ -102,8 +100,6 @@ struct Buffer {
 // and holding at least layout->nbytes bytes) as a buffer of `layout`. nullopt when its storage
 // already holds another layout (the caller then has views that are not consolidated).
 std::optional<Buffer> Adopt(const at::Tensor& owner, std::shared_ptr<const BufferLayout> layout);
-// The buffer `storage` holds, if registered.
-std::shared_ptr<const BufferContext> ContextOf(const c10::Storage& storage);
 // A contiguous tensor of `dtype` and `shape` at byte `offset` of `storage` (absolute, not
 // relative to a buffer; no dispatcher call).
 at::Tensor ViewInto(const c10::Storage& storage, at::ScalarType dtype, at::IntArrayRef shape,
