@@ -38,6 +38,12 @@ constexpr auto Bad = internal::BadConsolidatedFile;
 
 static_assert(sizeof(int64_t) == 8, "the metadata length is an int64");
 
+// The temporary beside `filename` that becomes it: "<filename>.tmp.<pid>.<tag><n>".
+std::string PendingFileName(const std::string& filename, const char* tag) {
+  static std::atomic<int64_t> counter{0};
+  return c10::str(filename, ".tmp.", ::getpid(), ".", tag, counter++);
+}
+
 // A level object of class `cls` whose non_tensors and leaves are empty so far.
 Json NewLevel(const char* cls) {
   return {{"cls", cls}, {"non_tensors", Json::object()}, {"leaves", Json::object()}};
@@ -128,9 +134,8 @@ struct Builder {
     // Not aligned for its dtype (never written by Python or by us): a copy.
     at::Tensor out = at::empty(m.shape, at::TensorOptions().dtype(m.dtype));
     void* dst = out.data_ptr();
-    const uint8_t* src = data + start;
-    const size_t n = static_cast<size_t>(m.nbytes);
-    if (n > 0 && !internal::GuardedCopy([&] { std::memcpy(dst, src, n); })) {
+    const auto n = static_cast<size_t>(m.nbytes);
+    if (n > 0 && !internal::GuardedCopy([&] { std::memcpy(dst, data + start, n); })) {
       Bad(file, "leaf '" + m.key + "': reading it raised SIGBUS: the file is shorter than when " +
                     "it was mapped (truncated by another process?)");
     }
@@ -229,16 +234,6 @@ std::string DumpMetadata(const TensorDict& td, const BufferLayout& layout,
                      ": a key or non-tensor value is not valid UTF-8 (", e.what(), ")");
   }
 }
-
-namespace {
-
-// The temporary beside `filename` that becomes it: "<filename>.tmp.<pid>.<tag><n>".
-std::string PendingFileName(const std::string& filename, const char* tag) {
-  static std::atomic<int64_t> counter{0};
-  return c10::str(filename, ".tmp.", ::getpid(), ".", tag, counter++);
-}
-
-}  // namespace
 
 PendingFile::PendingFile(std::string filename, int64_t data_bytes, const std::string& metadata)
     : filename_(std::move(filename)),

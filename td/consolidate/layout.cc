@@ -60,13 +60,12 @@ void BufferLayout::ComputeUniform() {
 }
 
 bool BufferLayout::SameAs(const BufferLayout& other) const {
-  return this == &other ||
-         (nbytes == other.nbytes &&
-          std::equal(slots.begin(), slots.end(), other.slots.begin(), other.slots.end(),
-                     [](const Slot& a, const Slot& b) {
-                       return a.dtype == b.dtype && a.offset == b.offset &&
-                              a.nbytes == b.nbytes && a.shape == b.shape;
-                     }));
+  return this == &other || (nbytes == other.nbytes &&
+                            std::equal(slots.begin(), slots.end(), other.slots.begin(),
+                                       other.slots.end(), [](const Slot& a, const Slot& b) {
+                                         return a.dtype == b.dtype && a.offset == b.offset &&
+                                                a.nbytes == b.nbytes && a.shape == b.shape;
+                                       }));
 }
 
 at::Tensor AllocateHost(int64_t numel, at::ScalarType dtype) {

@@ -69,23 +69,19 @@ struct Parser {
              const std::string& key = {}, const char* kind = nullptr) const {
     if (s.ok()) return;
     const std::string m(s.message());
+    // An entry's words, in structure::EntryKind's order.
+    const char* const entries[] = {"a leaf", "a sub-TensorDict", "a non-tensor entry"};
     switch (structure::RuleOf(s)) {
       case Rule::kKey:
         Bad(file, c10::str("the key ", Repr(Sub(parts, key)), " is both ",
-                           EntryName(level->Find(key)->kind), " and ", kind, " of level ",
-                           Repr(parts), "; each name of a level is one entry"));
+                           entries[static_cast<int>(level->Find(key)->kind)], " and ", kind,
+                           " of level ", Repr(parts), "; each name of a level is one entry"));
       case Rule::kShape: Bad(file, c10::str(what, ": the shape ", m));
       case Rule::kBatchSize: Bad(file, c10::str(what, ": the batch_size ", m));
       case Rule::kStartsWith:
       case Rule::kSubBatch: Bad(file, c10::str(what, ": ", m, " of its level"));
       default: Bad(file, c10::str(what, ": ", m));
     }
-  }
-
-  static const char* EntryName(structure::EntryKind kind) {
-    return kind == structure::EntryKind::kLeaf        ? "a leaf"
-           : kind == structure::EntryKind::kNonTensor ? "a non-tensor entry"
-                                                      : "a sub-TensorDict";
   }
 
   void NonEmpty(const std::string& k, const char* kind, const std::string& where) const {
@@ -110,8 +106,8 @@ struct Parser {
     const int64_t stop = GetInt(m[3], file, "leaf " + where + ": stop");
     const int64_t pad = GetInt(m[4], file, "leaf " + where + ": pad"), nbytes = (*leaf)->nbytes;
     b.SetLocation(**leaf, {"", 0, start, stop, pad, {}});
-    const std::string range = c10::str("leaf ", where, ": byte range [", start, ", ", stop,
-                                       ") pad ", pad);
+    const std::string range =
+        c10::str("leaf ", where, ": byte range [", start, ", ", stop, ") pad ", pad);
     if (start < 0 || stop < start || stop > data_bytes || pad < 0 || pad > stop - start) {
       Bad(file, c10::str(range, " is outside the data (", data_bytes, " bytes)"));
     }
@@ -234,8 +230,8 @@ struct Parser {
 
   [[noreturn]] void TooDeep(const std::vector<std::string>& parts, int depth,
                             const absl::Status& why) const {
-    Bad(file, c10::str("level ", Repr(parts), " is nested ", depth, " levels deep: ",
-                       why.message()));
+    Bad(file,
+        c10::str("level ", Repr(parts), " is nested ", depth, " levels deep: ", why.message()));
   }
 
   // [data, batch_size(, device)], as Python writes a NonTensorData.
@@ -362,17 +358,14 @@ struct Parser {
     const std::string where = Repr(parts);
     const char* what = "lazy stack";
     const Json& meta = ClsMetadata(m, where, &level.info.locked);
-    std::optional<std::string>& stack_dim_name = level.info.stack_dim_name;
     auto sn = meta.find("stack_dim_name");
     if (sn != meta.end() && !sn->is_null()) {
       if (!sn->is_string()) {
         Bad(file, c10::str(what, " ", where, ": stack_dim_name ", Short(*sn),
                            " is not a string or null"));
       }
-      stack_dim_name = sn->get<std::string>();
-      if (*stack_dim_name == "...") {
-        Bad(file, c10::str(what, " ", where, ": \"...\" is not a dim name"));
-      }
+      if (*sn == "...") Bad(file, c10::str(what, " ", where, ": \"...\" is not a dim name"));
+      level.info.stack_dim_name = sn->get<std::string>();
     }
     for (const char* field : {"non_tensors", "leaves"}) NeedEmpty(m, field, where, what);
     auto members = Members(m, nullptr, where, what);
@@ -385,8 +378,8 @@ struct Parser {
       }
       CheckSameBatch(subs.back()->batch_size(), subs[0]->batch_size(), where, what, i);
     }
-    const std::vector<int64_t> batch = Stacked(meta, where, what, subs[0]->batch_size(),
-                                               members.size(), &level.info.stack_dim);
+    const std::vector<int64_t> batch =
+        Stacked(meta, where, what, subs[0]->batch_size(), members.size(), &level.info.stack_dim);
     const int64_t dim = level.info.stack_dim;
     Check(b.SetBatchSize(level, batch), c10::str(what, " ", where));
     // Its names (the members', when they agree, with the stack dim's) under its parent's.
@@ -398,7 +391,7 @@ struct Parser {
       names = subs[0]->info.names;
       names.insert(names.begin() + dim, std::nullopt);
     }
-    names[static_cast<size_t>(dim)] = stack_dim_name;
+    names[static_cast<size_t>(dim)] = level.info.stack_dim_name;
     CheckUnique(names, where, "names");
     Effective(names, names.size(), parent_names, where);
   }
@@ -457,8 +450,8 @@ struct Parser {
       }
       node.members.push_back(std::move(member));
     }
-    node.batch = Stacked(meta, where, what, node.members[0].batch, node.members.size(),
-                         &node.stack_dim);
+    node.batch =
+        Stacked(meta, where, what, node.members[0].batch, node.members.size(), &node.stack_dim);
     return node;  // its dims are bounded by the outermost stack's batch size (Fill)
   }
 
