@@ -3,7 +3,6 @@
 #include <ATen/ATen.h>
 #include <ATen/Context.h>
 
-#include <algorithm>
 #include <cstring>
 #include <utility>
 #include <vector>
@@ -41,7 +40,7 @@ at::Tensor AllocateOwner(int64_t nbytes, at::Device device, const ConsolidateOpt
   return owner;
 }
 
-// Copies leaf i into view i; zeroes the bytes no leaf covers.
+// Copies leaf i into view i; zeroes the bytes no leaf covers (`layout` is a Plan()).
 void FillBuffer(const std::vector<at::Tensor>& leaves, const std::vector<at::Tensor>& views,
                 const at::Tensor& owner, const BufferLayout& layout,
                 const parallel::ParallelOptions& threads, const internal::LeafTree& tree) {
@@ -66,25 +65,16 @@ void FillBuffer(const std::vector<at::Tensor>& leaves, const std::vector<at::Ten
           internal::RethrowWithKey(tree.key(static_cast<size_t>(i)), "consolidating");
         }
       });
-  // Gaps: between slots in offset order, and after the last one.
-  std::vector<std::pair<int64_t, int64_t>> ranges;
-  ranges.reserve(layout.slots.size());
-  for (const auto& s : layout.slots) ranges.emplace_back(s.offset, s.offset + s.nbytes);
-  std::sort(ranges.begin(), ranges.end());
-  int64_t at_byte = 0;
-  auto zero = [&](int64_t from, int64_t to) {
-    if (to <= from) return;
-    if (cpu) {
-      std::memset(base + from, 0, static_cast<size_t>(to - from));
-    } else {
-      owner.narrow(0, from, to - from).zero_();
+  // The gaps: Plan() places each leaf at the aligned end of the one before it.
+  for (const auto& s : layout.slots) {
+    const int64_t end = s.offset + s.nbytes;
+    const int64_t gap = internal::AlignUp(end) - end;
+    if (gap > 0 && cpu) {
+      std::memset(base + end, 0, static_cast<size_t>(gap));
+    } else if (gap > 0) {
+      owner.narrow(0, end, gap).zero_();
     }
-  };
-  for (const auto& [from, to] : ranges) {
-    zero(at_byte, from);
-    at_byte = std::max(at_byte, to);
   }
-  zero(at_byte, layout.nbytes);
 }
 
 }  // namespace
@@ -110,15 +100,11 @@ TensorDict consolidate(const TensorDict& td, const ConsolidateOptions& options) 
                        leaves[i].layout(), " tensor; only strided tensors can be consolidated");
     }
   }
-  at::Device device = at::kCPU;
+  at::Device device = at::kCPU;  // also for a file
   if (options.device()) {
     device = *options.device();
-  } else if (options.filename()) {
-    device = at::kCPU;
-  } else if (td.device()) {
-    device = *td.device();
-  } else if (!leaves.empty()) {
-    device = leaves[0].device();
+  } else if (!options.filename()) {
+    device = td.device() ? *td.device() : leaves.empty() ? device : leaves[0].device();
   }
   if (options.filename() && !device.is_cpu()) {
     TD_FAIL(ValueError, "consolidate: filename and device ", device,

@@ -28,31 +28,38 @@
 namespace td {
 
 using internal::BufferLayout;
+using internal::IsReservedLevelKey;
 using Json = nlohmann::ordered_json;
 namespace os = internal::os;
 
 namespace {
 
+constexpr auto Bad = internal::BadConsolidatedFile;
+
 static_assert(sizeof(int64_t) == 8, "the metadata length is an int64");
 
-bool IsReservedLevelKey(std::string_view k) {
-  return k == "cls" || k == "non_tensors" || k == "leaves" || k == "cls_metadata" || k == "size";
+// The temporary beside `filename` that becomes it: "<filename>.tmp.<pid>.<tag><n>".
+std::string PendingFileName(const std::string& filename, const char* tag) {
+  static std::atomic<int64_t> counter{0};
+  return c10::str(filename, ".tmp.", ::getpid(), ".", tag, counter++);
+}
+
+// A level object of class `cls` whose non_tensors and leaves are empty so far.
+Json NewLevel(const char* cls) {
+  return {{"cls", cls}, {"non_tensors", Json::object()}, {"leaves", Json::object()}};
 }
 
 // A NonTensorStack level as upstream writes one (stack_dim 0; NOTE [ Consolidated file format ]
 // in file.h): members along the first of `batch`, NonTensorData in "non_tensors" when it is
 // the last dim, NonTensorStacks over the rest otherwise. `names`: the holding level's dim names
 // from this stack's first dim on (upstream names a stack dim as its parent names that dim).
-Json StackJson(const Json& values, at::IntArrayRef batch, at::ArrayRef<std::optional<std::string>> names) {
-  Json level = Json::object();
-  level["cls"] = "NonTensorStack";
-  level["non_tensors"] = Json::object();
-  level["leaves"] = Json::object();
-  Json cls_meta = Json::object();
-  cls_meta["stack_dim"] = 0;
-  cls_meta["stack_dim_name"] = !names.empty() && names[0] ? Json(*names[0]) : Json(nullptr);
-  cls_meta["is_locked"] = false;
-  level["cls_metadata"] = std::move(cls_meta);
+Json StackJson(const Json& values, at::IntArrayRef batch,
+               at::ArrayRef<std::optional<std::string>> names) {
+  Json level = NewLevel("NonTensorStack");
+  level["cls_metadata"] = {
+      {"stack_dim", 0},
+      {"stack_dim_name", !names.empty() && names[0] ? Json(*names[0]) : Json(nullptr)},
+      {"is_locked", false}};
   const std::vector<int64_t> rest(batch.begin() + 1, batch.end());
   for (size_t i = 0; i < values.size(); ++i) {
     if (rest.empty()) {
@@ -67,11 +74,9 @@ Json StackJson(const Json& values, at::IntArrayRef batch, at::ArrayRef<std::opti
 
 // The level objects of `t` with a null placeholder per leaf (filled from the layout).
 Json LevelJson(const TensorDict& t, const std::vector<std::string>& prefix) {
-  Json level = Json::object();
-  level["cls"] = "TensorDict";
-  level["non_tensors"] = Json::object();
-  level["leaves"] = Json::object();
+  Json level = NewLevel("TensorDict");
   Json subs = Json::object();
+  const std::vector<int64_t> batch = t.batch_size().vec();
   for (const auto& [key, value] : t.items()) {
     const std::string& k = key.front();
     std::vector<std::string> parts = prefix;
@@ -82,45 +87,34 @@ Json LevelJson(const TensorDict& t, const std::vector<std::string>& prefix) {
                          " starts with \"<NJT\", which the format reserves for nested tensors");
       }
       level["leaves"][k] = nullptr;
-    } else if (value.is_tensordict()) {
-      if (IsReservedLevelKey(k)) {
-        TD_FAIL(ValueError, "consolidated file: the sub-TensorDict ", NestedKey(parts).repr(),
-                         " has a name the format uses for its own fields (cls, non_tensors, "
-                         "leaves, cls_metadata, size)");
-      }
+      continue;
+    }
+    const bool stack = !value.is_tensordict() && value.non_tensor_data().is_stack();
+    // A sub-level; Python's reader takes any key for a NonTensorStack, ours refuses them too.
+    if ((value.is_tensordict() || stack) && IsReservedLevelKey(k)) {
+      TD_FAIL(ValueError, "consolidated file: the ", stack ? "NonTensorStack " : "sub-TensorDict ",
+              NestedKey(parts).repr(), " has a name the format uses for its own fields (cls, ",
+              "non_tensors, leaves, cls_metadata, size)");
+    }
+    if (value.is_tensordict()) {
       subs[k] = LevelJson(value.tensordict(), parts);
-    } else if (value.non_tensor_data().is_stack()) {
-      // Python's reader takes any sub-level key; ours refuses the format's own names.
-      if (IsReservedLevelKey(k)) {
-        TD_FAIL(ValueError, "consolidated file: the NonTensorStack ", NestedKey(parts).repr(),
-                " has a name the format uses for its own fields (cls, non_tensors, leaves, "
-                "cls_metadata, size)");
-      }
+    } else if (stack) {
       const DimNames names = t.names();
       subs[k] = StackJson(Json::parse(value.non_tensor().dump()), t.batch_size(), names);
     } else if (value.is_non_tensor()) {  // NonTensorData and MetaData alike, as upstream
-      level["non_tensors"][k] = Json::array(
-          {Json(value.non_tensor()),
-           std::vector<int64_t>(t.batch_size().begin(), t.batch_size().end()), nullptr});
+      level["non_tensors"][k] = Json::array({Json(value.non_tensor()), batch, nullptr});
     }
   }
-  Json cls_meta = Json::object();
-  std::optional<at::Device> device = t.device();
-  cls_meta["device"] = device ? Json(device->str()) : Json(nullptr);
   // Python's _reduce_get_metadata: one name (or null) per batch dim.
-  cls_meta["names"] = Json::array();
-  for (const auto& name : t.names()) {
-    cls_meta["names"].push_back(name ? Json(*name) : Json(nullptr));
-  }
-  cls_meta["batch_size"] = std::vector<int64_t>(t.batch_size().begin(), t.batch_size().end());
-  cls_meta["is_locked"] = t.is_locked();
-  level["cls_metadata"] = std::move(cls_meta);
+  Json names = Json::array();
+  for (const auto& name : t.names()) names.push_back(name ? Json(*name) : Json(nullptr));
+  std::optional<at::Device> device = t.device();
+  level["cls_metadata"] = {{"device", device ? Json(device->str()) : Json(nullptr)},
+                           {"names", std::move(names)},
+                           {"batch_size", batch},
+                           {"is_locked", t.is_locked()}};
   for (auto& [k, v] : subs.items()) level[k] = std::move(v);
   return level;
-}
-
-[[noreturn]] void Bad(const std::string& file, const std::string& what) {
-  TD_FAIL(MemmapError, "consolidated file ", file, ": ", what);
 }
 
 // The TensorDict of a level that ParseFileMetadata validated: leaves are views into `storage`
@@ -130,6 +124,7 @@ struct Builder {
   std::string file;
   c10::Storage storage;
   const uint8_t* data;
+  mutable bool made_lazy_stack = false;  // by Level()
 
   at::Tensor Leaf(const structure::Entry& m) const {
     const int64_t start = m.location.start;
@@ -139,9 +134,8 @@ struct Builder {
     // Not aligned for its dtype (never written by Python or by us): a copy.
     at::Tensor out = at::empty(m.shape, at::TensorOptions().dtype(m.dtype));
     void* dst = out.data_ptr();
-    const uint8_t* src = data + start;
-    const size_t n = static_cast<size_t>(m.nbytes);
-    if (n > 0 && !internal::GuardedCopy([&] { std::memcpy(dst, src, n); })) {
+    const auto n = static_cast<size_t>(m.nbytes);
+    if (n > 0 && !internal::GuardedCopy([&] { std::memcpy(dst, data + start, n); })) {
       Bad(file, "leaf '" + m.key + "': reading it raised SIGBUS: the file is shorter than when " +
                     "it was mapped (truncated by another process?)");
     }
@@ -152,6 +146,7 @@ struct Builder {
   // of another device would be made dense).
   TensorDict Level(const structure::Level& m, bool cpu = false) const {
     if (m.kind() == structure::LevelKind::kLazyStack) {
+      made_lazy_stack = true;
       std::vector<TensorDict> members;
       members.reserve(m.entries().size());
       for (const auto& e : m.entries()) members.push_back(Level(*e.level, cpu));
@@ -206,22 +201,15 @@ struct Builder {
   }
 };
 
-bool HasLazyStack(const structure::Level& m) {
-  if (m.kind() == structure::LevelKind::kLazyStack) return true;
-  for (const auto& e : m.entries()) {
-    if (e.level && HasLazyStack(*e.level)) return true;
-  }
-  return false;
-}
-
 }  // namespace
 
 namespace internal {
 
-nlohmann::ordered_json FileMetadata(const TensorDict& td, const BufferLayout& layout) {
+std::string DumpMetadata(const TensorDict& td, const BufferLayout& layout,
+                         const std::string& filename) {
   Json root = LevelJson(td, {});
   internal::LeafTree tree(td);
-  TORCH_INTERNAL_ASSERT(tree.num_leaves() == layout.slots.size(), "FileMetadata: ",
+  TORCH_INTERNAL_ASSERT(tree.num_leaves() == layout.slots.size(), "DumpMetadata: ",
                         tree.num_leaves(), " leaves for ", layout.slots.size(), " slots");
   for (size_t i = 0; i < tree.num_leaves(); ++i) {
     NestedKey key = tree.key(i);
@@ -239,29 +227,13 @@ nlohmann::ordered_json FileMetadata(const TensorDict& td, const BufferLayout& la
         Json::array({DtypeName(s.dtype), std::vector<int64_t>(s.shape.begin(), s.shape.end()),
                      s.offset, s.offset + s.nbytes, 0});
   }
-  return root;
-}
-
-std::string DumpMetadata(const TensorDict& td, const BufferLayout& layout,
-                         const std::string& filename) {
-  Json meta = FileMetadata(td, layout);
   try {
-    return meta.dump();
+    return root.dump();
   } catch (const nlohmann::json::exception& e) {
     TD_FAIL(ValueError, "consolidated file ", filename,
                      ": a key or non-tensor value is not valid UTF-8 (", e.what(), ")");
   }
 }
-
-namespace {
-
-// The temporary beside `filename` that becomes it: "<filename>.tmp.<pid>.<tag><n>".
-std::string PendingFileName(const std::string& filename, const char* tag) {
-  static std::atomic<int64_t> counter{0};
-  return c10::str(filename, ".tmp.", ::getpid(), ".", tag, counter++);
-}
-
-}  // namespace
 
 PendingFile::PendingFile(std::string filename, int64_t data_bytes, const std::string& metadata)
     : filename_(std::move(filename)),
@@ -355,7 +327,6 @@ TensorDict load_consolidated(const std::string& filename) {
                        static_cast<size_t>(meta_bytes)),
       filename, data_bytes);
   const structure::Level& meta = parsed.root();
-  auto layout = std::make_shared<BufferLayout>();
   Builder builder{filename, mapping.storage(), p};
   TensorDict out;
   try {
@@ -369,33 +340,27 @@ TensorDict load_consolidated(const std::string& filename) {
   // The layout of what was loaded (NOTE [ Consolidated buffer layout ]): only when every leaf is
   // a view into the mapping and no two overlap; otherwise the TensorDict is not consolidated. A
   // lazy stack never is (its leaves are stacked when read, and may be ragged).
-  if (HasLazyStack(meta)) return out;
+  if (builder.made_lazy_stack) return out;
   internal::LeafTree tree(out);
-  std::vector<BufferLayout::Slot> slots;
+  auto layout = std::make_shared<BufferLayout>();
   std::vector<std::pair<int64_t, int64_t>> ranges;
-  bool ok = true;
-  const c10::StorageImpl* impl = builder.storage.unsafeGetStorageImpl();
   for (const at::Tensor& t : tree.leaves()) {
-    if (t.storage().unsafeGetStorageImpl() != impl) {
-      ok = false;
-      break;
-    }
-    BufferLayout::Slot s;
+    if (t.storage().unsafeGetStorageImpl() != builder.storage.unsafeGetStorageImpl()) return out;
+    BufferLayout::Slot& s = layout->slots.emplace_back();
     s.dtype = t.scalar_type();
     s.shape.assign(t.sizes().begin(), t.sizes().end());
     s.nbytes = t.numel() * static_cast<int64_t>(t.element_size());
     s.offset = t.storage_offset() * static_cast<int64_t>(t.element_size());
     if (s.nbytes > 0) ranges.emplace_back(s.offset, s.offset + s.nbytes);
-    slots.push_back(std::move(s));
   }
   std::sort(ranges.begin(), ranges.end());
-  for (size_t i = 1; ok && i < ranges.size(); ++i) ok = ranges[i].first >= ranges[i - 1].second;
-  if (ok && !slots.empty()) {
-    layout->slots = std::move(slots);
-    layout->nbytes = data_bytes;
-    layout->ComputeUniform();
-    internal::Adopt(mapping.narrow(0, 0, data_bytes), layout);
+  for (size_t i = 1; i < ranges.size(); ++i) {
+    if (ranges[i].first < ranges[i - 1].second) return out;
   }
+  if (layout->slots.empty()) return out;
+  layout->nbytes = data_bytes;
+  layout->ComputeUniform();
+  internal::Adopt(mapping.narrow(0, 0, data_bytes), layout);
   return out;
 }
 

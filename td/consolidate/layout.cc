@@ -25,9 +25,9 @@ BufferLayout BufferLayout::Plan(const std::vector<at::Tensor>& leaves) {
   // Groups by dtype, in order of each dtype's first leaf.
   std::vector<at::ScalarType> dtypes;
   for (const at::Tensor& t : leaves) {
-    bool seen = false;
-    for (at::ScalarType d : dtypes) seen = seen || d == t.scalar_type();
-    if (!seen) dtypes.push_back(t.scalar_type());
+    if (std::find(dtypes.begin(), dtypes.end(), t.scalar_type()) == dtypes.end()) {
+      dtypes.push_back(t.scalar_type());
+    }
   }
   int64_t offset = 0;
   for (at::ScalarType d : dtypes) {
@@ -60,16 +60,12 @@ void BufferLayout::ComputeUniform() {
 }
 
 bool BufferLayout::SameAs(const BufferLayout& other) const {
-  if (this == &other) return true;
-  if (nbytes != other.nbytes || slots.size() != other.slots.size()) return false;
-  for (size_t i = 0; i < slots.size(); ++i) {
-    const Slot& a = slots[i];
-    const Slot& b = other.slots[i];
-    if (a.dtype != b.dtype || a.offset != b.offset || a.nbytes != b.nbytes || a.shape != b.shape) {
-      return false;
-    }
-  }
-  return true;
+  return this == &other || (nbytes == other.nbytes &&
+                            std::equal(slots.begin(), slots.end(), other.slots.begin(),
+                                       other.slots.end(), [](const Slot& a, const Slot& b) {
+                                         return a.dtype == b.dtype && a.offset == b.offset &&
+                                                a.nbytes == b.nbytes && a.shape == b.shape;
+                                       }));
 }
 
 at::Tensor AllocateHost(int64_t numel, at::ScalarType dtype) {
@@ -127,30 +123,12 @@ std::optional<Buffer> Adopt(const at::Tensor& owner, std::shared_ptr<const Buffe
     return std::nullopt;
   }
   if (r.entries.size() >= r.sweep_at) {
-    for (auto e = r.entries.begin(); e != r.entries.end();) {
-      if (e->second.weak.expired()) {
-        r.entries.erase(e++);
-      } else {
-        ++e;
-      }
-    }
+    absl::erase_if(r.entries, [](const auto& e) { return e.second.weak.expired(); });
     r.sweep_at = std::max<size_t>(64, 2 * r.entries.size());
   }
   r.entries.insert_or_assign(storage.unsafeGetStorageImpl(),
                             Registry::Entry{storage.getWeakStorageImpl(), ctx});
   return Buffer{storage, std::move(ctx)};
-}
-
-std::shared_ptr<const BufferContext> ContextOf(const c10::Storage& storage) {
-  Registry& r = GetRegistry();
-  std::lock_guard<std::mutex> lock(r.mu);
-  auto it = r.entries.find(storage.unsafeGetStorageImpl());
-  if (it == r.entries.end()) return nullptr;
-  if (it->second.weak.expired()) {
-    r.entries.erase(it);
-    return nullptr;
-  }
-  return it->second.ctx;
 }
 
 at::Tensor ViewInto(const c10::Storage& storage, at::ScalarType dtype, at::IntArrayRef shape,
@@ -169,27 +147,48 @@ at::Tensor WholeBuffer(const Buffer& buffer, at::ScalarType dtype) {
   return ViewInto(buffer.storage, dtype, {n}, buffer.ctx->base);
 }
 
-std::vector<at::Tensor> SlotViews(const c10::Storage& storage, int64_t base,
-                                  const BufferLayout& layout) {
+std::vector<at::Tensor> SlotViews(const Buffer& b) {
   std::vector<at::Tensor> out;
-  out.reserve(layout.slots.size());
-  for (const BufferLayout::Slot& s : layout.slots) {
-    out.push_back(ViewInto(storage, s.dtype, s.shape, base + s.offset));
+  out.reserve(b.layout().slots.size());
+  for (const BufferLayout::Slot& s : b.layout().slots) {
+    out.push_back(ViewInto(b.storage, s.dtype, s.shape, b.ctx->base + s.offset));
   }
   return out;
 }
 
 namespace {
 
-// True when `t` is the contiguous view of `slot` in the buffer whose storage is `impl`. Reads the
-// tensor's fields without reference-count traffic (no Storage or Tensor copies): this runs for
-// every leaf of every is_consolidated() test.
-bool LeafMatches(const at::Tensor& t, const BufferLayout::Slot& slot, const c10::StorageImpl* impl,
-                 int64_t base) {
-  if (!t.defined()) return false;
+// The buffer `storage` holds, if registered.
+std::shared_ptr<const BufferContext> ContextOf(const c10::Storage& storage) {
+  Registry& r = GetRegistry();
+  std::lock_guard<std::mutex> lock(r.mu);
+  auto it = r.entries.find(storage.unsafeGetStorageImpl());
+  if (it == r.entries.end()) return nullptr;
+  if (it->second.weak.expired()) {
+    r.entries.erase(it);
+    return nullptr;
+  }
+  return it->second.ctx;
+}
+
+// The registered buffer `t`'s storage holds, if any.
+std::optional<Buffer> BufferHolding(const at::Tensor& t) {
+  if (!t.defined() || t.layout() != at::kStrided || !t.has_storage()) return std::nullopt;
+  std::shared_ptr<const BufferContext> ctx = ContextOf(t.storage());
+  if (ctx == nullptr) return std::nullopt;
+  return Buffer{t.storage(), std::move(ctx)};
+}
+
+// True when `t` is the contiguous view of slot `i` of `buffer`. Reads the tensor's fields without
+// reference-count traffic (no Storage or Tensor copies): this runs for every leaf of every
+// is_consolidated() test.
+bool LeafMatches(const at::Tensor& t, const Buffer& buffer, size_t i) {
+  const std::vector<BufferLayout::Slot>& slots = buffer.layout().slots;
+  if (i >= slots.size() || !t.defined()) return false;
+  const BufferLayout::Slot& slot = slots[i];
   const c10::TensorImpl* ti = t.unsafeGetTensorImpl();
-  if (ti->unsafe_storage().unsafeGetStorageImpl() != impl || ti->layout() != at::kStrided ||
-      ti->dtype() != slot.dtype || !ti->is_contiguous()) {
+  if (ti->unsafe_storage().unsafeGetStorageImpl() != buffer.storage.unsafeGetStorageImpl() ||
+      ti->layout() != at::kStrided || ti->dtype() != slot.dtype || !ti->is_contiguous()) {
     return false;
   }
   const at::IntArrayRef sizes = ti->sizes();
@@ -198,36 +197,18 @@ bool LeafMatches(const at::Tensor& t, const BufferLayout::Slot& slot, const c10:
     if (sizes[d] != slot.shape[d]) return false;
   }
   return ti->storage_offset() * static_cast<int64_t>(c10::elementSize(slot.dtype)) ==
-         base + slot.offset;
+         buffer.ctx->base + slot.offset;
 }
 
-// The first tensor leaf of `td`, depth first (nullptr when none is reached through levels that
-// hold their entries).
-const at::Tensor* FirstHeldLeaf(const TensorDict& td) {
-  const EntryList* entries = td.storage().held_entries();
-  if (entries == nullptr) return nullptr;
-  for (const EntryList::Entry& e : entries->entries()) {
-    if (e.second.is_tensor()) return &e.second.tensor();
-    if (e.second.is_tensordict()) {
-      if (const at::Tensor* t = FirstHeldLeaf(e.second.tensordict())) return t;
-    }
-  }
-  return nullptr;
-}
-
-// Matches the leaves of `td`, depth first from slot `*next`, against `buffer`'s slots.
-bool HeldLeavesMatch(const TensorDict& td, const Buffer& buffer, size_t* next) {
+// Matches the leaves of `td`, depth first from slot `*next`, against `*buffer` (set from the
+// first leaf when empty).
+bool HeldLeavesMatch(const TensorDict& td, std::optional<Buffer>* buffer, size_t* next) {
   const EntryList* entries = td.storage().held_entries();
   if (entries == nullptr) return false;
-  const BufferLayout& layout = buffer.layout();
-  const c10::StorageImpl* impl = buffer.storage.unsafeGetStorageImpl();
   for (const EntryList::Entry& e : entries->entries()) {
     if (e.second.is_tensor()) {
-      if (*next >= layout.slots.size() ||
-          !LeafMatches(e.second.tensor(), layout.slots[*next], impl, buffer.ctx->base)) {
-        return false;
-      }
-      ++*next;
+      if (!*buffer) *buffer = BufferHolding(e.second.tensor());
+      if (!*buffer || !LeafMatches(e.second.tensor(), **buffer, (*next)++)) return false;
     } else if (e.second.is_tensordict()) {
       if (!HeldLeavesMatch(e.second.tensordict(), buffer, next)) return false;
     }
@@ -237,38 +218,21 @@ bool HeldLeavesMatch(const TensorDict& td, const Buffer& buffer, size_t* next) {
 
 }  // namespace
 
-bool LeavesMatch(const std::vector<at::Tensor>& leaves, const Buffer& buffer) {
-  const BufferLayout& layout = buffer.layout();
-  if (layout.slots.size() != leaves.size()) return false;
-  const c10::StorageImpl* impl = buffer.storage.unsafeGetStorageImpl();
-  for (size_t i = 0; i < leaves.size(); ++i) {
-    if (!LeafMatches(leaves[i], layout.slots[i], impl, buffer.ctx->base)) return false;
-  }
-  return true;
-}
-
 std::optional<Buffer> BufferOfTensorDict(const TensorDict& td) {
-  const at::Tensor* first = FirstHeldLeaf(td);
-  if (first == nullptr || !first->defined() || first->layout() != at::kStrided ||
-      !first->has_storage()) {
-    return std::nullopt;
-  }
-  Buffer b{first->storage(), ContextOf(first->storage())};
+  std::optional<Buffer> b;
   size_t matched = 0;
-  if (b.ctx == nullptr || !HeldLeavesMatch(td, b, &matched) ||
-      matched != b.layout().slots.size()) {
+  if (!HeldLeavesMatch(td, &b, &matched) || !b || matched != b->layout().slots.size()) {
     return std::nullopt;
   }
   return b;
 }
 
 std::optional<Buffer> BufferOf(const std::vector<at::Tensor>& leaves) {
-  if (leaves.empty() || !leaves[0].defined() || leaves[0].layout() != at::kStrided ||
-      !leaves[0].has_storage()) {
-    return std::nullopt;
+  std::optional<Buffer> b = leaves.empty() ? std::nullopt : BufferHolding(leaves[0]);
+  if (!b || b->layout().slots.size() != leaves.size()) return std::nullopt;
+  for (size_t i = 0; i < leaves.size(); ++i) {
+    if (!LeafMatches(leaves[i], *b, i)) return std::nullopt;
   }
-  Buffer b{leaves[0].storage(), ContextOf(leaves[0].storage())};
-  if (b.ctx == nullptr || !LeavesMatch(leaves, b)) return std::nullopt;
   return b;
 }
 

@@ -12,19 +12,18 @@
 
 namespace td {
 namespace internal {
+
+void BadConsolidatedFile(const std::string& file, const std::string& what) {
+  TD_FAIL(MemmapError, "consolidated file ", file, ": ", what);
+}
+
 namespace {
 
 using Json = nlohmann::ordered_json;
 using structure::LevelKind;
 using structure::Rule;
 
-[[noreturn]] void Bad(const std::string& file, const std::string& what) {
-  TD_FAIL(MemmapError, "consolidated file ", file, ": ", what);
-}
-
-bool IsReservedLevelKey(std::string_view k) {
-  return k == "cls" || k == "non_tensors" || k == "leaves" || k == "cls_metadata" || k == "size";
-}
+constexpr auto Bad = BadConsolidatedFile;
 
 // At most this many characters of a JSON value in a message.
 std::string Short(const Json& v) {
@@ -57,6 +56,12 @@ struct Parser {
     return parts.empty() ? std::string("(root)") : NestedKey(parts).repr();
   }
 
+  // `parts` and then `key`.
+  static std::vector<std::string> Sub(std::vector<std::string> parts, std::string key) {
+    parts.push_back(std::move(key));
+    return parts;
+  }
+
   // The builder's finding `s` about `what` ("leaf 'a'", "level 'n'"), in this format's words;
   // a key the level already has names both entries (`parts` is the level's, `kind` the new one's).
   void Check(const absl::Status& s, const std::string& what,
@@ -64,14 +69,13 @@ struct Parser {
              const std::string& key = {}, const char* kind = nullptr) const {
     if (s.ok()) return;
     const std::string m(s.message());
+    // An entry's words, in structure::EntryKind's order.
+    const char* const entries[] = {"a leaf", "a sub-TensorDict", "a non-tensor entry"};
     switch (structure::RuleOf(s)) {
-      case Rule::kKey: {
-        std::vector<std::string> sp = parts;
-        sp.push_back(key);
-        Bad(file, c10::str("the key ", Repr(sp), " is both ", EntryName(level->Find(key)->kind),
-                           " and ", kind, " of level ", Repr(parts),
-                           "; each name of a level is one entry"));
-      }
+      case Rule::kKey:
+        Bad(file, c10::str("the key ", Repr(Sub(parts, key)), " is both ",
+                           entries[static_cast<int>(level->Find(key)->kind)], " and ", kind,
+                           " of level ", Repr(parts), "; each name of a level is one entry"));
       case Rule::kShape: Bad(file, c10::str(what, ": the shape ", m));
       case Rule::kBatchSize: Bad(file, c10::str(what, ": the batch_size ", m));
       case Rule::kStartsWith:
@@ -80,41 +84,36 @@ struct Parser {
     }
   }
 
-  static const char* EntryName(structure::EntryKind kind) {
-    return kind == structure::EntryKind::kLeaf        ? "a leaf"
-           : kind == structure::EntryKind::kNonTensor ? "a non-tensor entry"
-                                                      : "a sub-TensorDict";
-  }
-
   void NonEmpty(const std::string& k, const char* kind, const std::string& where) const {
     if (k.empty()) Bad(file, c10::str("level ", where, " has ", kind, " with an empty key ''"));
   }
 
   // The leaf `key` of `level` (at `parts`) that `m` describes.
   void Leaf(structure::Level& level, const std::vector<std::string>& parts, const std::string& key,
-            const std::string& where, const Json& m) {
-    if (!m.is_array() || (m.size() != 5 && m.size() != 6)) {
+            const Json& m) {
+    const std::string where = Repr(Sub(parts, key));
+    if (key.rfind("<NJT", 0) == 0 || (m.is_array() && m.size() == 6)) {
+      Bad(file, "leaf " + where + " is part of a nested tensor (unsupported)");
+    }
+    if (!m.is_array() || m.size() != 5) {
       Bad(file, "leaf " + where + ": expected [dtype, shape, start, stop, pad], got " + Short(m));
     }
-    if (m.size() == 6) Bad(file, "leaf " + where + " is part of a nested tensor (unsupported)");
     if (!m[0].is_string()) Bad(file, "leaf " + where + ": dtype is not a string");
     absl::StatusOr<const structure::Entry*> leaf =
         b.AddLeaf(level, key, structure::Dtype::Name(m[0].get<std::string>()), m[1]);
     Check(leaf.status(), "leaf " + where, &level, parts, key, "a leaf");
-    structure::Location at;
-    at.start = GetInt(m[2], file, "leaf " + where + ": start");
-    at.stop = GetInt(m[3], file, "leaf " + where + ": stop");
-    at.pad = GetInt(m[4], file, "leaf " + where + ": pad");
-    b.SetLocation(**leaf, at);
-    const int64_t start = at.start, stop = at.stop, pad = at.pad, nbytes = (*leaf)->nbytes;
+    const int64_t start = GetInt(m[2], file, "leaf " + where + ": start");
+    const int64_t stop = GetInt(m[3], file, "leaf " + where + ": stop");
+    const int64_t pad = GetInt(m[4], file, "leaf " + where + ": pad"), nbytes = (*leaf)->nbytes;
+    b.SetLocation(**leaf, {"", 0, start, stop, pad, {}});
+    const std::string range =
+        c10::str("leaf ", where, ": byte range [", start, ", ", stop, ") pad ", pad);
     if (start < 0 || stop < start || stop > data_bytes || pad < 0 || pad > stop - start) {
-      Bad(file, c10::str("leaf ", where, ": byte range [", start, ", ", stop, ") pad ", pad,
-                         " is outside the data (", data_bytes, " bytes)"));
+      Bad(file, c10::str(range, " is outside the data (", data_bytes, " bytes)"));
     }
     if ((stop - start) % static_cast<int64_t>(c10::elementSize((*leaf)->dtype)) != 0 ||
         (pad == 0 ? nbytes != stop - start : nbytes > stop - start)) {
-      Bad(file, c10::str("leaf ", where, ": byte range [", start, ", ", stop, ") pad ", pad,
-                         " does not hold ", SizeRepr((*leaf)->shape), " ",
+      Bad(file, c10::str(range, " does not hold ", SizeRepr((*leaf)->shape), " ",
                          DtypeName((*leaf)->dtype)));
     }
   }
@@ -143,11 +142,7 @@ struct Parser {
     if (level.kind() == LevelKind::kNonTensorStack) {
       NtsNode root = NonTensorStack(m, parts, level.depth());
       // Dims only grow toward the outermost stack: its batch size bounds every member's.
-      absl::Status s = b.SetBatchSize(level, root.batch);
-      if (structure::RuleOf(s) == Rule::kBatchSize) {
-        Bad(file, c10::str("NonTensorStack ", where, " ", s.message()));
-      }
-      Check(s, "NonTensorStack " + where);
+      Check(b.SetBatchSize(level, root.batch), "NonTensorStack " + where);
       level.info.stack_dim = root.stack_dim;
       level.info.data = Expand(root, where);
       return level;
@@ -173,33 +168,24 @@ struct Parser {
     const bool named = std::any_of(names.begin(), names.end(), [](const auto& n) { return n; });
 
     // Every name of the level is one entry: a non-tensor, a leaf or a sub-level, in this order.
-    auto sub_parts = [&](const std::string& k) {
-      std::vector<std::string> p = parts;
-      p.push_back(k);
-      return p;
-    };
     const Json& non_tensors = Need(m, "non_tensors", where);
     if (!non_tensors.is_object()) Bad(file, "level " + where + ": non_tensors is not an object");
     for (const auto& [k, v] : non_tensors.items()) {
       NonEmpty(k, "a non-tensor entry", where);
       const Json data = v.is_array() && !v.empty() ? v[0] : Json();  // checked once claimed
       Check(b.AddNonTensor(level, k, data).status(), "", &level, parts, k, "a non-tensor entry");
-      CheckNonTensor(v, Repr(sub_parts(k)));
+      CheckNonTensor(v, Repr(Sub(parts, k)));
     }
     const Json& leaves = Need(m, "leaves", where);
     if (!leaves.is_object()) Bad(file, "level " + where + ": leaves is not an object");
     for (const auto& [k, v] : leaves.items()) {
       NonEmpty(k, "a leaf", where);
-      const std::string leaf_where = Repr(sub_parts(k));
-      if (k.rfind("<NJT", 0) == 0) {
-        Bad(file, "leaf " + leaf_where + " is part of a nested tensor (unsupported)");
-      }
-      Leaf(level, parts, k, leaf_where, v);
+      Leaf(level, parts, k, v);
     }
     for (const auto& [k, v] : m.items()) {
       if (IsReservedLevelKey(k)) continue;
       NonEmpty(k, "a sub-TensorDict", where);
-      Fill(v, sub_parts(k), &level, named ? &names : nullptr);
+      Fill(v, Sub(parts, k), &level, named ? &names : nullptr);
     }
     return level;
   }
@@ -210,8 +196,7 @@ struct Parser {
     if (parent == nullptr) return b.Root(kind);
     absl::StatusOr<structure::Level*> level = b.AddLevel(*parent, parts.back(), kind);
     if (structure::RuleOf(level.status()) == Rule::kNestingDepth) {
-      Bad(file, c10::str("level ", Repr(parts), " is nested ", parent->depth() + 1,
-                         " levels deep: ", level.status().message()));
+      TooDeep(parts, parent->depth() + 1, level.status());
     }
     const std::vector<std::string> up(parts.begin(), parts.end() - 1);
     Check(level.status(), "", parent, up, parts.back(), "a sub-TensorDict");
@@ -224,6 +209,16 @@ struct Parser {
     return *it;
   }
 
+  // A field a stack level (`what` at `where`) has empty: its entries are its members'.
+  void NeedEmpty(const Json& m, const char* field, const std::string& where,
+                 const char* what) const {
+    const Json& f = Need(m, field, where);
+    if (!f.is_object() || !f.empty()) {
+      Bad(file, c10::str(what, " ", where, ": its ", field, " must be an empty object (a stack's ",
+                         "entries are its members'), got ", Short(f)));
+    }
+  }
+
   // cls_metadata, an object; sets *locked from its is_locked.
   const Json& ClsMetadata(const Json& m, const std::string& where, bool* locked) const {
     const Json& meta = Need(m, "cls_metadata", where);
@@ -233,11 +228,10 @@ struct Parser {
     return meta;
   }
 
-  void CheckDepth(const std::vector<std::string>& sp, int depth) const {
-    if (absl::Status ok = internal::CheckNestingDepth(depth); !ok.ok()) {
-      Bad(file, c10::str("level ", Repr(sp), " is nested ", depth, " levels deep: ",
-                         ok.message()));
-    }
+  [[noreturn]] void TooDeep(const std::vector<std::string>& parts, int depth,
+                            const absl::Status& why) const {
+    Bad(file,
+        c10::str("level ", Repr(parts), " is nested ", depth, " levels deep: ", why.message()));
   }
 
   // [data, batch_size(, device)], as Python writes a NonTensorData.
@@ -260,25 +254,21 @@ struct Parser {
                          "of ", batch_dims, " names (one string or null per batch dim)"));
     }
     Names names;
-    bool any = false;
     for (size_t i = 0; i < j.size(); ++i) {
-      if (j[i].is_null()) {
-        names.emplace_back();
-        continue;
-      }
-      if (!j[i].is_string()) {
+      if (!j[i].is_null() && !j[i].is_string()) {
         Bad(file, c10::str("level ", where, ": dim name ", i, " is ", Short(j[i]),
                            ", not a string or null (names ", Short(j), ")"));
       }
-      names.push_back(j[i].get<std::string>());
-      any = true;
-      if (*names.back() == "...") {
+      if (j[i] == "...") {
         Bad(file, c10::str("level ", where, ": \"...\" is not a dim name (names ", Short(j),
                            ")"));
       }
+      names.push_back(j[i].is_null() ? std::nullopt : std::optional(j[i].get<std::string>()));
     }
     CheckUnique(names, where, "names " + Short(j));
-    if (!any) names.clear();
+    if (std::none_of(names.begin(), names.end(), [](const auto& n) { return n.has_value(); })) {
+      names.clear();
+    }
     return names;
   }
 
@@ -307,17 +297,6 @@ struct Parser {
     return out;
   }
 
-  // The member index a stack level's key names: "0", "1", ... (no sign, no leading zero).
-  static std::optional<int64_t> MemberIndex(const std::string& k) {
-    if (k.empty() || k.size() > 18 || (k.size() > 1 && k[0] == '0')) return std::nullopt;
-    int64_t i = 0;
-    for (char c : k) {
-      if (c < '0' || c > '9') return std::nullopt;
-      i = i * 10 + (c - '0');
-    }
-    return i;
-  }
-
   // The member keys of a stack level (every key but the format's own, plus `extra`'s): exactly
   // "0".."n-1", n >= 1; entry i of the result is member i's JSON and whether it is from `extra`.
   std::vector<std::pair<const Json*, bool>> Members(const Json& m, const Json* extra,
@@ -333,28 +312,34 @@ struct Parser {
     if (found.empty()) Bad(file, c10::str(what, " ", where, " has no members"));
     std::vector<std::pair<const Json*, bool>> out(found.size(), {nullptr, false});
     for (const auto& [k, v] : found) {
-      std::optional<int64_t> i = MemberIndex(k);
-      if (!i || *i >= static_cast<int64_t>(found.size()) || out[*i].first != nullptr) {
+      // "0", "1", ...: digits, without a sign or a leading zero.
+      const bool digits = k.find_first_not_of("0123456789") == k.npos && k.size() <= 18;
+      const int64_t i = digits && !k.empty() ? std::stoll(k) : -1;
+      if (i < 0 || std::to_string(i) != k || i >= static_cast<int64_t>(found.size()) ||
+          out[i].first != nullptr) {
         Bad(file, c10::str(what, " ", where, " has the member key ", NestedKey(k).repr(), "; its ",
                            found.size(), " members must be keyed '0' to '", found.size() - 1,
                            "', once each"));
       }
-      out[*i] = v;
+      out[i] = v;
     }
     return out;
   }
 
-  // The stack_dim of a stack level's cls_metadata, in [0, member_dims].
-  int64_t StackDim(const Json& meta, const std::string& where, const char* what,
-                   size_t member_dims) const {
+  // The batch size of `n` members of batch size `batch` stacked along the stack_dim of a stack
+  // level's cls_metadata (in [0, batch dims]), which `*dim` is set to.
+  std::vector<int64_t> Stacked(const Json& meta, const std::string& where, const char* what,
+                               std::vector<int64_t> batch, size_t n, int64_t* dim) const {
     auto it = meta.find("stack_dim");
     if (it == meta.end()) Bad(file, c10::str(what, " ", where, ": cls_metadata has no stack_dim"));
     const int64_t d = GetInt(*it, file, c10::str(what, " ", where, ": stack_dim"));
-    if (d < 0 || d > static_cast<int64_t>(member_dims)) {
+    if (d < 0 || d > static_cast<int64_t>(batch.size())) {
       Bad(file, c10::str(what, " ", where, ": stack_dim ", d, " is out of range for members of ",
-                         member_dims, " batch dims"));
+                         batch.size(), " batch dims"));
     }
-    return d;
+    batch.insert(batch.begin() + d, static_cast<int64_t>(n));
+    *dim = d;
+    return batch;
   }
 
   void CheckSameBatch(const std::vector<int64_t>& batch, const std::vector<int64_t>& first,
@@ -373,53 +358,40 @@ struct Parser {
     const std::string where = Repr(parts);
     const char* what = "lazy stack";
     const Json& meta = ClsMetadata(m, where, &level.info.locked);
-    std::optional<std::string>& stack_dim_name = level.info.stack_dim_name;
     auto sn = meta.find("stack_dim_name");
     if (sn != meta.end() && !sn->is_null()) {
       if (!sn->is_string()) {
         Bad(file, c10::str(what, " ", where, ": stack_dim_name ", Short(*sn),
                            " is not a string or null"));
       }
-      stack_dim_name = sn->get<std::string>();
-      if (*stack_dim_name == "...") {
-        Bad(file, c10::str(what, " ", where, ": \"...\" is not a dim name"));
-      }
+      if (*sn == "...") Bad(file, c10::str(what, " ", where, ": \"...\" is not a dim name"));
+      level.info.stack_dim_name = sn->get<std::string>();
     }
-    for (const char* field : {"non_tensors", "leaves"}) {
-      const Json& f = Need(m, field, where);
-      if (!f.is_object() || !f.empty()) {
-        Bad(file, c10::str(what, " ", where, ": its ", field, " must be an empty object (a lazy ",
-                           "stack's entries are its members'), got ", Short(f)));
-      }
-    }
+    for (const char* field : {"non_tensors", "leaves"}) NeedEmpty(m, field, where, what);
     auto members = Members(m, nullptr, where, what);
     std::vector<const structure::Level*> subs;
     for (size_t i = 0; i < members.size(); ++i) {
-      std::vector<std::string> sp = parts;
-      sp.push_back(std::to_string(i));
-      subs.push_back(&Fill(*members[i].first, sp, &level, nullptr));
+      subs.push_back(&Fill(*members[i].first, Sub(parts, std::to_string(i)), &level, nullptr));
       if (subs.back()->kind() == LevelKind::kNonTensorStack) {
         Bad(file, c10::str(what, " ", where, ": member ", i, " is a NonTensorStack; a lazy ",
                            "stack's members are TensorDicts"));
       }
       CheckSameBatch(subs.back()->batch_size(), subs[0]->batch_size(), where, what, i);
     }
-    const int64_t dim = StackDim(meta, where, what, subs[0]->batch_size().size());
-    level.info.stack_dim = dim;
-    std::vector<int64_t> batch = subs[0]->batch_size();
-    batch.insert(batch.begin() + dim, static_cast<int64_t>(members.size()));
+    const std::vector<int64_t> batch =
+        Stacked(meta, where, what, subs[0]->batch_size(), members.size(), &level.info.stack_dim);
+    const int64_t dim = level.info.stack_dim;
     Check(b.SetBatchSize(level, batch), c10::str(what, " ", where));
     // Its names (the members', when they agree, with the stack dim's) under its parent's.
     Names names(batch.size());
-    bool agree = true;
-    for (const structure::Level* sub : subs) {
-      agree = agree && sub->info.names == subs[0]->info.names;
-    }
+    const bool agree = std::all_of(subs.begin(), subs.end(), [&](const structure::Level* s) {
+      return s->info.names == subs[0]->info.names;
+    });
     if (agree && !subs[0]->info.names.empty()) {
       names = subs[0]->info.names;
       names.insert(names.begin() + dim, std::nullopt);
     }
-    names[static_cast<size_t>(dim)] = stack_dim_name;
+    names[static_cast<size_t>(dim)] = level.info.stack_dim_name;
     CheckUnique(names, where, "names");
     Effective(names, names.size(), parent_names, where);
   }
@@ -428,6 +400,7 @@ struct Parser {
   // covering every element of `batch`) or a stack of members along `stack_dim`.
   struct NtsNode {
     const Json* value = nullptr;
+    int64_t value_bytes = 0;  // of its JSON text
     std::vector<int64_t> batch;
     int64_t stack_dim = 0;
     std::vector<NtsNode> members;
@@ -441,18 +414,13 @@ struct Parser {
     const char* what = "NonTensorStack";
     bool locked = false;
     const Json& meta = ClsMetadata(m, where, &locked);
-    const Json& leaves = Need(m, "leaves", where);
-    if (!leaves.is_object() || !leaves.empty()) {
-      Bad(file, c10::str(what, " ", where, ": its leaves must be an empty object, got ",
-                         Short(leaves)));
-    }
+    NeedEmpty(m, "leaves", where, what);
     const Json& non_tensors = Need(m, "non_tensors", where);
     if (!non_tensors.is_object()) Bad(file, "level " + where + ": non_tensors is not an object");
     auto members = Members(m, &non_tensors, where, what);
     NtsNode node;
     for (size_t i = 0; i < members.size(); ++i) {
-      std::vector<std::string> sp = parts;
-      sp.push_back(std::to_string(i));
+      const std::vector<std::string> sp = Sub(parts, std::to_string(i));
       const Json& v = *members[i].first;
       NtsNode member;
       if (members[i].second) {
@@ -463,14 +431,13 @@ struct Parser {
                              batch.status().message()));
         }
         member.value = &v[0];
+        member.value_bytes = static_cast<int64_t>(v[0].dump().size());
         member.batch = *std::move(batch);
       } else {
-        CheckDepth(sp, depth + 1);
-        const Json* cls = nullptr;
-        if (v.is_object()) {
-          auto it = v.find("cls");
-          if (it != v.end()) cls = &*it;
+        if (absl::Status ok = internal::CheckNestingDepth(depth + 1); !ok.ok()) {
+          TooDeep(sp, depth + 1, ok);
         }
+        const Json* cls = v.is_object() && v.contains("cls") ? &v["cls"] : nullptr;
         if (cls == nullptr || !cls->is_string() || cls->get<std::string>() != what) {
           Bad(file, c10::str(what, " ", where, ": member ", i, " is a ",
                              cls ? Short(*cls) : std::string("level without \"cls\""),
@@ -483,35 +450,20 @@ struct Parser {
       }
       node.members.push_back(std::move(member));
     }
-    node.stack_dim = StackDim(meta, where, what, node.members[0].batch.size());
-    node.batch = node.members[0].batch;
-    node.batch.insert(node.batch.begin() + node.stack_dim,
-                      static_cast<int64_t>(node.members.size()));
+    node.batch =
+        Stacked(meta, where, what, node.members[0].batch, node.members.size(), &node.stack_dim);
     return node;  // its dims are bounded by the outermost stack's batch size (Fill)
-  }
-
-  // The bytes of JSON text the values of `n` copy (saturating at the limit).
-  static int64_t NtsBytes(const NtsNode& n) {
-    if (n.value == nullptr) {
-      int64_t total = 0;
-      for (const NtsNode& m : n.members) {
-        total = std::min(kMaxNonTensorStackBytes + 1, total + NtsBytes(m));
-      }
-      return total;
-    }
-    int64_t bytes = static_cast<int64_t>(n.value->dump().size());
-    for (int64_t d : n.batch) {
-      if (d == 0) return 0;
-      if (__builtin_mul_overflow(bytes, d, &bytes) || bytes > kMaxNonTensorStackBytes) {
-        return kMaxNonTensorStackBytes + 1;
-      }
-    }
-    return bytes;
   }
 
   // The values of `root` as nested lists of its batch size (upstream's tolist()), within the
   // file's budget (kMaxNonTensorStackValues, kMaxNonTensorStackBytes).
   Json Expand(const NtsNode& root, const std::string& where) const {
+    auto over_budget = [&] {
+      Bad(file, c10::str("NonTensorStack ", where, " of batch size ", SizeRepr(root.batch),
+                         " takes the file's NonTensorStacks past ", kMaxNonTensorStackValues,
+                         " values or ", kMaxNonTensorStackBytes, " bytes of JSON ",
+                         "(td::internal::kMaxNonTensorStack*)"));
+    };
     int64_t count = 1;
     for (int64_t d : root.batch) {
       if (__builtin_mul_overflow(count, d, &count) || count > kMaxNonTensorStackValues) {
@@ -520,13 +472,7 @@ struct Parser {
       }
     }
     nts_values_ += count;
-    nts_bytes_ = std::min(kMaxNonTensorStackBytes + 1, nts_bytes_ + NtsBytes(root));
-    if (nts_values_ > kMaxNonTensorStackValues || nts_bytes_ > kMaxNonTensorStackBytes) {
-      Bad(file, c10::str("NonTensorStack ", where, " of batch size ", SizeRepr(root.batch),
-                         " takes the file's NonTensorStacks past ", kMaxNonTensorStackValues,
-                         " values or ", kMaxNonTensorStackBytes, " bytes of JSON ",
-                         "(td::internal::kMaxNonTensorStack*)"));
-    }
+    if (nts_values_ > kMaxNonTensorStackValues) over_budget();
     std::vector<int64_t> idx(root.batch.size());
     std::function<Json(size_t)> fill = [&](size_t dim) -> Json {
       if (dim == idx.size()) {
@@ -537,6 +483,8 @@ struct Parser {
           at.erase(at.begin() + n->stack_dim);
           n = &n->members[static_cast<size_t>(i)];
         }
+        nts_bytes_ += n->value_bytes;
+        if (nts_bytes_ > kMaxNonTensorStackBytes) over_budget();
         return *n->value;
       }
       Json list = Json::array();

@@ -15,29 +15,27 @@
 namespace td {
 namespace internal {
 
-// How deep [ and { may nest in the metadata: every structure reader's limit (NOTE [ Structure
-// validation ] in td/core/internal/structure_check.h), checked on the text before parsing.
-inline constexpr int kMaxMetadataJsonDepth = internal::kMaxStructureJsonDepth;
-
 // The most values the NonTensorStacks of one file may expand to (a member NonTensorData covers
 // every element of its batch size), and the most bytes of JSON text they may copy: a few bytes
 // of metadata cannot ask for gigabytes.
 inline constexpr int64_t kMaxNonTensorStackValues = int64_t{1} << 22;
 inline constexpr int64_t kMaxNonTensorStackBytes = int64_t{1} << 28;
 
+// The level keys the format uses for its own fields (NOTE [ Consolidated file format ]).
+inline bool IsReservedLevelKey(std::string_view k) {
+  return k == "cls" || k == "non_tensors" || k == "leaves" || k == "cls_metadata" || k == "size";
+}
+
+// Throws td::MemmapError "consolidated file <file>: <what>".
+[[noreturn]] void BadConsolidatedFile(const std::string& file, const std::string& what);
+
 // Parses and validates the metadata `text` of the consolidated file `file` whose data part has
 // `data_bytes` bytes, through a structure::Builder (NOTE [ Structure codec ] in
 // td/structure/structure.h). Throws td::MemmapError naming the file, the level or key and the
-// problem: JSON nested deeper than kMaxMetadataJsonDepth or TensorDicts deeper than
-// td::kMaxNestingDepth (checked before descending), a key given twice in one JSON object, an
-// empty key, a name used by two entries of one level (leaf, non-tensor, sub-TensorDict), wrong
-// types, integers out of int64's range, an unknown dtype, a byte range outside the data or too
-// small for the shape, a leaf or sub-TensorDict whose shape does not start with its level's batch
-// size, bad dim names (not a list of strings or nulls, one per batch dim, unique, also with the
-// parent's names on the leading dims), a lazy stack or NonTensorStack whose members are not
-// "0".."n-1" or differ in batch size, NonTensorStacks past kMaxNonTensorStackValues /
-// kMaxNonTensorStackBytes, an unsupported class or nested tensor. What it returns makes valid
-// tensors and TensorDicts:
+// problem: the metadata problems load_consolidated() lists (td/consolidate/file.h), JSON nested
+// deeper than kMaxStructureJsonDepth, a nested tensor, NonTensorStacks past
+// kMaxNonTensorStackValues / kMaxNonTensorStackBytes.
+// What it returns makes valid tensors and TensorDicts:
 //  * levels (LevelKind): kTensorDict (info: device as the file names it, names, one string or
 //    null per batch dim or none; valid for td::TensorDict::set_names, also under the parent's
 //    names, NOTE [ Dim names ] in td/core/names.cc), kLazyStack (info: stack_dim,

@@ -7,7 +7,6 @@
 #include <cstdint>
 #include <string>
 
-#include "nlohmann/json.hpp"
 #include "td/consolidate/internal/layout.h"
 #include "td/core/tensordict.h"
 #include "td/os/files.h"
@@ -16,10 +15,8 @@ namespace td {
 
 namespace internal {
 
-// The metadata of `td` laid out as `layout` (which describes td's leaves). Throws ValueError for
-// keys the format cannot hold.
-nlohmann::ordered_json FileMetadata(const TensorDict& td, const BufferLayout& layout);
-// FileMetadata(...).dump(); ValueError naming `filename` for text that is not valid UTF-8.
+// The metadata text of `td` laid out as `layout` (which describes td's leaves). Throws
+// ValueError for keys the format cannot hold, naming `filename` for text that is not UTF-8.
 std::string DumpMetadata(const TensorDict& td, const BufferLayout& layout,
                          const std::string& filename);
 

@@ -52,9 +52,7 @@ class TensorDict;
 namespace internal {
 
 inline constexpr int64_t kAlign = 64;
-inline int64_t AlignUp(int64_t n, int64_t align = kAlign) {
-  return (n + align - 1) / align * align;
-}
+inline int64_t AlignUp(int64_t n) { return (n + kAlign - 1) / kAlign * kAlign; }
 
 // See NOTE [ Consolidated buffer layout ].
 struct BufferLayout {
@@ -102,20 +100,14 @@ struct Buffer {
 // and holding at least layout->nbytes bytes) as a buffer of `layout`. nullopt when its storage
 // already holds another layout (the caller then has views that are not consolidated).
 std::optional<Buffer> Adopt(const at::Tensor& owner, std::shared_ptr<const BufferLayout> layout);
-// The buffer `storage` holds, if registered.
-std::shared_ptr<const BufferContext> ContextOf(const c10::Storage& storage);
 // A contiguous tensor of `dtype` and `shape` at byte `offset` of `storage` (absolute, not
 // relative to a buffer; no dispatcher call).
 at::Tensor ViewInto(const c10::Storage& storage, at::ScalarType dtype, at::IntArrayRef shape,
                     int64_t offset);
 // The whole buffer as a 1-D tensor of `dtype` (layout().nbytes divisible by its element size).
 at::Tensor WholeBuffer(const Buffer& buffer, at::ScalarType dtype);
-// One view per slot of `layout`, in `storage` from byte `base` on.
-std::vector<at::Tensor> SlotViews(const c10::Storage& storage, int64_t base,
-                                  const BufferLayout& layout);
-inline std::vector<at::Tensor> SlotViews(const Buffer& b) {
-  return SlotViews(b.storage, b.ctx->base, b.layout());
-}
+// One view per slot of the buffer's layout.
+std::vector<at::Tensor> SlotViews(const Buffer& b);
 
 // The buffer of a consolidated set of leaves (depth-first order), or nullopt when they are not
 // (NOTE [ Consolidated buffer layout ], "Recognition").
@@ -124,8 +116,6 @@ std::optional<Buffer> BufferOf(const std::vector<at::Tensor>& leaves);
 // levels' entries (no leaf list, no key or tensor copies); nullopt when some level does not hold
 // its entries (lazy backends: never consolidated).
 std::optional<Buffer> BufferOfTensorDict(const TensorDict& td);
-// Whether `leaves` sit in `buffer` exactly as its layout says.
-bool LeavesMatch(const std::vector<at::Tensor>& leaves, const Buffer& buffer);
 
 }  // namespace internal
 }  // namespace td
