@@ -19,7 +19,6 @@ namespace zip {
 struct ZipEntry {
   std::string name;
   uint16_t method = 0;  // 0: stored
-  uint16_t flags = 0;
   uint32_t crc = 0;
   uint64_t size = 0;             // uncompressed
   uint64_t compressed_size = 0;
