@@ -95,7 +95,7 @@ absl::Status Decompress(Format f, const uint8_t* in, size_t n, uint8_t* out, siz
         return k;
       },
       [&](const uint8_t* data, size_t k) {
-        std::copy(data, data + k, out + written);  // k <= out_size - written: Inflater checks
+        std::copy(data, data + k, out + written);  // k <= out_size - written: InflateStream checks
         written += k;
         return absl::OkStatus();
       },

@@ -245,15 +245,15 @@ absl::Status ZipWriter::AddFile(const std::string& name, const std::string& sour
   }
   std::string crc_bytes;  // into the local header, which was written with a zero CRC
   Put<uint32_t>(&crc_bytes, crc);
-  written_[header_offset] = Written{name, crc, size, header_offset};
+  written_[header_offset] = Written{name, crc, size};
   return os::WriteAll(fd_, crc_bytes.data(), 4, path_, static_cast<int64_t>(header_offset + 14));
 }
 
 absl::Status ZipWriter::Finish() {
   const uint64_t cd_offset = offset_;
   std::string cd;
-  for (const auto& [offset, w] : written_) {
-    const bool big_size = w.size >= kLimit32, big_offset = w.header_offset >= kLimit32;
+  for (const auto& [header_offset, w] : written_) {
+    const bool big_size = w.size >= kLimit32, big_offset = header_offset >= kLimit32;
     std::string extra;
     if (big_size || big_offset) {
       Put<uint16_t>(&extra, kZip64ExtraId);
@@ -262,7 +262,7 @@ absl::Status ZipWriter::Finish() {
         Put<uint64_t>(&extra, w.size);
         Put<uint64_t>(&extra, w.size);
       }
-      if (big_offset) Put<uint64_t>(&extra, w.header_offset);
+      if (big_offset) Put<uint64_t>(&extra, header_offset);
     }
     Put<uint32_t>(&cd, kCentralSig);
     Put<uint16_t>(&cd, kVersionMadeBy);
@@ -271,7 +271,7 @@ absl::Status ZipWriter::Finish() {
     Put<uint16_t>(&cd, 0);  // disk
     Put<uint16_t>(&cd, 0);  // internal attributes
     Put<uint32_t>(&cd, uint64_t{0100644} << 16);  // a regular file, rw-r--r--
-    Put<uint32_t>(&cd, big_offset ? kLimit32 : w.header_offset);
+    Put<uint32_t>(&cd, big_offset ? kLimit32 : header_offset);
     cd += w.name;
     cd += extra;
   }

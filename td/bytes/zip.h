@@ -57,7 +57,6 @@ class ZipWriter {
     std::string name;
     uint32_t crc;
     uint64_t size;
-    uint64_t header_offset;
   };
   absl::Status Write(const void* data, size_t n);
 
