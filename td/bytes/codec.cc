@@ -103,20 +103,13 @@ absl::Status Decompress(Format f, const uint8_t* in, size_t n, uint8_t* out, siz
 }
 
 absl::Status InflateStream(Format f, const Source& source, const Sink& sink, uint64_t expected) {
-  int window_bits;
-  switch (f) {
-    case Format::kGzip:
-      window_bits = 16 + MAX_WBITS;  // gzip header and trailer only
-      break;
-    case Format::kZlib:
-      window_bits = MAX_WBITS;  // zlib header only (not auto-detected: numcodecs writes one kind)
-      break;
-    case Format::kRawDeflate:
-      window_bits = -MAX_WBITS;
-      break;
-    default:
-      return Wrong(f, "not a deflate format");
+  if (f != Format::kGzip && f != Format::kZlib && f != Format::kRawDeflate) {
+    return Wrong(f, "not a deflate format");
   }
+  // gzip: header and trailer; zlib: header, not auto-detected (numcodecs writes one kind).
+  const int window_bits = f == Format::kGzip   ? 16 + MAX_WBITS
+                          : f == Format::kZlib ? MAX_WBITS
+                                               : -MAX_WBITS;
   z_stream z{};
   if (inflateInit2(&z, window_bits) != Z_OK) return Wrong(f, "cannot start zlib's inflate");
   const absl::Cleanup end = [&z] { inflateEnd(&z); };
