@@ -7,10 +7,12 @@
 #include <zstd_errors.h>
 
 #include <algorithm>
+#include <iterator>
 #include <limits>
 #include <string>
 #include <vector>
 
+#include "absl/cleanup/cleanup.h"
 #include "absl/strings/str_cat.h"
 
 namespace td {
@@ -21,90 +23,10 @@ namespace {
 // zlib counts in uInt (32 bits): larger buffers go through in pieces of this size.
 constexpr size_t kZlibPiece = size_t{1} << 30;
 
-absl::Status Wrong(Format f, const std::string& what) {
-  return absl::InvalidArgumentError(absl::StrCat(FormatName(f), ": ", what));
+template <class... Args>
+absl::Status Wrong(Format f, const Args&... what) {
+  return absl::InvalidArgumentError(absl::StrCat(FormatName(f), ": ", what...));
 }
-
-int WindowBits(Format f) {
-  switch (f) {
-    case Format::kGzip:
-      return 16 + MAX_WBITS;  // gzip header and trailer only
-    case Format::kZlib:
-      return MAX_WBITS;  // zlib header only (not auto-detected: numcodecs writes one kind)
-    default:
-      return -MAX_WBITS;
-  }
-}
-
-// One inflate stream, ended on destruction.
-class Inflater {
- public:
-  explicit Inflater(Format f) : f_(f) {
-    ok_ = inflateInit2(&z_, WindowBits(f)) == Z_OK;
-  }
-  ~Inflater() {
-    if (ok_) inflateEnd(&z_);
-  }
-  Inflater(const Inflater&) = delete;
-  Inflater& operator=(const Inflater&) = delete;
-
-  // Inflates from `source` into `sink`, `expected` bytes in all.
-  absl::Status Run(const Source& source, const Sink& sink, uint64_t expected) {
-    if (!ok_) return Wrong(f_, "cannot start zlib's inflate");
-    std::vector<uint8_t> in(std::min<uint64_t>(kZlibPiece, 1 << 20));
-    std::vector<uint8_t> out(static_cast<size_t>(std::min<uint64_t>(expected + 1, 1 << 20)));
-    uint64_t produced = 0;
-    bool ended = false, input_done = false;
-    while (!ended) {
-      if (z_.avail_in == 0 && !input_done) {
-        absl::StatusOr<size_t> got = source(in.data(), in.size());
-        if (!got.ok()) return got.status();
-        if (*got == 0) input_done = true;
-        z_.next_in = in.data();
-        z_.avail_in = static_cast<uInt>(*got);
-      }
-      z_.next_out = out.data();
-      z_.avail_out = static_cast<uInt>(out.size());
-      const int rc = inflate(&z_, input_done ? Z_FINISH : Z_NO_FLUSH);
-      const size_t n = out.size() - z_.avail_out;
-      if (n > expected - produced) {
-        return Wrong(f_, absl::StrCat("decompresses to more than the expected ", expected,
-                                      " bytes"));
-      }
-      if (n > 0) {
-        if (absl::Status s = sink(out.data(), n); !s.ok()) return s;
-        produced += n;
-      }
-      if (rc == Z_STREAM_END) {
-        ended = true;
-      } else if (rc == Z_DATA_ERROR || rc == Z_NEED_DICT) {
-        return Wrong(f_, absl::StrCat("corrupt stream after ", produced, " bytes (",
-                                      z_.msg != nullptr ? z_.msg : "zlib's Z_DATA_ERROR", ")"));
-      } else if (rc == Z_MEM_ERROR) {
-        return Wrong(f_, "out of memory");
-      } else if (rc == Z_BUF_ERROR && input_done && n == 0) {
-        return Wrong(f_, absl::StrCat("the stream ends early, after ", produced, " of the ",
-                                      expected, " bytes expected"));
-      }
-    }
-    if (produced != expected) {
-      return Wrong(f_, absl::StrCat("decompresses to ", produced, " bytes, expected ", expected));
-    }
-    // Nothing may follow the stream.
-    if (z_.avail_in > 0) return Wrong(f_, "other bytes follow the compressed stream");
-    if (!input_done) {
-      absl::StatusOr<size_t> got = source(in.data(), in.size());
-      if (!got.ok()) return got.status();
-      if (*got > 0) return Wrong(f_, "other bytes follow the compressed stream");
-    }
-    return absl::OkStatus();
-  }
-
- private:
-  Format f_;
-  z_stream z_{};
-  bool ok_ = false;
-};
 
 absl::Status Zstd(const uint8_t* in, size_t n, uint8_t* out, size_t out_size) {
   // Single-shot into the caller's buffer: ZSTD_decompress stops with dstSize_tooSmall instead
@@ -112,31 +34,29 @@ absl::Status Zstd(const uint8_t* in, size_t n, uint8_t* out, size_t out_size) {
   const size_t got = ZSTD_decompress(out, out_size, in, n);
   if (ZSTD_isError(got)) {
     if (ZSTD_getErrorCode(got) == ZSTD_error_dstSize_tooSmall) {
-      return Wrong(Format::kZstd, absl::StrCat("decompresses to more than the expected ",
-                                               out_size, " bytes"));
+      return Wrong(Format::kZstd, "decompresses to more than the expected ", out_size, " bytes");
     }
-    return Wrong(Format::kZstd, absl::StrCat("corrupt stream (", ZSTD_getErrorName(got), ")"));
+    return Wrong(Format::kZstd, "corrupt stream (", ZSTD_getErrorName(got), ")");
   }
   if (got != out_size) {
-    return Wrong(Format::kZstd,
-                 absl::StrCat("decompresses to ", got, " bytes, expected ", out_size));
+    return Wrong(Format::kZstd, "decompresses to ", got, " bytes, expected ", out_size);
   }
   return absl::OkStatus();
 }
 
 absl::Status Blosc(const uint8_t* in, size_t n, uint8_t* out, size_t out_size) {
   if (n < BLOSC_MIN_HEADER_LENGTH) {
-    return Wrong(Format::kBlosc, absl::StrCat(n, " bytes are shorter than a blosc header"));
+    return Wrong(Format::kBlosc, n, " bytes are shorter than a blosc header");
   }
   size_t nbytes = 0, cbytes = 0, blocksize = 0;
   blosc_cbuffer_sizes(in, &nbytes, &cbytes, &blocksize);
   if (cbytes != n) {
-    return Wrong(Format::kBlosc, absl::StrCat("the header says ", cbytes,
-                                              " compressed bytes, the data holds ", n));
+    return Wrong(Format::kBlosc, "the header says ", cbytes, " compressed bytes, the data holds ",
+                 n);
   }
   if (nbytes != out_size) {
-    return Wrong(Format::kBlosc, absl::StrCat("the header says ", nbytes,
-                                              " decompressed bytes, expected ", out_size));
+    return Wrong(Format::kBlosc, "the header says ", nbytes, " decompressed bytes, expected ",
+                 out_size);
   }
   // Checks the header against the buffer's length: what makes decompressing it memory-safe.
   if (blosc_cbuffer_validate(in, n, &nbytes) != 0 || nbytes != out_size) {
@@ -149,8 +69,7 @@ absl::Status Blosc(const uint8_t* in, size_t n, uint8_t* out, size_t out_size) {
   // bitshuffle are undone from the header's flags.
   const int got = blosc_decompress_ctx(in, out, out_size, /*numinternalthreads=*/1);
   if (got < 0 || static_cast<size_t>(got) != out_size) {
-    return Wrong(Format::kBlosc, absl::StrCat("corrupt stream (blosc_decompress_ctx returned ",
-                                              got, ")"));
+    return Wrong(Format::kBlosc, "corrupt stream (blosc_decompress_ctx returned ", got, ")");
   }
   return absl::OkStatus();
 }
@@ -158,30 +77,14 @@ absl::Status Blosc(const uint8_t* in, size_t n, uint8_t* out, size_t out_size) {
 }  // namespace
 
 const char* FormatName(Format f) {
-  switch (f) {
-    case Format::kZstd:
-      return "zstd";
-    case Format::kGzip:
-      return "gzip";
-    case Format::kZlib:
-      return "zlib";
-    case Format::kBlosc:
-      return "blosc";
-    case Format::kRawDeflate:
-      return "deflate";
-  }
-  return "?";
+  static constexpr const char* kNames[] = {"zstd", "gzip", "zlib", "blosc", "deflate"};
+  const auto i = static_cast<size_t>(f);
+  return i < std::size(kNames) ? kNames[i] : "?";
 }
 
 absl::Status Decompress(Format f, const uint8_t* in, size_t n, uint8_t* out, size_t out_size) {
-  switch (f) {
-    case Format::kZstd:
-      return Zstd(in, n, out, out_size);
-    case Format::kBlosc:
-      return Blosc(in, n, out, out_size);
-    default:
-      break;
-  }
+  if (f == Format::kZstd) return Zstd(in, n, out, out_size);
+  if (f == Format::kBlosc) return Blosc(in, n, out, out_size);
   size_t read = 0, written = 0;
   return InflateStream(
       f,
@@ -192,7 +95,7 @@ absl::Status Decompress(Format f, const uint8_t* in, size_t n, uint8_t* out, siz
         return k;
       },
       [&](const uint8_t* data, size_t k) {
-        std::copy(data, data + k, out + written);  // k <= out_size - written: Inflater checks
+        std::copy(data, data + k, out + written);  // k <= out_size - written: InflateStream checks
         written += k;
         return absl::OkStatus();
       },
@@ -203,8 +106,59 @@ absl::Status InflateStream(Format f, const Source& source, const Sink& sink, uin
   if (f != Format::kGzip && f != Format::kZlib && f != Format::kRawDeflate) {
     return Wrong(f, "not a deflate format");
   }
-  Inflater z(f);
-  return z.Run(source, sink, expected);
+  // gzip: header and trailer; zlib: header, not auto-detected (numcodecs writes one kind).
+  const int window_bits = f == Format::kGzip   ? 16 + MAX_WBITS
+                          : f == Format::kZlib ? MAX_WBITS
+                                               : -MAX_WBITS;
+  z_stream z{};
+  if (inflateInit2(&z, window_bits) != Z_OK) return Wrong(f, "cannot start zlib's inflate");
+  const absl::Cleanup end = [&z] { inflateEnd(&z); };
+  std::vector<uint8_t> in(1 << 20);
+  std::vector<uint8_t> out(static_cast<size_t>(std::min<uint64_t>(expected + 1, 1 << 20)));
+  bool input_done = false;
+  auto refill = [&]() -> absl::Status {  // called when z.avail_in is 0
+    absl::StatusOr<size_t> got = source(in.data(), in.size());
+    if (!got.ok()) return got.status();
+    input_done = *got == 0;
+    z.next_in = in.data();
+    z.avail_in = static_cast<uInt>(*got);
+    return absl::OkStatus();
+  };
+  uint64_t produced = 0;
+  for (int rc = Z_OK; rc != Z_STREAM_END;) {
+    if (z.avail_in == 0 && !input_done) {
+      if (absl::Status s = refill(); !s.ok()) return s;
+    }
+    z.next_out = out.data();
+    z.avail_out = static_cast<uInt>(out.size());
+    rc = inflate(&z, input_done ? Z_FINISH : Z_NO_FLUSH);
+    const size_t n = out.size() - z.avail_out;
+    if (n > expected - produced) {
+      return Wrong(f, "decompresses to more than the expected ", expected, " bytes");
+    }
+    if (n > 0) {
+      if (absl::Status s = sink(out.data(), n); !s.ok()) return s;
+      produced += n;
+    }
+    if (rc == Z_DATA_ERROR || rc == Z_NEED_DICT) {
+      return Wrong(f, "corrupt stream after ", produced, " bytes (",
+                   z.msg != nullptr ? z.msg : "zlib's Z_DATA_ERROR", ")");
+    } else if (rc == Z_MEM_ERROR) {
+      return Wrong(f, "out of memory");
+    } else if (rc == Z_BUF_ERROR && input_done && n == 0) {
+      return Wrong(f, "the stream ends early, after ", produced, " of the ", expected,
+                   " bytes expected");
+    }
+  }
+  if (produced != expected) {
+    return Wrong(f, "decompresses to ", produced, " bytes, expected ", expected);
+  }
+  // Nothing may follow the stream.
+  if (z.avail_in == 0 && !input_done) {
+    if (absl::Status s = refill(); !s.ok()) return s;
+  }
+  if (z.avail_in > 0) return Wrong(f, "other bytes follow the compressed stream");
+  return absl::OkStatus();
 }
 
 uint64_t MaxCompressedSize(uint64_t raw_bytes) {

@@ -19,7 +19,6 @@ namespace zip {
 struct ZipEntry {
   std::string name;
   uint16_t method = 0;  // 0: stored
-  uint16_t flags = 0;
   uint32_t crc = 0;
   uint64_t size = 0;             // uncompressed
   uint64_t compressed_size = 0;
@@ -58,7 +57,6 @@ class ZipWriter {
     std::string name;
     uint32_t crc;
     uint64_t size;
-    uint64_t header_offset;
   };
   absl::Status Write(const void* data, size_t n);
 

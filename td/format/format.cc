@@ -29,18 +29,13 @@ Registry& GetRegistry() {
   return *r;
 }
 
-std::vector<const Driver*> PathDrivers() {
+// Every registered driver, sorted by id.
+std::vector<const Driver*> Drivers() {
   Registry& r = GetRegistry();
   std::lock_guard<std::mutex> lock(r.mu);
   std::vector<const Driver*> out;
-  for (const auto& [id, d] : r.drivers) {
-    if (d->is_path_format()) out.push_back(d.get());
-  }
+  for (const auto& [id, d] : r.drivers) out.push_back(d.get());
   return out;
-}
-
-bool EndsWith(std::string_view s, std::string_view suffix) {
-  return s.size() >= suffix.size() && s.substr(s.size() - suffix.size()) == suffix;
 }
 
 }  // namespace
@@ -96,19 +91,14 @@ bool RegisterDriver(Driver driver) {
 }
 
 std::vector<std::string> RegisteredDrivers() {
-  Registry& r = GetRegistry();
-  std::lock_guard<std::mutex> lock(r.mu);
   std::vector<std::string> ids;
-  for (const auto& [id, d] : r.drivers) ids.push_back(id);
-  return ids;  // std::map: sorted
+  for (const Driver* d : Drivers()) ids.push_back(d->id);
+  return ids;
 }
 
 const Driver& GetDriver(std::string_view id) {
-  {
-    Registry& r = GetRegistry();
-    std::lock_guard<std::mutex> lock(r.mu);
-    auto it = r.drivers.find(id);
-    if (it != r.drivers.end()) return *it->second;
+  for (const Driver* d : Drivers()) {
+    if (d->id == id) return *d;
   }
   TD_FAIL(KeyError, "no format driver '", std::string(id), "'; registered: [",
           absl::StrJoin(RegisteredDrivers(), ", "),
@@ -117,9 +107,12 @@ const Driver& GetDriver(std::string_view id) {
 }
 
 const Driver* DriverForSuffix(std::string_view path) {
-  for (const Driver* d : PathDrivers()) {
+  for (const Driver* d : Drivers()) {
     for (const std::string& suffix : d->suffixes) {
-      if (EndsWith(path, suffix)) return d;
+      if (d->is_path_format() && path.size() >= suffix.size() &&
+          path.substr(path.size() - suffix.size()) == suffix) {
+        return d;
+      }
     }
   }
   return nullptr;
@@ -127,8 +120,8 @@ const Driver* DriverForSuffix(std::string_view path) {
 
 const Driver* DetectDriver(const std::string& path) {
   const Driver* found = nullptr;
-  for (const Driver* d : PathDrivers()) {
-    if (!d->detect || !d->detect(path)) continue;
+  for (const Driver* d : Drivers()) {
+    if (!d->is_path_format() || !d->detect || !d->detect(path)) continue;
     if (found != nullptr) {
       TD_FAIL(ValueError, path, " reads as two formats, '", found->id, "' and '", d->id,
               "'; name the one to use (LoadOptions::format)");

@@ -23,10 +23,7 @@ constexpr size_t kWriteChunk = size_t{1} << 20;
 }  // namespace
 
 UniqueFd& UniqueFd::operator=(UniqueFd&& o) noexcept {
-  if (this != &o) {
-    if (fd_ >= 0) ::close(fd_);
-    fd_ = std::exchange(o.fd_, -1);
-  }
+  const UniqueFd previous(std::exchange(fd_, o.release()));  // closed here
   return *this;
 }
 
@@ -60,11 +57,9 @@ absl::StatusOr<MappedRegion> MappedRegion::Map(int fd, size_t length, int prot, 
 }
 
 MappedRegion& MappedRegion::operator=(MappedRegion&& o) noexcept {
-  if (this != &o) {
-    if (addr_ != nullptr) ::munmap(addr_, length_);
-    addr_ = std::exchange(o.addr_, nullptr);
-    length_ = std::exchange(o.length_, 0);
-  }
+  MappedRegion previous(std::move(o));  // after the swaps, ours: unmapped here
+  std::swap(addr_, previous.addr_);
+  std::swap(length_, previous.length_);
   return *this;
 }
 

@@ -36,12 +36,9 @@ absl::StatusOr<std::vector<DirEntry>> ListDir(int dirfd, std::string_view path) 
     std::string name = e->d_name;
     if (name == "." || name == "..") continue;
     unsigned char t = e->d_type;
-    if (t == DT_UNKNOWN) {
-      struct stat st;
-      if (::fstatat(dirfd, name.c_str(), &st, AT_SYMLINK_NOFOLLOW) == 0) {
-        t = S_ISREG(st.st_mode) ? DT_REG : S_ISDIR(st.st_mode) ? DT_DIR
-                                         : S_ISLNK(st.st_mode) ? DT_LNK : DT_UNKNOWN;
-      }
+    struct stat st;
+    if (t == DT_UNKNOWN && ::fstatat(dirfd, name.c_str(), &st, AT_SYMLINK_NOFOLLOW) == 0) {
+      t = IFTODT(st.st_mode);
     }
     EntryType type = t == DT_REG ? EntryType::kFile
                      : t == DT_DIR ? EntryType::kDirectory
@@ -111,12 +108,9 @@ absl::Status RemoveAt(int dirfd, const std::string& name, const std::string& pat
     if (errno == ENOENT) return absl::OkStatus();  // removed by someone else meanwhile
     return ErrnoError(errno, "cannot open directory", path);
   }
-  if (lock_until) {
-    if (const int err = LockUntil(sub.get(), LOCK_EX, *lock_until)) {
-      return absl::UnavailableError(absl::StrCat("cannot remove ", path,
-                                                 ": readers still hold it (", std::strerror(err),
-                                                 ")"));
-    }
+  if (const int err = lock_until ? LockUntil(sub.get(), LOCK_EX, *lock_until) : 0) {
+    return absl::UnavailableError(
+        absl::StrCat("cannot remove ", path, ": readers still hold it (", std::strerror(err), ")"));
   }
   absl::StatusOr<std::vector<DirEntry>> entries = ListDir(sub.get(), path);
   if (!entries.ok()) return entries.status();
@@ -166,8 +160,7 @@ FileReplacement::~FileReplacement() {
 absl::Status FileReplacement::Commit(bool sync) {
   absl::Status s;
   if (sync && ::fsync(fd_.get()) != 0) s = ErrnoError(errno, "cannot fsync", display_);
-  absl::Status closed = fd_.Close(display_);
-  if (s.ok()) s = std::move(closed);
+  s.Update(fd_.Close(display_));
   if (s.ok() && ::renameat(dirfd_, temp_.c_str(), dirfd_, name_.c_str()) != 0) {
     s = ErrnoError(errno, "cannot rename into place", display_);
   }
@@ -192,22 +185,20 @@ absl::StatusOr<std::optional<std::string>> ReplaceDirAt(int dirfd, const std::st
   const char* from = temp.c_str();
   const char* to = name.c_str();
   if (::renameat2(dirfd, from, dirfd, to, RENAME_NOREPLACE) == 0) return std::nullopt;
-  if (errno == EINVAL || errno == ENOSYS) {
-    // No renameat2 flags on this file system: a plain rename, which replaces only an empty
-    // directory; a full one is moved aside below.
-    if (::renameat(dirfd, from, dirfd, to) == 0) return std::nullopt;
-    if (errno != EEXIST && errno != ENOTEMPTY) {
-      return ErrnoError(errno, "cannot rename the new directory to", path);
-    }
-  } else if (errno == EEXIST || errno == ENOTEMPTY) {
+  // Without renameat2 flags on this file system: a plain rename, which replaces only an empty
+  // directory; a full one is moved aside below.
+  const bool flags = errno != EINVAL && errno != ENOSYS;
+  if (!flags && ::renameat(dirfd, from, dirfd, to) == 0) return std::nullopt;
+  if (errno != EEXIST && errno != ENOTEMPTY) {
+    return ErrnoError(errno, "cannot rename the new directory to", path);
+  }
+  if (flags) {
     if (::renameat2(dirfd, from, dirfd, to, RENAME_EXCHANGE) == 0) {
       return std::optional<std::string>(temp);  // `temp` now holds the previous content
     }
     if (errno != EINVAL && errno != ENOSYS) {
       return ErrnoError(errno, "cannot swap the new directory into", path);
     }
-  } else {
-    return ErrnoError(errno, "cannot rename the new directory to", path);
   }
   // Neither flag works here: move the previous directory aside, then the new one in.
   if (::renameat(dirfd, to, dirfd, aside.c_str()) != 0) {
