@@ -127,6 +127,32 @@ std::vector<int64_t> BlockShape(const Selection& sel, const std::vector<int64_t>
   return out;
 }
 
+// Reads (`write`: writes) `buf`, `numel` elements of the memory type `mem` (-1: the dataset's
+// own, NOTE [ HDF5 bools ]), through `sel` of the dataset at `path` of `shape` (`ds`, when open,
+// is used instead). Under Lock().
+absl::Status Transfer(hid_t file, const std::string& path, hid_t ds, hid_t mem,
+                      const Selection& sel, const std::vector<int64_t>& shape, int64_t numel,
+                      void* buf, bool write) {
+  Hid opened;
+  if (ds < 0) {
+    opened = Hid(H5Dopen2(file, path.c_str(), H5P_DEFAULT));
+    if (!opened.ok()) return Io(path, "cannot open dataset");
+    ds = opened.get();
+  }
+  Hid own(mem < 0 ? H5Dget_type(ds) : -1);
+  if (mem < 0) mem = own.get();
+  Hid fspace(H5Dget_space(ds));
+  absl::StatusOr<hsize_t> n = SelectIn(fspace.get(), sel, shape);
+  if (!n.ok()) return n.status();
+  const hsize_t total = static_cast<hsize_t>(numel);
+  Hid mspace(H5Screate_simple(1, &total, nullptr));
+  if (*n != total || (write ? H5Dwrite(ds, mem, mspace.get(), fspace.get(), H5P_DEFAULT, buf)
+                            : H5Dread(ds, mem, mspace.get(), fspace.get(), H5P_DEFAULT, buf)) < 0) {
+    return Io(path, write ? "cannot write dataset" : "cannot read dataset");
+  }
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 std::vector<int64_t> SelectedShape(const Selection& sel, const std::vector<int64_t>& shape) {
@@ -159,24 +185,11 @@ absl::StatusOr<at::Tensor> ReadTensor(hid_t file, const std::string& path, at::S
   }
   if (out.numel() > 0) {
     Guard guard(Lock());
-    Hid opened;
-    if (dataset < 0) {
-      opened = Hid(H5Dopen2(file, path.c_str(), H5P_DEFAULT));
-      if (!opened.ok()) return Io(path, "cannot open dataset");
-      dataset = opened.get();
-    }
-    absl::StatusOr<Hid> mem =
-        bytes ? absl::StatusOr<Hid>(Hid(H5Dget_type(dataset))) : MemType(dtype);
+    absl::StatusOr<Hid> mem = bytes ? absl::StatusOr<Hid>(Hid()) : MemType(dtype);
     if (!mem.ok()) return mem.status();
-    Hid fspace(H5Dget_space(dataset));
-    absl::StatusOr<hsize_t> n = SelectIn(fspace.get(), sel, shape);
-    if (!n.ok()) return n.status();
-    const hsize_t total = static_cast<hsize_t>(out.numel());
-    Hid mspace(H5Screate_simple(1, &total, nullptr));
-    if (*n != total || H5Dread(dataset, mem->get(), mspace.get(), fspace.get(), H5P_DEFAULT,
-                               out.data_ptr()) < 0) {
-      return Io(path, "cannot read dataset");
-    }
+    absl::Status s = Transfer(file, path, dataset, mem->get(), sel, shape, out.numel(),
+                              out.data_ptr(), /*write=*/false);
+    if (!s.ok()) return s;
   }
   if (bytes) out = out.ne(0);
   // Lists back in their order (with repeats), then the int dims dropped.
@@ -226,18 +239,8 @@ absl::Status WriteTensor(hid_t file, const std::string& path, at::ScalarType dty
   Guard guard(Lock());
   absl::StatusOr<Hid> mem = MemType(dtype);
   if (!mem.ok()) return mem.status();
-  Hid ds(H5Dopen2(file, path.c_str(), H5P_DEFAULT));
-  if (!ds.ok()) return Io(path, "cannot open dataset");
-  Hid fspace(H5Dget_space(ds.get()));
-  absl::StatusOr<hsize_t> n = SelectIn(fspace.get(), sel, shape);
-  if (!n.ok()) return n.status();
-  const hsize_t total = static_cast<hsize_t>(v.numel());
-  Hid mspace(H5Screate_simple(1, &total, nullptr));
-  if (*n != total || H5Dwrite(ds.get(), mem->get(), mspace.get(), fspace.get(), H5P_DEFAULT,
-                              v.data_ptr()) < 0) {
-    return Io(path, "cannot write dataset");
-  }
-  return absl::OkStatus();
+  return Transfer(file, path, -1, mem->get(), sel, shape, v.numel(), v.data_ptr(),
+                  /*write=*/true);
 }
 
 absl::Status CreateDataset(hid_t file, const std::string& path, at::ScalarType dtype,
@@ -373,6 +376,24 @@ absl::StatusOr<nlohmann::json> ReadOpaque(hid_t ds, hid_t type, hid_t space,
 }
 
 }  // namespace
+
+absl::StatusOr<std::string> ReadStringAttr(hid_t obj, const char* name) {
+  Hid attr(H5Aopen(obj, name, H5P_DEFAULT));
+  if (!attr.ok()) return absl::DataLossError(ErrorText());
+  Hid type(H5Aget_type(attr.get()));
+  if (H5Tget_class(type.get()) != H5T_STRING) {
+    return absl::DataLossError("not a string attribute");
+  }
+  Hid space(H5Aget_space(attr.get()));
+  if (H5Sget_simple_extent_npoints(space.get()) != 1) {
+    return absl::DataLossError("not a scalar string attribute");
+  }
+  absl::StatusOr<std::vector<std::string>> s =
+      ReadStrings(type.get(), space.get(),
+                  [&](hid_t mem, void* buf) { return H5Aread(attr.get(), mem, buf); });
+  if (!s.ok()) return s.status();
+  return s->front();
+}
 
 absl::StatusOr<nlohmann::json> ReadNonTensor(hid_t file, const std::string& path, Node::Kind kind) {
   Guard guard(Lock());
@@ -512,17 +533,6 @@ absl::StatusOr<nlohmann::json> ReadAttrs(hid_t file, const std::string& path) {
 absl::Status WriteAttr(hid_t file, const std::string& path, const std::string& name,
                        const nlohmann::json& value) {
   Guard guard(Lock());
-  if (value.is_null()) {
-    // An empty attribute (a null dataspace), as ReadAttrs reads it back; h5py: h5py.Empty("i1").
-    if (H5Aexists_by_name(file, path.c_str(), name.c_str(), H5P_DEFAULT) > 0) {
-      H5Adelete_by_name(file, path.c_str(), name.c_str(), H5P_DEFAULT);
-    }
-    Hid space(H5Screate(H5S_NULL));
-    Hid attr(H5Acreate_by_name(file, path.c_str(), name.c_str(), H5T_NATIVE_INT8, space.get(),
-                               H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT));
-    if (!attr.ok()) return Io(path, absl::StrCat("cannot write attribute ", name, " of"));
-    return absl::OkStatus();
-  }
   const bool array = value.is_array();
   std::vector<nlohmann::json> items = array ? std::vector<nlohmann::json>(value.begin(), value.end())
                                             : std::vector<nlohmann::json>{value};
@@ -530,30 +540,26 @@ absl::Status WriteAttr(hid_t file, const std::string& path, const std::string& n
     return std::all_of(items.begin(), items.end(), pred);
   };
   Hid type;
-  std::vector<char> bytes;
+  std::string bytes;
+  const auto append = [&](auto v) { bytes.append(reinterpret_cast<const char*>(&v), sizeof(v)); };
   std::vector<std::string> strings;
   std::vector<const char*> ptrs;
-  if (same_kind([](const nlohmann::json& j) { return j.is_string(); })) {
+  if (value.is_null()) {
+    // An empty attribute (a null dataspace), as ReadAttrs reads it back; h5py: h5py.Empty("i1").
+    type = Hid(H5Tcopy(H5T_NATIVE_INT8));
+  } else if (same_kind([](const nlohmann::json& j) { return j.is_string(); })) {
     type = VlenString();
     for (const auto& j : items) strings.push_back(j.get<std::string>());
     for (const auto& s : strings) ptrs.push_back(s.c_str());
   } else if (same_kind([](const nlohmann::json& j) { return j.is_boolean(); })) {
     type = *MemType(at::kBool);
-    for (const auto& j : items) bytes.push_back(j.get<bool>() ? 1 : 0);
+    for (const auto& j : items) append(static_cast<int8_t>(j.get<bool>() ? 1 : 0));
   } else if (same_kind([](const nlohmann::json& j) { return j.is_number_integer(); })) {
     type = Hid(H5Tcopy(H5T_NATIVE_INT64));
-    for (const auto& j : items) {
-      const int64_t v = j.get<int64_t>();
-      bytes.insert(bytes.end(), reinterpret_cast<const char*>(&v),
-                   reinterpret_cast<const char*>(&v) + sizeof(v));
-    }
+    for (const auto& j : items) append(j.get<int64_t>());
   } else if (same_kind([](const nlohmann::json& j) { return j.is_number(); })) {
     type = Hid(H5Tcopy(H5T_NATIVE_DOUBLE));
-    for (const auto& j : items) {
-      const double v = j.get<double>();
-      bytes.insert(bytes.end(), reinterpret_cast<const char*>(&v),
-                   reinterpret_cast<const char*>(&v) + sizeof(v));
-    }
+    for (const auto& j : items) append(j.get<double>());
   } else {
     return absl::InvalidArgumentError(absl::StrCat(
         "attribute '", name, "': ", value.dump().substr(0, 100),
@@ -561,14 +567,16 @@ absl::Status WriteAttr(hid_t file, const std::string& path, const std::string& n
   }
   if (items.empty()) return absl::InvalidArgumentError(absl::StrCat("attribute '", name, "': an empty array"));
   const hsize_t n = items.size();
-  Hid space(array ? H5Screate_simple(1, &n, nullptr) : H5Screate(H5S_SCALAR));
+  Hid space(value.is_null() ? H5Screate(H5S_NULL)
+            : array         ? H5Screate_simple(1, &n, nullptr)
+                            : H5Screate(H5S_SCALAR));
   if (H5Aexists_by_name(file, path.c_str(), name.c_str(), H5P_DEFAULT) > 0) {
     H5Adelete_by_name(file, path.c_str(), name.c_str(), H5P_DEFAULT);
   }
   Hid attr(H5Acreate_by_name(file, path.c_str(), name.c_str(), type.get(), space.get(),
                              H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT));
   const void* data = ptrs.empty() ? static_cast<const void*>(bytes.data()) : ptrs.data();
-  if (!attr.ok() || H5Awrite(attr.get(), type.get(), data) < 0) {
+  if (!attr.ok() || (!value.is_null() && H5Awrite(attr.get(), type.get(), data) < 0)) {
     return Io(path, absl::StrCat("cannot write attribute ", name, " of"));
   }
   return absl::OkStatus();

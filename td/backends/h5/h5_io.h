@@ -149,9 +149,6 @@ struct DimSel {
   int64_t at(int64_t i) const {
     return kind == Kind::kList ? list[i] : kind == Kind::kInt ? start : start + i * step;
   }
-  bool full(int64_t dim_size) const {
-    return kind == Kind::kRange && start == 0 && step == 1 && count == dim_size;
-  }
 };
 // The leading dims' selections; empty: everything.
 using Selection = std::vector<DimSel>;

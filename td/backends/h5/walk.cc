@@ -65,32 +65,31 @@ void Hid::reset() {
   id_ = -1;
 }
 
+namespace {
+template <class Children>
+auto FindChild(Children& children, std::string_view name) {
+  return std::find_if(children.begin(), children.end(),
+                      [&](const auto& c) { return c.first == name; });
+}
+}  // namespace
+
 Node* Node::child(std::string_view name) const {
-  for (const auto& [k, v] : children) {
-    if (k == name) return v.get();
-  }
-  return nullptr;
+  auto it = FindChild(children, name);
+  return it == children.end() ? nullptr : it->second.get();
 }
 
 Node* Node::put(const std::string& name, std::unique_ptr<Node> node) {
-  for (auto& [k, v] : children) {
-    if (k == name) {
-      v = std::move(node);
-      return v.get();
-    }
-  }
-  children.emplace_back(name, std::move(node));
-  return children.back().second.get();
+  auto it = FindChild(children, name);
+  if (it == children.end()) it = children.emplace(children.end(), name, nullptr);
+  it->second = std::move(node);
+  return it->second.get();
 }
 
 bool Node::erase(std::string_view name) {
-  for (auto it = children.begin(); it != children.end(); ++it) {
-    if (it->first == name) {
-      children.erase(it);
-      return true;
-    }
-  }
-  return false;
+  auto it = FindChild(children, name);
+  if (it == children.end()) return false;
+  children.erase(it);
+  return true;
 }
 
 std::string JoinPath(const std::string& parent, std::string_view name) {
@@ -138,17 +137,14 @@ absl::StatusOr<at::ScalarType> TensorDtypeOf(hid_t type) {
     H5Eclear2(H5E_DEFAULT);
     if (names && f == 0 && t == 1) return at::kBool;
   }
+  static constexpr std::pair<H5T_class_t, const char*> kClassNames[] = {
+      {H5T_ENUM, "an enum (other than h5py's bool)"}, {H5T_COMPOUND, "a compound"},
+      {H5T_VLEN, "a variable-length sequence"},       {H5T_OPAQUE, "an opaque"},
+      {H5T_REFERENCE, "a reference"},                 {H5T_ARRAY, "an array"},
+      {H5T_TIME, "a time"},                           {H5T_BITFIELD, "a bitfield"}};
   const char* name = "an unknown";
-  switch (cls) {
-    case H5T_ENUM: name = "an enum (other than h5py's bool)"; break;
-    case H5T_COMPOUND: name = "a compound"; break;
-    case H5T_VLEN: name = "a variable-length sequence"; break;
-    case H5T_OPAQUE: name = "an opaque"; break;
-    case H5T_REFERENCE: name = "a reference"; break;
-    case H5T_ARRAY: name = "an array"; break;
-    case H5T_TIME: name = "a time"; break;
-    case H5T_BITFIELD: name = "a bitfield"; break;
-    default: break;
+  for (const auto& [c, n] : kClassNames) {
+    if (c == cls) name = n;
   }
   return absl::InvalidArgumentError(absl::StrCat("unsupported dtype: ", name, " HDF5 type"));
 }
@@ -198,33 +194,6 @@ absl::StatusOr<Hid> MemType(at::ScalarType dtype) {
   }
 }
 
-absl::StatusOr<std::string> ReadStringAttr(hid_t obj, const char* name) {
-  Hid attr(H5Aopen(obj, name, H5P_DEFAULT));
-  if (!attr.ok()) return absl::DataLossError(ErrorText());
-  Hid type(H5Aget_type(attr.get()));
-  if (H5Tget_class(type.get()) != H5T_STRING) {
-    return absl::DataLossError("not a string attribute");
-  }
-  Hid space(H5Aget_space(attr.get()));
-  if (H5Sget_simple_extent_npoints(space.get()) != 1) {
-    return absl::DataLossError("not a scalar string attribute");
-  }
-  if (H5Tis_variable_str(type.get()) > 0) {
-    Hid mem(H5Tcopy(H5T_C_S1));
-    H5Tset_size(mem.get(), H5T_VARIABLE);
-    H5Tset_cset(mem.get(), H5Tget_cset(type.get()));
-    char* buf = nullptr;
-    if (H5Aread(attr.get(), mem.get(), &buf) < 0) return absl::DataLossError(ErrorText());
-    std::string out = buf != nullptr ? buf : "";
-    H5free_memory(buf);
-    return out;
-  }
-  std::string out(H5Tget_size(type.get()), '\0');
-  if (H5Aread(attr.get(), type.get(), out.data()) < 0) return absl::DataLossError(ErrorText());
-  out.resize(std::strlen(out.c_str()));
-  return out;
-}
-
 namespace {
 
 // The identity of an object in its file, to find link cycles.
@@ -245,7 +214,6 @@ std::string ObjectIdentity(hid_t obj) {
 constexpr int64_t kMaxEntries = int64_t{1} << 20;
 
 struct Walker {
-  hid_t file;
   const std::string& filename;
   std::vector<std::string> ancestors;  // object identities of the groups being walked
   int64_t entries = 0;
@@ -485,7 +453,7 @@ absl::StatusOr<std::unique_ptr<Node>> Walk(hid_t file, const std::string& filena
     return absl::DataLossError(absl::StrCat("HDF5 file '", filename, "': '", path,
                                             "' is not a group: ", ErrorText()));
   }
-  Walker w{file, filename, {}, 0};
+  Walker w{filename, {}, 0};
   absl::StatusOr<std::unique_ptr<Node>> tree = w.Group(g.get(), "", batch, std::nullopt);
   if (!tree.ok()) return tree.status();
   structure::Builder b;
