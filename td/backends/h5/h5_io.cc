@@ -327,15 +327,6 @@ absl::StatusOr<std::vector<std::string>> ReadStrings(hid_t type, hid_t space, Re
   return out;
 }
 
-// Nests a flat list of JSON values by `shape`.
-nlohmann::json Nest(const std::vector<nlohmann::json>& flat, const std::vector<hsize_t>& shape,
-                    size_t dim, size_t* pos) {
-  if (dim == shape.size()) return flat[(*pos)++];
-  nlohmann::json out = nlohmann::json::array();
-  for (hsize_t i = 0; i < shape[dim]; ++i) out.push_back(Nest(flat, shape, dim + 1, pos));
-  return out;
-}
-
 // The opaque dataset `ds` (NOTE [ HDF5 opaque data ] in npy_opaque.h) as JSON.
 absl::StatusOr<nlohmann::json> ReadOpaque(hid_t ds, hid_t type, hid_t space,
                                           const std::string& path) {
@@ -408,9 +399,8 @@ absl::StatusOr<nlohmann::json> ReadNonTensor(hid_t file, const std::string& path
       });
   if (!strings.ok()) return strings.status();
   if (kind == Node::Kind::kStrings) {
-    std::vector<nlohmann::json> flat(strings->begin(), strings->end());
-    size_t pos = 0;
-    return Nest(flat, DimsOf(space.get()), 0, &pos);
+    const std::vector<hsize_t> dims = DimsOf(space.get());
+    return NestFlat({strings->begin(), strings->end()}, {dims.begin(), dims.end()});
   }
   const std::string text = strings->empty() ? "" : strings->front();
   if (kind == Node::Kind::kJson) {
@@ -524,8 +514,9 @@ absl::StatusOr<nlohmann::json> ReadAttrs(hid_t file, const std::string& path) {
         }
       }
     }
-    size_t pos = 0;
-    if (!flat.empty() || !dims.empty()) out[name] = Nest(flat, dims, 0, &pos);
+    if (!flat.empty() || !dims.empty()) {
+      out[name] = NestFlat(std::move(flat), {dims.begin(), dims.end()});
+    }
   }
   return out;
 }

@@ -3,10 +3,10 @@
 
 #include <algorithm>
 #include <cmath>
-#include <cstring>
 #include <limits>
 #include <string_view>
 
+#include "absl/base/casts.h"
 #include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
@@ -87,20 +87,11 @@ double HalfToDouble(uint16_t h) {
 }
 
 void AppendUtf8(std::string& out, uint32_t cp) {
-  if (cp < 0x80) {
-    out.push_back(static_cast<char>(cp));
-  } else if (cp < 0x800) {
-    out.push_back(static_cast<char>(0xc0 | (cp >> 6)));
-    out.push_back(static_cast<char>(0x80 | (cp & 0x3f)));
-  } else if (cp < 0x10000) {
-    out.push_back(static_cast<char>(0xe0 | (cp >> 12)));
-    out.push_back(static_cast<char>(0x80 | ((cp >> 6) & 0x3f)));
-    out.push_back(static_cast<char>(0x80 | (cp & 0x3f)));
-  } else {
-    out.push_back(static_cast<char>(0xf0 | (cp >> 18)));
-    out.push_back(static_cast<char>(0x80 | ((cp >> 12) & 0x3f)));
-    out.push_back(static_cast<char>(0x80 | ((cp >> 6) & 0x3f)));
-    out.push_back(static_cast<char>(0x80 | (cp & 0x3f)));
+  const int n = cp < 0x80 ? 1 : cp < 0x800 ? 2 : cp < 0x10000 ? 3 : 4;
+  static constexpr uint32_t kLead[] = {0, 0, 0xc0, 0xe0, 0xf0};
+  out.push_back(static_cast<char>(kLead[n] | (cp >> (6 * (n - 1)))));
+  for (int i = n - 2; i >= 0; --i) {
+    out.push_back(static_cast<char>(0x80 | ((cp >> (6 * i)) & 0x3f)));
   }
 }
 
@@ -138,9 +129,7 @@ std::optional<Json> Element(const Dtype& d, const unsigned char* p) {
     case 'i': {
       uint64_t v = Load(p, d.n, d.order);
       if (d.n < 8 && (v >> (8 * d.n - 1)) != 0) v |= ~uint64_t{0} << (8 * d.n);  // sign
-      int64_t s;
-      std::memcpy(&s, &v, sizeof(s));
-      return Json(s);
+      return Json(absl::bit_cast<int64_t>(v));
     }
     case 'u': {
       const uint64_t v = Load(p, d.n, d.order);
@@ -152,15 +141,8 @@ std::optional<Json> Element(const Dtype& d, const unsigned char* p) {
     case 'f': {
       const uint64_t v = Load(p, d.n, d.order);
       if (d.n == 2) return Json(HalfToDouble(static_cast<uint16_t>(v)));
-      if (d.n == 4) {
-        const uint32_t bits = static_cast<uint32_t>(v);
-        float f;
-        std::memcpy(&f, &bits, sizeof(f));
-        return Json(static_cast<double>(f));
-      }
-      double f;
-      std::memcpy(&f, &v, sizeof(f));
-      return Json(f);
+      if (d.n == 4) return Json(double{absl::bit_cast<float>(static_cast<uint32_t>(v))});
+      return Json(absl::bit_cast<double>(v));
     }
     case 'U': {
       int64_t len = d.n;  // numpy drops trailing NULs
@@ -182,23 +164,12 @@ std::optional<Json> Element(const Dtype& d, const unsigned char* p) {
   }
 }
 
-// The elements from `*pos` on, nested by shape[dim:]; false when one has no JSON value.
-bool Nest(const Dtype& d, const OpaqueData& data, size_t dim, int64_t* pos, Json* out) {
-  if (dim == data.shape.size()) {
-    std::optional<Json> e = Element(
-        d, reinterpret_cast<const unsigned char*>(data.bytes.data()) + *pos * data.item_size);
-    ++*pos;
-    if (!e) return false;
-    *out = *std::move(e);
-    return true;
-  }
-  *out = Json::array();
-  for (int64_t i = 0; i < data.shape[dim]; ++i) {
-    Json child;
-    if (!Nest(d, data, dim + 1, pos, &child)) return false;
-    out->push_back(std::move(child));
-  }
-  return true;
+// flat[*pos...] nested by shape[dim:].
+Json Nest(std::vector<Json>& flat, const std::vector<int64_t>& shape, size_t dim, size_t* pos) {
+  if (dim == shape.size()) return std::move(flat[(*pos)++]);
+  Json out = Json::array();
+  for (int64_t i = 0; i < shape[dim]; ++i) out.push_back(Nest(flat, shape, dim + 1, pos));
+  return out;
 }
 
 // numel of `shape`, or nullopt for a negative dim or past 2^62.
@@ -300,6 +271,11 @@ bool FitsInt64(const Json& j) {
 
 }  // namespace
 
+Json NestFlat(std::vector<Json> flat, const std::vector<int64_t>& shape) {
+  size_t pos = 0;
+  return Nest(flat, shape, 0, &pos);
+}
+
 absl::StatusOr<Json> DecodeOpaque(const OpaqueData& data) {
   if (data.shape.size() > kMaxRank) {
     return absl::InvalidArgumentError(absl::StrCat("opaque data of ", data.shape.size(),
@@ -315,10 +291,14 @@ absl::StatusOr<Json> DecodeOpaque(const OpaqueData& data) {
   }
   std::optional<Dtype> d = ParseTag(data.tag);
   if (!d || d->item_size() != data.item_size) return Describe(data);
-  Json out;
-  int64_t pos = 0;
-  if (!Nest(*d, data, 0, &pos, &out)) return Describe(data);
-  return out;
+  std::vector<Json> flat;
+  const auto* p = reinterpret_cast<const unsigned char*>(data.bytes.data());
+  for (int64_t i = 0; i < *numel; ++i) {
+    std::optional<Json> e = Element(*d, p + i * data.item_size);
+    if (!e) return Describe(data);
+    flat.push_back(*std::move(e));
+  }
+  return NestFlat(std::move(flat), data.shape);
 }
 
 absl::StatusOr<std::optional<OpaqueData>> EncodeOpaque(const Json& value) {
@@ -388,9 +368,7 @@ absl::StatusOr<std::optional<OpaqueData>> EncodeOpaque(const Json& value) {
       const double v = j->is_number_float()      ? j->get<double>()
                        : j->is_number_unsigned() ? static_cast<double>(j->get<uint64_t>())
                                                  : static_cast<double>(j->get<int64_t>());
-      uint64_t bits;
-      std::memcpy(&bits, &v, sizeof(bits));
-      StoreLe(out.bytes, bits, 8);
+      StoreLe(out.bytes, absl::bit_cast<uint64_t>(v), 8);
     }
   } else {
     return std::optional<OpaqueData>();  // float64 would change an integer past 2^53

@@ -224,8 +224,6 @@ struct Walker {
 
   // The links of `group` in creation order when tracked, in name order otherwise.
   absl::StatusOr<std::vector<std::string>> LinkNames(hid_t group, const std::string& key) {
-    H5G_info_t ginfo;
-    if (H5Gget_info(group, &ginfo) < 0) return Fail(key, ErrorText());
     H5_index_t order = H5_INDEX_NAME;
     Hid gcpl(H5Gget_create_plist(group));
     unsigned flags = 0;
@@ -235,13 +233,13 @@ struct Walker {
     }
     H5Eclear2(H5E_DEFAULT);
     std::vector<std::string> names;
-    for (hsize_t i = 0; i < ginfo.nlinks; ++i) {
-      ssize_t n = H5Lget_name_by_idx(group, ".", order, H5_ITER_INC, i, nullptr, 0, H5P_DEFAULT);
-      if (n < 0) return Fail(key, ErrorText());
-      std::string name(static_cast<size_t>(n), '\0');
-      H5Lget_name_by_idx(group, ".", order, H5_ITER_INC, i, name.data(), name.size() + 1,
-                         H5P_DEFAULT);
-      names.push_back(std::move(name));
+    // H5L_info_t or (HDF5 1.12) H5L_info2_t.
+    const auto add = [](hid_t, const char* name, const auto*, void* out) -> herr_t {
+      static_cast<std::vector<std::string>*>(out)->emplace_back(name);
+      return 0;
+    };
+    if (H5Literate(group, order, H5_ITER_INC, nullptr, add, &names) < 0) {
+      return Fail(key, ErrorText());
     }
     return names;
   }
