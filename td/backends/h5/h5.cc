@@ -5,6 +5,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cerrno>
 #include <cstdio>
@@ -146,13 +147,9 @@ void H5TensorDict::flush() const {
 }
 
 H5TensorDict open(const std::string& path, const OpenOptions& options) {
-  if (options.batch_size()) {
-    for (int64_t d : *options.batch_size()) {
-      if (d < 0) {
-        TD_FAIL(ValueError, "td::h5::open: batch size ", SizeRepr(*options.batch_size()),
-                " has a negative dim");
-      }
-    }
+  const std::optional<std::vector<int64_t>>& given = options.batch_size();
+  if (given && std::any_of(given->begin(), given->end(), [](int64_t d) { return d < 0; })) {
+    TD_FAIL(ValueError, "td::h5::open: batch size ", SizeRepr(*given), " has a negative dim");
   }
   const internal::CreateLayout layout = LayoutOf(options.datasets());
   if (!Exists(path)) TD_FAIL(H5Error, "HDF5 file '", path, "' does not exist");

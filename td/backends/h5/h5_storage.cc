@@ -395,23 +395,19 @@ std::optional<Selection> H5Storage::Compose(at::ArrayRef<TensorIndex> indices) c
     bool single = false;
     if (idx.is_tensor()) {
       pos = TensorPositions(idx.tensor(), n, item.dim);
+    } else if (idx.is_slice() && old.kind == DimSel::Kind::kRange) {
+      // A range stays a range: start, step and count without listing the positions.
+      const auto& s = idx.slice();
+      const int64_t step = ::td::internal::AsInt(s.step());
+      auto clamp = [n](int64_t v) { return std::min(std::max<int64_t>(v < 0 ? v + n : v, 0), n); };
+      const int64_t start = clamp(::td::internal::AsInt(s.start()));
+      const int64_t stop = clamp(::td::internal::AsInt(s.stop()));
+      const int64_t count = stop > start ? (stop - start + step - 1) / step : 0;
+      out[d] = DimSel{DimSel::Kind::kRange, old.start + start * old.step, old.step * step, count,
+                      {}};
+      continue;
     } else if (idx.is_slice() || idx.is_integer()) {
-      if (idx.is_slice()) {
-        // A range stays a range: start, step and count without listing the positions.
-        const auto& s = idx.slice();
-        const int64_t step = ::td::internal::AsInt(s.step());
-        auto clamp = [n](int64_t v) { return std::min(std::max<int64_t>(v < 0 ? v + n : v, 0), n); };
-        const int64_t start = clamp(::td::internal::AsInt(s.start()));
-        const int64_t stop = clamp(::td::internal::AsInt(s.stop()));
-        const int64_t count = stop > start ? (stop - start + step - 1) / step : 0;
-        if (old.kind == DimSel::Kind::kRange) {
-          out[d] = DimSel{DimSel::Kind::kRange, old.start + start * old.step, old.step * step, count, {}};
-          continue;
-        }
-        for (int64_t i = 0; i < count; ++i) pos.push_back(start + i * step);
-      } else {
-        pos = ::td::internal::Positions(idx, n, &single);
-      }
+      pos = ::td::internal::Positions(idx, n, &single);
     } else {
       return std::nullopt;
     }

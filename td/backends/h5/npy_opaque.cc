@@ -321,18 +321,14 @@ absl::StatusOr<std::optional<OpaqueData>> EncodeOpaque(const Json& value) {
     strings += j->is_string();
     if (j->is_number_integer()) {
       ++ints;
-      const double v = j->is_number_unsigned() ? static_cast<double>(j->get<uint64_t>())
-                                               : static_cast<double>(j->get<int64_t>());
-      exact_in_double = exact_in_double && std::fabs(v) <= 9007199254740992.0;
+      exact_in_double = exact_in_double && std::fabs(j->get<double>()) <= 9007199254740992.0;
     }
   }
   const size_t n = leaves.size();
+  out.item_size = 8;  // all but "|b1" and "<U"
   if (n == 0) {  // numpy: an empty list is float64
     out.tag = "NUMPY:<f8";
-    out.item_size = 8;
-    return std::optional<OpaqueData>(std::move(out));
-  }
-  if (strings == n) {
+  } else if (strings == n) {
     std::vector<std::vector<uint32_t>> texts;
     size_t longest = 1;  // numpy: at least <U1
     for (const Json* j : leaves) {
@@ -355,21 +351,13 @@ absl::StatusOr<std::optional<OpaqueData>> EncodeOpaque(const Json& value) {
   } else if (ints == n && std::all_of(leaves.begin(), leaves.end(),
                                       [](const Json* j) { return FitsInt64(*j); })) {
     out.tag = absl::StrCat(kPrefix, "<i8");
-    out.item_size = 8;
     for (const Json* j : leaves) StoreLe(out.bytes, static_cast<uint64_t>(j->get<int64_t>()), 8);
   } else if (ints == n && out.shape.empty()) {  // a scalar in (2^63, 2^64): numpy's uint64
     out.tag = absl::StrCat(kPrefix, "<u8");
-    out.item_size = 8;
     StoreLe(out.bytes, leaves[0]->get<uint64_t>(), 8);
   } else if (exact_in_double) {  // numbers with a float, or a large integer: float64
     out.tag = absl::StrCat(kPrefix, "<f8");
-    out.item_size = 8;
-    for (const Json* j : leaves) {
-      const double v = j->is_number_float()      ? j->get<double>()
-                       : j->is_number_unsigned() ? static_cast<double>(j->get<uint64_t>())
-                                                 : static_cast<double>(j->get<int64_t>());
-      StoreLe(out.bytes, absl::bit_cast<uint64_t>(v), 8);
-    }
+    for (const Json* j : leaves) StoreLe(out.bytes, absl::bit_cast<uint64_t>(j->get<double>()), 8);
   } else {
     return std::optional<OpaqueData>();  // float64 would change an integer past 2^53
   }
