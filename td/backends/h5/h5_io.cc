@@ -20,6 +20,13 @@ absl::Status Io(const std::string& path, const std::string& what) {
   return absl::DataLossError(absl::StrCat(what, " '", path, "': ", ErrorText()));
 }
 
+// A scalar dataspace for [], else a simple one of `shape`.
+Hid SpaceOf(const std::vector<int64_t>& shape) {
+  const std::vector<hsize_t> dims(shape.begin(), shape.end());
+  return Hid(dims.empty() ? H5Screate(H5S_SCALAR)
+                          : H5Screate_simple(static_cast<int>(dims.size()), dims.data(), nullptr));
+}
+
 std::vector<hsize_t> DimsOf(hid_t space) {
   const int rank = H5Sget_simple_extent_ndims(space);
   std::vector<hsize_t> dims(std::max(rank, 0));
@@ -248,14 +255,12 @@ absl::Status CreateDataset(hid_t file, const std::string& path, at::ScalarType d
   Guard guard(Lock());
   absl::StatusOr<Hid> type = MemType(dtype);
   if (!type.ok()) return type.status();
-  std::vector<hsize_t> dims(shape.begin(), shape.end());
-  Hid space(dims.empty() ? H5Screate(H5S_SCALAR)
-                         : H5Screate_simple(static_cast<int>(dims.size()), dims.data(), nullptr));
+  Hid space = SpaceOf(shape);
   Hid dcpl(H5Pcreate(H5P_DATASET_CREATE));
   int64_t numel = 1;
   for (int64_t d : shape) numel *= d;
-  if ((layout.gzip || layout.chunk_rows > 0) && !dims.empty() && numel > 0) {
-    std::vector<hsize_t> chunk = dims;
+  if ((layout.gzip || layout.chunk_rows > 0) && !shape.empty() && numel > 0) {
+    std::vector<hsize_t> chunk(shape.begin(), shape.end());
     const int64_t row_bytes =
         std::max<int64_t>(1, numel / shape[0] * static_cast<int64_t>(c10::elementSize(dtype)));
     const int64_t rows = layout.chunk_rows > 0 ? layout.chunk_rows
@@ -424,33 +429,25 @@ absl::StatusOr<Node::Kind> WriteNonTensor(hid_t file, const std::string& path,
   Guard guard(Lock());
   if (H5Lexists(file, path.c_str(), H5P_DEFAULT) > 0) H5Ldelete(file, path.c_str(), H5P_DEFAULT);
   H5Eclear2(H5E_DEFAULT);
-  if (*opaque) {
-    const OpaqueData& data = **opaque;
-    Hid type(H5Tcreate(H5T_OPAQUE, static_cast<size_t>(data.item_size)));
-    std::vector<hsize_t> dims(data.shape.begin(), data.shape.end());
-    Hid space(dims.empty() ? H5Screate(H5S_SCALAR)
-                           : H5Screate_simple(static_cast<int>(dims.size()), dims.data(), nullptr));
-    if (!type.ok() || (!data.tag.empty() && H5Tset_tag(type.get(), data.tag.c_str()) < 0)) {
-      return Io(path, "cannot make the opaque type of");
-    }
-    Hid ds(H5Dcreate2(file, path.c_str(), type.get(), space.get(), H5P_DEFAULT, H5P_DEFAULT,
-                      H5P_DEFAULT));
-    if (!ds.ok() || (!data.bytes.empty() && H5Dwrite(ds.get(), type.get(), H5S_ALL, H5S_ALL,
-                                                     H5P_DEFAULT, data.bytes.data()) < 0)) {
-      return Io(path, "cannot write opaque dataset");
-    }
-    return Node::Kind::kOpaque;
+  const OpaqueData* data = opaque->has_value() ? &**opaque : nullptr;
+  const std::string text = data ? "" : value.is_string() ? value.get<std::string>() : value.dump();
+  const char* chars = text.c_str();
+  Hid type = data ? Hid(H5Tcreate(H5T_OPAQUE, static_cast<size_t>(data->item_size))) : VlenString();
+  if (data != nullptr &&
+      (!type.ok() || (!data->tag.empty() && H5Tset_tag(type.get(), data->tag.c_str()) < 0))) {
+    return Io(path, "cannot make the opaque type of");
   }
-  const std::string text = value.is_string() ? value.get<std::string>() : value.dump();
-  Hid type = VlenString();
-  Hid space(H5Screate(H5S_SCALAR));
+  Hid space = SpaceOf(data ? data->shape : std::vector<int64_t>{});
+  const void* buf = data == nullptr        ? static_cast<const void*>(&chars)
+                    : data->bytes.empty() ? nullptr
+                                          : data->bytes.data();
   Hid ds(H5Dcreate2(file, path.c_str(), type.get(), space.get(), H5P_DEFAULT, H5P_DEFAULT,
                     H5P_DEFAULT));
-  const char* data = text.c_str();
-  if (!ds.ok() || H5Dwrite(ds.get(), type.get(), H5S_ALL, H5S_ALL, H5P_DEFAULT, &data) < 0) {
-    return Io(path, "cannot write string dataset");
+  if (!ds.ok() ||
+      (buf != nullptr && H5Dwrite(ds.get(), type.get(), H5S_ALL, H5S_ALL, H5P_DEFAULT, buf) < 0)) {
+    return Io(path, data ? "cannot write opaque dataset" : "cannot write string dataset");
   }
-  if (value.is_string()) return Node::Kind::kString;
+  if (data || value.is_string()) return data ? Node::Kind::kOpaque : Node::Kind::kString;
   if (absl::Status s = WriteAttr(file, path, kJsonAttr, 1); !s.ok()) return s;
   return Node::Kind::kJson;
 }
@@ -504,14 +501,12 @@ absl::StatusOr<nlohmann::json> ReadAttrs(hid_t file, const std::string& path) {
       if (count > 0 && read(mem->get(), t.data_ptr()) < 0) {
         return Io(path, absl::StrCat("cannot read attribute ", name, " of"));
       }
+      if (bytes) t = t.ne(0);
       for (int64_t j = 0; j < count; ++j) {
-        if (bytes) {
-          flat.emplace_back(t[j].item<uint8_t>() != 0);
-        } else if (at::isFloatingType(*dtype)) {
-          flat.emplace_back(t[j].item<double>());
-        } else {
-          flat.emplace_back(t[j].item<int64_t>());
-        }
+        const at::Scalar v = t[j].item();
+        flat.push_back(v.isBoolean()          ? nlohmann::json(v.toBool())
+                       : v.isFloatingPoint() ? nlohmann::json(v.toDouble())
+                                             : nlohmann::json(v.toLong()));
       }
     }
     if (!flat.empty() || !dims.empty()) {

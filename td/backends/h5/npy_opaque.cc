@@ -43,15 +43,12 @@ std::optional<Dtype> ParseTag(std::string_view tag) {
   }
   const int64_t n = out.n;
   const bool pow2 = n == 1 || n == 2 || n == 4 || n == 8;
-  switch (out.kind) {
-    case 'b': return n == 1 ? std::optional<Dtype>(out) : std::nullopt;
-    case 'i':
-    case 'u': return pow2 ? std::optional<Dtype>(out) : std::nullopt;
-    case 'f': return pow2 && n >= 2 ? std::optional<Dtype>(out) : std::nullopt;
-    case 'U':
-    case 'S': return n >= 1 ? std::optional<Dtype>(out) : std::nullopt;
-    default: return std::nullopt;
-  }
+  const char k = out.kind;
+  const bool ok = k == 'b'               ? n == 1
+                  : k == 'i' || k == 'u' ? pow2
+                  : k == 'f'             ? pow2 && n >= 2
+                                         : (k == 'U' || k == 'S') && n >= 1;
+  return ok ? std::optional<Dtype>(out) : std::nullopt;
 }
 
 bool BigEndian(char order) {
