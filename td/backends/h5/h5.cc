@@ -85,16 +85,11 @@ std::string PathOf(const H5Storage& s, const NestedKey& key) {
   if (key.size() == 1 && key[0].empty()) return s.file()->Path(s.level(), "");
   Guard guard(Lock());
   std::vector<std::string> level = s.level();
+  level.insert(level.end(), key.begin(), key.end() - 1);
   const internal::Node* n = s.file()->Level(level);
-  for (size_t i = 0; n != nullptr && i < key.size(); ++i) {
-    n = n->child(key[i]);
-    if (i + 1 < key.size() && n != nullptr && n->kind != internal::Node::Kind::kGroup) n = nullptr;
-    level.push_back(key[i]);
-  }
-  if (n == nullptr) {
+  if (n == nullptr || n->child(key.back()) == nullptr) {
     TD_FAIL(KeyError, "key ", key.repr(), " not found in the HDF5 file '", s.file()->filename, "'");
   }
-  level.pop_back();
   return s.file()->Path(level, key.back());
 }
 

@@ -287,8 +287,7 @@ void H5Storage::Put(const std::vector<std::string>& level, Node* lvl, std::strin
   }
   std::vector<std::string> sub_level = level;
   sub_level.push_back(name);
-  Node* group = existing;
-  sub.for_each_entry([&](const std::string& k, const Value& v) { Put(sub_level, group, k, v); });
+  sub.for_each_entry([&](const std::string& k, const Value& v) { Put(sub_level, existing, k, v); });
 }
 
 void H5Storage::set(std::string_view key, Value value) {
@@ -454,22 +453,18 @@ bool H5Storage::index_put_(at::ArrayRef<TensorIndex> indices, const TensorDict& 
       [&](const TensorDict& v, const std::vector<std::string>& level, const Node* lvl) {
         v.for_each_entry([&](const std::string& k, const Value& e) {
           const Node* c = fits ? lvl->child(k) : nullptr;
-          if (c == nullptr || e.is_non_tensor()) {
+          const Node::Kind want = e.is_tensordict() ? Node::Kind::kGroup : Node::Kind::kTensor;
+          if (c == nullptr || e.is_non_tensor() || c->kind != want) {
             fits = false;
             return;
           }
-          std::vector<std::string> sub = level;
-          sub.push_back(k);
           if (e.is_tensordict()) {
-            if (c->kind != Node::Kind::kGroup) fits = false;
-            else plan(e.tensordict(), sub, c);
+            std::vector<std::string> sub = level;
+            sub.push_back(k);
+            plan(e.tensordict(), sub, c);
             return;
           }
           const at::Tensor& t = e.tensor();
-          if (c->kind != Node::Kind::kTensor) {
-            fits = false;
-            return;
-          }
           const std::vector<int64_t> target = SelectedShape(*sel, c->shape);
           const size_t feature = c->shape.size() - lvl->batch.size();
           if (t.dim() < static_cast<int64_t>(feature) || t.dim() > static_cast<int64_t>(target.size()) ||

@@ -228,6 +228,18 @@ absl::StatusOr<std::optional<OpaqueData>> FromDescription(const Json& d) {
   return std::optional<OpaqueData>(std::move(out));
 }
 
+// Whether `v` is nested as shape[dim:] with scalar leaves (added to `leaves` in order).
+bool Collect(const Json& v, const std::vector<int64_t>& shape, size_t dim,
+             std::vector<const Json*>* leaves) {
+  if (dim == shape.size()) {
+    leaves->push_back(&v);
+    return !v.is_array() && !v.is_object() && !v.is_null();
+  }
+  if (!v.is_array() || static_cast<int64_t>(v.size()) != shape[dim]) return false;
+  return std::all_of(v.begin(), v.end(),
+                     [&](const Json& c) { return Collect(c, shape, dim + 1, leaves); });
+}
+
 // The shape of a rectangular nested array with scalar leaves (its leaves in `leaves`), or
 // nullopt (ragged, null or object leaves, more than kMaxRank dims).
 std::optional<std::vector<int64_t>> Rectangular(const Json& value,
@@ -238,25 +250,7 @@ std::optional<std::vector<int64_t>> Rectangular(const Json& value,
     shape.push_back(static_cast<int64_t>(cur->size()));
     if (cur->empty()) break;
   }
-  // Depth-first, checking every level against the shape.
-  struct Frame {
-    const Json* node;
-    size_t dim;
-  };
-  std::vector<Frame> stack{{&value, 0}};
-  while (!stack.empty()) {
-    const Frame f = stack.back();
-    stack.pop_back();
-    if (f.dim == shape.size()) {
-      if (f.node->is_array() || f.node->is_object() || f.node->is_null()) return std::nullopt;
-      leaves->push_back(f.node);
-      continue;
-    }
-    if (!f.node->is_array() || static_cast<int64_t>(f.node->size()) != shape[f.dim]) {
-      return std::nullopt;
-    }
-    for (size_t i = f.node->size(); i-- > 0;) stack.push_back({&(*f.node)[i], f.dim + 1});
-  }
+  if (!Collect(value, shape, 0, leaves)) return std::nullopt;  // bounded by kMaxRank
   return shape;
 }
 
