@@ -104,8 +104,7 @@ absl::StatusOr<hsize_t> SelectIn(hid_t space, const Selection& sel,
   // The cross product of the dims' pieces, OR-ed together (one piece per dim: one hyperslab).
   std::vector<size_t> at(rank, 0);
   std::vector<hsize_t> start(rank), stride(rank), count(rank), block(rank);
-  bool first = true;
-  while (true) {
+  for (bool first = true;; first = false) {
     for (size_t d = 0; d < rank; ++d) {
       const Piece& p = pieces[d][at[d]];
       start[d] = p.start;
@@ -117,7 +116,6 @@ absl::StatusOr<hsize_t> SelectIn(hid_t space, const Selection& sel,
                             stride.data(), count.data(), block.data()) < 0) {
       return absl::DataLossError(ErrorText());
     }
-    first = false;
     size_t d = rank;
     while (d > 0 && ++at[d - 1] == pieces[d - 1].size()) at[--d] = 0;
     if (d == 0) break;
@@ -323,8 +321,7 @@ absl::StatusOr<std::vector<std::string>> ReadStrings(hid_t type, hid_t space, Re
     return out;
   }
   std::vector<char> buf(size * n + 1, '\0');
-  Hid mem(H5Tcopy(type));
-  if (read(mem.get(), buf.data()) < 0) return absl::DataLossError(ErrorText());
+  if (read(type, buf.data()) < 0) return absl::DataLossError(ErrorText());
   for (hssize_t i = 0; i < n; ++i) {
     const char* s = buf.data() + i * size;
     out.emplace_back(s, strnlen(s, size));
@@ -359,8 +356,8 @@ absl::StatusOr<nlohmann::json> ReadOpaque(hid_t ds, hid_t type, hid_t space,
   }
   data.bytes.assign(static_cast<size_t>(bytes), '\0');
   if (bytes > 0) {
-    Hid mem(H5Tcopy(type));  // the file's own type: the bytes as stored
-    if (H5Dread(ds, mem.get(), H5S_ALL, H5S_ALL, H5P_DEFAULT, data.bytes.data()) < 0) {
+    // The file's own type: the bytes as stored.
+    if (H5Dread(ds, type, H5S_ALL, H5S_ALL, H5P_DEFAULT, data.bytes.data()) < 0) {
       return Io(path, "cannot read opaque dataset");
     }
   }

@@ -59,12 +59,11 @@ class Hid {
   Hid() = default;
   explicit Hid(hid_t id) : id_(id) {}
   ~Hid() { reset(); }
-  Hid(Hid&& o) noexcept : id_(o.id_) { o.id_ = -1; }
+  Hid(Hid&& o) noexcept : id_(std::exchange(o.id_, -1)) {}
   Hid& operator=(Hid&& o) noexcept {
     if (this != &o) {
       reset();
-      id_ = o.id_;
-      o.id_ = -1;
+      id_ = std::exchange(o.id_, -1);
     }
     return *this;
   }

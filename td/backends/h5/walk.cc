@@ -1,7 +1,6 @@
 // The lock, HDF5's error stack, dtypes, and the walk of a file's groups into a Node tree
 // (NOTE [ HDF5 errors ] in h5_io.h lists what the walk refuses).
 #include <algorithm>
-#include <cstring>
 #include <optional>
 #include <string>
 
@@ -263,11 +262,10 @@ struct Walker {
                                     "' leaves the file (copy the data into it)"));
     }
     if (info.type == H5L_TYPE_SOFT) {
-      target.resize(std::strlen(target.c_str()));
       const htri_t exists = H5Oexists_by_name(group, name.c_str(), H5P_DEFAULT);
       H5Eclear2(H5E_DEFAULT);
       if (exists <= 0) {
-        return Fail(key, absl::StrCat("the soft link to '", target, "' dangles"));
+        return Fail(key, absl::StrCat("the soft link to '", target.c_str(), "' dangles"));
       }
       return absl::OkStatus();
     }
