@@ -105,29 +105,20 @@ std::string ShapeText(const std::vector<int64_t>& shape) {
 absl::StatusOr<at::ScalarType> TensorDtypeOf(hid_t type) {
   const H5T_class_t cls = H5Tget_class(type);
   const size_t size = H5Tget_size(type);
-  if (cls == H5T_INTEGER) {
-    const bool is_signed = H5Tget_sign(type) == H5T_SGN_2;
-    if (size == 1) return is_signed ? at::kChar : at::kByte;
-    if (is_signed && size == 2) return at::kShort;
-    if (is_signed && size == 4) return at::kInt;
-    if (is_signed && size == 8) return at::kLong;
-    if (!is_signed && (size == 2 || size == 4 || size == 8)) {
-      // uint16/32/64 where this LibTorch has them (NOTE [ Dtypes by LibTorch version ] in
-      // td/compat/dtypes.h), refused in the shared words where it does not.
-      absl::StatusOr<at::ScalarType> t =
-          ::td::internal::DtypeFromName(absl::StrCat("torch.uint", 8 * size));
-      if (t.ok()) return t;
+  if (cls == H5T_INTEGER || cls == H5T_FLOAT) {
+    // By name: uint16/32/64 where this LibTorch has them (NOTE [ Dtypes by LibTorch version ] in
+    // td/compat/dtypes.h), refused in the shared words where it does not.
+    const bool is_unsigned = cls == H5T_INTEGER && H5Tget_sign(type) != H5T_SGN_2;
+    const std::string what = absl::StrCat(is_unsigned ? "unsigned " : "", 8 * size,
+                                          cls == H5T_FLOAT ? "-bit float" : "-bit integer");
+    absl::StatusOr<at::ScalarType> t = ::td::internal::DtypeFromName(absl::StrCat(
+        "torch.", cls == H5T_FLOAT ? "float" : is_unsigned ? "uint" : "int", 8 * size));
+    if (t.ok()) return t;
+    if (is_unsigned && (size == 2 || size == 4 || size == 8)) {
       return absl::InvalidArgumentError(
-          absl::StrCat("the unsigned ", 8 * size, "-bit integer type: ", t.status().message()));
+          absl::StrCat("the ", what, " type: ", t.status().message()));
     }
-    return absl::InvalidArgumentError(absl::StrCat("the ", is_signed ? "" : "unsigned ",
-                                                   8 * size, "-bit integer type has no tensor dtype"));
-  }
-  if (cls == H5T_FLOAT) {
-    if (size == 2) return at::kHalf;
-    if (size == 4) return at::kFloat;
-    if (size == 8) return at::kDouble;
-    return absl::InvalidArgumentError(absl::StrCat("the ", 8 * size, "-bit float type has no tensor dtype"));
+    return absl::InvalidArgumentError(absl::StrCat("the ", what, " type has no tensor dtype"));
   }
   if (cls == H5T_ENUM && size == 1 && H5Tget_nmembers(type) == 2) {
     // h5py's bool: an enum of int8 with FALSE = 0 and TRUE = 1.
