@@ -274,14 +274,12 @@ struct Walker {
     H5Sget_simple_extent_dims(space.get(), dims.data(), nullptr);
     auto node = std::make_unique<Node>();
     node->shape.assign(dims.begin(), dims.end());
-    if (H5Tget_class(type.get()) == H5T_STRING) {
-      node->kind = rank > 0                        ? Node::Kind::kStrings
+    const H5T_class_t cls = H5Tget_class(type.get());
+    if (cls == H5T_STRING || cls == H5T_OPAQUE) {  // non-tensor data (opaque: npy_opaque.h)
+      node->kind = cls == H5T_OPAQUE                ? Node::Kind::kOpaque
+                   : rank > 0                       ? Node::Kind::kStrings
                    : H5Aexists(ds, kJsonAttr) > 0 ? Node::Kind::kJson
                                                   : Node::Kind::kString;
-      return node;
-    }
-    if (H5Tget_class(type.get()) == H5T_OPAQUE) {  // non-tensor data (npy_opaque.h)
-      node->kind = Node::Kind::kOpaque;
       return node;
     }
     absl::StatusOr<at::ScalarType> dtype = TensorDtypeOf(type.get());
@@ -298,8 +296,7 @@ struct Walker {
   // structure::Sizes (NOTE [ Structure codec ] in td/structure/structure.h) read it.
   absl::StatusOr<std::optional<std::vector<int64_t>>> StoredBatch(hid_t group,
                                                                  const std::string& key) {
-    const htri_t has = H5Aexists(group, kMetaAttr);
-    if (has <= 0) {
+    if (H5Aexists(group, kMetaAttr) <= 0) {
       H5Eclear2(H5E_DEFAULT);
       return std::optional<std::vector<int64_t>>();
     }
