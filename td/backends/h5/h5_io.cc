@@ -5,7 +5,6 @@
 
 #include <algorithm>
 #include <cstring>
-#include <numeric>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
@@ -62,12 +61,11 @@ std::vector<int64_t> SortedUnique(const std::vector<int64_t>& list) {
 
 std::vector<Piece> PiecesOf(const DimSel& d) {
   switch (d.kind) {
-    case DimSel::Kind::kInt:
-      return {{static_cast<hsize_t>(d.start), 1, 1, 1}};
+    case DimSel::Kind::kInt:  // a range of one
     case DimSel::Kind::kRange:
-      if (d.count == 0) return {};
-      return {{static_cast<hsize_t>(d.start), static_cast<hsize_t>(d.count > 1 ? d.step : 1),
-               static_cast<hsize_t>(d.count), 1}};
+      if (d.size() == 0) return {};
+      return {{static_cast<hsize_t>(d.start), static_cast<hsize_t>(d.size() > 1 ? d.step : 1),
+               static_cast<hsize_t>(d.size()), 1}};
     case DimSel::Kind::kList: {
       std::vector<Piece> out;
       for (int64_t v : SortedUnique(d.list)) {  // runs of consecutive positions: one block each
@@ -472,10 +470,12 @@ absl::StatusOr<nlohmann::json> ReadAttrs(hid_t file, const std::string& path) {
       out[name] = nullptr;  // an empty attribute (h5py.Empty): no value, of any type
       continue;
     }
+    const auto bad = [&](absl::string_view why) {
+      return absl::DataLossError(absl::StrCat("attribute '", name, "' of '", path, "': ", why));
+    };
     const std::vector<hsize_t> dims = DimsOf(space.get());
     if (absl::Status ok = FitsMemory(dims, H5Tget_size(type.get())); !ok.ok()) {
-      return absl::DataLossError(
-          absl::StrCat("attribute '", name, "' of '", path, "': ", ok.message()));
+      return bad(ok.message());
     }
     std::vector<nlohmann::json> flat;
     auto read = [&](hid_t mem, void* buf) { return H5Aread(attr.get(), mem, buf); };
@@ -485,10 +485,7 @@ absl::StatusOr<nlohmann::json> ReadAttrs(hid_t file, const std::string& path) {
       flat.assign(s->begin(), s->end());
     } else {
       absl::StatusOr<at::ScalarType> dtype = TensorDtypeOf(type.get());
-      if (!dtype.ok()) {
-        return absl::DataLossError(absl::StrCat("attribute '", name, "' of '", path, "': ",
-                                                dtype.status().message()));
-      }
+      if (!dtype.ok()) return bad(dtype.status().message());
       const hssize_t count = H5Sget_simple_extent_npoints(space.get());
       const bool bytes = *dtype == at::kBool;  // NOTE [ HDF5 bools ]
       at::Tensor t = at::empty({count}, at::TensorOptions().dtype(bytes ? at::kByte : *dtype));

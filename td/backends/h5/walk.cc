@@ -9,7 +9,6 @@
 #include "td/backends/h5/h5_io.h"
 #include "td/compat/dtypes.h"
 #include "td/core/dtype.h"
-#include "td/core/errors.h"
 #include "td/core/internal/structure_check.h"
 #include "td/structure/structure.h"
 
