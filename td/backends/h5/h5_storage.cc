@@ -132,7 +132,7 @@ std::shared_ptr<H5Storage> H5Storage::Sub(std::string_view key, const Node& grou
   std::vector<std::string> level = level_;
   level.emplace_back(key);
   auto out = std::make_shared<H5Storage>(file_, std::move(level), sel_,
-                                         sel_.empty() ? group.batch : SelectedShape(sel_, group.batch));
+                                         SelectedShape(sel_, group.batch));
   out->assign_locked(locked());
   return out;
 }
@@ -328,10 +328,7 @@ bool H5Storage::rename_key(std::string_view old_key, std::string_view new_key) {
   const std::string from = file_->Path(level_, old_key);
   const std::string to = file_->Path(level_, new_key);
   hid_t fid = file_->fid.get();
-  if (lvl->child(new_key) != nullptr) {
-    H5Ldelete(fid, to.c_str(), H5P_DEFAULT);
-    lvl->erase(new_key);
-  }
+  if (lvl->erase(new_key)) H5Ldelete(fid, to.c_str(), H5P_DEFAULT);
   if (H5Lmove(fid, from.c_str(), fid, to.c_str(), H5P_DEFAULT, H5P_DEFAULT) < 0) {
     ThrowIfError<H5Error>(absl::DataLossError(ErrorText()),
                           absl::StrCat("HDF5 file '", file_->filename, "', renaming '", from,

@@ -91,10 +91,8 @@ bool Node::erase(std::string_view name) {
 }
 
 std::string JoinPath(const std::string& parent, std::string_view name) {
-  std::string out = parent.empty() || parent == "/" ? std::string() : parent;
-  out += '/';
-  out.append(name.data(), name.size());
-  return out;
+  return absl::StrCat(parent == "/" ? "" : parent, "/",
+                      absl::string_view(name.data(), name.size()));
 }
 
 std::string ShapeText(const std::vector<int64_t>& shape) {
