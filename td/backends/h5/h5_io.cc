@@ -453,13 +453,7 @@ absl::StatusOr<nlohmann::json> ReadAttrs(hid_t file, const std::string& path) {
   if (!obj.ok()) return Io(path, "cannot open");
   nlohmann::json out = nlohmann::json::object();
   std::vector<std::string> names;
-  H5Aiterate2(
-      obj.get(), H5_INDEX_NAME, H5_ITER_INC, nullptr,
-      [](hid_t, const char* name, const H5A_info_t*, void* data) -> herr_t {
-        static_cast<std::vector<std::string>*>(data)->emplace_back(name);
-        return 0;
-      },
-      &names);
+  H5Aiterate2(obj.get(), H5_INDEX_NAME, H5_ITER_INC, nullptr, AppendName, &names);
   for (const std::string& name : names) {
     if (name == kMetaAttr || name == kJsonAttr) continue;  // the layout's own (h5.h)
     Hid attr(H5Aopen(obj.get(), name.c_str(), H5P_DEFAULT));

@@ -46,6 +46,13 @@
 
 namespace td::h5::internal {
 
+// An H5Literate / H5Aiterate2 callback appending each name to the std::vector<std::string> `out`.
+template <class Info>
+herr_t AppendName(hid_t, const char* name, const Info*, void* out) {
+  static_cast<std::vector<std::string>*>(out)->emplace_back(name);
+  return 0;
+}
+
 // The lock of NOTE [ One HDF5 lock ]. Also turns HDF5's error printing off, once.
 std::recursive_mutex& Lock();
 using Guard = std::lock_guard<std::recursive_mutex>;

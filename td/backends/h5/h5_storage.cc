@@ -139,10 +139,8 @@ std::shared_ptr<H5Storage> H5Storage::Sub(std::string_view key, const Node& grou
 
 std::optional<Value> H5Storage::get(std::string_view key) const {
   const std::string path = file_->Path(level_, key);
-  auto fail = [&](const absl::Status& status) {
-    ThrowIfError<H5Error>(status, absl::StrCat("HDF5 file '", file_->filename, "', key '",
-                                               KeyText(level_, key), "'"));
-  };
+  const std::string context =
+      absl::StrCat("HDF5 file '", file_->filename, "', key '", KeyText(level_, key), "'");
   at::ScalarType dtype;
   std::vector<int64_t> shape;
   hid_t dataset;
@@ -152,13 +150,12 @@ std::optional<Value> H5Storage::get(std::string_view key) const {
     if (c == nullptr) return std::nullopt;
     if (c->kind == Node::Kind::kGroup) return Value(TensorDict(Sub(key, *c)));
     if (c->kind != Node::Kind::kTensor) {
-      absl::StatusOr<nlohmann::json> v = ReadNonTensor(file_->fid.get(), path, c->kind);
-      if (!v.ok()) fail(v.status());
-      return Value(NonTensorData(*std::move(v)));
+      return Value(NonTensorData(
+          ValueOrThrow<H5Error>(ReadNonTensor(file_->fid.get(), path, c->kind), context)));
     }
     if (!c->dataset.ok()) {
       c->dataset = Hid(H5Dopen2(file_->fid.get(), path.c_str(), H5P_DEFAULT));
-      if (!c->dataset.ok()) fail(absl::DataLossError(ErrorText()));
+      if (!c->dataset.ok()) ThrowIfError<H5Error>(absl::DataLossError(ErrorText()), context);
     }
     dtype = c->dtype;
     shape = c->shape;
@@ -167,9 +164,8 @@ std::optional<Value> H5Storage::get(std::string_view key) const {
   // Outside the lock but for the HDF5 calls: the rows' reordering runs in parallel with other
   // readers (a concurrent write of the same level needs the caller's synchronisation, as on
   // every backend).
-  absl::StatusOr<at::Tensor> t = ReadTensor(file_->fid.get(), path, dtype, shape, sel_, dataset);
-  if (!t.ok()) fail(t.status());
-  return Value(*std::move(t));
+  return Value(ValueOrThrow<H5Error>(
+      ReadTensor(file_->fid.get(), path, dtype, shape, sel_, dataset), context));
 }
 
 std::optional<EntryMeta> H5Storage::meta(std::string_view key) const {

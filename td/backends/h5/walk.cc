@@ -220,12 +220,7 @@ struct Walker {
     }
     H5Eclear2(H5E_DEFAULT);
     std::vector<std::string> names;
-    // H5L_info_t or (HDF5 1.12) H5L_info2_t.
-    const auto add = [](hid_t, const char* name, const auto*, void* out) -> herr_t {
-      static_cast<std::vector<std::string>*>(out)->emplace_back(name);
-      return 0;
-    };
-    if (H5Literate(group, order, H5_ITER_INC, nullptr, add, &names) < 0) {
+    if (H5Literate(group, order, H5_ITER_INC, nullptr, AppendName, &names) < 0) {
       return Fail(key, ErrorText());
     }
     return names;
