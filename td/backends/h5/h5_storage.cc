@@ -111,6 +111,11 @@ Node* H5Storage::level_node() const {
   return n;
 }
 
+std::vector<int64_t> H5Storage::file_batch() const {
+  Guard guard(Lock());
+  return level_node()->batch;
+}
+
 size_t H5Storage::size() const {
   Guard guard(Lock());
   return level_node()->children.size();
@@ -210,6 +215,11 @@ void H5Storage::Put(const std::vector<std::string>& level, Node* lvl, std::strin
     lvl->erase(key);
     existing = nullptr;
   };
+  auto add = [&](Node::Kind kind) {  // the node of what was written, appended
+    Node* n = lvl->put(name, std::make_unique<Node>());
+    n->kind = kind;
+    return n;
+  };
   if (value.is_non_tensor()) {
     if (value.non_tensor_data().is_stack()) {
       // Upstream's HDF5 layout has no per-element non-tensor data: written as one value, it
@@ -222,9 +232,7 @@ void H5Storage::Put(const std::vector<std::string>& level, Node* lvl, std::strin
     // entry goes.
     ThrowIfError<H5Error>(EncodeOpaque(value.non_tensor()).status(), context);
     remove_existing();
-    auto node = std::make_unique<Node>();
-    node->kind = ValueOrThrow<H5Error>(WriteNonTensor(fid, path, value.non_tensor()), context);
-    lvl->put(name, std::move(node));
+    add(ValueOrThrow<H5Error>(WriteNonTensor(fid, path, value.non_tensor()), context));
     return;
   }
   // The dims of this level's batch size as the value has them (the selection's).
@@ -251,11 +259,9 @@ void H5Storage::Put(const std::vector<std::string>& level, Node* lvl, std::strin
     }
     remove_existing();
     ThrowIfError<H5Error>(CreateDataset(fid, path, t.scalar_type(), shape, file_->layout), context);
-    auto node = std::make_unique<Node>();
-    node->kind = Node::Kind::kTensor;
+    Node* node = add(Node::Kind::kTensor);
     node->dtype = t.scalar_type();
     node->shape = shape;
-    lvl->put(name, std::move(node));
     ThrowIfError<H5Error>(WriteTensor(fid, path, t.scalar_type(), shape, sel_, t), context);
     return;
   }
@@ -276,10 +282,8 @@ void H5Storage::Put(const std::vector<std::string>& level, Node* lvl, std::strin
   }
   if (existing == nullptr) {
     ThrowIfError<H5Error>(CreateGroup(fid, path, batch), context);
-    auto node = std::make_unique<Node>();
-    node->kind = Node::Kind::kGroup;
-    node->batch = batch;
-    existing = lvl->put(name, std::move(node));
+    existing = add(Node::Kind::kGroup);
+    existing->batch = batch;
   }
   std::vector<std::string> sub_level = level;
   sub_level.push_back(name);
@@ -366,11 +370,7 @@ std::optional<Selection> H5Storage::Compose(at::ArrayRef<TensorIndex> indices) c
   }
   if (tensors > 1) return std::nullopt;  // several index tensors zip: computed in memory
   Selection sel = sel_;
-  std::vector<int64_t> file_batch;
-  {
-    Guard guard(Lock());
-    file_batch = level_node()->batch;
-  }
+  const std::vector<int64_t> file_batch = this->file_batch();
   for (size_t d = sel.size(); d < file_batch.size(); ++d) sel.push_back(DimSel::All(file_batch[d]));
   std::vector<size_t> file_dim;  // view dim -> file dim
   for (size_t d = 0; d < sel.size(); ++d) {
@@ -418,11 +418,7 @@ std::optional<Selection> H5Storage::Compose(at::ArrayRef<TensorIndex> indices) c
 std::optional<TensorDict> H5Storage::index(at::ArrayRef<TensorIndex> indices) const {
   std::optional<Selection> sel = Compose(indices);
   if (!sel) return std::nullopt;
-  std::vector<int64_t> batch;
-  {
-    Guard guard(Lock());
-    batch = SelectedShape(*sel, level_node()->batch);
-  }
+  std::vector<int64_t> batch = SelectedShape(*sel, file_batch());
   auto out = std::make_shared<H5Storage>(file_, level_, std::move(*sel), std::move(batch));
   out->assign_locked(locked());
   return TensorDict(std::move(out));
