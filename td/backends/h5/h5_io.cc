@@ -130,6 +130,24 @@ std::vector<int64_t> BlockShape(const Selection& sel, const std::vector<int64_t>
   return out;
 }
 
+// `t` between the block HDF5 fills (list dims sorted and deduplicated) and the selection's order:
+// each list position from its block index, or (`to_block`) each block index from the last list
+// position naming it (the last write wins, as in index_put_).
+at::Tensor Reorder(at::Tensor t, const Selection& sel, bool to_block) {
+  for (size_t d = 0; d < sel.size(); ++d) {
+    const std::vector<int64_t>& list = sel[d].list;
+    const std::vector<int64_t> u = SortedUnique(list);
+    if (sel[d].kind != DimSel::Kind::kList || u == list) continue;
+    std::vector<int64_t> pos(to_block ? u.size() : list.size());
+    for (size_t i = 0; i < list.size(); ++i) {
+      const int64_t j = std::lower_bound(u.begin(), u.end(), list[i]) - u.begin();
+      pos[to_block ? j : i] = to_block ? static_cast<int64_t>(i) : j;
+    }
+    t = t.index_select(static_cast<int64_t>(d), at::tensor(pos, at::kLong));
+  }
+  return t;
+}
+
 // Reads (`write`: writes) `buf`, `numel` elements of the memory type `mem` (-1: the dataset's
 // own, NOTE [ HDF5 bools ]), through `sel` of the dataset at `path` of `shape` (`ds`, when open,
 // is used instead). Under Lock().
@@ -195,17 +213,7 @@ absl::StatusOr<at::Tensor> ReadTensor(hid_t file, const std::string& path, at::S
     if (!s.ok()) return s;
   }
   if (bytes) out = out.ne(0);
-  // Lists back in their order (with repeats), then the int dims dropped.
-  for (size_t d = 0; d < sel.size(); ++d) {
-    if (sel[d].kind != DimSel::Kind::kList) continue;
-    const std::vector<int64_t> u = SortedUnique(sel[d].list);
-    if (u == sel[d].list) continue;
-    std::vector<int64_t> pos(sel[d].list.size());
-    for (size_t i = 0; i < pos.size(); ++i) {
-      pos[i] = std::lower_bound(u.begin(), u.end(), sel[d].list[i]) - u.begin();
-    }
-    out = out.index_select(static_cast<int64_t>(d), at::tensor(pos, at::kLong));
-  }
+  out = Reorder(out, sel, /*to_block=*/false);  // lists back in their order, then int dims dropped
   for (size_t d = sel.size(); d-- > 0;) {
     if (sel[d].kind == DimSel::Kind::kInt) out = out.select(static_cast<int64_t>(d), 0);
   }
@@ -221,18 +229,7 @@ absl::Status WriteTensor(hid_t file, const std::string& path, at::ScalarType dty
   for (size_t d = 0; d < sel.size(); ++d) {
     if (sel[d].kind == DimSel::Kind::kInt) v = v.unsqueeze(static_cast<int64_t>(d));
   }
-  for (size_t d = 0; d < sel.size(); ++d) {
-    if (sel[d].kind != DimSel::Kind::kList) continue;
-    const std::vector<int64_t> u = SortedUnique(sel[d].list);
-    if (u == sel[d].list) continue;
-    std::vector<int64_t> pick(u.size());
-    for (size_t i = 0; i < sel[d].list.size(); ++i) {
-      pick[std::lower_bound(u.begin(), u.end(), sel[d].list[i]) - u.begin()] =
-          static_cast<int64_t>(i);
-    }
-    v = v.index_select(static_cast<int64_t>(d), at::tensor(pick, at::kLong));
-  }
-  v = v.contiguous();
+  v = Reorder(v, sel, /*to_block=*/true).contiguous();
   if (v.sizes() != at::IntArrayRef(BlockShape(sel, shape))) {
     return absl::InvalidArgumentError(
         absl::StrCat("value of shape ", ShapeText(value.sizes().vec()), " for the selection of ",
