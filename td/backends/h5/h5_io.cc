@@ -369,9 +369,7 @@ absl::StatusOr<std::string> ReadStringAttr(hid_t obj, const char* name) {
   Hid attr(H5Aopen(obj, name, H5P_DEFAULT));
   if (!attr.ok()) return absl::DataLossError(ErrorText());
   Hid type(H5Aget_type(attr.get()));
-  if (H5Tget_class(type.get()) != H5T_STRING) {
-    return absl::DataLossError("not a string attribute");
-  }
+  if (H5Tget_class(type.get()) != H5T_STRING) return absl::DataLossError("not a string attribute");
   Hid space(H5Aget_space(attr.get()));
   if (H5Sget_simple_extent_npoints(space.get()) != 1) {
     return absl::DataLossError("not a scalar string attribute");

@@ -169,12 +169,13 @@ Json Nest(std::vector<Json>& flat, const std::vector<int64_t>& shape, size_t dim
   return out;
 }
 
-// numel of `shape`, or nullopt for a negative dim or past 2^62.
-std::optional<int64_t> Numel(const std::vector<int64_t>& shape) {
+// numel x item_size of `shape`, or nullopt for a negative dim, numel past 2^62 or bytes past int64.
+std::optional<int64_t> Bytes(const std::vector<int64_t>& shape, int64_t item_size) {
   int64_t n = 1;
   for (int64_t s : shape) {
     if (s < 0 || __builtin_mul_overflow(n, s, &n) || n > (int64_t{1} << 62)) return std::nullopt;
   }
+  if (__builtin_mul_overflow(n, item_size, &n)) return std::nullopt;
   return n;
 }
 
@@ -213,17 +214,15 @@ absl::StatusOr<std::optional<OpaqueData>> FromDescription(const Json& d) {
     if (!s.is_number_integer() || s.get<int64_t>() < 0) return bad("has a bad \"shape\"");
     out.shape.push_back(s.get<int64_t>());
   }
-  std::optional<int64_t> numel = Numel(out.shape);
-  int64_t bytes = 0;
-  if (!numel || __builtin_mul_overflow(*numel, out.item_size, &bytes)) {
-    return bad("has a \"shape\" too large");
-  }
+  const std::optional<int64_t> bytes = Bytes(out.shape, out.item_size);
+  if (!bytes) return bad("has a \"shape\" too large");
   if (!d["base64"].is_string() ||
       !absl::Base64Unescape(d["base64"].get_ref<const std::string&>(), &out.bytes)) {
     return bad("needs \"base64\" text");
   }
-  if (static_cast<int64_t>(out.bytes.size()) != bytes) {
-    return bad(absl::StrCat("holds ", out.bytes.size(), " bytes, not shape x item_size = ", bytes));
+  if (static_cast<int64_t>(out.bytes.size()) != *bytes) {
+    return bad(
+        absl::StrCat("holds ", out.bytes.size(), " bytes, not shape x item_size = ", *bytes));
   }
   return std::optional<OpaqueData>(std::move(out));
 }
@@ -272,10 +271,8 @@ absl::StatusOr<Json> DecodeOpaque(const OpaqueData& data) {
     return absl::InvalidArgumentError(absl::StrCat("opaque data of ", data.shape.size(),
                                                    " dims; HDF5 has at most ", kMaxRank));
   }
-  std::optional<int64_t> numel = Numel(data.shape);
-  int64_t bytes = 0;
-  if (!numel || data.item_size < 1 || __builtin_mul_overflow(*numel, data.item_size, &bytes) ||
-      bytes != static_cast<int64_t>(data.bytes.size())) {
+  const std::optional<int64_t> bytes = Bytes(data.shape, data.item_size);
+  if (data.item_size < 1 || !bytes || *bytes != static_cast<int64_t>(data.bytes.size())) {
     return absl::InvalidArgumentError(absl::StrCat(
         "opaque data of shape [", absl::StrJoin(data.shape, ", "), "] and item size ",
         data.item_size, " with ", data.bytes.size(), " bytes"));
@@ -284,8 +281,8 @@ absl::StatusOr<Json> DecodeOpaque(const OpaqueData& data) {
   if (!d || d->item_size() != data.item_size) return Describe(data);
   std::vector<Json> flat;
   const auto* p = reinterpret_cast<const unsigned char*>(data.bytes.data());
-  for (int64_t i = 0; i < *numel; ++i) {
-    std::optional<Json> e = Element(*d, p + i * data.item_size);
+  for (int64_t at = 0; at < *bytes; at += data.item_size) {
+    std::optional<Json> e = Element(*d, p + at);
     if (!e) return Describe(data);
     flat.push_back(*std::move(e));
   }
