@@ -2,7 +2,6 @@
 #include "td/backends/h5/h5.h"
 
 #include <stdlib.h>
-#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -47,8 +46,8 @@ internal::CreateLayout LayoutOf(const DatasetOptions& o) {
 }
 
 bool Exists(const std::string& path) {
-  struct stat st;
-  return ::stat(path.c_str(), &st) == 0;
+  std::error_code ec;
+  return std::filesystem::exists(path, ec);
 }
 
 // A new file at `path` (replacing one), its root group of batch size `batch`, as a storage.
@@ -188,9 +187,7 @@ H5TensorDict to_h5(const TensorDict& td, const std::string& path, const ToH5Opti
       ValueOrThrow<H5Error>(Create(temp, td.batch_size().vec(), layout, path));
   try {
     td.for_each_entry([&](const std::string& k, const Value& v) { root->set(k, v); });
-    Guard guard(Lock());
-    H5Fflush(root->file()->fid.get(), H5F_SCOPE_GLOBAL);
-    root.reset();  // closes the file
+    root.reset();  // flushes and closes the file (~H5File)
   } catch (...) {
     root.reset();
     std::remove(temp.c_str());

@@ -168,10 +168,9 @@ absl::StatusOr<Hid> MemType(at::ScalarType dtype) {
     }
     case at::kBool: {
       Hid t(H5Tenum_create(H5T_NATIVE_INT8));
-      int8_t v = 0;
-      H5Tenum_insert(t.get(), "FALSE", &v);
-      v = 1;
-      H5Tenum_insert(t.get(), "TRUE", &v);
+      const int8_t values[] = {0, 1};
+      H5Tenum_insert(t.get(), "FALSE", &values[0]);
+      H5Tenum_insert(t.get(), "TRUE", &values[1]);
       return t;
     }
     default:
@@ -247,10 +246,8 @@ struct Walker {
     if (info.type == H5L_TYPE_SOFT) {
       const htri_t exists = H5Oexists_by_name(group, name.c_str(), H5P_DEFAULT);
       H5Eclear2(H5E_DEFAULT);
-      if (exists <= 0) {
-        return Fail(key, absl::StrCat("the soft link to '", target.c_str(), "' dangles"));
-      }
-      return absl::OkStatus();
+      if (exists > 0) return absl::OkStatus();
+      return Fail(key, absl::StrCat("the soft link to '", target.c_str(), "' dangles"));
     }
     return Fail(key, "a user-defined link type is not supported");
   }
