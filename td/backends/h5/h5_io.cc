@@ -374,9 +374,8 @@ absl::StatusOr<std::string> ReadStringAttr(hid_t obj, const char* name) {
   if (H5Sget_simple_extent_npoints(space.get()) != 1) {
     return absl::DataLossError("not a scalar string attribute");
   }
-  absl::StatusOr<std::vector<std::string>> s =
-      ReadStrings(type.get(), space.get(),
-                  [&](hid_t mem, void* buf) { return H5Aread(attr.get(), mem, buf); });
+  absl::StatusOr<std::vector<std::string>> s = ReadStrings(
+      type.get(), space.get(), [&](hid_t mem, void* buf) { return H5Aread(attr.get(), mem, buf); });
   if (!s.ok()) return s.status();
   return s->front();
 }
@@ -428,7 +427,7 @@ absl::StatusOr<Node::Kind> WriteNonTensor(hid_t file, const std::string& path,
     return Io(path, "cannot make the opaque type of");
   }
   Hid space = SpaceOf(data ? data->shape : std::vector<int64_t>{});
-  const void* buf = data == nullptr        ? static_cast<const void*>(&chars)
+  const void* buf = data == nullptr       ? static_cast<const void*>(&chars)
                     : data->bytes.empty() ? nullptr
                                           : data->bytes.data();
   Hid ds(H5Dcreate2(file, path.c_str(), type.get(), space.get(), H5P_DEFAULT, H5P_DEFAULT,
@@ -487,7 +486,7 @@ absl::StatusOr<nlohmann::json> ReadAttrs(hid_t file, const std::string& path) {
       if (bytes) t = t.ne(0);
       for (int64_t j = 0; j < count; ++j) {
         const at::Scalar v = t[j].item();
-        flat.push_back(v.isBoolean()          ? nlohmann::json(v.toBool())
+        flat.push_back(v.isBoolean()         ? nlohmann::json(v.toBool())
                        : v.isFloatingPoint() ? nlohmann::json(v.toDouble())
                                              : nlohmann::json(v.toLong()));
       }
@@ -505,9 +504,7 @@ absl::Status WriteAttr(hid_t file, const std::string& path, const std::string& n
   const bool array = value.is_array();
   std::vector<nlohmann::json> items = array ? std::vector<nlohmann::json>(value.begin(), value.end())
                                             : std::vector<nlohmann::json>{value};
-  const auto same_kind = [&](auto pred) {
-    return std::all_of(items.begin(), items.end(), pred);
-  };
+  const auto same_kind = [&](auto pred) { return std::all_of(items.begin(), items.end(), pred); };
   Hid type;
   std::string bytes;
   const auto append = [&](auto v) { bytes.append(reinterpret_cast<const char*>(&v), sizeof(v)); };

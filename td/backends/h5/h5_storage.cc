@@ -136,8 +136,8 @@ bool H5Storage::contains(std::string_view key) const {
 std::shared_ptr<H5Storage> H5Storage::Sub(std::string_view key, const Node& group) const {
   std::vector<std::string> level = level_;
   level.emplace_back(key);
-  auto out = std::make_shared<H5Storage>(file_, std::move(level), sel_,
-                                         SelectedShape(sel_, group.batch));
+  auto out =
+      std::make_shared<H5Storage>(file_, std::move(level), sel_, SelectedShape(sel_, group.batch));
   out->assign_locked(locked());
   return out;
 }
@@ -395,8 +395,8 @@ std::optional<Selection> H5Storage::Compose(at::ArrayRef<TensorIndex> indices) c
       const int64_t start = clamp(::td::internal::AsInt(s.start()));
       const int64_t stop = clamp(::td::internal::AsInt(s.stop()));
       const int64_t count = stop > start ? (stop - start + step - 1) / step : 0;
-      out[d] = DimSel{DimSel::Kind::kRange, old.start + start * old.step, old.step * step, count,
-                      {}};
+      out[d] =
+          DimSel{DimSel::Kind::kRange, old.start + start * old.step, old.step * step, count, {}};
       continue;
     } else if (idx.is_slice() || idx.is_integer()) {
       pos = ::td::internal::Positions(idx, n, &single);

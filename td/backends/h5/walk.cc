@@ -108,8 +108,9 @@ absl::StatusOr<at::ScalarType> TensorDtypeOf(hid_t type) {
     const bool is_unsigned = cls == H5T_INTEGER && H5Tget_sign(type) != H5T_SGN_2;
     const std::string what = absl::StrCat(is_unsigned ? "unsigned " : "", 8 * size,
                                           cls == H5T_FLOAT ? "-bit float" : "-bit integer");
-    absl::StatusOr<at::ScalarType> t = ::td::internal::DtypeFromName(absl::StrCat(
-        "torch.", cls == H5T_FLOAT ? "float" : is_unsigned ? "uint" : "int", 8 * size));
+    const char* kind = cls == H5T_FLOAT ? "float" : is_unsigned ? "uint" : "int";
+    absl::StatusOr<at::ScalarType> t =
+        ::td::internal::DtypeFromName(absl::StrCat("torch.", kind, 8 * size));
     if (t.ok()) return t;
     if (is_unsigned && (size == 2 || size == 4 || size == 8)) {
       return absl::InvalidArgumentError(
@@ -265,8 +266,8 @@ struct Walker {
     node->shape.assign(dims.begin(), dims.end());
     const H5T_class_t cls = H5Tget_class(type.get());
     if (cls == H5T_STRING || cls == H5T_OPAQUE) {  // non-tensor data (opaque: npy_opaque.h)
-      node->kind = cls == H5T_OPAQUE                ? Node::Kind::kOpaque
-                   : rank > 0                       ? Node::Kind::kStrings
+      node->kind = cls == H5T_OPAQUE              ? Node::Kind::kOpaque
+                   : rank > 0                     ? Node::Kind::kStrings
                    : H5Aexists(ds, kJsonAttr) > 0 ? Node::Kind::kJson
                                                   : Node::Kind::kString;
       return node;
