@@ -2,9 +2,9 @@
 #include "td/backends/h5/h5.h"
 
 #include <stdlib.h>
-#include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cerrno>
 #include <cstdio>
@@ -46,8 +46,8 @@ internal::CreateLayout LayoutOf(const DatasetOptions& o) {
 }
 
 bool Exists(const std::string& path) {
-  struct stat st;
-  return ::stat(path.c_str(), &st) == 0;
+  std::error_code ec;
+  return std::filesystem::exists(path, ec);
 }
 
 // A new file at `path` (replacing one), its root group of batch size `batch`, as a storage.
@@ -84,16 +84,11 @@ std::string PathOf(const H5Storage& s, const NestedKey& key) {
   if (key.size() == 1 && key[0].empty()) return s.file()->Path(s.level(), "");
   Guard guard(Lock());
   std::vector<std::string> level = s.level();
+  level.insert(level.end(), key.begin(), key.end() - 1);
   const internal::Node* n = s.file()->Level(level);
-  for (size_t i = 0; n != nullptr && i < key.size(); ++i) {
-    n = n->child(key[i]);
-    if (i + 1 < key.size() && n != nullptr && n->kind != internal::Node::Kind::kGroup) n = nullptr;
-    level.push_back(key[i]);
-  }
-  if (n == nullptr) {
+  if (n == nullptr || n->child(key.back()) == nullptr) {
     TD_FAIL(KeyError, "key ", key.repr(), " not found in the HDF5 file '", s.file()->filename, "'");
   }
-  level.pop_back();
   return s.file()->Path(level, key.back());
 }
 
@@ -146,13 +141,9 @@ void H5TensorDict::flush() const {
 }
 
 H5TensorDict open(const std::string& path, const OpenOptions& options) {
-  if (options.batch_size()) {
-    for (int64_t d : *options.batch_size()) {
-      if (d < 0) {
-        TD_FAIL(ValueError, "td::h5::open: batch size ", SizeRepr(*options.batch_size()),
-                " has a negative dim");
-      }
-    }
+  const std::optional<std::vector<int64_t>>& given = options.batch_size();
+  if (given && std::any_of(given->begin(), given->end(), [](int64_t d) { return d < 0; })) {
+    TD_FAIL(ValueError, "td::h5::open: batch size ", SizeRepr(*given), " has a negative dim");
   }
   const internal::CreateLayout layout = LayoutOf(options.datasets());
   if (!Exists(path)) TD_FAIL(H5Error, "HDF5 file '", path, "' does not exist");
@@ -196,9 +187,7 @@ H5TensorDict to_h5(const TensorDict& td, const std::string& path, const ToH5Opti
       ValueOrThrow<H5Error>(Create(temp, td.batch_size().vec(), layout, path));
   try {
     td.for_each_entry([&](const std::string& k, const Value& v) { root->set(k, v); });
-    Guard guard(Lock());
-    H5Fflush(root->file()->fid.get(), H5F_SCOPE_GLOBAL);
-    root.reset();  // closes the file
+    root.reset();  // flushes and closes the file (~H5File)
   } catch (...) {
     root.reset();
     std::remove(temp.c_str());

@@ -5,7 +5,6 @@
 
 #include <algorithm>
 #include <cstring>
-#include <numeric>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
@@ -18,6 +17,13 @@ namespace {
 
 absl::Status Io(const std::string& path, const std::string& what) {
   return absl::DataLossError(absl::StrCat(what, " '", path, "': ", ErrorText()));
+}
+
+// A scalar dataspace for [], else a simple one of `shape`.
+Hid SpaceOf(const std::vector<int64_t>& shape) {
+  const std::vector<hsize_t> dims(shape.begin(), shape.end());
+  return Hid(dims.empty() ? H5Screate(H5S_SCALAR)
+                          : H5Screate_simple(static_cast<int>(dims.size()), dims.data(), nullptr));
 }
 
 std::vector<hsize_t> DimsOf(hid_t space) {
@@ -55,12 +61,11 @@ std::vector<int64_t> SortedUnique(const std::vector<int64_t>& list) {
 
 std::vector<Piece> PiecesOf(const DimSel& d) {
   switch (d.kind) {
-    case DimSel::Kind::kInt:
-      return {{static_cast<hsize_t>(d.start), 1, 1, 1}};
+    case DimSel::Kind::kInt:  // a range of one
     case DimSel::Kind::kRange:
-      if (d.count == 0) return {};
-      return {{static_cast<hsize_t>(d.start), static_cast<hsize_t>(d.count > 1 ? d.step : 1),
-               static_cast<hsize_t>(d.count), 1}};
+      if (d.size() == 0) return {};
+      return {{static_cast<hsize_t>(d.start), static_cast<hsize_t>(d.size() > 1 ? d.step : 1),
+               static_cast<hsize_t>(d.size()), 1}};
     case DimSel::Kind::kList: {
       std::vector<Piece> out;
       for (int64_t v : SortedUnique(d.list)) {  // runs of consecutive positions: one block each
@@ -97,8 +102,7 @@ absl::StatusOr<hsize_t> SelectIn(hid_t space, const Selection& sel,
   // The cross product of the dims' pieces, OR-ed together (one piece per dim: one hyperslab).
   std::vector<size_t> at(rank, 0);
   std::vector<hsize_t> start(rank), stride(rank), count(rank), block(rank);
-  bool first = true;
-  while (true) {
+  for (bool first = true;; first = false) {
     for (size_t d = 0; d < rank; ++d) {
       const Piece& p = pieces[d][at[d]];
       start[d] = p.start;
@@ -110,7 +114,6 @@ absl::StatusOr<hsize_t> SelectIn(hid_t space, const Selection& sel,
                             stride.data(), count.data(), block.data()) < 0) {
       return absl::DataLossError(ErrorText());
     }
-    first = false;
     size_t d = rank;
     while (d > 0 && ++at[d - 1] == pieces[d - 1].size()) at[--d] = 0;
     if (d == 0) break;
@@ -125,6 +128,50 @@ std::vector<int64_t> BlockShape(const Selection& sel, const std::vector<int64_t>
     out[d] = sel[d].kind == DimSel::Kind::kList ? SortedUnique(sel[d].list).size() : sel[d].size();
   }
   return out;
+}
+
+// `t` between the block HDF5 fills (list dims sorted and deduplicated) and the selection's order:
+// each list position from its block index, or (`to_block`) each block index from the last list
+// position naming it (the last write wins, as in index_put_).
+at::Tensor Reorder(at::Tensor t, const Selection& sel, bool to_block) {
+  for (size_t d = 0; d < sel.size(); ++d) {
+    const std::vector<int64_t>& list = sel[d].list;
+    const std::vector<int64_t> u = SortedUnique(list);
+    if (sel[d].kind != DimSel::Kind::kList || u == list) continue;
+    std::vector<int64_t> pos(to_block ? u.size() : list.size());
+    for (size_t i = 0; i < list.size(); ++i) {
+      const int64_t j = std::lower_bound(u.begin(), u.end(), list[i]) - u.begin();
+      pos[to_block ? j : i] = to_block ? static_cast<int64_t>(i) : j;
+    }
+    t = t.index_select(static_cast<int64_t>(d), at::tensor(pos, at::kLong));
+  }
+  return t;
+}
+
+// Reads (`write`: writes) `buf`, `numel` elements of the memory type `mem` (-1: the dataset's
+// own, NOTE [ HDF5 bools ]), through `sel` of the dataset at `path` of `shape` (`ds`, when open,
+// is used instead). Under Lock().
+absl::Status Transfer(hid_t file, const std::string& path, hid_t ds, hid_t mem,
+                      const Selection& sel, const std::vector<int64_t>& shape, int64_t numel,
+                      void* buf, bool write) {
+  Hid opened;
+  if (ds < 0) {
+    opened = Hid(H5Dopen2(file, path.c_str(), H5P_DEFAULT));
+    if (!opened.ok()) return Io(path, "cannot open dataset");
+    ds = opened.get();
+  }
+  Hid own(mem < 0 ? H5Dget_type(ds) : -1);
+  if (mem < 0) mem = own.get();
+  Hid fspace(H5Dget_space(ds));
+  absl::StatusOr<hsize_t> n = SelectIn(fspace.get(), sel, shape);
+  if (!n.ok()) return n.status();
+  const hsize_t total = static_cast<hsize_t>(numel);
+  Hid mspace(H5Screate_simple(1, &total, nullptr));
+  if (*n != total || (write ? H5Dwrite(ds, mem, mspace.get(), fspace.get(), H5P_DEFAULT, buf)
+                            : H5Dread(ds, mem, mspace.get(), fspace.get(), H5P_DEFAULT, buf)) < 0) {
+    return Io(path, write ? "cannot write dataset" : "cannot read dataset");
+  }
+  return absl::OkStatus();
 }
 
 }  // namespace
@@ -159,37 +206,14 @@ absl::StatusOr<at::Tensor> ReadTensor(hid_t file, const std::string& path, at::S
   }
   if (out.numel() > 0) {
     Guard guard(Lock());
-    Hid opened;
-    if (dataset < 0) {
-      opened = Hid(H5Dopen2(file, path.c_str(), H5P_DEFAULT));
-      if (!opened.ok()) return Io(path, "cannot open dataset");
-      dataset = opened.get();
-    }
-    absl::StatusOr<Hid> mem =
-        bytes ? absl::StatusOr<Hid>(Hid(H5Dget_type(dataset))) : MemType(dtype);
+    absl::StatusOr<Hid> mem = bytes ? absl::StatusOr<Hid>(Hid()) : MemType(dtype);
     if (!mem.ok()) return mem.status();
-    Hid fspace(H5Dget_space(dataset));
-    absl::StatusOr<hsize_t> n = SelectIn(fspace.get(), sel, shape);
-    if (!n.ok()) return n.status();
-    const hsize_t total = static_cast<hsize_t>(out.numel());
-    Hid mspace(H5Screate_simple(1, &total, nullptr));
-    if (*n != total || H5Dread(dataset, mem->get(), mspace.get(), fspace.get(), H5P_DEFAULT,
-                               out.data_ptr()) < 0) {
-      return Io(path, "cannot read dataset");
-    }
+    absl::Status s = Transfer(file, path, dataset, mem->get(), sel, shape, out.numel(),
+                              out.data_ptr(), /*write=*/false);
+    if (!s.ok()) return s;
   }
   if (bytes) out = out.ne(0);
-  // Lists back in their order (with repeats), then the int dims dropped.
-  for (size_t d = 0; d < sel.size(); ++d) {
-    if (sel[d].kind != DimSel::Kind::kList) continue;
-    const std::vector<int64_t> u = SortedUnique(sel[d].list);
-    if (u == sel[d].list) continue;
-    std::vector<int64_t> pos(sel[d].list.size());
-    for (size_t i = 0; i < pos.size(); ++i) {
-      pos[i] = std::lower_bound(u.begin(), u.end(), sel[d].list[i]) - u.begin();
-    }
-    out = out.index_select(static_cast<int64_t>(d), at::tensor(pos, at::kLong));
-  }
+  out = Reorder(out, sel, /*to_block=*/false);  // lists back in their order, then int dims dropped
   for (size_t d = sel.size(); d-- > 0;) {
     if (sel[d].kind == DimSel::Kind::kInt) out = out.select(static_cast<int64_t>(d), 0);
   }
@@ -205,18 +229,7 @@ absl::Status WriteTensor(hid_t file, const std::string& path, at::ScalarType dty
   for (size_t d = 0; d < sel.size(); ++d) {
     if (sel[d].kind == DimSel::Kind::kInt) v = v.unsqueeze(static_cast<int64_t>(d));
   }
-  for (size_t d = 0; d < sel.size(); ++d) {
-    if (sel[d].kind != DimSel::Kind::kList) continue;
-    const std::vector<int64_t> u = SortedUnique(sel[d].list);
-    if (u == sel[d].list) continue;
-    std::vector<int64_t> pick(u.size());
-    for (size_t i = 0; i < sel[d].list.size(); ++i) {
-      pick[std::lower_bound(u.begin(), u.end(), sel[d].list[i]) - u.begin()] =
-          static_cast<int64_t>(i);
-    }
-    v = v.index_select(static_cast<int64_t>(d), at::tensor(pick, at::kLong));
-  }
-  v = v.contiguous();
+  v = Reorder(v, sel, /*to_block=*/true).contiguous();
   if (v.sizes() != at::IntArrayRef(BlockShape(sel, shape))) {
     return absl::InvalidArgumentError(
         absl::StrCat("value of shape ", ShapeText(value.sizes().vec()), " for the selection of ",
@@ -226,18 +239,8 @@ absl::Status WriteTensor(hid_t file, const std::string& path, at::ScalarType dty
   Guard guard(Lock());
   absl::StatusOr<Hid> mem = MemType(dtype);
   if (!mem.ok()) return mem.status();
-  Hid ds(H5Dopen2(file, path.c_str(), H5P_DEFAULT));
-  if (!ds.ok()) return Io(path, "cannot open dataset");
-  Hid fspace(H5Dget_space(ds.get()));
-  absl::StatusOr<hsize_t> n = SelectIn(fspace.get(), sel, shape);
-  if (!n.ok()) return n.status();
-  const hsize_t total = static_cast<hsize_t>(v.numel());
-  Hid mspace(H5Screate_simple(1, &total, nullptr));
-  if (*n != total || H5Dwrite(ds.get(), mem->get(), mspace.get(), fspace.get(), H5P_DEFAULT,
-                              v.data_ptr()) < 0) {
-    return Io(path, "cannot write dataset");
-  }
-  return absl::OkStatus();
+  return Transfer(file, path, -1, mem->get(), sel, shape, v.numel(), v.data_ptr(),
+                  /*write=*/true);
 }
 
 absl::Status CreateDataset(hid_t file, const std::string& path, at::ScalarType dtype,
@@ -245,14 +248,12 @@ absl::Status CreateDataset(hid_t file, const std::string& path, at::ScalarType d
   Guard guard(Lock());
   absl::StatusOr<Hid> type = MemType(dtype);
   if (!type.ok()) return type.status();
-  std::vector<hsize_t> dims(shape.begin(), shape.end());
-  Hid space(dims.empty() ? H5Screate(H5S_SCALAR)
-                         : H5Screate_simple(static_cast<int>(dims.size()), dims.data(), nullptr));
+  Hid space = SpaceOf(shape);
   Hid dcpl(H5Pcreate(H5P_DATASET_CREATE));
   int64_t numel = 1;
   for (int64_t d : shape) numel *= d;
-  if ((layout.gzip || layout.chunk_rows > 0) && !dims.empty() && numel > 0) {
-    std::vector<hsize_t> chunk = dims;
+  if ((layout.gzip || layout.chunk_rows > 0) && !shape.empty() && numel > 0) {
+    std::vector<hsize_t> chunk(shape.begin(), shape.end());
     const int64_t row_bytes =
         std::max<int64_t>(1, numel / shape[0] * static_cast<int64_t>(c10::elementSize(dtype)));
     const int64_t rows = layout.chunk_rows > 0 ? layout.chunk_rows
@@ -315,21 +316,11 @@ absl::StatusOr<std::vector<std::string>> ReadStrings(hid_t type, hid_t space, Re
     return out;
   }
   std::vector<char> buf(size * n + 1, '\0');
-  Hid mem(H5Tcopy(type));
-  if (read(mem.get(), buf.data()) < 0) return absl::DataLossError(ErrorText());
+  if (read(type, buf.data()) < 0) return absl::DataLossError(ErrorText());
   for (hssize_t i = 0; i < n; ++i) {
     const char* s = buf.data() + i * size;
     out.emplace_back(s, strnlen(s, size));
   }
-  return out;
-}
-
-// Nests a flat list of JSON values by `shape`.
-nlohmann::json Nest(const std::vector<nlohmann::json>& flat, const std::vector<hsize_t>& shape,
-                    size_t dim, size_t* pos) {
-  if (dim == shape.size()) return flat[(*pos)++];
-  nlohmann::json out = nlohmann::json::array();
-  for (hsize_t i = 0; i < shape[dim]; ++i) out.push_back(Nest(flat, shape, dim + 1, pos));
   return out;
 }
 
@@ -360,8 +351,8 @@ absl::StatusOr<nlohmann::json> ReadOpaque(hid_t ds, hid_t type, hid_t space,
   }
   data.bytes.assign(static_cast<size_t>(bytes), '\0');
   if (bytes > 0) {
-    Hid mem(H5Tcopy(type));  // the file's own type: the bytes as stored
-    if (H5Dread(ds, mem.get(), H5S_ALL, H5S_ALL, H5P_DEFAULT, data.bytes.data()) < 0) {
+    // The file's own type: the bytes as stored.
+    if (H5Dread(ds, type, H5S_ALL, H5S_ALL, H5P_DEFAULT, data.bytes.data()) < 0) {
       return Io(path, "cannot read opaque dataset");
     }
   }
@@ -373,6 +364,21 @@ absl::StatusOr<nlohmann::json> ReadOpaque(hid_t ds, hid_t type, hid_t space,
 }
 
 }  // namespace
+
+absl::StatusOr<std::string> ReadStringAttr(hid_t obj, const char* name) {
+  Hid attr(H5Aopen(obj, name, H5P_DEFAULT));
+  if (!attr.ok()) return absl::DataLossError(ErrorText());
+  Hid type(H5Aget_type(attr.get()));
+  if (H5Tget_class(type.get()) != H5T_STRING) return absl::DataLossError("not a string attribute");
+  Hid space(H5Aget_space(attr.get()));
+  if (H5Sget_simple_extent_npoints(space.get()) != 1) {
+    return absl::DataLossError("not a scalar string attribute");
+  }
+  absl::StatusOr<std::vector<std::string>> s = ReadStrings(
+      type.get(), space.get(), [&](hid_t mem, void* buf) { return H5Aread(attr.get(), mem, buf); });
+  if (!s.ok()) return s.status();
+  return s->front();
+}
 
 absl::StatusOr<nlohmann::json> ReadNonTensor(hid_t file, const std::string& path, Node::Kind kind) {
   Guard guard(Lock());
@@ -387,9 +393,8 @@ absl::StatusOr<nlohmann::json> ReadNonTensor(hid_t file, const std::string& path
       });
   if (!strings.ok()) return strings.status();
   if (kind == Node::Kind::kStrings) {
-    std::vector<nlohmann::json> flat(strings->begin(), strings->end());
-    size_t pos = 0;
-    return Nest(flat, DimsOf(space.get()), 0, &pos);
+    const std::vector<hsize_t> dims = DimsOf(space.get());
+    return NestFlat({strings->begin(), strings->end()}, {dims.begin(), dims.end()});
   }
   const std::string text = strings->empty() ? "" : strings->front();
   if (kind == Node::Kind::kJson) {
@@ -413,33 +418,25 @@ absl::StatusOr<Node::Kind> WriteNonTensor(hid_t file, const std::string& path,
   Guard guard(Lock());
   if (H5Lexists(file, path.c_str(), H5P_DEFAULT) > 0) H5Ldelete(file, path.c_str(), H5P_DEFAULT);
   H5Eclear2(H5E_DEFAULT);
-  if (*opaque) {
-    const OpaqueData& data = **opaque;
-    Hid type(H5Tcreate(H5T_OPAQUE, static_cast<size_t>(data.item_size)));
-    std::vector<hsize_t> dims(data.shape.begin(), data.shape.end());
-    Hid space(dims.empty() ? H5Screate(H5S_SCALAR)
-                           : H5Screate_simple(static_cast<int>(dims.size()), dims.data(), nullptr));
-    if (!type.ok() || (!data.tag.empty() && H5Tset_tag(type.get(), data.tag.c_str()) < 0)) {
-      return Io(path, "cannot make the opaque type of");
-    }
-    Hid ds(H5Dcreate2(file, path.c_str(), type.get(), space.get(), H5P_DEFAULT, H5P_DEFAULT,
-                      H5P_DEFAULT));
-    if (!ds.ok() || (!data.bytes.empty() && H5Dwrite(ds.get(), type.get(), H5S_ALL, H5S_ALL,
-                                                     H5P_DEFAULT, data.bytes.data()) < 0)) {
-      return Io(path, "cannot write opaque dataset");
-    }
-    return Node::Kind::kOpaque;
+  const OpaqueData* data = opaque->has_value() ? &**opaque : nullptr;
+  const std::string text = data ? "" : value.is_string() ? value.get<std::string>() : value.dump();
+  const char* chars = text.c_str();
+  Hid type = data ? Hid(H5Tcreate(H5T_OPAQUE, static_cast<size_t>(data->item_size))) : VlenString();
+  if (data != nullptr &&
+      (!type.ok() || (!data->tag.empty() && H5Tset_tag(type.get(), data->tag.c_str()) < 0))) {
+    return Io(path, "cannot make the opaque type of");
   }
-  const std::string text = value.is_string() ? value.get<std::string>() : value.dump();
-  Hid type = VlenString();
-  Hid space(H5Screate(H5S_SCALAR));
+  Hid space = SpaceOf(data ? data->shape : std::vector<int64_t>{});
+  const void* buf = data == nullptr       ? static_cast<const void*>(&chars)
+                    : data->bytes.empty() ? nullptr
+                                          : data->bytes.data();
   Hid ds(H5Dcreate2(file, path.c_str(), type.get(), space.get(), H5P_DEFAULT, H5P_DEFAULT,
                     H5P_DEFAULT));
-  const char* data = text.c_str();
-  if (!ds.ok() || H5Dwrite(ds.get(), type.get(), H5S_ALL, H5S_ALL, H5P_DEFAULT, &data) < 0) {
-    return Io(path, "cannot write string dataset");
+  if (!ds.ok() ||
+      (buf != nullptr && H5Dwrite(ds.get(), type.get(), H5S_ALL, H5S_ALL, H5P_DEFAULT, buf) < 0)) {
+    return Io(path, data ? "cannot write opaque dataset" : "cannot write string dataset");
   }
-  if (value.is_string()) return Node::Kind::kString;
+  if (data || value.is_string()) return data ? Node::Kind::kOpaque : Node::Kind::kString;
   if (absl::Status s = WriteAttr(file, path, kJsonAttr, 1); !s.ok()) return s;
   return Node::Kind::kJson;
 }
@@ -450,13 +447,7 @@ absl::StatusOr<nlohmann::json> ReadAttrs(hid_t file, const std::string& path) {
   if (!obj.ok()) return Io(path, "cannot open");
   nlohmann::json out = nlohmann::json::object();
   std::vector<std::string> names;
-  H5Aiterate2(
-      obj.get(), H5_INDEX_NAME, H5_ITER_INC, nullptr,
-      [](hid_t, const char* name, const H5A_info_t*, void* data) -> herr_t {
-        static_cast<std::vector<std::string>*>(data)->emplace_back(name);
-        return 0;
-      },
-      &names);
+  H5Aiterate2(obj.get(), H5_INDEX_NAME, H5_ITER_INC, nullptr, AppendName, &names);
   for (const std::string& name : names) {
     if (name == kMetaAttr || name == kJsonAttr) continue;  // the layout's own (h5.h)
     Hid attr(H5Aopen(obj.get(), name.c_str(), H5P_DEFAULT));
@@ -467,10 +458,12 @@ absl::StatusOr<nlohmann::json> ReadAttrs(hid_t file, const std::string& path) {
       out[name] = nullptr;  // an empty attribute (h5py.Empty): no value, of any type
       continue;
     }
+    const auto bad = [&](absl::string_view why) {
+      return absl::DataLossError(absl::StrCat("attribute '", name, "' of '", path, "': ", why));
+    };
     const std::vector<hsize_t> dims = DimsOf(space.get());
     if (absl::Status ok = FitsMemory(dims, H5Tget_size(type.get())); !ok.ok()) {
-      return absl::DataLossError(
-          absl::StrCat("attribute '", name, "' of '", path, "': ", ok.message()));
+      return bad(ok.message());
     }
     std::vector<nlohmann::json> flat;
     auto read = [&](hid_t mem, void* buf) { return H5Aread(attr.get(), mem, buf); };
@@ -480,10 +473,7 @@ absl::StatusOr<nlohmann::json> ReadAttrs(hid_t file, const std::string& path) {
       flat.assign(s->begin(), s->end());
     } else {
       absl::StatusOr<at::ScalarType> dtype = TensorDtypeOf(type.get());
-      if (!dtype.ok()) {
-        return absl::DataLossError(absl::StrCat("attribute '", name, "' of '", path, "': ",
-                                                dtype.status().message()));
-      }
+      if (!dtype.ok()) return bad(dtype.status().message());
       const hssize_t count = H5Sget_simple_extent_npoints(space.get());
       const bool bytes = *dtype == at::kBool;  // NOTE [ HDF5 bools ]
       at::Tensor t = at::empty({count}, at::TensorOptions().dtype(bytes ? at::kByte : *dtype));
@@ -493,18 +483,17 @@ absl::StatusOr<nlohmann::json> ReadAttrs(hid_t file, const std::string& path) {
       if (count > 0 && read(mem->get(), t.data_ptr()) < 0) {
         return Io(path, absl::StrCat("cannot read attribute ", name, " of"));
       }
+      if (bytes) t = t.ne(0);
       for (int64_t j = 0; j < count; ++j) {
-        if (bytes) {
-          flat.emplace_back(t[j].item<uint8_t>() != 0);
-        } else if (at::isFloatingType(*dtype)) {
-          flat.emplace_back(t[j].item<double>());
-        } else {
-          flat.emplace_back(t[j].item<int64_t>());
-        }
+        const at::Scalar v = t[j].item();
+        flat.push_back(v.isBoolean()         ? nlohmann::json(v.toBool())
+                       : v.isFloatingPoint() ? nlohmann::json(v.toDouble())
+                                             : nlohmann::json(v.toLong()));
       }
     }
-    size_t pos = 0;
-    if (!flat.empty() || !dims.empty()) out[name] = Nest(flat, dims, 0, &pos);
+    if (!flat.empty() || !dims.empty()) {
+      out[name] = NestFlat(std::move(flat), {dims.begin(), dims.end()});
+    }
   }
   return out;
 }
@@ -512,48 +501,31 @@ absl::StatusOr<nlohmann::json> ReadAttrs(hid_t file, const std::string& path) {
 absl::Status WriteAttr(hid_t file, const std::string& path, const std::string& name,
                        const nlohmann::json& value) {
   Guard guard(Lock());
-  if (value.is_null()) {
-    // An empty attribute (a null dataspace), as ReadAttrs reads it back; h5py: h5py.Empty("i1").
-    if (H5Aexists_by_name(file, path.c_str(), name.c_str(), H5P_DEFAULT) > 0) {
-      H5Adelete_by_name(file, path.c_str(), name.c_str(), H5P_DEFAULT);
-    }
-    Hid space(H5Screate(H5S_NULL));
-    Hid attr(H5Acreate_by_name(file, path.c_str(), name.c_str(), H5T_NATIVE_INT8, space.get(),
-                               H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT));
-    if (!attr.ok()) return Io(path, absl::StrCat("cannot write attribute ", name, " of"));
-    return absl::OkStatus();
-  }
   const bool array = value.is_array();
   std::vector<nlohmann::json> items = array ? std::vector<nlohmann::json>(value.begin(), value.end())
                                             : std::vector<nlohmann::json>{value};
-  const auto same_kind = [&](auto pred) {
-    return std::all_of(items.begin(), items.end(), pred);
-  };
+  const auto same_kind = [&](auto pred) { return std::all_of(items.begin(), items.end(), pred); };
   Hid type;
-  std::vector<char> bytes;
+  std::string bytes;
+  const auto append = [&](auto v) { bytes.append(reinterpret_cast<const char*>(&v), sizeof(v)); };
   std::vector<std::string> strings;
   std::vector<const char*> ptrs;
-  if (same_kind([](const nlohmann::json& j) { return j.is_string(); })) {
+  if (value.is_null()) {
+    // An empty attribute (a null dataspace), as ReadAttrs reads it back; h5py: h5py.Empty("i1").
+    type = Hid(H5Tcopy(H5T_NATIVE_INT8));
+  } else if (same_kind([](const nlohmann::json& j) { return j.is_string(); })) {
     type = VlenString();
     for (const auto& j : items) strings.push_back(j.get<std::string>());
     for (const auto& s : strings) ptrs.push_back(s.c_str());
   } else if (same_kind([](const nlohmann::json& j) { return j.is_boolean(); })) {
     type = *MemType(at::kBool);
-    for (const auto& j : items) bytes.push_back(j.get<bool>() ? 1 : 0);
+    for (const auto& j : items) append(static_cast<int8_t>(j.get<bool>() ? 1 : 0));
   } else if (same_kind([](const nlohmann::json& j) { return j.is_number_integer(); })) {
     type = Hid(H5Tcopy(H5T_NATIVE_INT64));
-    for (const auto& j : items) {
-      const int64_t v = j.get<int64_t>();
-      bytes.insert(bytes.end(), reinterpret_cast<const char*>(&v),
-                   reinterpret_cast<const char*>(&v) + sizeof(v));
-    }
+    for (const auto& j : items) append(j.get<int64_t>());
   } else if (same_kind([](const nlohmann::json& j) { return j.is_number(); })) {
     type = Hid(H5Tcopy(H5T_NATIVE_DOUBLE));
-    for (const auto& j : items) {
-      const double v = j.get<double>();
-      bytes.insert(bytes.end(), reinterpret_cast<const char*>(&v),
-                   reinterpret_cast<const char*>(&v) + sizeof(v));
-    }
+    for (const auto& j : items) append(j.get<double>());
   } else {
     return absl::InvalidArgumentError(absl::StrCat(
         "attribute '", name, "': ", value.dump().substr(0, 100),
@@ -561,14 +533,16 @@ absl::Status WriteAttr(hid_t file, const std::string& path, const std::string& n
   }
   if (items.empty()) return absl::InvalidArgumentError(absl::StrCat("attribute '", name, "': an empty array"));
   const hsize_t n = items.size();
-  Hid space(array ? H5Screate_simple(1, &n, nullptr) : H5Screate(H5S_SCALAR));
+  Hid space(value.is_null() ? H5Screate(H5S_NULL)
+            : array         ? H5Screate_simple(1, &n, nullptr)
+                            : H5Screate(H5S_SCALAR));
   if (H5Aexists_by_name(file, path.c_str(), name.c_str(), H5P_DEFAULT) > 0) {
     H5Adelete_by_name(file, path.c_str(), name.c_str(), H5P_DEFAULT);
   }
   Hid attr(H5Acreate_by_name(file, path.c_str(), name.c_str(), type.get(), space.get(),
                              H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT));
   const void* data = ptrs.empty() ? static_cast<const void*>(bytes.data()) : ptrs.data();
-  if (!attr.ok() || H5Awrite(attr.get(), type.get(), data) < 0) {
+  if (!attr.ok() || (!value.is_null() && H5Awrite(attr.get(), type.get(), data) < 0)) {
     return Io(path, absl::StrCat("cannot write attribute ", name, " of"));
   }
   return absl::OkStatus();

@@ -46,6 +46,13 @@
 
 namespace td::h5::internal {
 
+// An H5Literate / H5Aiterate2 callback appending each name to the std::vector<std::string> `out`.
+template <class Info>
+herr_t AppendName(hid_t, const char* name, const Info*, void* out) {
+  static_cast<std::vector<std::string>*>(out)->emplace_back(name);
+  return 0;
+}
+
 // The lock of NOTE [ One HDF5 lock ]. Also turns HDF5's error printing off, once.
 std::recursive_mutex& Lock();
 using Guard = std::lock_guard<std::recursive_mutex>;
@@ -59,12 +66,11 @@ class Hid {
   Hid() = default;
   explicit Hid(hid_t id) : id_(id) {}
   ~Hid() { reset(); }
-  Hid(Hid&& o) noexcept : id_(o.id_) { o.id_ = -1; }
+  Hid(Hid&& o) noexcept : id_(std::exchange(o.id_, -1)) {}
   Hid& operator=(Hid&& o) noexcept {
     if (this != &o) {
       reset();
-      id_ = o.id_;
-      o.id_ = -1;
+      id_ = std::exchange(o.id_, -1);
     }
     return *this;
   }
@@ -148,9 +154,6 @@ struct DimSel {
   int64_t size() const { return kind == Kind::kInt ? 1 : kind == Kind::kList ? list.size() : count; }
   int64_t at(int64_t i) const {
     return kind == Kind::kList ? list[i] : kind == Kind::kInt ? start : start + i * step;
-  }
-  bool full(int64_t dim_size) const {
-    return kind == Kind::kRange && start == 0 && step == 1 && count == dim_size;
   }
 };
 // The leading dims' selections; empty: everything.

@@ -111,6 +111,11 @@ Node* H5Storage::level_node() const {
   return n;
 }
 
+std::vector<int64_t> H5Storage::file_batch() const {
+  Guard guard(Lock());
+  return level_node()->batch;
+}
+
 size_t H5Storage::size() const {
   Guard guard(Lock());
   return level_node()->children.size();
@@ -131,18 +136,16 @@ bool H5Storage::contains(std::string_view key) const {
 std::shared_ptr<H5Storage> H5Storage::Sub(std::string_view key, const Node& group) const {
   std::vector<std::string> level = level_;
   level.emplace_back(key);
-  auto out = std::make_shared<H5Storage>(file_, std::move(level), sel_,
-                                         sel_.empty() ? group.batch : SelectedShape(sel_, group.batch));
+  auto out =
+      std::make_shared<H5Storage>(file_, std::move(level), sel_, SelectedShape(sel_, group.batch));
   out->assign_locked(locked());
   return out;
 }
 
 std::optional<Value> H5Storage::get(std::string_view key) const {
   const std::string path = file_->Path(level_, key);
-  auto fail = [&](const absl::Status& status) {
-    ThrowIfError<H5Error>(status, absl::StrCat("HDF5 file '", file_->filename, "', key '",
-                                               KeyText(level_, key), "'"));
-  };
+  const std::string context =
+      absl::StrCat("HDF5 file '", file_->filename, "', key '", KeyText(level_, key), "'");
   at::ScalarType dtype;
   std::vector<int64_t> shape;
   hid_t dataset;
@@ -152,13 +155,12 @@ std::optional<Value> H5Storage::get(std::string_view key) const {
     if (c == nullptr) return std::nullopt;
     if (c->kind == Node::Kind::kGroup) return Value(TensorDict(Sub(key, *c)));
     if (c->kind != Node::Kind::kTensor) {
-      absl::StatusOr<nlohmann::json> v = ReadNonTensor(file_->fid.get(), path, c->kind);
-      if (!v.ok()) fail(v.status());
-      return Value(NonTensorData(*std::move(v)));
+      return Value(NonTensorData(
+          ValueOrThrow<H5Error>(ReadNonTensor(file_->fid.get(), path, c->kind), context)));
     }
     if (!c->dataset.ok()) {
       c->dataset = Hid(H5Dopen2(file_->fid.get(), path.c_str(), H5P_DEFAULT));
-      if (!c->dataset.ok()) fail(absl::DataLossError(ErrorText()));
+      if (!c->dataset.ok()) ThrowIfError<H5Error>(absl::DataLossError(ErrorText()), context);
     }
     dtype = c->dtype;
     shape = c->shape;
@@ -167,9 +169,8 @@ std::optional<Value> H5Storage::get(std::string_view key) const {
   // Outside the lock but for the HDF5 calls: the rows' reordering runs in parallel with other
   // readers (a concurrent write of the same level needs the caller's synchronisation, as on
   // every backend).
-  absl::StatusOr<at::Tensor> t = ReadTensor(file_->fid.get(), path, dtype, shape, sel_, dataset);
-  if (!t.ok()) fail(t.status());
-  return Value(*std::move(t));
+  return Value(ValueOrThrow<H5Error>(
+      ReadTensor(file_->fid.get(), path, dtype, shape, sel_, dataset), context));
 }
 
 std::optional<EntryMeta> H5Storage::meta(std::string_view key) const {
@@ -214,6 +215,11 @@ void H5Storage::Put(const std::vector<std::string>& level, Node* lvl, std::strin
     lvl->erase(key);
     existing = nullptr;
   };
+  auto add = [&](Node::Kind kind) {  // the node of what was written, appended
+    Node* n = lvl->put(name, std::make_unique<Node>());
+    n->kind = kind;
+    return n;
+  };
   if (value.is_non_tensor()) {
     if (value.non_tensor_data().is_stack()) {
       // Upstream's HDF5 layout has no per-element non-tensor data: written as one value, it
@@ -226,9 +232,7 @@ void H5Storage::Put(const std::vector<std::string>& level, Node* lvl, std::strin
     // entry goes.
     ThrowIfError<H5Error>(EncodeOpaque(value.non_tensor()).status(), context);
     remove_existing();
-    auto node = std::make_unique<Node>();
-    node->kind = ValueOrThrow<H5Error>(WriteNonTensor(fid, path, value.non_tensor()), context);
-    lvl->put(name, std::move(node));
+    add(ValueOrThrow<H5Error>(WriteNonTensor(fid, path, value.non_tensor()), context));
     return;
   }
   // The dims of this level's batch size as the value has them (the selection's).
@@ -255,11 +259,9 @@ void H5Storage::Put(const std::vector<std::string>& level, Node* lvl, std::strin
     }
     remove_existing();
     ThrowIfError<H5Error>(CreateDataset(fid, path, t.scalar_type(), shape, file_->layout), context);
-    auto node = std::make_unique<Node>();
-    node->kind = Node::Kind::kTensor;
+    Node* node = add(Node::Kind::kTensor);
     node->dtype = t.scalar_type();
     node->shape = shape;
-    lvl->put(name, std::move(node));
     ThrowIfError<H5Error>(WriteTensor(fid, path, t.scalar_type(), shape, sel_, t), context);
     return;
   }
@@ -280,15 +282,12 @@ void H5Storage::Put(const std::vector<std::string>& level, Node* lvl, std::strin
   }
   if (existing == nullptr) {
     ThrowIfError<H5Error>(CreateGroup(fid, path, batch), context);
-    auto node = std::make_unique<Node>();
-    node->kind = Node::Kind::kGroup;
-    node->batch = batch;
-    existing = lvl->put(name, std::move(node));
+    existing = add(Node::Kind::kGroup);
+    existing->batch = batch;
   }
   std::vector<std::string> sub_level = level;
   sub_level.push_back(name);
-  Node* group = existing;
-  sub.for_each_entry([&](const std::string& k, const Value& v) { Put(sub_level, group, k, v); });
+  sub.for_each_entry([&](const std::string& k, const Value& v) { Put(sub_level, existing, k, v); });
 }
 
 void H5Storage::set(std::string_view key, Value value) {
@@ -329,10 +328,7 @@ bool H5Storage::rename_key(std::string_view old_key, std::string_view new_key) {
   const std::string from = file_->Path(level_, old_key);
   const std::string to = file_->Path(level_, new_key);
   hid_t fid = file_->fid.get();
-  if (lvl->child(new_key) != nullptr) {
-    H5Ldelete(fid, to.c_str(), H5P_DEFAULT);
-    lvl->erase(new_key);
-  }
+  if (lvl->erase(new_key)) H5Ldelete(fid, to.c_str(), H5P_DEFAULT);
   if (H5Lmove(fid, from.c_str(), fid, to.c_str(), H5P_DEFAULT, H5P_DEFAULT) < 0) {
     ThrowIfError<H5Error>(absl::DataLossError(ErrorText()),
                           absl::StrCat("HDF5 file '", file_->filename, "', renaming '", from,
@@ -374,11 +370,7 @@ std::optional<Selection> H5Storage::Compose(at::ArrayRef<TensorIndex> indices) c
   }
   if (tensors > 1) return std::nullopt;  // several index tensors zip: computed in memory
   Selection sel = sel_;
-  std::vector<int64_t> file_batch;
-  {
-    Guard guard(Lock());
-    file_batch = level_node()->batch;
-  }
+  const std::vector<int64_t> file_batch = this->file_batch();
   for (size_t d = sel.size(); d < file_batch.size(); ++d) sel.push_back(DimSel::All(file_batch[d]));
   std::vector<size_t> file_dim;  // view dim -> file dim
   for (size_t d = 0; d < sel.size(); ++d) {
@@ -395,23 +387,19 @@ std::optional<Selection> H5Storage::Compose(at::ArrayRef<TensorIndex> indices) c
     bool single = false;
     if (idx.is_tensor()) {
       pos = TensorPositions(idx.tensor(), n, item.dim);
+    } else if (idx.is_slice() && old.kind == DimSel::Kind::kRange) {
+      // A range stays a range: start, step and count without listing the positions.
+      const auto& s = idx.slice();
+      const int64_t step = ::td::internal::AsInt(s.step());
+      auto clamp = [n](int64_t v) { return std::min(std::max<int64_t>(v < 0 ? v + n : v, 0), n); };
+      const int64_t start = clamp(::td::internal::AsInt(s.start()));
+      const int64_t stop = clamp(::td::internal::AsInt(s.stop()));
+      const int64_t count = stop > start ? (stop - start + step - 1) / step : 0;
+      out[d] =
+          DimSel{DimSel::Kind::kRange, old.start + start * old.step, old.step * step, count, {}};
+      continue;
     } else if (idx.is_slice() || idx.is_integer()) {
-      if (idx.is_slice()) {
-        // A range stays a range: start, step and count without listing the positions.
-        const auto& s = idx.slice();
-        const int64_t step = ::td::internal::AsInt(s.step());
-        auto clamp = [n](int64_t v) { return std::min(std::max<int64_t>(v < 0 ? v + n : v, 0), n); };
-        const int64_t start = clamp(::td::internal::AsInt(s.start()));
-        const int64_t stop = clamp(::td::internal::AsInt(s.stop()));
-        const int64_t count = stop > start ? (stop - start + step - 1) / step : 0;
-        if (old.kind == DimSel::Kind::kRange) {
-          out[d] = DimSel{DimSel::Kind::kRange, old.start + start * old.step, old.step * step, count, {}};
-          continue;
-        }
-        for (int64_t i = 0; i < count; ++i) pos.push_back(start + i * step);
-      } else {
-        pos = ::td::internal::Positions(idx, n, &single);
-      }
+      pos = ::td::internal::Positions(idx, n, &single);
     } else {
       return std::nullopt;
     }
@@ -430,11 +418,7 @@ std::optional<Selection> H5Storage::Compose(at::ArrayRef<TensorIndex> indices) c
 std::optional<TensorDict> H5Storage::index(at::ArrayRef<TensorIndex> indices) const {
   std::optional<Selection> sel = Compose(indices);
   if (!sel) return std::nullopt;
-  std::vector<int64_t> batch;
-  {
-    Guard guard(Lock());
-    batch = SelectedShape(*sel, level_node()->batch);
-  }
+  std::vector<int64_t> batch = SelectedShape(*sel, file_batch());
   auto out = std::make_shared<H5Storage>(file_, level_, std::move(*sel), std::move(batch));
   out->assign_locked(locked());
   return TensorDict(std::move(out));
@@ -458,22 +442,18 @@ bool H5Storage::index_put_(at::ArrayRef<TensorIndex> indices, const TensorDict& 
       [&](const TensorDict& v, const std::vector<std::string>& level, const Node* lvl) {
         v.for_each_entry([&](const std::string& k, const Value& e) {
           const Node* c = fits ? lvl->child(k) : nullptr;
-          if (c == nullptr || e.is_non_tensor()) {
+          const Node::Kind want = e.is_tensordict() ? Node::Kind::kGroup : Node::Kind::kTensor;
+          if (c == nullptr || e.is_non_tensor() || c->kind != want) {
             fits = false;
             return;
           }
-          std::vector<std::string> sub = level;
-          sub.push_back(k);
           if (e.is_tensordict()) {
-            if (c->kind != Node::Kind::kGroup) fits = false;
-            else plan(e.tensordict(), sub, c);
+            std::vector<std::string> sub = level;
+            sub.push_back(k);
+            plan(e.tensordict(), sub, c);
             return;
           }
           const at::Tensor& t = e.tensor();
-          if (c->kind != Node::Kind::kTensor) {
-            fits = false;
-            return;
-          }
           const std::vector<int64_t> target = SelectedShape(*sel, c->shape);
           const size_t feature = c->shape.size() - lvl->batch.size();
           if (t.dim() < static_cast<int64_t>(feature) || t.dim() > static_cast<int64_t>(target.size()) ||

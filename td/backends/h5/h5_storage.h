@@ -61,6 +61,8 @@ class H5Storage final : public LazyStorage {
  private:
   // Under Lock(): the group node of this level; KeyError when it was deleted.
   Node* level_node() const;
+  // Takes Lock(): the batch size of this level's group in the file.
+  std::vector<int64_t> file_batch() const;
   std::shared_ptr<H5Storage> Sub(std::string_view key, const Node& group) const;
   void RequireWritable(std::string_view what, std::string_view key) const;
   // Writes `value` under `key` of the group `lvl` (at `level`) through this storage's selection.

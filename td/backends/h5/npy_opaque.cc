@@ -3,10 +3,10 @@
 
 #include <algorithm>
 #include <cmath>
-#include <cstring>
 #include <limits>
 #include <string_view>
 
+#include "absl/base/casts.h"
 #include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
@@ -43,15 +43,12 @@ std::optional<Dtype> ParseTag(std::string_view tag) {
   }
   const int64_t n = out.n;
   const bool pow2 = n == 1 || n == 2 || n == 4 || n == 8;
-  switch (out.kind) {
-    case 'b': return n == 1 ? std::optional<Dtype>(out) : std::nullopt;
-    case 'i':
-    case 'u': return pow2 ? std::optional<Dtype>(out) : std::nullopt;
-    case 'f': return pow2 && n >= 2 ? std::optional<Dtype>(out) : std::nullopt;
-    case 'U':
-    case 'S': return n >= 1 ? std::optional<Dtype>(out) : std::nullopt;
-    default: return std::nullopt;
-  }
+  const char k = out.kind;
+  const bool ok = k == 'b'               ? n == 1
+                  : k == 'i' || k == 'u' ? pow2
+                  : k == 'f'             ? pow2 && n >= 2
+                                         : (k == 'U' || k == 'S') && n >= 1;
+  return ok ? std::optional<Dtype>(out) : std::nullopt;
 }
 
 bool BigEndian(char order) {
@@ -87,20 +84,11 @@ double HalfToDouble(uint16_t h) {
 }
 
 void AppendUtf8(std::string& out, uint32_t cp) {
-  if (cp < 0x80) {
-    out.push_back(static_cast<char>(cp));
-  } else if (cp < 0x800) {
-    out.push_back(static_cast<char>(0xc0 | (cp >> 6)));
-    out.push_back(static_cast<char>(0x80 | (cp & 0x3f)));
-  } else if (cp < 0x10000) {
-    out.push_back(static_cast<char>(0xe0 | (cp >> 12)));
-    out.push_back(static_cast<char>(0x80 | ((cp >> 6) & 0x3f)));
-    out.push_back(static_cast<char>(0x80 | (cp & 0x3f)));
-  } else {
-    out.push_back(static_cast<char>(0xf0 | (cp >> 18)));
-    out.push_back(static_cast<char>(0x80 | ((cp >> 12) & 0x3f)));
-    out.push_back(static_cast<char>(0x80 | ((cp >> 6) & 0x3f)));
-    out.push_back(static_cast<char>(0x80 | (cp & 0x3f)));
+  const int n = cp < 0x80 ? 1 : cp < 0x800 ? 2 : cp < 0x10000 ? 3 : 4;
+  static constexpr uint32_t kLead[] = {0, 0, 0xc0, 0xe0, 0xf0};
+  out.push_back(static_cast<char>(kLead[n] | (cp >> (6 * (n - 1)))));
+  for (int i = n - 2; i >= 0; --i) {
+    out.push_back(static_cast<char>(0x80 | ((cp >> (6 * i)) & 0x3f)));
   }
 }
 
@@ -138,9 +126,7 @@ std::optional<Json> Element(const Dtype& d, const unsigned char* p) {
     case 'i': {
       uint64_t v = Load(p, d.n, d.order);
       if (d.n < 8 && (v >> (8 * d.n - 1)) != 0) v |= ~uint64_t{0} << (8 * d.n);  // sign
-      int64_t s;
-      std::memcpy(&s, &v, sizeof(s));
-      return Json(s);
+      return Json(absl::bit_cast<int64_t>(v));
     }
     case 'u': {
       const uint64_t v = Load(p, d.n, d.order);
@@ -152,15 +138,8 @@ std::optional<Json> Element(const Dtype& d, const unsigned char* p) {
     case 'f': {
       const uint64_t v = Load(p, d.n, d.order);
       if (d.n == 2) return Json(HalfToDouble(static_cast<uint16_t>(v)));
-      if (d.n == 4) {
-        const uint32_t bits = static_cast<uint32_t>(v);
-        float f;
-        std::memcpy(&f, &bits, sizeof(f));
-        return Json(static_cast<double>(f));
-      }
-      double f;
-      std::memcpy(&f, &v, sizeof(f));
-      return Json(f);
+      if (d.n == 4) return Json(double{absl::bit_cast<float>(static_cast<uint32_t>(v))});
+      return Json(absl::bit_cast<double>(v));
     }
     case 'U': {
       int64_t len = d.n;  // numpy drops trailing NULs
@@ -182,31 +161,21 @@ std::optional<Json> Element(const Dtype& d, const unsigned char* p) {
   }
 }
 
-// The elements from `*pos` on, nested by shape[dim:]; false when one has no JSON value.
-bool Nest(const Dtype& d, const OpaqueData& data, size_t dim, int64_t* pos, Json* out) {
-  if (dim == data.shape.size()) {
-    std::optional<Json> e = Element(
-        d, reinterpret_cast<const unsigned char*>(data.bytes.data()) + *pos * data.item_size);
-    ++*pos;
-    if (!e) return false;
-    *out = *std::move(e);
-    return true;
-  }
-  *out = Json::array();
-  for (int64_t i = 0; i < data.shape[dim]; ++i) {
-    Json child;
-    if (!Nest(d, data, dim + 1, pos, &child)) return false;
-    out->push_back(std::move(child));
-  }
-  return true;
+// flat[*pos...] nested by shape[dim:].
+Json Nest(std::vector<Json>& flat, const std::vector<int64_t>& shape, size_t dim, size_t* pos) {
+  if (dim == shape.size()) return std::move(flat[(*pos)++]);
+  Json out = Json::array();
+  for (int64_t i = 0; i < shape[dim]; ++i) out.push_back(Nest(flat, shape, dim + 1, pos));
+  return out;
 }
 
-// numel of `shape`, or nullopt for a negative dim or past 2^62.
-std::optional<int64_t> Numel(const std::vector<int64_t>& shape) {
+// numel x item_size of `shape`, or nullopt for a negative dim, numel past 2^62 or bytes past int64.
+std::optional<int64_t> Bytes(const std::vector<int64_t>& shape, int64_t item_size) {
   int64_t n = 1;
   for (int64_t s : shape) {
     if (s < 0 || __builtin_mul_overflow(n, s, &n) || n > (int64_t{1} << 62)) return std::nullopt;
   }
+  if (__builtin_mul_overflow(n, item_size, &n)) return std::nullopt;
   return n;
 }
 
@@ -245,19 +214,29 @@ absl::StatusOr<std::optional<OpaqueData>> FromDescription(const Json& d) {
     if (!s.is_number_integer() || s.get<int64_t>() < 0) return bad("has a bad \"shape\"");
     out.shape.push_back(s.get<int64_t>());
   }
-  std::optional<int64_t> numel = Numel(out.shape);
-  int64_t bytes = 0;
-  if (!numel || __builtin_mul_overflow(*numel, out.item_size, &bytes)) {
-    return bad("has a \"shape\" too large");
-  }
+  const std::optional<int64_t> bytes = Bytes(out.shape, out.item_size);
+  if (!bytes) return bad("has a \"shape\" too large");
   if (!d["base64"].is_string() ||
       !absl::Base64Unescape(d["base64"].get_ref<const std::string&>(), &out.bytes)) {
     return bad("needs \"base64\" text");
   }
-  if (static_cast<int64_t>(out.bytes.size()) != bytes) {
-    return bad(absl::StrCat("holds ", out.bytes.size(), " bytes, not shape x item_size = ", bytes));
+  if (static_cast<int64_t>(out.bytes.size()) != *bytes) {
+    return bad(
+        absl::StrCat("holds ", out.bytes.size(), " bytes, not shape x item_size = ", *bytes));
   }
   return std::optional<OpaqueData>(std::move(out));
+}
+
+// Whether `v` is nested as shape[dim:] with scalar leaves (added to `leaves` in order).
+bool Collect(const Json& v, const std::vector<int64_t>& shape, size_t dim,
+             std::vector<const Json*>* leaves) {
+  if (dim == shape.size()) {
+    leaves->push_back(&v);
+    return !v.is_array() && !v.is_object() && !v.is_null();
+  }
+  if (!v.is_array() || static_cast<int64_t>(v.size()) != shape[dim]) return false;
+  return std::all_of(v.begin(), v.end(),
+                     [&](const Json& c) { return Collect(c, shape, dim + 1, leaves); });
 }
 
 // The shape of a rectangular nested array with scalar leaves (its leaves in `leaves`), or
@@ -270,25 +249,7 @@ std::optional<std::vector<int64_t>> Rectangular(const Json& value,
     shape.push_back(static_cast<int64_t>(cur->size()));
     if (cur->empty()) break;
   }
-  // Depth-first, checking every level against the shape.
-  struct Frame {
-    const Json* node;
-    size_t dim;
-  };
-  std::vector<Frame> stack{{&value, 0}};
-  while (!stack.empty()) {
-    const Frame f = stack.back();
-    stack.pop_back();
-    if (f.dim == shape.size()) {
-      if (f.node->is_array() || f.node->is_object() || f.node->is_null()) return std::nullopt;
-      leaves->push_back(f.node);
-      continue;
-    }
-    if (!f.node->is_array() || static_cast<int64_t>(f.node->size()) != shape[f.dim]) {
-      return std::nullopt;
-    }
-    for (size_t i = f.node->size(); i-- > 0;) stack.push_back({&(*f.node)[i], f.dim + 1});
-  }
+  if (!Collect(value, shape, 0, leaves)) return std::nullopt;  // bounded by kMaxRank
   return shape;
 }
 
@@ -300,25 +261,32 @@ bool FitsInt64(const Json& j) {
 
 }  // namespace
 
+Json NestFlat(std::vector<Json> flat, const std::vector<int64_t>& shape) {
+  size_t pos = 0;
+  return Nest(flat, shape, 0, &pos);
+}
+
 absl::StatusOr<Json> DecodeOpaque(const OpaqueData& data) {
   if (data.shape.size() > kMaxRank) {
     return absl::InvalidArgumentError(absl::StrCat("opaque data of ", data.shape.size(),
                                                    " dims; HDF5 has at most ", kMaxRank));
   }
-  std::optional<int64_t> numel = Numel(data.shape);
-  int64_t bytes = 0;
-  if (!numel || data.item_size < 1 || __builtin_mul_overflow(*numel, data.item_size, &bytes) ||
-      bytes != static_cast<int64_t>(data.bytes.size())) {
+  const std::optional<int64_t> bytes = Bytes(data.shape, data.item_size);
+  if (data.item_size < 1 || !bytes || *bytes != static_cast<int64_t>(data.bytes.size())) {
     return absl::InvalidArgumentError(absl::StrCat(
         "opaque data of shape [", absl::StrJoin(data.shape, ", "), "] and item size ",
         data.item_size, " with ", data.bytes.size(), " bytes"));
   }
   std::optional<Dtype> d = ParseTag(data.tag);
   if (!d || d->item_size() != data.item_size) return Describe(data);
-  Json out;
-  int64_t pos = 0;
-  if (!Nest(*d, data, 0, &pos, &out)) return Describe(data);
-  return out;
+  std::vector<Json> flat;
+  const auto* p = reinterpret_cast<const unsigned char*>(data.bytes.data());
+  for (int64_t at = 0; at < *bytes; at += data.item_size) {
+    std::optional<Json> e = Element(*d, p + at);
+    if (!e) return Describe(data);
+    flat.push_back(*std::move(e));
+  }
+  return NestFlat(std::move(flat), data.shape);
 }
 
 absl::StatusOr<std::optional<OpaqueData>> EncodeOpaque(const Json& value) {
@@ -341,18 +309,14 @@ absl::StatusOr<std::optional<OpaqueData>> EncodeOpaque(const Json& value) {
     strings += j->is_string();
     if (j->is_number_integer()) {
       ++ints;
-      const double v = j->is_number_unsigned() ? static_cast<double>(j->get<uint64_t>())
-                                               : static_cast<double>(j->get<int64_t>());
-      exact_in_double = exact_in_double && std::fabs(v) <= 9007199254740992.0;
+      exact_in_double = exact_in_double && std::fabs(j->get<double>()) <= 9007199254740992.0;
     }
   }
   const size_t n = leaves.size();
+  out.item_size = 8;  // all but "|b1" and "<U"
   if (n == 0) {  // numpy: an empty list is float64
     out.tag = "NUMPY:<f8";
-    out.item_size = 8;
-    return std::optional<OpaqueData>(std::move(out));
-  }
-  if (strings == n) {
+  } else if (strings == n) {
     std::vector<std::vector<uint32_t>> texts;
     size_t longest = 1;  // numpy: at least <U1
     for (const Json* j : leaves) {
@@ -375,23 +339,13 @@ absl::StatusOr<std::optional<OpaqueData>> EncodeOpaque(const Json& value) {
   } else if (ints == n && std::all_of(leaves.begin(), leaves.end(),
                                       [](const Json* j) { return FitsInt64(*j); })) {
     out.tag = absl::StrCat(kPrefix, "<i8");
-    out.item_size = 8;
     for (const Json* j : leaves) StoreLe(out.bytes, static_cast<uint64_t>(j->get<int64_t>()), 8);
   } else if (ints == n && out.shape.empty()) {  // a scalar in (2^63, 2^64): numpy's uint64
     out.tag = absl::StrCat(kPrefix, "<u8");
-    out.item_size = 8;
     StoreLe(out.bytes, leaves[0]->get<uint64_t>(), 8);
   } else if (exact_in_double) {  // numbers with a float, or a large integer: float64
     out.tag = absl::StrCat(kPrefix, "<f8");
-    out.item_size = 8;
-    for (const Json* j : leaves) {
-      const double v = j->is_number_float()      ? j->get<double>()
-                       : j->is_number_unsigned() ? static_cast<double>(j->get<uint64_t>())
-                                                 : static_cast<double>(j->get<int64_t>());
-      uint64_t bits;
-      std::memcpy(&bits, &v, sizeof(bits));
-      StoreLe(out.bytes, bits, 8);
-    }
+    for (const Json* j : leaves) StoreLe(out.bytes, absl::bit_cast<uint64_t>(j->get<double>()), 8);
   } else {
     return std::optional<OpaqueData>();  // float64 would change an integer past 2^53
   }

@@ -48,6 +48,9 @@ struct OpaqueData {
   std::string bytes;           // numel x item_size bytes, row-major
 };
 
+// `flat` (row-major, numel of `shape` values) nested as arrays by `shape`; flat[0] for [].
+nlohmann::json NestFlat(std::vector<nlohmann::json> flat, const std::vector<int64_t>& shape);
+
 // The JSON value of opaque data (see the NOTE): decoded, or its description. InvalidArgument only
 // when `bytes` does not hold numel x item_size bytes, or for more than 32 dims.
 absl::StatusOr<nlohmann::json> DecodeOpaque(const OpaqueData& data);

@@ -1,7 +1,6 @@
 // The lock, HDF5's error stack, dtypes, and the walk of a file's groups into a Node tree
 // (NOTE [ HDF5 errors ] in h5_io.h lists what the walk refuses).
 #include <algorithm>
-#include <cstring>
 #include <optional>
 #include <string>
 
@@ -10,7 +9,6 @@
 #include "td/backends/h5/h5_io.h"
 #include "td/compat/dtypes.h"
 #include "td/core/dtype.h"
-#include "td/core/errors.h"
 #include "td/core/internal/structure_check.h"
 #include "td/structure/structure.h"
 
@@ -65,39 +63,36 @@ void Hid::reset() {
   id_ = -1;
 }
 
+namespace {
+template <class Children>
+auto FindChild(Children& children, std::string_view name) {
+  return std::find_if(children.begin(), children.end(),
+                      [&](const auto& c) { return c.first == name; });
+}
+}  // namespace
+
 Node* Node::child(std::string_view name) const {
-  for (const auto& [k, v] : children) {
-    if (k == name) return v.get();
-  }
-  return nullptr;
+  auto it = FindChild(children, name);
+  return it == children.end() ? nullptr : it->second.get();
 }
 
 Node* Node::put(const std::string& name, std::unique_ptr<Node> node) {
-  for (auto& [k, v] : children) {
-    if (k == name) {
-      v = std::move(node);
-      return v.get();
-    }
-  }
-  children.emplace_back(name, std::move(node));
-  return children.back().second.get();
+  auto it = FindChild(children, name);
+  if (it == children.end()) it = children.emplace(children.end(), name, nullptr);
+  it->second = std::move(node);
+  return it->second.get();
 }
 
 bool Node::erase(std::string_view name) {
-  for (auto it = children.begin(); it != children.end(); ++it) {
-    if (it->first == name) {
-      children.erase(it);
-      return true;
-    }
-  }
-  return false;
+  auto it = FindChild(children, name);
+  if (it == children.end()) return false;
+  children.erase(it);
+  return true;
 }
 
 std::string JoinPath(const std::string& parent, std::string_view name) {
-  std::string out = parent.empty() || parent == "/" ? std::string() : parent;
-  out += '/';
-  out.append(name.data(), name.size());
-  return out;
+  return absl::StrCat(parent == "/" ? "" : parent, "/",
+                      absl::string_view(name.data(), name.size()));
 }
 
 std::string ShapeText(const std::vector<int64_t>& shape) {
@@ -107,29 +102,21 @@ std::string ShapeText(const std::vector<int64_t>& shape) {
 absl::StatusOr<at::ScalarType> TensorDtypeOf(hid_t type) {
   const H5T_class_t cls = H5Tget_class(type);
   const size_t size = H5Tget_size(type);
-  if (cls == H5T_INTEGER) {
-    const bool is_signed = H5Tget_sign(type) == H5T_SGN_2;
-    if (size == 1) return is_signed ? at::kChar : at::kByte;
-    if (is_signed && size == 2) return at::kShort;
-    if (is_signed && size == 4) return at::kInt;
-    if (is_signed && size == 8) return at::kLong;
-    if (!is_signed && (size == 2 || size == 4 || size == 8)) {
-      // uint16/32/64 where this LibTorch has them (NOTE [ Dtypes by LibTorch version ] in
-      // td/compat/dtypes.h), refused in the shared words where it does not.
-      absl::StatusOr<at::ScalarType> t =
-          ::td::internal::DtypeFromName(absl::StrCat("torch.uint", 8 * size));
-      if (t.ok()) return t;
+  if (cls == H5T_INTEGER || cls == H5T_FLOAT) {
+    // By name: uint16/32/64 where this LibTorch has them (NOTE [ Dtypes by LibTorch version ] in
+    // td/compat/dtypes.h), refused in the shared words where it does not.
+    const bool is_unsigned = cls == H5T_INTEGER && H5Tget_sign(type) != H5T_SGN_2;
+    const std::string what = absl::StrCat(is_unsigned ? "unsigned " : "", 8 * size,
+                                          cls == H5T_FLOAT ? "-bit float" : "-bit integer");
+    const char* kind = cls == H5T_FLOAT ? "float" : is_unsigned ? "uint" : "int";
+    absl::StatusOr<at::ScalarType> t =
+        ::td::internal::DtypeFromName(absl::StrCat("torch.", kind, 8 * size));
+    if (t.ok()) return t;
+    if (is_unsigned && (size == 2 || size == 4 || size == 8)) {
       return absl::InvalidArgumentError(
-          absl::StrCat("the unsigned ", 8 * size, "-bit integer type: ", t.status().message()));
+          absl::StrCat("the ", what, " type: ", t.status().message()));
     }
-    return absl::InvalidArgumentError(absl::StrCat("the ", is_signed ? "" : "unsigned ",
-                                                   8 * size, "-bit integer type has no tensor dtype"));
-  }
-  if (cls == H5T_FLOAT) {
-    if (size == 2) return at::kHalf;
-    if (size == 4) return at::kFloat;
-    if (size == 8) return at::kDouble;
-    return absl::InvalidArgumentError(absl::StrCat("the ", 8 * size, "-bit float type has no tensor dtype"));
+    return absl::InvalidArgumentError(absl::StrCat("the ", what, " type has no tensor dtype"));
   }
   if (cls == H5T_ENUM && size == 1 && H5Tget_nmembers(type) == 2) {
     // h5py's bool: an enum of int8 with FALSE = 0 and TRUE = 1.
@@ -138,17 +125,14 @@ absl::StatusOr<at::ScalarType> TensorDtypeOf(hid_t type) {
     H5Eclear2(H5E_DEFAULT);
     if (names && f == 0 && t == 1) return at::kBool;
   }
+  static constexpr std::pair<H5T_class_t, const char*> kClassNames[] = {
+      {H5T_ENUM, "an enum (other than h5py's bool)"}, {H5T_COMPOUND, "a compound"},
+      {H5T_VLEN, "a variable-length sequence"},       {H5T_OPAQUE, "an opaque"},
+      {H5T_REFERENCE, "a reference"},                 {H5T_ARRAY, "an array"},
+      {H5T_TIME, "a time"},                           {H5T_BITFIELD, "a bitfield"}};
   const char* name = "an unknown";
-  switch (cls) {
-    case H5T_ENUM: name = "an enum (other than h5py's bool)"; break;
-    case H5T_COMPOUND: name = "a compound"; break;
-    case H5T_VLEN: name = "a variable-length sequence"; break;
-    case H5T_OPAQUE: name = "an opaque"; break;
-    case H5T_REFERENCE: name = "a reference"; break;
-    case H5T_ARRAY: name = "an array"; break;
-    case H5T_TIME: name = "a time"; break;
-    case H5T_BITFIELD: name = "a bitfield"; break;
-    default: break;
+  for (const auto& [c, n] : kClassNames) {
+    if (c == cls) name = n;
   }
   return absl::InvalidArgumentError(absl::StrCat("unsupported dtype: ", name, " HDF5 type"));
 }
@@ -185,10 +169,9 @@ absl::StatusOr<Hid> MemType(at::ScalarType dtype) {
     }
     case at::kBool: {
       Hid t(H5Tenum_create(H5T_NATIVE_INT8));
-      int8_t v = 0;
-      H5Tenum_insert(t.get(), "FALSE", &v);
-      v = 1;
-      H5Tenum_insert(t.get(), "TRUE", &v);
+      const int8_t values[] = {0, 1};
+      H5Tenum_insert(t.get(), "FALSE", &values[0]);
+      H5Tenum_insert(t.get(), "TRUE", &values[1]);
       return t;
     }
     default:
@@ -196,33 +179,6 @@ absl::StatusOr<Hid> MemType(at::ScalarType dtype) {
           absl::StrCat("dtype ", DtypeRepr(dtype), " cannot be stored in an HDF5 file here "
                        "(bool, uint8-64, int8-64, float16/32/64 can)"));
   }
-}
-
-absl::StatusOr<std::string> ReadStringAttr(hid_t obj, const char* name) {
-  Hid attr(H5Aopen(obj, name, H5P_DEFAULT));
-  if (!attr.ok()) return absl::DataLossError(ErrorText());
-  Hid type(H5Aget_type(attr.get()));
-  if (H5Tget_class(type.get()) != H5T_STRING) {
-    return absl::DataLossError("not a string attribute");
-  }
-  Hid space(H5Aget_space(attr.get()));
-  if (H5Sget_simple_extent_npoints(space.get()) != 1) {
-    return absl::DataLossError("not a scalar string attribute");
-  }
-  if (H5Tis_variable_str(type.get()) > 0) {
-    Hid mem(H5Tcopy(H5T_C_S1));
-    H5Tset_size(mem.get(), H5T_VARIABLE);
-    H5Tset_cset(mem.get(), H5Tget_cset(type.get()));
-    char* buf = nullptr;
-    if (H5Aread(attr.get(), mem.get(), &buf) < 0) return absl::DataLossError(ErrorText());
-    std::string out = buf != nullptr ? buf : "";
-    H5free_memory(buf);
-    return out;
-  }
-  std::string out(H5Tget_size(type.get()), '\0');
-  if (H5Aread(attr.get(), type.get(), out.data()) < 0) return absl::DataLossError(ErrorText());
-  out.resize(std::strlen(out.c_str()));
-  return out;
 }
 
 namespace {
@@ -245,7 +201,6 @@ std::string ObjectIdentity(hid_t obj) {
 constexpr int64_t kMaxEntries = int64_t{1} << 20;
 
 struct Walker {
-  hid_t file;
   const std::string& filename;
   std::vector<std::string> ancestors;  // object identities of the groups being walked
   int64_t entries = 0;
@@ -256,8 +211,6 @@ struct Walker {
 
   // The links of `group` in creation order when tracked, in name order otherwise.
   absl::StatusOr<std::vector<std::string>> LinkNames(hid_t group, const std::string& key) {
-    H5G_info_t ginfo;
-    if (H5Gget_info(group, &ginfo) < 0) return Fail(key, ErrorText());
     H5_index_t order = H5_INDEX_NAME;
     Hid gcpl(H5Gget_create_plist(group));
     unsigned flags = 0;
@@ -267,13 +220,8 @@ struct Walker {
     }
     H5Eclear2(H5E_DEFAULT);
     std::vector<std::string> names;
-    for (hsize_t i = 0; i < ginfo.nlinks; ++i) {
-      ssize_t n = H5Lget_name_by_idx(group, ".", order, H5_ITER_INC, i, nullptr, 0, H5P_DEFAULT);
-      if (n < 0) return Fail(key, ErrorText());
-      std::string name(static_cast<size_t>(n), '\0');
-      H5Lget_name_by_idx(group, ".", order, H5_ITER_INC, i, name.data(), name.size() + 1,
-                         H5P_DEFAULT);
-      names.push_back(std::move(name));
+    if (H5Literate(group, order, H5_ITER_INC, nullptr, AppendName, &names) < 0) {
+      return Fail(key, ErrorText());
     }
     return names;
   }
@@ -297,13 +245,10 @@ struct Walker {
                                     "' leaves the file (copy the data into it)"));
     }
     if (info.type == H5L_TYPE_SOFT) {
-      target.resize(std::strlen(target.c_str()));
       const htri_t exists = H5Oexists_by_name(group, name.c_str(), H5P_DEFAULT);
       H5Eclear2(H5E_DEFAULT);
-      if (exists <= 0) {
-        return Fail(key, absl::StrCat("the soft link to '", target, "' dangles"));
-      }
-      return absl::OkStatus();
+      if (exists > 0) return absl::OkStatus();
+      return Fail(key, absl::StrCat("the soft link to '", target.c_str(), "' dangles"));
     }
     return Fail(key, "a user-defined link type is not supported");
   }
@@ -319,14 +264,12 @@ struct Walker {
     H5Sget_simple_extent_dims(space.get(), dims.data(), nullptr);
     auto node = std::make_unique<Node>();
     node->shape.assign(dims.begin(), dims.end());
-    if (H5Tget_class(type.get()) == H5T_STRING) {
-      node->kind = rank > 0                        ? Node::Kind::kStrings
+    const H5T_class_t cls = H5Tget_class(type.get());
+    if (cls == H5T_STRING || cls == H5T_OPAQUE) {  // non-tensor data (opaque: npy_opaque.h)
+      node->kind = cls == H5T_OPAQUE              ? Node::Kind::kOpaque
+                   : rank > 0                     ? Node::Kind::kStrings
                    : H5Aexists(ds, kJsonAttr) > 0 ? Node::Kind::kJson
                                                   : Node::Kind::kString;
-      return node;
-    }
-    if (H5Tget_class(type.get()) == H5T_OPAQUE) {  // non-tensor data (npy_opaque.h)
-      node->kind = Node::Kind::kOpaque;
       return node;
     }
     absl::StatusOr<at::ScalarType> dtype = TensorDtypeOf(type.get());
@@ -343,8 +286,7 @@ struct Walker {
   // structure::Sizes (NOTE [ Structure codec ] in td/structure/structure.h) read it.
   absl::StatusOr<std::optional<std::vector<int64_t>>> StoredBatch(hid_t group,
                                                                  const std::string& key) {
-    const htri_t has = H5Aexists(group, kMetaAttr);
-    if (has <= 0) {
+    if (H5Aexists(group, kMetaAttr) <= 0) {
       H5Eclear2(H5E_DEFAULT);
       return std::optional<std::vector<int64_t>>();
     }
@@ -485,7 +427,7 @@ absl::StatusOr<std::unique_ptr<Node>> Walk(hid_t file, const std::string& filena
     return absl::DataLossError(absl::StrCat("HDF5 file '", filename, "': '", path,
                                             "' is not a group: ", ErrorText()));
   }
-  Walker w{file, filename, {}, 0};
+  Walker w{filename, {}, 0};
   absl::StatusOr<std::unique_ptr<Node>> tree = w.Group(g.get(), "", batch, std::nullopt);
   if (!tree.ok()) return tree.status();
   structure::Builder b;
