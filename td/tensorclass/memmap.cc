@@ -94,8 +94,8 @@ TensorDict LoadFields(const std::string& prefix, const nlohmann::json& meta,
                       std::string_view cls) {
   const std::string pickle = JoinPath(prefix, "other.pickle");
   if (ModeOf(pickle) != 0) {
-    TD_FAIL(MemmapError, pickle, ": pickled non-tensor fields are not loaded (pickle can run code); "
-            "store them as JSON-serialisable values");
+    TD_FAIL(MemmapError, pickle, ": pickled non-tensor fields are not loaded (pickle can run "
+            "code); store them as JSON-serialisable values");
   }
   const std::string inner = JoinPath(prefix, kInner);
   const mode_t mode = ModeOf(inner);
