@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "td/core/dtype.h"
 #include "td/core/errors.h"
 #include "td/core/internal/structure_check.h"
 #include "td/structure/structure.h"
@@ -134,7 +135,7 @@ class Validator {
     }
     Check(leaf.status());
     if (__builtin_add_overflow(total_, (*leaf)->nbytes, &total_) || total_ > max_) {
-      Fail(c10::str("shape ", Repr((*leaf)->shape), ": the leaves described so far take more ",
+      Fail(c10::str("shape ", SizeRepr((*leaf)->shape), ": the leaves described so far take more ",
                     "than the ", max_, " bytes of data that came with the structure"));
     }
   }
@@ -149,12 +150,6 @@ class Validator {
       case structure::Rule::kSubBatch: Fail(m + " of the parent");
       default: Fail(m);
     }
-  }
-
-  static std::string Repr(const std::vector<int64_t>& v) {
-    std::string s = "[";
-    for (size_t i = 0; i < v.size(); ++i) s += (i ? "," : "") + std::to_string(v[i]);
-    return s + "]";
   }
 
   // ('a', 'b') / 'a' / the root.

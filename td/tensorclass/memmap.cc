@@ -5,6 +5,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cerrno>
 #include <cstring>
@@ -32,13 +33,10 @@ constexpr std::string_view kMeta = "meta.json";
 constexpr std::string_view kInner = "_tensordict";
 constexpr std::string_view kTensorDictType = "<class 'tensordict._td.TensorDict'>";
 
-bool IsDir(const std::string& path) {
+// lstat(2)'s st_mode of `path`, 0 (errno set) when it cannot be had.
+mode_t ModeOf(const std::string& path) {
   struct stat st;
-  return ::lstat(path.c_str(), &st) == 0 && S_ISDIR(st.st_mode);
-}
-bool Exists(const std::string& path) {
-  struct stat st;
-  return ::lstat(path.c_str(), &st) == 0;
+  return ::lstat(path.c_str(), &st) == 0 ? st.st_mode : 0;
 }
 bool IsEmptyDir(const std::string& path) {
   const os::UniqueFd fd(::open(path.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
@@ -46,12 +44,15 @@ bool IsEmptyDir(const std::string& path) {
   return ValueOrThrow<MemmapError>(os::ListDir(fd.get(), path)).empty();
 }
 
-// meta.json of `prefix`, parsed (nullopt when absent). Throws MemmapError when it is not a JSON
-// object with a string "_type".
-std::optional<nlohmann::json> ReadMeta(const std::string& prefix) {
+// meta.json of `prefix`, parsed (nullopt when absent, MemmapError when `required`). Throws
+// MemmapError when it is not a JSON object with a string "_type".
+std::optional<nlohmann::json> ReadMeta(const std::string& prefix, bool required) {
   const std::string path = JoinPath(prefix, kMeta);
   struct stat st;
-  if (::lstat(path.c_str(), &st) != 0) return std::nullopt;
+  if (::lstat(path.c_str(), &st) != 0) {
+    if (required) TD_FAIL(MemmapError, path, ": missing (not a memmap directory)");
+    return std::nullopt;
+  }
   if (!S_ISREG(st.st_mode)) TD_FAIL(MemmapError, path, " is not a regular file");
   if (st.st_size > (int64_t{64} << 20)) TD_FAIL(MemmapError, path, " is larger than 64 MiB");
   std::ifstream in(path, std::ios::binary);
@@ -87,30 +88,26 @@ std::string LastComponent(const std::string& name) {
   return dot == std::string::npos ? name : name.substr(dot + 1);
 }
 
-void RefusePickle(const std::string& prefix) {
-  const std::string pickle = JoinPath(prefix, "other.pickle");
-  if (Exists(pickle)) {
-    TD_FAIL(MemmapError, pickle, ": pickled non-tensor fields are not loaded (pickle can run code); "
-                      "store them as JSON-serialisable values");
-  }
-}
-
 // The fields' TensorDict of a tensorclass directory, with meta.json's top-level fields merged.
 TensorDict LoadFields(const std::string& prefix, const nlohmann::json& meta,
                       const LoadMemmapOptions& options, const std::vector<std::string_view>* fields,
                       std::string_view cls) {
-  RefusePickle(prefix);
+  const std::string pickle = JoinPath(prefix, "other.pickle");
+  if (ModeOf(pickle) != 0) {
+    TD_FAIL(MemmapError, pickle, ": pickled non-tensor fields are not loaded (pickle can run "
+            "code); store them as JSON-serialisable values");
+  }
   const std::string inner = JoinPath(prefix, kInner);
-  struct stat st;
-  if (::lstat(inner.c_str(), &st) != 0) {
+  const mode_t mode = ModeOf(inner);
+  if (mode == 0) {
     TD_FAIL(MemmapError, inner, ": ", errno == ENOENT ? "missing" : std::strerror(errno),
             " (a tensorclass directory keeps its fields in the directory _tensordict)");
   }
-  if (!S_ISDIR(st.st_mode)) {
-    const char* what = S_ISLNK(st.st_mode)   ? "a symlink (refused, as everywhere in memmap "
-                                               "directories)"
-                       : S_ISREG(st.st_mode) ? "a regular file"
-                                             : "a special file";
+  if (!S_ISDIR(mode)) {
+    const char* what = S_ISLNK(mode)   ? "a symlink (refused, as everywhere in memmap "
+                                         "directories)"
+                       : S_ISREG(mode) ? "a regular file"
+                                       : "a special file";
     TD_FAIL(MemmapError, inner, " is ", what,
             ", but a tensorclass directory keeps its fields in the directory _tensordict");
   }
@@ -118,17 +115,13 @@ TensorDict LoadFields(const std::string& prefix, const nlohmann::json& meta,
   std::vector<std::pair<std::string, nlohmann::json>> extra;
   for (const auto& [key, value] : meta.items()) {
     if (key == "_type" || value.is_null()) continue;
-    if (fields) {
-      bool known = false;
-      for (std::string_view f : *fields) known = known || f == key;
-      if (!known) {
-        TD_FAIL(MemmapError, JoinPath(prefix, kMeta), ": non-tensor field '", key, "' is not a field of ",
-                          cls);
-      }
+    if (fields && std::find(fields->begin(), fields->end(), key) == fields->end()) {
+      TD_FAIL(MemmapError, JoinPath(prefix, kMeta), ": non-tensor field '", key,
+              "' is not a field of ", cls);
     }
     if (td.contains(key)) {
-      TD_FAIL(MemmapError, JoinPath(prefix, kMeta), ": field '", key, "' is stored both in meta.json and ",
-                        "in _tensordict");
+      TD_FAIL(MemmapError, JoinPath(prefix, kMeta), ": field '", key,
+              "' is stored both in meta.json and in _tensordict");
     }
     extra.emplace_back(key, value);
   }
@@ -145,22 +138,43 @@ struct Registered {
   std::string cls;
   ClassFactory factory;
 };
-std::mutex& RegistryMutex() {
-  static std::mutex m;
-  return m;
-}
-std::map<std::string, Registered>& Registry() {
-  static auto* r = new std::map<std::string, Registered>;
+// register_tensorclass's classes by Python name, under `mutex`.
+struct Registry {
+  std::mutex mutex;
+  std::map<std::string, Registered> classes;
+};
+Registry& TheRegistry() {
+  static auto* r = new Registry;
   return *r;
+}
+
+// The class registered as `qual`, else as its last component alone (ValueError when two are).
+std::optional<Registered> FindClass(const std::string& qual, const std::string& type) {
+  Registry& r = TheRegistry();
+  std::lock_guard<std::mutex> lock(r.mutex);
+  auto it = r.classes.find(qual);
+  if (it == r.classes.end()) {
+    const std::string last = LastComponent(qual);
+    for (auto i = r.classes.begin(); i != r.classes.end(); ++i) {
+      if (LastComponent(i->first) != last) continue;
+      if (it != r.classes.end()) {
+        TD_FAIL(ValueError, "load_memmap_any: ", type, " matches both ", it->first, " and ",
+                i->first, " by class name; register the full name ", qual);
+      }
+      it = i;
+    }
+  }
+  if (it == r.classes.end()) return std::nullopt;
+  return it->second;
 }
 
 }  // namespace
 
 std::string PrepareClassDir(const std::string& prefix, bool exists_ok) {
   if (prefix.empty()) TD_FAIL(ValueError, "memmap: empty prefix");
-  if (Exists(prefix)) {
-    if (!IsDir(prefix)) TD_FAIL(ValueError, "memmap: ", prefix, " exists and is not a directory");
-    std::optional<nlohmann::json> meta = ReadMeta(prefix);
+  if (const mode_t mode = ModeOf(prefix); mode != 0) {
+    if (!S_ISDIR(mode)) TD_FAIL(ValueError, "memmap: ", prefix, " exists and is not a directory");
+    std::optional<nlohmann::json> meta = ReadMeta(prefix, /*required=*/false);
     if (meta) {
       if ((*meta)["_type"].get<std::string>() == kTensorDictType) {
         TD_FAIL(ValueError, "memmap: ", prefix, " holds a TensorDict memmap directory; a "
@@ -199,8 +213,7 @@ void WriteClassMeta(const std::string& prefix, std::string_view python_name, boo
 TensorDict LoadClassTensorDict(const std::string& prefix, std::string_view cls,
                                std::string_view python_name, const LoadMemmapOptions& options,
                                const std::vector<std::string_view>& fields) {
-  std::optional<nlohmann::json> meta = ReadMeta(prefix);
-  if (!meta) TD_FAIL(MemmapError, JoinPath(prefix, kMeta), ": missing (not a memmap directory)");
+  std::optional<nlohmann::json> meta = ReadMeta(prefix, /*required=*/true);
   const std::string type = (*meta)["_type"].get<std::string>();
   if (type == kTensorDictType) {
     TD_FAIL(MemmapError, prefix, " holds a TensorDict, not a ", cls,
@@ -218,55 +231,31 @@ TensorDict LoadClassTensorDict(const std::string& prefix, std::string_view cls,
 
 void RegisterClass(const std::string& python_name, const std::type_info& type, const char* cls,
                    ClassFactory factory) {
-  std::lock_guard<std::mutex> lock(RegistryMutex());
-  auto it = Registry().find(python_name);
-  if (it != Registry().end()) {
+  Registry& r = TheRegistry();
+  std::lock_guard<std::mutex> lock(r.mutex);
+  auto it = r.classes.find(python_name);
+  if (it != r.classes.end()) {
     if (it->second.type == std::type_index(type)) return;
     TD_FAIL(ValueError, "register_tensorclass: '", python_name, "' is already registered for ",
                      it->second.cls, ", cannot register ", cls);
   }
-  Registry().emplace(python_name, Registered{std::type_index(type), cls, std::move(factory)});
+  r.classes.emplace(python_name, Registered{std::type_index(type), cls, std::move(factory)});
 }
 
 }  // namespace internal::tensorclass
 
 LoadedMemmap load_memmap_any(const std::string& prefix, const LoadMemmapOptions& options) {
-  std::optional<nlohmann::json> meta = internal::tensorclass::ReadMeta(prefix);
-  if (!meta) {
-    TD_FAIL(MemmapError, internal::os::JoinPath(prefix, internal::tensorclass::kMeta),
-                      ": missing (not a memmap directory)");
-  }
-  const std::string type = (*meta)["_type"].get<std::string>();
-  const std::string qual = internal::tensorclass::QualifiedName(type);
-  if (!internal::tensorclass::IsDir(internal::os::JoinPath(prefix, internal::tensorclass::kInner))) {
+  namespace tc = internal::tensorclass;
+  const nlohmann::json meta = *tc::ReadMeta(prefix, /*required=*/true);
+  const std::string type = meta["_type"].get<std::string>();
+  const std::string qual = tc::QualifiedName(type);
+  if (!S_ISDIR(tc::ModeOf(internal::os::JoinPath(prefix, tc::kInner)))) {
     // Not a tensorclass directory: a TensorDict (or whatever the core loader accepts).
     return LoadedMemmap(qual, TensorDict::load_memmap(prefix, options), std::any());
   }
-  std::optional<internal::tensorclass::Registered> found;
-  {
-    std::lock_guard<std::mutex> lock(internal::tensorclass::RegistryMutex());
-    auto& reg = internal::tensorclass::Registry();
-    auto it = reg.find(qual);
-    if (it == reg.end()) {
-      const std::string last = internal::tensorclass::LastComponent(qual);
-      for (auto i = reg.begin(); i != reg.end(); ++i) {
-        if (internal::tensorclass::LastComponent(i->first) == last) {
-          if (it != reg.end()) {
-            TD_FAIL(ValueError, "load_memmap_any: ", type, " matches both ", it->first, " and ",
-                             i->first, " by class name; register the full name ", qual);
-          }
-          it = i;
-        }
-      }
-    }
-    if (it != reg.end()) found = it->second;
-  }
-  if (!found) {
-    return LoadedMemmap(qual, internal::tensorclass::LoadFields(prefix, *meta, options, nullptr, qual),
-                        std::any());
-  }
-  TensorDict td = internal::tensorclass::LoadFields(prefix, *meta, options, nullptr, found->cls);
-  std::any object = found->factory(td);
+  const std::optional<tc::Registered> found = tc::FindClass(qual, type);
+  TensorDict td = tc::LoadFields(prefix, meta, options, nullptr, found ? found->cls : qual);
+  std::any object = found ? found->factory(td) : std::any();
   return LoadedMemmap(qual, std::move(td), std::move(object));
 }
 

@@ -33,7 +33,6 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
-#include "td/core/errors.h"
 #include "td/core/internal/structure_check.h"
 #include "td/structure/structure.h"
 
@@ -43,9 +42,6 @@ namespace shm {
 
 inline constexpr size_t kHeaderBytes = 64;  // a segment's header: magic | token | size | pad
 inline constexpr size_t kMaxHandleBytes = size_t{64} << 20;
-inline constexpr int kMaxHandleLevels = kMaxNestingDepth;  // every TensorDict that can be built
-inline constexpr size_t kMaxHandleDims = internal::kMaxStructureDims;
-inline constexpr int kMaxHandleJsonDepth = internal::kMaxStructureJsonDepth;
 
 struct SegmentRef {
   int64_t pid = 0;

@@ -8,7 +8,6 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include <array>
 #include <cstring>
 #include <random>
 
@@ -31,17 +30,15 @@ namespace os = internal::os;
 // ---- segments ------------------------------------------------------------------------------
 
 constexpr char kMagic[8] = {'T', 'D', 'S', 'H', 'M', 0, 0, 1};
-constexpr size_t kHeaderBytes = internal::shm::kHeaderBytes;  // magic (8) | token (16) | payload (8) | pad
+using internal::shm::kHeaderBytes;  // magic (8) | token (16) | payload (8) | pad
 constexpr size_t kAlign = 64;
 constexpr std::string_view kMemfdName = "td-shm";
-
-using Token = std::array<uint8_t, 16>;
 
 // One memfd segment, mapped; the descriptor and the mapping are released with the last tensor.
 struct Segment {
   os::UniqueFd fd;
   os::MappedRegion region;  // header + payload
-  Token token{};
+  std::string token;        // 16 random bytes, also in the header
   void* addr() const { return region.addr(); }
   size_t length() const { return region.length(); }
 };
@@ -53,28 +50,16 @@ os::MappedRegion MapSegment(int fd, size_t length, const std::string& what) {
       os::MappedRegion::Map(fd, length, PROT_READ | PROT_WRITE, MAP_SHARED, what));
 }
 
-// The DataPtr context of every shared tensor: keeps its segment mapped.
-struct SegmentRef {
-  std::shared_ptr<Segment> segment;
-};
+// The DataPtr context of every shared tensor, a new std::shared_ptr<Segment>: keeps its segment
+// mapped.
+void DeleteSegmentRef(void* ctx) { delete static_cast<std::shared_ptr<Segment>*>(ctx); }
 
-void DeleteSegmentRef(void* ctx) { delete static_cast<SegmentRef*>(ctx); }
-
-const SegmentRef* RefOf(const at::Tensor& t) {
+// The segment of `t`, or nullptr.
+const Segment* SegmentOf(const at::Tensor& t) {
   if (!t.defined() || !t.has_storage()) return nullptr;
   const c10::DataPtr& dp = t.storage().data_ptr();
   if (dp.get_deleter() != &DeleteSegmentRef) return nullptr;
-  return static_cast<const SegmentRef*>(dp.get_context());
-}
-
-Token RandomToken() {
-  Token t;
-  std::random_device rd;
-  for (size_t i = 0; i < t.size(); i += 4) {
-    const uint32_t r = rd();
-    std::memcpy(t.data() + i, &r, 4);
-  }
-  return t;
+  return static_cast<const std::shared_ptr<Segment>*>(dp.get_context())->get();
 }
 
 std::shared_ptr<Segment> CreateSegment(size_t payload) {
@@ -91,7 +76,11 @@ std::shared_ptr<Segment> CreateSegment(size_t payload) {
   }
   seg->region = MapSegment(seg->fd.get(), length,
                            absl::StrCat("a new shared-memory segment of ", length, " bytes"));
-  seg->token = RandomToken();
+  std::random_device rd;
+  for (int i = 0; i < 4; ++i) {
+    const uint32_t r = rd();
+    seg->token.append(reinterpret_cast<const char*>(&r), 4);
+  }
   char* h = static_cast<char*>(seg->addr());
   std::memcpy(h, kMagic, sizeof(kMagic));
   std::memcpy(h + 8, seg->token.data(), seg->token.size());
@@ -105,13 +94,25 @@ at::Tensor ViewOf(const std::shared_ptr<Segment>& seg, size_t offset, c10::Scala
                   at::IntArrayRef sizes, at::IntArrayRef strides) {
   return at::for_blob(static_cast<char*>(seg->addr()) + offset, sizes)
       .strides(strides)
-      .context(new SegmentRef{seg}, &DeleteSegmentRef)
+      .context(new std::shared_ptr<Segment>(seg), &DeleteSegmentRef)
       .target_device(at::Device(at::kCPU))
       .options(at::TensorOptions().dtype(dtype).device(at::kCPU))
       .make_tensor();
 }
 
-size_t AlignUp(size_t n) { return (n + kAlign - 1) / kAlign * kAlign; }
+// A contiguous copy of `t` at byte `offset` of the segment's mapping.
+at::Tensor CopyInto(const std::shared_ptr<Segment>& seg, size_t offset, const at::Tensor& t) {
+  at::Tensor v =
+      ViewOf(seg, offset, t.scalar_type(), t.sizes(), c10::contiguous_strides(t.sizes()));
+  v.copy_(t);
+  return v;
+}
+
+// The bytes of `t`'s slot in a segment (kAlign-aligned).
+size_t SlotBytes(const at::Tensor& t) {
+  const size_t n = static_cast<size_t>(t.numel()) * t.element_size();
+  return (n + kAlign - 1) / kAlign * kAlign;
+}
 
 void CheckShareable(const at::Tensor& t, const NestedKey& key) {
   if (t.layout() != at::kStrided) {
@@ -126,10 +127,12 @@ struct Leaf {
   Storage* level;
   std::string key;
   at::Tensor tensor;
-  size_t offset = 0;
+  size_t offset;  // in the payload
 };
 
-void CollectLeaves(const TensorDict& td, const NestedKey* prefix, std::vector<Leaf>* out) {
+// The leaves of `td` not yet in shared memory, with their offsets in a payload of `*total` bytes.
+void CollectLeaves(const TensorDict& td, const NestedKey* prefix, std::vector<Leaf>* out,
+                   size_t* total) {
   Storage& s = internal::MutableStorage(td);
   for (const std::string& k : s.keys()) {
     std::optional<Value> v = s.get(k);
@@ -138,9 +141,10 @@ void CollectLeaves(const TensorDict& td, const NestedKey* prefix, std::vector<Le
     if (v->is_tensor()) {
       if (IsSharedMemoryTensor(v->tensor())) continue;
       CheckShareable(v->tensor(), full);
-      out->push_back({&s, k, v->tensor()});
+      out->push_back({&s, k, v->tensor(), *total});
+      *total += SlotBytes(v->tensor());
     } else if (v->is_tensordict()) {
-      CollectLeaves(v->tensordict(), &full, out);
+      CollectLeaves(v->tensordict(), &full, out, total);
     }
   }
 }
@@ -166,9 +170,7 @@ struct HandleWriter {
       segments.push_back(Json{{"pid", static_cast<int64_t>(::getpid())},
                               {"fd", seg->fd.get()},
                               {"size", static_cast<uint64_t>(seg->length())},
-                              {"token", absl::BytesToHexString(absl::string_view(
-                                            reinterpret_cast<const char*>(seg->token.data()),
-                                            seg->token.size()))}});
+                              {"token", absl::BytesToHexString(seg->token)}});
     }
     return it->second;
   }
@@ -182,8 +184,8 @@ struct HandleWriter {
       const NestedKey full = prefix ? *prefix + NestedKey(k) : NestedKey(k);
       if (v->is_tensor()) {
         const at::Tensor& t = v->tensor();
-        const SegmentRef* ref = RefOf(t);
-        if (ref == nullptr) {
+        const Segment* seg = SegmentOf(t);
+        if (seg == nullptr) {
           TD_FAIL(ValueError, "SharedMemoryHandle: key ", full.repr(),
                            " is not in shared memory (call share_memory_() first)");
         }
@@ -192,10 +194,10 @@ struct HandleWriter {
         const size_t offset =
             t.numel() == 0 ? kHeaderBytes
                            : static_cast<size_t>(static_cast<const char*>(t.data_ptr()) -
-                                                 static_cast<const char*>(ref->segment->addr()));
+                                                 static_cast<const char*>(seg->addr()));
         entries.push_back(Json{{"key", k},
                                {"kind", "tensor"},
-                               {"segment", SegmentIndex(ref->segment.get())},
+                               {"segment", SegmentIndex(seg)},
                                {"offset", static_cast<uint64_t>(offset)},
                                {"dtype", DtypeName(t.scalar_type())},
                                {"shape", t.sizes().vec()},
@@ -254,7 +256,7 @@ std::shared_ptr<Segment> OpenSegment(const internal::shm::SegmentRef& ref) {
                      " does not carry the handle's token (a different segment now uses that "
                      "descriptor)");
   }
-  std::memcpy(seg->token.data(), ref.token.data(), 16);
+  seg->token = ref.token;
   return seg;
 }
 
@@ -275,16 +277,14 @@ TensorDict AttachLevel(const structure::Level& level,
         storage->set_unchecked(e.key, AttachLevel(*e.level, segments));
         break;
       case structure::EntryKind::kNonTensor:
-        if (e.non_tensor == structure::NonTensorKind::kStack) {
-          storage->set_unchecked(
-              e.key, ValueOrThrow<c10::Error>(internal::StackFromFile(e.data, level.batch_size()),
-                                  "shared-memory handle: NonTensorStack '" + e.key + "'"));
-        } else {
-          storage->set_unchecked(e.key, NonTensorData(e.data, e.non_tensor ==
-                                                                      structure::NonTensorKind::kMetaData
-                                                                  ? NonTensorData::Kind::kMetaData
-                                                                  : NonTensorData::Kind::kData));
-        }
+        storage->set_unchecked(
+            e.key, e.non_tensor == structure::NonTensorKind::kStack
+                       ? ValueOrThrow<c10::Error>(
+                             internal::StackFromFile(e.data, level.batch_size()),
+                             "shared-memory handle: NonTensorStack '" + e.key + "'")
+                       : NonTensorData(e.data, e.non_tensor == structure::NonTensorKind::kMetaData
+                                                   ? NonTensorData::Kind::kMetaData
+                                                   : NonTensorData::Kind::kData));
         break;
     }
   }
@@ -295,7 +295,7 @@ TensorDict AttachLevel(const structure::Level& level,
 
 // ---- public functions ----------------------------------------------------------------------
 
-bool IsSharedMemoryTensor(const at::Tensor& tensor) { return RefOf(tensor) != nullptr; }
+bool IsSharedMemoryTensor(const at::Tensor& tensor) { return SegmentOf(tensor) != nullptr; }
 
 at::Tensor ToSharedMemory(const at::Tensor& tensor) {
   TORCH_CHECK_VALUE(tensor.defined(), "ToSharedMemory: undefined tensor");
@@ -303,12 +303,7 @@ at::Tensor ToSharedMemory(const at::Tensor& tensor) {
     TD_FAIL(ValueError, "ToSharedMemory: a ", tensor.layout(),
                      " tensor cannot be shared; only strided (dense) tensors can");
   }
-  const size_t nbytes = static_cast<size_t>(tensor.numel()) * tensor.element_size();
-  std::shared_ptr<Segment> seg = CreateSegment(AlignUp(nbytes));
-  at::Tensor out = ViewOf(seg, kHeaderBytes, tensor.scalar_type(), tensor.sizes(),
-                          c10::contiguous_strides(tensor.sizes()));
-  out.copy_(tensor);
-  return out;
+  return CopyInto(CreateSegment(SlotBytes(tensor)), kHeaderBytes, tensor);
 }
 
 std::string SharedMemoryHandle(const TensorDict& td) {
@@ -338,23 +333,13 @@ TensorDict& ShareMemory(TensorDict& td) {
                      "shared memory are mutually exclusive");
   }
   std::vector<Leaf> leaves;
-  CollectLeaves(td, nullptr, &leaves);
+  size_t total = 0;
+  CollectLeaves(td, nullptr, &leaves, &total);
   if (!leaves.empty()) {
-    size_t total = 0;
-    for (Leaf& l : leaves) {
-      l.offset = total;
-      total += AlignUp(static_cast<size_t>(l.tensor.numel()) * l.tensor.element_size());
-    }
     std::shared_ptr<Segment> seg = CreateSegment(total);
-    std::vector<at::Tensor> views;
-    views.reserve(leaves.size());
-    for (const Leaf& l : leaves) {  // copy everything before replacing anything
-      at::Tensor v = ViewOf(seg, kHeaderBytes + l.offset, l.tensor.scalar_type(), l.tensor.sizes(),
-                            c10::contiguous_strides(l.tensor.sizes()));
-      v.copy_(l.tensor);
-      views.push_back(std::move(v));
-    }
-    for (size_t i = 0; i < leaves.size(); ++i) leaves[i].level->set(leaves[i].key, views[i]);
+    // Copy everything before replacing anything.
+    for (Leaf& l : leaves) l.tensor = CopyInto(seg, kHeaderBytes + l.offset, l.tensor);
+    for (const Leaf& l : leaves) l.level->set(l.key, l.tensor);
   }
   SetCpu(td);
   td.lock_();

@@ -75,7 +75,6 @@ class SharedMemoryStorage final : public EntryStorage {
 
   // Stores `value` as is (it is already shared / already a shared_memory level).
   void set_unchecked(std::string key, Value value);
-
 };
 
 }  // namespace td

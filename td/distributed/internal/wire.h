@@ -49,15 +49,12 @@ Header ParseHeader(const int64_t* words, const std::string& what, const std::str
 std::array<int64_t, kHeaderWords> HeaderWords(const Header& header);
 
 // Reads an init_remote structure (see StructureToJson in packing.h) before anything is allocated
-// for it, through structure::Builder (NOTE [ Structure codec ] in td/structure/structure.h):
-// every level an object with a batch size (non-negative sizes), a device that parses and for which
-// `device_ok` is true, and entries with a string key and a known kind; tensor entries with a
-// dtype code the packed layout carries and a shape of non-negative sizes that starts with the
-// level's batch size; non-tensor entries with a value and, if any, the class "MetaData" or
-// "NonTensorStack"; nested levels no deeper than td::kMaxNestingDepth (checked before descending,
-// so any depth of input is safe). The leaves' bytes, summed without overflow, must not exceed
-// `max_leaf_bytes` (the data that came with the structure). Throws ValueError naming the key and
-// the problem, prefixed by `what`.
+// for it, through structure::Builder (NOTE [ Structure codec ] in td/structure/structure.h, whose
+// depth check comes before descending, so any depth of input is safe). The wire adds: every level
+// has a device that parses and for which `device_ok` is true; dtypes are codes the packed layout
+// carries; the leaves' bytes, summed without overflow, do not exceed `max_leaf_bytes` (the data
+// that came with the structure). Throws ValueError naming the key and the problem, prefixed by
+// `what`.
 structure::Description ValidateStructure(const nlohmann::json& structure, int64_t max_leaf_bytes,
                                          const std::function<bool(const c10::Device&)>& device_ok,
                                          const std::string& what);
