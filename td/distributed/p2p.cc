@@ -28,22 +28,15 @@ Work::Work(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 Work::Work(Work&&) noexcept = default;
 Work& Work::operator=(Work&& other) noexcept {
   if (this != &other) {
-    if (impl_ && !impl_->done) {
-      try {
-        wait();
-      } catch (...) {
-      }
-    }
+    { Work old(std::move(*this)); }  // waits for the work this one held
     impl_ = std::move(other.impl_);
   }
   return *this;
 }
 Work::~Work() {
-  if (impl_ && !impl_->done) {
-    try {
-      wait();
-    } catch (...) {
-    }
+  try {
+    wait();
+  } catch (...) {
   }
 }
 void Work::wait() {
@@ -179,7 +172,7 @@ class Agreements {
   std::shared_ptr<const Agreement> Find(const ProcessGroupPtr& pg, int peer, int tag, Side side) {
     std::lock_guard<std::mutex> lock(mu_);
     for (const Entry& e : entries_) {
-      if (e.raw == pg.get() && e.peer == peer && e.tag == tag && e.side == side) return e.agreement;
+      if (e.Is(pg, peer, tag, side)) return e.agreement;
     }
     return nullptr;
   }
@@ -189,9 +182,7 @@ class Agreements {
     std::lock_guard<std::mutex> lock(mu_);
     entries_.erase(std::remove_if(entries_.begin(), entries_.end(),
                                   [&](const Entry& e) {
-                                    return e.group.expired() ||
-                                           (e.raw == pg.get() && e.peer == peer && e.tag == tag &&
-                                            e.side == side);
+                                    return e.group.expired() || e.Is(pg, peer, tag, side);
                                   }),
                    entries_.end());
     entries_.push_back(Entry{c10::weak_intrusive_ptr<ProcessGroup>(pg), pg.get(), peer, tag, side,
@@ -207,6 +198,9 @@ class Agreements {
     int tag;
     Side side;
     std::shared_ptr<const Agreement> agreement;
+    bool Is(const ProcessGroupPtr& pg, int p, int t, Side s) const {
+      return raw == pg.get() && peer == p && tag == t && side == s;
+    }
   };
   std::mutex mu_;
   std::vector<Entry> entries_;
@@ -286,19 +280,20 @@ struct Outgoing {
   std::vector<WorkPtr> works;
 };
 
-// Posts every buffer of `out` (buffers[0] on `tag`, the others on tag + 1, in order); on a
-// failure the ones already posted are waited for before the error is rethrown.
-void PostAll(const ProcessGroupPtr& pg, Outgoing& out, int dst, int tag, const Timeout& timeout,
-             const std::string& what) {
-  for (size_t i = 0; i < out.buffers.size(); ++i) {
+// Posts `post(0)` .. `post(n - 1)`, one c10d call each, in order; on a failure the ones already
+// posted are waited for before the error is rethrown.
+template <class F>
+std::vector<WorkPtr> PostEach(size_t n, const Timeout& timeout, const std::string& what, F post) {
+  std::vector<WorkPtr> works;
+  for (size_t i = 0; i < n; ++i) {
     try {
-      out.works.push_back(internal::Transport(
-          what, [&] { return pg->send(out.buffers[i], dst, i == 0 ? tag : tag + 1); }));
+      works.push_back(internal::Transport(what, [&] { return post(i); }));
     } catch (const TransportError&) {
-      internal::WaitQuietly(out.works, timeout);
+      internal::WaitQuietly(works, timeout);
       throw;
     }
   }
+  return works;
 }
 
 // Waits for every work of `out` (the ones after a failure quietly, then rethrows).
@@ -364,7 +359,10 @@ std::shared_ptr<Outgoing> Post(const ProcessGroupPtr& pg, Kind kind, const Packe
     }
   }
   for (at::Tensor& l : leaves) out->buffers.push_back({std::move(l)});
-  PostAll(pg, *out, dst, tag, timeout, what);
+  // buffers[0] on `tag`, the others on tag + 1.
+  out->works = PostEach(out->buffers.size(), timeout, what, [&](size_t i) {
+    return pg->send(out->buffers[i], dst, i == 0 ? tag : tag + 1);
+  });
   return out;
 }
 
@@ -388,7 +386,7 @@ struct FirstMessage {
 };
 
 FirstMessage PostFirst(const ProcessGroupPtr& pg, int src, int tag, const std::string& what) {
-  if (std::shared_ptr<const Agreement> broken = Agreements::Get().Find(pg, src, tag, Side::kBroken)) {
+  if (auto broken = Agreements::Get().Find(pg, src, tag, Side::kBroken)) {
     TD_FAIL(ValueError, what, ": ", broken->refusal);
   }
   FirstMessage first;
@@ -529,19 +527,10 @@ Incoming Receive(const ProcessGroupPtr& pg, const FirstMessage& first, int src, 
 void ReceiveLeaves(const ProcessGroupPtr& pg, std::vector<at::Tensor>& targets, int src, int tag,
                    const Timeout& timeout, const std::string& what) {
   std::vector<std::vector<at::Tensor>> bufs;
-  bufs.reserve(targets.size());
-  std::vector<WorkPtr> works;
-  for (at::Tensor& t : targets) {
-    bufs.push_back({t});
-    try {
-      works.push_back(
-          internal::Transport(what, [&] { return pg->recv(bufs.back(), src, tag + 1); }));
-    } catch (const TransportError&) {
-      internal::WaitQuietly(works, timeout);
-      throw;
-    }
-  }
-  WaitAll(works, timeout, what);
+  for (at::Tensor& t : targets) bufs.push_back({t});
+  WaitAll(PostEach(bufs.size(), timeout, what,
+                   [&](size_t i) { return pg->recv(bufs[i], src, tag + 1); }),
+          timeout, what);
 }
 
 // Consumes the leaf messages of a refused per-leaf message, so the next recv starts clean.
@@ -659,9 +648,6 @@ void Deliver(const ProcessGroupPtr& pg, const Incoming& in, TensorDict& td,
   }
 }
 
-std::string What(const char* call, int peer, const char* role) {
-  return c10::str("td::distributed::", call, " (", role, " rank ", peer, ")");
-}
 
 // A bound on what a send of `layout`'s structure puts after its header, in either wire format:
 // its payload, and its leaf messages together (a matching message always fits the receive's
@@ -672,19 +658,28 @@ int64_t OwnMessageBytes(const PackedLayout& layout) {
   return AlignUp(static_cast<int64_t>(layout.signature().size())) + table + layout.nbytes();
 }
 
-void CheckMaxBytes(const P2POptions& options, const std::string& what) {
-  if (options.max_bytes() < 0) {
-    TD_FAIL(ValueError, what, ": max_bytes ", options.max_bytes(), " is negative");
+// The checks every call starts with (a receive's also max_bytes): its tag on the wire and its
+// `what`, "td::distributed::recv (source rank 1)".
+struct Call {
+  int tag;
+  std::string what;
+};
+Call Start(const ProcessGroupPtr& pg, int peer, const P2POptions& o, const char* call,
+           bool receive) {
+  const char* role = receive ? "source" : "destination";
+  internal::CheckPeer(pg, peer, call, role, false);
+  Call c{HeaderTag(o, call), c10::str("td::distributed::", call, " (", role, " rank ", peer, ")")};
+  internal::CheckTimeout(o.timeout(), c.what);
+  if (receive && o.max_bytes() < 0) {
+    TD_FAIL(ValueError, c.what, ": max_bytes ", o.max_bytes(), " is negative");
   }
+  return c;
 }
 
 // send (snapshot false: it waits before returning) and isend (true).
 Work StartSend(const ProcessGroupPtr& pg, const TensorDict& td, int dst, const P2POptions& options,
                bool snapshot) {
-  internal::CheckPeer(pg, dst, "send", "destination", false);
-  int tag = HeaderTag(options, "send");
-  std::string what = What("send", dst, "destination");
-  internal::CheckTimeout(options.timeout(), what);
+  auto [tag, what] = Start(pg, dst, options, "send", false);
   PackedLayout layout(td);
   std::shared_ptr<const Agreement> agreed = Agreements::Get().Find(pg, dst, tag, Side::kSend);
   auto out = Post(pg, kData, layout, layout.signature(), options.wire_format(),
@@ -715,15 +710,11 @@ void recv(const ProcessGroupPtr& pg, TensorDict&& td, int src, const P2POptions&
 }
 
 Work irecv(const ProcessGroupPtr& pg, TensorDict& td, int src, const P2POptions& options) {
-  internal::CheckPeer(pg, src, "recv", "source", false);
-  int tag = HeaderTag(options, "recv");
-  std::string what = What("recv", src, "source");
-  internal::CheckTimeout(options.timeout(), what);
-  CheckMaxBytes(options, what);
-  auto first = std::make_shared<FirstMessage>(PostFirst(pg, src, tag, what));
+  Call c = Start(pg, src, options, "recv", true);
+  auto first = std::make_shared<FirstMessage>(PostFirst(pg, src, c.tag, c.what));
   auto impl = std::make_unique<Work::Impl>();
-  impl->finish = [pg, td, first, src, tag, timeout = options.timeout(),
-                  max_bytes = options.max_bytes(), what = std::move(what)]() mutable {
+  impl->finish = [pg, td, first, src, tag = c.tag, timeout = options.timeout(),
+                  max_bytes = options.max_bytes(), what = std::move(c.what)]() mutable {
     PackedLayout layout(td);
     Incoming in = Receive(pg, *first, src, tag, std::max(max_bytes, OwnMessageBytes(layout)),
                           timeout, what);
@@ -734,10 +725,7 @@ Work irecv(const ProcessGroupPtr& pg, TensorDict& td, int src, const P2POptions&
 
 void init_remote(const ProcessGroupPtr& pg, const TensorDict& td, int dst,
                  const P2POptions& options) {
-  internal::CheckPeer(pg, dst, "init_remote", "destination", false);
-  int tag = HeaderTag(options, "init_remote");
-  std::string what = What("init_remote", dst, "destination");
-  internal::CheckTimeout(options.timeout(), what);
+  const auto [tag, what] = Start(pg, dst, options, "init_remote", false);
   PackedLayout layout(td);
   std::string desc = internal::StructureToJson(td).dump();
   auto out = Post(pg, kInit, layout, desc, WireFormat::kPacked, /*agreed=*/false,
@@ -749,11 +737,7 @@ void init_remote(const ProcessGroupPtr& pg, const TensorDict& td, int dst,
 }
 
 TensorDict from_remote_init(const ProcessGroupPtr& pg, int src, const P2POptions& options) {
-  internal::CheckPeer(pg, src, "from_remote_init", "source", false);
-  int tag = HeaderTag(options, "from_remote_init");
-  std::string what = What("from_remote_init", src, "source");
-  internal::CheckTimeout(options.timeout(), what);
-  CheckMaxBytes(options, what);
+  const auto [tag, what] = Start(pg, src, options, "from_remote_init", true);
   FirstMessage first = PostFirst(pg, src, tag, what);
   Incoming in = Receive(pg, first, src, tag, options.max_bytes(), options.timeout(), what);
   if (in.kind != kInit) {
