@@ -89,11 +89,11 @@ void CheckPeer(const ProcessGroupPtr& pg, int peer, const char* call, const char
   if (!pg) TD_FAIL(ValueError, "td::distributed::", call, ": the process group is null");
   if (peer < 0 || peer >= pg->getSize()) {
     TD_FAIL(ValueError, "td::distributed::", call, ": ", role, " rank ", peer,
-                     " is outside the group [0, ", pg->getSize(), ")");
+            " is outside the group [0, ", pg->getSize(), ")");
   }
   if (!allow_self && peer == pg->getRank()) {
     TD_FAIL(ValueError, "td::distributed::", call, ": ", role, " rank ", peer,
-                     " is this process's own rank");
+            " is this process's own rank");
   }
 }
 
@@ -108,16 +108,7 @@ using internal::kHeaderBytes;
 
 enum Kind : int64_t { kData = internal::kKindData, kInit = internal::kKindInit };
 // The header's room at the front of a one-message send: the data starts aligned.
-constexpr int64_t kInlinePrefix = (kHeaderBytes + internal::kAlign - 1) / internal::kAlign *
-                                  internal::kAlign;
-
-int HeaderTag(const P2POptions& o, const char* call) {
-  if (o.tag() < 0 || o.tag() > INT_MAX / 2 - 1) {
-    TD_FAIL(ValueError, "td::distributed::", call, ": tag ", o.tag(), " is outside [0, ",
-                     INT_MAX / 2 - 1, "]");
-  }
-  return o.tag() * 2;
-}
+constexpr int64_t kInlinePrefix = AlignUp(kHeaderBytes);
 
 // NOTE [ Agreed structures ]
 // init_remote(td, dst, tag) and the from_remote_init(src, tag) that receives it leave both ranks
@@ -207,14 +198,9 @@ class Agreements {
 };
 
 Agreement AgreementOf(const PackedLayout& layout) {
-  Agreement a;
-  a.fingerprint = layout.fingerprint();
-  a.nbytes = layout.nbytes();
-  a.inline_bytes = layout.inline_nbytes();
-  a.signature = layout.signature();
-  a.packed_alone = AloneBytes(layout, false);
-  a.per_leaf_alone = AloneBytes(layout, true);
-  return a;
+  return {layout.fingerprint(), layout.nbytes(),           layout.inline_nbytes(),
+          layout.signature(),   AloneBytes(layout, false), AloneBytes(layout, true),
+          /*refusal=*/""};
 }
 
 bool Matches(const Agreement* agreed, const PackedLayout& layout) {
@@ -241,8 +227,8 @@ constexpr int64_t kFirstBufferMinBytes = int64_t{64} << 10;
 // The size of the first buffer a receive posts: room for the header, or for the header and the
 // agreed data, and never less than kFirstBufferMinBytes.
 int64_t FirstBytes(const Agreement* agreed) {
-  return std::max(kFirstBufferMinBytes, agreed != nullptr ? kInlinePrefix + agreed->nbytes
-                                                          : kHeaderBytes);
+  return std::max(kFirstBufferMinBytes,
+                  agreed != nullptr ? kInlinePrefix + agreed->nbytes : kHeaderBytes);
 }
 
 // Writes `bytes` at the start of `buf` (a uint8 buffer on any device).
@@ -517,8 +503,7 @@ Incoming Receive(const ProcessGroupPtr& pg, const FirstMessage& first, int src, 
     if (__builtin_add_overflow(total, b, &total)) total = INT64_MAX;  // stays saturated
   }
   if (total > limit) {
-    RefuseUnreceived(pg, src, tag, total, limit, c10::str(in.alone.size(), " leaf messages"),
-                     what);
+    RefuseUnreceived(pg, src, tag, total, limit, c10::str(in.alone.size(), " leaf messages"), what);
   }
   return in;
 }
@@ -534,19 +519,17 @@ void ReceiveLeaves(const ProcessGroupPtr& pg, std::vector<at::Tensor>& targets, 
 }
 
 // Consumes the leaf messages of a refused per-leaf message, so the next recv starts clean.
-void Drain(const ProcessGroupPtr& pg, const Incoming& in, int src, int tag,
-           const Timeout& timeout, const std::string& what) {
+void Drain(const ProcessGroupPtr& pg, const Incoming& in, int src, int tag, const Timeout& timeout,
+           const std::string& what) {
   std::vector<at::Tensor> scratch;
   for (int64_t b : in.alone) scratch.push_back(at::empty({b}, at::kByte));
   ReceiveLeaves(pg, scratch, src, tag, timeout, what);
 }
 
-// Takes the structure of an init_remote message on the receiving side, whether from_remote_init
-// accepts it or recv refuses it: the sender recorded the agreement when it posted the message, so
-// the receiver records it too before anything can fail (NOTE [ Agreed structures ]); otherwise
-// the sender's next send of that structure would be one message larger than the buffer this
-// side posts for it. Returns the TensorDict the message describes, leaves uninitialised; throws
-// ValueError when the structure is invalid (the sizes are recorded all the same).
+// Takes the structure of an init_remote message (from_remote_init, or a recv that refuses it): the
+// sender recorded the agreement when it posted the message, so this side records it before
+// anything can fail (NOTE [ Agreed structures ]). Returns the TensorDict the message describes,
+// leaves uninitialised; ValueError when the structure is invalid (its sizes are recorded).
 TensorDict AcceptInit(const ProcessGroupPtr& pg, const Incoming& in, int src, int tag,
                       const std::string& what) {
   Agreement sizes;
@@ -575,17 +558,15 @@ void Deliver(const ProcessGroupPtr& pg, const Incoming& in, TensorDict& td,
             "consumed and its structure agreed on; nothing was written)");
   }
   const int64_t inline_bytes = in.data.defined() ? in.data.numel() : 0;
-  if (in.fingerprint != layout.fingerprint() || in.desc != layout.signature() ||
-      in.alone != AloneBytes(layout, in.per_leaf) ||
-      inline_bytes != (in.per_leaf ? 0 : layout.inline_nbytes())) {
-    Drain(pg, in, src, tag, timeout, what);
-    TD_FAIL(ValueError, what, ": the TensorDict sent by rank ", src,
-                     " differs from the receiving one: ",
-                     internal::DescribeMismatch(in.desc, "sender", layout.signature(),
-                                                "receiver"),
-                     "; nothing was written");
-  }
-  try {
+  try {  // refused: the message is drained, then the error rethrown
+    if (in.fingerprint != layout.fingerprint() || in.desc != layout.signature() ||
+        in.alone != AloneBytes(layout, in.per_leaf) ||
+        inline_bytes != (in.per_leaf ? 0 : layout.inline_nbytes())) {
+      TD_FAIL(ValueError, what, ": the TensorDict sent by rank ", src,
+              " differs from the receiving one: ",
+              internal::DescribeMismatch(in.desc, "sender", layout.signature(), "receiver"),
+              "; nothing was written");
+    }
     layout.CheckWritable(what);
   } catch (const ValueError&) {
     Drain(pg, in, src, tag, timeout, what);
@@ -629,15 +610,13 @@ void Deliver(const ProcessGroupPtr& pg, const Incoming& in, TensorDict& td,
                 ? at::empty({0}, at::kByte)
                 : internal::ScratchBytes(layout.nbytes() - layout.inline_nbytes(), at::kCPU);
   }
-  if (!alone.empty()) {
-    std::vector<at::Tensor> targets;
-    for (size_t i : alone) {
-      const auto& leaf = layout.leaves()[i];
-      targets.push_back(large.narrow(0, leaf.offset - layout.inline_nbytes(),
-                                     static_cast<int64_t>(leaf.tensor.nbytes())));
-    }
-    ReceiveLeaves(pg, targets, src, tag, timeout, what);
+  std::vector<at::Tensor> targets;
+  for (size_t i : alone) {
+    const auto& leaf = layout.leaves()[i];
+    targets.push_back(large.narrow(0, leaf.offset - layout.inline_nbytes(),
+                                   static_cast<int64_t>(leaf.tensor.nbytes())));
   }
+  ReceiveLeaves(pg, targets, src, tag, timeout, what);
   if (layout.nbytes() > 0) {
     at::Tensor data = in.data;
     if (!layout.leaves().empty() && layout.leaves()[0].tensor.device() != data.device()) {
@@ -668,7 +647,11 @@ Call Start(const ProcessGroupPtr& pg, int peer, const P2POptions& o, const char*
            bool receive) {
   const char* role = receive ? "source" : "destination";
   internal::CheckPeer(pg, peer, call, role, false);
-  Call c{HeaderTag(o, call), c10::str("td::distributed::", call, " (", role, " rank ", peer, ")")};
+  if (o.tag() < 0 || o.tag() > INT_MAX / 2 - 1) {
+    TD_FAIL(ValueError, "td::distributed::", call, ": tag ", o.tag(), " is outside [0, ",
+            INT_MAX / 2 - 1, "]");
+  }
+  Call c{o.tag() * 2, c10::str("td::distributed::", call, " (", role, " rank ", peer, ")")};
   internal::CheckTimeout(o.timeout(), c.what);
   if (receive && o.max_bytes() < 0) {
     TD_FAIL(ValueError, c.what, ": max_bytes ", o.max_bytes(), " is negative");
@@ -716,8 +699,8 @@ Work irecv(const ProcessGroupPtr& pg, TensorDict& td, int src, const P2POptions&
   impl->finish = [pg, td, first, src, tag = c.tag, timeout = options.timeout(),
                   max_bytes = options.max_bytes(), what = std::move(c.what)]() mutable {
     PackedLayout layout(td);
-    Incoming in = Receive(pg, *first, src, tag, std::max(max_bytes, OwnMessageBytes(layout)),
-                          timeout, what);
+    Incoming in =
+        Receive(pg, *first, src, tag, std::max(max_bytes, OwnMessageBytes(layout)), timeout, what);
     Deliver(pg, in, td, layout, src, tag, timeout, what);
   };
   return Work(std::move(impl));
@@ -743,7 +726,7 @@ TensorDict from_remote_init(const ProcessGroupPtr& pg, int src, const P2POptions
   if (in.kind != kInit) {
     Drain(pg, in, src, tag, options.timeout(), what);
     TD_FAIL(ValueError, what, ": rank ", src,
-                     " sent a plain send(); from_remote_init expects init_remote");
+            " sent a plain send(); from_remote_init expects init_remote");
   }
   TensorDict td = AcceptInit(pg, in, src, tag, what);
   PackedLayout layout(td);

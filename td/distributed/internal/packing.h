@@ -63,7 +63,7 @@ constexpr int64_t kAlign = 64;
 // payload. Below it, the copy costs less than a message.
 constexpr int64_t kAloneMinBytes = int64_t{1} << 20;
 
-inline int64_t AlignUp(int64_t n) { return (n + kAlign - 1) / kAlign * kAlign; }
+constexpr int64_t AlignUp(int64_t n) { return (n + kAlign - 1) / kAlign * kAlign; }
 
 // True when writing into the tensors `td` hands out writes `td` itself, so that received bytes
 // may land straight in its leaves: every level (the root and each nested TensorDict) holds its
