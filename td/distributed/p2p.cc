@@ -245,21 +245,6 @@ void WriteFront(at::Tensor& buf, const void* bytes, size_t n) {
 
 using Timeout = std::optional<std::chrono::milliseconds>;
 
-// The leaves `alone` of `layout` as contiguous 1-D byte tensors: the messages of the leaves that
-// travel alone (NOTE [ Packed layout ]). `snapshot`: copies taken now (isend returns before Gloo
-// reads the leaves, which happens only once the receiver has posted its receives); otherwise the
-// leaf's own memory when it is contiguous (send, which returns only once the leaves are sent).
-std::vector<at::Tensor> LeafBytes(const PackedLayout& layout, const std::vector<size_t>& alone,
-                                  bool snapshot) {
-  std::vector<at::Tensor> out;
-  for (size_t i : alone) {
-    at::Tensor t = layout.leaves()[i].tensor.detach();
-    t = snapshot ? t.clone(at::MemoryFormat::Contiguous) : t.contiguous();
-    out.push_back(t.reshape({-1}).view(at::kByte));
-  }
-  return out;
-}
-
 // Buffers and works of one outgoing message, in posting order: header, payload, leaves.
 struct Outgoing {
   std::vector<std::vector<at::Tensor>> buffers;
@@ -296,8 +281,9 @@ void WaitAll(const std::vector<WorkPtr>& works, const Timeout& timeout, const st
 
 // Posts the messages of one send (NOTE [ Packed layout ]). `agreed`: the layout is the agreed
 // structure of this group, peer and tag (NOTE [ Agreed structures ]), so neither description nor
-// table travels. `snapshot`: the leaves that travel alone are copies (LeafBytes); the inline data
-// always is.
+// table travels. `snapshot`: the leaves that travel alone are copies taken now (isend returns
+// before Gloo reads them, once the receiver has posted its receives), else their own memory when
+// contiguous (send returns only once they are sent); the inline data always is a copy.
 std::shared_ptr<Outgoing> Post(const ProcessGroupPtr& pg, Kind kind, const PackedLayout& layout,
                                const std::string& desc, WireFormat format, bool agreed,
                                bool snapshot, int dst, int tag, const Timeout& timeout,
@@ -306,7 +292,12 @@ std::shared_ptr<Outgoing> Post(const ProcessGroupPtr& pg, Kind kind, const Packe
   const bool per_leaf = format == WireFormat::kPerLeaf;
   const bool init = kind == kInit;  // everything inline, no table
   const std::vector<size_t> alone = init ? std::vector<size_t>() : layout.OwnMessages(per_leaf);
-  std::vector<at::Tensor> leaves = LeafBytes(layout, alone, snapshot);
+  std::vector<at::Tensor> leaves;  // contiguous 1-D bytes
+  for (size_t i : alone) {
+    at::Tensor t = layout.leaves()[i].tensor.detach();
+    t = snapshot ? t.clone(at::MemoryFormat::Contiguous) : t.contiguous();
+    leaves.push_back(t.reshape({-1}).view(at::kByte));
+  }
   const int64_t inline_bytes = init ? layout.nbytes() : per_leaf ? 0 : layout.inline_nbytes();
   const int64_t table_bytes =
       init ? 0 : AlignUp(static_cast<int64_t>((1 + alone.size()) * sizeof(int64_t)));

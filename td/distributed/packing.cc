@@ -22,6 +22,47 @@ namespace td {
 namespace distributed {
 namespace internal {
 
+namespace {
+
+struct ScratchPool {
+  std::mutex mu;
+  std::vector<at::Tensor> slots;  // uint8, 1-D, CPU
+};
+
+ScratchPool& Pool() {
+  static ScratchPool* pool = new ScratchPool();  // never destroyed: used from static destructors
+  return *pool;
+}
+
+// Free when the pool's tensor is the only holder of the storage (views handed out share it).
+bool IsFree(const at::Tensor& t) { return t.use_count() == 1 && t.storage().use_count() == 1; }
+
+// Small CPU leaves move with memcpy: an ATen copy_ or cat costs microseconds of dispatch per
+// call, more than copying a few KiB, and a TensorDict of many small leaves pays it per leaf.
+// Larger ones keep ATen's copy, which runs on several threads.
+constexpr int64_t kMemcpyMaxBytes = int64_t{256} << 10;
+
+bool Memcpyable(const at::Tensor& t) {
+  return t.is_cpu() && t.is_contiguous() && t.nbytes() <= static_cast<size_t>(kMemcpyMaxBytes);
+}
+
+struct SigLine {
+  std::string key, dtype, shape;
+};
+
+std::vector<SigLine> ParseSignature(const std::string& s) {
+  std::vector<SigLine> out;
+  for (absl::string_view line : absl::StrSplit(s, '\n')) {
+    std::vector<std::string> fields = absl::StrSplit(line, absl::MaxSplits('\t', 2));
+    if (fields.size() < 3) continue;
+    const std::vector<std::string> parts = absl::StrSplit(fields[0], '\x1f');
+    out.push_back({NestedKey(parts).repr(), fields[1], "[" + fields[2] + "]"});
+  }
+  return out;
+}
+
+}  // namespace
+
 bool LeavesWriteThrough(const TensorDict& td) {
   const Storage& s = td.storage();
   const Capabilities caps = s.capabilities();
@@ -78,23 +119,6 @@ PackedLayout::PackedLayout(const TensorDict& td) {
   }
 }
 
-namespace {
-
-struct ScratchPool {
-  std::mutex mu;
-  std::vector<at::Tensor> slots;  // uint8, 1-D, CPU
-};
-
-ScratchPool& Pool() {
-  static ScratchPool* pool = new ScratchPool();  // never destroyed: used from static destructors
-  return *pool;
-}
-
-// Free when the pool's tensor is the only holder of the storage (views handed out share it).
-bool IsFree(const at::Tensor& t) { return t.use_count() == 1 && t.storage().use_count() == 1; }
-
-}  // namespace
-
 at::Tensor ScratchBytes(int64_t nbytes, at::Device device) {
   if (!device.is_cpu()) return at::empty({nbytes}, at::TensorOptions(at::kByte).device(device));
   if (nbytes > kScratchMaxBytes) return ::td::internal::AllocateHost(nbytes, at::kByte);
@@ -132,19 +156,6 @@ at::Tensor PackedLayout::Allocate(int64_t prefix) const {
   return ScratchBytes(prefix + nbytes_,
                       leaves_.empty() ? at::Device(at::kCPU) : leaves_[0].tensor.device());
 }
-
-namespace {
-
-// Small CPU leaves move with memcpy: an ATen copy_ or cat costs microseconds of dispatch per
-// call, more than copying a few KiB, and a TensorDict of many small leaves pays it per leaf.
-// Larger ones keep ATen's copy, which runs on several threads.
-constexpr int64_t kMemcpyMaxBytes = int64_t{256} << 10;
-
-bool Memcpyable(const at::Tensor& t) {
-  return t.is_cpu() && t.is_contiguous() && t.nbytes() <= static_cast<size_t>(kMemcpyMaxBytes);
-}
-
-}  // namespace
 
 std::vector<size_t> PackedLayout::OwnMessages(bool every_leaf) const {
   std::vector<size_t> out;
@@ -288,25 +299,6 @@ void PackedLayout::Unpack(const at::Tensor& inline_data, const at::Tensor& large
   for (size_t i = 0; i < leaves_.size(); ++i) incoming.set(leaves_[i].key, piece(i));
   td.update_(incoming);
 }
-
-namespace {
-
-struct SigLine {
-  std::string key, dtype, shape;
-};
-
-std::vector<SigLine> ParseSignature(const std::string& s) {
-  std::vector<SigLine> out;
-  for (absl::string_view line : absl::StrSplit(s, '\n')) {
-    std::vector<std::string> fields = absl::StrSplit(line, absl::MaxSplits('\t', 2));
-    if (fields.size() < 3) continue;
-    const std::vector<std::string> parts = absl::StrSplit(fields[0], '\x1f');
-    out.push_back({NestedKey(parts).repr(), fields[1], "[" + fields[2] + "]"});
-  }
-  return out;
-}
-
-}  // namespace
 
 std::string DescribeMismatch(const std::string& a, const std::string& a_name, const std::string& b,
                              const std::string& b_name) {
