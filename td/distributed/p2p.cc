@@ -28,22 +28,15 @@ Work::Work(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 Work::Work(Work&&) noexcept = default;
 Work& Work::operator=(Work&& other) noexcept {
   if (this != &other) {
-    if (impl_ && !impl_->done) {
-      try {
-        wait();
-      } catch (...) {
-      }
-    }
+    { Work old(std::move(*this)); }  // waits for the work this one held
     impl_ = std::move(other.impl_);
   }
   return *this;
 }
 Work::~Work() {
-  if (impl_ && !impl_->done) {
-    try {
-      wait();
-    } catch (...) {
-    }
+  try {
+    wait();
+  } catch (...) {
   }
 }
 void Work::wait() {
@@ -96,11 +89,11 @@ void CheckPeer(const ProcessGroupPtr& pg, int peer, const char* call, const char
   if (!pg) TD_FAIL(ValueError, "td::distributed::", call, ": the process group is null");
   if (peer < 0 || peer >= pg->getSize()) {
     TD_FAIL(ValueError, "td::distributed::", call, ": ", role, " rank ", peer,
-                     " is outside the group [0, ", pg->getSize(), ")");
+            " is outside the group [0, ", pg->getSize(), ")");
   }
   if (!allow_self && peer == pg->getRank()) {
     TD_FAIL(ValueError, "td::distributed::", call, ": ", role, " rank ", peer,
-                     " is this process's own rank");
+            " is this process's own rank");
   }
 }
 
@@ -115,16 +108,7 @@ using internal::kHeaderBytes;
 
 enum Kind : int64_t { kData = internal::kKindData, kInit = internal::kKindInit };
 // The header's room at the front of a one-message send: the data starts aligned.
-constexpr int64_t kInlinePrefix = (kHeaderBytes + internal::kAlign - 1) / internal::kAlign *
-                                  internal::kAlign;
-
-int HeaderTag(const P2POptions& o, const char* call) {
-  if (o.tag() < 0 || o.tag() > INT_MAX / 2 - 1) {
-    TD_FAIL(ValueError, "td::distributed::", call, ": tag ", o.tag(), " is outside [0, ",
-                     INT_MAX / 2 - 1, "]");
-  }
-  return o.tag() * 2;
-}
+constexpr int64_t kInlinePrefix = AlignUp(kHeaderBytes);
 
 // NOTE [ Agreed structures ]
 // init_remote(td, dst, tag) and the from_remote_init(src, tag) that receives it leave both ranks
@@ -179,7 +163,7 @@ class Agreements {
   std::shared_ptr<const Agreement> Find(const ProcessGroupPtr& pg, int peer, int tag, Side side) {
     std::lock_guard<std::mutex> lock(mu_);
     for (const Entry& e : entries_) {
-      if (e.raw == pg.get() && e.peer == peer && e.tag == tag && e.side == side) return e.agreement;
+      if (e.Is(pg, peer, tag, side)) return e.agreement;
     }
     return nullptr;
   }
@@ -189,9 +173,7 @@ class Agreements {
     std::lock_guard<std::mutex> lock(mu_);
     entries_.erase(std::remove_if(entries_.begin(), entries_.end(),
                                   [&](const Entry& e) {
-                                    return e.group.expired() ||
-                                           (e.raw == pg.get() && e.peer == peer && e.tag == tag &&
-                                            e.side == side);
+                                    return e.group.expired() || e.Is(pg, peer, tag, side);
                                   }),
                    entries_.end());
     entries_.push_back(Entry{c10::weak_intrusive_ptr<ProcessGroup>(pg), pg.get(), peer, tag, side,
@@ -207,20 +189,18 @@ class Agreements {
     int tag;
     Side side;
     std::shared_ptr<const Agreement> agreement;
+    bool Is(const ProcessGroupPtr& pg, int p, int t, Side s) const {
+      return raw == pg.get() && peer == p && tag == t && side == s;
+    }
   };
   std::mutex mu_;
   std::vector<Entry> entries_;
 };
 
 Agreement AgreementOf(const PackedLayout& layout) {
-  Agreement a;
-  a.fingerprint = layout.fingerprint();
-  a.nbytes = layout.nbytes();
-  a.inline_bytes = layout.inline_nbytes();
-  a.signature = layout.signature();
-  a.packed_alone = AloneBytes(layout, false);
-  a.per_leaf_alone = AloneBytes(layout, true);
-  return a;
+  return {layout.fingerprint(), layout.nbytes(),           layout.inline_nbytes(),
+          layout.signature(),   AloneBytes(layout, false), AloneBytes(layout, true),
+          /*refusal=*/""};
 }
 
 bool Matches(const Agreement* agreed, const PackedLayout& layout) {
@@ -247,8 +227,8 @@ constexpr int64_t kFirstBufferMinBytes = int64_t{64} << 10;
 // The size of the first buffer a receive posts: room for the header, or for the header and the
 // agreed data, and never less than kFirstBufferMinBytes.
 int64_t FirstBytes(const Agreement* agreed) {
-  return std::max(kFirstBufferMinBytes, agreed != nullptr ? kInlinePrefix + agreed->nbytes
-                                                          : kHeaderBytes);
+  return std::max(kFirstBufferMinBytes,
+                  agreed != nullptr ? kInlinePrefix + agreed->nbytes : kHeaderBytes);
 }
 
 // Writes `bytes` at the start of `buf` (a uint8 buffer on any device).
@@ -265,40 +245,26 @@ void WriteFront(at::Tensor& buf, const void* bytes, size_t n) {
 
 using Timeout = std::optional<std::chrono::milliseconds>;
 
-// The leaves `alone` of `layout` as contiguous 1-D byte tensors: the messages of the leaves that
-// travel alone (NOTE [ Packed layout ]). `snapshot`: copies taken now (isend returns before Gloo
-// reads the leaves, which happens only once the receiver has posted its receives); otherwise the
-// leaf's own memory when it is contiguous (send, which returns only once the leaves are sent).
-std::vector<at::Tensor> LeafBytes(const PackedLayout& layout, const std::vector<size_t>& alone,
-                                  bool snapshot) {
-  std::vector<at::Tensor> out;
-  for (size_t i : alone) {
-    at::Tensor t = layout.leaves()[i].tensor.detach();
-    t = snapshot ? t.clone(at::MemoryFormat::Contiguous) : t.contiguous();
-    out.push_back(t.reshape({-1}).view(at::kByte));
-  }
-  return out;
-}
-
 // Buffers and works of one outgoing message, in posting order: header, payload, leaves.
 struct Outgoing {
   std::vector<std::vector<at::Tensor>> buffers;
   std::vector<WorkPtr> works;
 };
 
-// Posts every buffer of `out` (buffers[0] on `tag`, the others on tag + 1, in order); on a
-// failure the ones already posted are waited for before the error is rethrown.
-void PostAll(const ProcessGroupPtr& pg, Outgoing& out, int dst, int tag, const Timeout& timeout,
-             const std::string& what) {
-  for (size_t i = 0; i < out.buffers.size(); ++i) {
+// Posts `post(0)` .. `post(n - 1)`, one c10d call each, in order; on a failure the ones already
+// posted are waited for before the error is rethrown.
+template <class F>
+std::vector<WorkPtr> PostEach(size_t n, const Timeout& timeout, const std::string& what, F post) {
+  std::vector<WorkPtr> works;
+  for (size_t i = 0; i < n; ++i) {
     try {
-      out.works.push_back(internal::Transport(
-          what, [&] { return pg->send(out.buffers[i], dst, i == 0 ? tag : tag + 1); }));
+      works.push_back(internal::Transport(what, [&] { return post(i); }));
     } catch (const TransportError&) {
-      internal::WaitQuietly(out.works, timeout);
+      internal::WaitQuietly(works, timeout);
       throw;
     }
   }
+  return works;
 }
 
 // Waits for every work of `out` (the ones after a failure quietly, then rethrows).
@@ -315,8 +281,9 @@ void WaitAll(const std::vector<WorkPtr>& works, const Timeout& timeout, const st
 
 // Posts the messages of one send (NOTE [ Packed layout ]). `agreed`: the layout is the agreed
 // structure of this group, peer and tag (NOTE [ Agreed structures ]), so neither description nor
-// table travels. `snapshot`: the leaves that travel alone are copies (LeafBytes); the inline data
-// always is.
+// table travels. `snapshot`: the leaves that travel alone are copies taken now (isend returns
+// before Gloo reads them, once the receiver has posted its receives), else their own memory when
+// contiguous (send returns only once they are sent); the inline data always is a copy.
 std::shared_ptr<Outgoing> Post(const ProcessGroupPtr& pg, Kind kind, const PackedLayout& layout,
                                const std::string& desc, WireFormat format, bool agreed,
                                bool snapshot, int dst, int tag, const Timeout& timeout,
@@ -325,7 +292,12 @@ std::shared_ptr<Outgoing> Post(const ProcessGroupPtr& pg, Kind kind, const Packe
   const bool per_leaf = format == WireFormat::kPerLeaf;
   const bool init = kind == kInit;  // everything inline, no table
   const std::vector<size_t> alone = init ? std::vector<size_t>() : layout.OwnMessages(per_leaf);
-  std::vector<at::Tensor> leaves = LeafBytes(layout, alone, snapshot);
+  std::vector<at::Tensor> leaves;  // contiguous 1-D bytes
+  for (size_t i : alone) {
+    at::Tensor t = layout.leaves()[i].tensor.detach();
+    t = snapshot ? t.clone(at::MemoryFormat::Contiguous) : t.contiguous();
+    leaves.push_back(t.reshape({-1}).view(at::kByte));
+  }
   const int64_t inline_bytes = init ? layout.nbytes() : per_leaf ? 0 : layout.inline_nbytes();
   const int64_t table_bytes =
       init ? 0 : AlignUp(static_cast<int64_t>((1 + alone.size()) * sizeof(int64_t)));
@@ -364,7 +336,10 @@ std::shared_ptr<Outgoing> Post(const ProcessGroupPtr& pg, Kind kind, const Packe
     }
   }
   for (at::Tensor& l : leaves) out->buffers.push_back({std::move(l)});
-  PostAll(pg, *out, dst, tag, timeout, what);
+  // buffers[0] on `tag`, the others on tag + 1.
+  out->works = PostEach(out->buffers.size(), timeout, what, [&](size_t i) {
+    return pg->send(out->buffers[i], dst, i == 0 ? tag : tag + 1);
+  });
   return out;
 }
 
@@ -388,7 +363,7 @@ struct FirstMessage {
 };
 
 FirstMessage PostFirst(const ProcessGroupPtr& pg, int src, int tag, const std::string& what) {
-  if (std::shared_ptr<const Agreement> broken = Agreements::Get().Find(pg, src, tag, Side::kBroken)) {
+  if (auto broken = Agreements::Get().Find(pg, src, tag, Side::kBroken)) {
     TD_FAIL(ValueError, what, ": ", broken->refusal);
   }
   FirstMessage first;
@@ -519,8 +494,7 @@ Incoming Receive(const ProcessGroupPtr& pg, const FirstMessage& first, int src, 
     if (__builtin_add_overflow(total, b, &total)) total = INT64_MAX;  // stays saturated
   }
   if (total > limit) {
-    RefuseUnreceived(pg, src, tag, total, limit, c10::str(in.alone.size(), " leaf messages"),
-                     what);
+    RefuseUnreceived(pg, src, tag, total, limit, c10::str(in.alone.size(), " leaf messages"), what);
   }
   return in;
 }
@@ -529,35 +503,24 @@ Incoming Receive(const ProcessGroupPtr& pg, const FirstMessage& first, int src, 
 void ReceiveLeaves(const ProcessGroupPtr& pg, std::vector<at::Tensor>& targets, int src, int tag,
                    const Timeout& timeout, const std::string& what) {
   std::vector<std::vector<at::Tensor>> bufs;
-  bufs.reserve(targets.size());
-  std::vector<WorkPtr> works;
-  for (at::Tensor& t : targets) {
-    bufs.push_back({t});
-    try {
-      works.push_back(
-          internal::Transport(what, [&] { return pg->recv(bufs.back(), src, tag + 1); }));
-    } catch (const TransportError&) {
-      internal::WaitQuietly(works, timeout);
-      throw;
-    }
-  }
-  WaitAll(works, timeout, what);
+  for (at::Tensor& t : targets) bufs.push_back({t});
+  WaitAll(PostEach(bufs.size(), timeout, what,
+                   [&](size_t i) { return pg->recv(bufs[i], src, tag + 1); }),
+          timeout, what);
 }
 
 // Consumes the leaf messages of a refused per-leaf message, so the next recv starts clean.
-void Drain(const ProcessGroupPtr& pg, const Incoming& in, int src, int tag,
-           const Timeout& timeout, const std::string& what) {
+void Drain(const ProcessGroupPtr& pg, const Incoming& in, int src, int tag, const Timeout& timeout,
+           const std::string& what) {
   std::vector<at::Tensor> scratch;
   for (int64_t b : in.alone) scratch.push_back(at::empty({b}, at::kByte));
   ReceiveLeaves(pg, scratch, src, tag, timeout, what);
 }
 
-// Takes the structure of an init_remote message on the receiving side, whether from_remote_init
-// accepts it or recv refuses it: the sender recorded the agreement when it posted the message, so
-// the receiver records it too before anything can fail (NOTE [ Agreed structures ]); otherwise
-// the sender's next send of that structure would be one message larger than the buffer this
-// side posts for it. Returns the TensorDict the message describes, leaves uninitialised; throws
-// ValueError when the structure is invalid (the sizes are recorded all the same).
+// Takes the structure of an init_remote message (from_remote_init, or a recv that refuses it): the
+// sender recorded the agreement when it posted the message, so this side records it before
+// anything can fail (NOTE [ Agreed structures ]). Returns the TensorDict the message describes,
+// leaves uninitialised; ValueError when the structure is invalid (its sizes are recorded).
 TensorDict AcceptInit(const ProcessGroupPtr& pg, const Incoming& in, int src, int tag,
                       const std::string& what) {
   Agreement sizes;
@@ -586,17 +549,15 @@ void Deliver(const ProcessGroupPtr& pg, const Incoming& in, TensorDict& td,
             "consumed and its structure agreed on; nothing was written)");
   }
   const int64_t inline_bytes = in.data.defined() ? in.data.numel() : 0;
-  if (in.fingerprint != layout.fingerprint() || in.desc != layout.signature() ||
-      in.alone != AloneBytes(layout, in.per_leaf) ||
-      inline_bytes != (in.per_leaf ? 0 : layout.inline_nbytes())) {
-    Drain(pg, in, src, tag, timeout, what);
-    TD_FAIL(ValueError, what, ": the TensorDict sent by rank ", src,
-                     " differs from the receiving one: ",
-                     internal::DescribeMismatch(in.desc, "sender", layout.signature(),
-                                                "receiver"),
-                     "; nothing was written");
-  }
-  try {
+  try {  // refused: the message is drained, then the error rethrown
+    if (in.fingerprint != layout.fingerprint() || in.desc != layout.signature() ||
+        in.alone != AloneBytes(layout, in.per_leaf) ||
+        inline_bytes != (in.per_leaf ? 0 : layout.inline_nbytes())) {
+      TD_FAIL(ValueError, what, ": the TensorDict sent by rank ", src,
+              " differs from the receiving one: ",
+              internal::DescribeMismatch(in.desc, "sender", layout.signature(), "receiver"),
+              "; nothing was written");
+    }
     layout.CheckWritable(what);
   } catch (const ValueError&) {
     Drain(pg, in, src, tag, timeout, what);
@@ -640,15 +601,13 @@ void Deliver(const ProcessGroupPtr& pg, const Incoming& in, TensorDict& td,
                 ? at::empty({0}, at::kByte)
                 : internal::ScratchBytes(layout.nbytes() - layout.inline_nbytes(), at::kCPU);
   }
-  if (!alone.empty()) {
-    std::vector<at::Tensor> targets;
-    for (size_t i : alone) {
-      const auto& leaf = layout.leaves()[i];
-      targets.push_back(large.narrow(0, leaf.offset - layout.inline_nbytes(),
-                                     static_cast<int64_t>(leaf.tensor.nbytes())));
-    }
-    ReceiveLeaves(pg, targets, src, tag, timeout, what);
+  std::vector<at::Tensor> targets;
+  for (size_t i : alone) {
+    const auto& leaf = layout.leaves()[i];
+    targets.push_back(large.narrow(0, leaf.offset - layout.inline_nbytes(),
+                                   static_cast<int64_t>(leaf.tensor.nbytes())));
   }
+  ReceiveLeaves(pg, targets, src, tag, timeout, what);
   if (layout.nbytes() > 0) {
     at::Tensor data = in.data;
     if (!layout.leaves().empty() && layout.leaves()[0].tensor.device() != data.device()) {
@@ -659,9 +618,6 @@ void Deliver(const ProcessGroupPtr& pg, const Incoming& in, TensorDict& td,
   }
 }
 
-std::string What(const char* call, int peer, const char* role) {
-  return c10::str("td::distributed::", call, " (", role, " rank ", peer, ")");
-}
 
 // A bound on what a send of `layout`'s structure puts after its header, in either wire format:
 // its payload, and its leaf messages together (a matching message always fits the receive's
@@ -672,19 +628,32 @@ int64_t OwnMessageBytes(const PackedLayout& layout) {
   return AlignUp(static_cast<int64_t>(layout.signature().size())) + table + layout.nbytes();
 }
 
-void CheckMaxBytes(const P2POptions& options, const std::string& what) {
-  if (options.max_bytes() < 0) {
-    TD_FAIL(ValueError, what, ": max_bytes ", options.max_bytes(), " is negative");
+// The checks every call starts with (a receive's also max_bytes): its tag on the wire and its
+// `what`, "td::distributed::recv (source rank 1)".
+struct Call {
+  int tag;
+  std::string what;
+};
+Call Start(const ProcessGroupPtr& pg, int peer, const P2POptions& o, const char* call,
+           bool receive) {
+  const char* role = receive ? "source" : "destination";
+  internal::CheckPeer(pg, peer, call, role, false);
+  if (o.tag() < 0 || o.tag() > INT_MAX / 2 - 1) {
+    TD_FAIL(ValueError, "td::distributed::", call, ": tag ", o.tag(), " is outside [0, ",
+            INT_MAX / 2 - 1, "]");
   }
+  Call c{o.tag() * 2, c10::str("td::distributed::", call, " (", role, " rank ", peer, ")")};
+  internal::CheckTimeout(o.timeout(), c.what);
+  if (receive && o.max_bytes() < 0) {
+    TD_FAIL(ValueError, c.what, ": max_bytes ", o.max_bytes(), " is negative");
+  }
+  return c;
 }
 
 // send (snapshot false: it waits before returning) and isend (true).
 Work StartSend(const ProcessGroupPtr& pg, const TensorDict& td, int dst, const P2POptions& options,
                bool snapshot) {
-  internal::CheckPeer(pg, dst, "send", "destination", false);
-  int tag = HeaderTag(options, "send");
-  std::string what = What("send", dst, "destination");
-  internal::CheckTimeout(options.timeout(), what);
+  auto [tag, what] = Start(pg, dst, options, "send", false);
   PackedLayout layout(td);
   std::shared_ptr<const Agreement> agreed = Agreements::Get().Find(pg, dst, tag, Side::kSend);
   auto out = Post(pg, kData, layout, layout.signature(), options.wire_format(),
@@ -715,18 +684,14 @@ void recv(const ProcessGroupPtr& pg, TensorDict&& td, int src, const P2POptions&
 }
 
 Work irecv(const ProcessGroupPtr& pg, TensorDict& td, int src, const P2POptions& options) {
-  internal::CheckPeer(pg, src, "recv", "source", false);
-  int tag = HeaderTag(options, "recv");
-  std::string what = What("recv", src, "source");
-  internal::CheckTimeout(options.timeout(), what);
-  CheckMaxBytes(options, what);
-  auto first = std::make_shared<FirstMessage>(PostFirst(pg, src, tag, what));
+  Call c = Start(pg, src, options, "recv", true);
+  auto first = std::make_shared<FirstMessage>(PostFirst(pg, src, c.tag, c.what));
   auto impl = std::make_unique<Work::Impl>();
-  impl->finish = [pg, td, first, src, tag, timeout = options.timeout(),
-                  max_bytes = options.max_bytes(), what = std::move(what)]() mutable {
+  impl->finish = [pg, td, first, src, tag = c.tag, timeout = options.timeout(),
+                  max_bytes = options.max_bytes(), what = std::move(c.what)]() mutable {
     PackedLayout layout(td);
-    Incoming in = Receive(pg, *first, src, tag, std::max(max_bytes, OwnMessageBytes(layout)),
-                          timeout, what);
+    Incoming in =
+        Receive(pg, *first, src, tag, std::max(max_bytes, OwnMessageBytes(layout)), timeout, what);
     Deliver(pg, in, td, layout, src, tag, timeout, what);
   };
   return Work(std::move(impl));
@@ -734,10 +699,7 @@ Work irecv(const ProcessGroupPtr& pg, TensorDict& td, int src, const P2POptions&
 
 void init_remote(const ProcessGroupPtr& pg, const TensorDict& td, int dst,
                  const P2POptions& options) {
-  internal::CheckPeer(pg, dst, "init_remote", "destination", false);
-  int tag = HeaderTag(options, "init_remote");
-  std::string what = What("init_remote", dst, "destination");
-  internal::CheckTimeout(options.timeout(), what);
+  const auto [tag, what] = Start(pg, dst, options, "init_remote", false);
   PackedLayout layout(td);
   std::string desc = internal::StructureToJson(td).dump();
   auto out = Post(pg, kInit, layout, desc, WireFormat::kPacked, /*agreed=*/false,
@@ -749,17 +711,13 @@ void init_remote(const ProcessGroupPtr& pg, const TensorDict& td, int dst,
 }
 
 TensorDict from_remote_init(const ProcessGroupPtr& pg, int src, const P2POptions& options) {
-  internal::CheckPeer(pg, src, "from_remote_init", "source", false);
-  int tag = HeaderTag(options, "from_remote_init");
-  std::string what = What("from_remote_init", src, "source");
-  internal::CheckTimeout(options.timeout(), what);
-  CheckMaxBytes(options, what);
+  const auto [tag, what] = Start(pg, src, options, "from_remote_init", true);
   FirstMessage first = PostFirst(pg, src, tag, what);
   Incoming in = Receive(pg, first, src, tag, options.max_bytes(), options.timeout(), what);
   if (in.kind != kInit) {
     Drain(pg, in, src, tag, options.timeout(), what);
     TD_FAIL(ValueError, what, ": rank ", src,
-                     " sent a plain send(); from_remote_init expects init_remote");
+            " sent a plain send(); from_remote_init expects init_remote");
   }
   TensorDict td = AcceptInit(pg, in, src, tag, what);
   PackedLayout layout(td);

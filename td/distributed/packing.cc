@@ -9,10 +9,11 @@
 #include <cstring>
 #include <limits>
 #include <mutex>
-#include <sstream>
 #include <utility>
 #include <vector>
 
+#include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
 #include "td/consolidate/internal/layout.h"
 #include "td/core/errors.h"
 #include "td/core/storage.h"
@@ -21,15 +22,46 @@ namespace td {
 namespace distributed {
 namespace internal {
 
-uint64_t Fingerprint(const void* data, size_t n) {
-  const auto* p = static_cast<const unsigned char*>(data);
-  uint64_t h = 1469598103934665603ull;
-  for (size_t i = 0; i < n; ++i) {
-    h ^= p[i];
-    h *= 1099511628211ull;
-  }
-  return h;
+namespace {
+
+struct ScratchPool {
+  std::mutex mu;
+  std::vector<at::Tensor> slots;  // uint8, 1-D, CPU
+};
+
+ScratchPool& Pool() {
+  static ScratchPool* pool = new ScratchPool();  // never destroyed: used from static destructors
+  return *pool;
 }
+
+// Free when the pool's tensor is the only holder of the storage (views handed out share it).
+bool IsFree(const at::Tensor& t) { return t.use_count() == 1 && t.storage().use_count() == 1; }
+
+// Small CPU leaves move with memcpy: an ATen copy_ or cat costs microseconds of dispatch per
+// call, more than copying a few KiB, and a TensorDict of many small leaves pays it per leaf.
+// Larger ones keep ATen's copy, which runs on several threads.
+constexpr int64_t kMemcpyMaxBytes = int64_t{256} << 10;
+
+bool Memcpyable(const at::Tensor& t) {
+  return t.is_cpu() && t.is_contiguous() && t.nbytes() <= static_cast<size_t>(kMemcpyMaxBytes);
+}
+
+struct SigLine {
+  std::string key, dtype, shape;
+};
+
+std::vector<SigLine> ParseSignature(const std::string& s) {
+  std::vector<SigLine> out;
+  for (absl::string_view line : absl::StrSplit(s, '\n')) {
+    std::vector<std::string> fields = absl::StrSplit(line, absl::MaxSplits('\t', 2));
+    if (fields.size() < 3) continue;
+    const std::vector<std::string> parts = absl::StrSplit(fields[0], '\x1f');
+    out.push_back({NestedKey(parts).repr(), fields[1], "[" + fields[2] + "]"});
+  }
+  return out;
+}
+
+}  // namespace
 
 bool LeavesWriteThrough(const TensorDict& td) {
   const Storage& s = td.storage();
@@ -50,73 +82,42 @@ PackedLayout::PackedLayout(const TensorDict& td) {
   }
   std::sort(leaves_.begin(), leaves_.end(),
             [](const Leaf& a, const Leaf& b) { return a.key < b.key; });
-  std::string sig;
-  // Small groups first, then large ones (NOTE [ Packed layout ]); indices fixed up below.
-  std::vector<Group> large;
-  for (size_t i = 0; i < leaves_.size(); ++i) {
-    Leaf& leaf = leaves_[i];
-    at::ScalarType dtype = leaf.tensor.scalar_type();
-    const bool is_large = static_cast<int64_t>(leaf.tensor.nbytes()) >= kAloneMinBytes;
-    std::vector<Group>& groups = is_large ? large : groups_;
-    size_t g = 0;
-    while (g < groups.size() && groups[g].dtype != dtype) ++g;
-    if (g == groups.size()) groups.push_back({dtype, is_large, 0, 0, {}});
-    leaf.group = g;
-    groups[g].leaves.push_back(i);
-    groups[g].numel += leaf.tensor.numel();
-    for (size_t p = 0; p < leaf.key.size(); ++p) {
-      if (p > 0) sig += '\x1f';
-      sig += leaf.key[p];
+  // Small groups first, then large ones (NOTE [ Packed layout ]), each laid out once made.
+  for (const bool large : {false, true}) {
+    const auto first = static_cast<std::ptrdiff_t>(groups_.size());
+    for (size_t i = 0; i < leaves_.size(); ++i) {
+      Leaf& leaf = leaves_[i];
+      if ((static_cast<int64_t>(leaf.tensor.nbytes()) >= kAloneMinBytes) != large) continue;
+      const at::ScalarType dtype = leaf.tensor.scalar_type();
+      auto g = std::find_if(groups_.begin() + first, groups_.end(),
+                            [&](const Group& group) { return group.dtype == dtype; });
+      if (g == groups_.end()) g = groups_.insert(g, Group{dtype, large, 0, 0, {}});
+      leaf.group = static_cast<size_t>(g - groups_.begin());
+      g->leaves.push_back(i);
+      g->numel += leaf.tensor.numel();
     }
-    sig += '\t';
-    sig += c10::toString(dtype);
-    sig += '\t';
-    bool first = true;
-    for (int64_t d : leaf.tensor.sizes()) {
-      if (!first) sig += ',';
-      first = false;
-      sig += std::to_string(d);
+    for (auto g = groups_.begin() + first; g != groups_.end(); ++g) {
+      g->offset = nbytes_;
+      for (size_t i : g->leaves) {
+        leaves_[i].offset = nbytes_;
+        nbytes_ += static_cast<int64_t>(leaves_[i].tensor.nbytes());
+      }
+      nbytes_ = AlignUp(nbytes_);
     }
-    sig += '\n';
+    if (!large) inline_nbytes_ = nbytes_;
   }
-  const size_t small_groups = groups_.size();
-  for (Group& g : large) {
-    for (size_t i : g.leaves) leaves_[i].group = groups_.size();
-    groups_.push_back(std::move(g));
+  for (const Leaf& leaf : leaves_) {
+    absl::StrAppend(&signature_, leaf.key.join("\x1f"), "\t",
+                    c10::toString(leaf.tensor.scalar_type()), "\t",
+                    absl::StrJoin(leaf.tensor.sizes(), ","), "\n");
   }
-  int64_t offset = 0;
-  for (size_t g = 0; g < groups_.size(); ++g) {
-    Group& group = groups_[g];
-    group.offset = offset;
-    int64_t pos = offset;
-    for (size_t i : group.leaves) {
-      leaves_[i].offset = pos;
-      pos += static_cast<int64_t>(leaves_[i].tensor.nbytes());
-    }
-    offset = AlignUp(offset + group.numel * static_cast<int64_t>(c10::elementSize(group.dtype)));
-    if (g + 1 == small_groups) inline_nbytes_ = offset;
+  // 64-bit FNV-1a.
+  fingerprint_ = 1469598103934665603ull;
+  for (const char c : signature_) {
+    fingerprint_ ^= static_cast<unsigned char>(c);
+    fingerprint_ *= 1099511628211ull;
   }
-  nbytes_ = offset;
-  signature_ = std::move(sig);
-  fingerprint_ = Fingerprint(signature_.data(), signature_.size());
 }
-
-namespace {
-
-struct ScratchPool {
-  std::mutex mu;
-  std::vector<at::Tensor> slots;  // uint8, 1-D, CPU
-};
-
-ScratchPool& Pool() {
-  static ScratchPool* pool = new ScratchPool();  // never destroyed: used from static destructors
-  return *pool;
-}
-
-// Free when the pool's tensor is the only holder of the storage (views handed out share it).
-bool IsFree(const at::Tensor& t) { return t.use_count() == 1 && t.storage().use_count() == 1; }
-
-}  // namespace
 
 at::Tensor ScratchBytes(int64_t nbytes, at::Device device) {
   if (!device.is_cpu()) return at::empty({nbytes}, at::TensorOptions(at::kByte).device(device));
@@ -155,26 +156,6 @@ at::Tensor PackedLayout::Allocate(int64_t prefix) const {
   return ScratchBytes(prefix + nbytes_,
                       leaves_.empty() ? at::Device(at::kCPU) : leaves_[0].tensor.device());
 }
-
-at::Tensor PackedLayout::GroupView(const at::Tensor& data, size_t g) const {
-  const Group& group = groups_[g];
-  int64_t bytes = group.numel * static_cast<int64_t>(c10::elementSize(group.dtype));
-  if (bytes == 0) return at::empty({0}, data.options().dtype(group.dtype));
-  return data.narrow(0, group.offset, bytes).view(group.dtype);
-}
-
-namespace {
-
-// Small CPU leaves move with memcpy: an ATen copy_ or cat costs microseconds of dispatch per
-// call, more than copying a few KiB, and a TensorDict of many small leaves pays it per leaf.
-// Larger ones keep ATen's copy, which runs on several threads.
-constexpr int64_t kMemcpyMaxBytes = int64_t{256} << 10;
-
-bool Memcpyable(const at::Tensor& t) {
-  return t.is_cpu() && t.is_contiguous() && t.nbytes() <= static_cast<size_t>(kMemcpyMaxBytes);
-}
-
-}  // namespace
 
 std::vector<size_t> PackedLayout::OwnMessages(bool every_leaf) const {
   std::vector<size_t> out;
@@ -319,66 +300,29 @@ void PackedLayout::Unpack(const at::Tensor& inline_data, const at::Tensor& large
   td.update_(incoming);
 }
 
-namespace {
-
-struct SigLine {
-  std::string key, dtype, shape;
-};
-
-std::vector<SigLine> ParseSignature(const std::string& s) {
-  std::vector<SigLine> out;
-  std::istringstream in(s);
-  std::string line;
-  while (std::getline(in, line)) {
-    SigLine l;
-    size_t t1 = line.find('\t');
-    size_t t2 = line.find('\t', t1 == std::string::npos ? t1 : t1 + 1);
-    if (t1 == std::string::npos || t2 == std::string::npos) continue;
-    std::vector<std::string> parts;
-    std::string raw = line.substr(0, t1);
-    size_t start = 0;
-    while (true) {
-      size_t sep = raw.find('\x1f', start);
-      parts.push_back(raw.substr(start, sep - start));
-      if (sep == std::string::npos) break;
-      start = sep + 1;
-    }
-    l.key = NestedKey(parts).repr();
-    l.dtype = line.substr(t1 + 1, t2 - t1 - 1);
-    l.shape = "[" + line.substr(t2 + 1) + "]";
-    out.push_back(std::move(l));
-  }
-  return out;
-}
-
-}  // namespace
-
-std::string DescribeMismatch(const std::string& a, const std::string& a_name,
-                             const std::string& b, const std::string& b_name) {
-  std::vector<SigLine> la = ParseSignature(a), lb = ParseSignature(b);
-  size_t n = std::min(la.size(), lb.size());
+std::string DescribeMismatch(const std::string& a, const std::string& a_name, const std::string& b,
+                             const std::string& b_name) {
+  const std::vector<SigLine> la = ParseSignature(a), lb = ParseSignature(b);
+  auto missing = [&](const std::string& key, bool on_a) {
+    return c10::str("key ", key, " is present on the ", on_a ? a_name : b_name,
+                    " side but not on the ", on_a ? b_name : a_name, " side");
+  };
+  const size_t n = std::min(la.size(), lb.size());
   for (size_t i = 0; i < n; ++i) {
+    // Sorted keys: the smaller one is the key the other side lacks.
     if (la[i].key != lb[i].key) {
-      // Sorted keys: the smaller one is the key the other side lacks.
-      bool a_first = la[i].key < lb[i].key;
-      const std::string& key = a_first ? la[i].key : lb[i].key;
-      return c10::str("key ", key, " is present on the ", a_first ? a_name : b_name,
-                      " side but not on the ", a_first ? b_name : a_name, " side");
+      return missing(std::min(la[i].key, lb[i].key), la[i].key < lb[i].key);
     }
-    if (la[i].dtype != lb[i].dtype) {
-      return c10::str("key ", la[i].key, ": dtype ", la[i].dtype, " (", a_name, ") vs ",
-                      lb[i].dtype, " (", b_name, ")");
-    }
-    if (la[i].shape != lb[i].shape) {
-      return c10::str("key ", la[i].key, ": shape ", la[i].shape, " (", a_name, ") vs ",
-                      lb[i].shape, " (", b_name, ")");
+    for (const auto& [field, name] :
+         {std::make_pair(&SigLine::dtype, "dtype"), std::make_pair(&SigLine::shape, "shape")}) {
+      if (la[i].*field != lb[i].*field) {
+        return c10::str("key ", la[i].key, ": ", name, " ", la[i].*field, " (", a_name, ") vs ",
+                        lb[i].*field, " (", b_name, ")");
+      }
     }
   }
   if (la.size() != lb.size()) {
-    bool a_longer = la.size() > lb.size();
-    const SigLine& extra = a_longer ? la[n] : lb[n];
-    return c10::str("key ", extra.key, " is present on the ", a_longer ? a_name : b_name,
-                    " side but not on the ", a_longer ? b_name : a_name, " side");
+    return missing(la.size() > lb.size() ? la[n].key : lb[n].key, la.size() > lb.size());
   }
   return "the structures are equal";
 }

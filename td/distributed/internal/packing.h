@@ -63,7 +63,7 @@ constexpr int64_t kAlign = 64;
 // payload. Below it, the copy costs less than a message.
 constexpr int64_t kAloneMinBytes = int64_t{1} << 20;
 
-inline int64_t AlignUp(int64_t n) { return (n + kAlign - 1) / kAlign * kAlign; }
+constexpr int64_t AlignUp(int64_t n) { return (n + kAlign - 1) / kAlign * kAlign; }
 
 // True when writing into the tensors `td` hands out writes `td` itself, so that received bytes
 // may land straight in its leaves: every level (the root and each nested TensorDict) holds its
@@ -122,10 +122,8 @@ class PackedLayout {
   at::Tensor Pack(int64_t prefix = 0, bool inline_only = false) const;
   // An uninitialised buffer of the same size, on the leaves' device.
   at::Tensor Allocate(int64_t prefix = 0) const;
-  // The typed 1-D view of group g inside `data` (a uint8 buffer whose data starts at byte 0).
-  at::Tensor GroupView(const at::Tensor& data, size_t g) const;
   // Writes the packed data (uint8, nbytes() bytes) into the leaves of `td` (the TensorDict this
-  // layout was made from): in place when LeavesWriteThrough(td), through update_ otherwise. The data must have this layout.
+  // layout was made from): in place when LeavesWriteThrough(td), through update_ otherwise.
   // Writes happen under no-grad, as load_state_dict's do: a leaf that requires grad (a module's
   // parameter from td::nn::from_module) is written in place, with no autograd history. Call
   // CheckWritable first: a leaf that cannot be written would otherwise fail half way.
@@ -178,9 +176,6 @@ nlohmann::json StructureToJson(const TensorDict& td);
 TensorDict EmptyFrom(const structure::Level& level);
 // EmptyFrom of a structure StructureToJson wrote; ValueError ("malformed") for another.
 TensorDict EmptyFromJson(const nlohmann::json& structure);
-
-// 64-bit FNV-1a.
-uint64_t Fingerprint(const void* data, size_t n);
 
 }  // namespace internal
 }  // namespace distributed
