@@ -49,8 +49,6 @@ std::string Quote(std::string_view key) {
   return out;
 }
 
-const char* JsonTypeName(const Json& j) { return j.type_name(); }
-
 absl::Status Bad(std::string_view path, std::string_view what) {
   return absl::DataLossError(absl::StrCat(AV(path), ": ", AV(what)));
 }
@@ -72,14 +70,12 @@ absl::StatusOr<Json> ParseJson(std::string_view text, std::string_view path) {
                        : m);
 }
 
-std::string SizeText(const std::vector<int64_t>& s) { return SizeRepr(s); }
-
 absl::Status CheckDevice(const Json& level, std::string_view path, std::string_view what) {
   auto it = level.find("device");
   if (it == level.end() || it->is_null()) return absl::OkStatus();
   if (!it->is_string()) {
-    return Bad(path, absl::StrCat(AV(what), "\"device\" must be a string, got a ",
-                                  JsonTypeName(*it), " (", it->dump(), ")"));
+    return Bad(path, absl::StrCat(AV(what), "\"device\" must be a string, got a ", it->type_name(),
+                                  " (", it->dump(), ")"));
   }
   const std::string& d = it->get_ref<const std::string&>();
   if (d == "cpu" || d == "None" || (d.rfind("cpu:", 0) == 0 && d.size() > 4 &&
@@ -244,6 +240,12 @@ absl::StatusOr<LevelMeta> ParseLevelJson(const Json& j, std::string_view path,
   meta.batch_size = level.batch_size();
   absl::Status dev = CheckDevice(j, path, "");
   if (!dev.ok()) return dev;
+  const auto add = [&](EntryMeta e) {
+    e.file_name = EntryFileName(e.key, e.kind);
+    e.legacy_file_name = LegacyFileName(e.key, e.kind).value_or("");
+    if (e.legacy_file_name == e.file_name) e.legacy_file_name.clear();
+    meta.entries.push_back(std::move(e));
+  };
   for (const auto& [key, entry] : j.items()) {
     if (IsReservedKey(key)) continue;
     // Python's reader skips fields that are not objects ("there can be other metadata").
@@ -262,10 +264,7 @@ absl::StatusOr<LevelMeta> ParseLevelJson(const Json& j, std::string_view path,
       e.kind = IsNonTensorName(e.type_name) || e.type_name == "NonTensorStack"
                    ? EntryKind::kNonTensor
                    : EntryKind::kTensorDict;
-      e.file_name = EntryFileName(key, e.kind);
-      e.legacy_file_name = LegacyFileName(key, e.kind).value_or("");
-      if (e.legacy_file_name == e.file_name) e.legacy_file_name.clear();
-      meta.entries.push_back(std::move(e));
+      add(std::move(e));
       continue;
     }
     auto dt = entry.find("dtype");
@@ -275,7 +274,7 @@ absl::StatusOr<LevelMeta> ParseLevelJson(const Json& j, std::string_view path,
     if (!dt->is_string()) {
       return Bad(path, absl::StrCat(what, ": \"dtype\" must be a string such as "
                                           "\"torch.float32\", got a ",
-                                    JsonTypeName(*dt), " (", dt->dump(), ")"));
+                                    dt->type_name(), " (", dt->dump(), ")"));
     }
     // The dtype and shape by the builder's readers, in the order this reader always read them.
     absl::StatusOr<c10::ScalarType> dtype =
@@ -307,17 +306,17 @@ absl::StatusOr<LevelMeta> ParseLevelJson(const Json& j, std::string_view path,
       if (e.shape.size() != 2) {
         return Bad(path, absl::StrCat(what, " is a nested tensor whose \"shape\" (the shape of "
                                             "its sizes) is ",
-                                      SizeText(e.shape), "; expected [components, dims]"));
+                                      SizeRepr(e.shape), "; expected [components, dims]"));
       }
       if (!meta.batch_size.empty() && e.shape[0] != meta.batch_size[0]) {
         return Bad(path, absl::StrCat(what, " is a nested tensor of ", e.shape[0],
                                       " components, which does not match the batch size ",
-                                      SizeText(meta.batch_size)));
+                                      SizeRepr(meta.batch_size)));
       }
       if (e.shape[1] + 1 < static_cast<int64_t>(meta.batch_size.size())) {
         return Bad(path, absl::StrCat(what, " is a nested tensor of ", e.shape[1] + 1,
                                       " dims, fewer than the batch size ",
-                                      SizeText(meta.batch_size)));
+                                      SizeRepr(meta.batch_size)));
       }
       absl::StatusOr<int64_t> nbytes = TensorBytes(e.shape, c10::kLong, what);
       if (!nbytes.ok()) return Bad(path, std::string(nbytes.status().message()));
@@ -328,10 +327,7 @@ absl::StatusOr<LevelMeta> ParseLevelJson(const Json& j, std::string_view path,
       if (!leaf.ok()) return Bad(path, absl::StrCat(what, ": ", leaf.status().message()));
       e.nbytes = (*leaf)->nbytes;
     }
-    e.file_name = EntryFileName(key, e.kind);
-    e.legacy_file_name = LegacyFileName(key, e.kind).value_or("");
-    if (e.legacy_file_name == e.file_name) e.legacy_file_name.clear();
-    meta.entries.push_back(std::move(e));
+    add(std::move(e));
   }
   return meta;
 }
@@ -376,13 +372,13 @@ absl::Status Place(const DirPlace& place, structure::LevelKind kind, std::string
 
 absl::StatusOr<DirMeta> ParseDirJson(const Json& j, std::string_view path, const DirPlace& place) {
   if (!j.is_object()) {
-    return Bad(path, absl::StrCat("expected a JSON object, got a ", JsonTypeName(j)));
+    return Bad(path, absl::StrCat("expected a JSON object, got a ", j.type_name()));
   }
   DirMeta out;
   auto type_it = j.find("_type");
   if (type_it != j.end()) {
     if (!type_it->is_string()) {
-      return Bad(path, absl::StrCat("\"_type\" must be a string, got a ", JsonTypeName(*type_it)));
+      return Bad(path, absl::StrCat("\"_type\" must be a string, got a ", type_it->type_name()));
     }
     out.type_name = type_it->get_ref<const std::string&>();
   }
@@ -407,34 +403,28 @@ absl::StatusOr<DirMeta> ParseDirJson(const Json& j, std::string_view path, const
     out.stack_dim = *dim;
     return out;
   }
-  if (ours && name == "NonTensorStack") {
-    out.type = DirType::kNonTensorStack;
-    absl::StatusOr<int64_t> dim = ParseStackDim(j, path);
-    if (!dim.ok()) return dim.status();
-    out.stack_dim = *dim;
+  const bool stack = ours && name == "NonTensorStack";
+  if (stack || (ours && IsNonTensorName(name))) {
+    out.type = stack ? DirType::kNonTensorStack : DirType::kNonTensorData;
     auto d = j.find("data");
-    if (d == j.end() || d->is_null()) {
-      return Bad(path, "a NonTensorStack without \"data\" (expected the stacked values as a "
-                       "JSON list)");
-    }
-    if (d->is_string()) {
-      return Bad(path, absl::StrCat("the NonTensorStack's values were pickled into ",
-                                    d->get_ref<const std::string&>(),
-                                    ", which is never loaded (loading does not execute code)"));
-    }
-    if (!d->is_array()) {
-      return Bad(path, absl::StrCat("a NonTensorStack's \"data\" must be a list, got a ",
-                                    JsonTypeName(*d)));
-    }
-    absl::StatusOr<nlohmann::json> data = ToJson(*d, path);
-    if (!data.ok()) return data.status();
-    out.data = *std::move(data);
-    return out;
-  }
-  if (ours && IsNonTensorName(name)) {
-    out.type = DirType::kNonTensorData;
-    auto d = j.find("data");
-    if (d == j.end()) {
+    if (stack) {
+      absl::StatusOr<int64_t> dim = ParseStackDim(j, path);
+      if (!dim.ok()) return dim.status();
+      out.stack_dim = *dim;
+      if (d == j.end() || d->is_null()) {
+        return Bad(path, "a NonTensorStack without \"data\" (expected the stacked values as a "
+                         "JSON list)");
+      }
+      if (d->is_string()) {
+        return Bad(path, absl::StrCat("the NonTensorStack's values were pickled into ",
+                                      d->get_ref<const std::string&>(),
+                                      ", which is never loaded (loading does not execute code)"));
+      }
+      if (!d->is_array()) {
+        return Bad(path, absl::StrCat("a NonTensorStack's \"data\" must be a list, got a ",
+                                      d->type_name()));
+      }
+    } else if (d == j.end()) {
       return Bad(path, "has no \"data\": the value was not stored as JSON (Python pickles such "
                        "values into other.pickle, which is never loaded: loading does not "
                        "execute code)");

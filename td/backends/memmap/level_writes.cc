@@ -26,8 +26,6 @@ namespace internal {
 namespace memmap {
 namespace {
 
-using internal::memmap::EntryKind;
-
 absl::Status LinkAt(int from_fd, const std::string& from, int to_fd, const std::string& to,
                     const std::string& path) {
   if (::linkat(from_fd, from.c_str(), to_fd, to.c_str(), 0) == 0) return absl::OkStatus();
@@ -137,14 +135,9 @@ void CommitLevel(const std::string& dir, bool follow_symlink, const LevelChange&
 
 // ---- MemmapStorage writes ------------------------------------------------------------------
 
-namespace {
-
 using internal::memmap::EntryKind;
-
 using internal::memmap::EntryMetaOf;
 using internal::memmap::KindOf;
-
-}  // namespace
 
 std::string MemmapStorage::MetaJson(at::IntArrayRef batch_size,
                                     const std::string* skip_key, const std::string* add_key,

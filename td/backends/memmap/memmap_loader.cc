@@ -35,14 +35,7 @@ namespace memmap {
 
 namespace {
 
-using internal::memmap::DirMeta;
-using internal::memmap::DirPlace;
-using internal::memmap::DirType;
-using internal::memmap::EntryKind;
-using internal::memmap::EntryMeta;
-
-constexpr int kMaxLevels = kMaxNestingDepth;  // what the writer accepts (empty levels' depth)
-const std::string kMeta(internal::memmap::kMetaFile);
+const std::string kMeta(kMetaFile);
 
 // JoinPath, and after the "<archive>::" that names an archive's top (NOTE [ Memmap byte stores ]
 // in store.h) no slash: "run.tdz::meta.json".
@@ -135,7 +128,7 @@ class Loader {
                               int depth, const DirPlace& place) {
     const std::string meta_path = Join(path, kMeta);
     absl::StatusOr<std::string> text =
-        store_.Read(dir, kMeta, internal::memmap::kMaxMetaBytes, meta_path);
+        store_.Read(dir, kMeta, kMaxMetaBytes, meta_path);
     if (!text.ok()) {
       if (absl::IsNotFound(text.status())) {
         return absl::DataLossError(absl::StrCat(path, " is not a memmap directory: it has no ",
@@ -143,7 +136,7 @@ class Loader {
       }
       return text.status();
     }
-    absl::StatusOr<DirMeta> meta = internal::memmap::ParseDirMeta(*text, meta_path, place);
+    absl::StatusOr<DirMeta> meta = ParseDirMeta(*text, meta_path, place);
     if (!meta.ok()) return meta.status();
     absl::StatusOr<std::vector<DirEntry>> listing = store_.List(dir, path);
     if (!listing.ok()) return listing.status();
@@ -164,7 +157,7 @@ class Loader {
         *out.value = Value(NonTensorData(std::move(meta->data),
                                          meta->type == DirType::kNonTensorStack
                                              ? NonTensorData::Kind::kStack
-                                         : internal::memmap::IsMetaDataType(meta->type_name)
+                                         : IsMetaDataType(meta->type_name)
                                              ? NonTensorData::Kind::kMetaData
                                              : NonTensorData::Kind::kData));
         return out;
@@ -204,13 +197,13 @@ class Loader {
   }
 
   absl::StatusOr<Planned> Level(const Store::Dir& dir, const std::string& path,
-                                internal::memmap::LevelMeta meta,
+                                LevelMeta meta,
                                 const std::vector<DirEntry>& listing, bool root, int depth,
                                 structure::Level& node) {
     const std::string meta_path = Join(path, kMeta);
     absl::flat_hash_map<std::string, EntryType> present;
     for (const DirEntry& e : listing) present.emplace(e.name, e.type);
-    absl::Status resolved = internal::memmap::ResolveEntryFiles(
+    absl::Status resolved = ResolveEntryFiles(
         &meta.entries, [&](const std::string& n) { return present.contains(n); }, path);
     if (!resolved.ok()) return resolved;
     absl::flat_hash_set<std::string> described = {kMeta};
@@ -241,7 +234,7 @@ class Loader {
       absl::Status s = claim(e.file_name, e, want);
       if (!s.ok()) return s;
       if (e.is_nested) {
-        s = claim(internal::memmap::NestedShapeFileName(e.file_name), e, EntryType::kFile);
+        s = claim(NestedShapeFileName(e.file_name), e, EntryType::kFile);
         if (!s.ok()) return s;
       }
     }
@@ -255,7 +248,7 @@ class Loader {
     levels_.push_back(level);
     for (EntryMeta& e : meta.entries) {
       const std::string entry_path = Join(path, e.file_name);
-      if (e.file_name != internal::memmap::EntryFileName(e.key, e.kind)) {
+      if (e.file_name != EntryFileName(e.key, e.kind)) {
         level->SetFileName(e.key, e.file_name);  // a raw pre-0.13 name, or no file
       }
       if (e.kind == EntryKind::kTensor) {
@@ -305,7 +298,7 @@ class Loader {
   // Reads a nested tensor's sizes file and checks them against the batch size.
   absl::Status ReadNestedSizes(const Store::Dir& dir, const std::string& path, const EntryMeta& e,
                                const std::vector<int64_t>& batch, MapJob* job) {
-    const std::string name = internal::memmap::NestedShapeFileName(e.file_name);
+    const std::string name = NestedShapeFileName(e.file_name);
     const std::string shape_path = Join(path, name);
     const std::string what = absl::StrCat("the nested tensor ", NestedKey(e.key).repr());
     absl::StatusOr<std::string> bytes =
@@ -346,7 +339,7 @@ class Loader {
       }
       total += numel;
     }
-    absl::StatusOr<int64_t> data_bytes = internal::memmap::TensorBytes({total}, e.dtype, what);
+    absl::StatusOr<int64_t> data_bytes = TensorBytes({total}, e.dtype, what);
     if (!data_bytes.ok()) return absl::DataLossError(data_bytes.status().message());
     job->shape = {total};
     job->nbytes = *data_bytes;
@@ -448,7 +441,7 @@ class Loader {
     out.batch.insert(out.batch.begin() + stack_dim, members);
     if (absl::Status ok = builder_.SetBatchSize(node, out.batch); !ok.ok()) {
       if (structure::RuleOf(ok) == structure::Rule::kSubBatch) {
-        return internal::memmap::SubBatchError(Join(path, kMeta), out.batch,
+        return SubBatchError(Join(path, kMeta), out.batch,
                                                node.parent()->batch_size());
       }
       return absl::DataLossError(absl::StrCat(Join(path, kMeta), ": ", ok.message()));
@@ -471,7 +464,7 @@ class Loader {
   absl::StatusOr<Planned> TensorClass(const Store::Dir& dir, const std::string& path,
                                       const DirMeta& meta,
                                       const std::vector<DirEntry>& listing, int depth) {
-    const std::string inner(internal::memmap::kNonTensorInner);
+    const std::string inner(kNonTensorInner);
     bool has_inner = false;
     for (const DirEntry& e : listing) {
       if (e.name == kMeta || IsTempName(e.name)) continue;
@@ -522,7 +515,7 @@ class Loader {
         continue;
       }
       // Before 0.5: an empty level per NonTensorData (_tensordict/) or stack member (0, 1, ...).
-      const bool inner = type == DirType::kNonTensorData ? e.name == internal::memmap::kNonTensorInner
+      const bool inner = type == DirType::kNonTensorData ? e.name == kNonTensorInner
                                                          : MemberIndex(e.name).has_value();
       if (inner && e.type == EntryType::kDirectory) {
         absl::Status s = CheckEmptyLevels(dir, e.name, Join(path, e.name), depth + 1);
@@ -538,9 +531,9 @@ class Loader {
   // "0", "1", ... of the same (what writers before 0.5 left under non-tensor data).
   absl::Status CheckEmptyLevels(const Store::Dir& parent, const std::string& name,
                                 const std::string& path, int depth) {
-    if (depth > kMaxLevels) {
+    if (depth > kMaxNestingDepth) {
       return absl::DataLossError(absl::StrCat(path, ": directories nested more than ",
-                                              kMaxLevels, " levels deep"));
+                                              kMaxNestingDepth, " levels deep"));
     }
     absl::StatusOr<Store::Dir> dir = store_.Open(parent, name, path);
     if (!dir.ok()) return dir.status();
@@ -551,10 +544,10 @@ class Loader {
       if (e.name == kMeta && e.type == EntryType::kFile) {
         const std::string meta_path = Join(path, kMeta);
         absl::StatusOr<std::string> text =
-            store_.Read(*dir, kMeta, internal::memmap::kMaxMetaBytes, meta_path);
+            store_.Read(*dir, kMeta, kMaxMetaBytes, meta_path);
         if (!text.ok()) return text.status();
-        absl::StatusOr<internal::memmap::LevelMeta> meta =
-            internal::memmap::ParseLevelMeta(*text, meta_path);
+        absl::StatusOr<LevelMeta> meta =
+            ParseLevelMeta(*text, meta_path);
         if (!meta.ok()) return meta.status();
         if (!meta->entries.empty()) {
           return absl::DataLossError(absl::StrCat(meta_path, ": the batch shape of non-tensor ",
@@ -633,10 +626,6 @@ TensorDict Dense(const TensorDict& t) {
   return TensorDict(items, t.batch_size());
 }
 
-}  // namespace
-
-namespace {
-
 // What `loader` loads from `dir` (at `path`) with every file mapped: a TensorDict, never
 // non-tensor data. `parent_batch` and `root`: as LoadLevel's.
 absl::StatusOr<Planned> LoadPlanned(Loader& loader, const Store::Dir& dir, const std::string& path,
@@ -698,7 +687,7 @@ absl::StatusOr<std::shared_ptr<MemmapStorage>> LoadLevel(int dirfd, const std::s
 
 absl::StatusOr<UniqueFd> OpenSubTensorDict(int dirfd, const std::string& key,
                                            const std::string& dir_path, std::string* sub_path) {
-  const std::string escaped = internal::memmap::EscapeKey(key);
+  const std::string escaped = EscapeKey(key);
   std::string name = escaped;
   absl::StatusOr<UniqueFd> sub = OpenDirShared(dirfd, name, JoinPath(dir_path, name));
   const auto has_meta = [](const absl::StatusOr<UniqueFd>& fd) {
@@ -707,7 +696,7 @@ absl::StatusOr<UniqueFd> OpenSubTensorDict(int dirfd, const std::string& key,
   };
   if (!has_meta(sub)) {
     std::optional<std::string> legacy =
-        internal::memmap::LegacyFileName(key, EntryKind::kTensorDict);
+        LegacyFileName(key, EntryKind::kTensorDict);
     if (legacy && *legacy != escaped) {
       absl::StatusOr<UniqueFd> raw = OpenDirShared(dirfd, *legacy, JoinPath(dir_path, *legacy));
       if (has_meta(raw)) {

@@ -22,17 +22,8 @@ namespace td {
 
 using internal::memmap::EntryKind;
 using internal::memmap::JoinPath;
+using internal::memmap::KindOf;
 using internal::memmap::UniqueFd;
-
-namespace {
-
-EntryKind KindOf(const Value& v) {
-  if (v.is_tensor()) return EntryKind::kTensor;
-  if (v.is_tensordict()) return EntryKind::kTensorDict;
-  return EntryKind::kNonTensor;
-}
-
-}  // namespace
 
 // ---- MemmapStorage -------------------------------------------------------------------------
 

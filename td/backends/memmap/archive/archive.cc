@@ -114,8 +114,6 @@ std::string NotArchiveReason(const std::string& path) {
   return entries->count(kMeta) == 0 ? "no top-level meta.json" : "";
 }
 
-bool IsArchiveFile(const std::string& path) { return NotArchiveReason(path).empty(); }
-
 // `n` bytes of the archive `fd` at `offset`; MemmapError "<failed>: ..." when they cannot be
 // read (an error, or the file ends first: it changed since its directory was read).
 void ReadPayload(int fd, void* out, size_t n, uint64_t offset, const std::string& path,
@@ -325,7 +323,7 @@ class ZipStore final : public mm::Store {
 
 }  // namespace
 
-bool is_memmap_archive(const std::string& path) { return IsArchiveFile(path); }
+bool is_memmap_archive(const std::string& path) { return NotArchiveReason(path).empty(); }
 
 std::string pack_memmap(const std::string& prefix, const std::string& archive_path) {
   std::error_code ec;
@@ -550,7 +548,7 @@ format::Driver ArchiveDriver() {
               "save(..., archive=True) / pack_memmap)";
   d.suffixes = {".tdz"};
   d.traits.dtypes = format::EveryDtype();
-  d.detect = IsArchiveFile;
+  d.detect = is_memmap_archive;
   d.save = [](const TensorDict& td, const std::string& path) { save_archive(td, path); };
   d.load = [](const std::string& path) { return load_archive(path); };
   return d;
