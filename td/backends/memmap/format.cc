@@ -1,5 +1,6 @@
 #include "td/backends/memmap/format.h"
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 
@@ -532,18 +533,15 @@ std::string NestedShapeFileName(std::string_view file_name) {
 absl::Status ResolveEntryFiles(std::vector<EntryMeta>* entries,
                                const std::function<bool(const std::string&)>& present,
                                std::string_view dir) {
+  const auto needs_file = [](const EntryMeta& e) {
+    return e.kind != EntryKind::kTensor || e.is_nested || e.nbytes > 0;
+  };
   // Written by a writer before 0.13 when some entry that needs a file has only its raw name.
-  bool legacy = false;
-  for (const EntryMeta& e : *entries) {
-    const bool needs_file = e.kind != EntryKind::kTensor || e.is_nested || e.nbytes > 0;
-    if (needs_file && !present(e.file_name) && !e.legacy_file_name.empty() &&
-        present(e.legacy_file_name)) {
-      legacy = true;
-      break;
-    }
-  }
+  const bool legacy = std::any_of(entries->begin(), entries->end(), [&](const EntryMeta& e) {
+    return needs_file(e) && !present(e.file_name) && !e.legacy_file_name.empty() &&
+           present(e.legacy_file_name);
+  });
   for (EntryMeta& e : *entries) {
-    const bool needs_file = e.kind != EntryKind::kTensor || e.is_nested || e.nbytes > 0;
     std::string chosen;
     if (legacy && !e.legacy_file_name.empty() && present(e.legacy_file_name)) {
       chosen = e.legacy_file_name;
@@ -552,7 +550,7 @@ absl::Status ResolveEntryFiles(std::vector<EntryMeta>* entries,
     } else if (!e.legacy_file_name.empty() && present(e.legacy_file_name)) {
       chosen = e.legacy_file_name;
     }
-    if (chosen.empty() && needs_file) {
+    if (chosen.empty() && needs_file(e)) {
       const char* what = e.kind == EntryKind::kTensor     ? "tensor file"
                          : e.kind == EntryKind::kTensorDict ? "TensorDict directory"
                                                             : "NonTensorData directory";
@@ -583,22 +581,14 @@ absl::StatusOr<nlohmann::json> ParseNonTensorMeta(std::string_view text, std::st
 std::string LevelMetaJson(const LevelMeta& meta) {
   Json j = Json::object();
   for (const EntryMeta& e : meta.entries) {
-    switch (e.kind) {
-      case EntryKind::kTensor: {
-        Json entry = Json::object();
-        entry["device"] = "cpu";
-        entry["shape"] = e.shape;
-        entry["dtype"] = DtypeName(e.dtype);
-        entry["is_nested"] = e.is_nested;
-        j[e.key] = std::move(entry);
-        break;
-      }
-      case EntryKind::kTensorDict:
-        j[e.key] = Json{{"type", e.type_name.empty() ? "TensorDict" : e.type_name}};
-        break;
-      case EntryKind::kNonTensor:
-        j[e.key] = Json{{"type", e.type_name.empty() ? "NonTensorData" : e.type_name}};
-        break;
+    if (e.kind == EntryKind::kTensor) {
+      j[e.key] = Json{{"device", "cpu"},
+                      {"shape", e.shape},
+                      {"dtype", DtypeName(e.dtype)},
+                      {"is_nested", e.is_nested}};
+    } else {
+      const char* type = e.kind == EntryKind::kTensorDict ? "TensorDict" : "NonTensorData";
+      j[e.key] = Json{{"type", e.type_name.empty() ? type : e.type_name}};
     }
   }
   j["shape"] = meta.batch_size;
@@ -608,28 +598,24 @@ std::string LevelMetaJson(const LevelMeta& meta) {
 }
 
 std::string LazyStackMetaJson(int64_t stack_dim) {
-  Json j = Json::object();
-  j["_type"] = std::string(kLazyStackType);
-  j["stack_dim"] = stack_dim;
-  return j.dump();
+  return Json{{"_type", std::string(kLazyStackType)}, {"stack_dim", stack_dim}}.dump();
 }
 
 std::string NonTensorMetaJson(const nlohmann::json& data, bool metadata) {
-  Json j = Json::object();
-  j["_type"] = std::string(metadata ? kMetaDataType : kNonTensorType);
-  j["data"] = Json::parse(data.dump());
-  j["_metadata"] = nullptr;
-  j["_is_non_tensor"] = true;
-  return j.dump();
+  return Json{{"_type", std::string(metadata ? kMetaDataType : kNonTensorType)},
+              {"data", Json::parse(data.dump())},
+              {"_metadata", nullptr},
+              {"_is_non_tensor", true}}
+      .dump();
 }
 
 std::string NonTensorStackMetaJson(const nlohmann::json& values) {
-  Json j = Json::object();
-  j["_type"] = std::string(kNonTensorStackType);
-  j["stack_dim"] = 0;  // values nest in batch order, whichever dim the stack was built along
-  j["device"] = nullptr;
-  j["data"] = Json::parse(values.dump());
-  return j.dump();
+  // stack_dim 0: values nest in batch order, whichever dim the stack was built along.
+  return Json{{"_type", std::string(kNonTensorStackType)},
+              {"stack_dim", 0},
+              {"device", nullptr},
+              {"data", Json::parse(values.dump())}}
+      .dump();
 }
 
 bool IsMetaDataType(std::string_view type_name) {

@@ -93,11 +93,11 @@ struct MapJob {
   at::Tensor result;
 };
 
-// A directory's content. TensorDict-like ones have a batch size; the value may only be complete
-// once the files are mapped (a lazy stack is built from its loaded members).
+// A directory's content: TensorDict-like ones are a level of the structure (`node`, nullptr for
+// non-tensor data); the value may only be complete once the files are mapped (a lazy stack is
+// built from its loaded members).
 struct Planned {
-  bool tensordict = true;
-  std::vector<int64_t> batch;
+  const structure::Level* node = nullptr;
   std::shared_ptr<MemmapStorage> storage;  // a TensorDict level (or a tensorclass's tensors)
   std::shared_ptr<std::optional<Value>> value = std::make_shared<std::optional<Value>>();
 };
@@ -127,8 +127,7 @@ class Loader {
   absl::StatusOr<Planned> Dir(const Store::Dir& dir, const std::string& path, bool root,
                               int depth, const DirPlace& place) {
     const std::string meta_path = Join(path, kMeta);
-    absl::StatusOr<std::string> text =
-        store_.Read(dir, kMeta, kMaxMetaBytes, meta_path);
+    absl::StatusOr<std::string> text = store_.Read(dir, kMeta, kMaxMetaBytes, meta_path);
     if (!text.ok()) {
       if (absl::IsNotFound(text.status())) {
         return absl::DataLossError(absl::StrCat(path, " is not a memmap directory: it has no ",
@@ -149,17 +148,15 @@ class Loader {
         return TensorClass(dir, path, *meta, *listing, depth);
       case DirType::kNonTensorData:
       case DirType::kNonTensorStack: {
-        absl::Status s = CheckNonTensorListing(dir, path, meta->type, *listing, depth);
+        absl::Status s = CheckLeftovers(dir, path, meta->type, *listing, depth);
         if (!s.ok()) return s;
         Planned out;
-        out.tensordict = false;
         // A NonTensorStack's values are checked against the level holding it (Level).
-        *out.value = Value(NonTensorData(std::move(meta->data),
-                                         meta->type == DirType::kNonTensorStack
-                                             ? NonTensorData::Kind::kStack
-                                         : IsMetaDataType(meta->type_name)
-                                             ? NonTensorData::Kind::kMetaData
-                                             : NonTensorData::Kind::kData));
+        *out.value =
+            Value(NonTensorData(std::move(meta->data),
+                                meta->type == DirType::kNonTensorStack ? NonTensorData::Kind::kStack
+                                : IsMetaDataType(meta->type_name) ? NonTensorData::Kind::kMetaData
+                                                                  : NonTensorData::Kind::kData));
         return out;
       }
     }
@@ -196,8 +193,7 @@ class Loader {
     return Dir(*sub, path, false, depth + 1, place);
   }
 
-  absl::StatusOr<Planned> Level(const Store::Dir& dir, const std::string& path,
-                                LevelMeta meta,
+  absl::StatusOr<Planned> Level(const Store::Dir& dir, const std::string& path, LevelMeta meta,
                                 const std::vector<DirEntry>& listing, bool root, int depth,
                                 structure::Level& node) {
     const std::string meta_path = Join(path, kMeta);
@@ -242,7 +238,7 @@ class Loader {
       if (!described.contains(e.name) && !IsTempName(e.name)) return Unexpected(path, e);
     }
     Planned out;
-    out.batch = meta.batch_size;
+    out.node = &node;
     out.storage = std::make_shared<MemmapStorage>(path, meta.batch_size, mode_, root);
     MemmapStorage* level = out.storage.get();
     levels_.push_back(level);
@@ -418,31 +414,32 @@ class Loader {
       const std::string name = std::to_string(i);
       absl::StatusOr<Planned> part = Child(dir, name, Join(path, name), depth, node, name);
       if (!part.ok()) return part.status();
-      if (!part->tensordict) {
+      if (!part->node) {
         return absl::DataLossError(absl::StrCat(Join(path, name),
                                                 " holds non-tensor data; a lazy stack's members "
                                                 "must be TensorDicts"));
       }
-      if (!parts.empty() && part->batch != parts.front().batch) {
-        return absl::DataLossError(absl::StrCat(
-            path, ": lazy stack members have different batch sizes: ", SizeRepr(part->batch),
-            " in ", Join(path, name), " and ", SizeRepr(parts.front().batch), " in ",
-            Join(path, "0")));
+      const std::vector<int64_t>& batch = part->node->batch_size();
+      if (!parts.empty() && batch != parts.front().node->batch_size()) {
+        return absl::DataLossError(
+            absl::StrCat(path, ": lazy stack members have different batch sizes: ", SizeRepr(batch),
+                         " in ", Join(path, name), " and ",
+                         SizeRepr(parts.front().node->batch_size()), " in ", Join(path, "0")));
       }
       parts.push_back(*std::move(part));
     }
-    if (stack_dim > static_cast<int64_t>(parts.front().batch.size())) {
-      return absl::DataLossError(absl::StrCat(
-          Join(path, kMeta), ": stack_dim ", stack_dim, " is out of range for members of ",
-          "batch size ", SizeRepr(parts.front().batch)));
+    std::vector<int64_t> batch = parts.front().node->batch_size();
+    if (stack_dim > static_cast<int64_t>(batch.size())) {
+      return absl::DataLossError(absl::StrCat(Join(path, kMeta), ": stack_dim ", stack_dim,
+                                              " is out of range for members of batch size ",
+                                              SizeRepr(batch)));
     }
+    batch.insert(batch.begin() + stack_dim, members);
     Planned out;
-    out.batch = parts.front().batch;
-    out.batch.insert(out.batch.begin() + stack_dim, members);
-    if (absl::Status ok = builder_.SetBatchSize(node, out.batch); !ok.ok()) {
+    out.node = &node;
+    if (absl::Status ok = builder_.SetBatchSize(node, batch); !ok.ok()) {
       if (structure::RuleOf(ok) == structure::Rule::kSubBatch) {
-        return SubBatchError(Join(path, kMeta), out.batch,
-                                               node.parent()->batch_size());
+        return SubBatchError(Join(path, kMeta), batch, node.parent()->batch_size());
       }
       return absl::DataLossError(absl::StrCat(Join(path, kMeta), ": ", ok.message()));
     }
@@ -503,51 +500,21 @@ class Loader {
     return tensors;
   }
 
-  // Non-tensor directories: meta.json, and what older writers left beside it.
-  absl::Status CheckNonTensorListing(const Store::Dir& dir, const std::string& path, DirType type,
-                                     const std::vector<DirEntry>& listing, int depth) {
+  // What older writers left beside a non-tensor directory's meta.json (`type` kNonTensorData or
+  // kNonTensorStack; `listing`: the directory's entries), or under it (kTensorDict): before 0.5,
+  // an empty level per NonTensorData (_tensordict/) or stack member (0, 1, ...), holding only its
+  // meta.json and sub-directories "0", "1", ... of the same.
+  absl::Status CheckLeftovers(const Store::Dir& dir, const std::string& path, DirType type,
+                              const std::vector<DirEntry>& listing, int depth) {
+    const bool level = type == DirType::kTensorDict;
     for (const DirEntry& e : listing) {
-      if (e.name == kMeta || IsTempName(e.name)) continue;
-      // The data is in meta.json: a pickle beside it can only hold Python's bookkeeping fields
-      // (each field goes to one or the other), so it is never needed and never read.
-      if (e.type == EntryType::kFile &&
-          (e.name == "other.pickle" || (type == DirType::kNonTensorStack && e.name == "pickle.pkl"))) {
-        continue;
-      }
-      // Before 0.5: an empty level per NonTensorData (_tensordict/) or stack member (0, 1, ...).
-      const bool inner = type == DirType::kNonTensorData ? e.name == kNonTensorInner
-                                                         : MemberIndex(e.name).has_value();
-      if (inner && e.type == EntryType::kDirectory) {
-        absl::Status s = CheckEmptyLevels(dir, e.name, Join(path, e.name), depth + 1);
-        if (!s.ok()) return s;
-        continue;
-      }
-      return Unexpected(path, e);
-    }
-    return absl::OkStatus();
-  }
-
-  // A directory holding only meta.json files of levels without entries, and sub-directories
-  // "0", "1", ... of the same (what writers before 0.5 left under non-tensor data).
-  absl::Status CheckEmptyLevels(const Store::Dir& parent, const std::string& name,
-                                const std::string& path, int depth) {
-    if (depth > kMaxNestingDepth) {
-      return absl::DataLossError(absl::StrCat(path, ": directories nested more than ",
-                                              kMaxNestingDepth, " levels deep"));
-    }
-    absl::StatusOr<Store::Dir> dir = store_.Open(parent, name, path);
-    if (!dir.ok()) return dir.status();
-    absl::StatusOr<std::vector<DirEntry>> listing = store_.List(*dir, path);
-    if (!listing.ok()) return listing.status();
-    for (const DirEntry& e : *listing) {
-      if (IsTempName(e.name)) continue;
-      if (e.name == kMeta && e.type == EntryType::kFile) {
+      const bool file = e.type == EntryType::kFile;
+      if (IsTempName(e.name) || (e.name == kMeta && !level)) continue;
+      if (e.name == kMeta && file) {
         const std::string meta_path = Join(path, kMeta);
-        absl::StatusOr<std::string> text =
-            store_.Read(*dir, kMeta, kMaxMetaBytes, meta_path);
+        absl::StatusOr<std::string> text = store_.Read(dir, kMeta, kMaxMetaBytes, meta_path);
         if (!text.ok()) return text.status();
-        absl::StatusOr<LevelMeta> meta =
-            ParseLevelMeta(*text, meta_path);
+        absl::StatusOr<LevelMeta> meta = ParseLevelMeta(*text, meta_path);
         if (!meta.ok()) return meta.status();
         if (!meta->entries.empty()) {
           return absl::DataLossError(absl::StrCat(meta_path, ": the batch shape of non-tensor ",
@@ -556,12 +523,28 @@ class Loader {
         }
         continue;
       }
-      if (MemberIndex(e.name) && e.type == EntryType::kDirectory) {
-        absl::Status s = CheckEmptyLevels(*dir, e.name, Join(path, e.name), depth + 1);
-        if (!s.ok()) return s;
+      // The data is in meta.json: a pickle beside it can only hold Python's bookkeeping fields
+      // (each field goes to one or the other), so it is never needed and never read.
+      if (!level && file &&
+          (e.name == "other.pickle" ||
+           (type == DirType::kNonTensorStack && e.name == "pickle.pkl"))) {
         continue;
       }
-      return Unexpected(path, e);
+      const bool inner = type == DirType::kNonTensorData ? e.name == kNonTensorInner
+                                                         : MemberIndex(e.name).has_value();
+      if (!inner || e.type != EntryType::kDirectory) return Unexpected(path, e);
+      const std::string sub_path = Join(path, e.name);
+      if (depth + 1 > kMaxNestingDepth) {
+        return absl::DataLossError(absl::StrCat(sub_path, ": directories nested more than ",
+                                                kMaxNestingDepth, " levels deep"));
+      }
+      absl::StatusOr<Store::Dir> sub = store_.Open(dir, e.name, sub_path);
+      if (!sub.ok()) return sub.status();
+      absl::StatusOr<std::vector<DirEntry>> sub_listing = store_.List(*sub, sub_path);
+      if (!sub_listing.ok()) return sub_listing.status();
+      absl::Status s =
+          CheckLeftovers(*sub, sub_path, DirType::kTensorDict, *sub_listing, depth + 1);
+      if (!s.ok()) return s;
     }
     return absl::OkStatus();
   }
@@ -635,7 +618,7 @@ absl::StatusOr<Planned> LoadPlanned(Loader& loader, const Store::Dir& dir, const
   if (!place.ok()) return place.status();
   absl::StatusOr<Planned> top = loader.Dir(dir, path, root, 0, *place);
   if (!top.ok()) return top.status();
-  if (!top->tensordict) {
+  if (!top->node) {
     return absl::DataLossError(absl::StrCat(
         path, " holds non-tensor data (a NonTensorData, NonTensorStack or MetaData), not a "
               "TensorDict: load the directory that contains it"));
@@ -695,8 +678,7 @@ absl::StatusOr<UniqueFd> OpenSubTensorDict(int dirfd, const std::string& key,
     return fd.ok() && ::fstatat(fd->get(), "meta.json", &st, AT_SYMLINK_NOFOLLOW) == 0;
   };
   if (!has_meta(sub)) {
-    std::optional<std::string> legacy =
-        LegacyFileName(key, EntryKind::kTensorDict);
+    std::optional<std::string> legacy = LegacyFileName(key, EntryKind::kTensorDict);
     if (legacy && *legacy != escaped) {
       absl::StatusOr<UniqueFd> raw = OpenDirShared(dirfd, *legacy, JoinPath(dir_path, *legacy));
       if (has_meta(raw)) {

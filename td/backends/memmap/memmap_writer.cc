@@ -148,8 +148,8 @@ void BuildLevel(const TensorDict& td, const std::shared_ptr<UniqueFd>& dir, cons
                  dirs);
     }
     ThrowIfError<MemmapError>(CreateFileAt(dir->get(), std::string(kMetaFile),
-                                           LazyStackMetaJson(stack->stack_dim()),
-                                           o.sync, JoinPath(path, kMetaFile)));
+                                           LazyStackMetaJson(stack->stack_dim()), o.sync,
+                                           JoinPath(path, kMetaFile)));
     if (o.sync) dirs->push_back(dir);
     return;
   }
@@ -177,9 +177,8 @@ void BuildLevel(const TensorDict& td, const std::shared_ptr<UniqueFd>& dir, cons
     }
     meta.entries.push_back(std::move(e));
   }
-  ThrowIfError<MemmapError>(CreateFileAt(dir->get(), std::string(kMetaFile),
-                                         LevelMetaJson(meta), o.sync,
-                                         JoinPath(path, kMetaFile)));
+  ThrowIfError<MemmapError>(CreateFileAt(dir->get(), std::string(kMetaFile), LevelMetaJson(meta),
+                                         o.sync, JoinPath(path, kMetaFile)));
   if (o.sync) dirs->push_back(dir);
 }
 
