@@ -144,28 +144,16 @@ std::string MemmapStorage::MetaJson(at::IntArrayRef batch_size,
                                     const Value* add_value) const {
   internal::memmap::LevelMeta meta;
   meta.batch_size = batch_size.vec();
+  bool added = false;
   for (const auto& [key, v] : entries().entries()) {
-    if ((skip_key != nullptr && key == *skip_key) || (add_key != nullptr && key == *add_key)) {
-      continue;
-    }
-    if (IsField(key)) continue;  // a tensorclass field: in the tensorclass's own meta.json
-    meta.entries.push_back(EntryMetaOf(key, v));
-  }
-  if (add_key != nullptr) {
+    // A tensorclass field is in the tensorclass's own meta.json.
+    if ((skip_key != nullptr && key == *skip_key) || IsField(key)) continue;
     // A replaced key keeps its place, as EntryList::set keeps it.
-    const int64_t pos = entries().position(*add_key);
-    internal::memmap::EntryMeta e = EntryMetaOf(*add_key, *add_value);
-    if (pos >= 0 && (skip_key == nullptr || *skip_key != *add_key)) {
-      int64_t i = 0, insert_at = 0;
-      for (const auto& [key, v] : entries().entries()) {
-        if (i++ == pos) break;
-        if (skip_key == nullptr || key != *skip_key) ++insert_at;
-      }
-      meta.entries.insert(meta.entries.begin() + insert_at, std::move(e));
-    } else {
-      meta.entries.push_back(std::move(e));
-    }
+    const bool replaced = add_key != nullptr && key == *add_key;
+    meta.entries.push_back(EntryMetaOf(key, replaced ? *add_value : v));
+    added |= replaced;
   }
+  if (add_key != nullptr && !added) meta.entries.push_back(EntryMetaOf(*add_key, *add_value));
   return internal::memmap::LevelMetaJson(meta);
 }
 

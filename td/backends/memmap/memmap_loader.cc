@@ -8,7 +8,6 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <sys/stat.h>
-#include <unistd.h>
 
 #include <cstring>
 #include <functional>
@@ -17,7 +16,6 @@
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/container/flat_hash_set.h"
-#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "td/backends/lazy_stack/lazy_stack.h"
 #include "td/backends/memmap/format.h"
@@ -26,8 +24,8 @@
 #include "td/backends/memmap/memmap_storage.h"
 #include "td/backends/memmap/store.h"
 #include "td/core/dtype.h"
-#include "td/structure/structure.h"
 #include "td/core/internal/non_tensor_stack.h"
+#include "td/structure/structure.h"
 
 namespace td {
 namespace internal {

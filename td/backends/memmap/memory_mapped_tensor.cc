@@ -204,14 +204,8 @@ MemoryMappedTensor MemoryMappedTensor::from_filename(const std::string& filename
                                                      at::ScalarType dtype, at::IntArrayRef shape,
                                                      MemmapMode mode) {
   const std::string path = internal::memmap::AbsolutePath(filename);
-  const bool writable = mode == MemmapMode::kReadWrite;
-  int raw = ::open(path.c_str(), (writable ? O_RDWR : O_RDONLY) | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK);
-  if (raw < 0) ThrowIfError<MemmapError>(internal::memmap::ErrnoError(errno, "cannot open", path));
-  UniqueFd fd(raw);
-  struct stat st;
-  if (::fstat(fd.get(), &st) != 0 || !S_ISREG(st.st_mode)) {
-    TD_FAIL(MemmapError, "MemoryMappedTensor: ", path, " is not a regular file");
-  }
+  const UniqueFd fd = ValueOrThrow<MemmapError>(
+      internal::memmap::OpenFileAt(AT_FDCWD, path, mode == MemmapMode::kReadWrite, path));
   return MemoryMappedTensor(ValueOrThrow<MemmapError>(
       internal::memmap::MapFile(fd.get(), path, dtype, shape.vec(), mode)));
 }
