@@ -50,6 +50,11 @@ std::string Quote(std::string_view key) {
   return out;
 }
 
+// True for "shape", "device" and "_type", which cannot be keys in meta.json.
+bool IsReservedKey(std::string_view key) {
+  return key == "shape" || key == "device" || key == "_type";
+}
+
 absl::Status Bad(std::string_view path, std::string_view what) {
   return absl::DataLossError(absl::StrCat(AV(path), ": ", AV(what)));
 }
@@ -141,68 +146,6 @@ absl::Status CheckWritableJsonImpl(const nlohmann::json& j, int depth, std::stri
   }
 }
 
-}  // namespace
-
-std::string EscapeKey(std::string_view key) {
-  if (key.empty()) return "%";
-  if (key == ".") return "%2E";
-  if (key == "..") return "%2E%2E";
-  static constexpr char kHex[] = "0123456789ABCDEF";
-  std::string out;
-  out.reserve(key.size());
-  for (unsigned char c : key) {
-    if (NeedsEscape(c)) {
-      out.push_back('%');
-      out.push_back(kHex[c >> 4]);
-      out.push_back(kHex[c & 15]);
-    } else {
-      out.push_back(static_cast<char>(c));
-    }
-  }
-  return out;
-}
-
-std::optional<std::string> UnescapeKey(std::string_view name) {
-  std::string out;
-  out.reserve(name.size());
-  for (size_t i = 0; i < name.size(); ++i) {
-    if (name[i] != '%') {
-      out.push_back(name[i]);
-      continue;
-    }
-    if (name.size() == 1) return std::string();  // "%" is the empty key
-    if (i + 2 >= name.size()) return std::nullopt;
-    const int hi = HexValue(name[i + 1]), lo = HexValue(name[i + 2]);
-    if (hi < 0 || lo < 0) return std::nullopt;
-    out.push_back(static_cast<char>(hi * 16 + lo));
-    i += 2;
-  }
-  // Only the spelling EscapeKey produces names a key (no lowercase hex, no needless escapes).
-  if (EscapeKey(out) != name) return std::nullopt;
-  return out;
-}
-
-bool IsReservedKey(std::string_view key) {
-  return key == "shape" || key == "device" || key == "_type";
-}
-
-std::string EntryFileName(std::string_view key, EntryKind kind) {
-  std::string name = EscapeKey(key);
-  if (kind == EntryKind::kTensor) name.append(kTensorSuffix);
-  return name;
-}
-
-absl::StatusOr<int64_t> TensorBytes(const std::vector<int64_t>& shape, c10::ScalarType dtype,
-                                    std::string_view what) {
-  absl::StatusOr<int64_t> n = internal::TensorBytes(shape, dtype);
-  if (!n.ok()) {
-    return absl::InvalidArgumentError(absl::StrCat(AV(what), ": ", n.status().message()));
-  }
-  return n;
-}
-
-namespace {
-
 // Python's class name in "<class 'module.Name'>": {module, Name}; nullopt for another spelling.
 std::optional<std::pair<std::string, std::string>> SplitClass(const std::string& t) {
   static constexpr std::string_view kOpen = "<class '", kClose = "'>";
@@ -232,12 +175,8 @@ absl::StatusOr<LevelMeta> ParseLevelJson(const Json& j, std::string_view path,
   if (shape_it == j.end()) {
     return Bad(path, "missing \"shape\" (the batch size), expected e.g. \"shape\": [3, 4]");
   }
-  if (absl::Status ok = b.SetBatchSize(level, *shape_it); !ok.ok()) {
-    if (structure::RuleOf(ok) != structure::Rule::kSubBatch) {
-      return Bad(path, absl::StrCat("\"shape\" ", ok.message()));
-    }
-    return SubBatchError(path, *structure::Sizes(*shape_it).Read(), level.parent()->batch_size());
-  }
+  absl::Status batch = SetBatchSize(b, level, *shape_it, path, "\"shape\" ");
+  if (!batch.ok()) return batch;
   meta.batch_size = level.batch_size();
   absl::Status dev = CheckDevice(j, path, "");
   if (!dev.ok()) return dev;
@@ -407,6 +346,7 @@ absl::StatusOr<DirMeta> ParseDirJson(const Json& j, std::string_view path, const
   const bool stack = ours && name == "NonTensorStack";
   if (stack || (ours && IsNonTensorName(name))) {
     out.type = stack ? DirType::kNonTensorStack : DirType::kNonTensorData;
+    out.metadata = !stack && name != "NonTensorData";
     auto d = j.find("data");
     if (stack) {
       absl::StatusOr<int64_t> dim = ParseStackDim(j, path);
@@ -477,6 +417,60 @@ absl::StatusOr<DirMeta> ParseDirJson(const Json& j, std::string_view path, const
 
 }  // namespace
 
+std::string EscapeKey(std::string_view key) {
+  if (key.empty()) return "%";
+  if (key == ".") return "%2E";
+  if (key == "..") return "%2E%2E";
+  static constexpr char kHex[] = "0123456789ABCDEF";
+  std::string out;
+  out.reserve(key.size());
+  for (unsigned char c : key) {
+    if (NeedsEscape(c)) {
+      out.push_back('%');
+      out.push_back(kHex[c >> 4]);
+      out.push_back(kHex[c & 15]);
+    } else {
+      out.push_back(static_cast<char>(c));
+    }
+  }
+  return out;
+}
+
+std::optional<std::string> UnescapeKey(std::string_view name) {
+  std::string out;
+  out.reserve(name.size());
+  for (size_t i = 0; i < name.size(); ++i) {
+    if (name[i] != '%') {
+      out.push_back(name[i]);
+      continue;
+    }
+    if (name.size() == 1) return std::string();  // "%" is the empty key
+    if (i + 2 >= name.size()) return std::nullopt;
+    const int hi = HexValue(name[i + 1]), lo = HexValue(name[i + 2]);
+    if (hi < 0 || lo < 0) return std::nullopt;
+    out.push_back(static_cast<char>(hi * 16 + lo));
+    i += 2;
+  }
+  // Only the spelling EscapeKey produces names a key (no lowercase hex, no needless escapes).
+  if (EscapeKey(out) != name) return std::nullopt;
+  return out;
+}
+
+std::string EntryFileName(std::string_view key, EntryKind kind) {
+  std::string name = EscapeKey(key);
+  if (kind == EntryKind::kTensor) name.append(kTensorSuffix);
+  return name;
+}
+
+absl::StatusOr<int64_t> TensorBytes(const std::vector<int64_t>& shape, c10::ScalarType dtype,
+                                    std::string_view what) {
+  absl::StatusOr<int64_t> n = internal::TensorBytes(shape, dtype);
+  if (!n.ok()) {
+    return absl::InvalidArgumentError(absl::StrCat(AV(what), ": ", n.status().message()));
+  }
+  return n;
+}
+
 absl::StatusOr<DirMeta> ParseDirMeta(std::string_view text, std::string_view path,
                                      const DirPlace& place) {
   absl::StatusOr<Json> parsed = ParseJson(text, path);
@@ -488,11 +482,17 @@ absl::StatusOr<DirMeta> ParseDirMeta(std::string_view text, std::string_view pat
   return dir;
 }
 
-absl::Status SubBatchError(std::string_view meta_path, const std::vector<int64_t>& batch,
-                           const std::vector<int64_t>& parent_batch) {
-  return Bad(meta_path, absl::StrCat("batch size ", SizeRepr(batch),
+absl::Status SetBatchSize(structure::Builder& b, structure::Level& level,
+                          const structure::Sizes& batch, std::string_view meta_path,
+                          std::string_view what) {
+  absl::Status ok = b.SetBatchSize(level, batch);
+  if (ok.ok()) return ok;
+  if (structure::RuleOf(ok) != structure::Rule::kSubBatch) {
+    return Bad(meta_path, absl::StrCat(AV(what), ok.message()));
+  }
+  return Bad(meta_path, absl::StrCat("batch size ", SizeRepr(*batch.Read()),
                                      " does not start with the parent's batch size ",
-                                     SizeRepr(parent_batch)));
+                                     SizeRepr(level.parent()->batch_size())));
 }
 
 absl::StatusOr<LevelMeta> ParseLevelMeta(std::string_view text, std::string_view path) {
@@ -616,11 +616,6 @@ std::string NonTensorStackMetaJson(const nlohmann::json& values) {
               {"device", nullptr},
               {"data", Json::parse(values.dump())}}
       .dump();
-}
-
-bool IsMetaDataType(std::string_view type_name) {
-  const std::optional<std::pair<std::string, std::string>> cls = SplitClass(std::string(type_name));
-  return cls && (cls->second == "MetaData" || cls->second.rfind("MetaData[", 0) == 0);
 }
 
 absl::Status CheckWritableJson(const nlohmann::json& data, std::string_view what) {

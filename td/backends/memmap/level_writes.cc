@@ -242,7 +242,8 @@ bool MemmapStorage::erase(std::string_view key_view) {
 void MemmapStorage::set_batch_size(std::vector<int64_t> batch_size) {
   if (mode_ == MemmapMode::kReadWrite) {
     // Only meta.json changes: one atomic replacement of that file.
-    internal::memmap::UniqueFd dir(OpenLevel());
+    const internal::memmap::UniqueFd dir =
+        ValueOrThrow<MemmapError>(internal::memmap::OpenDir(dir_, root_));
     ThrowIfError<MemmapError>(internal::memmap::ReplaceFileAt(
         dir.get(), std::string(internal::memmap::kMetaFile),
         MetaJson(batch_size, nullptr, nullptr, nullptr), /*sync=*/false,

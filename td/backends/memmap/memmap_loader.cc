@@ -153,8 +153,8 @@ class Loader {
         *out.value =
             Value(NonTensorData(std::move(meta->data),
                                 meta->type == DirType::kNonTensorStack ? NonTensorData::Kind::kStack
-                                : IsMetaDataType(meta->type_name) ? NonTensorData::Kind::kMetaData
-                                                                  : NonTensorData::Kind::kData));
+                                : meta->metadata ? NonTensorData::Kind::kMetaData
+                                                 : NonTensorData::Kind::kData));
         return out;
       }
     }
@@ -435,11 +435,8 @@ class Loader {
     batch.insert(batch.begin() + stack_dim, members);
     Planned out;
     out.node = &node;
-    if (absl::Status ok = builder_.SetBatchSize(node, batch); !ok.ok()) {
-      if (structure::RuleOf(ok) == structure::Rule::kSubBatch) {
-        return SubBatchError(Join(path, kMeta), batch, node.parent()->batch_size());
-      }
-      return absl::DataLossError(absl::StrCat(Join(path, kMeta), ": ", ok.message()));
+    if (absl::Status ok = SetBatchSize(builder_, node, batch, Join(path, kMeta)); !ok.ok()) {
+      return ok;
     }
     std::shared_ptr<std::optional<Value>> slot = out.value;
     finishers_.push_back([parts = std::move(parts), slot, stack_dim, path]() -> absl::Status {

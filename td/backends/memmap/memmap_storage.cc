@@ -88,11 +88,6 @@ void MemmapStorage::RequireWritable(std::string_view what, std::string_view key)
   }
 }
 
-int MemmapStorage::OpenLevel() const {
-  return ValueOrThrow<MemmapError>(internal::memmap::OpenDir(dir_, root_)).release();
-}
-
-
 TD_REGISTER_STORAGE_BACKEND("memmap", [](const StorageSpec& spec)
                                           -> absl::StatusOr<std::shared_ptr<Storage>> {
   std::string path = spec.path();

@@ -107,7 +107,10 @@ struct LeafJob {
   NestedKey key;
 };
 
-std::shared_ptr<UniqueFd> OpenNew(int parent_fd, const std::string& name, const std::string& path) {
+// The new directory `name` inside `parent_fd`, made first when `make`.
+std::shared_ptr<UniqueFd> OpenNew(int parent_fd, const std::string& name, const std::string& path,
+                                  bool make = true) {
+  if (make) ThrowIfError<MemmapError>(MakeDirAt(parent_fd, name, path));
   return std::make_shared<UniqueFd>(ValueOrThrow<MemmapError>(OpenDirAt(parent_fd, name, path)));
 }
 
@@ -124,7 +127,6 @@ void WriteNonTensor(const NonTensorData& data, const std::vector<int64_t>& batch
   if (data.is_stack()) return;
   const std::string inner(kNonTensorInner);
   const std::string inner_path = JoinPath(path, inner);
-  ThrowIfError<MemmapError>(MakeDirAt(dirfd, inner, inner_path));
   auto inner_fd = OpenNew(dirfd, inner, inner_path);
   LevelMeta meta;
   meta.batch_size = batch;
@@ -143,7 +145,6 @@ void BuildLevel(const TensorDict& td, const std::shared_ptr<UniqueFd>& dir, cons
     for (size_t i = 0; i < members.size(); ++i) {
       const std::string name = std::to_string(i);
       const std::string member_path = JoinPath(path, name);
-      ThrowIfError<MemmapError>(MakeDirAt(dir->get(), name, member_path));
       BuildLevel(members[i], OpenNew(dir->get(), name, member_path), member_path, o, prefix, jobs,
                  dirs);
     }
@@ -166,11 +167,9 @@ void BuildLevel(const TensorDict& td, const std::shared_ptr<UniqueFd>& dir, cons
     if (v->is_tensor()) {
       jobs->push_back(LeafJob{dir, name, entry_path, v->tensor(), full});
     } else if (v->is_tensordict()) {
-      ThrowIfError<MemmapError>(MakeDirAt(dir->get(), name, entry_path));
-      auto sub = OpenNew(dir->get(), name, entry_path);
-      BuildLevel(v->tensordict(), sub, entry_path, o, &full, jobs, dirs);
+      BuildLevel(v->tensordict(), OpenNew(dir->get(), name, entry_path), entry_path, o, &full, jobs,
+                 dirs);
     } else {
-      ThrowIfError<MemmapError>(MakeDirAt(dir->get(), name, entry_path));
       auto sub = OpenNew(dir->get(), name, entry_path);
       WriteNonTensor(v->non_tensor_data(), meta.batch_size, sub->get(), entry_path, o, dirs);
       if (o.sync) dirs->push_back(std::move(sub));
@@ -417,7 +416,7 @@ absl::Status RunParallel(size_t n, int num_threads,
 void WriteTree(const TensorDict& td, int parent_fd, const std::string& name,
                const std::string& path, const WriteOptions& options) {
   // `name` exists (created empty by the caller) for the top level.
-  auto dir = OpenNew(parent_fd, name, path);
+  auto dir = OpenNew(parent_fd, name, path, /*make=*/false);
   std::vector<LeafJob> jobs;
   std::vector<std::shared_ptr<UniqueFd>> dirs;
   BuildLevel(td, dir, path, options, nullptr, &jobs, &dirs);
@@ -426,8 +425,8 @@ void WriteTree(const TensorDict& td, int parent_fd, const std::string& name,
 
 void WriteEntryDir(const Value& value, const std::vector<int64_t>& parent_batch, int parent_fd,
                    const std::string& name, const std::string& path, const WriteOptions& options) {
-  ThrowIfError<MemmapError>(MakeDirAt(parent_fd, name, path));
   if (value.is_tensordict()) {
+    ThrowIfError<MemmapError>(MakeDirAt(parent_fd, name, path));
     WriteTree(value.tensordict(), parent_fd, name, path, options);
     return;
   }
