@@ -92,16 +92,17 @@ absl::Status CheckDevice(const Json& level, std::string_view path, std::string_v
                                 "' is not supported: memory-mapped tensors live on the CPU"));
 }
 
-// True when nlohmann::json can write `s` (valid UTF-8).
-bool Utf8Ok(const std::string& s) {
+// True when nlohmann::json can write `j` (its strings and keys valid UTF-8).
+bool Utf8Ok(const nlohmann::json& j) {
   try {
-    (void)nlohmann::json(s).dump();
+    (void)j.dump();
     return true;
   } catch (const nlohmann::json::exception&) {
     return false;
   }
 }
 
+// Nesting, numbers and binary values of `j` (UTF-8: Utf8Ok, once the nesting is known bounded).
 absl::Status CheckWritableJsonImpl(const nlohmann::json& j, int depth, std::string_view what) {
   if (depth > kMaxJsonDepth) {
     return absl::InvalidArgumentError(
@@ -115,24 +116,9 @@ absl::Status CheckWritableJsonImpl(const nlohmann::json& j, int depth, std::stri
             " cannot be stored in JSON (it would be written as null)"));
       }
       return absl::OkStatus();
-    case nlohmann::json::value_t::string:
-      if (!Utf8Ok(j.get_ref<const std::string&>())) {
-        return absl::InvalidArgumentError(
-            absl::StrCat(AV(what), ": a string is not valid UTF-8, which JSON cannot hold"));
-      }
-      return absl::OkStatus();
     case nlohmann::json::value_t::array:
-      for (const auto& e : j) {
-        absl::Status s = CheckWritableJsonImpl(e, depth + 1, what);
-        if (!s.ok()) return s;
-      }
-      return absl::OkStatus();
     case nlohmann::json::value_t::object:
-      for (const auto& [k, e] : j.items()) {
-        if (!Utf8Ok(k)) {
-          return absl::InvalidArgumentError(absl::StrCat(
-              AV(what), ": an object key is not valid UTF-8, which JSON cannot hold"));
-        }
+      for (const auto& e : j) {
         absl::Status s = CheckWritableJsonImpl(e, depth + 1, what);
         if (!s.ok()) return s;
       }
@@ -619,7 +605,12 @@ std::string NonTensorStackMetaJson(const nlohmann::json& values) {
 }
 
 absl::Status CheckWritableJson(const nlohmann::json& data, std::string_view what) {
-  return CheckWritableJsonImpl(data, 0, what);
+  absl::Status s = CheckWritableJsonImpl(data, 0, what);
+  if (s.ok() && !Utf8Ok(data)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        AV(what), ": a string or an object key is not valid UTF-8, which JSON cannot hold"));
+  }
+  return s;
 }
 
 absl::Status CheckWritableKey(std::string_view key, std::string_view what) {
