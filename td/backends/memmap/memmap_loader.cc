@@ -11,7 +11,6 @@
 
 #include <cstring>
 #include <functional>
-#include <limits>
 #include <optional>
 
 #include "absl/container/flat_hash_map.h"
@@ -310,6 +309,7 @@ class Loader {
     int64_t total = 0;
     for (int64_t i = 0; i < n; ++i) {
       int64_t numel = 1;
+      bool overflow = false;
       for (int64_t d = 0; d < dims; ++d) {
         const int64_t v = s[i * dims + d];
         if (v < 0) {
@@ -321,17 +321,12 @@ class Loader {
               shape_path, ": component ", i, " of ", what, " has size ", v, " at dim ", d + 1,
               ", but the batch size is ", SizeRepr(batch)));
         }
-        if (v != 0 && numel > std::numeric_limits<int64_t>::max() / v) {
-          return absl::DataLossError(absl::StrCat(shape_path, ": the sizes of ", what,
-                                                  " overflow int64"));
-        }
-        numel *= v;
+        overflow = overflow || __builtin_mul_overflow(numel, v, &numel);
       }
-      if (total > std::numeric_limits<int64_t>::max() - numel) {
+      if (overflow || __builtin_add_overflow(total, numel, &total)) {
         return absl::DataLossError(absl::StrCat(shape_path, ": the sizes of ", what,
                                                 " overflow int64"));
       }
-      total += numel;
     }
     absl::StatusOr<int64_t> data_bytes = TensorBytes({total}, e.dtype, what);
     if (!data_bytes.ok()) return absl::DataLossError(data_bytes.status().message());

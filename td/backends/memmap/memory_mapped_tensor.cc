@@ -30,10 +30,7 @@ struct Region {
   internal::os::MappedRegion mapping;  // unmapped when the last tensor using it goes away
 };
 
-void DeleteRegion(void* ctx) {
-  auto* r = static_cast<Region*>(ctx);
-  delete r;
-}
+void DeleteRegion(void* ctx) { delete static_cast<Region*>(ctx); }
 
 const Region* RegionOf(const at::Tensor& t) {
   if (!t.defined() || !t.has_storage()) return nullptr;
