@@ -15,6 +15,7 @@ namespace memmap {
 namespace {
 
 using Json = nlohmann::ordered_json;
+using structure::LevelKind;
 
 absl::string_view AV(std::string_view s) { return absl::string_view(s.data(), s.size()); }
 
@@ -258,30 +259,31 @@ absl::StatusOr<LevelMeta> ParseLevelJson(const Json& j, std::string_view path,
   return meta;
 }
 
-absl::StatusOr<int64_t> ParseStackDim(const Json& j, std::string_view path) {
+absl::Status ParseStackDim(const Json& j, std::string_view path, int64_t* dim) {
   auto it = j.find("stack_dim");
   if (it == j.end() || !it->is_number_integer() || it->get<int64_t>() < 0 ||
       it->get<int64_t>() > static_cast<int64_t>(kMaxDims)) {
     return Bad(path, absl::StrCat("a stack needs \"stack_dim\": a dim from 0 to ", kMaxDims,
                                   ", got ", it == j.end() ? std::string("nothing") : it->dump()));
   }
-  return it->get<int64_t>();
+  *dim = it->get<int64_t>();
+  return absl::OkStatus();
 }
 
 // ordered_json -> json (object keys sorted, like every NonTensorData in the core). The parser
 // accepted only valid UTF-8, so dump() cannot fail; the catch keeps that a status regardless.
-absl::StatusOr<nlohmann::json> ToJson(const Json& j, std::string_view path) {
+absl::Status ToJson(const Json& j, std::string_view path, nlohmann::json* out) {
   try {
-    return nlohmann::json::parse(j.dump());
+    *out = nlohmann::json::parse(j.dump());
+    return absl::OkStatus();
   } catch (const nlohmann::json::exception& e) {
     return Bad(path, absl::StrCat("\"data\" cannot be read: ", e.what()));
   }
 }
 
 // Makes `out`'s level, of kind `kind`, at `place` (the directory at `path`).
-absl::Status Place(const DirPlace& place, structure::LevelKind kind, std::string_view path,
-                   DirMeta* out) {
-  if (place.fill != nullptr && kind != structure::LevelKind::kTensorDict) {
+absl::Status Place(const DirPlace& place, LevelKind kind, std::string_view path, DirMeta* out) {
+  if (place.fill != nullptr && kind != LevelKind::kTensorDict) {
     return Bad(path, "must hold a TensorDict level (the tensorclass's tensors)");
   }
   out->node = place.fill;
@@ -321,12 +323,8 @@ absl::StatusOr<DirMeta> ParseDirJson(const Json& j, std::string_view path, const
   const std::string name = cls ? cls->second : "TensorDict";
   if (ours && name == "LazyStackedTensorDict") {
     out.type = DirType::kLazyStack;
-    if (absl::Status ok = Place(place, structure::LevelKind::kLazyStack, path, &out); !ok.ok()) {
-      return ok;
-    }
-    absl::StatusOr<int64_t> dim = ParseStackDim(j, path);
-    if (!dim.ok()) return dim.status();
-    out.stack_dim = *dim;
+    if (absl::Status ok = Place(place, LevelKind::kLazyStack, path, &out); !ok.ok()) return ok;
+    if (absl::Status ok = ParseStackDim(j, path, &out.stack_dim); !ok.ok()) return ok;
     return out;
   }
   const bool stack = ours && name == "NonTensorStack";
@@ -335,9 +333,7 @@ absl::StatusOr<DirMeta> ParseDirJson(const Json& j, std::string_view path, const
     out.metadata = !stack && name != "NonTensorData";
     auto d = j.find("data");
     if (stack) {
-      absl::StatusOr<int64_t> dim = ParseStackDim(j, path);
-      if (!dim.ok()) return dim.status();
-      out.stack_dim = *dim;
+      if (absl::Status ok = ParseStackDim(j, path, &out.stack_dim); !ok.ok()) return ok;
       if (d == j.end() || d->is_null()) {
         return Bad(path, "a NonTensorStack without \"data\" (expected the stacked values as a "
                          "JSON list)");
@@ -356,9 +352,7 @@ absl::StatusOr<DirMeta> ParseDirJson(const Json& j, std::string_view path, const
                        "values into other.pickle, which is never loaded: loading does not "
                        "execute code)");
     }
-    absl::StatusOr<nlohmann::json> data = ToJson(*d, path);
-    if (!data.ok()) return data.status();
-    out.data = *std::move(data);
+    if (absl::Status ok = ToJson(*d, path, &out.data); !ok.ok()) return ok;
     return out;
   }
   if (j.contains("custom_op")) {
@@ -372,9 +366,7 @@ absl::StatusOr<DirMeta> ParseDirJson(const Json& j, std::string_view path, const
     // A TensorDict level (also subclasses, and older module paths such as
     // "tensordict.tensordict.TensorDict").
     out.type = DirType::kTensorDict;
-    if (absl::Status ok = Place(place, structure::LevelKind::kTensorDict, path, &out); !ok.ok()) {
-      return ok;
-    }
+    if (absl::Status ok = Place(place, LevelKind::kTensorDict, path, &out); !ok.ok()) return ok;
     absl::StatusOr<LevelMeta> level = ParseLevelJson(j, path, *place.builder, *out.node);
     if (!level.ok()) return level.status();
     out.level = *std::move(level);
@@ -389,14 +381,11 @@ absl::StatusOr<DirMeta> ParseDirJson(const Json& j, std::string_view path, const
   // A tensorclass: its non-tensor fields are here, its tensors in _tensordict/ (which fills the
   // same level, DirPlace::fill).
   out.type = DirType::kTensorClass;
-  if (absl::Status ok = Place(place, structure::LevelKind::kTensorClass, path, &out); !ok.ok()) {
-    return ok;
-  }
+  if (absl::Status ok = Place(place, LevelKind::kTensorClass, path, &out); !ok.ok()) return ok;
   for (const auto& [key, value] : j.items()) {
     if (key == "_type") continue;
-    absl::StatusOr<nlohmann::json> v = ToJson(value, path);
-    if (!v.ok()) return v.status();
-    out.fields.emplace_back(key, *std::move(v));
+    out.fields.emplace_back(key, nlohmann::json());
+    if (absl::Status ok = ToJson(value, path, &out.fields.back().second); !ok.ok()) return ok;
   }
   return out;
 }
