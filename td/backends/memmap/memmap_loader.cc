@@ -56,13 +56,11 @@ absl::Status Unexpected(const std::string& dir, const DirEntry& e) {
 
 // "0", "1", ... without leading zeros.
 std::optional<int64_t> MemberIndex(const std::string& name) {
-  if (name.empty() || name.size() > 9 || (name.size() > 1 && name[0] == '0')) return std::nullopt;
-  int64_t v = 0;
-  for (char c : name) {
-    if (c < '0' || c > '9') return std::nullopt;
-    v = v * 10 + (c - '0');
+  if (name.empty() || name.size() > 9 || (name.size() > 1 && name[0] == '0') ||
+      name.find_first_not_of("0123456789") != std::string::npos) {
+    return std::nullopt;
   }
-  return v;
+  return std::stoll(name);
 }
 
 // Nested tensors: LibTorch 1.13 takes the offsets as int[], later releases as a Tensor; this

@@ -128,14 +128,15 @@ absl::Status WriteTensor(int fd, const at::Tensor& tensor, const std::string& pa
 
 namespace {
 
-using internal::memmap::UniqueFd;
+namespace mm = internal::memmap;
+using mm::UniqueFd;
 
 // Creates `filename` (see from_tensor) filled with `data` or, without data, sparse zeros.
 MemoryMappedTensor Create(at::IntArrayRef shape, at::ScalarType dtype, const std::string& filename,
                           bool exists_ok, const at::Tensor* data) {
-  const std::string path = internal::memmap::AbsolutePath(filename);
+  const std::string path = mm::AbsolutePath(filename);
   std::vector<int64_t> dims = shape.vec();
-  ThrowIfError<MemmapError>(internal::memmap::TensorBytes(dims, dtype, path).status());
+  ThrowIfError<MemmapError>(mm::TensorBytes(dims, dtype, path).status());
   int flags = O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK;
   flags |= exists_ok ? O_TRUNC : O_EXCL;
   int raw = ::open(path.c_str(), flags, 0644);
@@ -143,7 +144,7 @@ MemoryMappedTensor Create(at::IntArrayRef shape, at::ScalarType dtype, const std
     TD_FAIL(ValueError, "MemoryMappedTensor: file ", path,
                      " already exists (pass exists_ok = true to replace it)");
   }
-  if (raw < 0) ThrowIfError<MemmapError>(internal::memmap::ErrnoError(errno, "cannot create", path));
+  if (raw < 0) ThrowIfError<MemmapError>(mm::ErrnoError(errno, "cannot create", path));
   UniqueFd fd(raw);
   struct stat st;
   if (::fstat(fd.get(), &st) != 0 || !S_ISREG(st.st_mode)) {
@@ -151,11 +152,11 @@ MemoryMappedTensor Create(at::IntArrayRef shape, at::ScalarType dtype, const std
   }
   ::fcntl(fd.get(), F_SETFL, ::fcntl(fd.get(), F_GETFL) & ~O_NONBLOCK);
   if (data != nullptr) {
-    ThrowIfError<MemmapError>(internal::memmap::WriteTensor(fd.get(), *data, path));
+    ThrowIfError<MemmapError>(mm::WriteTensor(fd.get(), *data, path));
   } else {
-    absl::StatusOr<int64_t> nbytes = internal::memmap::TensorBytes(dims, dtype, path);
+    absl::StatusOr<int64_t> nbytes = mm::TensorBytes(dims, dtype, path);
     if (::ftruncate(fd.get(), static_cast<off_t>(*nbytes)) != 0) {
-      ThrowIfError<MemmapError>(internal::memmap::ErrnoError(errno, "cannot resize", path));
+      ThrowIfError<MemmapError>(mm::ErrnoError(errno, "cannot resize", path));
     }
   }
   return MemoryMappedTensor::from_filename(path, dtype, shape, MemmapMode::kReadWrite);
@@ -200,27 +201,27 @@ MemoryMappedTensor MemoryMappedTensor::full(at::IntArrayRef shape, const at::Sca
 MemoryMappedTensor MemoryMappedTensor::from_filename(const std::string& filename,
                                                      at::ScalarType dtype, at::IntArrayRef shape,
                                                      MemmapMode mode) {
-  const std::string path = internal::memmap::AbsolutePath(filename);
+  const std::string path = mm::AbsolutePath(filename);
   const UniqueFd fd = ValueOrThrow<MemmapError>(
-      internal::memmap::OpenFileAt(AT_FDCWD, path, mode == MemmapMode::kReadWrite, path));
-  return MemoryMappedTensor(ValueOrThrow<MemmapError>(
-      internal::memmap::MapFile(fd.get(), path, dtype, shape.vec(), mode)));
+      mm::OpenFileAt(AT_FDCWD, path, mode == MemmapMode::kReadWrite, path));
+  return MemoryMappedTensor(
+      ValueOrThrow<MemmapError>(mm::MapFile(fd.get(), path, dtype, shape.vec(), mode)));
 }
 
 std::optional<std::string> MemoryMappedTensor::filename_of(const at::Tensor& tensor) {
-  const internal::memmap::Region* r = internal::memmap::RegionOf(tensor);
+  const mm::Region* r = mm::RegionOf(tensor);
   if (r == nullptr) return std::nullopt;
   return r->path;
 }
 
 std::string MemoryMappedTensor::filename() const {
-  const internal::memmap::Region* r = internal::memmap::RegionOf(*this);
+  const mm::Region* r = mm::RegionOf(*this);
   TORCH_CHECK(r != nullptr, "this MemoryMappedTensor holds no file mapping");
   return r->path;
 }
 
 MemmapMode MemoryMappedTensor::mode() const {
-  const internal::memmap::Region* r = internal::memmap::RegionOf(*this);
+  const mm::Region* r = mm::RegionOf(*this);
   TORCH_CHECK(r != nullptr, "this MemoryMappedTensor holds no file mapping");
   return r->mode;
 }
