@@ -135,8 +135,7 @@ using mm::UniqueFd;
 MemoryMappedTensor Create(at::IntArrayRef shape, at::ScalarType dtype, const std::string& filename,
                           bool exists_ok, const at::Tensor* data) {
   const std::string path = mm::AbsolutePath(filename);
-  std::vector<int64_t> dims = shape.vec();
-  ThrowIfError<MemmapError>(mm::TensorBytes(dims, dtype, path).status());
+  const int64_t nbytes = ValueOrThrow<MemmapError>(mm::TensorBytes(shape.vec(), dtype, path));
   int flags = O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK;
   flags |= exists_ok ? O_TRUNC : O_EXCL;
   int raw = ::open(path.c_str(), flags, 0644);
@@ -154,8 +153,7 @@ MemoryMappedTensor Create(at::IntArrayRef shape, at::ScalarType dtype, const std
   if (data != nullptr) {
     ThrowIfError<MemmapError>(mm::WriteTensor(fd.get(), *data, path));
   } else {
-    absl::StatusOr<int64_t> nbytes = mm::TensorBytes(dims, dtype, path);
-    if (::ftruncate(fd.get(), static_cast<off_t>(*nbytes)) != 0) {
+    if (::ftruncate(fd.get(), static_cast<off_t>(nbytes)) != 0) {
       ThrowIfError<MemmapError>(mm::ErrnoError(errno, "cannot resize", path));
     }
   }
