@@ -106,11 +106,8 @@ absl::Status WriteTensor(int fd, const at::Tensor& tensor, const std::string& pa
   if (t.device().is_cpu() && t.is_contiguous()) {
     return WriteAll(fd, t.data_ptr(), static_cast<size_t>(total), path);
   }
-  if (t.dim() == 0) {
-    at::Tensor c = t.to(at::kCPU).contiguous();
-    return WriteAll(fd, c.data_ptr(), static_cast<size_t>(total), path);
-  }
   // Copy at most ~64 MiB at a time, so an expanded or strided view never materialises whole.
+  if (t.dim() == 0) t = t.reshape({1});
   const int64_t rows = t.size(0);
   const int64_t row_bytes = total / rows;
   const int64_t chunk = std::max<int64_t>(1, (int64_t{64} << 20) / std::max<int64_t>(row_bytes, 1));
