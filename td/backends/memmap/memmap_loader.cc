@@ -107,16 +107,31 @@ class Loader {
   // which are then locked too), so nothing needs to walk the finished tree.
   Loader(const Store& store, MemmapMode mode, bool lock) : store_(store), mode_(mode), lock_(lock) {}
 
-  // Where the directory loaded first goes: the root of the structure (NOTE [ Structure codec ]
-  // in td/structure/structure.h), or, with `parent_batch`, the sub-level of a stand-in parent.
-  absl::StatusOr<DirPlace> Top(const std::vector<int64_t>* parent_batch) {
-    if (parent_batch == nullptr) return DirPlace{&builder_, nullptr, "", nullptr};
-    structure::Level& parent = builder_.Root(structure::LevelKind::kTensorDict);
-    absl::Status ok = builder_.SetBatchSize(parent, *parent_batch);
-    if (!ok.ok()) return ok;
-    return DirPlace{&builder_, &parent, "level", nullptr};
+  // What `dir` (at `path`) holds, with every file mapped: a TensorDict, never non-tensor data.
+  // It is the root of the structure (NOTE [ Structure codec ] in td/structure/structure.h), or,
+  // with `parent_batch`, the sub-level of a stand-in parent. `root`: as LoadLevel's.
+  absl::StatusOr<Planned> Load(const Store::Dir& dir, const std::string& path, bool root,
+                               const std::vector<int64_t>* parent_batch,
+                               const parallel::ParallelOptions& threads) {
+    DirPlace place{&builder_, nullptr, "", nullptr};
+    if (parent_batch != nullptr) {
+      place = DirPlace{&builder_, &builder_.Root(structure::LevelKind::kTensorDict), "level"};
+      absl::Status ok = builder_.SetBatchSize(*place.parent, *parent_batch);
+      if (!ok.ok()) return ok;
+    }
+    absl::StatusOr<Planned> top = Dir(dir, path, root, 0, place);
+    if (!top.ok()) return top.status();
+    if (!top->node) {
+      return absl::DataLossError(absl::StrCat(
+          path, " holds non-tensor data (a NonTensorData, NonTensorStack or MetaData), not a "
+                "TensorDict: load the directory that contains it"));
+    }
+    absl::Status s = Finish(threads);
+    if (!s.ok()) return s;
+    return top;
   }
 
+ private:
   // The directory `dir` at `path`, as `place` in the structure (depth: of the directories,
   // for the empty levels older writers left under non-tensor data).
   absl::StatusOr<Planned> Dir(const Store::Dir& dir, const std::string& path, bool root,
@@ -176,7 +191,6 @@ class Loader {
     return absl::OkStatus();
   }
 
- private:
   // The sub-directory `name` (at `path`) of the level `parent`: its entry `key`, or (`fill`) the
   // tensors of the tensorclass `parent`.
   absl::StatusOr<Planned> Child(const Store::Dir& parent_dir, const std::string& name,
@@ -597,31 +611,12 @@ TensorDict Dense(const TensorDict& t) {
   return TensorDict(items, t.batch_size());
 }
 
-// What `loader` loads from `dir` (at `path`) with every file mapped: a TensorDict, never
-// non-tensor data. `parent_batch` and `root`: as LoadLevel's.
-absl::StatusOr<Planned> LoadPlanned(Loader& loader, const Store::Dir& dir, const std::string& path,
-                                    bool root, const std::vector<int64_t>* parent_batch,
-                                    const parallel::ParallelOptions& threads) {
-  absl::StatusOr<DirPlace> place = loader.Top(parent_batch);
-  if (!place.ok()) return place.status();
-  absl::StatusOr<Planned> top = loader.Dir(dir, path, root, 0, *place);
-  if (!top.ok()) return top.status();
-  if (!top->node) {
-    return absl::DataLossError(absl::StrCat(
-        path, " holds non-tensor data (a NonTensorData, NonTensorStack or MetaData), not a "
-              "TensorDict: load the directory that contains it"));
-  }
-  absl::Status s = loader.Finish(threads);
-  if (!s.ok()) return s;
-  return top;
-}
-
 }  // namespace
 
 absl::StatusOr<TensorDict> LoadTree(const Store& store, Store::Dir top, const std::string& path,
                                     MemmapMode mode, const parallel::ParallelOptions& threads) {
   Loader loader(store, mode, /*lock=*/store.memmap_levels());
-  absl::StatusOr<Planned> planned = LoadPlanned(loader, top, path, true, nullptr, threads);
+  absl::StatusOr<Planned> planned = loader.Load(top, path, true, nullptr, threads);
   if (!planned.ok()) return planned.status();
   if (store.memmap_levels()) return (*planned->value)->tensordict();
   try {
@@ -648,7 +643,7 @@ absl::StatusOr<std::shared_ptr<MemmapStorage>> LoadLevel(int dirfd, const std::s
   if (!dir.ok()) return dir.status();
   const DiskStore store;
   Loader loader(store, mode, /*lock=*/false);
-  absl::StatusOr<Planned> top = LoadPlanned(loader, *dir, path, root, parent_batch, threads);
+  absl::StatusOr<Planned> top = loader.Load(*dir, path, root, parent_batch, threads);
   if (!top.ok()) return top.status();
   if (!top->storage) {
     return absl::DataLossError(absl::StrCat(path, " does not hold a TensorDict level"));
