@@ -8,17 +8,15 @@
 namespace td {
 namespace {
 
-bool IsMemmapDirectory(const std::string& path) {
-  return format::DirectoryHolds(path, internal::memmap::kMetaFile);
-}
-
 format::Driver MemmapDriver() {
   format::Driver d;
   d.id = "memmap";
   d.summary = "a memmap directory: one file per leaf and meta.json per level (Python tensordict's "
               "memmap / load_memmap)";
   d.traits.dtypes = format::EveryDtype();
-  d.detect = IsMemmapDirectory;
+  d.detect = [](const std::string& path) {
+    return format::DirectoryHolds(path, internal::memmap::kMetaFile);
+  };
   d.save = [](const TensorDict& td, const std::string& path) {
     td.memmap(path, MemmapOptions().copy_existing(true));
   };

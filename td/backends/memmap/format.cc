@@ -1,5 +1,6 @@
 #include "td/backends/memmap/format.h"
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 
@@ -14,6 +15,7 @@ namespace memmap {
 namespace {
 
 using Json = nlohmann::ordered_json;
+using structure::LevelKind;
 
 absl::string_view AV(std::string_view s) { return absl::string_view(s.data(), s.size()); }
 
@@ -49,7 +51,10 @@ std::string Quote(std::string_view key) {
   return out;
 }
 
-const char* JsonTypeName(const Json& j) { return j.type_name(); }
+// True for "shape", "device" and "_type", which cannot be keys in meta.json.
+bool IsReservedKey(std::string_view key) {
+  return key == "shape" || key == "device" || key == "_type";
+}
 
 absl::Status Bad(std::string_view path, std::string_view what) {
   return absl::DataLossError(absl::StrCat(AV(path), ": ", AV(what)));
@@ -72,14 +77,12 @@ absl::StatusOr<Json> ParseJson(std::string_view text, std::string_view path) {
                        : m);
 }
 
-std::string SizeText(const std::vector<int64_t>& s) { return SizeRepr(s); }
-
 absl::Status CheckDevice(const Json& level, std::string_view path, std::string_view what) {
   auto it = level.find("device");
   if (it == level.end() || it->is_null()) return absl::OkStatus();
   if (!it->is_string()) {
-    return Bad(path, absl::StrCat(AV(what), "\"device\" must be a string, got a ",
-                                  JsonTypeName(*it), " (", it->dump(), ")"));
+    return Bad(path, absl::StrCat(AV(what), "\"device\" must be a string, got a ", it->type_name(),
+                                  " (", it->dump(), ")"));
   }
   const std::string& d = it->get_ref<const std::string&>();
   if (d == "cpu" || d == "None" || (d.rfind("cpu:", 0) == 0 && d.size() > 4 &&
@@ -90,16 +93,17 @@ absl::Status CheckDevice(const Json& level, std::string_view path, std::string_v
                                 "' is not supported: memory-mapped tensors live on the CPU"));
 }
 
-// True when nlohmann::json can write `s` (valid UTF-8).
-bool Utf8Ok(const std::string& s) {
+// True when nlohmann::json can write `j` (its strings and keys valid UTF-8).
+bool Utf8Ok(const nlohmann::json& j) {
   try {
-    (void)nlohmann::json(s).dump();
+    (void)j.dump();
     return true;
   } catch (const nlohmann::json::exception&) {
     return false;
   }
 }
 
+// Nesting, numbers and binary values of `j` (UTF-8: Utf8Ok, once the nesting is known bounded).
 absl::Status CheckWritableJsonImpl(const nlohmann::json& j, int depth, std::string_view what) {
   if (depth > kMaxJsonDepth) {
     return absl::InvalidArgumentError(
@@ -113,24 +117,9 @@ absl::Status CheckWritableJsonImpl(const nlohmann::json& j, int depth, std::stri
             " cannot be stored in JSON (it would be written as null)"));
       }
       return absl::OkStatus();
-    case nlohmann::json::value_t::string:
-      if (!Utf8Ok(j.get_ref<const std::string&>())) {
-        return absl::InvalidArgumentError(
-            absl::StrCat(AV(what), ": a string is not valid UTF-8, which JSON cannot hold"));
-      }
-      return absl::OkStatus();
     case nlohmann::json::value_t::array:
-      for (const auto& e : j) {
-        absl::Status s = CheckWritableJsonImpl(e, depth + 1, what);
-        if (!s.ok()) return s;
-      }
-      return absl::OkStatus();
     case nlohmann::json::value_t::object:
-      for (const auto& [k, e] : j.items()) {
-        if (!Utf8Ok(k)) {
-          return absl::InvalidArgumentError(absl::StrCat(
-              AV(what), ": an object key is not valid UTF-8, which JSON cannot hold"));
-        }
+      for (const auto& e : j) {
         absl::Status s = CheckWritableJsonImpl(e, depth + 1, what);
         if (!s.ok()) return s;
       }
@@ -142,6 +131,263 @@ absl::Status CheckWritableJsonImpl(const nlohmann::json& j, int depth, std::stri
     default:
       return absl::OkStatus();
   }
+}
+
+// Python's class name in "<class 'module.Name'>": {module, Name}; nullopt for another spelling.
+std::optional<std::pair<std::string, std::string>> SplitClass(const std::string& t) {
+  static constexpr std::string_view kOpen = "<class '", kClose = "'>";
+  if (t.size() < kOpen.size() + kClose.size() || t.compare(0, kOpen.size(), kOpen.data()) != 0 ||
+      t.compare(t.size() - kClose.size(), kClose.size(), kClose.data()) != 0) {
+    return std::nullopt;
+  }
+  const std::string q = t.substr(kOpen.size(), t.size() - kOpen.size() - kClose.size());
+  // A typed MetaData is "tensordict.tensorclass.MetaData[int]": the brackets may hold dots.
+  const size_t bracket = q.find('[');
+  const size_t dot = q.rfind('.', bracket == std::string::npos ? std::string::npos : bracket);
+  if (dot == std::string::npos) return std::make_pair(std::string(), q);
+  return std::make_pair(q.substr(0, dot), q.substr(dot + 1));
+}
+
+bool IsNonTensorName(std::string_view name) {
+  return name == "NonTensorData" || name == "MetaData" ||
+         (name.size() > 9 && name.substr(0, 9) == "MetaData[");
+}
+
+// The TensorDict level `level` of the structure `b` builds, from its meta.json `j` (NOTE
+// [ Structure codec ] in td/structure/structure.h: the builder applies the structure rules).
+absl::StatusOr<LevelMeta> ParseLevelJson(const Json& j, std::string_view path,
+                                         structure::Builder& b, structure::Level& level) {
+  LevelMeta meta;
+  auto shape_it = j.find("shape");
+  if (shape_it == j.end()) {
+    return Bad(path, "missing \"shape\" (the batch size), expected e.g. \"shape\": [3, 4]");
+  }
+  absl::Status batch = SetBatchSize(b, level, *shape_it, path, "\"shape\" ");
+  if (!batch.ok()) return batch;
+  meta.batch_size = level.batch_size();
+  absl::Status dev = CheckDevice(j, path, "");
+  if (!dev.ok()) return dev;
+  const auto add = [&](EntryMeta e) {
+    e.file_name = EntryFileName(e.key, e.kind);
+    e.legacy_file_name = LegacyFileName(e.key, e.kind).value_or("");
+    if (e.legacy_file_name == e.file_name) e.legacy_file_name.clear();
+    meta.entries.push_back(std::move(e));
+  };
+  for (const auto& [key, entry] : j.items()) {
+    if (IsReservedKey(key)) continue;
+    // Python's reader skips fields that are not objects ("there can be other metadata").
+    if (!entry.is_object()) continue;
+    const std::string what = absl::StrCat("entry ", Quote(key));
+    EntryMeta e;
+    e.key = key;
+    auto t = entry.find("type");
+    if (t != entry.end()) {
+      if (!t->is_string() || t->get_ref<const std::string&>().empty()) {
+        return Bad(path, absl::StrCat(what, ": \"type\" must be a class name such as "
+                                            "\"TensorDict\", got ",
+                                      t->dump()));
+      }
+      e.type_name = t->get_ref<const std::string&>();
+      e.kind = IsNonTensorName(e.type_name) || e.type_name == "NonTensorStack"
+                   ? EntryKind::kNonTensor
+                   : EntryKind::kTensorDict;
+      add(std::move(e));
+      continue;
+    }
+    auto dt = entry.find("dtype");
+    if (dt == entry.end()) {
+      return Bad(path, absl::StrCat(what, " has neither \"type\" nor \"dtype\": ", entry.dump()));
+    }
+    if (!dt->is_string()) {
+      return Bad(path, absl::StrCat(what, ": \"dtype\" must be a string such as "
+                                          "\"torch.float32\", got a ",
+                                    dt->type_name(), " (", dt->dump(), ")"));
+    }
+    // The dtype and shape by the builder's readers, in the order this reader always read them.
+    absl::StatusOr<c10::ScalarType> dtype =
+        structure::Dtype::Name(dt->get_ref<const std::string&>()).Read();
+    if (!dtype.ok()) {
+      return Bad(path, absl::StrCat(what, ": ", dtype.status().message(),
+                                    " (expected torch.float32, torch.int64, torch.bool, ...)"));
+    }
+    e.dtype = *dtype;
+    auto sh = entry.find("shape");
+    if (sh == entry.end()) return Bad(path, absl::StrCat(what, " has no \"shape\""));
+    absl::StatusOr<std::vector<int64_t>> shape = structure::Sizes(*sh).Read();
+    if (!shape.ok()) {
+      return Bad(path, absl::StrCat(what, "'s \"shape\" ", shape.status().message()));
+    }
+    e.shape = *std::move(shape);
+    auto nested = entry.find("is_nested");
+    if (nested != entry.end() && !nested->is_null()) {
+      if (!nested->is_boolean()) {
+        return Bad(path, absl::StrCat(what, ": \"is_nested\" must be true or false, got ",
+                                      nested->dump()));
+      }
+      e.is_nested = nested->get<bool>();
+    }
+    absl::Status edev = CheckDevice(entry, path, absl::StrCat(what, ": "));
+    if (!edev.ok()) return edev;
+    if (e.is_nested) {
+      // The shape of the sizes: [number of components, dims of each].
+      if (e.shape.size() != 2) {
+        return Bad(path, absl::StrCat(what, " is a nested tensor whose \"shape\" (the shape of "
+                                            "its sizes) is ",
+                                      SizeRepr(e.shape), "; expected [components, dims]"));
+      }
+      if (!meta.batch_size.empty() && e.shape[0] != meta.batch_size[0]) {
+        return Bad(path, absl::StrCat(what, " is a nested tensor of ", e.shape[0],
+                                      " components, which does not match the batch size ",
+                                      SizeRepr(meta.batch_size)));
+      }
+      if (e.shape[1] + 1 < static_cast<int64_t>(meta.batch_size.size())) {
+        return Bad(path, absl::StrCat(what, " is a nested tensor of ", e.shape[1] + 1,
+                                      " dims, fewer than the batch size ",
+                                      SizeRepr(meta.batch_size)));
+      }
+      absl::StatusOr<int64_t> nbytes = TensorBytes(e.shape, c10::kLong, what);
+      if (!nbytes.ok()) return Bad(path, std::string(nbytes.status().message()));
+      e.nbytes = *nbytes;
+    } else {
+      // The builder's leaf: its shape starts with the batch size, its bytes fit in int64.
+      absl::StatusOr<const structure::Entry*> leaf = b.AddLeaf(level, key, e.dtype, e.shape);
+      if (!leaf.ok()) return Bad(path, absl::StrCat(what, ": ", leaf.status().message()));
+      e.nbytes = (*leaf)->nbytes;
+    }
+    add(std::move(e));
+  }
+  return meta;
+}
+
+absl::Status ParseStackDim(const Json& j, std::string_view path, int64_t* dim) {
+  auto it = j.find("stack_dim");
+  if (it == j.end() || !it->is_number_integer() || it->get<int64_t>() < 0 ||
+      it->get<int64_t>() > static_cast<int64_t>(kMaxDims)) {
+    return Bad(path, absl::StrCat("a stack needs \"stack_dim\": a dim from 0 to ", kMaxDims,
+                                  ", got ", it == j.end() ? std::string("nothing") : it->dump()));
+  }
+  *dim = it->get<int64_t>();
+  return absl::OkStatus();
+}
+
+// ordered_json -> json (object keys sorted, like every NonTensorData in the core). The parser
+// accepted only valid UTF-8, so dump() cannot fail; the catch keeps that a status regardless.
+absl::Status ToJson(const Json& j, std::string_view path, nlohmann::json* out) {
+  try {
+    *out = nlohmann::json::parse(j.dump());
+    return absl::OkStatus();
+  } catch (const nlohmann::json::exception& e) {
+    return Bad(path, absl::StrCat("\"data\" cannot be read: ", e.what()));
+  }
+}
+
+// Makes `out`'s level, of kind `kind`, at `place` (the directory at `path`).
+absl::Status Place(const DirPlace& place, LevelKind kind, std::string_view path, DirMeta* out) {
+  if (place.fill != nullptr && kind != LevelKind::kTensorDict) {
+    return Bad(path, "must hold a TensorDict level (the tensorclass's tensors)");
+  }
+  out->node = place.fill;
+  if (out->node != nullptr) return absl::OkStatus();
+  if (place.parent == nullptr) {
+    out->node = &place.builder->Root(kind);
+    return absl::OkStatus();
+  }
+  absl::StatusOr<structure::Level*> level = place.builder->AddLevel(*place.parent, place.key, kind);
+  if (!level.ok()) return Bad(path, std::string(level.status().message()));
+  out->node = *level;
+  return absl::OkStatus();
+}
+
+absl::StatusOr<DirMeta> ParseDirJson(const Json& j, std::string_view path, const DirPlace& place) {
+  if (!j.is_object()) {
+    return Bad(path, absl::StrCat("expected a JSON object, got a ", j.type_name()));
+  }
+  DirMeta out;
+  auto type_it = j.find("_type");
+  if (type_it != j.end()) {
+    if (!type_it->is_string()) {
+      return Bad(path, absl::StrCat("\"_type\" must be a string, got a ", type_it->type_name()));
+    }
+    out.type_name = type_it->get_ref<const std::string&>();
+  }
+  std::optional<std::pair<std::string, std::string>> cls;
+  if (!out.type_name.empty()) {
+    cls = SplitClass(out.type_name);
+    if (!cls) {
+      return Bad(path, absl::StrCat("\"_type\" is ", out.type_name,
+                                    ", expected a Python class such as ",
+                                    AV(kTensorDictType)));
+    }
+  }
+  const bool ours = cls && (cls->first == "tensordict" || cls->first.rfind("tensordict.", 0) == 0);
+  const std::string name = cls ? cls->second : "TensorDict";
+  if (ours && name == "LazyStackedTensorDict") {
+    out.type = DirType::kLazyStack;
+    if (absl::Status ok = Place(place, LevelKind::kLazyStack, path, &out); !ok.ok()) return ok;
+    if (absl::Status ok = ParseStackDim(j, path, &out.stack_dim); !ok.ok()) return ok;
+    return out;
+  }
+  const bool stack = ours && name == "NonTensorStack";
+  if (stack || (ours && IsNonTensorName(name))) {
+    out.type = stack ? DirType::kNonTensorStack : DirType::kNonTensorData;
+    out.metadata = !stack && name != "NonTensorData";
+    auto d = j.find("data");
+    if (stack) {
+      if (absl::Status ok = ParseStackDim(j, path, &out.stack_dim); !ok.ok()) return ok;
+      if (d == j.end() || d->is_null()) {
+        return Bad(path, "a NonTensorStack without \"data\" (expected the stacked values as a "
+                         "JSON list)");
+      }
+      if (d->is_string()) {
+        return Bad(path, absl::StrCat("the NonTensorStack's values were pickled into ",
+                                      d->get_ref<const std::string&>(),
+                                      ", which is never loaded (loading does not execute code)"));
+      }
+      if (!d->is_array()) {
+        return Bad(path, absl::StrCat("a NonTensorStack's \"data\" must be a list, got a ",
+                                      d->type_name()));
+      }
+    } else if (d == j.end()) {
+      return Bad(path, "has no \"data\": the value was not stored as JSON (Python pickles such "
+                       "values into other.pickle, which is never loaded: loading does not "
+                       "execute code)");
+    }
+    if (absl::Status ok = ToJson(*d, path, &out.data); !ok.ok()) return ok;
+    return out;
+  }
+  if (j.contains("custom_op")) {
+    return Bad(path, absl::StrCat("\"_type\" is ", out.type_name,
+                                  ", a lazy view (", j["custom_op"].dump(),
+                                  ") of the TensorDict in _source/, which is not supported: "
+                                  "load ",
+                                  AV(path.substr(0, path.rfind('/') + 1)), "_source instead"));
+  }
+  if (j.contains("shape") || !cls || (ours && name == "TensorDict")) {
+    // A TensorDict level (also subclasses, and older module paths such as
+    // "tensordict.tensordict.TensorDict").
+    out.type = DirType::kTensorDict;
+    if (absl::Status ok = Place(place, LevelKind::kTensorDict, path, &out); !ok.ok()) return ok;
+    absl::StatusOr<LevelMeta> level = ParseLevelJson(j, path, *place.builder, *out.node);
+    if (!level.ok()) return level.status();
+    out.level = *std::move(level);
+    return out;
+  }
+  if (ours) {
+    return Bad(path, absl::StrCat("\"_type\" is ", out.type_name,
+                                  ", which is not supported (TensorDict, LazyStackedTensorDict, "
+                                  "NonTensorData, NonTensorStack, MetaData and tensorclasses "
+                                  "are)"));
+  }
+  // A tensorclass: its non-tensor fields are here, its tensors in _tensordict/ (which fills the
+  // same level, DirPlace::fill).
+  out.type = DirType::kTensorClass;
+  if (absl::Status ok = Place(place, LevelKind::kTensorClass, path, &out); !ok.ok()) return ok;
+  for (const auto& [key, value] : j.items()) {
+    if (key == "_type") continue;
+    out.fields.emplace_back(key, nlohmann::json());
+    if (absl::Status ok = ToJson(value, path, &out.fields.back().second); !ok.ok()) return ok;
+  }
+  return out;
 }
 
 }  // namespace
@@ -185,10 +431,6 @@ std::optional<std::string> UnescapeKey(std::string_view name) {
   return out;
 }
 
-bool IsReservedKey(std::string_view key) {
-  return key == "shape" || key == "device" || key == "_type";
-}
-
 std::string EntryFileName(std::string_view key, EntryKind kind) {
   std::string name = EscapeKey(key);
   if (kind == EntryKind::kTensor) name.append(kTensorSuffix);
@@ -204,288 +446,6 @@ absl::StatusOr<int64_t> TensorBytes(const std::vector<int64_t>& shape, c10::Scal
   return n;
 }
 
-namespace {
-
-// Python's class name in "<class 'module.Name'>": {module, Name}; nullopt for another spelling.
-std::optional<std::pair<std::string, std::string>> SplitClass(const std::string& t) {
-  static constexpr std::string_view kOpen = "<class '", kClose = "'>";
-  if (t.size() < kOpen.size() + kClose.size() || t.compare(0, kOpen.size(), kOpen.data()) != 0 ||
-      t.compare(t.size() - kClose.size(), kClose.size(), kClose.data()) != 0) {
-    return std::nullopt;
-  }
-  const std::string q = t.substr(kOpen.size(), t.size() - kOpen.size() - kClose.size());
-  // A typed MetaData is "tensordict.tensorclass.MetaData[int]": the brackets may hold dots.
-  const size_t bracket = q.find('[');
-  const size_t dot = q.rfind('.', bracket == std::string::npos ? std::string::npos : bracket);
-  if (dot == std::string::npos) return std::make_pair(std::string(), q);
-  return std::make_pair(q.substr(0, dot), q.substr(dot + 1));
-}
-
-bool IsNonTensorName(std::string_view name) {
-  return name == "NonTensorData" || name == "MetaData" ||
-         (name.size() > 9 && name.substr(0, 9) == "MetaData[");
-}
-
-// The TensorDict level `level` of the structure `b` builds, from its meta.json `j` (NOTE
-// [ Structure codec ] in td/structure/structure.h: the builder applies the structure rules).
-absl::StatusOr<LevelMeta> ParseLevelJson(const Json& j, std::string_view path,
-                                         structure::Builder& b, structure::Level& level) {
-  LevelMeta meta;
-  auto shape_it = j.find("shape");
-  if (shape_it == j.end()) {
-    return Bad(path, "missing \"shape\" (the batch size), expected e.g. \"shape\": [3, 4]");
-  }
-  if (absl::Status ok = b.SetBatchSize(level, *shape_it); !ok.ok()) {
-    if (structure::RuleOf(ok) != structure::Rule::kSubBatch) {
-      return Bad(path, absl::StrCat("\"shape\" ", ok.message()));
-    }
-    return SubBatchError(path, *structure::Sizes(*shape_it).Read(), level.parent()->batch_size());
-  }
-  meta.batch_size = level.batch_size();
-  absl::Status dev = CheckDevice(j, path, "");
-  if (!dev.ok()) return dev;
-  for (const auto& [key, entry] : j.items()) {
-    if (IsReservedKey(key)) continue;
-    // Python's reader skips fields that are not objects ("there can be other metadata").
-    if (!entry.is_object()) continue;
-    const std::string what = absl::StrCat("entry ", Quote(key));
-    EntryMeta e;
-    e.key = key;
-    auto t = entry.find("type");
-    if (t != entry.end()) {
-      if (!t->is_string() || t->get_ref<const std::string&>().empty()) {
-        return Bad(path, absl::StrCat(what, ": \"type\" must be a class name such as "
-                                            "\"TensorDict\", got ",
-                                      t->dump()));
-      }
-      e.type_name = t->get_ref<const std::string&>();
-      e.kind = IsNonTensorName(e.type_name) || e.type_name == "NonTensorStack"
-                   ? EntryKind::kNonTensor
-                   : EntryKind::kTensorDict;
-      e.file_name = EntryFileName(key, e.kind);
-      e.legacy_file_name = LegacyFileName(key, e.kind).value_or("");
-      if (e.legacy_file_name == e.file_name) e.legacy_file_name.clear();
-      meta.entries.push_back(std::move(e));
-      continue;
-    }
-    auto dt = entry.find("dtype");
-    if (dt == entry.end()) {
-      return Bad(path, absl::StrCat(what, " has neither \"type\" nor \"dtype\": ", entry.dump()));
-    }
-    if (!dt->is_string()) {
-      return Bad(path, absl::StrCat(what, ": \"dtype\" must be a string such as "
-                                          "\"torch.float32\", got a ",
-                                    JsonTypeName(*dt), " (", dt->dump(), ")"));
-    }
-    // The dtype and shape by the builder's readers, in the order this reader always read them.
-    absl::StatusOr<c10::ScalarType> dtype =
-        structure::Dtype::Name(dt->get_ref<const std::string&>()).Read();
-    if (!dtype.ok()) {
-      return Bad(path, absl::StrCat(what, ": ", dtype.status().message(),
-                                    " (expected torch.float32, torch.int64, torch.bool, ...)"));
-    }
-    e.dtype = *dtype;
-    auto sh = entry.find("shape");
-    if (sh == entry.end()) return Bad(path, absl::StrCat(what, " has no \"shape\""));
-    absl::StatusOr<std::vector<int64_t>> shape = structure::Sizes(*sh).Read();
-    if (!shape.ok()) {
-      return Bad(path, absl::StrCat(what, "'s \"shape\" ", shape.status().message()));
-    }
-    e.shape = *std::move(shape);
-    auto nested = entry.find("is_nested");
-    if (nested != entry.end() && !nested->is_null()) {
-      if (!nested->is_boolean()) {
-        return Bad(path, absl::StrCat(what, ": \"is_nested\" must be true or false, got ",
-                                      nested->dump()));
-      }
-      e.is_nested = nested->get<bool>();
-    }
-    absl::Status edev = CheckDevice(entry, path, absl::StrCat(what, ": "));
-    if (!edev.ok()) return edev;
-    if (e.is_nested) {
-      // The shape of the sizes: [number of components, dims of each].
-      if (e.shape.size() != 2) {
-        return Bad(path, absl::StrCat(what, " is a nested tensor whose \"shape\" (the shape of "
-                                            "its sizes) is ",
-                                      SizeText(e.shape), "; expected [components, dims]"));
-      }
-      if (!meta.batch_size.empty() && e.shape[0] != meta.batch_size[0]) {
-        return Bad(path, absl::StrCat(what, " is a nested tensor of ", e.shape[0],
-                                      " components, which does not match the batch size ",
-                                      SizeText(meta.batch_size)));
-      }
-      if (e.shape[1] + 1 < static_cast<int64_t>(meta.batch_size.size())) {
-        return Bad(path, absl::StrCat(what, " is a nested tensor of ", e.shape[1] + 1,
-                                      " dims, fewer than the batch size ",
-                                      SizeText(meta.batch_size)));
-      }
-      absl::StatusOr<int64_t> nbytes = TensorBytes(e.shape, c10::kLong, what);
-      if (!nbytes.ok()) return Bad(path, std::string(nbytes.status().message()));
-      e.nbytes = *nbytes;
-    } else {
-      // The builder's leaf: its shape starts with the batch size, its bytes fit in int64.
-      absl::StatusOr<const structure::Entry*> leaf = b.AddLeaf(level, key, e.dtype, e.shape);
-      if (!leaf.ok()) return Bad(path, absl::StrCat(what, ": ", leaf.status().message()));
-      e.nbytes = (*leaf)->nbytes;
-    }
-    e.file_name = EntryFileName(key, e.kind);
-    e.legacy_file_name = LegacyFileName(key, e.kind).value_or("");
-    if (e.legacy_file_name == e.file_name) e.legacy_file_name.clear();
-    meta.entries.push_back(std::move(e));
-  }
-  return meta;
-}
-
-absl::StatusOr<int64_t> ParseStackDim(const Json& j, std::string_view path) {
-  auto it = j.find("stack_dim");
-  if (it == j.end() || !it->is_number_integer() || it->get<int64_t>() < 0 ||
-      it->get<int64_t>() > static_cast<int64_t>(kMaxDims)) {
-    return Bad(path, absl::StrCat("a stack needs \"stack_dim\": a dim from 0 to ", kMaxDims,
-                                  ", got ", it == j.end() ? std::string("nothing") : it->dump()));
-  }
-  return it->get<int64_t>();
-}
-
-// ordered_json -> json (object keys sorted, like every NonTensorData in the core). The parser
-// accepted only valid UTF-8, so dump() cannot fail; the catch keeps that a status regardless.
-absl::StatusOr<nlohmann::json> ToJson(const Json& j, std::string_view path) {
-  try {
-    return nlohmann::json::parse(j.dump());
-  } catch (const nlohmann::json::exception& e) {
-    return Bad(path, absl::StrCat("\"data\" cannot be read: ", e.what()));
-  }
-}
-
-// Makes `out`'s level, of kind `kind`, at `place` (the directory at `path`).
-absl::Status Place(const DirPlace& place, structure::LevelKind kind, std::string_view path,
-                   DirMeta* out) {
-  if (place.fill != nullptr && kind != structure::LevelKind::kTensorDict) {
-    return Bad(path, "must hold a TensorDict level (the tensorclass's tensors)");
-  }
-  out->node = place.fill;
-  if (out->node != nullptr) return absl::OkStatus();
-  if (place.parent == nullptr) {
-    out->node = &place.builder->Root(kind);
-    return absl::OkStatus();
-  }
-  absl::StatusOr<structure::Level*> level = place.builder->AddLevel(*place.parent, place.key, kind);
-  if (!level.ok()) return Bad(path, std::string(level.status().message()));
-  out->node = *level;
-  return absl::OkStatus();
-}
-
-absl::StatusOr<DirMeta> ParseDirJson(const Json& j, std::string_view path, const DirPlace& place) {
-  if (!j.is_object()) {
-    return Bad(path, absl::StrCat("expected a JSON object, got a ", JsonTypeName(j)));
-  }
-  DirMeta out;
-  auto type_it = j.find("_type");
-  if (type_it != j.end()) {
-    if (!type_it->is_string()) {
-      return Bad(path, absl::StrCat("\"_type\" must be a string, got a ", JsonTypeName(*type_it)));
-    }
-    out.type_name = type_it->get_ref<const std::string&>();
-  }
-  std::optional<std::pair<std::string, std::string>> cls;
-  if (!out.type_name.empty()) {
-    cls = SplitClass(out.type_name);
-    if (!cls) {
-      return Bad(path, absl::StrCat("\"_type\" is ", out.type_name,
-                                    ", expected a Python class such as ",
-                                    AV(kTensorDictType)));
-    }
-  }
-  const bool ours = cls && (cls->first == "tensordict" || cls->first.rfind("tensordict.", 0) == 0);
-  const std::string name = cls ? cls->second : "TensorDict";
-  if (ours && name == "LazyStackedTensorDict") {
-    out.type = DirType::kLazyStack;
-    if (absl::Status ok = Place(place, structure::LevelKind::kLazyStack, path, &out); !ok.ok()) {
-      return ok;
-    }
-    absl::StatusOr<int64_t> dim = ParseStackDim(j, path);
-    if (!dim.ok()) return dim.status();
-    out.stack_dim = *dim;
-    return out;
-  }
-  if (ours && name == "NonTensorStack") {
-    out.type = DirType::kNonTensorStack;
-    absl::StatusOr<int64_t> dim = ParseStackDim(j, path);
-    if (!dim.ok()) return dim.status();
-    out.stack_dim = *dim;
-    auto d = j.find("data");
-    if (d == j.end() || d->is_null()) {
-      return Bad(path, "a NonTensorStack without \"data\" (expected the stacked values as a "
-                       "JSON list)");
-    }
-    if (d->is_string()) {
-      return Bad(path, absl::StrCat("the NonTensorStack's values were pickled into ",
-                                    d->get_ref<const std::string&>(),
-                                    ", which is never loaded (loading does not execute code)"));
-    }
-    if (!d->is_array()) {
-      return Bad(path, absl::StrCat("a NonTensorStack's \"data\" must be a list, got a ",
-                                    JsonTypeName(*d)));
-    }
-    absl::StatusOr<nlohmann::json> data = ToJson(*d, path);
-    if (!data.ok()) return data.status();
-    out.data = *std::move(data);
-    return out;
-  }
-  if (ours && IsNonTensorName(name)) {
-    out.type = DirType::kNonTensorData;
-    auto d = j.find("data");
-    if (d == j.end()) {
-      return Bad(path, "has no \"data\": the value was not stored as JSON (Python pickles such "
-                       "values into other.pickle, which is never loaded: loading does not "
-                       "execute code)");
-    }
-    absl::StatusOr<nlohmann::json> data = ToJson(*d, path);
-    if (!data.ok()) return data.status();
-    out.data = *std::move(data);
-    return out;
-  }
-  if (j.contains("custom_op")) {
-    return Bad(path, absl::StrCat("\"_type\" is ", out.type_name,
-                                  ", a lazy view (", j["custom_op"].dump(),
-                                  ") of the TensorDict in _source/, which is not supported: "
-                                  "load ",
-                                  AV(path.substr(0, path.rfind('/') + 1)), "_source instead"));
-  }
-  if (j.contains("shape") || !cls || (ours && name == "TensorDict")) {
-    // A TensorDict level (also subclasses, and older module paths such as
-    // "tensordict.tensordict.TensorDict").
-    out.type = DirType::kTensorDict;
-    if (absl::Status ok = Place(place, structure::LevelKind::kTensorDict, path, &out); !ok.ok()) {
-      return ok;
-    }
-    absl::StatusOr<LevelMeta> level = ParseLevelJson(j, path, *place.builder, *out.node);
-    if (!level.ok()) return level.status();
-    out.level = *std::move(level);
-    return out;
-  }
-  if (ours) {
-    return Bad(path, absl::StrCat("\"_type\" is ", out.type_name,
-                                  ", which is not supported (TensorDict, LazyStackedTensorDict, "
-                                  "NonTensorData, NonTensorStack, MetaData and tensorclasses "
-                                  "are)"));
-  }
-  // A tensorclass: its non-tensor fields are here, its tensors in _tensordict/ (which fills the
-  // same level, DirPlace::fill).
-  out.type = DirType::kTensorClass;
-  if (absl::Status ok = Place(place, structure::LevelKind::kTensorClass, path, &out); !ok.ok()) {
-    return ok;
-  }
-  for (const auto& [key, value] : j.items()) {
-    if (key == "_type") continue;
-    absl::StatusOr<nlohmann::json> v = ToJson(value, path);
-    if (!v.ok()) return v.status();
-    out.fields.emplace_back(key, *std::move(v));
-  }
-  return out;
-}
-
-}  // namespace
-
 absl::StatusOr<DirMeta> ParseDirMeta(std::string_view text, std::string_view path,
                                      const DirPlace& place) {
   absl::StatusOr<Json> parsed = ParseJson(text, path);
@@ -497,11 +457,17 @@ absl::StatusOr<DirMeta> ParseDirMeta(std::string_view text, std::string_view pat
   return dir;
 }
 
-absl::Status SubBatchError(std::string_view meta_path, const std::vector<int64_t>& batch,
-                           const std::vector<int64_t>& parent_batch) {
-  return Bad(meta_path, absl::StrCat("batch size ", SizeRepr(batch),
+absl::Status SetBatchSize(structure::Builder& b, structure::Level& level,
+                          const structure::Sizes& batch, std::string_view meta_path,
+                          std::string_view what) {
+  absl::Status ok = b.SetBatchSize(level, batch);
+  if (ok.ok()) return ok;
+  if (structure::RuleOf(ok) != structure::Rule::kSubBatch) {
+    return Bad(meta_path, absl::StrCat(AV(what), ok.message()));
+  }
+  return Bad(meta_path, absl::StrCat("batch size ", SizeRepr(*batch.Read()),
                                      " does not start with the parent's batch size ",
-                                     SizeRepr(parent_batch)));
+                                     SizeRepr(level.parent()->batch_size())));
 }
 
 absl::StatusOr<LevelMeta> ParseLevelMeta(std::string_view text, std::string_view path) {
@@ -542,18 +508,15 @@ std::string NestedShapeFileName(std::string_view file_name) {
 absl::Status ResolveEntryFiles(std::vector<EntryMeta>* entries,
                                const std::function<bool(const std::string&)>& present,
                                std::string_view dir) {
+  const auto needs_file = [](const EntryMeta& e) {
+    return e.kind != EntryKind::kTensor || e.is_nested || e.nbytes > 0;
+  };
   // Written by a writer before 0.13 when some entry that needs a file has only its raw name.
-  bool legacy = false;
-  for (const EntryMeta& e : *entries) {
-    const bool needs_file = e.kind != EntryKind::kTensor || e.is_nested || e.nbytes > 0;
-    if (needs_file && !present(e.file_name) && !e.legacy_file_name.empty() &&
-        present(e.legacy_file_name)) {
-      legacy = true;
-      break;
-    }
-  }
+  const bool legacy = std::any_of(entries->begin(), entries->end(), [&](const EntryMeta& e) {
+    return needs_file(e) && !present(e.file_name) && !e.legacy_file_name.empty() &&
+           present(e.legacy_file_name);
+  });
   for (EntryMeta& e : *entries) {
-    const bool needs_file = e.kind != EntryKind::kTensor || e.is_nested || e.nbytes > 0;
     std::string chosen;
     if (legacy && !e.legacy_file_name.empty() && present(e.legacy_file_name)) {
       chosen = e.legacy_file_name;
@@ -562,7 +525,7 @@ absl::Status ResolveEntryFiles(std::vector<EntryMeta>* entries,
     } else if (!e.legacy_file_name.empty() && present(e.legacy_file_name)) {
       chosen = e.legacy_file_name;
     }
-    if (chosen.empty() && needs_file) {
+    if (chosen.empty() && needs_file(e)) {
       const char* what = e.kind == EntryKind::kTensor     ? "tensor file"
                          : e.kind == EntryKind::kTensorDict ? "TensorDict directory"
                                                             : "NonTensorData directory";
@@ -593,22 +556,14 @@ absl::StatusOr<nlohmann::json> ParseNonTensorMeta(std::string_view text, std::st
 std::string LevelMetaJson(const LevelMeta& meta) {
   Json j = Json::object();
   for (const EntryMeta& e : meta.entries) {
-    switch (e.kind) {
-      case EntryKind::kTensor: {
-        Json entry = Json::object();
-        entry["device"] = "cpu";
-        entry["shape"] = e.shape;
-        entry["dtype"] = DtypeName(e.dtype);
-        entry["is_nested"] = e.is_nested;
-        j[e.key] = std::move(entry);
-        break;
-      }
-      case EntryKind::kTensorDict:
-        j[e.key] = Json{{"type", e.type_name.empty() ? "TensorDict" : e.type_name}};
-        break;
-      case EntryKind::kNonTensor:
-        j[e.key] = Json{{"type", e.type_name.empty() ? "NonTensorData" : e.type_name}};
-        break;
+    if (e.kind == EntryKind::kTensor) {
+      j[e.key] = Json{{"device", "cpu"},
+                      {"shape", e.shape},
+                      {"dtype", DtypeName(e.dtype)},
+                      {"is_nested", e.is_nested}};
+    } else {
+      const char* type = e.kind == EntryKind::kTensorDict ? "TensorDict" : "NonTensorData";
+      j[e.key] = Json{{"type", e.type_name.empty() ? type : e.type_name}};
     }
   }
   j["shape"] = meta.batch_size;
@@ -618,37 +573,33 @@ std::string LevelMetaJson(const LevelMeta& meta) {
 }
 
 std::string LazyStackMetaJson(int64_t stack_dim) {
-  Json j = Json::object();
-  j["_type"] = std::string(kLazyStackType);
-  j["stack_dim"] = stack_dim;
-  return j.dump();
+  return Json{{"_type", std::string(kLazyStackType)}, {"stack_dim", stack_dim}}.dump();
 }
 
 std::string NonTensorMetaJson(const nlohmann::json& data, bool metadata) {
-  Json j = Json::object();
-  j["_type"] = std::string(metadata ? kMetaDataType : kNonTensorType);
-  j["data"] = Json::parse(data.dump());
-  j["_metadata"] = nullptr;
-  j["_is_non_tensor"] = true;
-  return j.dump();
+  return Json{{"_type", std::string(metadata ? kMetaDataType : kNonTensorType)},
+              {"data", Json::parse(data.dump())},
+              {"_metadata", nullptr},
+              {"_is_non_tensor", true}}
+      .dump();
 }
 
 std::string NonTensorStackMetaJson(const nlohmann::json& values) {
-  Json j = Json::object();
-  j["_type"] = std::string(kNonTensorStackType);
-  j["stack_dim"] = 0;  // values nest in batch order, whichever dim the stack was built along
-  j["device"] = nullptr;
-  j["data"] = Json::parse(values.dump());
-  return j.dump();
-}
-
-bool IsMetaDataType(std::string_view type_name) {
-  const std::optional<std::pair<std::string, std::string>> cls = SplitClass(std::string(type_name));
-  return cls && (cls->second == "MetaData" || cls->second.rfind("MetaData[", 0) == 0);
+  // stack_dim 0: values nest in batch order, whichever dim the stack was built along.
+  return Json{{"_type", std::string(kNonTensorStackType)},
+              {"stack_dim", 0},
+              {"device", nullptr},
+              {"data", Json::parse(values.dump())}}
+      .dump();
 }
 
 absl::Status CheckWritableJson(const nlohmann::json& data, std::string_view what) {
-  return CheckWritableJsonImpl(data, 0, what);
+  absl::Status s = CheckWritableJsonImpl(data, 0, what);
+  if (s.ok() && !Utf8Ok(data)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        AV(what), ": a string or an object key is not valid UTF-8, which JSON cannot hold"));
+  }
+  return s;
 }
 
 absl::Status CheckWritableKey(std::string_view key, std::string_view what) {

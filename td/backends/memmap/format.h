@@ -93,8 +93,6 @@ inline constexpr size_t kMaxDims = internal::kMaxStructureDims;
 std::string EscapeKey(std::string_view key);
 // Inverse of EscapeKey; nullopt for a name EscapeKey cannot produce.
 std::optional<std::string> UnescapeKey(std::string_view name);
-// True for "shape", "device" and "_type", which cannot be keys in meta.json.
-bool IsReservedKey(std::string_view key);
 
 // kTensorDict: any sub-directory whose own meta.json says what it holds (TensorDict, lazy stack,
 // tensorclass); kNonTensor: NonTensorData, NonTensorStack or MetaData.
@@ -166,6 +164,7 @@ struct DirMeta {
   LevelMeta level;        // kTensorDict
   int64_t stack_dim = 0;  // kLazyStack, kNonTensorStack
   nlohmann::json data;    // kNonTensorData, kNonTensorStack (a JSON array)
+  bool metadata = false;  // kNonTensorData: a MetaData ("...MetaData'>", "...MetaData[int]'>")
   // kTensorClass: the non-tensor fields of meta.json (all but "_type"), in the file's order.
   std::vector<std::pair<std::string, nlohmann::json>> fields;
   structure::Level* node = nullptr;  // the level this directory is in DirPlace's builder
@@ -188,10 +187,10 @@ struct DirPlace {
 //                             "stack_dim": 0})", "/d/meta.json");   // m->type == kLazyStack
 absl::StatusOr<DirMeta> ParseDirMeta(std::string_view text, std::string_view path,
                                      const DirPlace& place = {});
-// The error of a level at `meta_path` whose batch size `batch` does not start with its
-// parent's `parent_batch` (structure::Rule::kSubBatch, in this reader's words).
-absl::Status SubBatchError(std::string_view meta_path, const std::vector<int64_t>& batch,
-                           const std::vector<int64_t>& parent_batch);
+// b.SetBatchSize(level, batch), its error naming `meta_path` (and `what`) in this reader's words.
+absl::Status SetBatchSize(structure::Builder& b, structure::Level& level,
+                          const structure::Sizes& batch, std::string_view meta_path,
+                          std::string_view what = "");
 
 // meta.json text for a level (entries in order, then shape, device "cpu" and _type). A
 // sub-directory entry's "type" is its type_name, or "TensorDict" / "NonTensorData" by kind.
@@ -206,9 +205,6 @@ std::string NonTensorMetaJson(const nlohmann::json& data, bool metadata = false)
 // NonTensorStack._memmap_ in Python tensordict 0.5-0.14, {"_type", "stack_dim", "device",
 // "data"} and no other file.
 std::string NonTensorStackMetaJson(const nlohmann::json& values);
-// True when a non-tensor directory's "_type" names a MetaData ("...MetaData'>" or a typed
-// "...MetaData[int]'>").
-bool IsMetaDataType(std::string_view type_name);
 
 // OK when `data` can be written and read back unchanged: finite numbers, valid UTF-8, nesting
 // within kMaxJsonDepth. The error names `what`.

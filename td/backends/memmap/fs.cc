@@ -12,6 +12,7 @@
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
 #include "td/backends/memmap/format.h"
 
 namespace td {
@@ -157,18 +158,10 @@ int64_t TempNamePid(std::string_view name, std::string_view base) {
   if (!IsTempName(name)) return -1;
   name.remove_prefix(internal::memmap::kTempPrefix.size());
   // <pid>-<counter>-<hex>-<base>
-  size_t dash = name.find('-');
-  if (dash == std::string_view::npos) return -1;
+  const std::vector<absl::string_view> parts = absl::StrSplit(AV(name), absl::MaxSplits('-', 3));
   int64_t pid = 0;
-  if (!absl::SimpleAtoi(AV(name.substr(0, dash)), &pid) || pid <= 0) return -1;
-  size_t pos = dash + 1;
-  for (int field = 0; field < 2; ++field) {
-    dash = name.find('-', pos);
-    if (dash == std::string_view::npos) return -1;
-    pos = dash + 1;
-  }
-  if (name.substr(pos) != base.substr(0, 96)) return -1;
-  return pid;
+  if (parts.size() != 4 || !absl::SimpleAtoi(parts[0], &pid) || pid <= 0) return -1;
+  return parts[3] == AV(base.substr(0, 96)) ? pid : -1;
 }
 
 }  // namespace memmap

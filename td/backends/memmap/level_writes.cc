@@ -26,8 +26,6 @@ namespace internal {
 namespace memmap {
 namespace {
 
-using internal::memmap::EntryKind;
-
 absl::Status LinkAt(int from_fd, const std::string& from, int to_fd, const std::string& to,
                     const std::string& path) {
   if (::linkat(from_fd, from.c_str(), to_fd, to.c_str(), 0) == 0) return absl::OkStatus();
@@ -137,43 +135,27 @@ void CommitLevel(const std::string& dir, bool follow_symlink, const LevelChange&
 
 // ---- MemmapStorage writes ------------------------------------------------------------------
 
-namespace {
-
-using internal::memmap::EntryKind;
-
-using internal::memmap::EntryMetaOf;
-using internal::memmap::KindOf;
-
-}  // namespace
+namespace mm = internal::memmap;
+using mm::EntryKind;
+using mm::EntryMetaOf;
+using mm::KindOf;
 
 std::string MemmapStorage::MetaJson(at::IntArrayRef batch_size,
                                     const std::string* skip_key, const std::string* add_key,
                                     const Value* add_value) const {
-  internal::memmap::LevelMeta meta;
+  mm::LevelMeta meta;
   meta.batch_size = batch_size.vec();
+  bool added = false;
   for (const auto& [key, v] : entries().entries()) {
-    if ((skip_key != nullptr && key == *skip_key) || (add_key != nullptr && key == *add_key)) {
-      continue;
-    }
-    if (IsField(key)) continue;  // a tensorclass field: in the tensorclass's own meta.json
-    meta.entries.push_back(EntryMetaOf(key, v));
-  }
-  if (add_key != nullptr) {
+    // A tensorclass field is in the tensorclass's own meta.json.
+    if ((skip_key != nullptr && key == *skip_key) || IsField(key)) continue;
     // A replaced key keeps its place, as EntryList::set keeps it.
-    const int64_t pos = entries().position(*add_key);
-    internal::memmap::EntryMeta e = EntryMetaOf(*add_key, *add_value);
-    if (pos >= 0 && (skip_key == nullptr || *skip_key != *add_key)) {
-      int64_t i = 0, insert_at = 0;
-      for (const auto& [key, v] : entries().entries()) {
-        if (i++ == pos) break;
-        if (skip_key == nullptr || key != *skip_key) ++insert_at;
-      }
-      meta.entries.insert(meta.entries.begin() + insert_at, std::move(e));
-    } else {
-      meta.entries.push_back(std::move(e));
-    }
+    const bool replaced = add_key != nullptr && key == *add_key;
+    meta.entries.push_back(EntryMetaOf(key, replaced ? *add_value : v));
+    added |= replaced;
   }
-  return internal::memmap::LevelMetaJson(meta);
+  if (add_key != nullptr && !added) meta.entries.push_back(EntryMetaOf(*add_key, *add_value));
+  return mm::LevelMetaJson(meta);
 }
 
 void MemmapStorage::set(std::string_view key_view, Value value) {
@@ -181,10 +163,10 @@ void MemmapStorage::set(std::string_view key_view, Value value) {
   RequireNotField("set", key_view);
   const std::string key(key_view);
   const NestedKey nk(key);
-  ThrowIfError<MemmapError>(internal::memmap::CheckWritableKey(key, "memmap set"));
+  ThrowIfError<MemmapError>(mm::CheckWritableKey(key, "memmap set"));
   const EntryKind kind = KindOf(value);
-  const std::string name = internal::memmap::EntryFileName(key, kind);
-  if (name == internal::memmap::kMetaFile || internal::memmap::IsTempName(name)) {
+  const std::string name = mm::EntryFileName(key, kind);
+  if (name == mm::kMetaFile || mm::IsTempName(name)) {
     TD_FAIL(ValueError, "key ", nk.repr(), " cannot be memory-mapped: its file name '", name,
                      "' is reserved by the memmap format");
   }
@@ -195,18 +177,18 @@ void MemmapStorage::set(std::string_view key_view, Value value) {
                        NestedKey(other).repr(), ": both use the file name '", name, "'");
     }
   }
-  const std::string path = internal::memmap::JoinPath(dir_, name);
-  internal::memmap::WriteOptions wo;
+  const std::string path = mm::JoinPath(dir_, name);
+  mm::WriteOptions wo;
   if (kind == EntryKind::kTensor) {
-    internal::memmap::CheckMappable(value.tensor(), nk, "memmap set");
+    mm::CheckMappable(value.tensor(), nk, "memmap set");
     DtypeName(value.tensor().scalar_type());  // TypeError for a dtype the format cannot name
   } else if (kind == EntryKind::kNonTensor) {
-    ThrowIfError<MemmapError>(internal::memmap::CheckWritableJson(
+    ThrowIfError<MemmapError>(mm::CheckWritableJson(
         value.non_tensor(), absl::StrCat("non-tensor data of key ", nk.repr())));
   } else {
-    internal::memmap::ValidateTree(value.tensordict(), path, wo);
+    mm::ValidateTree(value.tensordict(), path, wo);
   }
-  internal::memmap::LevelChange change;
+  mm::LevelChange change;
   if (const Value* old = entries().find(key)) {
     for (std::string& f : FilesOf(key, *old)) change.drop.push_back(std::move(f));
   }
@@ -217,23 +199,21 @@ void MemmapStorage::set(std::string_view key_view, Value value) {
   change.write = [&](int dirfd) {
     if (kind == EntryKind::kTensor) {
       const at::Tensor& t = value.tensor();
-      const internal::memmap::UniqueFd fd =
+      const mm::UniqueFd fd =
           ValueOrThrow<MemmapError>(internal::os::OpenNewFileAt(dirfd, name, path));
-      ThrowIfError<MemmapError>(internal::memmap::WriteTensor(fd.get(), t, path));
-      stored = ValueOrThrow<MemmapError>(internal::memmap::MapFile(
-          fd.get(), path, t.scalar_type(), t.sizes().vec(), MemmapMode::kReadWrite));
+      ThrowIfError<MemmapError>(mm::WriteTensor(fd.get(), t, path));
+      stored = ValueOrThrow<MemmapError>(
+          mm::MapFile(fd.get(), path, t.scalar_type(), t.sizes().vec(), MemmapMode::kReadWrite));
       return;
     }
-    internal::memmap::WriteEntryDir(value, batch, dirfd, name, path, wo);
+    mm::WriteEntryDir(value, batch, dirfd, name, path, wo);
     if (kind == EntryKind::kTensorDict) {
-      internal::memmap::UniqueFd sub =
-          ValueOrThrow<MemmapError>(internal::memmap::OpenDirAt(dirfd, name, path));
-      stored = TensorDict(ValueOrThrow<MemmapError>(
-          internal::memmap::LoadLevel(sub.get(), path, mode_, false, &batch,
-                                      parallel::ParallelOptions().parallel(false))));
+      mm::UniqueFd sub = ValueOrThrow<MemmapError>(mm::OpenDirAt(dirfd, name, path));
+      stored = TensorDict(ValueOrThrow<MemmapError>(mm::LoadLevel(
+          sub.get(), path, mode_, false, &batch, parallel::ParallelOptions().parallel(false))));
     }
   };
-  internal::memmap::CommitLevel(dir_, root_, change);
+  mm::CommitLevel(dir_, root_, change);
   file_names_.erase(key);
   entries().set(key, std::move(stored));
 }
@@ -249,10 +229,10 @@ bool MemmapStorage::erase(std::string_view key_view) {
   const std::string key(key_view);
   const Value* old = entries().find(key);
   if (old == nullptr) return false;
-  internal::memmap::LevelChange change;
+  mm::LevelChange change;
   change.drop = FilesOf(key, *old);
   change.meta_json = MetaJson(batch_size(), &key, nullptr, nullptr);
-  internal::memmap::CommitLevel(dir_, root_, change);
+  mm::CommitLevel(dir_, root_, change);
   file_names_.erase(key);
   entries().erase(key);
   return true;
@@ -261,11 +241,10 @@ bool MemmapStorage::erase(std::string_view key_view) {
 void MemmapStorage::set_batch_size(std::vector<int64_t> batch_size) {
   if (mode_ == MemmapMode::kReadWrite) {
     // Only meta.json changes: one atomic replacement of that file.
-    internal::memmap::UniqueFd dir(OpenLevel());
-    ThrowIfError<MemmapError>(internal::memmap::ReplaceFileAt(
-        dir.get(), std::string(internal::memmap::kMetaFile),
-        MetaJson(batch_size, nullptr, nullptr, nullptr), /*sync=*/false,
-        internal::memmap::JoinPath(dir_, internal::memmap::kMetaFile)));
+    const mm::UniqueFd dir = ValueOrThrow<MemmapError>(mm::OpenDir(dir_, root_));
+    ThrowIfError<MemmapError>(mm::ReplaceFileAt(dir.get(), std::string(mm::kMetaFile),
+                                                MetaJson(batch_size, nullptr, nullptr, nullptr),
+                                                /*sync=*/false, mm::JoinPath(dir_, mm::kMetaFile)));
   }
   Storage::set_batch_size(std::move(batch_size));
 }

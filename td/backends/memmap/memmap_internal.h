@@ -61,8 +61,10 @@ internal::memmap::EntryMeta EntryMetaOf(const std::string& key, const Value& v);
 // so none is written at all (docs/memmap.md, "written here").
 void CheckMappable(const at::Tensor& t, const NestedKey& key, std::string_view op);
 // Throws ValueError / TypeError naming the key for anything WriteTree would fail on by
-// construction; `dir` is the final directory of `td` (for copy_existing).
-void ValidateTree(const TensorDict& td, const std::string& dir, const WriteOptions& options);
+// construction; `dir` is the final directory of `td` (for copy_existing), `prefix` the key of
+// `td` in the tree being written and `depth` its depth there.
+void ValidateTree(const TensorDict& td, const std::string& dir, const WriteOptions& options,
+                  const NestedKey* prefix = nullptr, int depth = 0);
 // Writes `td` as a new directory `name` inside `parent_fd` (`path` is the directory's final
 // path, used in messages). Throws; the caller removes `name` on failure.
 void WriteTree(const TensorDict& td, int parent_fd, const std::string& name,

@@ -8,16 +8,13 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <sys/stat.h>
-#include <unistd.h>
 
 #include <cstring>
 #include <functional>
-#include <limits>
 #include <optional>
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/container/flat_hash_set.h"
-#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "td/backends/lazy_stack/lazy_stack.h"
 #include "td/backends/memmap/format.h"
@@ -26,8 +23,8 @@
 #include "td/backends/memmap/memmap_storage.h"
 #include "td/backends/memmap/store.h"
 #include "td/core/dtype.h"
-#include "td/structure/structure.h"
 #include "td/core/internal/non_tensor_stack.h"
+#include "td/structure/structure.h"
 
 namespace td {
 namespace internal {
@@ -35,14 +32,7 @@ namespace memmap {
 
 namespace {
 
-using internal::memmap::DirMeta;
-using internal::memmap::DirPlace;
-using internal::memmap::DirType;
-using internal::memmap::EntryKind;
-using internal::memmap::EntryMeta;
-
-constexpr int kMaxLevels = kMaxNestingDepth;  // what the writer accepts (empty levels' depth)
-const std::string kMeta(internal::memmap::kMetaFile);
+const std::string kMeta(kMetaFile);
 
 // JoinPath, and after the "<archive>::" that names an archive's top (NOTE [ Memmap byte stores ]
 // in store.h) no slash: "run.tdz::meta.json".
@@ -66,13 +56,11 @@ absl::Status Unexpected(const std::string& dir, const DirEntry& e) {
 
 // "0", "1", ... without leading zeros.
 std::optional<int64_t> MemberIndex(const std::string& name) {
-  if (name.empty() || name.size() > 9 || (name.size() > 1 && name[0] == '0')) return std::nullopt;
-  int64_t v = 0;
-  for (char c : name) {
-    if (c < '0' || c > '9') return std::nullopt;
-    v = v * 10 + (c - '0');
+  if (name.empty() || name.size() > 9 || (name.size() > 1 && name[0] == '0') ||
+      name.find_first_not_of("0123456789") != std::string::npos) {
+    return std::nullopt;
   }
-  return v;
+  return std::stoll(name);
 }
 
 // Nested tensors: LibTorch 1.13 takes the offsets as int[], later releases as a Tensor; this
@@ -100,11 +88,11 @@ struct MapJob {
   at::Tensor result;
 };
 
-// A directory's content. TensorDict-like ones have a batch size; the value may only be complete
-// once the files are mapped (a lazy stack is built from its loaded members).
+// A directory's content: TensorDict-like ones are a level of the structure (`node`, nullptr for
+// non-tensor data); the value may only be complete once the files are mapped (a lazy stack is
+// built from its loaded members).
 struct Planned {
-  bool tensordict = true;
-  std::vector<int64_t> batch;
+  const structure::Level* node = nullptr;
   std::shared_ptr<MemmapStorage> storage;  // a TensorDict level (or a tensorclass's tensors)
   std::shared_ptr<std::optional<Value>> value = std::make_shared<std::optional<Value>>();
 };
@@ -119,23 +107,37 @@ class Loader {
   // which are then locked too), so nothing needs to walk the finished tree.
   Loader(const Store& store, MemmapMode mode, bool lock) : store_(store), mode_(mode), lock_(lock) {}
 
-  // Where the directory loaded first goes: the root of the structure (NOTE [ Structure codec ]
-  // in td/structure/structure.h), or, with `parent_batch`, the sub-level of a stand-in parent.
-  absl::StatusOr<DirPlace> Top(const std::vector<int64_t>* parent_batch) {
-    if (parent_batch == nullptr) return DirPlace{&builder_, nullptr, "", nullptr};
-    structure::Level& parent = builder_.Root(structure::LevelKind::kTensorDict);
-    absl::Status ok = builder_.SetBatchSize(parent, *parent_batch);
-    if (!ok.ok()) return ok;
-    return DirPlace{&builder_, &parent, "level", nullptr};
+  // What `dir` (at `path`) holds, with every file mapped: a TensorDict, never non-tensor data.
+  // It is the root of the structure (NOTE [ Structure codec ] in td/structure/structure.h), or,
+  // with `parent_batch`, the sub-level of a stand-in parent. `root`: as LoadLevel's.
+  absl::StatusOr<Planned> Load(const Store::Dir& dir, const std::string& path, bool root,
+                               const std::vector<int64_t>* parent_batch,
+                               const parallel::ParallelOptions& threads) {
+    DirPlace place{&builder_, nullptr, "", nullptr};
+    if (parent_batch != nullptr) {
+      place = DirPlace{&builder_, &builder_.Root(structure::LevelKind::kTensorDict), "level"};
+      absl::Status ok = builder_.SetBatchSize(*place.parent, *parent_batch);
+      if (!ok.ok()) return ok;
+    }
+    absl::StatusOr<Planned> top = Dir(dir, path, root, 0, place);
+    if (!top.ok()) return top.status();
+    if (!top->node) {
+      return absl::DataLossError(absl::StrCat(
+          path, " holds non-tensor data (a NonTensorData, NonTensorStack or MetaData), not a "
+                "TensorDict: load the directory that contains it"));
+    }
+    absl::Status s = Finish(threads);
+    if (!s.ok()) return s;
+    return top;
   }
 
+ private:
   // The directory `dir` at `path`, as `place` in the structure (depth: of the directories,
   // for the empty levels older writers left under non-tensor data).
   absl::StatusOr<Planned> Dir(const Store::Dir& dir, const std::string& path, bool root,
                               int depth, const DirPlace& place) {
     const std::string meta_path = Join(path, kMeta);
-    absl::StatusOr<std::string> text =
-        store_.Read(dir, kMeta, internal::memmap::kMaxMetaBytes, meta_path);
+    absl::StatusOr<std::string> text = store_.Read(dir, kMeta, kMaxMetaBytes, meta_path);
     if (!text.ok()) {
       if (absl::IsNotFound(text.status())) {
         return absl::DataLossError(absl::StrCat(path, " is not a memmap directory: it has no ",
@@ -143,7 +145,7 @@ class Loader {
       }
       return text.status();
     }
-    absl::StatusOr<DirMeta> meta = internal::memmap::ParseDirMeta(*text, meta_path, place);
+    absl::StatusOr<DirMeta> meta = ParseDirMeta(*text, meta_path, place);
     if (!meta.ok()) return meta.status();
     absl::StatusOr<std::vector<DirEntry>> listing = store_.List(dir, path);
     if (!listing.ok()) return listing.status();
@@ -156,17 +158,15 @@ class Loader {
         return TensorClass(dir, path, *meta, *listing, depth);
       case DirType::kNonTensorData:
       case DirType::kNonTensorStack: {
-        absl::Status s = CheckNonTensorListing(dir, path, meta->type, *listing, depth);
+        absl::Status s = CheckLeftovers(dir, path, meta->type, *listing, depth);
         if (!s.ok()) return s;
         Planned out;
-        out.tensordict = false;
         // A NonTensorStack's values are checked against the level holding it (Level).
-        *out.value = Value(NonTensorData(std::move(meta->data),
-                                         meta->type == DirType::kNonTensorStack
-                                             ? NonTensorData::Kind::kStack
-                                         : internal::memmap::IsMetaDataType(meta->type_name)
-                                             ? NonTensorData::Kind::kMetaData
-                                             : NonTensorData::Kind::kData));
+        *out.value =
+            Value(NonTensorData(std::move(meta->data),
+                                meta->type == DirType::kNonTensorStack ? NonTensorData::Kind::kStack
+                                : meta->metadata ? NonTensorData::Kind::kMetaData
+                                                 : NonTensorData::Kind::kData));
         return out;
       }
     }
@@ -191,7 +191,6 @@ class Loader {
     return absl::OkStatus();
   }
 
- private:
   // The sub-directory `name` (at `path`) of the level `parent`: its entry `key`, or (`fill`) the
   // tensors of the tensorclass `parent`.
   absl::StatusOr<Planned> Child(const Store::Dir& parent_dir, const std::string& name,
@@ -203,14 +202,13 @@ class Loader {
     return Dir(*sub, path, false, depth + 1, place);
   }
 
-  absl::StatusOr<Planned> Level(const Store::Dir& dir, const std::string& path,
-                                internal::memmap::LevelMeta meta,
+  absl::StatusOr<Planned> Level(const Store::Dir& dir, const std::string& path, LevelMeta meta,
                                 const std::vector<DirEntry>& listing, bool root, int depth,
                                 structure::Level& node) {
     const std::string meta_path = Join(path, kMeta);
     absl::flat_hash_map<std::string, EntryType> present;
     for (const DirEntry& e : listing) present.emplace(e.name, e.type);
-    absl::Status resolved = internal::memmap::ResolveEntryFiles(
+    absl::Status resolved = ResolveEntryFiles(
         &meta.entries, [&](const std::string& n) { return present.contains(n); }, path);
     if (!resolved.ok()) return resolved;
     absl::flat_hash_set<std::string> described = {kMeta};
@@ -241,7 +239,7 @@ class Loader {
       absl::Status s = claim(e.file_name, e, want);
       if (!s.ok()) return s;
       if (e.is_nested) {
-        s = claim(internal::memmap::NestedShapeFileName(e.file_name), e, EntryType::kFile);
+        s = claim(NestedShapeFileName(e.file_name), e, EntryType::kFile);
         if (!s.ok()) return s;
       }
     }
@@ -249,13 +247,13 @@ class Loader {
       if (!described.contains(e.name) && !IsTempName(e.name)) return Unexpected(path, e);
     }
     Planned out;
-    out.batch = meta.batch_size;
+    out.node = &node;
     out.storage = std::make_shared<MemmapStorage>(path, meta.batch_size, mode_, root);
     MemmapStorage* level = out.storage.get();
     levels_.push_back(level);
     for (EntryMeta& e : meta.entries) {
       const std::string entry_path = Join(path, e.file_name);
-      if (e.file_name != internal::memmap::EntryFileName(e.key, e.kind)) {
+      if (e.file_name != EntryFileName(e.key, e.kind)) {
         level->SetFileName(e.key, e.file_name);  // a raw pre-0.13 name, or no file
       }
       if (e.kind == EntryKind::kTensor) {
@@ -305,7 +303,7 @@ class Loader {
   // Reads a nested tensor's sizes file and checks them against the batch size.
   absl::Status ReadNestedSizes(const Store::Dir& dir, const std::string& path, const EntryMeta& e,
                                const std::vector<int64_t>& batch, MapJob* job) {
-    const std::string name = internal::memmap::NestedShapeFileName(e.file_name);
+    const std::string name = NestedShapeFileName(e.file_name);
     const std::string shape_path = Join(path, name);
     const std::string what = absl::StrCat("the nested tensor ", NestedKey(e.key).repr());
     absl::StatusOr<std::string> bytes =
@@ -323,6 +321,7 @@ class Loader {
     int64_t total = 0;
     for (int64_t i = 0; i < n; ++i) {
       int64_t numel = 1;
+      bool overflow = false;
       for (int64_t d = 0; d < dims; ++d) {
         const int64_t v = s[i * dims + d];
         if (v < 0) {
@@ -334,19 +333,14 @@ class Loader {
               shape_path, ": component ", i, " of ", what, " has size ", v, " at dim ", d + 1,
               ", but the batch size is ", SizeRepr(batch)));
         }
-        if (v != 0 && numel > std::numeric_limits<int64_t>::max() / v) {
-          return absl::DataLossError(absl::StrCat(shape_path, ": the sizes of ", what,
-                                                  " overflow int64"));
-        }
-        numel *= v;
+        overflow = overflow || __builtin_mul_overflow(numel, v, &numel);
       }
-      if (total > std::numeric_limits<int64_t>::max() - numel) {
+      if (overflow || __builtin_add_overflow(total, numel, &total)) {
         return absl::DataLossError(absl::StrCat(shape_path, ": the sizes of ", what,
                                                 " overflow int64"));
       }
-      total += numel;
     }
-    absl::StatusOr<int64_t> data_bytes = internal::memmap::TensorBytes({total}, e.dtype, what);
+    absl::StatusOr<int64_t> data_bytes = TensorBytes({total}, e.dtype, what);
     if (!data_bytes.ok()) return absl::DataLossError(data_bytes.status().message());
     job->shape = {total};
     job->nbytes = *data_bytes;
@@ -425,33 +419,31 @@ class Loader {
       const std::string name = std::to_string(i);
       absl::StatusOr<Planned> part = Child(dir, name, Join(path, name), depth, node, name);
       if (!part.ok()) return part.status();
-      if (!part->tensordict) {
+      if (!part->node) {
         return absl::DataLossError(absl::StrCat(Join(path, name),
                                                 " holds non-tensor data; a lazy stack's members "
                                                 "must be TensorDicts"));
       }
-      if (!parts.empty() && part->batch != parts.front().batch) {
-        return absl::DataLossError(absl::StrCat(
-            path, ": lazy stack members have different batch sizes: ", SizeRepr(part->batch),
-            " in ", Join(path, name), " and ", SizeRepr(parts.front().batch), " in ",
-            Join(path, "0")));
+      const std::vector<int64_t>& batch = part->node->batch_size();
+      if (!parts.empty() && batch != parts.front().node->batch_size()) {
+        return absl::DataLossError(
+            absl::StrCat(path, ": lazy stack members have different batch sizes: ", SizeRepr(batch),
+                         " in ", Join(path, name), " and ",
+                         SizeRepr(parts.front().node->batch_size()), " in ", Join(path, "0")));
       }
       parts.push_back(*std::move(part));
     }
-    if (stack_dim > static_cast<int64_t>(parts.front().batch.size())) {
-      return absl::DataLossError(absl::StrCat(
-          Join(path, kMeta), ": stack_dim ", stack_dim, " is out of range for members of ",
-          "batch size ", SizeRepr(parts.front().batch)));
+    std::vector<int64_t> batch = parts.front().node->batch_size();
+    if (stack_dim > static_cast<int64_t>(batch.size())) {
+      return absl::DataLossError(absl::StrCat(Join(path, kMeta), ": stack_dim ", stack_dim,
+                                              " is out of range for members of batch size ",
+                                              SizeRepr(batch)));
     }
+    batch.insert(batch.begin() + stack_dim, members);
     Planned out;
-    out.batch = parts.front().batch;
-    out.batch.insert(out.batch.begin() + stack_dim, members);
-    if (absl::Status ok = builder_.SetBatchSize(node, out.batch); !ok.ok()) {
-      if (structure::RuleOf(ok) == structure::Rule::kSubBatch) {
-        return internal::memmap::SubBatchError(Join(path, kMeta), out.batch,
-                                               node.parent()->batch_size());
-      }
-      return absl::DataLossError(absl::StrCat(Join(path, kMeta), ": ", ok.message()));
+    out.node = &node;
+    if (absl::Status ok = SetBatchSize(builder_, node, batch, Join(path, kMeta)); !ok.ok()) {
+      return ok;
     }
     std::shared_ptr<std::optional<Value>> slot = out.value;
     finishers_.push_back([parts = std::move(parts), slot, stack_dim, path]() -> absl::Status {
@@ -471,7 +463,7 @@ class Loader {
   absl::StatusOr<Planned> TensorClass(const Store::Dir& dir, const std::string& path,
                                       const DirMeta& meta,
                                       const std::vector<DirEntry>& listing, int depth) {
-    const std::string inner(internal::memmap::kNonTensorInner);
+    const std::string inner(kNonTensorInner);
     bool has_inner = false;
     for (const DirEntry& e : listing) {
       if (e.name == kMeta || IsTempName(e.name)) continue;
@@ -510,51 +502,21 @@ class Loader {
     return tensors;
   }
 
-  // Non-tensor directories: meta.json, and what older writers left beside it.
-  absl::Status CheckNonTensorListing(const Store::Dir& dir, const std::string& path, DirType type,
-                                     const std::vector<DirEntry>& listing, int depth) {
+  // What older writers left beside a non-tensor directory's meta.json (`type` kNonTensorData or
+  // kNonTensorStack; `listing`: the directory's entries), or under it (kTensorDict): before 0.5,
+  // an empty level per NonTensorData (_tensordict/) or stack member (0, 1, ...), holding only its
+  // meta.json and sub-directories "0", "1", ... of the same.
+  absl::Status CheckLeftovers(const Store::Dir& dir, const std::string& path, DirType type,
+                              const std::vector<DirEntry>& listing, int depth) {
+    const bool level = type == DirType::kTensorDict;
     for (const DirEntry& e : listing) {
-      if (e.name == kMeta || IsTempName(e.name)) continue;
-      // The data is in meta.json: a pickle beside it can only hold Python's bookkeeping fields
-      // (each field goes to one or the other), so it is never needed and never read.
-      if (e.type == EntryType::kFile &&
-          (e.name == "other.pickle" || (type == DirType::kNonTensorStack && e.name == "pickle.pkl"))) {
-        continue;
-      }
-      // Before 0.5: an empty level per NonTensorData (_tensordict/) or stack member (0, 1, ...).
-      const bool inner = type == DirType::kNonTensorData ? e.name == internal::memmap::kNonTensorInner
-                                                         : MemberIndex(e.name).has_value();
-      if (inner && e.type == EntryType::kDirectory) {
-        absl::Status s = CheckEmptyLevels(dir, e.name, Join(path, e.name), depth + 1);
-        if (!s.ok()) return s;
-        continue;
-      }
-      return Unexpected(path, e);
-    }
-    return absl::OkStatus();
-  }
-
-  // A directory holding only meta.json files of levels without entries, and sub-directories
-  // "0", "1", ... of the same (what writers before 0.5 left under non-tensor data).
-  absl::Status CheckEmptyLevels(const Store::Dir& parent, const std::string& name,
-                                const std::string& path, int depth) {
-    if (depth > kMaxLevels) {
-      return absl::DataLossError(absl::StrCat(path, ": directories nested more than ",
-                                              kMaxLevels, " levels deep"));
-    }
-    absl::StatusOr<Store::Dir> dir = store_.Open(parent, name, path);
-    if (!dir.ok()) return dir.status();
-    absl::StatusOr<std::vector<DirEntry>> listing = store_.List(*dir, path);
-    if (!listing.ok()) return listing.status();
-    for (const DirEntry& e : *listing) {
-      if (IsTempName(e.name)) continue;
-      if (e.name == kMeta && e.type == EntryType::kFile) {
+      const bool file = e.type == EntryType::kFile;
+      if (IsTempName(e.name) || (e.name == kMeta && !level)) continue;
+      if (e.name == kMeta && file) {
         const std::string meta_path = Join(path, kMeta);
-        absl::StatusOr<std::string> text =
-            store_.Read(*dir, kMeta, internal::memmap::kMaxMetaBytes, meta_path);
+        absl::StatusOr<std::string> text = store_.Read(dir, kMeta, kMaxMetaBytes, meta_path);
         if (!text.ok()) return text.status();
-        absl::StatusOr<internal::memmap::LevelMeta> meta =
-            internal::memmap::ParseLevelMeta(*text, meta_path);
+        absl::StatusOr<LevelMeta> meta = ParseLevelMeta(*text, meta_path);
         if (!meta.ok()) return meta.status();
         if (!meta->entries.empty()) {
           return absl::DataLossError(absl::StrCat(meta_path, ": the batch shape of non-tensor ",
@@ -563,12 +525,28 @@ class Loader {
         }
         continue;
       }
-      if (MemberIndex(e.name) && e.type == EntryType::kDirectory) {
-        absl::Status s = CheckEmptyLevels(*dir, e.name, Join(path, e.name), depth + 1);
-        if (!s.ok()) return s;
+      // The data is in meta.json: a pickle beside it can only hold Python's bookkeeping fields
+      // (each field goes to one or the other), so it is never needed and never read.
+      if (!level && file &&
+          (e.name == "other.pickle" ||
+           (type == DirType::kNonTensorStack && e.name == "pickle.pkl"))) {
         continue;
       }
-      return Unexpected(path, e);
+      const bool inner = type == DirType::kNonTensorData ? e.name == kNonTensorInner
+                                                         : MemberIndex(e.name).has_value();
+      if (!inner || e.type != EntryType::kDirectory) return Unexpected(path, e);
+      const std::string sub_path = Join(path, e.name);
+      if (depth + 1 > kMaxNestingDepth) {
+        return absl::DataLossError(absl::StrCat(sub_path, ": directories nested more than ",
+                                                kMaxNestingDepth, " levels deep"));
+      }
+      absl::StatusOr<Store::Dir> sub = store_.Open(dir, e.name, sub_path);
+      if (!sub.ok()) return sub.status();
+      absl::StatusOr<std::vector<DirEntry>> sub_listing = store_.List(*sub, sub_path);
+      if (!sub_listing.ok()) return sub_listing.status();
+      absl::Status s =
+          CheckLeftovers(*sub, sub_path, DirType::kTensorDict, *sub_listing, depth + 1);
+      if (!s.ok()) return s;
     }
     return absl::OkStatus();
   }
@@ -635,33 +613,10 @@ TensorDict Dense(const TensorDict& t) {
 
 }  // namespace
 
-namespace {
-
-// What `loader` loads from `dir` (at `path`) with every file mapped: a TensorDict, never
-// non-tensor data. `parent_batch` and `root`: as LoadLevel's.
-absl::StatusOr<Planned> LoadPlanned(Loader& loader, const Store::Dir& dir, const std::string& path,
-                                    bool root, const std::vector<int64_t>* parent_batch,
-                                    const parallel::ParallelOptions& threads) {
-  absl::StatusOr<DirPlace> place = loader.Top(parent_batch);
-  if (!place.ok()) return place.status();
-  absl::StatusOr<Planned> top = loader.Dir(dir, path, root, 0, *place);
-  if (!top.ok()) return top.status();
-  if (!top->tensordict) {
-    return absl::DataLossError(absl::StrCat(
-        path, " holds non-tensor data (a NonTensorData, NonTensorStack or MetaData), not a "
-              "TensorDict: load the directory that contains it"));
-  }
-  absl::Status s = loader.Finish(threads);
-  if (!s.ok()) return s;
-  return top;
-}
-
-}  // namespace
-
 absl::StatusOr<TensorDict> LoadTree(const Store& store, Store::Dir top, const std::string& path,
                                     MemmapMode mode, const parallel::ParallelOptions& threads) {
   Loader loader(store, mode, /*lock=*/store.memmap_levels());
-  absl::StatusOr<Planned> planned = LoadPlanned(loader, top, path, true, nullptr, threads);
+  absl::StatusOr<Planned> planned = loader.Load(top, path, true, nullptr, threads);
   if (!planned.ok()) return planned.status();
   if (store.memmap_levels()) return (*planned->value)->tensordict();
   try {
@@ -688,7 +643,7 @@ absl::StatusOr<std::shared_ptr<MemmapStorage>> LoadLevel(int dirfd, const std::s
   if (!dir.ok()) return dir.status();
   const DiskStore store;
   Loader loader(store, mode, /*lock=*/false);
-  absl::StatusOr<Planned> top = LoadPlanned(loader, *dir, path, root, parent_batch, threads);
+  absl::StatusOr<Planned> top = loader.Load(*dir, path, root, parent_batch, threads);
   if (!top.ok()) return top.status();
   if (!top->storage) {
     return absl::DataLossError(absl::StrCat(path, " does not hold a TensorDict level"));
@@ -698,7 +653,7 @@ absl::StatusOr<std::shared_ptr<MemmapStorage>> LoadLevel(int dirfd, const std::s
 
 absl::StatusOr<UniqueFd> OpenSubTensorDict(int dirfd, const std::string& key,
                                            const std::string& dir_path, std::string* sub_path) {
-  const std::string escaped = internal::memmap::EscapeKey(key);
+  const std::string escaped = EscapeKey(key);
   std::string name = escaped;
   absl::StatusOr<UniqueFd> sub = OpenDirShared(dirfd, name, JoinPath(dir_path, name));
   const auto has_meta = [](const absl::StatusOr<UniqueFd>& fd) {
@@ -706,8 +661,7 @@ absl::StatusOr<UniqueFd> OpenSubTensorDict(int dirfd, const std::string& key,
     return fd.ok() && ::fstatat(fd->get(), "meta.json", &st, AT_SYMLINK_NOFOLLOW) == 0;
   };
   if (!has_meta(sub)) {
-    std::optional<std::string> legacy =
-        internal::memmap::LegacyFileName(key, EntryKind::kTensorDict);
+    std::optional<std::string> legacy = LegacyFileName(key, EntryKind::kTensorDict);
     if (legacy && *legacy != escaped) {
       absl::StatusOr<UniqueFd> raw = OpenDirShared(dirfd, *legacy, JoinPath(dir_path, *legacy));
       if (has_meta(raw)) {

@@ -20,19 +20,9 @@
 
 namespace td {
 
-using internal::memmap::EntryKind;
 using internal::memmap::JoinPath;
+using internal::memmap::KindOf;
 using internal::memmap::UniqueFd;
-
-namespace {
-
-EntryKind KindOf(const Value& v) {
-  if (v.is_tensor()) return EntryKind::kTensor;
-  if (v.is_tensordict()) return EntryKind::kTensorDict;
-  return EntryKind::kNonTensor;
-}
-
-}  // namespace
 
 // ---- MemmapStorage -------------------------------------------------------------------------
 
@@ -76,16 +66,14 @@ void MemmapStorage::SetFileName(const std::string& key, std::string name) {
 }
 
 std::vector<std::string> MemmapStorage::FilesOf(const std::string& key, const Value& v) const {
-  const EntryKind kind = KindOf(v);
   auto it = file_names_.find(key);
-  std::string name = it != file_names_.end() ? it->second : internal::memmap::EntryFileName(key, kind);
-  std::vector<std::string> out;
-  if (name.empty()) return out;  // a zero-element tensor without a file
+  const std::string name =
+      it != file_names_.end() ? it->second : internal::memmap::EntryFileName(key, KindOf(v));
+  if (name.empty()) return {};  // a zero-element tensor without a file
   if (v.is_tensor() && v.tensor().is_nested()) {
-    out.push_back(internal::memmap::NestedShapeFileName(name));
+    return {name, internal::memmap::NestedShapeFileName(name)};
   }
-  out.insert(out.begin(), std::move(name));
-  return out;
+  return {name};
 }
 
 bool MemmapStorage::IsField(const std::string& key) const { return fields_.contains(key); }
@@ -96,11 +84,6 @@ void MemmapStorage::RequireWritable(std::string_view what, std::string_view key)
                      dir_, " was opened read-only (MemmapMode::kReadOnly)");
   }
 }
-
-int MemmapStorage::OpenLevel() const {
-  return ValueOrThrow<MemmapError>(internal::memmap::OpenDir(dir_, root_)).release();
-}
-
 
 TD_REGISTER_STORAGE_BACKEND("memmap", [](const StorageSpec& spec)
                                           -> absl::StatusOr<std::shared_ptr<Storage>> {

@@ -94,7 +94,6 @@ class MemmapStorage final : public EntryStorage {
   // with `add_key` set to `add_value` (in its place when it exists, else last).
   std::string MetaJson(at::IntArrayRef batch_size, const std::string* skip_key,
                        const std::string* add_key, const Value* add_value) const;
-  int OpenLevel() const;  // a new descriptor of dir_ (caller closes)
 
   std::string dir_;
   MemmapMode mode_;

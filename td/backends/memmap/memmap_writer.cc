@@ -28,14 +28,11 @@
 namespace td {
 namespace internal {
 namespace memmap {
-namespace {
-
-using internal::memmap::EntryKind;
 
 constexpr size_t kNameMax = 255;
 
-void ValidateLevel(const TensorDict& td, const std::string& dir, const WriteOptions& o,
-                   const NestedKey* prefix, int depth) {
+void ValidateTree(const TensorDict& td, const std::string& dir, const WriteOptions& o,
+                  const NestedKey* prefix, int depth) {
   if (depth > kMaxNestingDepth) {
     TD_FAIL(NestingError, "memmap: TensorDicts nested more than ", kMaxNestingDepth,
                        " levels deep cannot be written (td::kMaxNestingDepth)");
@@ -44,7 +41,7 @@ void ValidateLevel(const TensorDict& td, const std::string& dir, const WriteOpti
     // Python's layout: member i in the sub-directory "i" (NOTE [ Memmap directory format ]).
     const std::vector<TensorDict>& members = stack->tensordicts();
     for (size_t i = 0; i < members.size(); ++i) {
-      ValidateLevel(members[i], JoinPath(dir, std::to_string(i)), o, prefix, depth + 1);
+      ValidateTree(members[i], JoinPath(dir, std::to_string(i)), o, prefix, depth + 1);
     }
     return;
   }
@@ -54,17 +51,17 @@ void ValidateLevel(const TensorDict& td, const std::string& dir, const WriteOpti
     std::optional<Value> v = s.get(k);
     if (!v) continue;
     const NestedKey full = prefix ? *prefix + NestedKey(k) : NestedKey(k);
-    const absl::Status key_ok = internal::memmap::CheckWritableKey(k, "memmap");
+    const absl::Status key_ok = CheckWritableKey(k, "memmap");
     if (!key_ok.ok()) {
       TD_FAIL(ValueError, std::string(key_ok.message()), " (full key ", full.repr(), ")");
     }
     const EntryKind kind = KindOf(*v);
-    const std::string name = internal::memmap::EntryFileName(k, kind);
+    const std::string name = EntryFileName(k, kind);
     if (name.size() > kNameMax) {
       TD_FAIL(ValueError, "memmap: key ", full.repr(), " gives the file name '", name, "' of ",
                        name.size(), " bytes; file systems allow ", kNameMax);
     }
-    if (name == internal::memmap::kMetaFile || internal::memmap::IsTempName(name)) {
+    if (name == kMetaFile || IsTempName(name)) {
       TD_FAIL(ValueError, "memmap: key ", full.repr(), " cannot be memory-mapped: its file name '",
                        name, "' is reserved by the memmap format");
     }
@@ -91,14 +88,16 @@ void ValidateLevel(const TensorDict& td, const std::string& dir, const WriteOpti
         }
       }
     } else if (v->is_tensordict()) {
-      ValidateLevel(v->tensordict(), JoinPath(dir, name), o, &full, depth + 1);
+      ValidateTree(v->tensordict(), JoinPath(dir, name), o, &full, depth + 1);
     } else {
-      const absl::Status ok = internal::memmap::CheckWritableJson(
+      const absl::Status ok = CheckWritableJson(
           v->non_tensor(), absl::StrCat("memmap: non-tensor data of key ", full.repr()));
       if (!ok.ok()) TD_FAIL(ValueError, std::string(ok.message()));
     }
   }
 }
+
+namespace {
 
 struct LeafJob {
   std::shared_ptr<UniqueFd> dir;
@@ -108,7 +107,10 @@ struct LeafJob {
   NestedKey key;
 };
 
-std::shared_ptr<UniqueFd> OpenNew(int parent_fd, const std::string& name, const std::string& path) {
+// The new directory `name` inside `parent_fd`, made first when `make`.
+std::shared_ptr<UniqueFd> OpenNew(int parent_fd, const std::string& name, const std::string& path,
+                                  bool make = true) {
+  if (make) ThrowIfError<MemmapError>(MakeDirAt(parent_fd, name, path));
   return std::make_shared<UniqueFd>(ValueOrThrow<MemmapError>(OpenDirAt(parent_fd, name, path)));
 }
 
@@ -117,26 +119,20 @@ std::shared_ptr<UniqueFd> OpenNew(int parent_fd, const std::string& name, const 
 void WriteNonTensor(const NonTensorData& data, const std::vector<int64_t>& batch, int dirfd,
                     const std::string& path, const WriteOptions& o,
                     std::vector<std::shared_ptr<UniqueFd>>* dirs) {
-  const std::string meta_path = JoinPath(path, internal::memmap::kMetaFile);
-  if (data.is_stack()) {
-    ThrowIfError<MemmapError>(CreateFileAt(dirfd, std::string(internal::memmap::kMetaFile),
-                                           internal::memmap::NonTensorStackMetaJson(data.data),
-                                           o.sync, meta_path));
-    return;
-  }
   ThrowIfError<MemmapError>(CreateFileAt(
-      dirfd, std::string(internal::memmap::kMetaFile),
-      internal::memmap::NonTensorMetaJson(data.data, data.kind == NonTensorData::Kind::kMetaData),
-      o.sync, meta_path));
-  const std::string inner(internal::memmap::kNonTensorInner);
+      dirfd, std::string(kMetaFile),
+      data.is_stack() ? NonTensorStackMetaJson(data.data)
+                      : NonTensorMetaJson(data.data, data.kind == NonTensorData::Kind::kMetaData),
+      o.sync, JoinPath(path, kMetaFile)));
+  if (data.is_stack()) return;
+  const std::string inner(kNonTensorInner);
   const std::string inner_path = JoinPath(path, inner);
-  ThrowIfError<MemmapError>(MakeDirAt(dirfd, inner, inner_path));
   auto inner_fd = OpenNew(dirfd, inner, inner_path);
-  internal::memmap::LevelMeta meta;
+  LevelMeta meta;
   meta.batch_size = batch;
-  ThrowIfError<MemmapError>(CreateFileAt(inner_fd->get(), std::string(internal::memmap::kMetaFile),
-                                         internal::memmap::LevelMetaJson(meta), o.sync,
-                                         JoinPath(inner_path, internal::memmap::kMetaFile)));
+  ThrowIfError<MemmapError>(CreateFileAt(inner_fd->get(), std::string(kMetaFile),
+                                         LevelMetaJson(meta), o.sync,
+                                         JoinPath(inner_path, kMetaFile)));
   if (o.sync) dirs->push_back(std::move(inner_fd));
 }
 
@@ -149,43 +145,39 @@ void BuildLevel(const TensorDict& td, const std::shared_ptr<UniqueFd>& dir, cons
     for (size_t i = 0; i < members.size(); ++i) {
       const std::string name = std::to_string(i);
       const std::string member_path = JoinPath(path, name);
-      ThrowIfError<MemmapError>(MakeDirAt(dir->get(), name, member_path));
       BuildLevel(members[i], OpenNew(dir->get(), name, member_path), member_path, o, prefix, jobs,
                  dirs);
     }
-    ThrowIfError<MemmapError>(CreateFileAt(dir->get(), std::string(internal::memmap::kMetaFile),
-                                           internal::memmap::LazyStackMetaJson(stack->stack_dim()),
-                                           o.sync, JoinPath(path, internal::memmap::kMetaFile)));
+    ThrowIfError<MemmapError>(CreateFileAt(dir->get(), std::string(kMetaFile),
+                                           LazyStackMetaJson(stack->stack_dim()), o.sync,
+                                           JoinPath(path, kMetaFile)));
     if (o.sync) dirs->push_back(dir);
     return;
   }
   const Storage& s = td.storage();
-  internal::memmap::LevelMeta meta;
+  LevelMeta meta;
   meta.batch_size = td.batch_size().vec();
   for (const std::string& k : s.keys()) {
     std::optional<Value> v = s.get(k);
     if (!v) continue;
     const NestedKey full = prefix ? *prefix + NestedKey(k) : NestedKey(k);
-    internal::memmap::EntryMeta e = EntryMetaOf(k, *v);
-    const std::string name = internal::memmap::EntryFileName(k, e.kind);
+    EntryMeta e = EntryMetaOf(k, *v);
+    const std::string name = EntryFileName(k, e.kind);
     const std::string entry_path = JoinPath(path, name);
     if (v->is_tensor()) {
       jobs->push_back(LeafJob{dir, name, entry_path, v->tensor(), full});
     } else if (v->is_tensordict()) {
-      ThrowIfError<MemmapError>(MakeDirAt(dir->get(), name, entry_path));
-      auto sub = OpenNew(dir->get(), name, entry_path);
-      BuildLevel(v->tensordict(), sub, entry_path, o, &full, jobs, dirs);
+      BuildLevel(v->tensordict(), OpenNew(dir->get(), name, entry_path), entry_path, o, &full, jobs,
+                 dirs);
     } else {
-      ThrowIfError<MemmapError>(MakeDirAt(dir->get(), name, entry_path));
       auto sub = OpenNew(dir->get(), name, entry_path);
       WriteNonTensor(v->non_tensor_data(), meta.batch_size, sub->get(), entry_path, o, dirs);
       if (o.sync) dirs->push_back(std::move(sub));
     }
     meta.entries.push_back(std::move(e));
   }
-  ThrowIfError<MemmapError>(CreateFileAt(dir->get(), std::string(internal::memmap::kMetaFile),
-                                         internal::memmap::LevelMetaJson(meta), o.sync,
-                                         JoinPath(path, internal::memmap::kMetaFile)));
+  ThrowIfError<MemmapError>(CreateFileAt(dir->get(), std::string(kMetaFile), LevelMetaJson(meta),
+                                         o.sync, JoinPath(path, kMetaFile)));
   if (o.sync) dirs->push_back(dir);
 }
 
@@ -271,7 +263,7 @@ void CheckTarget(int parent_fd, const Target& t, bool exists_ok) {
   std::vector<DirEntry> entries = ValueOrThrow<MemmapError>(ListDir(dir.get(), t.path));
   if (entries.empty()) return;
   const bool is_memmap = std::any_of(entries.begin(), entries.end(), [](const DirEntry& e) {
-    return e.name == internal::memmap::kMetaFile && e.type == EntryType::kFile;
+    return e.name == kMetaFile && e.type == EntryType::kFile;
   });
   if (!is_memmap) {
     TD_FAIL(ValueError, "memmap: ", t.path, " is a non-empty directory without meta.json, not a "
@@ -365,8 +357,8 @@ EntryKind KindOf(const Value& v) {
   return EntryKind::kNonTensor;
 }
 
-internal::memmap::EntryMeta EntryMetaOf(const std::string& key, const Value& v) {
-  internal::memmap::EntryMeta e;
+EntryMeta EntryMetaOf(const std::string& key, const Value& v) {
+  EntryMeta e;
   e.key = key;
   e.kind = KindOf(v);
   if (v.is_tensor()) {
@@ -421,14 +413,10 @@ absl::Status RunParallel(size_t n, int num_threads,
   return absl::OkStatus();
 }
 
-void ValidateTree(const TensorDict& td, const std::string& dir, const WriteOptions& options) {
-  ValidateLevel(td, dir, options, nullptr, 0);
-}
-
 void WriteTree(const TensorDict& td, int parent_fd, const std::string& name,
                const std::string& path, const WriteOptions& options) {
   // `name` exists (created empty by the caller) for the top level.
-  auto dir = OpenNew(parent_fd, name, path);
+  auto dir = OpenNew(parent_fd, name, path, /*make=*/false);
   std::vector<LeafJob> jobs;
   std::vector<std::shared_ptr<UniqueFd>> dirs;
   BuildLevel(td, dir, path, options, nullptr, &jobs, &dirs);
@@ -437,8 +425,8 @@ void WriteTree(const TensorDict& td, int parent_fd, const std::string& name,
 
 void WriteEntryDir(const Value& value, const std::vector<int64_t>& parent_batch, int parent_fd,
                    const std::string& name, const std::string& path, const WriteOptions& options) {
-  ThrowIfError<MemmapError>(MakeDirAt(parent_fd, name, path));
   if (value.is_tensordict()) {
+    ThrowIfError<MemmapError>(MakeDirAt(parent_fd, name, path));
     WriteTree(value.tensordict(), parent_fd, name, path, options);
     return;
   }

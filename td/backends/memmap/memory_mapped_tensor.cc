@@ -30,10 +30,7 @@ struct Region {
   internal::os::MappedRegion mapping;  // unmapped when the last tensor using it goes away
 };
 
-void DeleteRegion(void* ctx) {
-  auto* r = static_cast<Region*>(ctx);
-  delete r;
-}
+void DeleteRegion(void* ctx) { delete static_cast<Region*>(ctx); }
 
 const Region* RegionOf(const at::Tensor& t) {
   if (!t.defined() || !t.has_storage()) return nullptr;
@@ -109,11 +106,8 @@ absl::Status WriteTensor(int fd, const at::Tensor& tensor, const std::string& pa
   if (t.device().is_cpu() && t.is_contiguous()) {
     return WriteAll(fd, t.data_ptr(), static_cast<size_t>(total), path);
   }
-  if (t.dim() == 0) {
-    at::Tensor c = t.to(at::kCPU).contiguous();
-    return WriteAll(fd, c.data_ptr(), static_cast<size_t>(total), path);
-  }
   // Copy at most ~64 MiB at a time, so an expanded or strided view never materialises whole.
+  if (t.dim() == 0) t = t.reshape({1});
   const int64_t rows = t.size(0);
   const int64_t row_bytes = total / rows;
   const int64_t chunk = std::max<int64_t>(1, (int64_t{64} << 20) / std::max<int64_t>(row_bytes, 1));
@@ -131,14 +125,14 @@ absl::Status WriteTensor(int fd, const at::Tensor& tensor, const std::string& pa
 
 namespace {
 
-using internal::memmap::UniqueFd;
+namespace mm = internal::memmap;
+using mm::UniqueFd;
 
 // Creates `filename` (see from_tensor) filled with `data` or, without data, sparse zeros.
 MemoryMappedTensor Create(at::IntArrayRef shape, at::ScalarType dtype, const std::string& filename,
                           bool exists_ok, const at::Tensor* data) {
-  const std::string path = internal::memmap::AbsolutePath(filename);
-  std::vector<int64_t> dims = shape.vec();
-  ThrowIfError<MemmapError>(internal::memmap::TensorBytes(dims, dtype, path).status());
+  const std::string path = mm::AbsolutePath(filename);
+  const int64_t nbytes = ValueOrThrow<MemmapError>(mm::TensorBytes(shape.vec(), dtype, path));
   int flags = O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK;
   flags |= exists_ok ? O_TRUNC : O_EXCL;
   int raw = ::open(path.c_str(), flags, 0644);
@@ -146,7 +140,7 @@ MemoryMappedTensor Create(at::IntArrayRef shape, at::ScalarType dtype, const std
     TD_FAIL(ValueError, "MemoryMappedTensor: file ", path,
                      " already exists (pass exists_ok = true to replace it)");
   }
-  if (raw < 0) ThrowIfError<MemmapError>(internal::memmap::ErrnoError(errno, "cannot create", path));
+  if (raw < 0) ThrowIfError<MemmapError>(mm::ErrnoError(errno, "cannot create", path));
   UniqueFd fd(raw);
   struct stat st;
   if (::fstat(fd.get(), &st) != 0 || !S_ISREG(st.st_mode)) {
@@ -154,11 +148,10 @@ MemoryMappedTensor Create(at::IntArrayRef shape, at::ScalarType dtype, const std
   }
   ::fcntl(fd.get(), F_SETFL, ::fcntl(fd.get(), F_GETFL) & ~O_NONBLOCK);
   if (data != nullptr) {
-    ThrowIfError<MemmapError>(internal::memmap::WriteTensor(fd.get(), *data, path));
+    ThrowIfError<MemmapError>(mm::WriteTensor(fd.get(), *data, path));
   } else {
-    absl::StatusOr<int64_t> nbytes = internal::memmap::TensorBytes(dims, dtype, path);
-    if (::ftruncate(fd.get(), static_cast<off_t>(*nbytes)) != 0) {
-      ThrowIfError<MemmapError>(internal::memmap::ErrnoError(errno, "cannot resize", path));
+    if (::ftruncate(fd.get(), static_cast<off_t>(nbytes)) != 0) {
+      ThrowIfError<MemmapError>(mm::ErrnoError(errno, "cannot resize", path));
     }
   }
   return MemoryMappedTensor::from_filename(path, dtype, shape, MemmapMode::kReadWrite);
@@ -203,33 +196,27 @@ MemoryMappedTensor MemoryMappedTensor::full(at::IntArrayRef shape, const at::Sca
 MemoryMappedTensor MemoryMappedTensor::from_filename(const std::string& filename,
                                                      at::ScalarType dtype, at::IntArrayRef shape,
                                                      MemmapMode mode) {
-  const std::string path = internal::memmap::AbsolutePath(filename);
-  const bool writable = mode == MemmapMode::kReadWrite;
-  int raw = ::open(path.c_str(), (writable ? O_RDWR : O_RDONLY) | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK);
-  if (raw < 0) ThrowIfError<MemmapError>(internal::memmap::ErrnoError(errno, "cannot open", path));
-  UniqueFd fd(raw);
-  struct stat st;
-  if (::fstat(fd.get(), &st) != 0 || !S_ISREG(st.st_mode)) {
-    TD_FAIL(MemmapError, "MemoryMappedTensor: ", path, " is not a regular file");
-  }
-  return MemoryMappedTensor(ValueOrThrow<MemmapError>(
-      internal::memmap::MapFile(fd.get(), path, dtype, shape.vec(), mode)));
+  const std::string path = mm::AbsolutePath(filename);
+  const UniqueFd fd = ValueOrThrow<MemmapError>(
+      mm::OpenFileAt(AT_FDCWD, path, mode == MemmapMode::kReadWrite, path));
+  return MemoryMappedTensor(
+      ValueOrThrow<MemmapError>(mm::MapFile(fd.get(), path, dtype, shape.vec(), mode)));
 }
 
 std::optional<std::string> MemoryMappedTensor::filename_of(const at::Tensor& tensor) {
-  const internal::memmap::Region* r = internal::memmap::RegionOf(tensor);
+  const mm::Region* r = mm::RegionOf(tensor);
   if (r == nullptr) return std::nullopt;
   return r->path;
 }
 
 std::string MemoryMappedTensor::filename() const {
-  const internal::memmap::Region* r = internal::memmap::RegionOf(*this);
+  const mm::Region* r = mm::RegionOf(*this);
   TORCH_CHECK(r != nullptr, "this MemoryMappedTensor holds no file mapping");
   return r->path;
 }
 
 MemmapMode MemoryMappedTensor::mode() const {
-  const internal::memmap::Region* r = internal::memmap::RegionOf(*this);
+  const mm::Region* r = mm::RegionOf(*this);
   TORCH_CHECK(r != nullptr, "this MemoryMappedTensor holds no file mapping");
   return r->mode;
 }

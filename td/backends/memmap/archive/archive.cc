@@ -114,8 +114,6 @@ std::string NotArchiveReason(const std::string& path) {
   return entries->count(kMeta) == 0 ? "no top-level meta.json" : "";
 }
 
-bool IsArchiveFile(const std::string& path) { return NotArchiveReason(path).empty(); }
-
 // `n` bytes of the archive `fd` at `offset`; MemmapError "<failed>: ..." when they cannot be
 // read (an error, or the file ends first: it changed since its directory was read).
 void ReadPayload(int fd, void* out, size_t n, uint64_t offset, const std::string& path,
@@ -325,7 +323,7 @@ class ZipStore final : public mm::Store {
 
 }  // namespace
 
-bool is_memmap_archive(const std::string& path) { return IsArchiveFile(path); }
+bool is_memmap_archive(const std::string& path) { return NotArchiveReason(path).empty(); }
 
 std::string pack_memmap(const std::string& prefix, const std::string& archive_path) {
   std::error_code ec;
@@ -356,7 +354,7 @@ std::string unpack_memmap(const std::string& archive_path, const std::string& pr
   Tree tree(archive_path);
   const os::UniqueFd in(::open(archive_path.c_str(), O_RDONLY | O_CLOEXEC));
   if (!in.valid()) ThrowIfError<MemmapError>(os::ErrnoError(errno, "cannot open", archive_path));
-  std::vector<char> buf;
+  std::vector<uint8_t> buf;
   std::error_code ec;
   fs::create_directories(prefix, ec);
   if (ec) TD_FAIL(MemmapError, "cannot create ", prefix, ": ", ec.message());
@@ -379,38 +377,33 @@ std::string unpack_memmap(const std::string& archive_path, const std::string& pr
                             O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0644));
     if (!out.valid()) ThrowIfError<MemmapError>(os::ErrnoError(errno, "cannot create", out_path));
     const std::string failed = c10::str("cannot extract ", tree.Display(name), " to ", out_path);
+    // The payload in chunks of at most kChunk bytes; every byte written is in the CRC.
     uint32_t crc = 0;
     uint64_t done = 0;
+    const uint64_t stored = e.method == 0 ? e.size : e.compressed_size;
+    buf.resize(std::min<uint64_t>(kChunk, std::max<uint64_t>(stored, 1)));
+    const codec::Source source = [&](uint8_t* to, size_t cap) -> absl::StatusOr<size_t> {
+      const size_t n = static_cast<size_t>(std::min<uint64_t>({cap, buf.size(), stored - done}));
+      ReadPayload(in.get(), to, n, e.payload_offset + done, archive_path, failed);
+      done += n;
+      return n;
+    };
+    const codec::Sink sink = [&](const uint8_t* data, size_t n) {
+      crc = codec::Crc32(crc, data, n);
+      return os::WriteAll(out.get(), data, n, out_path);
+    };
     if (e.method != 0) {
       // Deflated: streamed through inflate, e.size bytes out exactly (NOTE [ Bounded
       // decompression ] in td/bytes/codec.h).
-      buf.resize(std::min<uint64_t>(kChunk, std::max<uint64_t>(e.compressed_size, 1)));
-      const absl::Status s = codec::InflateStream(
-          codec::Format::kRawDeflate,
-          [&](uint8_t* to, size_t cap) -> absl::StatusOr<size_t> {
-            const size_t n = static_cast<size_t>(
-                std::min<uint64_t>({cap, buf.size(), e.compressed_size - done}));
-            ReadPayload(in.get(), to, n, e.payload_offset + done, archive_path, failed);
-            done += n;
-            return n;
-          },
-          [&](const uint8_t* data, size_t n) {
-            crc = codec::Crc32(crc, data, n);
-            return os::WriteAll(out.get(), data, n, out_path);
-          },
-          e.size);
+      const absl::Status s = codec::InflateStream(codec::Format::kRawDeflate, source, sink, e.size);
       if (!s.ok()) {
         TD_FAIL(MemmapError, failed, " (deflated, ", e.compressed_size, " bytes declaring ",
                 e.size, "): ", s.message());
       }
     }
-    buf.resize(std::min<uint64_t>(kChunk, std::max<uint64_t>(e.size, 1)));
     while (e.method == 0 && done < e.size) {
-      const size_t n = static_cast<size_t>(std::min<uint64_t>(buf.size(), e.size - done));
-      ReadPayload(in.get(), buf.data(), n, e.payload_offset + done, archive_path, failed);
-      ThrowIfError<MemmapError>(os::WriteAll(out.get(), buf.data(), n, out_path), failed);
-      crc = codec::Crc32(crc, buf.data(), n);
-      done += n;
+      const size_t n = *source(buf.data(), buf.size());
+      ThrowIfError<MemmapError>(sink(buf.data(), n), failed);
     }
     ThrowIfError<MemmapError>(out.Close(out_path), failed);
     if (crc != e.crc) {
@@ -550,7 +543,7 @@ format::Driver ArchiveDriver() {
               "save(..., archive=True) / pack_memmap)";
   d.suffixes = {".tdz"};
   d.traits.dtypes = format::EveryDtype();
-  d.detect = IsArchiveFile;
+  d.detect = is_memmap_archive;
   d.save = [](const TensorDict& td, const std::string& path) { save_archive(td, path); };
   d.load = [](const std::string& path) { return load_archive(path); };
   return d;
