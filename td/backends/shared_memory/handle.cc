@@ -4,9 +4,9 @@
 
 #include <limits>
 #include <optional>
+#include <string>
 #include <utility>
 
-#include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
 
 namespace td {
@@ -118,7 +118,9 @@ SegmentRef ParseSegment(const Json& j, size_t index) {
     Bad(where, ": \"size\" is ", size, ", less than the ", kHeaderBytes, "-byte header");
   }
   s.size = static_cast<uint64_t>(size);
-  s.token = absl::HexStringToBytes(hex);
+  for (size_t i = 0; i < hex.size(); i += 2) {  // absl's HexStringToBytes differs by version
+    s.token += static_cast<char>(std::stoi(hex.substr(i, 2), nullptr, 16));
+  }
   return s;
 }
 
@@ -212,10 +214,11 @@ Handle Parse(std::string_view text) {
     Bad("\"version\" must be the integer 1, got ", shown("version"));
   }
   Parser p;
-  for (const Json& s : Get(j, "segments", Json::value_t::array, "the handle")) {
+  const std::string top = "the handle";  // named: Get returns a reference into `j`
+  for (const Json& s : Get(j, "segments", Json::value_t::array, top)) {
     p.segments.push_back(ParseSegment(s, p.segments.size()));
   }
-  const Json& root = Get(j, "root", Json::value_t::object, "the handle");
+  const Json& root = Get(j, "root", Json::value_t::object, top);
   p.Level(root, "the root", p.b.Root(structure::LevelKind::kTensorDict));
   absl::StatusOr<structure::Description> structure = std::move(p.b).Finish();
   if (!structure.ok()) Bad(structure.status().message());  // every level has its batch size
