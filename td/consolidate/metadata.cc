@@ -169,7 +169,6 @@ struct Parser {
 
     // Every name of the level is one entry: a non-tensor, a leaf or a sub-level, in this order.
     const Json& non_tensors = Need(m, "non_tensors", where);
-    if (!non_tensors.is_object()) Bad(file, "level " + where + ": non_tensors is not an object");
     for (const auto& [k, v] : non_tensors.items()) {
       NonEmpty(k, "a non-tensor entry", where);
       const Json data = v.is_array() && !v.empty() ? v[0] : Json();  // checked once claimed
@@ -177,7 +176,6 @@ struct Parser {
       CheckNonTensor(v, Repr(Sub(parts, k)));
     }
     const Json& leaves = Need(m, "leaves", where);
-    if (!leaves.is_object()) Bad(file, "level " + where + ": leaves is not an object");
     for (const auto& [k, v] : leaves.items()) {
       NonEmpty(k, "a leaf", where);
       Leaf(level, parts, k, v);
@@ -203,9 +201,11 @@ struct Parser {
     return **level;
   }
 
+  // The object `field` of the level `m` at `where`.
   const Json& Need(const Json& m, const char* field, const std::string& where) const {
     auto it = m.find(field);
     if (it == m.end()) Bad(file, c10::str("level ", where, " has no \"", field, "\""));
+    if (!it->is_object()) Bad(file, c10::str("level ", where, ": ", field, " is not an object"));
     return *it;
   }
 
@@ -213,7 +213,7 @@ struct Parser {
   void NeedEmpty(const Json& m, const char* field, const std::string& where,
                  const char* what) const {
     const Json& f = Need(m, field, where);
-    if (!f.is_object() || !f.empty()) {
+    if (!f.empty()) {
       Bad(file, c10::str(what, " ", where, ": its ", field, " must be an empty object (a stack's ",
                          "entries are its members'), got ", Short(f)));
     }
@@ -222,7 +222,6 @@ struct Parser {
   // cls_metadata, an object; sets *locked from its is_locked.
   const Json& ClsMetadata(const Json& m, const std::string& where, bool* locked) const {
     const Json& meta = Need(m, "cls_metadata", where);
-    if (!meta.is_object()) Bad(file, "level " + where + ": cls_metadata is not an object");
     auto it = meta.find("is_locked");
     *locked = it != meta.end() && it->is_boolean() && it->get<bool>();
     return meta;
@@ -416,7 +415,6 @@ struct Parser {
     const Json& meta = ClsMetadata(m, where, &locked);
     NeedEmpty(m, "leaves", where, what);
     const Json& non_tensors = Need(m, "non_tensors", where);
-    if (!non_tensors.is_object()) Bad(file, "level " + where + ": non_tensors is not an object");
     auto members = Members(m, &non_tensors, where, what);
     NtsNode node;
     for (size_t i = 0; i < members.size(); ++i) {
@@ -467,8 +465,7 @@ struct Parser {
     int64_t count = 1;
     for (int64_t d : root.batch) {
       if (__builtin_mul_overflow(count, d, &count) || count > kMaxNonTensorStackValues) {
-        count = kMaxNonTensorStackValues + 1;
-        break;
+        over_budget();
       }
     }
     nts_values_ += count;
