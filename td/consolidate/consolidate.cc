@@ -84,8 +84,7 @@ bool is_consolidated(const TensorDict& td) {
 }
 
 std::optional<at::Tensor> consolidated_buffer(const TensorDict& td) {
-  internal::LeafTree tree(td);
-  std::optional<internal::Buffer> buffer = internal::BufferOf(tree.leaves());
+  std::optional<internal::Buffer> buffer = internal::BufferOfTensorDict(td);
   if (!buffer) return std::nullopt;
   return internal::WholeBuffer(*buffer, at::kByte);
 }
@@ -135,8 +134,7 @@ TensorDict consolidate(const TensorDict& td, const ConsolidateOptions& options) 
 }
 
 void save_consolidated(const TensorDict& td, const std::string& filename) {
-  internal::LeafTree tree(td);
-  std::optional<internal::Buffer> buffer = internal::BufferOf(tree.leaves());
+  std::optional<internal::Buffer> buffer = internal::BufferOfTensorDict(td);
   if (!buffer) {
     consolidate(td, ConsolidateOptions().filename(filename));
     return;
