@@ -337,14 +337,13 @@ TensorDict load_consolidated(const std::string& filename) {
   // lazy stack never is (its leaves are stacked when read, and may be ragged).
   if (builder.made_lazy_stack) return out;
   internal::LeafTree tree(out);
-  auto layout = std::make_shared<BufferLayout>();
+  // Plan() gives each slot its leaf's dtype, shape and size; the offset is the file's.
+  auto layout = std::make_shared<BufferLayout>(BufferLayout::Plan(tree.leaves()));
   std::vector<std::pair<int64_t, int64_t>> ranges;
-  for (const at::Tensor& t : tree.leaves()) {
+  for (size_t i = 0; i < tree.num_leaves(); ++i) {
+    const at::Tensor& t = tree.leaves()[i];
     if (t.storage().unsafeGetStorageImpl() != builder.storage.unsafeGetStorageImpl()) return out;
-    BufferLayout::Slot& s = layout->slots.emplace_back();
-    s.dtype = t.scalar_type();
-    s.shape.assign(t.sizes().begin(), t.sizes().end());
-    s.nbytes = t.numel() * static_cast<int64_t>(t.element_size());
+    BufferLayout::Slot& s = layout->slots[i];
     s.offset = t.storage_offset() * static_cast<int64_t>(t.element_size());
     if (s.nbytes > 0) ranges.emplace_back(s.offset, s.offset + s.nbytes);
   }
