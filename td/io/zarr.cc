@@ -318,9 +318,7 @@ void to_zarr(const TensorDict& td, const std::string& path_in, const ToZarrOptio
     if (!fs::create_directory(tmp, ec) || ec) {
       TD_FAIL(ZarrError, "to_zarr: cannot create ", tmp, ": ", ec.message());
     }
-    Writer w;
-    w.root = tmp;
-    w.chunks = options.chunks();
+    Writer w{tmp, options.chunks(), /*consolidated=*/json::object()};
     w.WriteGroup(td, "", {});
     WriteFile(tmp + "/.zmetadata",
               json{{"metadata", w.consolidated}, {"zarr_consolidated_format", 1}}.dump(4));
