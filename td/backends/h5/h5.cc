@@ -50,8 +50,8 @@ bool Exists(const std::string& path) {
   return std::filesystem::exists(path, ec);
 }
 
-// A new file at `path` (replacing one), its root group of batch size `batch`, as a storage.
-// A new file at `path`, named `display` in messages (the path it will be renamed to).
+// A new file at `path` (replacing one), named `display` in messages (the path it will be renamed
+// to), its root group of batch size `batch`, as a storage.
 absl::StatusOr<std::shared_ptr<H5Storage>> Create(const std::string& path,
                                                   const std::vector<int64_t>& batch,
                                                   const internal::CreateLayout& layout,
@@ -65,12 +65,8 @@ absl::StatusOr<std::shared_ptr<H5Storage>> Create(const std::string& path,
         absl::StrCat("cannot create HDF5 file '", path, "': ", internal::ErrorText()));
   }
   if (absl::Status s = internal::WriteBatchAttr(fid.get(), "/", batch); !s.ok()) return s;
-  auto file = std::make_shared<H5File>();
-  file->filename = display;
-  file->fid = std::move(fid);
-  file->mode = Mode::kReadWrite;
-  file->layout = layout;
-  file->root = std::make_unique<internal::Node>();
+  auto file = std::shared_ptr<H5File>(new H5File{display, std::move(fid), Mode::kReadWrite, "/",
+                                                  std::make_unique<internal::Node>(), layout});
   file->root->batch = batch;
   return std::make_shared<H5Storage>(file, std::vector<std::string>{}, internal::Selection{}, batch);
 }
@@ -147,11 +143,8 @@ H5TensorDict open(const std::string& path, const OpenOptions& options) {
   }
   const internal::CreateLayout layout = LayoutOf(options.datasets());
   if (!Exists(path)) TD_FAIL(H5Error, "HDF5 file '", path, "' does not exist");
-  auto file = std::make_shared<H5File>();
-  file->filename = path;
-  file->mode = options.mode();
-  file->layout = layout;
-  file->root_path = NormalizeGroup(options.group());
+  auto file = std::shared_ptr<H5File>(
+      new H5File{path, Hid(), options.mode(), NormalizeGroup(options.group()), nullptr, layout});
   {
     Guard guard(Lock());
     file->fid = Hid(H5Fopen(path.c_str(),
@@ -165,9 +158,8 @@ H5TensorDict open(const std::string& path, const OpenOptions& options) {
   }
   file->root = ValueOrThrow<H5Error>(
       internal::Walk(file->fid.get(), path, file->root_path, options.batch_size()));
-  std::vector<int64_t> batch = file->root->batch;
   return *H5TensorDict::from(TensorDict(std::make_shared<H5Storage>(
-      file, std::vector<std::string>{}, internal::Selection{}, std::move(batch))));
+      file, std::vector<std::string>{}, internal::Selection{}, file->root->batch)));
 }
 
 H5TensorDict to_h5(const TensorDict& td, const std::string& path, const ToH5Options& options) {

@@ -148,12 +148,16 @@ at::Tensor Reorder(at::Tensor t, const Selection& sel, bool to_block) {
   return t;
 }
 
-// Reads (`write`: writes) `buf`, `numel` elements of the memory type `mem` (-1: the dataset's
-// own, NOTE [ HDF5 bools ]), through `sel` of the dataset at `path` of `shape` (`ds`, when open,
-// is used instead). Under Lock().
-absl::Status Transfer(hid_t file, const std::string& path, hid_t ds, hid_t mem,
+// Reads (`write`: writes) `buf`, `numel` elements of `dtype` (a read of bools: their stored
+// bytes, NOTE [ HDF5 bools ]), through `sel` of the dataset at `path` of `shape` (`ds`, when
+// open, is used instead). Takes Lock().
+absl::Status Transfer(hid_t file, const std::string& path, hid_t ds, at::ScalarType dtype,
                       const Selection& sel, const std::vector<int64_t>& shape, int64_t numel,
                       void* buf, bool write) {
+  Guard guard(Lock());
+  absl::StatusOr<Hid> mem_type = !write && dtype == at::kBool ? Hid() : MemType(dtype);
+  if (!mem_type.ok()) return mem_type.status();
+  hid_t mem = mem_type->get();
   Hid opened;
   if (ds < 0) {
     opened = Hid(H5Dopen2(file, path.c_str(), H5P_DEFAULT));
@@ -205,11 +209,8 @@ absl::StatusOr<at::Tensor> ReadTensor(hid_t file, const std::string& path, at::S
                      " does not fit in memory: ", e.what_without_backtrace()));
   }
   if (out.numel() > 0) {
-    Guard guard(Lock());
-    absl::StatusOr<Hid> mem = bytes ? absl::StatusOr<Hid>(Hid()) : MemType(dtype);
-    if (!mem.ok()) return mem.status();
-    absl::Status s = Transfer(file, path, dataset, mem->get(), sel, shape, out.numel(),
-                              out.data_ptr(), /*write=*/false);
+    absl::Status s = Transfer(file, path, dataset, dtype, sel, shape, out.numel(), out.data_ptr(),
+                              /*write=*/false);
     if (!s.ok()) return s;
   }
   if (bytes) out = out.ne(0);
@@ -236,11 +237,7 @@ absl::Status WriteTensor(hid_t file, const std::string& path, at::ScalarType dty
                      path, " of shape ", ShapeText(SelectedShape(sel, shape))));
   }
   if (v.numel() == 0) return absl::OkStatus();
-  Guard guard(Lock());
-  absl::StatusOr<Hid> mem = MemType(dtype);
-  if (!mem.ok()) return mem.status();
-  return Transfer(file, path, -1, mem->get(), sel, shape, v.numel(), v.data_ptr(),
-                  /*write=*/true);
+  return Transfer(file, path, -1, dtype, sel, shape, v.numel(), v.data_ptr(), /*write=*/true);
 }
 
 absl::Status CreateDataset(hid_t file, const std::string& path, at::ScalarType dtype,
