@@ -88,6 +88,28 @@ std::string PathOf(const H5Storage& s, const NestedKey& key) {
   return s.file()->Path(level, key.back());
 }
 
+// Opened by id with StorageSpec::path: a new file there (refusing an existing one); without a
+// path, a new file under $TMPDIR that the caller owns.
+TD_REGISTER_STORAGE_BACKEND("h5", [](const StorageSpec& spec)
+                                      -> absl::StatusOr<std::shared_ptr<Storage>> {
+  if (spec.device() && !spec.device()->is_cpu()) {
+    return absl::InvalidArgumentError("the h5 backend keeps tensors on the CPU");
+  }
+  std::string path = spec.path();
+  if (path.empty()) {
+    const char* tmp = std::getenv("TMPDIR");
+    path = std::string(tmp != nullptr && *tmp != '\0' ? tmp : "/tmp") + "/td-h5-XXXXXX";
+    const int fd = ::mkstemp(path.data());
+    if (fd < 0) return absl::UnavailableError("cannot make a temporary file for the h5 backend");
+    ::close(fd);
+  } else if (Exists(path)) {
+    return absl::AlreadyExistsError(absl::StrCat("HDF5 file '", path, "' exists"));
+  }
+  absl::StatusOr<std::shared_ptr<H5Storage>> s = Create(path, spec.batch_size(), {}, path);
+  if (!s.ok()) return s.status();
+  return std::shared_ptr<Storage>(*std::move(s));
+});
+
 }  // namespace
 
 std::optional<H5TensorDict> H5TensorDict::from(const TensorDict& td) {
@@ -198,29 +220,4 @@ TensorDict from_h5(const std::string& path, const OpenOptions& options) {
   return open(path, options).to_dense();
 }
 
-namespace {
-
-// Opened by id with StorageSpec::path: a new file there (refusing an existing one); without a
-// path, a new file under $TMPDIR that the caller owns.
-TD_REGISTER_STORAGE_BACKEND("h5", [](const StorageSpec& spec)
-                                      -> absl::StatusOr<std::shared_ptr<Storage>> {
-  if (spec.device() && !spec.device()->is_cpu()) {
-    return absl::InvalidArgumentError("the h5 backend keeps tensors on the CPU");
-  }
-  std::string path = spec.path();
-  if (path.empty()) {
-    const char* tmp = std::getenv("TMPDIR");
-    path = std::string(tmp != nullptr && *tmp != '\0' ? tmp : "/tmp") + "/td-h5-XXXXXX";
-    const int fd = ::mkstemp(path.data());
-    if (fd < 0) return absl::UnavailableError("cannot make a temporary file for the h5 backend");
-    ::close(fd);
-  } else if (Exists(path)) {
-    return absl::AlreadyExistsError(absl::StrCat("HDF5 file '", path, "' exists"));
-  }
-  absl::StatusOr<std::shared_ptr<H5Storage>> s = Create(path, spec.batch_size(), {}, path);
-  if (!s.ok()) return s.status();
-  return std::shared_ptr<Storage>(*std::move(s));
-});
-
-}  // namespace
 }  // namespace td::h5

@@ -178,6 +178,83 @@ absl::Status Transfer(hid_t file, const std::string& path, hid_t ds, at::ScalarT
   return absl::OkStatus();
 }
 
+Hid VlenString() {
+  Hid t(H5Tcopy(H5T_C_S1));
+  H5Tset_size(t.get(), H5T_VARIABLE);
+  H5Tset_cset(t.get(), H5T_CSET_UTF8);
+  return t;
+}
+
+// Every string of a string dataset or attribute (`obj` read with `read`), in row-major order.
+template <class ReadFn>
+absl::StatusOr<std::vector<std::string>> ReadStrings(hid_t type, hid_t space, ReadFn read) {
+  const bool vlen = H5Tis_variable_str(type) > 0;
+  const size_t size = vlen ? sizeof(char*) : H5Tget_size(type);
+  if (absl::Status s = FitsMemory(DimsOf(space), size); !s.ok()) return s;  // so n is all of it
+  const hssize_t n = H5Sget_simple_extent_npoints(space);
+  std::vector<std::string> out;
+  if (n <= 0) return out;
+  if (vlen) {
+    Hid mem = VlenString();
+    H5Tset_cset(mem.get(), H5Tget_cset(type));
+    std::vector<char*> buf(n, nullptr);
+    if (read(mem.get(), buf.data()) < 0) return absl::DataLossError(ErrorText());
+    for (char* s : buf) out.emplace_back(s != nullptr ? s : "");
+#if H5_VERSION_GE(1, 12, 0)
+    H5Treclaim(mem.get(), space, H5P_DEFAULT, buf.data());
+#else
+    H5Dvlen_reclaim(mem.get(), space, H5P_DEFAULT, buf.data());
+#endif
+    return out;
+  }
+  std::vector<char> buf(size * n + 1, '\0');
+  if (read(type, buf.data()) < 0) return absl::DataLossError(ErrorText());
+  for (hssize_t i = 0; i < n; ++i) {
+    const char* s = buf.data() + i * size;
+    out.emplace_back(s, strnlen(s, size));
+  }
+  return out;
+}
+
+// The opaque dataset `ds` (NOTE [ HDF5 opaque data ] in npy_opaque.h) as JSON.
+absl::StatusOr<nlohmann::json> ReadOpaque(hid_t ds, hid_t type, hid_t space,
+                                          const std::string& path) {
+  if (H5Tget_class(type) != H5T_OPAQUE) {
+    return absl::DataLossError(absl::StrCat("dataset '", path, "' is no longer opaque data"));
+  }
+  OpaqueData data;
+  char* tag = H5Tget_tag(type);
+  H5Eclear2(H5E_DEFAULT);  // an opaque type without a tag has none
+  if (tag != nullptr) {
+    data.tag = tag;
+    H5free_memory(tag);
+  }
+  data.item_size = static_cast<int64_t>(H5Tget_size(type));
+  const std::vector<hsize_t> dims = DimsOf(space);
+  data.shape.assign(dims.begin(), dims.end());
+  const hssize_t n = H5Sget_simple_extent_npoints(space);
+  int64_t bytes = 0;
+  if (n < 0 || data.item_size < 1 || __builtin_mul_overflow(int64_t{n}, data.item_size, &bytes) ||
+      bytes > kMaxOpaqueBytes) {
+    return absl::DataLossError(absl::StrCat(
+        "opaque dataset '", path, "' (tag '", data.tag, "', shape ", ShapeText(data.shape),
+        ", item size ", data.item_size, ") holds more than the ", kMaxOpaqueBytes >> 20,
+        " MiB read as a non-tensor value"));
+  }
+  data.bytes.assign(static_cast<size_t>(bytes), '\0');
+  if (bytes > 0) {
+    // The file's own type: the bytes as stored.
+    if (H5Dread(ds, type, H5S_ALL, H5S_ALL, H5P_DEFAULT, data.bytes.data()) < 0) {
+      return Io(path, "cannot read opaque dataset");
+    }
+  }
+  absl::StatusOr<nlohmann::json> out = DecodeOpaque(data);
+  if (!out.ok()) {
+    return absl::DataLossError(absl::StrCat("dataset '", path, "': ", out.status().message()));
+  }
+  return out;
+}
+
 }  // namespace
 
 std::vector<int64_t> SelectedShape(const Selection& sel, const std::vector<int64_t>& shape) {
@@ -280,87 +357,6 @@ absl::Status CreateGroup(hid_t file, const std::string& path, const std::vector<
   if (!g.ok()) return Io(path, "cannot create group");
   return WriteBatchAttr(file, path, batch);
 }
-
-namespace {
-
-Hid VlenString() {
-  Hid t(H5Tcopy(H5T_C_S1));
-  H5Tset_size(t.get(), H5T_VARIABLE);
-  H5Tset_cset(t.get(), H5T_CSET_UTF8);
-  return t;
-}
-
-// Every string of a string dataset or attribute (`obj` read with `read`), in row-major order.
-template <class ReadFn>
-absl::StatusOr<std::vector<std::string>> ReadStrings(hid_t type, hid_t space, ReadFn read) {
-  const bool vlen = H5Tis_variable_str(type) > 0;
-  const size_t size = vlen ? sizeof(char*) : H5Tget_size(type);
-  if (absl::Status s = FitsMemory(DimsOf(space), size); !s.ok()) return s;  // so n is all of it
-  const hssize_t n = H5Sget_simple_extent_npoints(space);
-  std::vector<std::string> out;
-  if (n <= 0) return out;
-  if (vlen) {
-    Hid mem = VlenString();
-    H5Tset_cset(mem.get(), H5Tget_cset(type));
-    std::vector<char*> buf(n, nullptr);
-    if (read(mem.get(), buf.data()) < 0) return absl::DataLossError(ErrorText());
-    for (char* s : buf) out.emplace_back(s != nullptr ? s : "");
-#if H5_VERSION_GE(1, 12, 0)
-    H5Treclaim(mem.get(), space, H5P_DEFAULT, buf.data());
-#else
-    H5Dvlen_reclaim(mem.get(), space, H5P_DEFAULT, buf.data());
-#endif
-    return out;
-  }
-  std::vector<char> buf(size * n + 1, '\0');
-  if (read(type, buf.data()) < 0) return absl::DataLossError(ErrorText());
-  for (hssize_t i = 0; i < n; ++i) {
-    const char* s = buf.data() + i * size;
-    out.emplace_back(s, strnlen(s, size));
-  }
-  return out;
-}
-
-// The opaque dataset `ds` (NOTE [ HDF5 opaque data ] in npy_opaque.h) as JSON.
-absl::StatusOr<nlohmann::json> ReadOpaque(hid_t ds, hid_t type, hid_t space,
-                                          const std::string& path) {
-  if (H5Tget_class(type) != H5T_OPAQUE) {
-    return absl::DataLossError(absl::StrCat("dataset '", path, "' is no longer opaque data"));
-  }
-  OpaqueData data;
-  char* tag = H5Tget_tag(type);
-  H5Eclear2(H5E_DEFAULT);  // an opaque type without a tag has none
-  if (tag != nullptr) {
-    data.tag = tag;
-    H5free_memory(tag);
-  }
-  data.item_size = static_cast<int64_t>(H5Tget_size(type));
-  const std::vector<hsize_t> dims = DimsOf(space);
-  data.shape.assign(dims.begin(), dims.end());
-  const hssize_t n = H5Sget_simple_extent_npoints(space);
-  int64_t bytes = 0;
-  if (n < 0 || data.item_size < 1 || __builtin_mul_overflow(int64_t{n}, data.item_size, &bytes) ||
-      bytes > kMaxOpaqueBytes) {
-    return absl::DataLossError(absl::StrCat(
-        "opaque dataset '", path, "' (tag '", data.tag, "', shape ", ShapeText(data.shape),
-        ", item size ", data.item_size, ") holds more than the ", kMaxOpaqueBytes >> 20,
-        " MiB read as a non-tensor value"));
-  }
-  data.bytes.assign(static_cast<size_t>(bytes), '\0');
-  if (bytes > 0) {
-    // The file's own type: the bytes as stored.
-    if (H5Dread(ds, type, H5S_ALL, H5S_ALL, H5P_DEFAULT, data.bytes.data()) < 0) {
-      return Io(path, "cannot read opaque dataset");
-    }
-  }
-  absl::StatusOr<nlohmann::json> out = DecodeOpaque(data);
-  if (!out.ok()) {
-    return absl::DataLossError(absl::StrCat("dataset '", path, "': ", out.status().message()));
-  }
-  return out;
-}
-
-}  // namespace
 
 absl::StatusOr<std::string> ReadStringAttr(hid_t obj, const char* name) {
   Hid attr(H5Aopen(obj, name, H5P_DEFAULT));
@@ -474,10 +470,9 @@ absl::StatusOr<nlohmann::json> ReadAttrs(hid_t file, const std::string& path) {
       const hssize_t count = H5Sget_simple_extent_npoints(space.get());
       const bool bytes = *dtype == at::kBool;  // NOTE [ HDF5 bools ]
       at::Tensor t = at::empty({count}, at::TensorOptions().dtype(bytes ? at::kByte : *dtype));
-      absl::StatusOr<Hid> mem =
-          bytes ? absl::StatusOr<Hid>(Hid(H5Tcopy(type.get()))) : MemType(*dtype);
+      absl::StatusOr<Hid> mem = MemType(*dtype);  // bools: read with the file's type instead
       if (!mem.ok()) return mem.status();
-      if (count > 0 && read(mem->get(), t.data_ptr()) < 0) {
+      if (count > 0 && read(bytes ? type.get() : mem->get(), t.data_ptr()) < 0) {
         return Io(path, absl::StrCat("cannot read attribute ", name, " of"));
       }
       if (bytes) t = t.ne(0);

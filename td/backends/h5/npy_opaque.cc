@@ -290,13 +290,12 @@ absl::StatusOr<Json> DecodeOpaque(const OpaqueData& data) {
 }
 
 absl::StatusOr<std::optional<OpaqueData>> EncodeOpaque(const Json& value) {
-  if (value.is_object()) {
-    if (value.size() == 1 && value.contains(kDescription) && value[kDescription].is_object()) {
-      return FromDescription(value[kDescription]);
-    }
-    return std::optional<OpaqueData>();
+  if (value.is_object() && value.size() == 1 && value.contains(kDescription) &&
+      value[kDescription].is_object()) {
+    return FromDescription(value[kDescription]);
   }
-  if (value.is_string() || value.is_null()) return std::optional<OpaqueData>();
+  // A string stays a string dataset; null and other objects are no rectangular array.
+  if (value.is_string()) return std::optional<OpaqueData>();
   std::vector<const Json*> leaves;
   std::optional<std::vector<int64_t>> shape = Rectangular(value, &leaves);
   if (!shape) return std::optional<OpaqueData>();

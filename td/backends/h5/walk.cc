@@ -28,19 +28,16 @@ std::recursive_mutex& Lock() {
   return *mu;
 }
 
-namespace {
-herr_t CollectError(unsigned n, const H5E_error2_t* err, void* data) {
-  auto* parts = static_cast<std::vector<std::string>*>(data);
-  if (parts->size() < 64 && err->desc != nullptr && err->desc[0] != '\0') {
-    parts->push_back(absl::StrCat(err->func_name ? err->func_name : "?", ": ", err->desc));
-  }
-  return 0;
-}
-}  // namespace
-
 std::string ErrorText() {
   std::vector<std::string> parts;
-  H5Ewalk2(H5E_DEFAULT, H5E_WALK_DOWNWARD, &CollectError, &parts);
+  const auto collect = [](unsigned, const H5E_error2_t* err, void* data) -> herr_t {
+    auto* parts = static_cast<std::vector<std::string>*>(data);
+    if (parts->size() < 64 && err->desc != nullptr && err->desc[0] != '\0') {
+      parts->push_back(absl::StrCat(err->func_name ? err->func_name : "?", ": ", err->desc));
+    }
+    return 0;
+  };
+  H5Ewalk2(H5E_DEFAULT, H5E_WALK_DOWNWARD, collect, &parts);
   H5Eclear2(H5E_DEFAULT);
   if (parts.empty()) return "HDF5 gave no reason";
   // The API call, then the two innermost (most specific) reasons.
