@@ -214,7 +214,6 @@ void H5Storage::Put(const std::vector<std::string>& level, Node* lvl, std::strin
   const std::string context = Context(*file_, level, key);
   hid_t fid = file_->fid.get();
   Node* existing = lvl->child(key);
-  const std::string name(key);
   auto remove_existing = [&] {
     if (existing == nullptr) return;
     Check(H5Ldelete(fid, path.c_str(), H5P_DEFAULT), context);
@@ -222,7 +221,7 @@ void H5Storage::Put(const std::vector<std::string>& level, Node* lvl, std::strin
     existing = nullptr;
   };
   auto add = [&](Node::Kind kind) {  // the node of what was written, appended
-    Node* n = lvl->put(name, std::make_unique<Node>());
+    Node* n = lvl->put(std::string(key), std::make_unique<Node>());
     n->kind = kind;
     return n;
   };
@@ -291,7 +290,7 @@ void H5Storage::Put(const std::vector<std::string>& level, Node* lvl, std::strin
     existing->batch = batch;
   }
   std::vector<std::string> sub_level = level;
-  sub_level.push_back(name);
+  sub_level.emplace_back(key);
   sub.for_each_entry([&](const std::string& k, const Value& v) { Put(sub_level, existing, k, v); });
 }
 

@@ -128,12 +128,9 @@ std::optional<Json> Element(const Dtype& d, const unsigned char* p) {
       if (d.n < 8 && (v >> (8 * d.n - 1)) != 0) v |= ~uint64_t{0} << (8 * d.n);  // sign
       return Json(absl::bit_cast<int64_t>(v));
     }
-    case 'u': {
+    case 'u': {  // an int64 where it fits
       const uint64_t v = Load(p, d.n, d.order);
-      if (v <= static_cast<uint64_t>(std::numeric_limits<int64_t>::max())) {
-        return Json(static_cast<int64_t>(v));
-      }
-      return Json(v);
+      return (v >> 63) != 0 ? Json(v) : Json(static_cast<int64_t>(v));
     }
     case 'f': {
       const uint64_t v = Load(p, d.n, d.order);
