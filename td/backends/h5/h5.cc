@@ -167,14 +167,12 @@ H5TensorDict open(const std::string& path, const OpenOptions& options) {
   if (!Exists(path)) TD_FAIL(H5Error, "HDF5 file '", path, "' does not exist");
   auto file = std::shared_ptr<H5File>(
       new H5File{path, Hid(), options.mode(), NormalizeGroup(options.group()), nullptr, layout});
+  const bool rw = options.mode() == Mode::kReadWrite;
   {
     Guard guard(Lock());
-    file->fid = Hid(H5Fopen(path.c_str(),
-                            options.mode() == Mode::kReadWrite ? H5F_ACC_RDWR : H5F_ACC_RDONLY,
-                            H5P_DEFAULT));
+    file->fid = Hid(H5Fopen(path.c_str(), rw ? H5F_ACC_RDWR : H5F_ACC_RDONLY, H5P_DEFAULT));
     if (!file->fid.ok()) {
-      TD_FAIL(H5Error, "cannot open HDF5 file '", path, "' (",
-              options.mode() == Mode::kReadWrite ? "read-write" : "read-only",
+      TD_FAIL(H5Error, "cannot open HDF5 file '", path, "' (", rw ? "read-write" : "read-only",
               "): ", internal::ErrorText());
     }
   }

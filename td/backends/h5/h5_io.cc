@@ -60,25 +60,20 @@ std::vector<int64_t> SortedUnique(const std::vector<int64_t>& list) {
 }
 
 std::vector<Piece> PiecesOf(const DimSel& d) {
-  switch (d.kind) {
-    case DimSel::Kind::kInt:  // a range of one
-    case DimSel::Kind::kRange:
-      if (d.size() == 0) return {};
-      return {{static_cast<hsize_t>(d.start), static_cast<hsize_t>(d.size() > 1 ? d.step : 1),
-               static_cast<hsize_t>(d.size()), 1}};
-    case DimSel::Kind::kList: {
-      std::vector<Piece> out;
-      for (int64_t v : SortedUnique(d.list)) {  // runs of consecutive positions: one block each
-        if (!out.empty() && static_cast<hsize_t>(v) == out.back().start + out.back().block) {
-          ++out.back().block;
-        } else {
-          out.push_back({static_cast<hsize_t>(v), 1, 1, 1});
-        }
-      }
-      return out;
+  if (d.kind != DimSel::Kind::kList) {  // a range; an int is a range of one
+    if (d.size() == 0) return {};
+    return {{static_cast<hsize_t>(d.start), static_cast<hsize_t>(d.size() > 1 ? d.step : 1),
+             static_cast<hsize_t>(d.size()), 1}};
+  }
+  std::vector<Piece> out;
+  for (int64_t v : SortedUnique(d.list)) {  // runs of consecutive positions: one block each
+    if (!out.empty() && static_cast<hsize_t>(v) == out.back().start + out.back().block) {
+      ++out.back().block;
+    } else {
+      out.push_back({static_cast<hsize_t>(v), 1, 1, 1});
     }
   }
-  return {};
+  return out;
 }
 
 // Selects `sel` (then every element of the remaining dims) in `space` of `shape`; returns the
@@ -155,17 +150,16 @@ absl::Status Transfer(hid_t file, const std::string& path, hid_t ds, at::ScalarT
                       const Selection& sel, const std::vector<int64_t>& shape, int64_t numel,
                       void* buf, bool write) {
   Guard guard(Lock());
-  absl::StatusOr<Hid> mem_type = !write && dtype == at::kBool ? Hid() : MemType(dtype);
-  if (!mem_type.ok()) return mem_type.status();
-  hid_t mem = mem_type->get();
   Hid opened;
   if (ds < 0) {
     opened = Hid(H5Dopen2(file, path.c_str(), H5P_DEFAULT));
     if (!opened.ok()) return Io(path, "cannot open dataset");
     ds = opened.get();
   }
-  Hid own(mem < 0 ? H5Dget_type(ds) : -1);
-  if (mem < 0) mem = own.get();
+  absl::StatusOr<Hid> mem_type =
+      !write && dtype == at::kBool ? Hid(H5Dget_type(ds)) : MemType(dtype);
+  if (!mem_type.ok()) return mem_type.status();
+  const hid_t mem = mem_type->get();
   Hid fspace(H5Dget_space(ds));
   absl::StatusOr<hsize_t> n = SelectIn(fspace.get(), sel, shape);
   if (!n.ok()) return n.status();
