@@ -119,10 +119,7 @@ std::optional<H5TensorDict> H5TensorDict::from(const TensorDict& td) {
 
 const std::string& H5TensorDict::filename() const { return StorageOf(*this).file()->filename; }
 
-std::string H5TensorDict::group() const {
-  const H5Storage& s = StorageOf(*this);
-  return s.file()->Path(s.level(), "");
-}
+std::string H5TensorDict::group() const { return PathOf(StorageOf(*this), ""); }
 
 Mode H5TensorDict::mode() const { return StorageOf(*this).file()->mode; }
 
@@ -130,8 +127,7 @@ bool H5TensorDict::is_selection() const { return !StorageOf(*this).selection().e
 
 nlohmann::json H5TensorDict::attrs(const NestedKey& key) const {
   const H5Storage& s = StorageOf(*this);
-  const std::string path = PathOf(s, key);
-  return ValueOrThrow<H5Error>(internal::ReadAttrs(s.file()->fid.get(), path),
+  return ValueOrThrow<H5Error>(internal::ReadAttrs(s.file()->fid.get(), PathOf(s, key)),
                                absl::StrCat("HDF5 file '", s.file()->filename, "'"));
 }
 

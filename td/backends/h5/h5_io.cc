@@ -494,15 +494,13 @@ absl::Status WriteAttr(hid_t file, const std::string& path, const std::string& n
   Hid type;
   std::string bytes;
   const auto append = [&](auto v) { bytes.append(reinterpret_cast<const char*>(&v), sizeof(v)); };
-  std::vector<std::string> strings;
-  std::vector<const char*> ptrs;
+  std::vector<const char*> ptrs;  // into `items`
   if (value.is_null()) {
     // An empty attribute (a null dataspace), as ReadAttrs reads it back; h5py: h5py.Empty("i1").
     type = Hid(H5Tcopy(H5T_NATIVE_INT8));
   } else if (same_kind([](const nlohmann::json& j) { return j.is_string(); })) {
     type = VlenString();
-    for (const auto& j : items) strings.push_back(j.get<std::string>());
-    for (const auto& s : strings) ptrs.push_back(s.c_str());
+    for (const auto& j : items) ptrs.push_back(j.get_ref<const std::string&>().c_str());
   } else if (same_kind([](const nlohmann::json& j) { return j.is_boolean(); })) {
     type = *MemType(at::kBool);
     for (const auto& j : items) append(static_cast<int8_t>(j.get<bool>() ? 1 : 0));
