@@ -66,7 +66,7 @@ absl::StatusOr<std::shared_ptr<H5Storage>> Create(const std::string& path,
   }
   if (absl::Status s = internal::WriteBatchAttr(fid.get(), "/", batch); !s.ok()) return s;
   auto file = std::shared_ptr<H5File>(new H5File{display, std::move(fid), Mode::kReadWrite, "/",
-                                                  std::make_unique<internal::Node>(), layout});
+                                                 std::make_unique<internal::Node>(), layout});
   file->root->batch = batch;
   return std::make_shared<H5Storage>(file, std::vector<std::string>{}, internal::Selection{}, batch);
 }

@@ -452,8 +452,8 @@ bool H5Storage::index_put_(at::ArrayRef<TensorIndex> indices, const TensorDict& 
             return;
           }
           try {
-            writes.push_back({file_->Path(level, k), Context(*file_, level, k), c->dtype,
-                              c->shape, t.expand(target)});
+            writes.push_back({file_->Path(level, k), Context(*file_, level, k), c->dtype, c->shape,
+                              t.expand(target)});
           } catch (const c10::Error&) {
             fits = false;
           }
@@ -462,8 +462,8 @@ bool H5Storage::index_put_(at::ArrayRef<TensorIndex> indices, const TensorDict& 
   plan(value, level_, level_node());
   if (!fits) return false;
   for (const Write& w : writes) {
-    ThrowIfError<H5Error>(
-        WriteTensor(file_->fid.get(), w.path, w.dtype, w.shape, *sel, w.value), w.context);
+    ThrowIfError<H5Error>(WriteTensor(file_->fid.get(), w.path, w.dtype, w.shape, *sel, w.value),
+                          w.context);
   }
   return true;
 }

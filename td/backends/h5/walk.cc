@@ -105,9 +105,9 @@ absl::StatusOr<at::ScalarType> TensorDtypeOf(hid_t type) {
         ::td::internal::DtypeFromName(absl::StrCat("torch.", kind, 8 * size));
     if (t.ok()) return t;
     const bool named = is_unsigned && (size == 2 || size == 4 || size == 8);
-    return absl::InvalidArgumentError(
-        absl::StrCat("the ", what, " type", named ? ": " : " has no tensor dtype",
-                     named ? t.status().message() : ""));
+    return absl::InvalidArgumentError(absl::StrCat("the ", what, " type",
+                                                   named ? ": " : " has no tensor dtype",
+                                                   named ? t.status().message() : ""));
   }
   if (cls == H5T_ENUM && size == 1 && H5Tget_nmembers(type) == 2) {
     // h5py's bool: an enum of int8 with FALSE = 0 and TRUE = 1.
@@ -204,8 +204,8 @@ struct Walker {
   absl::StatusOr<std::vector<std::string>> LinkNames(hid_t group, const std::string& key) {
     Hid gcpl(H5Gget_create_plist(group));
     unsigned flags = 0;
-    const bool tracked = H5Pget_link_creation_order(gcpl.get(), &flags) >= 0 &&
-                         (flags & H5P_CRT_ORDER_TRACKED) != 0;
+    const bool tracked =
+        H5Pget_link_creation_order(gcpl.get(), &flags) >= 0 && (flags & H5P_CRT_ORDER_TRACKED) != 0;
     H5Eclear2(H5E_DEFAULT);
     std::vector<std::string> names;
     if (H5Literate(group, tracked ? H5_INDEX_CRT_ORDER : H5_INDEX_NAME, H5_ITER_INC, nullptr,
