@@ -84,8 +84,7 @@ bool is_consolidated(const TensorDict& td) {
 }
 
 std::optional<at::Tensor> consolidated_buffer(const TensorDict& td) {
-  internal::LeafTree tree(td);
-  std::optional<internal::Buffer> buffer = internal::BufferOf(tree.leaves());
+  std::optional<internal::Buffer> buffer = internal::BufferOfTensorDict(td);
   if (!buffer) return std::nullopt;
   return internal::WholeBuffer(*buffer, at::kByte);
 }
@@ -116,7 +115,7 @@ TensorDict consolidate(const TensorDict& td, const ConsolidateOptions& options) 
   at::Tensor owner;
   if (options.filename()) {
     file.emplace(*options.filename(), layout->nbytes,
-                 internal::DumpMetadata(td, *layout, *options.filename()));
+                 internal::MetadataTail(td, *layout, *options.filename()));
     owner = file->mapping().narrow(0, 0, layout->nbytes);
   } else {
     owner = AllocateOwner(layout->nbytes, device, options);
@@ -135,15 +134,14 @@ TensorDict consolidate(const TensorDict& td, const ConsolidateOptions& options) 
 }
 
 void save_consolidated(const TensorDict& td, const std::string& filename) {
-  internal::LeafTree tree(td);
-  std::optional<internal::Buffer> buffer = internal::BufferOf(tree.leaves());
+  std::optional<internal::Buffer> buffer = internal::BufferOfTensorDict(td);
   if (!buffer) {
     consolidate(td, ConsolidateOptions().filename(filename));
     return;
   }
-  const std::string meta = internal::DumpMetadata(td, buffer->layout(), filename);
+  const std::string tail = internal::MetadataTail(td, buffer->layout(), filename);
   at::Tensor bytes = internal::WholeBuffer(*buffer, at::kByte);
-  internal::WriteFile(filename, meta, bytes.device().is_cpu() ? bytes : bytes.cpu());
+  internal::WriteFile(filename, tail, bytes.device().is_cpu() ? bytes : bytes.cpu());
 }
 
 }  // namespace td

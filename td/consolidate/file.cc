@@ -205,11 +205,11 @@ struct Builder {
 
 namespace internal {
 
-std::string DumpMetadata(const TensorDict& td, const BufferLayout& layout,
+std::string MetadataTail(const TensorDict& td, const BufferLayout& layout,
                          const std::string& filename) {
   Json root = LevelJson(td, {});
   internal::LeafTree tree(td);
-  TORCH_INTERNAL_ASSERT(tree.num_leaves() == layout.slots.size(), "DumpMetadata: ",
+  TORCH_INTERNAL_ASSERT(tree.num_leaves() == layout.slots.size(), "MetadataTail: ",
                         tree.num_leaves(), " leaves for ", layout.slots.size(), " slots");
   for (size_t i = 0; i < tree.num_leaves(); ++i) {
     NestedKey key = tree.key(i);
@@ -228,21 +228,23 @@ std::string DumpMetadata(const TensorDict& td, const BufferLayout& layout,
                      s.offset, s.offset + s.nbytes, 0});
   }
   try {
-    return root.dump();
+    std::string tail = root.dump();
+    const int64_t meta_bytes = static_cast<int64_t>(tail.size());
+    tail.append(reinterpret_cast<const char*>(&meta_bytes), 8);  // little-endian hosts only
+    return tail;
   } catch (const nlohmann::json::exception& e) {
     TD_FAIL(ValueError, "consolidated file ", filename,
                      ": a key or non-tensor value is not valid UTF-8 (", e.what(), ")");
   }
 }
 
-PendingFile::PendingFile(std::string filename, int64_t data_bytes, const std::string& metadata)
+PendingFile::PendingFile(std::string filename, int64_t data_bytes, const std::string& tail)
     : filename_(std::move(filename)),
       file_(ValueOrThrow<MemmapError>(
           os::FileReplacement::Begin(AT_FDCWD, filename_, PendingFileName(filename_, ""),
                                      filename_),
           "consolidated file " + filename_)) {
-  const int64_t meta_bytes = static_cast<int64_t>(metadata.size());
-  const int64_t total = data_bytes + meta_bytes + 8;
+  const int64_t total = data_bytes + static_cast<int64_t>(tail.size());
   if (::ftruncate(file_.fd(), total) != 0) {
     const int err = errno;
     ThrowIfError<MemmapError>(
@@ -256,25 +258,19 @@ PendingFile::PendingFile(std::string filename, int64_t data_bytes, const std::st
     TD_FAIL(MemmapError, "consolidated file ", filename_, ": cannot map ", file_.temp(), ": ",
                       e.what_without_backtrace());
   }
-  auto* p = static_cast<uint8_t*>(mapping_.data_ptr());
-  std::memcpy(p + data_bytes, metadata.data(), metadata.size());
-  std::memcpy(p + data_bytes + meta_bytes, &meta_bytes, 8);  // little-endian hosts only
+  std::memcpy(static_cast<uint8_t*>(mapping_.data_ptr()) + data_bytes, tail.data(), tail.size());
 }
 
 void PendingFile::Commit() {
   ThrowIfError<MemmapError>(file_.Commit(/*sync=*/false), "consolidated file " + filename_);
 }
 
-void WriteFile(const std::string& filename, const std::string& meta, const at::Tensor& bytes) {
+void WriteFile(const std::string& filename, const std::string& tail, const at::Tensor& bytes) {
   // The bytes are in memory already: pwrite(2) them (writing through a fresh shared mapping would
-  // fault in every page of the file first), into a temporary renamed into place.
-  const int64_t meta_bytes = static_cast<int64_t>(meta.size());
-  // The file is [data | metadata | its length]: the tail is built once, then everything goes out
-  // in 1 MiB pwrite(2)s (why 1 MiB: td/os/fd.cc) spread over td::parallel's threads
-  // (NOTE [ Thread policy ] in td/executor/executor.h): a writer that the kernel is throttling
-  // holds up the rest when it is the only one.
-  std::string tail = meta;
-  tail.append(reinterpret_cast<const char*>(&meta_bytes), 8);  // little-endian hosts only
+  // fault in every page of the file first) in 1 MiB pieces (why 1 MiB: td/os/fd.cc) spread over
+  // td::parallel's threads (NOTE [ Thread policy ] in td/executor/executor.h: a writer that the
+  // kernel is throttling holds up the rest when it is the only one), into a temporary renamed
+  // into place.
   constexpr int64_t kWriteChunk = int64_t{1} << 20;
   const int64_t data_bytes = bytes.numel();
   const auto* data = static_cast<const char*>(bytes.data_ptr());
@@ -286,15 +282,14 @@ void WriteFile(const std::string& filename, const std::string& meta, const at::T
         chunks + 1, parallel::plan_threads(chunks + 1, data_bytes, parallel::ParallelOptions()),
         [&](int64_t c) {
           const int64_t b = c * kWriteChunk;
-          written[c] = c == chunks  // the metadata and its length
+          written[c] = c == chunks  // the tail: the metadata and its length
                            ? os::WriteAll(fd, tail.data(), tail.size(), tmp, data_bytes)
                            : os::WriteAll(fd, data + b, std::min(kWriteChunk, data_bytes - b),
                                           tmp, b);
         });
-    for (const absl::Status& s : written) {
-      if (!s.ok()) return s;
-    }
-    return absl::OkStatus();
+    absl::Status first;
+    for (const absl::Status& s : written) first.Update(s);
+    return first;
   };
   ThrowIfError<MemmapError>(
       os::ReplaceFileAt(AT_FDCWD, filename, tmp, filename, /*sync=*/false, write_all),
@@ -342,14 +337,13 @@ TensorDict load_consolidated(const std::string& filename) {
   // lazy stack never is (its leaves are stacked when read, and may be ragged).
   if (builder.made_lazy_stack) return out;
   internal::LeafTree tree(out);
-  auto layout = std::make_shared<BufferLayout>();
+  // Plan() gives each slot its leaf's dtype, shape and size; the offset is the file's.
+  auto layout = std::make_shared<BufferLayout>(BufferLayout::Plan(tree.leaves()));
   std::vector<std::pair<int64_t, int64_t>> ranges;
-  for (const at::Tensor& t : tree.leaves()) {
+  for (size_t i = 0; i < tree.num_leaves(); ++i) {
+    const at::Tensor& t = tree.leaves()[i];
     if (t.storage().unsafeGetStorageImpl() != builder.storage.unsafeGetStorageImpl()) return out;
-    BufferLayout::Slot& s = layout->slots.emplace_back();
-    s.dtype = t.scalar_type();
-    s.shape.assign(t.sizes().begin(), t.sizes().end());
-    s.nbytes = t.numel() * static_cast<int64_t>(t.element_size());
+    BufferLayout::Slot& s = layout->slots[i];
     s.offset = t.storage_offset() * static_cast<int64_t>(t.element_size());
     if (s.nbytes > 0) ranges.emplace_back(s.offset, s.offset + s.nbytes);
   }

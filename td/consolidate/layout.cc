@@ -191,13 +191,9 @@ bool LeafMatches(const at::Tensor& t, const Buffer& buffer, size_t i) {
       ti->layout() != at::kStrided || ti->dtype() != slot.dtype || !ti->is_contiguous()) {
     return false;
   }
-  const at::IntArrayRef sizes = ti->sizes();
-  if (sizes.size() != slot.shape.size()) return false;
-  for (size_t d = 0; d < sizes.size(); ++d) {
-    if (sizes[d] != slot.shape[d]) return false;
-  }
-  return ti->storage_offset() * static_cast<int64_t>(c10::elementSize(slot.dtype)) ==
-         buffer.ctx->base + slot.offset;
+  return ti->sizes().equals(slot.shape) &&
+         ti->storage_offset() * static_cast<int64_t>(c10::elementSize(slot.dtype)) ==
+             buffer.ctx->base + slot.offset;
 }
 
 // Matches the leaves of `td`, depth first from slot `*next`, against `*buffer` (set from the

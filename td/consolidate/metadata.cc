@@ -52,6 +52,11 @@ struct Parser {
   int64_t data_bytes;
   structure::Builder& b;
 
+  template <typename... Args>
+  [[noreturn]] void Fail(const Args&... args) const {
+    Bad(file, c10::str(args...));
+  }
+
   std::string Repr(const std::vector<std::string>& parts) const {
     return parts.empty() ? std::string("(root)") : NestedKey(parts).repr();
   }
@@ -73,19 +78,19 @@ struct Parser {
     const char* const entries[] = {"a leaf", "a sub-TensorDict", "a non-tensor entry"};
     switch (structure::RuleOf(s)) {
       case Rule::kKey:
-        Bad(file, c10::str("the key ", Repr(Sub(parts, key)), " is both ",
-                           entries[static_cast<int>(level->Find(key)->kind)], " and ", kind,
-                           " of level ", Repr(parts), "; each name of a level is one entry"));
-      case Rule::kShape: Bad(file, c10::str(what, ": the shape ", m));
-      case Rule::kBatchSize: Bad(file, c10::str(what, ": the batch_size ", m));
+        Fail("the key ", Repr(Sub(parts, key)), " is both ",
+             entries[static_cast<int>(level->Find(key)->kind)], " and ", kind, " of level ",
+             Repr(parts), "; each name of a level is one entry");
+      case Rule::kShape: Fail(what, ": the shape ", m);
+      case Rule::kBatchSize: Fail(what, ": the batch_size ", m);
       case Rule::kStartsWith:
-      case Rule::kSubBatch: Bad(file, c10::str(what, ": ", m, " of its level"));
-      default: Bad(file, c10::str(what, ": ", m));
+      case Rule::kSubBatch: Fail(what, ": ", m, " of its level");
+      default: Fail(what, ": ", m);
     }
   }
 
   void NonEmpty(const std::string& k, const char* kind, const std::string& where) const {
-    if (k.empty()) Bad(file, c10::str("level ", where, " has ", kind, " with an empty key ''"));
+    if (k.empty()) Fail("level ", where, " has ", kind, " with an empty key ''");
   }
 
   // The leaf `key` of `level` (at `parts`) that `m` describes.
@@ -93,12 +98,12 @@ struct Parser {
             const Json& m) {
     const std::string where = Repr(Sub(parts, key));
     if (key.rfind("<NJT", 0) == 0 || (m.is_array() && m.size() == 6)) {
-      Bad(file, "leaf " + where + " is part of a nested tensor (unsupported)");
+      Fail("leaf ", where, " is part of a nested tensor (unsupported)");
     }
     if (!m.is_array() || m.size() != 5) {
-      Bad(file, "leaf " + where + ": expected [dtype, shape, start, stop, pad], got " + Short(m));
+      Fail("leaf ", where, ": expected [dtype, shape, start, stop, pad], got ", Short(m));
     }
-    if (!m[0].is_string()) Bad(file, "leaf " + where + ": dtype is not a string");
+    if (!m[0].is_string()) Fail("leaf ", where, ": dtype is not a string");
     absl::StatusOr<const structure::Entry*> leaf =
         b.AddLeaf(level, key, structure::Dtype::Name(m[0].get<std::string>()), m[1]);
     Check(leaf.status(), "leaf " + where, &level, parts, key, "a leaf");
@@ -109,12 +114,11 @@ struct Parser {
     const std::string range =
         c10::str("leaf ", where, ": byte range [", start, ", ", stop, ") pad ", pad);
     if (start < 0 || stop < start || stop > data_bytes || pad < 0 || pad > stop - start) {
-      Bad(file, c10::str(range, " is outside the data (", data_bytes, " bytes)"));
+      Fail(range, " is outside the data (", data_bytes, " bytes)");
     }
     if ((stop - start) % static_cast<int64_t>(c10::elementSize((*leaf)->dtype)) != 0 ||
         (pad == 0 ? nbytes != stop - start : nbytes > stop - start)) {
-      Bad(file, c10::str(range, " does not hold ", SizeRepr((*leaf)->shape), " ",
-                         DtypeName((*leaf)->dtype)));
+      Fail(range, " does not hold ", SizeRepr((*leaf)->shape), " ", DtypeName((*leaf)->dtype));
     }
   }
 
@@ -126,14 +130,14 @@ struct Parser {
     const Json* cls = m.is_object() && m.contains("cls") ? &m["cls"] : nullptr;
     const std::string name = cls && cls->is_string() ? cls->get<std::string>() : std::string();
     if (name == "NonTensorStack" && parts.empty()) {
-      Bad(file, "the root is a NonTensorStack: non-tensor data, not a TensorDict (load it as the "
-                "entry of a TensorDict)");
+      Fail("the root is a NonTensorStack: non-tensor data, not a TensorDict (load it as the entry "
+           "of a TensorDict)");
     }
     structure::Level& level = Make(parent, parts,
                                    name == "LazyStackedTensorDict" ? LevelKind::kLazyStack
                                    : name == "NonTensorStack"      ? LevelKind::kNonTensorStack
                                                                    : LevelKind::kTensorDict);
-    if (!m.is_object()) Bad(file, "level " + where + " is not an object");
+    if (!m.is_object()) Fail("level ", where, " is not an object");
     if (cls == nullptr) Need(m, "cls", where);
     if (level.kind() == LevelKind::kLazyStack) {
       LazyStack(m, parts, level, parent_names);
@@ -148,14 +152,13 @@ struct Parser {
       return level;
     }
     if (name != "TensorDict") {
-      Bad(file, "level " + where + " is a " + Short(*cls) +
-                    "; only TensorDict, LazyStackedTensorDict and NonTensorStack levels are "
-                    "supported");
+      Fail("level ", where, " is a ", Short(*cls),
+           "; only TensorDict, LazyStackedTensorDict and NonTensorStack levels are supported");
     }
     const Json& meta = ClsMetadata(m, where, &level.info.locked);
     auto bs = meta.find("batch_size");
     if (bs == meta.end() || !bs->is_array()) {
-      Bad(file, "level " + where + ": cls_metadata has no batch_size list");
+      Fail("level ", where, ": cls_metadata has no batch_size list");
     }
     absl::Status batch = b.SetBatchSize(level, *bs);
     Check(batch, c10::str(structure::RuleOf(batch) == Rule::kSubBatch ? "sub-TensorDict" : "level",
@@ -169,7 +172,6 @@ struct Parser {
 
     // Every name of the level is one entry: a non-tensor, a leaf or a sub-level, in this order.
     const Json& non_tensors = Need(m, "non_tensors", where);
-    if (!non_tensors.is_object()) Bad(file, "level " + where + ": non_tensors is not an object");
     for (const auto& [k, v] : non_tensors.items()) {
       NonEmpty(k, "a non-tensor entry", where);
       const Json data = v.is_array() && !v.empty() ? v[0] : Json();  // checked once claimed
@@ -177,7 +179,6 @@ struct Parser {
       CheckNonTensor(v, Repr(Sub(parts, k)));
     }
     const Json& leaves = Need(m, "leaves", where);
-    if (!leaves.is_object()) Bad(file, "level " + where + ": leaves is not an object");
     for (const auto& [k, v] : leaves.items()) {
       NonEmpty(k, "a leaf", where);
       Leaf(level, parts, k, v);
@@ -203,9 +204,11 @@ struct Parser {
     return **level;
   }
 
+  // The object `field` of the level `m` at `where`.
   const Json& Need(const Json& m, const char* field, const std::string& where) const {
     auto it = m.find(field);
-    if (it == m.end()) Bad(file, c10::str("level ", where, " has no \"", field, "\""));
+    if (it == m.end()) Fail("level ", where, " has no \"", field, "\"");
+    if (!it->is_object()) Fail("level ", where, ": ", field, " is not an object");
     return *it;
   }
 
@@ -213,16 +216,15 @@ struct Parser {
   void NeedEmpty(const Json& m, const char* field, const std::string& where,
                  const char* what) const {
     const Json& f = Need(m, field, where);
-    if (!f.is_object() || !f.empty()) {
-      Bad(file, c10::str(what, " ", where, ": its ", field, " must be an empty object (a stack's ",
-                         "entries are its members'), got ", Short(f)));
+    if (!f.empty()) {
+      Fail(what, " ", where, ": its ", field, " must be an empty object (a stack's ",
+           "entries are its members'), got ", Short(f));
     }
   }
 
   // cls_metadata, an object; sets *locked from its is_locked.
   const Json& ClsMetadata(const Json& m, const std::string& where, bool* locked) const {
     const Json& meta = Need(m, "cls_metadata", where);
-    if (!meta.is_object()) Bad(file, "level " + where + ": cls_metadata is not an object");
     auto it = meta.find("is_locked");
     *locked = it != meta.end() && it->is_boolean() && it->get<bool>();
     return meta;
@@ -230,15 +232,13 @@ struct Parser {
 
   [[noreturn]] void TooDeep(const std::vector<std::string>& parts, int depth,
                             const absl::Status& why) const {
-    Bad(file,
-        c10::str("level ", Repr(parts), " is nested ", depth, " levels deep: ", why.message()));
+    Fail("level ", Repr(parts), " is nested ", depth, " levels deep: ", why.message());
   }
 
   // [data, batch_size(, device)], as Python writes a NonTensorData.
   void CheckNonTensor(const Json& v, const std::string& where) const {
     if (!v.is_array() || v.size() < 2 || v.size() > 3) {
-      Bad(file, "non-tensor " + where + ": expected [data, batch_size(, device)], got " +
-                    Short(v));
+      Fail("non-tensor ", where, ": expected [data, batch_size(, device)], got ", Short(v));
     }
   }
 
@@ -250,18 +250,17 @@ struct Parser {
     if (it == meta.end()) return {};
     const Json& j = *it;
     if (!j.is_array() || j.size() != batch_dims) {
-      Bad(file, c10::str("level ", where, ": cls_metadata's names ", Short(j), " are not a list ",
-                         "of ", batch_dims, " names (one string or null per batch dim)"));
+      Fail("level ", where, ": cls_metadata's names ", Short(j), " are not a list of ", batch_dims,
+           " names (one string or null per batch dim)");
     }
     Names names;
     for (size_t i = 0; i < j.size(); ++i) {
       if (!j[i].is_null() && !j[i].is_string()) {
-        Bad(file, c10::str("level ", where, ": dim name ", i, " is ", Short(j[i]),
-                           ", not a string or null (names ", Short(j), ")"));
+        Fail("level ", where, ": dim name ", i, " is ", Short(j[i]),
+             ", not a string or null (names ", Short(j), ")");
       }
       if (j[i] == "...") {
-        Bad(file, c10::str("level ", where, ": \"...\" is not a dim name (names ", Short(j),
-                           ")"));
+        Fail("level ", where, ": \"...\" is not a dim name (names ", Short(j), ")");
       }
       names.push_back(j[i].is_null() ? std::nullopt : std::optional(j[i].get<std::string>()));
     }
@@ -276,8 +275,8 @@ struct Parser {
     std::set<std::string> seen;
     for (const auto& n : names) {
       if (n && !seen.insert(*n).second) {
-        Bad(file, c10::str("level ", where, ": the dim name '", *n, "' repeats in its ", what,
-                           "; names must be unique"));
+        Fail("level ", where, ": the dim name '", *n, "' repeats in its ", what,
+             "; names must be unique");
       }
     }
   }
@@ -309,7 +308,7 @@ struct Parser {
     for (const auto& [k, v] : m.items()) {
       if (!IsReservedLevelKey(k)) found.push_back({k, {&v, false}});
     }
-    if (found.empty()) Bad(file, c10::str(what, " ", where, " has no members"));
+    if (found.empty()) Fail(what, " ", where, " has no members");
     std::vector<std::pair<const Json*, bool>> out(found.size(), {nullptr, false});
     for (const auto& [k, v] : found) {
       // "0", "1", ...: digits, without a sign or a leading zero.
@@ -317,9 +316,8 @@ struct Parser {
       const int64_t i = digits && !k.empty() ? std::stoll(k) : -1;
       if (i < 0 || std::to_string(i) != k || i >= static_cast<int64_t>(found.size()) ||
           out[i].first != nullptr) {
-        Bad(file, c10::str(what, " ", where, " has the member key ", NestedKey(k).repr(), "; its ",
-                           found.size(), " members must be keyed '0' to '", found.size() - 1,
-                           "', once each"));
+        Fail(what, " ", where, " has the member key ", NestedKey(k).repr(), "; its ", found.size(),
+             " members must be keyed '0' to '", found.size() - 1, "', once each");
       }
       out[i] = v;
     }
@@ -331,11 +329,11 @@ struct Parser {
   std::vector<int64_t> Stacked(const Json& meta, const std::string& where, const char* what,
                                std::vector<int64_t> batch, size_t n, int64_t* dim) const {
     auto it = meta.find("stack_dim");
-    if (it == meta.end()) Bad(file, c10::str(what, " ", where, ": cls_metadata has no stack_dim"));
+    if (it == meta.end()) Fail(what, " ", where, ": cls_metadata has no stack_dim");
     const int64_t d = GetInt(*it, file, c10::str(what, " ", where, ": stack_dim"));
     if (d < 0 || d > static_cast<int64_t>(batch.size())) {
-      Bad(file, c10::str(what, " ", where, ": stack_dim ", d, " is out of range for members of ",
-                         batch.size(), " batch dims"));
+      Fail(what, " ", where, ": stack_dim ", d, " is out of range for members of ", batch.size(),
+           " batch dims");
     }
     batch.insert(batch.begin() + d, static_cast<int64_t>(n));
     *dim = d;
@@ -345,8 +343,8 @@ struct Parser {
   void CheckSameBatch(const std::vector<int64_t>& batch, const std::vector<int64_t>& first,
                       const std::string& where, const char* what, size_t i) const {
     if (batch != first) {
-      Bad(file, c10::str(what, " ", where, ": member ", i, " has batch size ", SizeRepr(batch),
-                         ", member 0 ", SizeRepr(first), "; members share one batch size"));
+      Fail(what, " ", where, ": member ", i, " has batch size ", SizeRepr(batch), ", member 0 ",
+           SizeRepr(first), "; members share one batch size");
     }
   }
 
@@ -361,10 +359,9 @@ struct Parser {
     auto sn = meta.find("stack_dim_name");
     if (sn != meta.end() && !sn->is_null()) {
       if (!sn->is_string()) {
-        Bad(file, c10::str(what, " ", where, ": stack_dim_name ", Short(*sn),
-                           " is not a string or null"));
+        Fail(what, " ", where, ": stack_dim_name ", Short(*sn), " is not a string or null");
       }
-      if (*sn == "...") Bad(file, c10::str(what, " ", where, ": \"...\" is not a dim name"));
+      if (*sn == "...") Fail(what, " ", where, ": \"...\" is not a dim name");
       level.info.stack_dim_name = sn->get<std::string>();
     }
     for (const char* field : {"non_tensors", "leaves"}) NeedEmpty(m, field, where, what);
@@ -373,8 +370,8 @@ struct Parser {
     for (size_t i = 0; i < members.size(); ++i) {
       subs.push_back(&Fill(*members[i].first, Sub(parts, std::to_string(i)), &level, nullptr));
       if (subs.back()->kind() == LevelKind::kNonTensorStack) {
-        Bad(file, c10::str(what, " ", where, ": member ", i, " is a NonTensorStack; a lazy ",
-                           "stack's members are TensorDicts"));
+        Fail(what, " ", where, ": member ", i,
+             " is a NonTensorStack; a lazy stack's members are TensorDicts");
       }
       CheckSameBatch(subs.back()->batch_size(), subs[0]->batch_size(), where, what, i);
     }
@@ -416,7 +413,6 @@ struct Parser {
     const Json& meta = ClsMetadata(m, where, &locked);
     NeedEmpty(m, "leaves", where, what);
     const Json& non_tensors = Need(m, "non_tensors", where);
-    if (!non_tensors.is_object()) Bad(file, "level " + where + ": non_tensors is not an object");
     auto members = Members(m, &non_tensors, where, what);
     NtsNode node;
     for (size_t i = 0; i < members.size(); ++i) {
@@ -427,8 +423,7 @@ struct Parser {
         CheckNonTensor(v, Repr(sp));
         absl::StatusOr<std::vector<int64_t>> batch = internal::ShapeFromJson(v[1]);
         if (!batch.ok()) {
-          Bad(file, c10::str("non-tensor ", Repr(sp), ": the batch_size ",
-                             batch.status().message()));
+          Fail("non-tensor ", Repr(sp), ": the batch_size ", batch.status().message());
         }
         member.value = &v[0];
         member.value_bytes = static_cast<int64_t>(v[0].dump().size());
@@ -439,9 +434,9 @@ struct Parser {
         }
         const Json* cls = v.is_object() && v.contains("cls") ? &v["cls"] : nullptr;
         if (cls == nullptr || !cls->is_string() || cls->get<std::string>() != what) {
-          Bad(file, c10::str(what, " ", where, ": member ", i, " is a ",
-                             cls ? Short(*cls) : std::string("level without \"cls\""),
-                             "; its members are NonTensorData or NonTensorStacks"));
+          Fail(what, " ", where, ": member ", i, " is a ",
+               cls ? Short(*cls) : std::string("level without \"cls\""),
+               "; its members are NonTensorData or NonTensorStacks");
         }
         member = NonTensorStack(v, sp, depth + 1);
       }
@@ -459,16 +454,14 @@ struct Parser {
   // file's budget (kMaxNonTensorStackValues, kMaxNonTensorStackBytes).
   Json Expand(const NtsNode& root, const std::string& where) const {
     auto over_budget = [&] {
-      Bad(file, c10::str("NonTensorStack ", where, " of batch size ", SizeRepr(root.batch),
-                         " takes the file's NonTensorStacks past ", kMaxNonTensorStackValues,
-                         " values or ", kMaxNonTensorStackBytes, " bytes of JSON ",
-                         "(td::internal::kMaxNonTensorStack*)"));
+      Fail("NonTensorStack ", where, " of batch size ", SizeRepr(root.batch),
+           " takes the file's NonTensorStacks past ", kMaxNonTensorStackValues, " values or ",
+           kMaxNonTensorStackBytes, " bytes of JSON (td::internal::kMaxNonTensorStack*)");
     };
     int64_t count = 1;
     for (int64_t d : root.batch) {
       if (__builtin_mul_overflow(count, d, &count) || count > kMaxNonTensorStackValues) {
-        count = kMaxNonTensorStackValues + 1;
-        break;
+        over_budget();
       }
     }
     nts_values_ += count;

@@ -147,17 +147,9 @@ struct Reader {
 
 // ---- writing -------------------------------------------------------------------------------
 
-// Creates `path` (it must not exist) holding the bytes, fsynced.
-void WriteFile(const std::string& path, const void* data, int64_t n) {
-  ThrowIfError<ZarrError>(internal::os::CreateFileAt(
-      AT_FDCWD, path, std::string_view(static_cast<const char*>(data), static_cast<size_t>(n)),
-      /*sync=*/true, path));
-}
-
-// WriteFile of the JSON text (indented as zarr-python writes it).
-void WriteJson(const std::string& path, const json& j) {
-  const std::string text = j.dump(4);
-  WriteFile(path, text.data(), static_cast<int64_t>(text.size()));
+// Creates `path` (it must not exist) holding `bytes`, fsynced.
+void WriteFile(const std::string& path, std::string_view bytes) {
+  ThrowIfError<ZarrError>(internal::os::CreateFileAt(AT_FDCWD, path, bytes, /*sync=*/true, path));
 }
 
 // fsync(2) of a directory, best effort (new names inside it durable).
@@ -185,8 +177,9 @@ struct Writer {
     }
   }
 
+  // The metadata file `file` of `rel`, indented as zarr-python writes it.
   void Meta(const std::string& rel, const char* file, const json& j) {
-    WriteJson(JoinPath(root, JoinPath(rel, file)), j);
+    WriteFile(JoinPath(root, JoinPath(rel, file)), j.dump(4));
     consolidated[JoinPath(rel, file)] = j;
   }
 
@@ -219,13 +212,10 @@ struct Writer {
     if (!attrs.empty()) Meta(rel, ".zattrs", attrs);
     if (t.numel() == 0) return SyncDir(dir);  // no chunk: zarr writes none either
     const int64_t nd = static_cast<int64_t>(shape.size());
-    if (cs == shape) {
-      WriteFile(dir + "/" + ChunkKey({}, std::vector<int64_t>(nd, 0)), t.data_ptr(), t.nbytes());
-      return SyncDir(dir);
-    }
     std::vector<int64_t> grid(nd), coords(nd, 0);
     for (int64_t d = 0; d < nd; ++d) grid[d] = (shape[d] + cs[d] - 1) / cs[d];
-    at::Tensor buffer = at::zeros(cs, t.options());
+    // One chunk is `t` itself.
+    const at::Tensor buffer = cs == shape ? t : at::zeros(cs, t.options());
     while (true) {
       at::Tensor src = t, dst = buffer;
       bool edge = false;
@@ -236,8 +226,9 @@ struct Writer {
         edge = edge || n != cs[d];
       }
       if (edge) buffer.zero_();  // the padding of an edge chunk holds the fill value
-      dst.copy_(src);
-      WriteFile(dir + "/" + ChunkKey({}, coords), buffer.data_ptr(), buffer.nbytes());
+      if (!buffer.is_same(t)) dst.copy_(src);
+      WriteFile(dir + "/" + ChunkKey({}, coords),
+                {static_cast<const char*>(buffer.data_ptr()), buffer.nbytes()});
       int64_t d = nd - 1;
       while (d >= 0 && ++coords[d] == grid[d]) coords[d--] = 0;
       if (d < 0) break;
@@ -327,12 +318,10 @@ void to_zarr(const TensorDict& td, const std::string& path_in, const ToZarrOptio
     if (!fs::create_directory(tmp, ec) || ec) {
       TD_FAIL(ZarrError, "to_zarr: cannot create ", tmp, ": ", ec.message());
     }
-    Writer w;
-    w.root = tmp;
-    w.chunks = options.chunks();
+    Writer w{tmp, options.chunks(), /*consolidated=*/json::object()};
     w.WriteGroup(td, "", {});
-    WriteJson(tmp + "/.zmetadata",
-              json{{"metadata", w.consolidated}, {"zarr_consolidated_format", 1}});
+    WriteFile(tmp + "/.zmetadata",
+              json{{"metadata", w.consolidated}, {"zarr_consolidated_format", 1}}.dump(4));
     SyncDir(tmp);
   } catch (const fs::filesystem_error& e) {
     fs::remove_all(tmp, ec);

@@ -165,13 +165,12 @@ ElemType ParseV2Dtype(const json& j, const std::string& where) {
   if (s.size() < 3 || (s[0] != '<' && s[0] != '>' && s[0] != '|')) {
     TD_FAIL(ZarrError, where, ": dtype '", s, "' is not a numpy dtype string such as \"<f4\"");
   }
-  int64_t size = 0;
-  for (size_t i = 2; i < s.size(); ++i) {
-    if (s[i] < '0' || s[i] > '9' || size > (int64_t{1} << 40)) {
-      TD_FAIL(ZarrError, where, ": dtype '", s, "' is not supported");
-    }
-    size = size * 10 + (s[i] - '0');
+  uint64_t digits = 0;
+  const auto [end, ec] = std::from_chars(s.data() + 2, s.data() + s.size(), digits);
+  if (ec != std::errc() || end != s.data() + s.size() || digits / 10 > (uint64_t{1} << 40)) {
+    TD_FAIL(ZarrError, where, ": dtype '", s, "' is not supported");
   }
+  const auto size = static_cast<int64_t>(digits);
   t.big_endian = s[0] == '>';
   const char kind = s[1];
   if ((kind == 'S' || kind == 'U') && size > 0) {

@@ -50,8 +50,8 @@ bool Exists(const std::string& path) {
   return std::filesystem::exists(path, ec);
 }
 
-// A new file at `path` (replacing one), its root group of batch size `batch`, as a storage.
-// A new file at `path`, named `display` in messages (the path it will be renamed to).
+// A new file at `path` (replacing one), named `display` in messages (the path it will be renamed
+// to), its root group of batch size `batch`, as a storage.
 absl::StatusOr<std::shared_ptr<H5Storage>> Create(const std::string& path,
                                                   const std::vector<int64_t>& batch,
                                                   const internal::CreateLayout& layout,
@@ -65,12 +65,8 @@ absl::StatusOr<std::shared_ptr<H5Storage>> Create(const std::string& path,
         absl::StrCat("cannot create HDF5 file '", path, "': ", internal::ErrorText()));
   }
   if (absl::Status s = internal::WriteBatchAttr(fid.get(), "/", batch); !s.ok()) return s;
-  auto file = std::make_shared<H5File>();
-  file->filename = display;
-  file->fid = std::move(fid);
-  file->mode = Mode::kReadWrite;
-  file->layout = layout;
-  file->root = std::make_unique<internal::Node>();
+  auto file = std::shared_ptr<H5File>(new H5File{display, std::move(fid), Mode::kReadWrite, "/",
+                                                 std::make_unique<internal::Node>(), layout});
   file->root->batch = batch;
   return std::make_shared<H5Storage>(file, std::vector<std::string>{}, internal::Selection{}, batch);
 }
@@ -92,6 +88,28 @@ std::string PathOf(const H5Storage& s, const NestedKey& key) {
   return s.file()->Path(level, key.back());
 }
 
+// Opened by id with StorageSpec::path: a new file there (refusing an existing one); without a
+// path, a new file under $TMPDIR that the caller owns.
+TD_REGISTER_STORAGE_BACKEND("h5", [](const StorageSpec& spec)
+                                      -> absl::StatusOr<std::shared_ptr<Storage>> {
+  if (spec.device() && !spec.device()->is_cpu()) {
+    return absl::InvalidArgumentError("the h5 backend keeps tensors on the CPU");
+  }
+  std::string path = spec.path();
+  if (path.empty()) {
+    const char* tmp = std::getenv("TMPDIR");
+    path = std::string(tmp != nullptr && *tmp != '\0' ? tmp : "/tmp") + "/td-h5-XXXXXX";
+    const int fd = ::mkstemp(path.data());
+    if (fd < 0) return absl::UnavailableError("cannot make a temporary file for the h5 backend");
+    ::close(fd);
+  } else if (Exists(path)) {
+    return absl::AlreadyExistsError(absl::StrCat("HDF5 file '", path, "' exists"));
+  }
+  absl::StatusOr<std::shared_ptr<H5Storage>> s = Create(path, spec.batch_size(), {}, path);
+  if (!s.ok()) return s.status();
+  return std::shared_ptr<Storage>(*std::move(s));
+});
+
 }  // namespace
 
 std::optional<H5TensorDict> H5TensorDict::from(const TensorDict& td) {
@@ -101,10 +119,7 @@ std::optional<H5TensorDict> H5TensorDict::from(const TensorDict& td) {
 
 const std::string& H5TensorDict::filename() const { return StorageOf(*this).file()->filename; }
 
-std::string H5TensorDict::group() const {
-  const H5Storage& s = StorageOf(*this);
-  return s.file()->Path(s.level(), "");
-}
+std::string H5TensorDict::group() const { return PathOf(StorageOf(*this), ""); }
 
 Mode H5TensorDict::mode() const { return StorageOf(*this).file()->mode; }
 
@@ -112,8 +127,7 @@ bool H5TensorDict::is_selection() const { return !StorageOf(*this).selection().e
 
 nlohmann::json H5TensorDict::attrs(const NestedKey& key) const {
   const H5Storage& s = StorageOf(*this);
-  const std::string path = PathOf(s, key);
-  return ValueOrThrow<H5Error>(internal::ReadAttrs(s.file()->fid.get(), path),
+  return ValueOrThrow<H5Error>(internal::ReadAttrs(s.file()->fid.get(), PathOf(s, key)),
                                absl::StrCat("HDF5 file '", s.file()->filename, "'"));
 }
 
@@ -147,27 +161,21 @@ H5TensorDict open(const std::string& path, const OpenOptions& options) {
   }
   const internal::CreateLayout layout = LayoutOf(options.datasets());
   if (!Exists(path)) TD_FAIL(H5Error, "HDF5 file '", path, "' does not exist");
-  auto file = std::make_shared<H5File>();
-  file->filename = path;
-  file->mode = options.mode();
-  file->layout = layout;
-  file->root_path = NormalizeGroup(options.group());
+  auto file = std::shared_ptr<H5File>(
+      new H5File{path, Hid(), options.mode(), NormalizeGroup(options.group()), nullptr, layout});
+  const bool rw = options.mode() == Mode::kReadWrite;
   {
     Guard guard(Lock());
-    file->fid = Hid(H5Fopen(path.c_str(),
-                            options.mode() == Mode::kReadWrite ? H5F_ACC_RDWR : H5F_ACC_RDONLY,
-                            H5P_DEFAULT));
+    file->fid = Hid(H5Fopen(path.c_str(), rw ? H5F_ACC_RDWR : H5F_ACC_RDONLY, H5P_DEFAULT));
     if (!file->fid.ok()) {
-      TD_FAIL(H5Error, "cannot open HDF5 file '", path, "' (",
-              options.mode() == Mode::kReadWrite ? "read-write" : "read-only",
+      TD_FAIL(H5Error, "cannot open HDF5 file '", path, "' (", rw ? "read-write" : "read-only",
               "): ", internal::ErrorText());
     }
   }
   file->root = ValueOrThrow<H5Error>(
       internal::Walk(file->fid.get(), path, file->root_path, options.batch_size()));
-  std::vector<int64_t> batch = file->root->batch;
   return *H5TensorDict::from(TensorDict(std::make_shared<H5Storage>(
-      file, std::vector<std::string>{}, internal::Selection{}, std::move(batch))));
+      file, std::vector<std::string>{}, internal::Selection{}, file->root->batch)));
 }
 
 H5TensorDict to_h5(const TensorDict& td, const std::string& path, const ToH5Options& options) {
@@ -206,29 +214,4 @@ TensorDict from_h5(const std::string& path, const OpenOptions& options) {
   return open(path, options).to_dense();
 }
 
-namespace {
-
-// Opened by id with StorageSpec::path: a new file there (refusing an existing one); without a
-// path, a new file under $TMPDIR that the caller owns.
-TD_REGISTER_STORAGE_BACKEND("h5", [](const StorageSpec& spec)
-                                      -> absl::StatusOr<std::shared_ptr<Storage>> {
-  if (spec.device() && !spec.device()->is_cpu()) {
-    return absl::InvalidArgumentError("the h5 backend keeps tensors on the CPU");
-  }
-  std::string path = spec.path();
-  if (path.empty()) {
-    const char* tmp = std::getenv("TMPDIR");
-    path = std::string(tmp != nullptr && *tmp != '\0' ? tmp : "/tmp") + "/td-h5-XXXXXX";
-    const int fd = ::mkstemp(path.data());
-    if (fd < 0) return absl::UnavailableError("cannot make a temporary file for the h5 backend");
-    ::close(fd);
-  } else if (Exists(path)) {
-    return absl::AlreadyExistsError(absl::StrCat("HDF5 file '", path, "' exists"));
-  }
-  absl::StatusOr<std::shared_ptr<H5Storage>> s = Create(path, spec.batch_size(), {}, path);
-  if (!s.ok()) return s.status();
-  return std::shared_ptr<Storage>(*std::move(s));
-});
-
-}  // namespace
 }  // namespace td::h5

@@ -60,25 +60,20 @@ std::vector<int64_t> SortedUnique(const std::vector<int64_t>& list) {
 }
 
 std::vector<Piece> PiecesOf(const DimSel& d) {
-  switch (d.kind) {
-    case DimSel::Kind::kInt:  // a range of one
-    case DimSel::Kind::kRange:
-      if (d.size() == 0) return {};
-      return {{static_cast<hsize_t>(d.start), static_cast<hsize_t>(d.size() > 1 ? d.step : 1),
-               static_cast<hsize_t>(d.size()), 1}};
-    case DimSel::Kind::kList: {
-      std::vector<Piece> out;
-      for (int64_t v : SortedUnique(d.list)) {  // runs of consecutive positions: one block each
-        if (!out.empty() && static_cast<hsize_t>(v) == out.back().start + out.back().block) {
-          ++out.back().block;
-        } else {
-          out.push_back({static_cast<hsize_t>(v), 1, 1, 1});
-        }
-      }
-      return out;
+  if (d.kind != DimSel::Kind::kList) {  // a range; an int is a range of one
+    if (d.size() == 0) return {};
+    return {{static_cast<hsize_t>(d.start), static_cast<hsize_t>(d.size() > 1 ? d.step : 1),
+             static_cast<hsize_t>(d.size()), 1}};
+  }
+  std::vector<Piece> out;
+  for (int64_t v : SortedUnique(d.list)) {  // runs of consecutive positions: one block each
+    if (!out.empty() && static_cast<hsize_t>(v) == out.back().start + out.back().block) {
+      ++out.back().block;
+    } else {
+      out.push_back({static_cast<hsize_t>(v), 1, 1, 1});
     }
   }
-  return {};
+  return out;
 }
 
 // Selects `sel` (then every element of the remaining dims) in `space` of `shape`; returns the
@@ -148,20 +143,23 @@ at::Tensor Reorder(at::Tensor t, const Selection& sel, bool to_block) {
   return t;
 }
 
-// Reads (`write`: writes) `buf`, `numel` elements of the memory type `mem` (-1: the dataset's
-// own, NOTE [ HDF5 bools ]), through `sel` of the dataset at `path` of `shape` (`ds`, when open,
-// is used instead). Under Lock().
-absl::Status Transfer(hid_t file, const std::string& path, hid_t ds, hid_t mem,
+// Reads (`write`: writes) `buf`, `numel` elements of `dtype` (a read of bools: their stored
+// bytes, NOTE [ HDF5 bools ]), through `sel` of the dataset at `path` of `shape` (`ds`, when
+// open, is used instead). Takes Lock().
+absl::Status Transfer(hid_t file, const std::string& path, hid_t ds, at::ScalarType dtype,
                       const Selection& sel, const std::vector<int64_t>& shape, int64_t numel,
                       void* buf, bool write) {
+  Guard guard(Lock());
   Hid opened;
   if (ds < 0) {
     opened = Hid(H5Dopen2(file, path.c_str(), H5P_DEFAULT));
     if (!opened.ok()) return Io(path, "cannot open dataset");
     ds = opened.get();
   }
-  Hid own(mem < 0 ? H5Dget_type(ds) : -1);
-  if (mem < 0) mem = own.get();
+  absl::StatusOr<Hid> mem_type =
+      !write && dtype == at::kBool ? Hid(H5Dget_type(ds)) : MemType(dtype);
+  if (!mem_type.ok()) return mem_type.status();
+  const hid_t mem = mem_type->get();
   Hid fspace(H5Dget_space(ds));
   absl::StatusOr<hsize_t> n = SelectIn(fspace.get(), sel, shape);
   if (!n.ok()) return n.status();
@@ -173,118 +171,6 @@ absl::Status Transfer(hid_t file, const std::string& path, hid_t ds, hid_t mem,
   }
   return absl::OkStatus();
 }
-
-}  // namespace
-
-std::vector<int64_t> SelectedShape(const Selection& sel, const std::vector<int64_t>& shape) {
-  std::vector<int64_t> out;
-  for (size_t d = 0; d < shape.size(); ++d) {
-    if (d >= sel.size()) {
-      out.push_back(shape[d]);
-    } else if (sel[d].kind != DimSel::Kind::kInt) {
-      out.push_back(sel[d].size());
-    }
-  }
-  return out;
-}
-
-absl::StatusOr<at::Tensor> ReadTensor(hid_t file, const std::string& path, at::ScalarType dtype,
-                                      const std::vector<int64_t>& shape, const Selection& sel,
-                                      hid_t dataset) {
-  std::vector<int64_t> block = BlockShape(sel, shape);
-  absl::Status fits = FitsMemory({block.begin(), block.end()}, c10::elementSize(dtype));
-  if (!fits.ok()) return fits;
-  // Bools as their stored bytes (NOTE [ HDF5 bools ]), then != 0.
-  const bool bytes = dtype == at::kBool;
-  at::Tensor out;
-  try {
-    out = at::empty(block, at::TensorOptions().dtype(bytes ? at::kByte : dtype));
-  } catch (const c10::Error& e) {  // a shape no memory holds (a damaged or hostile file)
-    return absl::ResourceExhaustedError(
-        absl::StrCat("dataset '", path, "' of shape ", ShapeText(shape),
-                     " does not fit in memory: ", e.what_without_backtrace()));
-  }
-  if (out.numel() > 0) {
-    Guard guard(Lock());
-    absl::StatusOr<Hid> mem = bytes ? absl::StatusOr<Hid>(Hid()) : MemType(dtype);
-    if (!mem.ok()) return mem.status();
-    absl::Status s = Transfer(file, path, dataset, mem->get(), sel, shape, out.numel(),
-                              out.data_ptr(), /*write=*/false);
-    if (!s.ok()) return s;
-  }
-  if (bytes) out = out.ne(0);
-  out = Reorder(out, sel, /*to_block=*/false);  // lists back in their order, then int dims dropped
-  for (size_t d = sel.size(); d-- > 0;) {
-    if (sel[d].kind == DimSel::Kind::kInt) out = out.select(static_cast<int64_t>(d), 0);
-  }
-  return out;
-}
-
-absl::Status WriteTensor(hid_t file, const std::string& path, at::ScalarType dtype,
-                         const std::vector<int64_t>& shape, const Selection& sel,
-                         const at::Tensor& value) {
-  at::Tensor v = value.to(at::kCPU).to(dtype);
-  // Back to the block HDF5 walks: int dims as 1, lists sorted and deduplicated (the last write of
-  // a repeated position wins, as in index_put_).
-  for (size_t d = 0; d < sel.size(); ++d) {
-    if (sel[d].kind == DimSel::Kind::kInt) v = v.unsqueeze(static_cast<int64_t>(d));
-  }
-  v = Reorder(v, sel, /*to_block=*/true).contiguous();
-  if (v.sizes() != at::IntArrayRef(BlockShape(sel, shape))) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("value of shape ", ShapeText(value.sizes().vec()), " for the selection of ",
-                     path, " of shape ", ShapeText(SelectedShape(sel, shape))));
-  }
-  if (v.numel() == 0) return absl::OkStatus();
-  Guard guard(Lock());
-  absl::StatusOr<Hid> mem = MemType(dtype);
-  if (!mem.ok()) return mem.status();
-  return Transfer(file, path, -1, mem->get(), sel, shape, v.numel(), v.data_ptr(),
-                  /*write=*/true);
-}
-
-absl::Status CreateDataset(hid_t file, const std::string& path, at::ScalarType dtype,
-                           const std::vector<int64_t>& shape, const CreateLayout& layout) {
-  Guard guard(Lock());
-  absl::StatusOr<Hid> type = MemType(dtype);
-  if (!type.ok()) return type.status();
-  Hid space = SpaceOf(shape);
-  Hid dcpl(H5Pcreate(H5P_DATASET_CREATE));
-  int64_t numel = 1;
-  for (int64_t d : shape) numel *= d;
-  if ((layout.gzip || layout.chunk_rows > 0) && !shape.empty() && numel > 0) {
-    std::vector<hsize_t> chunk(shape.begin(), shape.end());
-    const int64_t row_bytes =
-        std::max<int64_t>(1, numel / shape[0] * static_cast<int64_t>(c10::elementSize(dtype)));
-    const int64_t rows = layout.chunk_rows > 0 ? layout.chunk_rows
-                                               : std::max<int64_t>(1, (int64_t{1} << 20) / row_bytes);
-    chunk[0] = static_cast<hsize_t>(std::min<int64_t>(rows, shape[0]));
-    H5Pset_chunk(dcpl.get(), static_cast<int>(chunk.size()), chunk.data());
-    if (layout.gzip) H5Pset_deflate(dcpl.get(), static_cast<unsigned>(layout.level));
-  }
-  Hid lcpl(H5Pcreate(H5P_LINK_CREATE));
-  H5Pset_create_intermediate_group(lcpl.get(), 0);
-  Hid ds(H5Dcreate2(file, path.c_str(), type->get(), space.get(), lcpl.get(), dcpl.get(),
-                    H5P_DEFAULT));
-  if (!ds.ok()) return Io(path, "cannot create dataset");
-  return absl::OkStatus();
-}
-
-absl::Status WriteBatchAttr(hid_t file, const std::string& path, const std::vector<int64_t>& batch) {
-  nlohmann::json meta = {{"batch_size", batch}, {"version", 1}};
-  return WriteAttr(file, path, kMetaAttr, meta.dump());
-}
-
-absl::Status CreateGroup(hid_t file, const std::string& path, const std::vector<int64_t>& batch) {
-  Guard guard(Lock());
-  Hid gcpl(H5Pcreate(H5P_GROUP_CREATE));
-  H5Pset_link_creation_order(gcpl.get(), H5P_CRT_ORDER_TRACKED | H5P_CRT_ORDER_INDEXED);
-  Hid g(H5Gcreate2(file, path.c_str(), H5P_DEFAULT, gcpl.get(), H5P_DEFAULT));
-  if (!g.ok()) return Io(path, "cannot create group");
-  return WriteBatchAttr(file, path, batch);
-}
-
-namespace {
 
 Hid VlenString() {
   Hid t(H5Tcopy(H5T_C_S1));
@@ -364,6 +250,107 @@ absl::StatusOr<nlohmann::json> ReadOpaque(hid_t ds, hid_t type, hid_t space,
 }
 
 }  // namespace
+
+std::vector<int64_t> SelectedShape(const Selection& sel, const std::vector<int64_t>& shape) {
+  std::vector<int64_t> out;
+  for (size_t d = 0; d < shape.size(); ++d) {
+    if (d >= sel.size()) {
+      out.push_back(shape[d]);
+    } else if (sel[d].kind != DimSel::Kind::kInt) {
+      out.push_back(sel[d].size());
+    }
+  }
+  return out;
+}
+
+absl::StatusOr<at::Tensor> ReadTensor(hid_t file, const std::string& path, at::ScalarType dtype,
+                                      const std::vector<int64_t>& shape, const Selection& sel,
+                                      hid_t dataset) {
+  std::vector<int64_t> block = BlockShape(sel, shape);
+  absl::Status fits = FitsMemory({block.begin(), block.end()}, c10::elementSize(dtype));
+  if (!fits.ok()) return fits;
+  // Bools as their stored bytes (NOTE [ HDF5 bools ]), then != 0.
+  const bool bytes = dtype == at::kBool;
+  at::Tensor out;
+  try {
+    out = at::empty(block, at::TensorOptions().dtype(bytes ? at::kByte : dtype));
+  } catch (const c10::Error& e) {  // a shape no memory holds (a damaged or hostile file)
+    return absl::ResourceExhaustedError(
+        absl::StrCat("dataset '", path, "' of shape ", ShapeText(shape),
+                     " does not fit in memory: ", e.what_without_backtrace()));
+  }
+  if (out.numel() > 0) {
+    absl::Status s = Transfer(file, path, dataset, dtype, sel, shape, out.numel(), out.data_ptr(),
+                              /*write=*/false);
+    if (!s.ok()) return s;
+  }
+  if (bytes) out = out.ne(0);
+  out = Reorder(out, sel, /*to_block=*/false);  // lists back in their order, then int dims dropped
+  for (size_t d = sel.size(); d-- > 0;) {
+    if (sel[d].kind == DimSel::Kind::kInt) out = out.select(static_cast<int64_t>(d), 0);
+  }
+  return out;
+}
+
+absl::Status WriteTensor(hid_t file, const std::string& path, at::ScalarType dtype,
+                         const std::vector<int64_t>& shape, const Selection& sel,
+                         const at::Tensor& value) {
+  at::Tensor v = value.to(at::kCPU).to(dtype);
+  // Back to the block HDF5 walks: int dims as 1, lists sorted and deduplicated (the last write of
+  // a repeated position wins, as in index_put_).
+  for (size_t d = 0; d < sel.size(); ++d) {
+    if (sel[d].kind == DimSel::Kind::kInt) v = v.unsqueeze(static_cast<int64_t>(d));
+  }
+  v = Reorder(v, sel, /*to_block=*/true).contiguous();
+  if (v.sizes() != at::IntArrayRef(BlockShape(sel, shape))) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("value of shape ", ShapeText(value.sizes().vec()), " for the selection of ",
+                     path, " of shape ", ShapeText(SelectedShape(sel, shape))));
+  }
+  if (v.numel() == 0) return absl::OkStatus();
+  return Transfer(file, path, -1, dtype, sel, shape, v.numel(), v.data_ptr(), /*write=*/true);
+}
+
+absl::Status CreateDataset(hid_t file, const std::string& path, at::ScalarType dtype,
+                           const std::vector<int64_t>& shape, const CreateLayout& layout) {
+  Guard guard(Lock());
+  absl::StatusOr<Hid> type = MemType(dtype);
+  if (!type.ok()) return type.status();
+  Hid space = SpaceOf(shape);
+  Hid dcpl(H5Pcreate(H5P_DATASET_CREATE));
+  int64_t numel = 1;
+  for (int64_t d : shape) numel *= d;
+  if ((layout.gzip || layout.chunk_rows > 0) && !shape.empty() && numel > 0) {
+    std::vector<hsize_t> chunk(shape.begin(), shape.end());
+    const int64_t row_bytes =
+        std::max<int64_t>(1, numel / shape[0] * static_cast<int64_t>(c10::elementSize(dtype)));
+    const int64_t rows = layout.chunk_rows > 0 ? layout.chunk_rows
+                                               : std::max<int64_t>(1, (int64_t{1} << 20) / row_bytes);
+    chunk[0] = static_cast<hsize_t>(std::min<int64_t>(rows, shape[0]));
+    H5Pset_chunk(dcpl.get(), static_cast<int>(chunk.size()), chunk.data());
+    if (layout.gzip) H5Pset_deflate(dcpl.get(), static_cast<unsigned>(layout.level));
+  }
+  Hid lcpl(H5Pcreate(H5P_LINK_CREATE));
+  H5Pset_create_intermediate_group(lcpl.get(), 0);
+  Hid ds(H5Dcreate2(file, path.c_str(), type->get(), space.get(), lcpl.get(), dcpl.get(),
+                    H5P_DEFAULT));
+  if (!ds.ok()) return Io(path, "cannot create dataset");
+  return absl::OkStatus();
+}
+
+absl::Status WriteBatchAttr(hid_t file, const std::string& path, const std::vector<int64_t>& batch) {
+  nlohmann::json meta = {{"batch_size", batch}, {"version", 1}};
+  return WriteAttr(file, path, kMetaAttr, meta.dump());
+}
+
+absl::Status CreateGroup(hid_t file, const std::string& path, const std::vector<int64_t>& batch) {
+  Guard guard(Lock());
+  Hid gcpl(H5Pcreate(H5P_GROUP_CREATE));
+  H5Pset_link_creation_order(gcpl.get(), H5P_CRT_ORDER_TRACKED | H5P_CRT_ORDER_INDEXED);
+  Hid g(H5Gcreate2(file, path.c_str(), H5P_DEFAULT, gcpl.get(), H5P_DEFAULT));
+  if (!g.ok()) return Io(path, "cannot create group");
+  return WriteBatchAttr(file, path, batch);
+}
 
 absl::StatusOr<std::string> ReadStringAttr(hid_t obj, const char* name) {
   Hid attr(H5Aopen(obj, name, H5P_DEFAULT));
@@ -477,10 +464,9 @@ absl::StatusOr<nlohmann::json> ReadAttrs(hid_t file, const std::string& path) {
       const hssize_t count = H5Sget_simple_extent_npoints(space.get());
       const bool bytes = *dtype == at::kBool;  // NOTE [ HDF5 bools ]
       at::Tensor t = at::empty({count}, at::TensorOptions().dtype(bytes ? at::kByte : *dtype));
-      absl::StatusOr<Hid> mem =
-          bytes ? absl::StatusOr<Hid>(Hid(H5Tcopy(type.get()))) : MemType(*dtype);
+      absl::StatusOr<Hid> mem = MemType(*dtype);  // bools: read with the file's type instead
       if (!mem.ok()) return mem.status();
-      if (count > 0 && read(mem->get(), t.data_ptr()) < 0) {
+      if (count > 0 && read(bytes ? type.get() : mem->get(), t.data_ptr()) < 0) {
         return Io(path, absl::StrCat("cannot read attribute ", name, " of"));
       }
       if (bytes) t = t.ne(0);
@@ -508,15 +494,13 @@ absl::Status WriteAttr(hid_t file, const std::string& path, const std::string& n
   Hid type;
   std::string bytes;
   const auto append = [&](auto v) { bytes.append(reinterpret_cast<const char*>(&v), sizeof(v)); };
-  std::vector<std::string> strings;
-  std::vector<const char*> ptrs;
+  std::vector<const char*> ptrs;  // into `items`
   if (value.is_null()) {
     // An empty attribute (a null dataspace), as ReadAttrs reads it back; h5py: h5py.Empty("i1").
     type = Hid(H5Tcopy(H5T_NATIVE_INT8));
   } else if (same_kind([](const nlohmann::json& j) { return j.is_string(); })) {
     type = VlenString();
-    for (const auto& j : items) strings.push_back(j.get<std::string>());
-    for (const auto& s : strings) ptrs.push_back(s.c_str());
+    for (const auto& j : items) ptrs.push_back(j.get_ref<const std::string&>().c_str());
   } else if (same_kind([](const nlohmann::json& j) { return j.is_boolean(); })) {
     type = *MemType(at::kBool);
     for (const auto& j : items) append(static_cast<int8_t>(j.get<bool>() ? 1 : 0));

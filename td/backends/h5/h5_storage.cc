@@ -50,6 +50,17 @@ std::string KeyText(const std::vector<std::string>& level, std::string_view key)
   return absl::StrJoin(parts, "/");
 }
 
+// The context of the errors about `key` of the group `level`.
+std::string Context(const H5File& file, const std::vector<std::string>& level,
+                    std::string_view key) {
+  return absl::StrCat("HDF5 file '", file.filename, "', key '", KeyText(level, key), "'");
+}
+
+// Throws H5Error with HDF5's reason when the result `rc` of an HDF5 call is a failure.
+void Check(int64_t rc, const std::string& context) {
+  if (rc < 0) ThrowIfError<H5Error>(absl::DataLossError(ErrorText()), context);
+}
+
 // The positions a 1-D index or mask tensor selects in a dim of `size`.
 std::vector<int64_t> TensorPositions(const at::Tensor& index, int64_t size, int64_t view_dim) {
   at::Tensor idx = index.to(at::kCPU);
@@ -144,8 +155,7 @@ std::shared_ptr<H5Storage> H5Storage::Sub(std::string_view key, const Node& grou
 
 std::optional<Value> H5Storage::get(std::string_view key) const {
   const std::string path = file_->Path(level_, key);
-  const std::string context =
-      absl::StrCat("HDF5 file '", file_->filename, "', key '", KeyText(level_, key), "'");
+  const std::string context = Context(*file_, level_, key);
   at::ScalarType dtype;
   std::vector<int64_t> shape;
   hid_t dataset;
@@ -160,7 +170,7 @@ std::optional<Value> H5Storage::get(std::string_view key) const {
     }
     if (!c->dataset.ok()) {
       c->dataset = Hid(H5Dopen2(file_->fid.get(), path.c_str(), H5P_DEFAULT));
-      if (!c->dataset.ok()) ThrowIfError<H5Error>(absl::DataLossError(ErrorText()), context);
+      Check(c->dataset.get(), context);
     }
     dtype = c->dtype;
     shape = c->shape;
@@ -177,16 +187,15 @@ std::optional<EntryMeta> H5Storage::meta(std::string_view key) const {
   Guard guard(Lock());
   const Node* c = level_node()->child(key);
   if (c == nullptr) return std::nullopt;
-  EntryMeta m;
-  m.device = at::kCPU;
-  if (c->kind == Node::Kind::kTensor || c->kind == Node::Kind::kGroup) {
-    m.kind = c->kind == Node::Kind::kTensor ? EntryMeta::Kind::kTensor : EntryMeta::Kind::kTensorDict;
-    const std::vector<int64_t>& full = c->kind == Node::Kind::kTensor ? c->shape : c->batch;
-    const std::vector<int64_t> s = SelectedShape(sel_, full);
+  EntryMeta m;  // on the CPU
+  m.kind = c->kind == Node::Kind::kTensor  ? EntryMeta::Kind::kTensor
+           : c->kind == Node::Kind::kGroup ? EntryMeta::Kind::kTensorDict
+                                           : EntryMeta::Kind::kNonTensor;
+  if (m.kind != EntryMeta::Kind::kNonTensor) {
+    const std::vector<int64_t> s =
+        SelectedShape(sel_, c->kind == Node::Kind::kTensor ? c->shape : c->batch);
     m.shape.assign(s.begin(), s.end());
     m.dtype = c->dtype;
-  } else {
-    m.kind = EntryMeta::Kind::kNonTensor;
   }
   return m;
 }
@@ -202,21 +211,17 @@ void H5Storage::Put(const std::vector<std::string>& level, Node* lvl, std::strin
                     const Value& value) const {
   CheckLinkName(file_->filename, level, key);
   const std::string path = file_->Path(level, key);
-  const std::string context = absl::StrCat("HDF5 file '", file_->filename, "', key '",
-                                           KeyText(level, key), "'");
+  const std::string context = Context(*file_, level, key);
   hid_t fid = file_->fid.get();
   Node* existing = lvl->child(key);
-  const std::string name(key);
   auto remove_existing = [&] {
     if (existing == nullptr) return;
-    if (H5Ldelete(fid, path.c_str(), H5P_DEFAULT) < 0) {
-      ThrowIfError<H5Error>(absl::DataLossError(ErrorText()), context);
-    }
+    Check(H5Ldelete(fid, path.c_str(), H5P_DEFAULT), context);
     lvl->erase(key);
     existing = nullptr;
   };
   auto add = [&](Node::Kind kind) {  // the node of what was written, appended
-    Node* n = lvl->put(name, std::make_unique<Node>());
+    Node* n = lvl->put(std::string(key), std::make_unique<Node>());
     n->kind = kind;
     return n;
   };
@@ -240,8 +245,7 @@ void H5Storage::Put(const std::vector<std::string>& level, Node* lvl, std::strin
   if (value.is_tensor()) {
     const at::Tensor& t = value.tensor();
     std::vector<int64_t> shape = lvl->batch;
-    const std::vector<int64_t> feature(t.sizes().begin() + view_dims, t.sizes().end());
-    shape.insert(shape.end(), feature.begin(), feature.end());
+    shape.insert(shape.end(), t.sizes().begin() + view_dims, t.sizes().end());
     if (existing != nullptr && existing->kind == Node::Kind::kTensor && existing->shape == shape &&
         (existing->dtype == t.scalar_type() || !sel_.empty())) {
       ThrowIfError<H5Error>(WriteTensor(fid, path, existing->dtype, shape, sel_, t), context);
@@ -286,7 +290,7 @@ void H5Storage::Put(const std::vector<std::string>& level, Node* lvl, std::strin
     existing->batch = batch;
   }
   std::vector<std::string> sub_level = level;
-  sub_level.push_back(name);
+  sub_level.emplace_back(key);
   sub.for_each_entry([&](const std::string& k, const Value& v) { Put(sub_level, existing, k, v); });
 }
 
@@ -303,21 +307,17 @@ void H5Storage::set_(std::string_view key, const at::Tensor& value) {
   TORCH_INTERNAL_ASSERT(c != nullptr && c->kind == Node::Kind::kTensor);
   ThrowIfError<H5Error>(
       WriteTensor(file_->fid.get(), file_->Path(level_, key), c->dtype, c->shape, sel_, value),
-      absl::StrCat("HDF5 file '", file_->filename, "', key '", KeyText(level_, key), "'"));
+      Context(*file_, level_, key));
 }
 
 bool H5Storage::erase(std::string_view key) {
   RequireWritable("delete", key);
   Guard guard(Lock());
-  Node* lvl = level_node();
-  if (lvl->child(key) == nullptr) return false;
+  if (level_node()->child(key) == nullptr) return false;
   const std::string path = file_->Path(level_, key);
-  if (H5Ldelete(file_->fid.get(), path.c_str(), H5P_DEFAULT) < 0) {
-    ThrowIfError<H5Error>(absl::DataLossError(ErrorText()),
-                          absl::StrCat("HDF5 file '", file_->filename, "', deleting '", path, "'"));
-  }
-  lvl->erase(key);
-  return true;
+  Check(H5Ldelete(file_->fid.get(), path.c_str(), H5P_DEFAULT),
+        absl::StrCat("HDF5 file '", file_->filename, "', deleting '", path, "'"));
+  return level_node()->erase(key);
 }
 
 bool H5Storage::rename_key(std::string_view old_key, std::string_view new_key) {
@@ -329,11 +329,8 @@ bool H5Storage::rename_key(std::string_view old_key, std::string_view new_key) {
   const std::string to = file_->Path(level_, new_key);
   hid_t fid = file_->fid.get();
   if (lvl->erase(new_key)) H5Ldelete(fid, to.c_str(), H5P_DEFAULT);
-  if (H5Lmove(fid, from.c_str(), fid, to.c_str(), H5P_DEFAULT, H5P_DEFAULT) < 0) {
-    ThrowIfError<H5Error>(absl::DataLossError(ErrorText()),
-                          absl::StrCat("HDF5 file '", file_->filename, "', renaming '", from,
-                                       "' to '", to, "'"));
-  }
+  Check(H5Lmove(fid, from.c_str(), fid, to.c_str(), H5P_DEFAULT, H5P_DEFAULT),
+        absl::StrCat("HDF5 file '", file_->filename, "', renaming '", from, "' to '", to, "'"));
   for (auto& [k, v] : lvl->children) {
     if (k == old_key) k = std::string(new_key);
   }
@@ -362,11 +359,9 @@ std::optional<Selection> H5Storage::Compose(at::ArrayRef<TensorIndex> indices) c
   if (ex.has_boolean) return std::nullopt;
   int tensors = 0;
   for (const auto& item : ex.items) {
-    if (item.dim < 0) return std::nullopt;  // None
-    if (item.index.is_tensor()) {
-      if (item.index.tensor().dim() != 1) return std::nullopt;
-      ++tensors;
-    }
+    const bool tensor = item.index.is_tensor();
+    if (item.dim < 0 || (tensor && item.index.tensor().dim() != 1)) return std::nullopt;  // None
+    tensors += tensor;
   }
   if (tensors > 1) return std::nullopt;  // several index tensors zip: computed in memory
   Selection sel = sel_;
@@ -403,14 +398,9 @@ std::optional<Selection> H5Storage::Compose(at::ArrayRef<TensorIndex> indices) c
     } else {
       return std::nullopt;
     }
-    if (single) {
-      out[d] = DimSel{DimSel::Kind::kInt, old.at(pos[0]), 1, 1, {}};
-      continue;
-    }
-    DimSel list{DimSel::Kind::kList, 0, 1, 0, {}};
-    list.list.reserve(pos.size());
-    for (int64_t p : pos) list.list.push_back(old.at(p));
-    out[d] = std::move(list);
+    for (int64_t& p : pos) p = old.at(p);  // positions in the file
+    out[d] = single ? DimSel{DimSel::Kind::kInt, pos[0], 1, 1, {}}
+                    : DimSel{DimSel::Kind::kList, 0, 1, 0, std::move(pos)};
   }
   return out;
 }
@@ -430,7 +420,7 @@ bool H5Storage::index_put_(at::ArrayRef<TensorIndex> indices, const TensorDict& 
   // Every leaf must exist with the value's feature shape and broadcast to the selection; else
   // the core validates (and names what is wrong) and writes leaf by leaf.
   struct Write {
-    std::string path, key;
+    std::string path, context;
     at::ScalarType dtype;
     std::vector<int64_t> shape;
     at::Tensor value;
@@ -462,7 +452,7 @@ bool H5Storage::index_put_(at::ArrayRef<TensorIndex> indices, const TensorDict& 
             return;
           }
           try {
-            writes.push_back({file_->Path(level, k), KeyText(level, k), c->dtype, c->shape,
+            writes.push_back({file_->Path(level, k), Context(*file_, level, k), c->dtype, c->shape,
                               t.expand(target)});
           } catch (const c10::Error&) {
             fits = false;
@@ -473,7 +463,7 @@ bool H5Storage::index_put_(at::ArrayRef<TensorIndex> indices, const TensorDict& 
   if (!fits) return false;
   for (const Write& w : writes) {
     ThrowIfError<H5Error>(WriteTensor(file_->fid.get(), w.path, w.dtype, w.shape, *sel, w.value),
-                          absl::StrCat("HDF5 file '", file_->filename, "', key '", w.key, "'"));
+                          w.context);
   }
   return true;
 }

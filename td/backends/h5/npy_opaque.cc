@@ -128,12 +128,9 @@ std::optional<Json> Element(const Dtype& d, const unsigned char* p) {
       if (d.n < 8 && (v >> (8 * d.n - 1)) != 0) v |= ~uint64_t{0} << (8 * d.n);  // sign
       return Json(absl::bit_cast<int64_t>(v));
     }
-    case 'u': {
+    case 'u': {  // an int64 where it fits
       const uint64_t v = Load(p, d.n, d.order);
-      if (v <= static_cast<uint64_t>(std::numeric_limits<int64_t>::max())) {
-        return Json(static_cast<int64_t>(v));
-      }
-      return Json(v);
+      return (v >> 63) != 0 ? Json(v) : Json(static_cast<int64_t>(v));
     }
     case 'f': {
       const uint64_t v = Load(p, d.n, d.order);
@@ -290,13 +287,12 @@ absl::StatusOr<Json> DecodeOpaque(const OpaqueData& data) {
 }
 
 absl::StatusOr<std::optional<OpaqueData>> EncodeOpaque(const Json& value) {
-  if (value.is_object()) {
-    if (value.size() == 1 && value.contains(kDescription) && value[kDescription].is_object()) {
-      return FromDescription(value[kDescription]);
-    }
-    return std::optional<OpaqueData>();
+  if (value.is_object() && value.size() == 1 && value.contains(kDescription) &&
+      value[kDescription].is_object()) {
+    return FromDescription(value[kDescription]);
   }
-  if (value.is_string() || value.is_null()) return std::optional<OpaqueData>();
+  // A string stays a string dataset; null and other objects are no rectangular array.
+  if (value.is_string()) return std::optional<OpaqueData>();
   std::vector<const Json*> leaves;
   std::optional<std::vector<int64_t>> shape = Rectangular(value, &leaves);
   if (!shape) return std::optional<OpaqueData>();

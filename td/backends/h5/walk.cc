@@ -28,19 +28,16 @@ std::recursive_mutex& Lock() {
   return *mu;
 }
 
-namespace {
-herr_t CollectError(unsigned n, const H5E_error2_t* err, void* data) {
-  auto* parts = static_cast<std::vector<std::string>*>(data);
-  if (parts->size() < 64 && err->desc != nullptr && err->desc[0] != '\0') {
-    parts->push_back(absl::StrCat(err->func_name ? err->func_name : "?", ": ", err->desc));
-  }
-  return 0;
-}
-}  // namespace
-
 std::string ErrorText() {
   std::vector<std::string> parts;
-  H5Ewalk2(H5E_DEFAULT, H5E_WALK_DOWNWARD, &CollectError, &parts);
+  const auto collect = [](unsigned, const H5E_error2_t* err, void* data) -> herr_t {
+    auto* parts = static_cast<std::vector<std::string>*>(data);
+    if (parts->size() < 64 && err->desc != nullptr && err->desc[0] != '\0') {
+      parts->push_back(absl::StrCat(err->func_name ? err->func_name : "?", ": ", err->desc));
+    }
+    return 0;
+  };
+  H5Ewalk2(H5E_DEFAULT, H5E_WALK_DOWNWARD, collect, &parts);
   H5Eclear2(H5E_DEFAULT);
   if (parts.empty()) return "HDF5 gave no reason";
   // The API call, then the two innermost (most specific) reasons.
@@ -63,31 +60,26 @@ void Hid::reset() {
   id_ = -1;
 }
 
-namespace {
-template <class Children>
-auto FindChild(Children& children, std::string_view name) {
-  return std::find_if(children.begin(), children.end(),
-                      [&](const auto& c) { return c.first == name; });
-}
-}  // namespace
-
 Node* Node::child(std::string_view name) const {
-  auto it = FindChild(children, name);
-  return it == children.end() ? nullptr : it->second.get();
+  for (const auto& [n, c] : children) {
+    if (n == name) return c.get();
+  }
+  return nullptr;
 }
 
 Node* Node::put(const std::string& name, std::unique_ptr<Node> node) {
-  auto it = FindChild(children, name);
-  if (it == children.end()) it = children.emplace(children.end(), name, nullptr);
-  it->second = std::move(node);
-  return it->second.get();
+  for (auto& [n, c] : children) {
+    if (n == name) return (c = std::move(node)).get();
+  }
+  return children.emplace_back(name, std::move(node)).second.get();
 }
 
 bool Node::erase(std::string_view name) {
-  auto it = FindChild(children, name);
-  if (it == children.end()) return false;
-  children.erase(it);
-  return true;
+  const size_t before = children.size();
+  children.erase(std::remove_if(children.begin(), children.end(),
+                                [&](const auto& c) { return c.first == name; }),
+                 children.end());
+  return children.size() != before;
 }
 
 std::string JoinPath(const std::string& parent, std::string_view name) {
@@ -112,11 +104,10 @@ absl::StatusOr<at::ScalarType> TensorDtypeOf(hid_t type) {
     absl::StatusOr<at::ScalarType> t =
         ::td::internal::DtypeFromName(absl::StrCat("torch.", kind, 8 * size));
     if (t.ok()) return t;
-    if (is_unsigned && (size == 2 || size == 4 || size == 8)) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("the ", what, " type: ", t.status().message()));
-    }
-    return absl::InvalidArgumentError(absl::StrCat("the ", what, " type has no tensor dtype"));
+    const bool named = is_unsigned && (size == 2 || size == 4 || size == 8);
+    return absl::InvalidArgumentError(absl::StrCat("the ", what, " type",
+                                                   named ? ": " : " has no tensor dtype",
+                                                   named ? t.status().message() : ""));
   }
   if (cls == H5T_ENUM && size == 1 && H5Tget_nmembers(type) == 2) {
     // h5py's bool: an enum of int8 with FALSE = 0 and TRUE = 1.
@@ -211,16 +202,14 @@ struct Walker {
 
   // The links of `group` in creation order when tracked, in name order otherwise.
   absl::StatusOr<std::vector<std::string>> LinkNames(hid_t group, const std::string& key) {
-    H5_index_t order = H5_INDEX_NAME;
     Hid gcpl(H5Gget_create_plist(group));
     unsigned flags = 0;
-    if (gcpl.ok() && H5Pget_link_creation_order(gcpl.get(), &flags) >= 0 &&
-        (flags & H5P_CRT_ORDER_TRACKED) != 0) {
-      order = H5_INDEX_CRT_ORDER;
-    }
+    const bool tracked =
+        H5Pget_link_creation_order(gcpl.get(), &flags) >= 0 && (flags & H5P_CRT_ORDER_TRACKED) != 0;
     H5Eclear2(H5E_DEFAULT);
     std::vector<std::string> names;
-    if (H5Literate(group, order, H5_ITER_INC, nullptr, AppendName, &names) < 0) {
+    if (H5Literate(group, tracked ? H5_INDEX_CRT_ORDER : H5_INDEX_NAME, H5_ITER_INC, nullptr,
+                   AppendName, &names) < 0) {
       return Fail(key, ErrorText());
     }
     return names;

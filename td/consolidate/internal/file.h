@@ -15,22 +15,23 @@ namespace td {
 
 namespace internal {
 
-// The metadata text of `td` laid out as `layout` (which describes td's leaves). Throws
-// ValueError for keys the format cannot hold, naming `filename` for text that is not UTF-8.
-std::string DumpMetadata(const TensorDict& td, const BufferLayout& layout,
+// What a file of `td` laid out as `layout` (which describes td's leaves) holds after its data:
+// the metadata text, then its length (8 bytes). Throws ValueError for keys the format cannot
+// hold, naming `filename` for text that is not UTF-8.
+std::string MetadataTail(const TensorDict& td, const BufferLayout& layout,
                          const std::string& filename);
 
 // Writes the consolidated file `filename`: `bytes` (1-D uint8 on the CPU: the data), then
-// `meta` and its length, with pwrite(2) into a temporary renamed into place.
-void WriteFile(const std::string& filename, const std::string& meta, const at::Tensor& bytes);
+// `tail` (MetadataTail), with pwrite(2) into a temporary renamed into place.
+void WriteFile(const std::string& filename, const std::string& tail, const at::Tensor& bytes);
 
-// A file being written: created under a temporary name next to `filename`, `size` bytes, mapped
-// shared. The metadata (and its length) are written at the end by the constructor; the caller
+// A file being written: created under a temporary name next to `filename`, mapped shared.
+// `tail` (MetadataTail) is written after `data_bytes` bytes by the constructor; the caller
 // fills the first `data_bytes` bytes of `mapping` and calls Commit() to rename it into place.
 // Destroyed without Commit(), the temporary file is removed (os::FileReplacement).
 class PendingFile {
  public:
-  PendingFile(std::string filename, int64_t data_bytes, const std::string& metadata);
+  PendingFile(std::string filename, int64_t data_bytes, const std::string& tail);
   const at::Tensor& mapping() const { return mapping_; }
   void Commit();
 
