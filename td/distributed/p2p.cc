@@ -218,13 +218,6 @@ bool Matches(const Agreement* agreed, const PackedLayout& layout) {
 //    a stray message there, or a longer one on a header tag, still ends the process.
 constexpr int64_t kFirstBufferMinBytes = int64_t{64} << 10;
 
-// The size of the first buffer a receive posts: room for the header, or for the header and the
-// agreed data, and never less than kFirstBufferMinBytes.
-int64_t FirstBytes(const Agreement* agreed) {
-  return std::max(kFirstBufferMinBytes,
-                  agreed != nullptr ? kInlinePrefix + agreed->nbytes : kHeaderBytes);
-}
-
 // Writes `bytes` at the start of `buf` (a uint8 buffer on any device).
 void WriteFront(at::Tensor& buf, const void* bytes, size_t n) {
   if (n == 0) return;
@@ -348,7 +341,8 @@ struct Incoming {
   std::vector<int64_t> alone;  // the byte count of each leaf message to come
 };
 
-// The first message of a receive: a buffer of FirstBytes(agreed) bytes, posted at once.
+// The first message of a receive, posted at once: a buffer with room for the header, or for the
+// header and the agreed data, and never less than kFirstBufferMinBytes.
 struct FirstMessage {
   std::vector<at::Tensor> buffer;
   WorkPtr work;
@@ -361,7 +355,9 @@ FirstMessage PostFirst(const ProcessGroupPtr& pg, int src, int tag, const std::s
   }
   FirstMessage first;
   first.agreed = Agreements::Get().Find(pg, src, tag, Side::kRecv);
-  first.buffer = {internal::ScratchBytes(FirstBytes(first.agreed.get()), at::kCPU)};
+  const int64_t bytes = std::max(
+      kFirstBufferMinBytes, first.agreed ? kInlinePrefix + first.agreed->nbytes : kHeaderBytes);
+  first.buffer = {internal::ScratchBytes(bytes, at::kCPU)};
   first.work = internal::Transport(what, [&] { return pg->recv(first.buffer, src, tag); });
   return first;
 }
@@ -438,7 +434,7 @@ Incoming Receive(const ProcessGroupPtr& pg, const FirstMessage& first, int src, 
     if (h.per_leaf) {
       in.alone = agreed->per_leaf_alone;
     } else {
-      // The first buffer has room for all the data (FirstBytes): the large leaves go behind the
+      // The first buffer has room for all the data (PostFirst): the large leaves go behind the
       // inline data, so the data stays in one piece.
       in.alone = agreed->packed_alone;
       in.data = first.buffer[0].narrow(0, kInlinePrefix, agreed->inline_bytes);
