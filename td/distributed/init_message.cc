@@ -55,11 +55,8 @@ TensorDict InitStructure(const std::string& desc, int64_t data_bytes, uint64_t f
 std::string EncodeInitMessage(const TensorDict& td) {
   const PackedLayout layout(td);
   const std::string desc = StructureToJson(td).dump();
-  Header header;
-  header.kind = kKindInit;
-  header.fingerprint = layout.fingerprint();
-  header.desc_bytes = static_cast<int64_t>(desc.size());
-  header.data_bytes = layout.nbytes();
+  const Header header{kKindInit, layout.fingerprint(), static_cast<int64_t>(desc.size()),
+                      layout.nbytes(), /*per_leaf=*/false, /*agreed=*/false};
   const std::array<int64_t, kHeaderWords> words = HeaderWords(header);
   const at::Tensor data = layout.Pack().cpu();
   const int64_t prefix = kHeaderBytes + AlignUp(header.desc_bytes);

@@ -54,13 +54,7 @@ void FailTransport(const std::string& what, const std::string& message) {
 
 void Wait(const WorkPtr& work, const std::optional<std::chrono::milliseconds>& timeout,
           const std::string& what) {
-  Transport(what, [&] {
-    if (timeout) {
-      work->wait(*timeout);
-    } else {
-      work->wait();
-    }
-  });
+  Transport(what, [&] { return timeout ? work->wait(*timeout) : work->wait(); });
 }
 
 void WaitQuietly(const std::vector<WorkPtr>& works,
@@ -224,13 +218,6 @@ bool Matches(const Agreement* agreed, const PackedLayout& layout) {
 //    a stray message there, or a longer one on a header tag, still ends the process.
 constexpr int64_t kFirstBufferMinBytes = int64_t{64} << 10;
 
-// The size of the first buffer a receive posts: room for the header, or for the header and the
-// agreed data, and never less than kFirstBufferMinBytes.
-int64_t FirstBytes(const Agreement* agreed) {
-  return std::max(kFirstBufferMinBytes,
-                  agreed != nullptr ? kInlinePrefix + agreed->nbytes : kHeaderBytes);
-}
-
 // Writes `bytes` at the start of `buf` (a uint8 buffer on any device).
 void WriteFront(at::Tensor& buf, const void* bytes, size_t n) {
   if (n == 0) return;
@@ -301,13 +288,12 @@ std::shared_ptr<Outgoing> Post(const ProcessGroupPtr& pg, Kind kind, const Packe
   const int64_t inline_bytes = init ? layout.nbytes() : per_leaf ? 0 : layout.inline_nbytes();
   const int64_t table_bytes =
       init ? 0 : AlignUp(static_cast<int64_t>((1 + alone.size()) * sizeof(int64_t)));
-  internal::Header header;
-  header.kind = kind;
-  header.fingerprint = layout.fingerprint();
-  header.desc_bytes = agreed ? 0 : static_cast<int64_t>(desc.size());
-  header.data_bytes = agreed ? inline_bytes : table_bytes + inline_bytes;
-  header.per_leaf = per_leaf;
-  header.agreed = agreed;
+  const internal::Header header{kind,
+                                layout.fingerprint(),
+                                agreed ? 0 : static_cast<int64_t>(desc.size()),
+                                agreed ? inline_bytes : table_bytes + inline_bytes,
+                                per_leaf,
+                                agreed};
   const std::array<int64_t, internal::kHeaderWords> h = internal::HeaderWords(header);
   if (agreed && !per_leaf) {  // one message: header, padding (zeros), inline data
     at::Tensor buf = layout.Pack(kInlinePrefix, /*inline_only=*/true);
@@ -346,16 +332,17 @@ std::shared_ptr<Outgoing> Post(const ProcessGroupPtr& pg, Kind kind, const Packe
 struct Incoming {
   Kind kind;
   uint64_t fingerprint;
+  bool per_leaf;  // the leaves to come travel one message each
   std::string desc;
   at::Tensor data;  // uint8: the inline data (kPerLeaf: none)
   // kPacked after an agreement: room for the large groups, behind the inline data in the first
   // buffer (else undefined: allocated once the structure is checked).
   at::Tensor large;
   std::vector<int64_t> alone;  // the byte count of each leaf message to come
-  bool per_leaf = false;
 };
 
-// The first message of a receive: a buffer of FirstBytes(agreed) bytes, posted at once.
+// The first message of a receive, posted at once: a buffer with room for the header, or for the
+// header and the agreed data, and never less than kFirstBufferMinBytes.
 struct FirstMessage {
   std::vector<at::Tensor> buffer;
   WorkPtr work;
@@ -368,7 +355,9 @@ FirstMessage PostFirst(const ProcessGroupPtr& pg, int src, int tag, const std::s
   }
   FirstMessage first;
   first.agreed = Agreements::Get().Find(pg, src, tag, Side::kRecv);
-  first.buffer = {internal::ScratchBytes(FirstBytes(first.agreed.get()), at::kCPU)};
+  const int64_t bytes = std::max(
+      kFirstBufferMinBytes, first.agreed ? kInlinePrefix + first.agreed->nbytes : kHeaderBytes);
+  first.buffer = {internal::ScratchBytes(bytes, at::kCPU)};
   first.work = internal::Transport(what, [&] { return pg->recv(first.buffer, src, tag); });
   return first;
 }
@@ -420,8 +409,8 @@ Incoming Receive(const ProcessGroupPtr& pg, const FirstMessage& first, int src, 
   const Agreement* agreed = first.agreed.get();
   Incoming in;
   in.kind = static_cast<Kind>(h.kind);
-  in.per_leaf = h.per_leaf;
   in.fingerprint = h.fingerprint;
+  in.per_leaf = h.per_leaf;
   if (h.agreed) {
     // Only the sizes of that init_remote were recorded when its structure was invalid here: the
     // byte counts of leaf messages that follow are unknown, so they cannot be drained.
@@ -445,7 +434,7 @@ Incoming Receive(const ProcessGroupPtr& pg, const FirstMessage& first, int src, 
     if (h.per_leaf) {
       in.alone = agreed->per_leaf_alone;
     } else {
-      // The first buffer has room for all the data (FirstBytes): the large leaves go behind the
+      // The first buffer has room for all the data (PostFirst): the large leaves go behind the
       // inline data, so the data stays in one piece.
       in.alone = agreed->packed_alone;
       in.data = first.buffer[0].narrow(0, kInlinePrefix, agreed->inline_bytes);
@@ -617,7 +606,6 @@ void Deliver(const ProcessGroupPtr& pg, const Incoming& in, TensorDict& td,
     layout.Unpack(data, large, td);
   }
 }
-
 
 // A bound on what a send of `layout`'s structure puts after its header, in either wire format:
 // its payload, and its leaf messages together (a matching message always fits the receive's

@@ -17,13 +17,8 @@ namespace distributed {
 namespace internal {
 
 Header ParseHeader(const int64_t* h, const std::string& what, const std::string& message) {
-  Header out;
-  out.kind = h[1];
+  Header out{h[1], 0, h[3], h[4], (h[5] & kPerLeafFlag) != 0, (h[5] & kAgreedFlag) != 0};
   std::memcpy(&out.fingerprint, &h[2], sizeof(out.fingerprint));
-  out.desc_bytes = h[3];
-  out.data_bytes = h[4];
-  out.per_leaf = (h[5] & kPerLeafFlag) != 0;
-  out.agreed = (h[5] & kAgreedFlag) != 0;
   if (h[0] != kMagic || (h[1] != kKindData && h[1] != kKindInit) || h[3] < 0 ||
       h[3] > kMaxAnnouncedBytes || h[4] < 0 || h[4] > kMaxAnnouncedBytes ||
       (h[5] & ~(kPerLeafFlag | kAgreedFlag)) != 0 ||
@@ -37,13 +32,10 @@ Header ParseHeader(const int64_t* h, const std::string& what, const std::string&
 }
 
 std::array<int64_t, kHeaderWords> HeaderWords(const Header& header) {
-  std::array<int64_t, kHeaderWords> h;
-  h[0] = kMagic;
-  h[1] = header.kind;
+  const int64_t flags = (header.per_leaf ? kPerLeafFlag : 0) | (header.agreed ? kAgreedFlag : 0);
+  std::array<int64_t, kHeaderWords> h = {kMagic, header.kind, 0, header.desc_bytes,
+                                         header.data_bytes, flags};
   std::memcpy(&h[2], &header.fingerprint, sizeof(header.fingerprint));
-  h[3] = header.desc_bytes;
-  h[4] = header.data_bytes;
-  h[5] = (header.per_leaf ? kPerLeafFlag : 0) | (header.agreed ? kAgreedFlag : 0);
   return h;
 }
 

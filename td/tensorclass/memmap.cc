@@ -197,8 +197,7 @@ std::string PrepareClassDir(const std::string& prefix, bool exists_ok) {
 
 void WriteClassMeta(const std::string& prefix, std::string_view python_name, bool fsync) {
   static std::atomic<uint64_t> counter{0};
-  const std::string data =
-      nlohmann::json{{"_type", PythonTypeString(python_name)}}.dump();
+  const std::string data = nlohmann::json{{"_type", PythonTypeString(python_name)}}.dump();
   const std::string tmp = JoinPath(prefix, absl::StrCat(".td-tmp-meta-", ::getpid(), "-",
                                                     counter.fetch_add(1), ".json"));
   const std::string path = JoinPath(prefix, kMeta);

@@ -40,7 +40,6 @@ struct Segment {
   os::MappedRegion region;  // header + payload
   std::string token;        // 16 random bytes, also in the header
   void* addr() const { return region.addr(); }
-  size_t length() const { return region.length(); }
 };
 
 // Maps the whole segment `fd` of `length` bytes read-write; c10::Error naming `what` otherwise
@@ -169,7 +168,7 @@ struct HandleWriter {
     if (fresh) {
       segments.push_back(Json{{"pid", static_cast<int64_t>(::getpid())},
                               {"fd", seg->fd.get()},
-                              {"size", static_cast<uint64_t>(seg->length())},
+                              {"size", static_cast<uint64_t>(seg->region.length())},
                               {"token", absl::BytesToHexString(seg->token)}});
     }
     return it->second;
