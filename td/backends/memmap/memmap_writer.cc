@@ -206,10 +206,8 @@ absl::Status WriteLeaf(const LeafJob& job, const WriteOptions& o) {
     s = WriteTensor(fd.get(), job.tensor, job.path);
   }
   if (s.ok() && o.sync && ::fsync(fd.get()) != 0) s = ErrnoError(errno, "cannot fsync", job.path);
-  if (!s.ok()) {
-    return absl::Status(s.code(), absl::StrCat(s.message(), " (writing key ", job.key.repr(), ")"));
-  }
-  return absl::OkStatus();
+  if (s.ok()) return s;
+  return absl::Status(s.code(), absl::StrCat(s.message(), " (writing key ", job.key.repr(), ")"));
 }
 
 void RunJobs(const std::vector<LeafJob>& jobs, const std::vector<std::shared_ptr<UniqueFd>>& dirs,
@@ -457,6 +455,11 @@ BackendHook<LoadArchiveFn> load_memmap_archive("TensorDict::load_memmap of an ar
 
 // ---- TensorDict members (registered as hooks: NOTE [ Backend entry points ]) -----------------
 
+TensorDict MemmapLikeReserved(const TensorDict& td, const std::string& prefix,
+                              const MemmapOptions& options) {
+  return internal::memmap::WriteAndLoad(td, prefix, options, /*like=*/true, /*reserve=*/true);
+}
+
 namespace {
 
 TensorDict Memmap(const TensorDict& td, const std::string& prefix, const MemmapOptions& options) {
@@ -467,15 +470,6 @@ TensorDict MemmapLike(const TensorDict& td, const std::string& prefix,
                       const MemmapOptions& options) {
   return internal::memmap::WriteAndLoad(td, prefix, options, /*like=*/true);
 }
-
-}  // namespace
-
-TensorDict MemmapLikeReserved(const TensorDict& td, const std::string& prefix,
-                              const MemmapOptions& options) {
-  return internal::memmap::WriteAndLoad(td, prefix, options, /*like=*/true, /*reserve=*/true);
-}
-
-namespace {
 
 TensorDict& MemmapInPlace(TensorDict& td, const std::string& prefix, const MemmapOptions& options) {
   if (td.backend() == "memmap") {
