@@ -226,6 +226,17 @@ void RunJobs(const std::vector<LeafJob>& jobs, const std::vector<std::shared_ptr
   }
 }
 
+// Writes `td` into the new, empty directory `name` inside `parent_fd` (`path`: its final path,
+// for messages). Throws; the caller removes `name` on failure.
+void WriteTree(const TensorDict& td, int parent_fd, const std::string& name,
+               const std::string& path, const WriteOptions& options) {
+  auto dir = OpenNew(parent_fd, name, path, /*make=*/false);
+  std::vector<LeafJob> jobs;
+  std::vector<std::shared_ptr<UniqueFd>> dirs;
+  BuildLevel(td, dir, path, options, nullptr, &jobs, &dirs);
+  RunJobs(jobs, dirs, options);
+}
+
 struct Target {
   std::string path;    // absolute, normalised
   std::string parent;  // its directory
@@ -395,30 +406,19 @@ absl::Status RunParallel(size_t n, int num_threads,
                          const std::function<absl::Status(size_t)>& fn) {
   const int threads = static_cast<int>(std::min<int64_t>(
       {int64_t{num_threads}, int64_t{parallel::default_num_threads()}, static_cast<int64_t>(n)}));
-  std::vector<absl::Status> status(n);
-  if (threads <= 1 || n <= 1) {
+  if (threads <= 1) {  // also for n <= 1
     for (size_t i = 0; i < n; ++i) {
-      status[i] = fn(i);
-      if (!status[i].ok()) return status[i];
+      if (absl::Status s = fn(i); !s.ok()) return s;
     }
     return absl::OkStatus();
   }
+  std::vector<absl::Status> status(n);
   parallel::parallel_for(static_cast<int64_t>(n), threads,
                          [&](int64_t i) { status[static_cast<size_t>(i)] = fn(i); });
   for (absl::Status& s : status) {
     if (!s.ok()) return s;
   }
   return absl::OkStatus();
-}
-
-void WriteTree(const TensorDict& td, int parent_fd, const std::string& name,
-               const std::string& path, const WriteOptions& options) {
-  // `name` exists (created empty by the caller) for the top level.
-  auto dir = OpenNew(parent_fd, name, path, /*make=*/false);
-  std::vector<LeafJob> jobs;
-  std::vector<std::shared_ptr<UniqueFd>> dirs;
-  BuildLevel(td, dir, path, options, nullptr, &jobs, &dirs);
-  RunJobs(jobs, dirs, options);
 }
 
 void WriteEntryDir(const Value& value, const std::vector<int64_t>& parent_batch, int parent_fd,
