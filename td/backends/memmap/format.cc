@@ -60,7 +60,6 @@ absl::Status Bad(std::string_view path, std::string_view what) {
   return absl::DataLossError(absl::StrCat(AV(path), ": ", AV(what)));
 }
 
-
 absl::StatusOr<Json> ParseJson(std::string_view text, std::string_view path) {
   if (text.size() > kMaxMetaBytes) {
     return Bad(path, absl::StrCat("file of ", text.size(), " bytes is larger than the ",

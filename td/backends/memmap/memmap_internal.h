@@ -65,10 +65,6 @@ void CheckMappable(const at::Tensor& t, const NestedKey& key, std::string_view o
 // `td` in the tree being written and `depth` its depth there.
 void ValidateTree(const TensorDict& td, const std::string& dir, const WriteOptions& options,
                   const NestedKey* prefix = nullptr, int depth = 0);
-// Writes `td` as a new directory `name` inside `parent_fd` (`path` is the directory's final
-// path, used in messages). Throws; the caller removes `name` on failure.
-void WriteTree(const TensorDict& td, int parent_fd, const std::string& name,
-               const std::string& path, const WriteOptions& options);
 // Writes `value` (a TensorDict, or non-tensor data with the batch size `parent_batch`) as the
 // new directory `name` inside `parent_fd`. Throws; the caller removes `name` on failure.
 void WriteEntryDir(const Value& value, const std::vector<int64_t>& parent_batch, int parent_fd,

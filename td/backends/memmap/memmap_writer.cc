@@ -206,10 +206,8 @@ absl::Status WriteLeaf(const LeafJob& job, const WriteOptions& o) {
     s = WriteTensor(fd.get(), job.tensor, job.path);
   }
   if (s.ok() && o.sync && ::fsync(fd.get()) != 0) s = ErrnoError(errno, "cannot fsync", job.path);
-  if (!s.ok()) {
-    return absl::Status(s.code(), absl::StrCat(s.message(), " (writing key ", job.key.repr(), ")"));
-  }
-  return absl::OkStatus();
+  if (s.ok()) return s;
+  return absl::Status(s.code(), absl::StrCat(s.message(), " (writing key ", job.key.repr(), ")"));
 }
 
 void RunJobs(const std::vector<LeafJob>& jobs, const std::vector<std::shared_ptr<UniqueFd>>& dirs,
@@ -226,6 +224,17 @@ void RunJobs(const std::vector<LeafJob>& jobs, const std::vector<std::shared_ptr
       ThrowIfError<MemmapError>(SyncDir(d->get(), "a directory being written"));
     }
   }
+}
+
+// Writes `td` into the new, empty directory `name` inside `parent_fd` (`path`: its final path,
+// for messages). Throws; the caller removes `name` on failure.
+void WriteTree(const TensorDict& td, int parent_fd, const std::string& name,
+               const std::string& path, const WriteOptions& options) {
+  auto dir = OpenNew(parent_fd, name, path, /*make=*/false);
+  std::vector<LeafJob> jobs;
+  std::vector<std::shared_ptr<UniqueFd>> dirs;
+  BuildLevel(td, dir, path, options, nullptr, &jobs, &dirs);
+  RunJobs(jobs, dirs, options);
 }
 
 struct Target {
@@ -397,30 +406,19 @@ absl::Status RunParallel(size_t n, int num_threads,
                          const std::function<absl::Status(size_t)>& fn) {
   const int threads = static_cast<int>(std::min<int64_t>(
       {int64_t{num_threads}, int64_t{parallel::default_num_threads()}, static_cast<int64_t>(n)}));
-  std::vector<absl::Status> status(n);
-  if (threads <= 1 || n <= 1) {
+  if (threads <= 1) {  // also for n <= 1
     for (size_t i = 0; i < n; ++i) {
-      status[i] = fn(i);
-      if (!status[i].ok()) return status[i];
+      if (absl::Status s = fn(i); !s.ok()) return s;
     }
     return absl::OkStatus();
   }
+  std::vector<absl::Status> status(n);
   parallel::parallel_for(static_cast<int64_t>(n), threads,
                          [&](int64_t i) { status[static_cast<size_t>(i)] = fn(i); });
   for (absl::Status& s : status) {
     if (!s.ok()) return s;
   }
   return absl::OkStatus();
-}
-
-void WriteTree(const TensorDict& td, int parent_fd, const std::string& name,
-               const std::string& path, const WriteOptions& options) {
-  // `name` exists (created empty by the caller) for the top level.
-  auto dir = OpenNew(parent_fd, name, path, /*make=*/false);
-  std::vector<LeafJob> jobs;
-  std::vector<std::shared_ptr<UniqueFd>> dirs;
-  BuildLevel(td, dir, path, options, nullptr, &jobs, &dirs);
-  RunJobs(jobs, dirs, options);
 }
 
 void WriteEntryDir(const Value& value, const std::vector<int64_t>& parent_batch, int parent_fd,
@@ -457,6 +455,11 @@ BackendHook<LoadArchiveFn> load_memmap_archive("TensorDict::load_memmap of an ar
 
 // ---- TensorDict members (registered as hooks: NOTE [ Backend entry points ]) -----------------
 
+TensorDict MemmapLikeReserved(const TensorDict& td, const std::string& prefix,
+                              const MemmapOptions& options) {
+  return internal::memmap::WriteAndLoad(td, prefix, options, /*like=*/true, /*reserve=*/true);
+}
+
 namespace {
 
 TensorDict Memmap(const TensorDict& td, const std::string& prefix, const MemmapOptions& options) {
@@ -467,15 +470,6 @@ TensorDict MemmapLike(const TensorDict& td, const std::string& prefix,
                       const MemmapOptions& options) {
   return internal::memmap::WriteAndLoad(td, prefix, options, /*like=*/true);
 }
-
-}  // namespace
-
-TensorDict MemmapLikeReserved(const TensorDict& td, const std::string& prefix,
-                              const MemmapOptions& options) {
-  return internal::memmap::WriteAndLoad(td, prefix, options, /*like=*/true, /*reserve=*/true);
-}
-
-namespace {
 
 TensorDict& MemmapInPlace(TensorDict& td, const std::string& prefix, const MemmapOptions& options) {
   if (td.backend() == "memmap") {

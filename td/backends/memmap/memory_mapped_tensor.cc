@@ -149,10 +149,8 @@ MemoryMappedTensor Create(at::IntArrayRef shape, at::ScalarType dtype, const std
   ::fcntl(fd.get(), F_SETFL, ::fcntl(fd.get(), F_GETFL) & ~O_NONBLOCK);
   if (data != nullptr) {
     ThrowIfError<MemmapError>(mm::WriteTensor(fd.get(), *data, path));
-  } else {
-    if (::ftruncate(fd.get(), static_cast<off_t>(nbytes)) != 0) {
-      ThrowIfError<MemmapError>(mm::ErrnoError(errno, "cannot resize", path));
-    }
+  } else if (::ftruncate(fd.get(), static_cast<off_t>(nbytes)) != 0) {
+    ThrowIfError<MemmapError>(mm::ErrnoError(errno, "cannot resize", path));
   }
   return MemoryMappedTensor::from_filename(path, dtype, shape, MemmapMode::kReadWrite);
 }

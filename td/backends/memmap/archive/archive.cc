@@ -433,9 +433,8 @@ std::string refresh_archive_checksums(const std::string& archive_path) {
       crc = codec::Crc32(crc, buf.data(), n);
       done += n;
     }
-    const unsigned char le[4] = {static_cast<unsigned char>(crc), static_cast<unsigned char>(crc >> 8),
-                                 static_cast<unsigned char>(crc >> 16),
-                                 static_cast<unsigned char>(crc >> 24)};
+    unsigned char le[4];
+    for (int i = 0; i < 4; ++i) le[i] = static_cast<unsigned char>(crc >> (8 * i));
     uint64_t local = e.header_offset + 14;
     if (e.descriptor) {
       // The CRC follows the payload, after an optional "PK\7\8" signature.
