@@ -111,14 +111,15 @@ struct Parser {
     const int64_t stop = GetInt(m[3], file, "leaf " + where + ": stop");
     const int64_t pad = GetInt(m[4], file, "leaf " + where + ": pad"), nbytes = (*leaf)->nbytes;
     b.SetLocation(**leaf, {"", 0, start, stop, pad, {}});
-    const std::string range =
-        c10::str("leaf ", where, ": byte range [", start, ", ", stop, ") pad ", pad);
+    auto range = [&] {  // built only for an error: this runs once per leaf
+      return c10::str("leaf ", where, ": byte range [", start, ", ", stop, ") pad ", pad);
+    };
     if (start < 0 || stop < start || stop > data_bytes || pad < 0 || pad > stop - start) {
-      Fail(range, " is outside the data (", data_bytes, " bytes)");
+      Fail(range(), " is outside the data (", data_bytes, " bytes)");
     }
     if ((stop - start) % static_cast<int64_t>(c10::elementSize((*leaf)->dtype)) != 0 ||
         (pad == 0 ? nbytes != stop - start : nbytes > stop - start)) {
-      Fail(range, " does not hold ", SizeRepr((*leaf)->shape), " ", DtypeName((*leaf)->dtype));
+      Fail(range(), " does not hold ", SizeRepr((*leaf)->shape), " ", DtypeName((*leaf)->dtype));
     }
   }
 

@@ -23,6 +23,7 @@
 #include <utility>
 #include <vector>
 
+#include "td/core/dtype.h"
 #include "td/core/errors.h"
 #include "td/core/internal/structure_check.h"
 #include "td/os/files.h"
@@ -145,10 +146,11 @@ at::ScalarType RowDtypeOr(const DtypeRow& r, const std::string& where, const std
 }  // namespace
 
 std::string NumpyDtype(at::ScalarType dtype) {
+  const std::string name = DtypeRepr(dtype);  // "torch.float32"
   for (const DtypeRow& r : kDtypes) {
-    const absl::StatusOr<at::ScalarType> t = RowDtype(r);
-    if (!t.ok() || *t != dtype) continue;
-    return std::string(r.size == 1 ? "|" : "<") + r.kind + std::to_string(r.size);
+    if (name == std::string("torch.") + r.name) {
+      return std::string(r.size == 1 ? "|" : "<") + r.kind + std::to_string(r.size);
+    }
   }
   return "";
 }
@@ -207,7 +209,8 @@ void ParseArray(const json& z, bool v3, const std::string& where, ArrayMeta& a) 
   if (!shape.ok()) TD_FAIL(ZarrError, where, ": the shape ", shape.status().message());
   a.shape = *std::move(shape);
   const char* field = v3 ? "chunk_shape" : "chunks";
-  const json chunks = (v3 ? grid.value("configuration", json::object()) : z).value(field, json());
+  const json config = v3 ? grid.value("configuration", json::object()) : json();
+  const json chunks = (v3 ? config : z).value(field, json());
   absl::StatusOr<std::vector<int64_t>> sizes = structure::Sizes(chunks).Read();
   if (!sizes.ok() || std::count(sizes->begin(), sizes->end(), 0) > 0) {
     TD_FAIL(ZarrError, where, ": '", field, "' must be a list of positive integers, got ",

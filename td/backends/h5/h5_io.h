@@ -67,8 +67,11 @@ class Hid {
   explicit Hid(hid_t id) : id_(id) {}
   ~Hid() { reset(); }
   Hid(Hid&& o) noexcept : id_(std::exchange(o.id_, -1)) {}
-  Hid& operator=(Hid&& o) noexcept {  // the old identifier closes with `o`
-    std::swap(id_, o.id_);
+  Hid& operator=(Hid&& o) noexcept {  // the old identifier closes here, under the caller's lock
+    if (this != &o) {
+      reset();
+      id_ = std::exchange(o.id_, -1);
+    }
     return *this;
   }
   Hid(const Hid&) = delete;

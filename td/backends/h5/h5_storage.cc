@@ -155,7 +155,6 @@ std::shared_ptr<H5Storage> H5Storage::Sub(std::string_view key, const Node& grou
 
 std::optional<Value> H5Storage::get(std::string_view key) const {
   const std::string path = file_->Path(level_, key);
-  const std::string context = Context(*file_, level_, key);
   at::ScalarType dtype;
   std::vector<int64_t> shape;
   hid_t dataset;
@@ -165,12 +164,15 @@ std::optional<Value> H5Storage::get(std::string_view key) const {
     if (c == nullptr) return std::nullopt;
     if (c->kind == Node::Kind::kGroup) return Value(TensorDict(Sub(key, *c)));
     if (c->kind != Node::Kind::kTensor) {
-      return Value(NonTensorData(
-          ValueOrThrow<H5Error>(ReadNonTensor(file_->fid.get(), path, c->kind), context)));
+      absl::StatusOr<nlohmann::json> v = ReadNonTensor(file_->fid.get(), path, c->kind);
+      if (!v.ok()) ThrowIfError<H5Error>(v.status(), Context(*file_, level_, key));
+      return Value(NonTensorData(*std::move(v)));
     }
     if (!c->dataset.ok()) {
       c->dataset = Hid(H5Dopen2(file_->fid.get(), path.c_str(), H5P_DEFAULT));
-      Check(c->dataset.get(), context);
+      if (!c->dataset.ok()) {
+        ThrowIfError<H5Error>(absl::DataLossError(ErrorText()), Context(*file_, level_, key));
+      }
     }
     dtype = c->dtype;
     shape = c->shape;
@@ -179,8 +181,10 @@ std::optional<Value> H5Storage::get(std::string_view key) const {
   // Outside the lock but for the HDF5 calls: the rows' reordering runs in parallel with other
   // readers (a concurrent write of the same level needs the caller's synchronisation, as on
   // every backend).
-  return Value(ValueOrThrow<H5Error>(
-      ReadTensor(file_->fid.get(), path, dtype, shape, sel_, dataset), context));
+  // The error's context is built only on failure: get() is every leaf's read.
+  absl::StatusOr<at::Tensor> t = ReadTensor(file_->fid.get(), path, dtype, shape, sel_, dataset);
+  if (!t.ok()) ThrowIfError<H5Error>(t.status(), Context(*file_, level_, key));
+  return Value(*std::move(t));
 }
 
 std::optional<EntryMeta> H5Storage::meta(std::string_view key) const {

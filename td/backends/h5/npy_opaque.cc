@@ -277,6 +277,7 @@ absl::StatusOr<Json> DecodeOpaque(const OpaqueData& data) {
   std::optional<Dtype> d = ParseTag(data.tag);
   if (!d || d->item_size() != data.item_size) return Describe(data);
   std::vector<Json> flat;
+  flat.reserve(static_cast<size_t>(*bytes / data.item_size));
   const auto* p = reinterpret_cast<const unsigned char*>(data.bytes.data());
   for (int64_t at = 0; at < *bytes; at += data.item_size) {
     std::optional<Json> e = Element(*d, p + at);

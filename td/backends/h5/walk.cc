@@ -98,12 +98,12 @@ absl::StatusOr<at::ScalarType> TensorDtypeOf(hid_t type) {
     // By name: uint16/32/64 where this LibTorch has them (NOTE [ Dtypes by LibTorch version ] in
     // td/compat/dtypes.h), refused in the shared words where it does not.
     const bool is_unsigned = cls == H5T_INTEGER && H5Tget_sign(type) != H5T_SGN_2;
-    const std::string what = absl::StrCat(is_unsigned ? "unsigned " : "", 8 * size,
-                                          cls == H5T_FLOAT ? "-bit float" : "-bit integer");
     const char* kind = cls == H5T_FLOAT ? "float" : is_unsigned ? "uint" : "int";
     absl::StatusOr<at::ScalarType> t =
         ::td::internal::DtypeFromName(absl::StrCat("torch.", kind, 8 * size));
     if (t.ok()) return t;
+    const std::string what = absl::StrCat(is_unsigned ? "unsigned " : "", 8 * size,
+                                          cls == H5T_FLOAT ? "-bit float" : "-bit integer");
     const bool named = is_unsigned && (size == 2 || size == 4 || size == 8);
     return absl::InvalidArgumentError(absl::StrCat("the ", what, " type",
                                                    named ? ": " : " has no tensor dtype",

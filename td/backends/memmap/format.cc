@@ -92,7 +92,7 @@ absl::Status CheckDevice(const Json& level, std::string_view path, std::string_v
                                 "' is not supported: memory-mapped tensors live on the CPU"));
 }
 
-// True when nlohmann::json can write `j` (its strings and keys valid UTF-8).
+// True when nlohmann::json can write the string `j` (valid UTF-8).
 bool Utf8Ok(const nlohmann::json& j) {
   try {
     (void)j.dump();
@@ -102,7 +102,6 @@ bool Utf8Ok(const nlohmann::json& j) {
   }
 }
 
-// Nesting, numbers and binary values of `j` (UTF-8: Utf8Ok, once the nesting is known bounded).
 absl::Status CheckWritableJsonImpl(const nlohmann::json& j, int depth, std::string_view what) {
   if (depth > kMaxJsonDepth) {
     return absl::InvalidArgumentError(
@@ -116,9 +115,24 @@ absl::Status CheckWritableJsonImpl(const nlohmann::json& j, int depth, std::stri
             " cannot be stored in JSON (it would be written as null)"));
       }
       return absl::OkStatus();
+    case nlohmann::json::value_t::string:
+      if (!Utf8Ok(j)) {
+        return absl::InvalidArgumentError(
+            absl::StrCat(AV(what), ": a string is not valid UTF-8, which JSON cannot hold"));
+      }
+      return absl::OkStatus();
     case nlohmann::json::value_t::array:
-    case nlohmann::json::value_t::object:
       for (const auto& e : j) {
+        absl::Status s = CheckWritableJsonImpl(e, depth + 1, what);
+        if (!s.ok()) return s;
+      }
+      return absl::OkStatus();
+    case nlohmann::json::value_t::object:
+      for (const auto& [k, e] : j.items()) {
+        if (!Utf8Ok(nlohmann::json(k))) {
+          return absl::InvalidArgumentError(absl::StrCat(
+              AV(what), ": an object key is not valid UTF-8, which JSON cannot hold"));
+        }
         absl::Status s = CheckWritableJsonImpl(e, depth + 1, what);
         if (!s.ok()) return s;
       }
@@ -593,12 +607,7 @@ std::string NonTensorStackMetaJson(const nlohmann::json& values) {
 }
 
 absl::Status CheckWritableJson(const nlohmann::json& data, std::string_view what) {
-  absl::Status s = CheckWritableJsonImpl(data, 0, what);
-  if (s.ok() && !Utf8Ok(data)) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        AV(what), ": a string or an object key is not valid UTF-8, which JSON cannot hold"));
-  }
-  return s;
+  return CheckWritableJsonImpl(data, 0, what);
 }
 
 absl::Status CheckWritableKey(std::string_view key, std::string_view what) {

@@ -118,8 +118,10 @@ SegmentRef ParseSegment(const Json& j, size_t index) {
     Bad(where, ": \"size\" is ", size, ", less than the ", kHeaderBytes, "-byte header");
   }
   s.size = static_cast<uint64_t>(size);
-  for (size_t i = 0; i < hex.size(); i += 2) {  // absl's HexStringToBytes differs by version
-    s.token += static_cast<char>(std::stoi(hex.substr(i, 2), nullptr, 16));
+  // Checked above: 32 lowercase hex digits (absl's HexStringToBytes differs by version).
+  const auto digit = [](char c) { return c <= '9' ? c - '0' : c - 'a' + 10; };
+  for (size_t i = 0; i < hex.size(); i += 2) {
+    s.token.push_back(static_cast<char>(digit(hex[i]) * 16 + digit(hex[i + 1])));
   }
   return s;
 }
@@ -214,7 +216,8 @@ Handle Parse(std::string_view text) {
     Bad("\"version\" must be the integer 1, got ", shown("version"));
   }
   Parser p;
-  const std::string top = "the handle";  // named: Get returns a reference into `j`
+  // Named: GCC 16 (-Wdangling-reference) flags a temporary argument to a call returning one.
+  const std::string top = "the handle";
   for (const Json& s : Get(j, "segments", Json::value_t::array, top)) {
     p.segments.push_back(ParseSegment(s, p.segments.size()));
   }
