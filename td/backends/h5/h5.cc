@@ -1,14 +1,12 @@
 // The entry points of the h5 backend (open, to_h5, from_h5), H5TensorDict, and the "h5" factory.
 #include "td/backends/h5/h5.h"
 
+#include <fcntl.h>
 #include <stdlib.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <atomic>
-#include <cerrno>
-#include <cstdio>
-#include <cstring>
 #include <filesystem>
 #include <memory>
 
@@ -16,6 +14,7 @@
 #include "td/backends/h5/h5_storage.h"
 #include "td/core/dtype.h"
 #include "td/core/storage.h"
+#include "td/os/files.h"
 
 namespace td::h5 {
 namespace {
@@ -65,7 +64,7 @@ absl::StatusOr<std::shared_ptr<H5Storage>> Create(const std::string& path,
         absl::StrCat("cannot create HDF5 file '", path, "': ", internal::ErrorText()));
   }
   if (absl::Status s = internal::WriteBatchAttr(fid.get(), "/", batch); !s.ok()) return s;
-  auto file = std::shared_ptr<H5File>(new H5File{display, std::move(fid), Mode::kReadWrite, "/",
+  auto file = std::shared_ptr<H5File>(new H5File{display, std::move(fid), /*writable=*/true, "/",
                                                  std::make_unique<internal::Node>(), layout});
   file->root->batch = batch;
   return std::make_shared<H5Storage>(file, std::vector<std::string>{}, internal::Selection{}, batch);
@@ -121,7 +120,9 @@ const std::string& H5TensorDict::filename() const { return StorageOf(*this).file
 
 std::string H5TensorDict::group() const { return PathOf(StorageOf(*this), ""); }
 
-Mode H5TensorDict::mode() const { return StorageOf(*this).file()->mode; }
+Mode H5TensorDict::mode() const {
+  return StorageOf(*this).file()->writable ? Mode::kReadWrite : Mode::kReadOnly;
+}
 
 bool H5TensorDict::is_selection() const { return !StorageOf(*this).selection().empty(); }
 
@@ -134,7 +135,7 @@ nlohmann::json H5TensorDict::attrs(const NestedKey& key) const {
 void H5TensorDict::set_attr(const std::string& name, const nlohmann::json& value,
                             const NestedKey& key) {
   const H5Storage& s = StorageOf(*this);
-  if (s.file()->mode == Mode::kReadOnly) {
+  if (!s.file()->writable) {
     TD_FAIL(ValueError, "cannot set attribute '", name, "': the HDF5 file '", s.file()->filename,
             "' is open read-only");
   }
@@ -149,7 +150,7 @@ void H5TensorDict::set_attr(const std::string& name, const nlohmann::json& value
 void H5TensorDict::flush() const {
   const H5Storage& s = StorageOf(*this);
   Guard guard(Lock());
-  if (s.file()->mode == Mode::kReadWrite && H5Fflush(s.file()->fid.get(), H5F_SCOPE_GLOBAL) < 0) {
+  if (s.file()->writable && H5Fflush(s.file()->fid.get(), H5F_SCOPE_GLOBAL) < 0) {
     TD_FAIL(H5Error, "HDF5 file '", s.file()->filename, "': flush failed: ", internal::ErrorText());
   }
 }
@@ -161,9 +162,9 @@ H5TensorDict open(const std::string& path, const OpenOptions& options) {
   }
   const internal::CreateLayout layout = LayoutOf(options.datasets());
   if (!Exists(path)) TD_FAIL(H5Error, "HDF5 file '", path, "' does not exist");
-  auto file = std::shared_ptr<H5File>(
-      new H5File{path, Hid(), options.mode(), NormalizeGroup(options.group()), nullptr, layout});
   const bool rw = options.mode() == Mode::kReadWrite;
+  auto file = std::shared_ptr<H5File>(
+      new H5File{path, Hid(), rw, NormalizeGroup(options.group()), nullptr, layout});
   {
     Guard guard(Lock());
     file->fid = Hid(H5Fopen(path.c_str(), rw ? H5F_ACC_RDWR : H5F_ACC_RDONLY, H5P_DEFAULT));
@@ -187,26 +188,19 @@ H5TensorDict to_h5(const TensorDict& td, const std::string& path, const ToH5Opti
   // part-way (a dtype HDF5 cannot hold, a full disk) leaves the previous file whole.
   static std::atomic<uint64_t> counter{0};
   const std::filesystem::path target(path);
-  const std::string temp =
-      (target.parent_path() / (".td-h5-tmp." + target.filename().string() + "." +
-                               std::to_string(::getpid()) + "." + std::to_string(counter++)))
-          .string();
-  std::shared_ptr<H5Storage> root =
-      ValueOrThrow<H5Error>(Create(temp, td.batch_size().vec(), layout, path));
-  try {
+  const std::string temp = (target.parent_path() / absl::StrCat(".td-h5-tmp.",
+                                                                target.filename().string(), ".",
+                                                                ::getpid(), ".", counter++))
+                               .string();
+  const std::string context = absl::StrCat("HDF5 file '", path, "'");
+  ::td::internal::os::FileReplacement replacement = ValueOrThrow<H5Error>(
+      ::td::internal::os::FileReplacement::Begin(AT_FDCWD, path, temp, path), context);
+  {
+    std::shared_ptr<H5Storage> root =
+        ValueOrThrow<H5Error>(Create(temp, td.batch_size().vec(), layout, path));
     td.for_each_entry([&](const std::string& k, const Value& v) { root->set(k, v); });
-    root.reset();  // flushes and closes the file (~H5File)
-  } catch (...) {
-    root.reset();
-    std::remove(temp.c_str());
-    throw;
-  }
-  if (std::rename(temp.c_str(), path.c_str()) != 0) {
-    const int err = errno;
-    std::remove(temp.c_str());
-    TD_FAIL(H5Error, "HDF5 file '", path, "': cannot rename the written file into place: ",
-            std::strerror(err));
-  }
+  }  // ~H5File flushes and closes the file; after a throw, ~FileReplacement removes it
+  ThrowIfError<H5Error>(replacement.Commit(/*sync=*/false), context);
   return open(path, OpenOptions().mode(Mode::kReadWrite).datasets(options.datasets()));
 }
 

@@ -104,8 +104,6 @@ struct Node {
   Hid dataset;
 
   Node* child(std::string_view name) const;
-  // Appends, or replaces the entry of that name in its place.
-  Node* put(const std::string& name, std::unique_ptr<Node> node);
   bool erase(std::string_view name);
 };
 

@@ -10,6 +10,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "td/backends/h5/h5.h"
 #include "td/backends/h5/npy_opaque.h"
 #include "td/core/dtype.h"
 #include "td/core/internal/batch_index.h"
@@ -21,7 +22,7 @@ using at::indexing::TensorIndex;
 
 H5File::~H5File() {
   Guard guard(Lock());
-  if (fid.ok() && mode == Mode::kReadWrite) H5Fflush(fid.get(), H5F_SCOPE_GLOBAL);
+  if (fid.ok() && writable) H5Fflush(fid.get(), H5F_SCOPE_GLOBAL);
   root.reset();  // its open datasets first, under the lock
   fid.reset();
   H5Eclear2(H5E_DEFAULT);
@@ -61,29 +62,6 @@ void Check(int64_t rc, const std::string& context) {
   if (rc < 0) ThrowIfError<H5Error>(absl::DataLossError(ErrorText()), context);
 }
 
-// The positions a 1-D index or mask tensor selects in a dim of `size`.
-std::vector<int64_t> TensorPositions(const at::Tensor& index, int64_t size, int64_t view_dim) {
-  at::Tensor idx = index.to(at::kCPU);
-  if (::td::internal::IsMask(idx)) {
-    if (idx.size(0) != size) {
-      TD_FAIL(IndexError, "the mask of size ", idx.size(0), " does not match batch dim ",
-              view_dim, " of size ", size);
-    }
-    idx = idx.to(at::kBool).nonzero().reshape({-1});
-  }
-  idx = idx.to(at::kLong).contiguous();
-  std::vector<int64_t> out(idx.data_ptr<int64_t>(), idx.data_ptr<int64_t>() + idx.numel());
-  for (int64_t& p : out) {
-    const int64_t i = p;
-    if (p < 0) p += size;
-    if (p < 0 || p >= size) {
-      TD_FAIL(IndexError, "index ", i, " is out of bounds for batch dim ", view_dim, " of size ",
-              size);
-    }
-  }
-  return out;
-}
-
 // ValueError naming `key` when it cannot be one HDF5 link name: "a/y" would be the path of "y"
 // in a group "a" (h5py creates that group; it reads back as the key ('a', 'y')), "." names the
 // group itself and "" nothing. Refused rather than changed, so no structure changes silently.
@@ -108,7 +86,7 @@ H5Storage::H5Storage(std::shared_ptr<H5File> file, std::vector<std::string> leve
 
 Capabilities H5Storage::capabilities() const {
   Capabilities c = Capability::kLazy;
-  if (file_->mode == Mode::kReadOnly) return c;
+  if (!file_->writable) return c;
   c = c | Capability::kInPlaceWrite | Capability::kNewKeys;
   return sel_.empty() ? c | Capability::kReplaceEntries | Capability::kBatchResize : c;
 }
@@ -205,7 +183,7 @@ std::optional<EntryMeta> H5Storage::meta(std::string_view key) const {
 }
 
 void H5Storage::RequireWritable(std::string_view what, std::string_view key) const {
-  if (file_->mode == Mode::kReadOnly) {
+  if (!file_->writable) {
     TD_FAIL(ValueError, "cannot ", what, " key '", KeyText(level_, key), "': the HDF5 file '",
             file_->filename, "' is open read-only (td::h5::OpenOptions().mode(td::h5::Mode::kReadWrite))");
   }
@@ -222,10 +200,9 @@ void H5Storage::Put(const std::vector<std::string>& level, Node* lvl, std::strin
     if (existing == nullptr) return;
     Check(H5Ldelete(fid, path.c_str(), H5P_DEFAULT), context);
     lvl->erase(key);
-    existing = nullptr;
   };
   auto add = [&](Node::Kind kind) {  // the node of what was written, appended
-    Node* n = lvl->put(std::string(key), std::make_unique<Node>());
+    Node* n = lvl->children.emplace_back(key, std::make_unique<Node>()).second.get();
     n->kind = kind;
     return n;
   };
@@ -244,58 +221,50 @@ void H5Storage::Put(const std::vector<std::string>& level, Node* lvl, std::strin
     add(ValueOrThrow<H5Error>(WriteNonTensor(fid, path, value.non_tensor()), context));
     return;
   }
-  // The dims of this level's batch size as the value has them (the selection's).
-  const size_t view_dims = SelectedShape(sel_, lvl->batch).size();
-  if (value.is_tensor()) {
-    const at::Tensor& t = value.tensor();
-    std::vector<int64_t> shape = lvl->batch;
-    shape.insert(shape.end(), t.sizes().begin() + view_dims, t.sizes().end());
-    if (existing != nullptr && existing->kind == Node::Kind::kTensor && existing->shape == shape &&
-        (existing->dtype == t.scalar_type() || !sel_.empty())) {
-      ThrowIfError<H5Error>(WriteTensor(fid, path, existing->dtype, shape, sel_, t), context);
-      return;
-    }
+  // A tensor is a dataset of its shape, a TensorDict a group of its batch size, both with this
+  // level's batch dims in the file in place of the selection's.
+  const bool tensor = value.is_tensor();
+  std::optional<TensorDict> sub;
+  if (!tensor) sub = value.tensordict();
+  if (const auto* from = sub ? dynamic_cast<const H5Storage*>(&sub->storage()) : nullptr;
+      from != nullptr && from->file_ == file_) {
+    sub = sub->to_dense();  // read before the group it may come from is replaced
+  }
+  const at::IntArrayRef dims = tensor ? value.tensor().sizes() : sub->batch_size();
+  std::vector<int64_t> shape = lvl->batch;
+  shape.insert(shape.end(), dims.begin() + SelectedShape(sel_, lvl->batch).size(), dims.end());
+  const Node::Kind kind = tensor ? Node::Kind::kTensor : Node::Kind::kGroup;
+  const at::ScalarType dtype = tensor ? value.tensor().scalar_type() : Node().dtype;
+  // Written into through a selection when the shape is the file's; without one, only a dataset of
+  // the same dtype is (a group is replaced).
+  Node* node = existing;
+  if (existing == nullptr || existing->kind != kind ||
+      (tensor ? existing->shape : existing->batch) != shape ||
+      (sel_.empty() && (!tensor || existing->dtype != dtype))) {
     if (existing != nullptr && !sel_.empty()) {
       TD_FAIL(ValueError, "cannot replace key '", KeyText(level, key), "' of the HDF5 file '",
               file_->filename, "' through a selection of its rows: its shape in the file is ",
               ShapeText(existing->kind == Node::Kind::kTensor ? existing->shape : existing->batch),
               ", the value needs ", ShapeText(shape), " (write through the opened TensorDict)");
     }
-    if (!MemType(t.scalar_type()).ok()) {
-      TD_FAIL(TypeError, "key '", KeyText(level, key), "': ",
-              MemType(t.scalar_type()).status().message());
+    if (absl::Status s = tensor ? MemType(dtype).status() : absl::OkStatus(); !s.ok()) {
+      TD_FAIL(TypeError, "key '", KeyText(level, key), "': ", s.message());
     }
     remove_existing();
-    ThrowIfError<H5Error>(CreateDataset(fid, path, t.scalar_type(), shape, file_->layout), context);
-    Node* node = add(Node::Kind::kTensor);
-    node->dtype = t.scalar_type();
-    node->shape = shape;
-    ThrowIfError<H5Error>(WriteTensor(fid, path, t.scalar_type(), shape, sel_, t), context);
+    ThrowIfError<H5Error>(tensor ? CreateDataset(fid, path, dtype, shape, file_->layout)
+                                 : CreateGroup(fid, path, shape),
+                          context);
+    node = add(kind);
+    node->dtype = dtype;
+    (tensor ? node->shape : node->batch) = shape;
+  }
+  if (tensor) {
+    ThrowIfError<H5Error>(WriteTensor(fid, path, node->dtype, shape, sel_, value.tensor()), context);
     return;
-  }
-  TensorDict sub = value.tensordict();
-  if (const auto* from = dynamic_cast<const H5Storage*>(&sub.storage());
-      from != nullptr && from->file_ == file_) {
-    sub = sub.to_dense();  // read before the group it may come from is replaced
-  }
-  std::vector<int64_t> batch = lvl->batch;
-  batch.insert(batch.end(), sub.batch_size().begin() + view_dims, sub.batch_size().end());
-  if (existing != nullptr && (sel_.empty() || existing->kind != Node::Kind::kGroup ||
-                              existing->batch != batch)) {
-    if (!sel_.empty()) {
-      TD_FAIL(ValueError, "cannot replace key '", KeyText(level, key), "' of the HDF5 file '",
-              file_->filename, "' through a selection of its rows (write through the opened TensorDict)");
-    }
-    remove_existing();
-  }
-  if (existing == nullptr) {
-    ThrowIfError<H5Error>(CreateGroup(fid, path, batch), context);
-    existing = add(Node::Kind::kGroup);
-    existing->batch = batch;
   }
   std::vector<std::string> sub_level = level;
   sub_level.emplace_back(key);
-  sub.for_each_entry([&](const std::string& k, const Value& v) { Put(sub_level, existing, k, v); });
+  sub->for_each_entry([&](const std::string& k, const Value& v) { Put(sub_level, node, k, v); });
 }
 
 void H5Storage::set(std::string_view key, Value value) {
@@ -382,11 +351,7 @@ std::optional<Selection> H5Storage::Compose(at::ArrayRef<TensorIndex> indices) c
     const int64_t n = old.size();
     const TensorIndex& idx = item.index;
     if (idx.is_slice() && ::td::internal::IsFullSlice(idx, n)) continue;
-    std::vector<int64_t> pos;
-    bool single = false;
-    if (idx.is_tensor()) {
-      pos = TensorPositions(idx.tensor(), n, item.dim);
-    } else if (idx.is_slice() && old.kind == DimSel::Kind::kRange) {
+    if (idx.is_slice() && old.kind == DimSel::Kind::kRange) {
       // A range stays a range: start, step and count without listing the positions.
       const auto& s = idx.slice();
       const int64_t step = ::td::internal::AsInt(s.step());
@@ -397,11 +362,13 @@ std::optional<Selection> H5Storage::Compose(at::ArrayRef<TensorIndex> indices) c
       out[d] =
           DimSel{DimSel::Kind::kRange, old.start + start * old.step, old.step * step, count, {}};
       continue;
-    } else if (idx.is_slice() || idx.is_integer()) {
-      pos = ::td::internal::Positions(idx, n, &single);
-    } else {
-      return std::nullopt;
     }
+    // ExpandBatchIndex has checked a mask's size; an index tensor's positions go through LibTorch.
+    bool single = false;
+    const at::Tensor t = idx.is_tensor() ? idx.tensor().cpu() : at::Tensor();
+    std::vector<int64_t> pos = ::td::internal::Positions(
+        t.defined() ? TensorIndex(t.to(::td::internal::IsMask(t) ? at::kBool : at::kLong)) : idx,
+        n, &single);
     for (int64_t& p : pos) p = old.at(p);  // positions in the file
     out[d] = single ? DimSel{DimSel::Kind::kInt, pos[0], 1, 1, {}}
                     : DimSel{DimSel::Kind::kList, 0, 1, 0, std::move(pos)};
@@ -420,7 +387,7 @@ std::optional<TensorDict> H5Storage::index(at::ArrayRef<TensorIndex> indices) co
 
 bool H5Storage::index_put_(at::ArrayRef<TensorIndex> indices, const TensorDict& value) {
   std::optional<Selection> sel = Compose(indices);
-  if (!sel || file_->mode == Mode::kReadOnly) return false;
+  if (!sel || !file_->writable) return false;
   // Every leaf must exist with the value's feature shape and broadcast to the selection; else
   // the core validates (and names what is wrong) and writes leaf by leaf.
   struct Write {

@@ -8,7 +8,6 @@
 #include <string_view>
 #include <vector>
 
-#include "td/backends/h5/h5.h"
 #include "td/backends/h5/h5_io.h"
 #include "td/core/storage.h"
 
@@ -21,7 +20,7 @@ struct H5File {
   ~H5File();
   std::string filename;
   Hid fid;
-  Mode mode = Mode::kReadOnly;
+  bool writable = false;
   std::string root_path = "/";  // the opened group
   std::unique_ptr<Node> root;
   CreateLayout layout;

@@ -67,13 +67,6 @@ Node* Node::child(std::string_view name) const {
   return nullptr;
 }
 
-Node* Node::put(const std::string& name, std::unique_ptr<Node> node) {
-  for (auto& [n, c] : children) {
-    if (n == name) return (c = std::move(node)).get();
-  }
-  return children.emplace_back(name, std::move(node)).second.get();
-}
-
 bool Node::erase(std::string_view name) {
   const size_t before = children.size();
   children.erase(std::remove_if(children.begin(), children.end(),
