@@ -330,9 +330,7 @@ absl::Status CreateDataset(hid_t file, const std::string& path, at::ScalarType d
     H5Pset_chunk(dcpl.get(), static_cast<int>(chunk.size()), chunk.data());
     if (layout.gzip) H5Pset_deflate(dcpl.get(), static_cast<unsigned>(layout.level));
   }
-  Hid lcpl(H5Pcreate(H5P_LINK_CREATE));
-  H5Pset_create_intermediate_group(lcpl.get(), 0);
-  Hid ds(H5Dcreate2(file, path.c_str(), type->get(), space.get(), lcpl.get(), dcpl.get(),
+  Hid ds(H5Dcreate2(file, path.c_str(), type->get(), space.get(), H5P_DEFAULT, dcpl.get(),
                     H5P_DEFAULT));
   if (!ds.ok()) return Io(path, "cannot create dataset");
   return absl::OkStatus();

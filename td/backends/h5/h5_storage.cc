@@ -287,9 +287,8 @@ bool H5Storage::erase(std::string_view key) {
   RequireWritable("delete", key);
   Guard guard(Lock());
   if (level_node()->child(key) == nullptr) return false;
-  const std::string path = file_->Path(level_, key);
-  Check(H5Ldelete(file_->fid.get(), path.c_str(), H5P_DEFAULT),
-        absl::StrCat("HDF5 file '", file_->filename, "', deleting '", path, "'"));
+  Check(H5Ldelete(file_->fid.get(), file_->Path(level_, key).c_str(), H5P_DEFAULT),
+        Context(*file_, level_, key));
   return level_node()->erase(key);
 }
 

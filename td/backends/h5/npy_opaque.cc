@@ -1,6 +1,8 @@
 // h5py's tagged opaque data <-> JSON (NOTE [ HDF5 opaque data ] in npy_opaque.h).
 #include "td/backends/h5/npy_opaque.h"
 
+#include <c10/util/Half.h>
+
 #include <algorithm>
 #include <cmath>
 #include <limits>
@@ -73,16 +75,6 @@ void StoreLe(std::string& out, uint64_t v, int n) {
   for (int i = 0; i < n; ++i) out.push_back(static_cast<char>((v >> (8 * i)) & 0xff));
 }
 
-double HalfToDouble(uint16_t h) {
-  const int exp = (h >> 10) & 0x1f;
-  const int mant = h & 0x3ff;
-  double v = exp == 0    ? std::ldexp(mant, -24)
-             : exp == 31 ? (mant != 0 ? std::numeric_limits<double>::quiet_NaN()
-                                      : std::numeric_limits<double>::infinity())
-                         : std::ldexp(mant + 1024, exp - 25);
-  return (h & 0x8000) != 0 ? -v : v;
-}
-
 void AppendUtf8(std::string& out, uint32_t cp) {
   const int n = cp < 0x80 ? 1 : cp < 0x800 ? 2 : cp < 0x10000 ? 3 : 4;
   static constexpr uint32_t kLead[] = {0, 0, 0xc0, 0xe0, 0xf0};
@@ -134,7 +126,7 @@ std::optional<Json> Element(const Dtype& d, const unsigned char* p) {
     }
     case 'f': {
       const uint64_t v = Load(p, d.n, d.order);
-      if (d.n == 2) return Json(HalfToDouble(static_cast<uint16_t>(v)));
+      if (d.n == 2) return Json(double{c10::Half(static_cast<uint16_t>(v), c10::Half::from_bits())});
       if (d.n == 4) return Json(double{absl::bit_cast<float>(static_cast<uint32_t>(v))});
       return Json(absl::bit_cast<double>(v));
     }

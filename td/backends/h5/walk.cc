@@ -135,34 +135,30 @@ absl::StatusOr<Hid> MemType(at::ScalarType dtype) {
                        : size == 4 ? H5T_NATIVE_UINT32
                                    : H5T_NATIVE_UINT64));
   }
-  switch (dtype) {
-    case at::kChar: return Hid(H5Tcopy(H5T_NATIVE_INT8));
-    case at::kByte: return Hid(H5Tcopy(H5T_NATIVE_UINT8));
-    case at::kShort: return Hid(H5Tcopy(H5T_NATIVE_INT16));
-    case at::kInt: return Hid(H5Tcopy(H5T_NATIVE_INT32));
-    case at::kLong: return Hid(H5Tcopy(H5T_NATIVE_INT64));
-    case at::kFloat: return Hid(H5Tcopy(H5T_NATIVE_FLOAT));
-    case at::kDouble: return Hid(H5Tcopy(H5T_NATIVE_DOUBLE));
-    case at::kHalf: {
-      // h5py's float16: IEEE binary16 built from the 32-bit type.
-      Hid t(H5Tcopy(H5T_IEEE_F32LE));
-      H5Tset_fields(t.get(), 15, 10, 5, 0, 10);
-      H5Tset_size(t.get(), 2);
-      H5Tset_ebias(t.get(), 15);
-      return t;
-    }
-    case at::kBool: {
-      Hid t(H5Tenum_create(H5T_NATIVE_INT8));
-      const int8_t values[] = {0, 1};
-      H5Tenum_insert(t.get(), "FALSE", &values[0]);
-      H5Tenum_insert(t.get(), "TRUE", &values[1]);
-      return t;
-    }
-    default:
-      return absl::InvalidArgumentError(
-          absl::StrCat("dtype ", DtypeRepr(dtype), " cannot be stored in an HDF5 file here "
-                       "(bool, uint8-64, int8-64, float16/32/64 can)"));
+  const std::pair<at::ScalarType, hid_t> kNative[] = {
+      {at::kChar, H5T_NATIVE_INT8},  {at::kByte, H5T_NATIVE_UINT8},  {at::kShort, H5T_NATIVE_INT16},
+      {at::kInt, H5T_NATIVE_INT32},  {at::kLong, H5T_NATIVE_INT64},  {at::kFloat, H5T_NATIVE_FLOAT},
+      {at::kDouble, H5T_NATIVE_DOUBLE}};
+  for (const auto& [d, t] : kNative) {
+    if (d == dtype) return Hid(H5Tcopy(t));
   }
+  if (dtype == at::kHalf) {  // h5py's float16: IEEE binary16 built from the 32-bit type
+    Hid t(H5Tcopy(H5T_IEEE_F32LE));
+    H5Tset_fields(t.get(), 15, 10, 5, 0, 10);
+    H5Tset_size(t.get(), 2);
+    H5Tset_ebias(t.get(), 15);
+    return t;
+  }
+  if (dtype == at::kBool) {
+    Hid t(H5Tenum_create(H5T_NATIVE_INT8));
+    const int8_t values[] = {0, 1};
+    H5Tenum_insert(t.get(), "FALSE", &values[0]);
+    H5Tenum_insert(t.get(), "TRUE", &values[1]);
+    return t;
+  }
+  return absl::InvalidArgumentError(
+      absl::StrCat("dtype ", DtypeRepr(dtype), " cannot be stored in an HDF5 file here "
+                   "(bool, uint8-64, int8-64, float16/32/64 can)"));
 }
 
 namespace {
