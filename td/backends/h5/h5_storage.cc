@@ -5,7 +5,6 @@
 #include <ATen/ATen.h>
 
 #include <algorithm>
-#include <functional>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -148,9 +147,7 @@ std::optional<Value> H5Storage::get(std::string_view key) const {
     }
     if (!c->dataset.ok()) {
       c->dataset = Hid(H5Dopen2(file_->fid.get(), path.c_str(), H5P_DEFAULT));
-      if (!c->dataset.ok()) {
-        ThrowIfError<H5Error>(absl::DataLossError(ErrorText()), Context(*file_, level_, key));
-      }
+      Check(c->dataset.get(), Context(*file_, level_, key));
     }
     dtype = c->dtype;
     shape = c->shape;
@@ -388,52 +385,42 @@ bool H5Storage::index_put_(at::ArrayRef<TensorIndex> indices, const TensorDict& 
   std::optional<Selection> sel = Compose(indices);
   if (!sel || !file_->writable) return false;
   // Every leaf must exist with the value's feature shape and broadcast to the selection; else
-  // the core validates (and names what is wrong) and writes leaf by leaf.
+  // the core validates (and names what is wrong), creates and writes leaf by leaf. An empty
+  // sub-TensorDict is a leaf here, for the core to create.
   struct Write {
-    std::string path, context;
-    at::ScalarType dtype;
-    std::vector<int64_t> shape;
+    std::vector<std::string> level;
+    std::string key;
+    const Node* node;
     at::Tensor value;
   };
   std::vector<Write> writes;
-  bool fits = true;
   Guard guard(Lock());
-  std::function<void(const TensorDict&, const std::vector<std::string>&, const Node*)> plan =
-      [&](const TensorDict& v, const std::vector<std::string>& level, const Node* lvl) {
-        v.for_each_entry([&](const std::string& k, const Value& e) {
-          const Node* c = fits ? lvl->child(k) : nullptr;
-          const Node::Kind want = e.is_tensordict() ? Node::Kind::kGroup : Node::Kind::kTensor;
-          if (c == nullptr || e.is_non_tensor() || c->kind != want) {
-            fits = false;
-            return;
-          }
-          if (e.is_tensordict()) {
-            std::vector<std::string> sub = level;
-            sub.push_back(k);
-            plan(e.tensordict(), sub, c);
-            return;
-          }
-          const at::Tensor& t = e.tensor();
-          const std::vector<int64_t> target = SelectedShape(*sel, c->shape);
-          const size_t feature = c->shape.size() - lvl->batch.size();
-          if (t.dim() < static_cast<int64_t>(feature) || t.dim() > static_cast<int64_t>(target.size()) ||
-              !std::equal(target.end() - feature, target.end(), t.sizes().end() - feature)) {
-            fits = false;
-            return;
-          }
-          try {
-            writes.push_back({file_->Path(level, k), Context(*file_, level, k), c->dtype, c->shape,
-                              t.expand(target)});
-          } catch (const c10::Error&) {
-            fits = false;
-          }
-        });
-      };
-  plan(value, level_, level_node());
-  if (!fits) return false;
+  level_node();  // KeyError when this level's group was deleted
+  const KeysOptions leaves = KeysOptions().include_nested(true).leaves_only(true).is_leaf(
+      [](const Value& e) { return !e.is_tensordict() || e.tensordict().storage().size() == 0; });
+  for (const auto& [key, v] : value.items(leaves)) {
+    std::vector<std::string> level = level_;
+    level.insert(level.end(), key.begin(), key.end() - 1);
+    const Node* lvl = file_->Level(level);
+    const Node* c = lvl != nullptr ? lvl->child(key.back()) : nullptr;
+    if (c == nullptr || !v.is_tensor() || c->kind != Node::Kind::kTensor) return false;
+    const at::Tensor& t = v.tensor();
+    const std::vector<int64_t> target = SelectedShape(*sel, c->shape);
+    const size_t feature = c->shape.size() - lvl->batch.size();
+    if (t.dim() < static_cast<int64_t>(feature) || t.dim() > static_cast<int64_t>(target.size()) ||
+        !std::equal(target.end() - feature, target.end(), t.sizes().end() - feature)) {
+      return false;
+    }
+    try {
+      writes.push_back({level, key.back(), c, t.expand(target)});
+    } catch (const c10::Error&) {
+      return false;
+    }
+  }
   for (const Write& w : writes) {
-    ThrowIfError<H5Error>(WriteTensor(file_->fid.get(), w.path, w.dtype, w.shape, *sel, w.value),
-                          w.context);
+    ThrowIfError<H5Error>(WriteTensor(file_->fid.get(), file_->Path(w.level, w.key), w.node->dtype,
+                                      w.node->shape, *sel, w.value),
+                          Context(*file_, w.level, w.key));
   }
   return true;
 }
