@@ -188,10 +188,10 @@ H5TensorDict to_h5(const TensorDict& td, const std::string& path, const ToH5Opti
   // part-way (a dtype HDF5 cannot hold, a full disk) leaves the previous file whole.
   static std::atomic<uint64_t> counter{0};
   const std::filesystem::path target(path);
-  const std::string temp = (target.parent_path() / absl::StrCat(".td-h5-tmp.",
-                                                                target.filename().string(), ".",
-                                                                ::getpid(), ".", counter++))
-                               .string();
+  const std::string temp =
+      (target.parent_path() /
+       absl::StrCat(".td-h5-tmp.", target.filename().string(), ".", ::getpid(), ".", counter++))
+          .string();
   const std::string context = absl::StrCat("HDF5 file '", path, "'");
   ::td::internal::os::FileReplacement replacement = ValueOrThrow<H5Error>(
       ::td::internal::os::FileReplacement::Begin(AT_FDCWD, path, temp, path), context);

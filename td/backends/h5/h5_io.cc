@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <array>
 #include <cstring>
 
 #include "absl/strings/str_cat.h"
@@ -48,9 +49,7 @@ absl::Status FitsMemory(const std::vector<hsize_t>& dims, size_t item) {
 
 // One block list per dim: (start, stride, count, block) hyperslab pieces whose union, crossed
 // over the dims, is the selection. List dims are sorted and deduplicated first.
-struct Piece {
-  hsize_t start, stride, count, block;
-};
+using Piece = std::array<hsize_t, 4>;  // start, stride, count, block
 
 std::vector<int64_t> SortedUnique(const std::vector<int64_t>& list) {
   std::vector<int64_t> u = list;
@@ -67,8 +66,8 @@ std::vector<Piece> PiecesOf(const DimSel& d) {
   }
   std::vector<Piece> out;
   for (int64_t v : SortedUnique(d.list)) {  // runs of consecutive positions: one block each
-    if (!out.empty() && static_cast<hsize_t>(v) == out.back().start + out.back().block) {
-      ++out.back().block;
+    if (!out.empty() && static_cast<hsize_t>(v) == out.back()[0] + out.back()[3]) {
+      ++out.back()[3];
     } else {
       out.push_back({static_cast<hsize_t>(v), 1, 1, 1});
     }
@@ -96,17 +95,13 @@ absl::StatusOr<hsize_t> SelectIn(hid_t space, const Selection& sel,
   }
   // The cross product of the dims' pieces, OR-ed together (one piece per dim: one hyperslab).
   std::vector<size_t> at(rank, 0);
-  std::vector<hsize_t> start(rank), stride(rank), count(rank), block(rank);
+  std::vector<std::vector<hsize_t>> p(4, std::vector<hsize_t>(rank));  // as Piece, one per dim
   for (bool first = true;; first = false) {
     for (size_t d = 0; d < rank; ++d) {
-      const Piece& p = pieces[d][at[d]];
-      start[d] = p.start;
-      stride[d] = p.stride;
-      count[d] = p.count;
-      block[d] = p.block;
+      for (size_t k = 0; k < 4; ++k) p[k][d] = pieces[d][at[d]][k];
     }
-    if (H5Sselect_hyperslab(space, first ? H5S_SELECT_SET : H5S_SELECT_OR, start.data(),
-                            stride.data(), count.data(), block.data()) < 0) {
+    if (H5Sselect_hyperslab(space, first ? H5S_SELECT_SET : H5S_SELECT_OR, p[0].data(), p[1].data(),
+                            p[2].data(), p[3].data()) < 0) {
       return absl::DataLossError(ErrorText());
     }
     size_t d = rank;

@@ -256,7 +256,8 @@ void H5Storage::Put(const std::vector<std::string>& level, Node* lvl, std::strin
     (tensor ? node->shape : node->batch) = shape;
   }
   if (tensor) {
-    ThrowIfError<H5Error>(WriteTensor(fid, path, node->dtype, shape, sel_, value.tensor()), context);
+    ThrowIfError<H5Error>(WriteTensor(fid, path, node->dtype, shape, sel_, value.tensor()),
+                          context);
     return;
   }
   std::vector<std::string> sub_level = level;
@@ -363,8 +364,8 @@ std::optional<Selection> H5Storage::Compose(at::ArrayRef<TensorIndex> indices) c
     bool single = false;
     const at::Tensor t = idx.is_tensor() ? idx.tensor().cpu() : at::Tensor();
     std::vector<int64_t> pos = ::td::internal::Positions(
-        t.defined() ? TensorIndex(t.to(::td::internal::IsMask(t) ? at::kBool : at::kLong)) : idx,
-        n, &single);
+        t.defined() ? TensorIndex(t.to(::td::internal::IsMask(t) ? at::kBool : at::kLong)) : idx, n,
+        &single);
     for (int64_t& p : pos) p = old.at(p);  // positions in the file
     out[d] = single ? DimSel{DimSel::Kind::kInt, pos[0], 1, 1, {}}
                     : DimSel{DimSel::Kind::kList, 0, 1, 0, std::move(pos)};

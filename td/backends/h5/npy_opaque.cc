@@ -126,7 +126,8 @@ std::optional<Json> Element(const Dtype& d, const unsigned char* p) {
     }
     case 'f': {
       const uint64_t v = Load(p, d.n, d.order);
-      if (d.n == 2) return Json(double{c10::Half(static_cast<uint16_t>(v), c10::Half::from_bits())});
+      if (d.n == 2)
+        return Json(double{c10::Half(static_cast<uint16_t>(v), c10::Half::from_bits())});
       if (d.n == 4) return Json(double{absl::bit_cast<float>(static_cast<uint32_t>(v))});
       return Json(absl::bit_cast<double>(v));
     }

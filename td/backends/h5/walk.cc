@@ -136,8 +136,9 @@ absl::StatusOr<Hid> MemType(at::ScalarType dtype) {
                                    : H5T_NATIVE_UINT64));
   }
   const std::pair<at::ScalarType, hid_t> kNative[] = {
-      {at::kChar, H5T_NATIVE_INT8},  {at::kByte, H5T_NATIVE_UINT8},  {at::kShort, H5T_NATIVE_INT16},
-      {at::kInt, H5T_NATIVE_INT32},  {at::kLong, H5T_NATIVE_INT64},  {at::kFloat, H5T_NATIVE_FLOAT},
+      {at::kChar, H5T_NATIVE_INT8},    {at::kByte, H5T_NATIVE_UINT8},
+      {at::kShort, H5T_NATIVE_INT16},  {at::kInt, H5T_NATIVE_INT32},
+      {at::kLong, H5T_NATIVE_INT64},   {at::kFloat, H5T_NATIVE_FLOAT},
       {at::kDouble, H5T_NATIVE_DOUBLE}};
   for (const auto& [d, t] : kNative) {
     if (d == dtype) return Hid(H5Tcopy(t));
@@ -156,9 +157,9 @@ absl::StatusOr<Hid> MemType(at::ScalarType dtype) {
     H5Tenum_insert(t.get(), "TRUE", &values[1]);
     return t;
   }
-  return absl::InvalidArgumentError(
-      absl::StrCat("dtype ", DtypeRepr(dtype), " cannot be stored in an HDF5 file here "
-                   "(bool, uint8-64, int8-64, float16/32/64 can)"));
+  return absl::InvalidArgumentError(absl::StrCat("dtype ", DtypeRepr(dtype),
+                                                 " cannot be stored in an HDF5 file here "
+                                                 "(bool, uint8-64, int8-64, float16/32/64 can)"));
 }
 
 namespace {
