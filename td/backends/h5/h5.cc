@@ -1,12 +1,14 @@
 // The entry points of the h5 backend (open, to_h5, from_h5), H5TensorDict, and the "h5" factory.
 #include "td/backends/h5/h5.h"
 
-#include <fcntl.h>
 #include <stdlib.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <atomic>
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
 #include <filesystem>
 #include <memory>
 
@@ -14,7 +16,6 @@
 #include "td/backends/h5/h5_storage.h"
 #include "td/core/dtype.h"
 #include "td/core/storage.h"
-#include "td/os/files.h"
 
 namespace td::h5 {
 namespace {
@@ -192,15 +193,22 @@ H5TensorDict to_h5(const TensorDict& td, const std::string& path, const ToH5Opti
       (target.parent_path() /
        absl::StrCat(".td-h5-tmp.", target.filename().string(), ".", ::getpid(), ".", counter++))
           .string();
-  const std::string context = absl::StrCat("HDF5 file '", path, "'");
-  ::td::internal::os::FileReplacement replacement = ValueOrThrow<H5Error>(
-      ::td::internal::os::FileReplacement::Begin(AT_FDCWD, path, temp, path), context);
-  {
-    std::shared_ptr<H5Storage> root =
-        ValueOrThrow<H5Error>(Create(temp, td.batch_size().vec(), layout, path));
+  std::shared_ptr<H5Storage> root =
+      ValueOrThrow<H5Error>(Create(temp, td.batch_size().vec(), layout, path));
+  try {
     td.for_each_entry([&](const std::string& k, const Value& v) { root->set(k, v); });
-  }  // ~H5File flushes and closes the file; after a throw, ~FileReplacement removes it
-  ThrowIfError<H5Error>(replacement.Commit(/*sync=*/false), context);
+    root.reset();  // flushes and closes the file (~H5File)
+  } catch (...) {
+    root.reset();
+    std::remove(temp.c_str());
+    throw;
+  }
+  if (std::rename(temp.c_str(), path.c_str()) != 0) {
+    const int err = errno;
+    std::remove(temp.c_str());
+    TD_FAIL(H5Error, "HDF5 file '", path, "': cannot rename the written file into place: ",
+            std::strerror(err));
+  }
   return open(path, OpenOptions().mode(Mode::kReadWrite).datasets(options.datasets()));
 }
 

@@ -61,6 +61,12 @@ void Check(int64_t rc, const std::string& context) {
   if (rc < 0) ThrowIfError<H5Error>(absl::DataLossError(ErrorText()), context);
 }
 
+const char* KindText(Node::Kind kind) {
+  return kind == Node::Kind::kGroup    ? "a group"
+         : kind == Node::Kind::kTensor ? "a tensor"
+                                       : "non-tensor data";
+}
+
 // ValueError naming `key` when it cannot be one HDF5 link name: "a/y" would be the path of "y"
 // in a group "a" (h5py creates that group; it reads back as the key ('a', 'y')), "." names the
 // group itself and "" nothing. Refused rather than changed, so no structure changes silently.
@@ -240,9 +246,14 @@ void H5Storage::Put(const std::vector<std::string>& level, Node* lvl, std::strin
       (sel_.empty() && (!tensor || existing->dtype != dtype))) {
     if (existing != nullptr && !sel_.empty()) {
       TD_FAIL(ValueError, "cannot replace key '", KeyText(level, key), "' of the HDF5 file '",
-              file_->filename, "' through a selection of its rows: its shape in the file is ",
-              ShapeText(existing->kind == Node::Kind::kTensor ? existing->shape : existing->batch),
-              ", the value needs ", ShapeText(shape), " (write through the opened TensorDict)");
+              file_->filename, "' through a selection of its rows: ",
+              existing->kind != kind
+                  ? absl::StrCat("it is ", KindText(existing->kind), " in the file, the value ",
+                                 KindText(kind))
+                  : absl::StrCat("its shape in the file is ",
+                                 ShapeText(tensor ? existing->shape : existing->batch),
+                                 ", the value needs ", ShapeText(shape)),
+              " (write through the opened TensorDict)");
     }
     if (absl::Status s = tensor ? MemType(dtype).status() : absl::OkStatus(); !s.ok()) {
       TD_FAIL(TypeError, "key '", KeyText(level, key), "': ", s.message());
@@ -360,12 +371,25 @@ std::optional<Selection> H5Storage::Compose(at::ArrayRef<TensorIndex> indices) c
           DimSel{DimSel::Kind::kRange, old.start + start * old.step, old.step * step, count, {}};
       continue;
     }
-    // ExpandBatchIndex has checked a mask's size; an index tensor's positions go through LibTorch.
+    // ExpandBatchIndex has checked a mask's size. An index tensor is read as is: Positions would
+    // build the whole dim's positions to pick from.
     bool single = false;
-    const at::Tensor t = idx.is_tensor() ? idx.tensor().cpu() : at::Tensor();
-    std::vector<int64_t> pos = ::td::internal::Positions(
-        t.defined() ? TensorIndex(t.to(::td::internal::IsMask(t) ? at::kBool : at::kLong)) : idx, n,
-        &single);
+    std::vector<int64_t> pos;
+    if (idx.is_tensor() && !::td::internal::IsMask(idx.tensor())) {
+      const at::Tensor t = idx.tensor().to(at::kCPU, at::kLong).contiguous();
+      pos.assign(t.data_ptr<int64_t>(), t.data_ptr<int64_t>() + t.numel());
+      for (int64_t& p : pos) {
+        const int64_t i = p;
+        if (p < 0) p += n;
+        if (p < 0 || p >= n) {
+          TD_FAIL(IndexError, "index ", i, " is out of bounds for batch dim ", item.dim,
+                  " of size ", n);
+        }
+      }
+    } else {
+      pos = ::td::internal::Positions(
+          idx.is_tensor() ? TensorIndex(idx.tensor().to(at::kCPU, at::kBool)) : idx, n, &single);
+    }
     for (int64_t& p : pos) p = old.at(p);  // positions in the file
     out[d] = single ? DimSel{DimSel::Kind::kInt, pos[0], 1, 1, {}}
                     : DimSel{DimSel::Kind::kList, 0, 1, 0, std::move(pos)};
@@ -387,7 +411,7 @@ bool H5Storage::index_put_(at::ArrayRef<TensorIndex> indices, const TensorDict& 
   if (!sel || !file_->writable) return false;
   // Every leaf must exist with the value's feature shape and broadcast to the selection; else
   // the core validates (and names what is wrong), creates and writes leaf by leaf. An empty
-  // sub-TensorDict is a leaf here, for the core to create.
+  // sub-TensorDict is a leaf here: nothing to write where its group exists.
   struct Write {
     std::vector<std::string> level;
     std::string key;
@@ -404,6 +428,7 @@ bool H5Storage::index_put_(at::ArrayRef<TensorIndex> indices, const TensorDict& 
     level.insert(level.end(), key.begin(), key.end() - 1);
     const Node* lvl = file_->Level(level);
     const Node* c = lvl != nullptr ? lvl->child(key.back()) : nullptr;
+    if (c != nullptr && v.is_tensordict() && c->kind == Node::Kind::kGroup) continue;
     if (c == nullptr || !v.is_tensor() || c->kind != Node::Kind::kTensor) return false;
     const at::Tensor& t = v.tensor();
     const std::vector<int64_t> target = SelectedShape(*sel, c->shape);
