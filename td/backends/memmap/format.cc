@@ -20,14 +20,8 @@ using structure::LevelKind;
 absl::string_view AV(std::string_view s) { return absl::string_view(s.data(), s.size()); }
 
 bool NeedsEscape(unsigned char c) {
-  if (c < 0x20 || c == 0x7f) return true;
-  switch (c) {
-    case '/': case '<': case '>': case ':': case '"': case '|': case '?': case '*': case '\\':
-    case ' ': case '%':
-      return true;
-    default:
-      return false;
-  }
+  static constexpr std::string_view kEscaped = "/<>:\"|?*\\ %";
+  return c < 0x20 || c == 0x7f || kEscaped.find(static_cast<char>(c)) != std::string_view::npos;
 }
 
 int HexValue(char c) {
@@ -99,50 +93,6 @@ bool Utf8Ok(const nlohmann::json& j) {
     return true;
   } catch (const nlohmann::json::exception&) {
     return false;
-  }
-}
-
-absl::Status CheckWritableJsonImpl(const nlohmann::json& j, int depth, std::string_view what) {
-  if (depth > kMaxJsonDepth) {
-    return absl::InvalidArgumentError(
-        absl::StrCat(AV(what), ": JSON nested deeper than ", kMaxJsonDepth, " levels"));
-  }
-  switch (j.type()) {
-    case nlohmann::json::value_t::number_float:
-      if (!std::isfinite(j.get<double>())) {
-        return absl::InvalidArgumentError(absl::StrCat(
-            AV(what), ": the number ", j.get<double>(),
-            " cannot be stored in JSON (it would be written as null)"));
-      }
-      return absl::OkStatus();
-    case nlohmann::json::value_t::string:
-      if (!Utf8Ok(j)) {
-        return absl::InvalidArgumentError(
-            absl::StrCat(AV(what), ": a string is not valid UTF-8, which JSON cannot hold"));
-      }
-      return absl::OkStatus();
-    case nlohmann::json::value_t::array:
-      for (const auto& e : j) {
-        absl::Status s = CheckWritableJsonImpl(e, depth + 1, what);
-        if (!s.ok()) return s;
-      }
-      return absl::OkStatus();
-    case nlohmann::json::value_t::object:
-      for (const auto& [k, e] : j.items()) {
-        if (!Utf8Ok(nlohmann::json(k))) {
-          return absl::InvalidArgumentError(absl::StrCat(
-              AV(what), ": an object key is not valid UTF-8, which JSON cannot hold"));
-        }
-        absl::Status s = CheckWritableJsonImpl(e, depth + 1, what);
-        if (!s.ok()) return s;
-      }
-      return absl::OkStatus();
-    case nlohmann::json::value_t::binary:
-    case nlohmann::json::value_t::discarded:
-      return absl::InvalidArgumentError(
-          absl::StrCat(AV(what), ": a ", j.type_name(), " JSON value cannot be written"));
-    default:
-      return absl::OkStatus();
   }
 }
 
@@ -283,29 +233,22 @@ absl::Status ParseStackDim(const Json& j, std::string_view path, int64_t* dim) {
   return absl::OkStatus();
 }
 
-// ordered_json -> json (object keys sorted, like every NonTensorData in the core). The parser
-// accepted only valid UTF-8, so dump() cannot fail; the catch keeps that a status regardless.
-absl::Status ToJson(const Json& j, std::string_view path, nlohmann::json* out) {
-  try {
-    *out = nlohmann::json::parse(j.dump());
-    return absl::OkStatus();
-  } catch (const nlohmann::json::exception& e) {
-    return Bad(path, absl::StrCat("\"data\" cannot be read: ", e.what()));
-  }
-}
-
-// Makes `out`'s level, of kind `kind`, at `place` (the directory at `path`).
-absl::Status Place(const DirPlace& place, LevelKind kind, std::string_view path, DirMeta* out) {
+// Makes `out`'s level, of kind `kind` (none: non-tensor data), at `place` (the directory at
+// `path`).
+absl::Status Place(const DirPlace& place, std::optional<LevelKind> kind, std::string_view path,
+                   DirMeta* out) {
   if (place.fill != nullptr && kind != LevelKind::kTensorDict) {
     return Bad(path, "must hold a TensorDict level (the tensorclass's tensors)");
   }
+  if (!kind) return absl::OkStatus();
   out->node = place.fill;
   if (out->node != nullptr) return absl::OkStatus();
   if (place.parent == nullptr) {
-    out->node = &place.builder->Root(kind);
+    out->node = &place.builder->Root(*kind);
     return absl::OkStatus();
   }
-  absl::StatusOr<structure::Level*> level = place.builder->AddLevel(*place.parent, place.key, kind);
+  absl::StatusOr<structure::Level*> level =
+      place.builder->AddLevel(*place.parent, place.key, *kind);
   if (!level.ok()) return Bad(path, std::string(level.status().message()));
   out->node = *level;
   return absl::OkStatus();
@@ -344,6 +287,7 @@ absl::StatusOr<DirMeta> ParseDirJson(const Json& j, std::string_view path, const
   if (stack || (ours && IsNonTensorName(name))) {
     out.type = stack ? DirType::kNonTensorStack : DirType::kNonTensorData;
     out.metadata = !stack && name != "NonTensorData";
+    if (absl::Status ok = Place(place, std::nullopt, path, &out); !ok.ok()) return ok;
     auto d = j.find("data");
     if (stack) {
       if (absl::Status ok = ParseStackDim(j, path, &out.stack_dim); !ok.ok()) return ok;
@@ -365,7 +309,7 @@ absl::StatusOr<DirMeta> ParseDirJson(const Json& j, std::string_view path, const
                        "values into other.pickle, which is never loaded: loading does not "
                        "execute code)");
     }
-    if (absl::Status ok = ToJson(*d, path, &out.data); !ok.ok()) return ok;
+    out.data = nlohmann::json(*d);  // object keys sorted, like every NonTensorData in the core
     return out;
   }
   if (j.contains("custom_op")) {
@@ -397,8 +341,7 @@ absl::StatusOr<DirMeta> ParseDirJson(const Json& j, std::string_view path, const
   if (absl::Status ok = Place(place, LevelKind::kTensorClass, path, &out); !ok.ok()) return ok;
   for (const auto& [key, value] : j.items()) {
     if (key == "_type") continue;
-    out.fields.emplace_back(key, nlohmann::json());
-    if (absl::Status ok = ToJson(value, path, &out.fields.back().second); !ok.ok()) return ok;
+    out.fields.emplace_back(key, nlohmann::json(value));
   }
   return out;
 }
@@ -525,19 +468,17 @@ absl::Status ResolveEntryFiles(std::vector<EntryMeta>* entries,
     return e.kind != EntryKind::kTensor || e.is_nested || e.nbytes > 0;
   };
   // Written by a writer before 0.13 when some entry that needs a file has only its raw name.
+  const auto has_legacy = [&](const EntryMeta& e) {
+    return !e.legacy_file_name.empty() && present(e.legacy_file_name);
+  };
   const bool legacy = std::any_of(entries->begin(), entries->end(), [&](const EntryMeta& e) {
-    return needs_file(e) && !present(e.file_name) && !e.legacy_file_name.empty() &&
-           present(e.legacy_file_name);
+    return needs_file(e) && !present(e.file_name) && has_legacy(e);
   });
   for (EntryMeta& e : *entries) {
-    std::string chosen;
-    if (legacy && !e.legacy_file_name.empty() && present(e.legacy_file_name)) {
-      chosen = e.legacy_file_name;
-    } else if (present(e.file_name)) {
-      chosen = e.file_name;
-    } else if (!e.legacy_file_name.empty() && present(e.legacy_file_name)) {
-      chosen = e.legacy_file_name;
-    }
+    const bool escaped = present(e.file_name);
+    std::string chosen = has_legacy(e) && (legacy || !escaped) ? e.legacy_file_name
+                         : escaped                             ? e.file_name
+                                                               : "";
     if (chosen.empty() && needs_file(e)) {
       const char* what = e.kind == EntryKind::kTensor     ? "tensor file"
                          : e.kind == EntryKind::kTensorDict ? "TensorDict directory"
@@ -606,8 +547,29 @@ std::string NonTensorStackMetaJson(const nlohmann::json& values) {
       .dump();
 }
 
-absl::Status CheckWritableJson(const nlohmann::json& data, std::string_view what) {
-  return CheckWritableJsonImpl(data, 0, what);
+absl::Status CheckWritableJson(const nlohmann::json& j, std::string_view what, int depth) {
+  const auto bad = [&](const auto&... parts) {
+    return absl::InvalidArgumentError(absl::StrCat(AV(what), ": ", parts...));
+  };
+  if (depth > kMaxJsonDepth) return bad("JSON nested deeper than ", kMaxJsonDepth, " levels");
+  if (j.is_number_float() && !std::isfinite(j.get<double>())) {
+    return bad("the number ", j.get<double>(),
+               " cannot be stored in JSON (it would be written as null)");
+  }
+  if (j.is_string() && !Utf8Ok(j)) {
+    return bad("a string is not valid UTF-8, which JSON cannot hold");
+  }
+  if (j.is_binary() || j.is_discarded()) {
+    return bad("a ", j.type_name(), " JSON value cannot be written");
+  }
+  if (!j.is_structured()) return absl::OkStatus();
+  for (const auto& it : j.items()) {
+    if (j.is_object() && !Utf8Ok(nlohmann::json(it.key()))) {
+      return bad("an object key is not valid UTF-8, which JSON cannot hold");
+    }
+    if (absl::Status s = CheckWritableJson(it.value(), what, depth + 1); !s.ok()) return s;
+  }
+  return absl::OkStatus();
 }
 
 absl::Status CheckWritableKey(std::string_view key, std::string_view what) {

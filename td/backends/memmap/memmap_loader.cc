@@ -76,13 +76,11 @@ struct NestedOffsets {
 // What a mapped leaf still needs once the whole tree is validated.
 struct MapJob {
   Store::Dir dir;
-  std::string name;
   std::string path;
-  std::string key;  // its repr, for errors
-  int64_t nbytes;
-  c10::ScalarType dtype;
-  std::vector<int64_t> shape;  // dense: the shape; nested: {elements}
-  at::Tensor nested_sizes;     // nested: [components, dims] int64
+  EntryMeta e;  // nested: the shape {elements} and their nbytes
+  // Nested: [components, dims] int64 sizes and C-order strides, the components' offsets.
+  at::Tensor nested_sizes, nested_strides;
+  NestedOffsets nested_offsets;
   MemmapStorage* level;
   size_t index;
   at::Tensor result;
@@ -262,11 +260,9 @@ class Loader {
           continue;
         }
         const size_t index = level->AddLoaded(e.key, Value(at::Tensor()));
-        MapJob job{dir,     e.file_name, entry_path,   NestedKey(e.key).repr(), e.nbytes,
-                   e.dtype, e.shape,     at::Tensor(), level,                   index,
-                   at::Tensor()};
+        MapJob job{dir, entry_path, e, {}, {}, {}, level, index, at::Tensor()};
         if (e.is_nested) {
-          absl::Status s = ReadNestedSizes(dir, path, e, meta.batch_size, &job);
+          absl::Status s = ReadNestedSizes(path, meta.batch_size, &job);
           if (!s.ok()) return s;
         }
         jobs_.push_back(std::move(job));
@@ -300,14 +296,16 @@ class Loader {
     return out;
   }
 
-  // Reads a nested tensor's sizes file and checks them against the batch size.
-  absl::Status ReadNestedSizes(const Store::Dir& dir, const std::string& path, const EntryMeta& e,
-                               const std::vector<int64_t>& batch, MapJob* job) {
+  // Reads a nested tensor's sizes file, checks them against the batch size and lays the
+  // components' elements one after the other, each in C order.
+  absl::Status ReadNestedSizes(const std::string& path, const std::vector<int64_t>& batch,
+                               MapJob* job) {
+    EntryMeta& e = job->e;
     const std::string name = NestedShapeFileName(e.file_name);
     const std::string shape_path = Join(path, name);
     const std::string what = absl::StrCat("the nested tensor ", NestedKey(e.key).repr());
     absl::StatusOr<std::string> bytes =
-        store_.Read(dir, name, static_cast<size_t>(e.nbytes), shape_path);
+        store_.Read(job->dir, name, static_cast<size_t>(e.nbytes), shape_path);
     if (!bytes.ok()) return bytes.status();
     if (static_cast<int64_t>(bytes->size()) != e.nbytes) {
       return absl::DataLossError(absl::StrCat(shape_path, " has ", bytes->size(), " bytes; ",
@@ -316,7 +314,9 @@ class Loader {
     }
     at::Tensor sizes = at::empty(e.shape, at::TensorOptions().dtype(at::kLong));
     if (e.nbytes > 0) std::memcpy(sizes.data_ptr<int64_t>(), bytes->data(), bytes->size());
+    at::Tensor strides = at::empty_like(sizes);
     const int64_t* s = sizes.data_ptr<int64_t>();
+    int64_t* st = strides.data_ptr<int64_t>();
     const int64_t n = e.shape[0], dims = e.shape[1];
     int64_t total = 0;
     for (int64_t i = 0; i < n; ++i) {
@@ -339,18 +339,26 @@ class Loader {
         return absl::DataLossError(absl::StrCat(shape_path, ": the sizes of ", what,
                                                 " overflow int64"));
       }
+      job->nested_offsets.values.push_back(total - numel);
+      int64_t stride = 1;
+      for (int64_t d = dims - 1; d >= 0; --d) {
+        st[i * dims + d] = stride;
+        stride *= s[i * dims + d];
+      }
     }
     absl::StatusOr<int64_t> data_bytes = TensorBytes({total}, e.dtype, what);
     if (!data_bytes.ok()) return absl::DataLossError(data_bytes.status().message());
-    job->shape = {total};
-    job->nbytes = *data_bytes;
+    e.shape = {total};
+    e.nbytes = *data_bytes;
     job->nested_sizes = std::move(sizes);
+    job->nested_strides = std::move(strides);
     return absl::OkStatus();
   }
 
   absl::Status Map(MapJob& job) {
-    absl::StatusOr<at::Tensor> t = store_.Map(job.dir, job.name, job.path, job.key, job.dtype,
-                                              job.shape, job.nbytes, mode_);
+    const std::string key = NestedKey(job.e.key).repr();
+    absl::StatusOr<at::Tensor> t = store_.Map(job.dir, job.e.file_name, job.path, key, job.e.dtype,
+                                              job.e.shape, job.e.nbytes, mode_);
     if (!t.ok()) return t.status();
     if (!job.nested_sizes.defined()) {
       job.result = *std::move(t);
@@ -360,30 +368,16 @@ class Loader {
       // A nested tensor's buffer must be its whole storage: one in an archive, a view into the
       // archive's mapping, is copied, and writes to the copy could not reach the file.
       if (mode_ == MemmapMode::kReadWrite) {
-        return absl::DataLossError(absl::StrCat(
-            job.path, ": the nested tensor ", job.key, " is copied out of the archive's "
-            "mapping, so writes could not reach the file: load it read-only"));
+        return absl::DataLossError(
+            absl::StrCat(job.path, ": the nested tensor ", key,
+                         " is copied out of the archive's "
+                         "mapping, so writes could not reach the file: load it read-only"));
       }
       *t = t->clone();
     }
-    // The components' elements lie one after the other, each in C order.
-    const int64_t n = job.nested_sizes.size(0), dims = job.nested_sizes.size(1);
-    at::Tensor strides = at::empty_like(job.nested_sizes);
-    NestedOffsets offsets;
-    const int64_t* sz = job.nested_sizes.data_ptr<int64_t>();
-    int64_t* st = strides.data_ptr<int64_t>();
-    int64_t offset = 0;
-    for (int64_t i = 0; i < n; ++i) {
-      int64_t stride = 1;
-      for (int64_t d = dims - 1; d >= 0; --d) {
-        st[i * dims + d] = stride;
-        stride *= sz[i * dims + d];
-      }
-      offsets.values.push_back(offset);
-      offset += stride;
-    }
     try {
-      job.result = at::_nested_view_from_buffer(*t, job.nested_sizes, strides, offsets);
+      job.result = at::_nested_view_from_buffer(*t, job.nested_sizes, job.nested_strides,
+                                                job.nested_offsets);
     } catch (const c10::Error& e) {
       return absl::DataLossError(absl::StrCat(job.path, ": LibTorch cannot represent this nested ",
                                               "tensor: ", e.what_without_backtrace()));
@@ -486,11 +480,6 @@ class Loader {
     absl::StatusOr<Planned> tensors =
         Child(dir, inner, Join(path, inner), depth, *meta.node, inner, /*fill=*/true);
     if (!tensors.ok()) return tensors.status();
-    if (!tensors->storage) {
-      return absl::DataLossError(absl::StrCat(Join(path, inner),
-                                              " must hold a TensorDict level (the tensorclass's "
-                                              "tensors)"));
-    }
     for (const auto& [key, value] : meta.fields) {
       if (tensors->storage->contains(key)) {
         return absl::DataLossError(absl::StrCat(
@@ -653,8 +642,7 @@ absl::StatusOr<std::shared_ptr<MemmapStorage>> LoadLevel(int dirfd, const std::s
 
 absl::StatusOr<UniqueFd> OpenSubTensorDict(int dirfd, const std::string& key,
                                            const std::string& dir_path, std::string* sub_path) {
-  const std::string escaped = EscapeKey(key);
-  std::string name = escaped;
+  std::string name = EscapeKey(key);
   absl::StatusOr<UniqueFd> sub = OpenDirShared(dirfd, name, JoinPath(dir_path, name));
   const auto has_meta = [](const absl::StatusOr<UniqueFd>& fd) {
     struct stat st;
@@ -662,7 +650,7 @@ absl::StatusOr<UniqueFd> OpenSubTensorDict(int dirfd, const std::string& key,
   };
   if (!has_meta(sub)) {
     std::optional<std::string> legacy = LegacyFileName(key, EntryKind::kTensorDict);
-    if (legacy && *legacy != escaped) {
+    if (legacy && *legacy != name) {
       absl::StatusOr<UniqueFd> raw = OpenDirShared(dirfd, *legacy, JoinPath(dir_path, *legacy));
       if (has_meta(raw)) {
         sub = std::move(raw);
