@@ -2,10 +2,8 @@
 
 #include <algorithm>
 #include <cmath>
-#include <limits>
 
 #include "absl/strings/str_cat.h"
-#include "absl/strings/str_join.h"
 #include "td/core/dtype.h"
 #include "td/core/internal/structure_check.h"
 
@@ -24,12 +22,8 @@ bool NeedsEscape(unsigned char c) {
   return c < 0x20 || c == 0x7f || kEscaped.find(static_cast<char>(c)) != std::string_view::npos;
 }
 
-int HexValue(char c) {
-  if (c >= '0' && c <= '9') return c - '0';
-  if (c >= 'A' && c <= 'F') return c - 'A' + 10;
-  if (c >= 'a' && c <= 'f') return c - 'a' + 10;
-  return -1;
-}
+// EscapeKey's hex digits: the only spelling UnescapeKey accepts.
+constexpr std::string_view kHex = "0123456789ABCDEF";
 
 // Quoted key for messages ('a' as Python prints it; control bytes shown escaped).
 std::string Quote(std::string_view key) {
@@ -128,8 +122,7 @@ absl::StatusOr<LevelMeta> ParseLevelJson(const Json& j, std::string_view path,
   absl::Status batch = SetBatchSize(b, level, *shape_it, path, "\"shape\" ");
   if (!batch.ok()) return batch;
   meta.batch_size = level.batch_size();
-  absl::Status dev = CheckDevice(j, path, "");
-  if (!dev.ok()) return dev;
+  if (absl::Status dev = CheckDevice(j, path, ""); !dev.ok()) return dev;
   const auto add = [&](EntryMeta e) {
     e.file_name = EntryFileName(e.key, e.kind);
     e.legacy_file_name = LegacyFileName(e.key, e.kind).value_or("");
@@ -198,15 +191,14 @@ absl::StatusOr<LevelMeta> ParseLevelJson(const Json& j, std::string_view path,
                                             "its sizes) is ",
                                       SizeRepr(e.shape), "; expected [components, dims]"));
       }
-      if (!meta.batch_size.empty() && e.shape[0] != meta.batch_size[0]) {
-        return Bad(path, absl::StrCat(what, " is a nested tensor of ", e.shape[0],
-                                      " components, which does not match the batch size ",
-                                      SizeRepr(meta.batch_size)));
-      }
-      if (e.shape[1] + 1 < static_cast<int64_t>(meta.batch_size.size())) {
-        return Bad(path, absl::StrCat(what, " is a nested tensor of ", e.shape[1] + 1,
-                                      " dims, fewer than the batch size ",
-                                      SizeRepr(meta.batch_size)));
+      if ((!meta.batch_size.empty() && e.shape[0] != meta.batch_size[0]) ||
+          e.shape[1] + 1 < static_cast<int64_t>(meta.batch_size.size())) {
+        return Bad(path,
+                   absl::StrCat(what, " is a nested tensor of ", e.shape[0], " components of ",
+                                e.shape[1] + 1, " dims, which does not fit the batch size ",
+                                SizeRepr(meta.batch_size),
+                                " (expected its first size as the components, and at "
+                                "least its dims)"));
       }
       absl::StatusOr<int64_t> nbytes = TensorBytes(e.shape, c10::kLong, what);
       if (!nbytes.ok()) return Bad(path, std::string(nbytes.status().message()));
@@ -352,7 +344,6 @@ std::string EscapeKey(std::string_view key) {
   if (key.empty()) return "%";
   if (key == ".") return "%2E";
   if (key == "..") return "%2E%2E";
-  static constexpr char kHex[] = "0123456789ABCDEF";
   std::string out;
   out.reserve(key.size());
   for (unsigned char c : key) {
@@ -377,8 +368,8 @@ std::optional<std::string> UnescapeKey(std::string_view name) {
     }
     if (name.size() == 1) return std::string();  // "%" is the empty key
     if (i + 2 >= name.size()) return std::nullopt;
-    const int hi = HexValue(name[i + 1]), lo = HexValue(name[i + 2]);
-    if (hi < 0 || lo < 0) return std::nullopt;
+    const size_t hi = kHex.find(name[i + 1]), lo = kHex.find(name[i + 2]);
+    if (hi == std::string_view::npos || lo == std::string_view::npos) return std::nullopt;
     out.push_back(static_cast<char>(hi * 16 + lo));
     i += 2;
   }
@@ -406,10 +397,10 @@ absl::StatusOr<DirMeta> ParseDirMeta(std::string_view text, std::string_view pat
                                      const DirPlace& place) {
   absl::StatusOr<Json> parsed = ParseJson(text, path);
   if (!parsed.ok()) return parsed.status();
-  if (place.builder != nullptr) return ParseDirJson(*parsed, path, place);
-  structure::Builder own;  // a root of its own
-  absl::StatusOr<DirMeta> dir = ParseDirJson(*parsed, path, DirPlace{&own, nullptr, "", nullptr});
-  if (dir.ok()) dir->node = nullptr;
+  structure::Builder own;  // no builder: a root of its own
+  const DirPlace own_place{&own, nullptr, "", nullptr};
+  absl::StatusOr<DirMeta> dir = ParseDirJson(*parsed, path, place.builder ? place : own_place);
+  if (dir.ok() && !place.builder) dir->node = nullptr;
   return dir;
 }
 
@@ -437,8 +428,7 @@ absl::StatusOr<LevelMeta> ParseLevelMeta(std::string_view text, std::string_view
 }
 
 std::optional<std::string> LegacyFileName(std::string_view key, EntryKind kind) {
-  if (key.find('/') != std::string_view::npos || key.find('\\') != std::string_view::npos ||
-      key.find('\0') != std::string_view::npos) {
+  if (key.find_first_of(std::string_view("/\\\0", 3)) != std::string_view::npos) {
     return std::nullopt;
   }
   const auto alpha = [](char c) { return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z'); };

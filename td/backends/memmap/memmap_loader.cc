@@ -124,8 +124,7 @@ class Loader {
           path, " holds non-tensor data (a NonTensorData, NonTensorStack or MetaData), not a "
                 "TensorDict: load the directory that contains it"));
     }
-    absl::Status s = Finish(threads);
-    if (!s.ok()) return s;
+    if (absl::Status s = Finish(threads); !s.ok()) return s;
     return top;
   }
 
@@ -183,8 +182,7 @@ class Loader {
       for (MemmapStorage* level : levels_) level->set_locked(true);
     }
     for (auto& f : finishers_) {
-      absl::Status fs = f();
-      if (!fs.ok()) return fs;
+      if (absl::Status fs = f(); !fs.ok()) return fs;
     }
     return absl::OkStatus();
   }
@@ -234,11 +232,10 @@ class Loader {
     for (const EntryMeta& e : meta.entries) {
       if (e.file_name.empty()) continue;  // a zero-element tensor without a file
       const EntryType want = e.kind == EntryKind::kTensor ? EntryType::kFile : EntryType::kDirectory;
-      absl::Status s = claim(e.file_name, e, want);
-      if (!s.ok()) return s;
-      if (e.is_nested) {
-        s = claim(NestedShapeFileName(e.file_name), e, EntryType::kFile);
-        if (!s.ok()) return s;
+      if (absl::Status s = claim(e.file_name, e, want); !s.ok()) return s;
+      if (!e.is_nested) continue;
+      if (absl::Status s = claim(NestedShapeFileName(e.file_name), e, EntryType::kFile); !s.ok()) {
+        return s;
       }
     }
     for (const DirEntry& e : listing) {
@@ -262,8 +259,7 @@ class Loader {
         const size_t index = level->AddLoaded(e.key, Value(at::Tensor()));
         MapJob job{dir, entry_path, e, {}, {}, {}, level, index, at::Tensor()};
         if (e.is_nested) {
-          absl::Status s = ReadNestedSizes(path, meta.batch_size, &job);
-          if (!s.ok()) return s;
+          if (absl::Status s = ReadNestedSizes(path, meta.batch_size, &job); !s.ok()) return s;
         }
         jobs_.push_back(std::move(job));
         continue;
@@ -271,22 +267,20 @@ class Loader {
       // Its batch size starts with this level's (structure::Builder::SetBatchSize).
       absl::StatusOr<Planned> child = Child(dir, e.file_name, entry_path, depth, node, e.key);
       if (!child.ok()) return child.status();
-      if (child->value->has_value() && (*child->value)->is_non_tensor() &&
-          (*child->value)->non_tensor_data().is_stack()) {
-        absl::StatusOr<NonTensorData> stack = internal::StackFromFile(
-            (*child->value)->non_tensor_data().data, meta.batch_size);
+      std::optional<Value>& value = *child->value;
+      if (value && value->is_non_tensor() && value->non_tensor_data().is_stack()) {
+        absl::StatusOr<NonTensorData> stack =
+            internal::StackFromFile(value->non_tensor_data().data, meta.batch_size);
         if (!stack.ok()) {
           return absl::DataLossError(
               absl::StrCat(Join(entry_path, kMeta), ": ", stack.status().message()));
         }
-        **child->value = Value(*std::move(stack));
+        *value = Value(*std::move(stack));
       }
-      if (child->value->has_value()) {
-        level->AddLoaded(e.key, **child->value);
-      } else {
-        const size_t index = level->AddLoaded(e.key, Value(at::Tensor()));
-        std::shared_ptr<std::optional<Value>> slot = child->value;
-        finishers_.push_back([level, index, slot]() {
+      // A lazy stack is built once its members are loaded (Finish).
+      const size_t index = level->AddLoaded(e.key, value.value_or(Value(at::Tensor())));
+      if (!value) {
+        finishers_.push_back([level, index, slot = child->value]() {
           level->SetLoaded(index, **slot);
           return absl::OkStatus();
         });
@@ -401,16 +395,14 @@ class Loader {
       return absl::DataLossError(absl::StrCat(
           path, ": a lazy stack without members (expected sub-directories 0, 1, ...)"));
     }
-    for (int64_t i = 0; i < members; ++i) {
-      if (!seen.contains(i)) {
-        return absl::DataLossError(absl::StrCat(path, ": lazy stack member ", i, " is missing (",
-                                                Join(path, std::to_string(i)),
-                                                ") but member ", members - 1, " exists"));
-      }
-    }
     std::vector<Planned> parts;
     for (int64_t i = 0; i < members; ++i) {
       const std::string name = std::to_string(i);
+      if (!seen.contains(i)) {
+        return absl::DataLossError(absl::StrCat(path, ": lazy stack member ", i, " is missing (",
+                                                Join(path, name), ") but member ", members - 1,
+                                                " exists"));
+      }
       absl::StatusOr<Planned> part = Child(dir, name, Join(path, name), depth, node, name);
       if (!part.ok()) return part.status();
       if (!part->node) {
