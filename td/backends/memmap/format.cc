@@ -44,14 +44,15 @@ bool IsReservedKey(std::string_view key) {
   return key == "shape" || key == "device" || key == "_type";
 }
 
-absl::Status Bad(std::string_view path, std::string_view what) {
-  return absl::DataLossError(absl::StrCat(AV(path), ": ", AV(what)));
+template <class... Parts>
+absl::Status Bad(std::string_view path, const Parts&... parts) {
+  return absl::DataLossError(absl::StrCat(AV(path), ": ", parts...));
 }
 
 absl::StatusOr<Json> ParseJson(std::string_view text, std::string_view path) {
   if (text.size() > kMaxMetaBytes) {
-    return Bad(path, absl::StrCat("file of ", text.size(), " bytes is larger than the ",
-                                  kMaxMetaBytes, " bytes a meta.json may have"));
+    return Bad(path, "file of ", text.size(), " bytes is larger than the ", kMaxMetaBytes,
+               " bytes a meta.json may have");
   }
   if (text.find_first_not_of(" \t\r\n") == std::string_view::npos) {
     return Bad(path, "empty file (an interrupted write?), expected a JSON object");
@@ -68,16 +69,16 @@ absl::Status CheckDevice(const Json& level, std::string_view path, std::string_v
   auto it = level.find("device");
   if (it == level.end() || it->is_null()) return absl::OkStatus();
   if (!it->is_string()) {
-    return Bad(path, absl::StrCat(AV(what), "\"device\" must be a string, got a ", it->type_name(),
-                                  " (", it->dump(), ")"));
+    return Bad(path, AV(what), "\"device\" must be a string, got a ", it->type_name(), " (",
+               it->dump(), ")");
   }
   const std::string& d = it->get_ref<const std::string&>();
   if (d == "cpu" || d == "None" || (d.rfind("cpu:", 0) == 0 && d.size() > 4 &&
                                     d.find_first_not_of("0123456789", 4) == std::string::npos)) {
     return absl::OkStatus();
   }
-  return Bad(path, absl::StrCat(AV(what), "device '", d,
-                                "' is not supported: memory-mapped tensors live on the CPU"));
+  return Bad(path, AV(what), "device '", d,
+             "' is not supported: memory-mapped tensors live on the CPU");
 }
 
 // True when nlohmann::json can write the string `j` (valid UTF-8).
@@ -139,9 +140,8 @@ absl::StatusOr<LevelMeta> ParseLevelJson(const Json& j, std::string_view path,
     auto t = entry.find("type");
     if (t != entry.end()) {
       if (!t->is_string() || t->get_ref<const std::string&>().empty()) {
-        return Bad(path, absl::StrCat(what, ": \"type\" must be a class name such as "
-                                            "\"TensorDict\", got ",
-                                      t->dump()));
+        return Bad(path, what, ": \"type\" must be a class name such as \"TensorDict\", got ",
+                   t->dump());
       }
       e.type_name = t->get_ref<const std::string&>();
       e.kind = IsNonTensorName(e.type_name) || e.type_name == "NonTensorStack"
@@ -152,33 +152,31 @@ absl::StatusOr<LevelMeta> ParseLevelJson(const Json& j, std::string_view path,
     }
     auto dt = entry.find("dtype");
     if (dt == entry.end()) {
-      return Bad(path, absl::StrCat(what, " has neither \"type\" nor \"dtype\": ", entry.dump()));
+      return Bad(path, what, " has neither \"type\" nor \"dtype\": ", entry.dump());
     }
     if (!dt->is_string()) {
-      return Bad(path, absl::StrCat(what, ": \"dtype\" must be a string such as "
-                                          "\"torch.float32\", got a ",
-                                    dt->type_name(), " (", dt->dump(), ")"));
+      return Bad(path, what, ": \"dtype\" must be a string such as \"torch.float32\", got a ",
+                 dt->type_name(), " (", dt->dump(), ")");
     }
     // The dtype and shape by the builder's readers, in the order this reader always read them.
     absl::StatusOr<c10::ScalarType> dtype =
         structure::Dtype::Name(dt->get_ref<const std::string&>()).Read();
     if (!dtype.ok()) {
-      return Bad(path, absl::StrCat(what, ": ", dtype.status().message(),
-                                    " (expected torch.float32, torch.int64, torch.bool, ...)"));
+      return Bad(path, what, ": ", dtype.status().message(),
+                 " (expected torch.float32, torch.int64, torch.bool, ...)");
     }
     e.dtype = *dtype;
     auto sh = entry.find("shape");
-    if (sh == entry.end()) return Bad(path, absl::StrCat(what, " has no \"shape\""));
+    if (sh == entry.end()) return Bad(path, what, " has no \"shape\"");
     absl::StatusOr<std::vector<int64_t>> shape = structure::Sizes(*sh).Read();
     if (!shape.ok()) {
-      return Bad(path, absl::StrCat(what, "'s \"shape\" ", shape.status().message()));
+      return Bad(path, what, "'s \"shape\" ", shape.status().message());
     }
     e.shape = *std::move(shape);
     auto nested = entry.find("is_nested");
     if (nested != entry.end() && !nested->is_null()) {
       if (!nested->is_boolean()) {
-        return Bad(path, absl::StrCat(what, ": \"is_nested\" must be true or false, got ",
-                                      nested->dump()));
+        return Bad(path, what, ": \"is_nested\" must be true or false, got ", nested->dump());
       }
       e.is_nested = nested->get<bool>();
     }
@@ -187,26 +185,23 @@ absl::StatusOr<LevelMeta> ParseLevelJson(const Json& j, std::string_view path,
     if (e.is_nested) {
       // The shape of the sizes: [number of components, dims of each].
       if (e.shape.size() != 2) {
-        return Bad(path, absl::StrCat(what, " is a nested tensor whose \"shape\" (the shape of "
-                                            "its sizes) is ",
-                                      SizeRepr(e.shape), "; expected [components, dims]"));
+        return Bad(path, what, " is a nested tensor whose \"shape\" (the shape of its sizes) is ",
+                   SizeRepr(e.shape), "; expected [components, dims]");
       }
       if ((!meta.batch_size.empty() && e.shape[0] != meta.batch_size[0]) ||
           e.shape[1] + 1 < static_cast<int64_t>(meta.batch_size.size())) {
-        return Bad(path,
-                   absl::StrCat(what, " is a nested tensor of ", e.shape[0], " components of ",
-                                e.shape[1] + 1, " dims, which does not fit the batch size ",
-                                SizeRepr(meta.batch_size),
-                                " (expected its first size as the components, and at "
-                                "least its dims)"));
+        return Bad(path, what, " is a nested tensor of ", e.shape[0], " components of ",
+                   e.shape[1] + 1, " dims, which does not fit the batch size ",
+                   SizeRepr(meta.batch_size),
+                   " (expected its first size as the components, and at least its dims)");
       }
       absl::StatusOr<int64_t> nbytes = TensorBytes(e.shape, c10::kLong, what);
-      if (!nbytes.ok()) return Bad(path, std::string(nbytes.status().message()));
+      if (!nbytes.ok()) return Bad(path, nbytes.status().message());
       e.nbytes = *nbytes;
     } else {
       // The builder's leaf: its shape starts with the batch size, its bytes fit in int64.
       absl::StatusOr<const structure::Entry*> leaf = b.AddLeaf(level, key, e.dtype, e.shape);
-      if (!leaf.ok()) return Bad(path, absl::StrCat(what, ": ", leaf.status().message()));
+      if (!leaf.ok()) return Bad(path, what, ": ", leaf.status().message());
       e.nbytes = (*leaf)->nbytes;
     }
     add(std::move(e));
@@ -218,8 +213,8 @@ absl::Status ParseStackDim(const Json& j, std::string_view path, int64_t* dim) {
   auto it = j.find("stack_dim");
   if (it == j.end() || !it->is_number_integer() || it->get<int64_t>() < 0 ||
       it->get<int64_t>() > static_cast<int64_t>(kMaxDims)) {
-    return Bad(path, absl::StrCat("a stack needs \"stack_dim\": a dim from 0 to ", kMaxDims,
-                                  ", got ", it == j.end() ? std::string("nothing") : it->dump()));
+    return Bad(path, "a stack needs \"stack_dim\": a dim from 0 to ", kMaxDims, ", got ",
+               it == j.end() ? std::string("nothing") : it->dump());
   }
   *dim = it->get<int64_t>();
   return absl::OkStatus();
@@ -241,20 +236,20 @@ absl::Status Place(const DirPlace& place, std::optional<LevelKind> kind, std::st
   }
   absl::StatusOr<structure::Level*> level =
       place.builder->AddLevel(*place.parent, place.key, *kind);
-  if (!level.ok()) return Bad(path, std::string(level.status().message()));
+  if (!level.ok()) return Bad(path, level.status().message());
   out->node = *level;
   return absl::OkStatus();
 }
 
 absl::StatusOr<DirMeta> ParseDirJson(const Json& j, std::string_view path, const DirPlace& place) {
   if (!j.is_object()) {
-    return Bad(path, absl::StrCat("expected a JSON object, got a ", j.type_name()));
+    return Bad(path, "expected a JSON object, got a ", j.type_name());
   }
   DirMeta out;
   auto type_it = j.find("_type");
   if (type_it != j.end()) {
     if (!type_it->is_string()) {
-      return Bad(path, absl::StrCat("\"_type\" must be a string, got a ", type_it->type_name()));
+      return Bad(path, "\"_type\" must be a string, got a ", type_it->type_name());
     }
     out.type_name = type_it->get_ref<const std::string&>();
   }
@@ -262,9 +257,8 @@ absl::StatusOr<DirMeta> ParseDirJson(const Json& j, std::string_view path, const
   if (!out.type_name.empty()) {
     cls = SplitClass(out.type_name);
     if (!cls) {
-      return Bad(path, absl::StrCat("\"_type\" is ", out.type_name,
-                                    ", expected a Python class such as ",
-                                    AV(kTensorDictType)));
+      return Bad(path, "\"_type\" is ", out.type_name, ", expected a Python class such as ",
+                 AV(kTensorDictType));
     }
   }
   const bool ours = cls && (cls->first == "tensordict" || cls->first.rfind("tensordict.", 0) == 0);
@@ -284,32 +278,29 @@ absl::StatusOr<DirMeta> ParseDirJson(const Json& j, std::string_view path, const
     if (stack) {
       if (absl::Status ok = ParseStackDim(j, path, &out.stack_dim); !ok.ok()) return ok;
       if (d == j.end() || d->is_null()) {
-        return Bad(path, "a NonTensorStack without \"data\" (expected the stacked values as a "
-                         "JSON list)");
+        return Bad(
+            path, "a NonTensorStack without \"data\" (expected the stacked values as a JSON list)");
       }
       if (d->is_string()) {
-        return Bad(path, absl::StrCat("the NonTensorStack's values were pickled into ",
-                                      d->get_ref<const std::string&>(),
-                                      ", which is never loaded (loading does not execute code)"));
+        return Bad(path, "the NonTensorStack's values were pickled into ",
+                   d->get_ref<const std::string&>(),
+                   ", which is never loaded (loading does not execute code)");
       }
       if (!d->is_array()) {
-        return Bad(path, absl::StrCat("a NonTensorStack's \"data\" must be a list, got a ",
-                                      d->type_name()));
+        return Bad(path, "a NonTensorStack's \"data\" must be a list, got a ", d->type_name());
       }
     } else if (d == j.end()) {
-      return Bad(path, "has no \"data\": the value was not stored as JSON (Python pickles such "
-                       "values into other.pickle, which is never loaded: loading does not "
-                       "execute code)");
+      return Bad(path,
+                 "has no \"data\": the value was not stored as JSON (Python pickles such values "
+                 "into other.pickle, which is never loaded: loading does not execute code)");
     }
     out.data = nlohmann::json(*d);  // object keys sorted, like every NonTensorData in the core
     return out;
   }
   if (j.contains("custom_op")) {
-    return Bad(path, absl::StrCat("\"_type\" is ", out.type_name,
-                                  ", a lazy view (", j["custom_op"].dump(),
-                                  ") of the TensorDict in _source/, which is not supported: "
-                                  "load ",
-                                  AV(path.substr(0, path.rfind('/') + 1)), "_source instead"));
+    return Bad(path, "\"_type\" is ", out.type_name, ", a lazy view (", j["custom_op"].dump(),
+               ") of the TensorDict in _source/, which is not supported: load ",
+               AV(path.substr(0, path.rfind('/') + 1)), "_source instead");
   }
   if (j.contains("shape") || !cls || (ours && name == "TensorDict")) {
     // A TensorDict level (also subclasses, and older module paths such as
@@ -322,10 +313,9 @@ absl::StatusOr<DirMeta> ParseDirJson(const Json& j, std::string_view path, const
     return out;
   }
   if (ours) {
-    return Bad(path, absl::StrCat("\"_type\" is ", out.type_name,
-                                  ", which is not supported (TensorDict, LazyStackedTensorDict, "
-                                  "NonTensorData, NonTensorStack, MetaData and tensorclasses "
-                                  "are)"));
+    return Bad(path, "\"_type\" is ", out.type_name,
+               ", which is not supported (TensorDict, LazyStackedTensorDict, NonTensorData, "
+               "NonTensorStack, MetaData and tensorclasses are)");
   }
   // A tensorclass: its non-tensor fields are here, its tensors in _tensordict/ (which fills the
   // same level, DirPlace::fill).
@@ -410,19 +400,19 @@ absl::Status SetBatchSize(structure::Builder& b, structure::Level& level,
   absl::Status ok = b.SetBatchSize(level, batch);
   if (ok.ok()) return ok;
   if (structure::RuleOf(ok) != structure::Rule::kSubBatch) {
-    return Bad(meta_path, absl::StrCat(AV(what), ok.message()));
+    return Bad(meta_path, AV(what), ok.message());
   }
-  return Bad(meta_path, absl::StrCat("batch size ", SizeRepr(*batch.Read()),
-                                     " does not start with the parent's batch size ",
-                                     SizeRepr(level.parent()->batch_size())));
+  return Bad(meta_path, "batch size ", SizeRepr(*batch.Read()),
+             " does not start with the parent's batch size ",
+             SizeRepr(level.parent()->batch_size()));
 }
 
 absl::StatusOr<LevelMeta> ParseLevelMeta(std::string_view text, std::string_view path) {
   absl::StatusOr<DirMeta> dir = ParseDirMeta(text, path);
   if (!dir.ok()) return dir.status();
   if (dir->type != DirType::kTensorDict) {
-    return Bad(path, absl::StrCat("\"_type\" is ", dir->type_name,
-                                  ", expected a TensorDict level (", AV(kTensorDictType), ")"));
+    return Bad(path, "\"_type\" is ", dir->type_name, ", expected a TensorDict level (",
+               AV(kTensorDictType), ")");
   }
   return std::move(dir->level);
 }
@@ -490,9 +480,8 @@ absl::StatusOr<nlohmann::json> ParseNonTensorMeta(std::string_view text, std::st
   absl::StatusOr<DirMeta> dir = ParseDirMeta(text, path);
   if (!dir.ok()) return dir.status();
   if (dir->type != DirType::kNonTensorData || dir->type_name.empty()) {
-    return Bad(path, absl::StrCat("expected \"_type\": \"", AV(kNonTensorType), "\", got ",
-                                  dir->type_name.empty() ? std::string("nothing")
-                                                         : dir->type_name));
+    return Bad(path, "expected \"_type\": \"", AV(kNonTensorType), "\", got ",
+               dir->type_name.empty() ? std::string("nothing") : dir->type_name);
   }
   return std::move(dir->data);
 }

@@ -41,6 +41,12 @@ std::string Join(const std::string& dir, const std::string& name) {
   return JoinPath(dir, name);
 }
 
+// A DataLoss status: the message is `parts` concatenated.
+template <class... Parts>
+absl::Status Lost(const Parts&... parts) {
+  return absl::DataLossError(absl::StrCat(parts...));
+}
+
 const char* TypeText(EntryType t) {
   return t == EntryType::kSymlink     ? "a symlink (refused)"
          : t == EntryType::kDirectory ? "a directory"
@@ -49,9 +55,8 @@ const char* TypeText(EntryType t) {
 }
 
 absl::Status Unexpected(const std::string& dir, const DirEntry& e) {
-  return absl::DataLossError(absl::StrCat(
-      Join(dir, e.name), " is ", TypeText(e.type), " that ", Join(dir, kMeta),
-      " does not describe (remove it, or restore the meta.json that lists it)"));
+  return Lost(Join(dir, e.name), " is ", TypeText(e.type), " that ", Join(dir, kMeta),
+              " does not describe (remove it, or restore the meta.json that lists it)");
 }
 
 // "0", "1", ... without leading zeros.
@@ -96,7 +101,7 @@ struct Planned {
 };
 
 absl::Status FromTorch(const std::string& path, const c10::Error& e) {
-  return absl::DataLossError(absl::StrCat(path, ": ", e.what_without_backtrace()));
+  return Lost(path, ": ", e.what_without_backtrace());
 }
 
 class Loader {
@@ -120,9 +125,9 @@ class Loader {
     absl::StatusOr<Planned> top = Dir(dir, path, root, 0, place);
     if (!top.ok()) return top.status();
     if (!top->node) {
-      return absl::DataLossError(absl::StrCat(
-          path, " holds non-tensor data (a NonTensorData, NonTensorStack or MetaData), not a "
-                "TensorDict: load the directory that contains it"));
+      return Lost(path,
+                  " holds non-tensor data (a NonTensorData, NonTensorStack or MetaData), not a "
+                  "TensorDict: load the directory that contains it");
     }
     if (absl::Status s = Finish(threads); !s.ok()) return s;
     return top;
@@ -137,8 +142,8 @@ class Loader {
     absl::StatusOr<std::string> text = store_.Read(dir, kMeta, kMaxMetaBytes, meta_path);
     if (!text.ok()) {
       if (absl::IsNotFound(text.status())) {
-        return absl::DataLossError(absl::StrCat(path, " is not a memmap directory: it has no ",
-                                                "meta.json (", text.status().message(), ")"));
+        return Lost(path, " is not a memmap directory: it has no meta.json (",
+                    text.status().message(), ")");
       }
       return text.status();
     }
@@ -211,21 +216,18 @@ class Loader {
     const auto claim = [&](const std::string& name, const EntryMeta& e,
                            EntryType want) -> absl::Status {
       if (!described.insert(name).second) {
-        return absl::DataLossError(absl::StrCat(meta_path, ": two entries use the file name '",
-                                                name, "' (the second is ",
-                                                NestedKey(e.key).repr(), ")"));
+        return Lost(meta_path, ": two entries use the file name '", name, "' (the second is ",
+                    NestedKey(e.key).repr(), ")");
       }
       auto it = present.find(name);
       if (it == present.end()) {
-        return absl::DataLossError(absl::StrCat(Join(path, name), " is missing: ", meta_path,
-                                                " describes key ", NestedKey(e.key).repr(),
-                                                " as a nested tensor, whose sizes it holds"));
+        return Lost(Join(path, name), " is missing: ", meta_path, " describes key ",
+                    NestedKey(e.key).repr(), " as a nested tensor, whose sizes it holds");
       }
       if (it->second != want) {
-        return absl::DataLossError(absl::StrCat(
-            Join(path, name), " is ", TypeText(it->second), ", but ", meta_path,
-            " describes key ", NestedKey(e.key).repr(), " as a ",
-            want == EntryType::kFile ? "tensor file" : "directory"));
+        return Lost(Join(path, name), " is ", TypeText(it->second), ", but ", meta_path,
+                    " describes key ", NestedKey(e.key).repr(), " as a ",
+                    want == EntryType::kFile ? "tensor file" : "directory");
       }
       return absl::OkStatus();
     };
@@ -272,8 +274,7 @@ class Loader {
         absl::StatusOr<NonTensorData> stack =
             internal::StackFromFile(value->non_tensor_data().data, meta.batch_size);
         if (!stack.ok()) {
-          return absl::DataLossError(
-              absl::StrCat(Join(entry_path, kMeta), ": ", stack.status().message()));
+          return Lost(Join(entry_path, kMeta), ": ", stack.status().message());
         }
         *value = Value(*std::move(stack));
       }
@@ -302,9 +303,8 @@ class Loader {
         store_.Read(job->dir, name, static_cast<size_t>(e.nbytes), shape_path);
     if (!bytes.ok()) return bytes.status();
     if (static_cast<int64_t>(bytes->size()) != e.nbytes) {
-      return absl::DataLossError(absl::StrCat(shape_path, " has ", bytes->size(), " bytes; ",
-                                              what, " of ", e.shape[0], " components of ",
-                                              e.shape[1], " dims needs ", e.nbytes));
+      return Lost(shape_path, " has ", bytes->size(), " bytes; ", what, " of ", e.shape[0],
+                  " components of ", e.shape[1], " dims needs ", e.nbytes);
     }
     at::Tensor sizes = at::empty(e.shape, at::TensorOptions().dtype(at::kLong));
     if (e.nbytes > 0) std::memcpy(sizes.data_ptr<int64_t>(), bytes->data(), bytes->size());
@@ -319,19 +319,16 @@ class Loader {
       for (int64_t d = 0; d < dims; ++d) {
         const int64_t v = s[i * dims + d];
         if (v < 0) {
-          return absl::DataLossError(absl::StrCat(shape_path, ": component ", i, " of ", what,
-                                                  " has a negative size ", v));
+          return Lost(shape_path, ": component ", i, " of ", what, " has a negative size ", v);
         }
         if (d + 1 < static_cast<int64_t>(batch.size()) && v != batch[d + 1]) {
-          return absl::DataLossError(absl::StrCat(
-              shape_path, ": component ", i, " of ", what, " has size ", v, " at dim ", d + 1,
-              ", but the batch size is ", SizeRepr(batch)));
+          return Lost(shape_path, ": component ", i, " of ", what, " has size ", v, " at dim ",
+                      d + 1, ", but the batch size is ", SizeRepr(batch));
         }
         overflow = overflow || __builtin_mul_overflow(numel, v, &numel);
       }
       if (overflow || __builtin_add_overflow(total, numel, &total)) {
-        return absl::DataLossError(absl::StrCat(shape_path, ": the sizes of ", what,
-                                                " overflow int64"));
+        return Lost(shape_path, ": the sizes of ", what, " overflow int64");
       }
       job->nested_offsets.values.push_back(total - numel);
       int64_t stride = 1;
@@ -362,10 +359,9 @@ class Loader {
       // A nested tensor's buffer must be its whole storage: one in an archive, a view into the
       // archive's mapping, is copied, and writes to the copy could not reach the file.
       if (mode_ == MemmapMode::kReadWrite) {
-        return absl::DataLossError(
-            absl::StrCat(job.path, ": the nested tensor ", key,
-                         " is copied out of the archive's "
-                         "mapping, so writes could not reach the file: load it read-only"));
+        return Lost(job.path, ": the nested tensor ", key,
+                    " is copied out of the archive's mapping, so writes could not reach the file: "
+                    "load it read-only");
       }
       *t = t->clone();
     }
@@ -373,8 +369,8 @@ class Loader {
       job.result = at::_nested_view_from_buffer(*t, job.nested_sizes, job.nested_strides,
                                                 job.nested_offsets);
     } catch (const c10::Error& e) {
-      return absl::DataLossError(absl::StrCat(job.path, ": LibTorch cannot represent this nested ",
-                                              "tensor: ", e.what_without_backtrace()));
+      return Lost(job.path,
+                  ": LibTorch cannot represent this nested tensor: ", e.what_without_backtrace());
     }
     return absl::OkStatus();
   }
@@ -392,38 +388,33 @@ class Loader {
       members = std::max(members, *i + 1);
     }
     if (members == 0) {
-      return absl::DataLossError(absl::StrCat(
-          path, ": a lazy stack without members (expected sub-directories 0, 1, ...)"));
+      return Lost(path, ": a lazy stack without members (expected sub-directories 0, 1, ...)");
     }
     std::vector<Planned> parts;
     for (int64_t i = 0; i < members; ++i) {
       const std::string name = std::to_string(i);
       if (!seen.contains(i)) {
-        return absl::DataLossError(absl::StrCat(path, ": lazy stack member ", i, " is missing (",
-                                                Join(path, name), ") but member ", members - 1,
-                                                " exists"));
+        return Lost(path, ": lazy stack member ", i, " is missing (", Join(path, name),
+                    ") but member ", members - 1, " exists");
       }
       absl::StatusOr<Planned> part = Child(dir, name, Join(path, name), depth, node, name);
       if (!part.ok()) return part.status();
       if (!part->node) {
-        return absl::DataLossError(absl::StrCat(Join(path, name),
-                                                " holds non-tensor data; a lazy stack's members "
-                                                "must be TensorDicts"));
+        return Lost(Join(path, name),
+                    " holds non-tensor data; a lazy stack's members must be TensorDicts");
       }
       const std::vector<int64_t>& batch = part->node->batch_size();
       if (!parts.empty() && batch != parts.front().node->batch_size()) {
-        return absl::DataLossError(
-            absl::StrCat(path, ": lazy stack members have different batch sizes: ", SizeRepr(batch),
-                         " in ", Join(path, name), " and ",
-                         SizeRepr(parts.front().node->batch_size()), " in ", Join(path, "0")));
+        return Lost(path, ": lazy stack members have different batch sizes: ", SizeRepr(batch),
+                    " in ", Join(path, name), " and ", SizeRepr(parts.front().node->batch_size()),
+                    " in ", Join(path, "0"));
       }
       parts.push_back(*std::move(part));
     }
     std::vector<int64_t> batch = parts.front().node->batch_size();
     if (stack_dim > static_cast<int64_t>(batch.size())) {
-      return absl::DataLossError(absl::StrCat(Join(path, kMeta), ": stack_dim ", stack_dim,
-                                              " is out of range for members of batch size ",
-                                              SizeRepr(batch)));
+      return Lost(Join(path, kMeta), ": stack_dim ", stack_dim,
+                  " is out of range for members of batch size ", SizeRepr(batch));
     }
     batch.insert(batch.begin() + stack_dim, members);
     Planned out;
@@ -458,25 +449,23 @@ class Loader {
         continue;
       }
       if (e.name == "other.pickle") {
-        return absl::DataLossError(absl::StrCat(
+        return Lost(
             Join(path, e.name), ": fields of the tensorclass ", meta.type_name,
-            " were pickled, and pickled data is never loaded (loading does not execute code)"));
+            " were pickled, and pickled data is never loaded (loading does not execute code)");
       }
       return Unexpected(path, e);
     }
     if (!has_inner) {
-      return absl::DataLossError(absl::StrCat(path, " holds the tensorclass ", meta.type_name,
-                                              " but has no _tensordict/ directory with its "
-                                              "tensors"));
+      return Lost(path, " holds the tensorclass ", meta.type_name,
+                  " but has no _tensordict/ directory with its tensors");
     }
     absl::StatusOr<Planned> tensors =
         Child(dir, inner, Join(path, inner), depth, *meta.node, inner, /*fill=*/true);
     if (!tensors.ok()) return tensors.status();
     for (const auto& [key, value] : meta.fields) {
       if (tensors->storage->contains(key)) {
-        return absl::DataLossError(absl::StrCat(
-            Join(path, kMeta), ": field ", NestedKey(key).repr(), " is also a key of ",
-            Join(path, inner), " (the tensorclass is stored twice)"));
+        return Lost(Join(path, kMeta), ": field ", NestedKey(key).repr(), " is also a key of ",
+                    Join(path, inner), " (the tensorclass is stored twice)");
       }
       tensors->storage->AddField(key, Value(NonTensorData(value)), Join(path, kMeta));
     }
@@ -500,9 +489,8 @@ class Loader {
         absl::StatusOr<LevelMeta> meta = ParseLevelMeta(*text, meta_path);
         if (!meta.ok()) return meta.status();
         if (!meta->entries.empty()) {
-          return absl::DataLossError(absl::StrCat(meta_path, ": the batch shape of non-tensor ",
-                                                  "data lists ", meta->entries.size(),
-                                                  " entries; expected none"));
+          return Lost(meta_path, ": the batch shape of non-tensor ", "data lists ",
+                      meta->entries.size(), " entries; expected none");
         }
         continue;
       }
@@ -518,8 +506,7 @@ class Loader {
       if (!inner || e.type != EntryType::kDirectory) return Unexpected(path, e);
       const std::string sub_path = Join(path, e.name);
       if (depth + 1 > kMaxNestingDepth) {
-        return absl::DataLossError(absl::StrCat(sub_path, ": directories nested more than ",
-                                                kMaxNestingDepth, " levels deep"));
+        return Lost(sub_path, ": directories nested more than ", kMaxNestingDepth, " levels deep");
       }
       absl::StatusOr<Store::Dir> sub = store_.Open(dir, e.name, sub_path);
       if (!sub.ok()) return sub.status();
@@ -627,7 +614,7 @@ absl::StatusOr<std::shared_ptr<MemmapStorage>> LoadLevel(int dirfd, const std::s
   absl::StatusOr<Planned> top = loader.Load(*dir, path, root, parent_batch, threads);
   if (!top.ok()) return top.status();
   if (!top->storage) {
-    return absl::DataLossError(absl::StrCat(path, " does not hold a TensorDict level"));
+    return Lost(path, " does not hold a TensorDict level");
   }
   return top->storage;
 }
