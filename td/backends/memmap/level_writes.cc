@@ -7,11 +7,8 @@
 #include <fcntl.h>
 #include <limits.h>
 #include <stdlib.h>
-#include <sys/stat.h>
 #include <unistd.h>
 
-#include <algorithm>
-#include <functional>
 #include <utility>
 
 #include "absl/container/flat_hash_map.h"

@@ -17,7 +17,6 @@
 #include "td/backends/memmap/memmap_internal.h"
 #include "td/backends/memmap/memmap_storage.h"
 #include "td/core/internal/backend_hooks.h"
-#include "td/core/dtype.h"
 #include "td/core/errors.h"
 #include "td/core/internal/storage_access.h"
 #include "td/core/storage.h"

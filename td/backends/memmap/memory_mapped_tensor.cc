@@ -7,11 +7,11 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <filesystem>
+#include <system_error>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
-#include "absl/strings/str_join.h"
-#include "absl/strings/str_split.h"
 #include "td/os/fd.h"
 #include "td/backends/memmap/format.h"
 #include "td/backends/memmap/fs.h"
@@ -48,22 +48,10 @@ const Region& MappedRegionOf(const at::Tensor& t) {
 }  // namespace
 
 std::string AbsolutePath(const std::string& path) {
-  std::string full = path;
-  if (path.empty() || path[0] != '/') {
-    std::vector<char> buf(4096);
-    while (::getcwd(buf.data(), buf.size()) == nullptr && errno == ERANGE) buf.resize(buf.size() * 2);
-    full = JoinPath(buf.data(), path);
-  }
-  std::vector<std::string> parts;
-  for (absl::string_view p : absl::StrSplit(full, '/')) {
-    if (p.empty() || p == ".") continue;
-    if (p == "..") {
-      if (!parts.empty()) parts.pop_back();
-      continue;
-    }
-    parts.emplace_back(p);
-  }
-  return "/" + absl::StrJoin(parts, "/");
+  std::error_code ec;
+  std::string out = (std::filesystem::current_path(ec) / path).lexically_normal().string();
+  if (out.size() > 1 && out.back() == '/') out.pop_back();  // "/a/b/" from "/a/b/c/.."
+  return out;
 }
 
 absl::StatusOr<at::Tensor> MapFile(int fd, const std::string& path, c10::ScalarType dtype,
