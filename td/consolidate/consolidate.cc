@@ -69,11 +69,8 @@ void FillBuffer(const std::vector<at::Tensor>& leaves, const std::vector<at::Ten
   for (const auto& s : layout.slots) {
     const int64_t end = s.offset + s.nbytes;
     const int64_t gap = internal::AlignUp(end) - end;
-    if (gap > 0 && cpu) {
-      std::memset(base + end, 0, static_cast<size_t>(gap));
-    } else if (gap > 0) {
-      owner.narrow(0, end, gap).zero_();
-    }
+    if (gap > 0 && cpu) std::memset(base + end, 0, static_cast<size_t>(gap));
+    if (gap > 0 && !cpu) owner.narrow(0, end, gap).zero_();
   }
 }
 
@@ -86,7 +83,7 @@ bool is_consolidated(const TensorDict& td) {
 std::optional<at::Tensor> consolidated_buffer(const TensorDict& td) {
   std::optional<internal::Buffer> buffer = internal::BufferOfTensorDict(td);
   if (!buffer) return std::nullopt;
-  return internal::WholeBuffer(*buffer, at::kByte);
+  return internal::WholeBuffer(*buffer);
 }
 
 TensorDict consolidate(const TensorDict& td, const ConsolidateOptions& options) {
@@ -140,7 +137,7 @@ void save_consolidated(const TensorDict& td, const std::string& filename) {
     return;
   }
   const std::string tail = internal::MetadataTail(td, buffer->layout(), filename);
-  at::Tensor bytes = internal::WholeBuffer(*buffer, at::kByte);
+  at::Tensor bytes = internal::WholeBuffer(*buffer);
   internal::WriteFile(filename, tail, bytes.device().is_cpu() ? bytes : bytes.cpu());
 }
 
