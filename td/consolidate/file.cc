@@ -38,8 +38,6 @@ constexpr auto Bad = internal::BadConsolidatedFile;
 // Numbers the temporaries "<filename>.tmp.<pid>.<n>" of internal::PendingFile.
 std::atomic<int64_t> temporaries{0};
 
-static_assert(sizeof(int64_t) == 8, "the metadata length is an int64");
-
 // A level object of class `cls` whose non_tensors and leaves are empty so far.
 Json NewLevel(const char* cls) {
   return {{"cls", cls}, {"non_tensors", Json::object()}, {"leaves", Json::object()}};

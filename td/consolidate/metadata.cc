@@ -134,10 +134,20 @@ struct Parser {
       Fail("the root is a NonTensorStack: non-tensor data, not a TensorDict (load it as the entry "
            "of a TensorDict)");
     }
-    structure::Level& level = Make(parent, parts,
-                                   name == "LazyStackedTensorDict" ? LevelKind::kLazyStack
-                                   : name == "NonTensorStack"      ? LevelKind::kNonTensorStack
-                                                                   : LevelKind::kTensorDict);
+    const LevelKind kind = name == "LazyStackedTensorDict" ? LevelKind::kLazyStack
+                           : name == "NonTensorStack"      ? LevelKind::kNonTensorStack
+                                                           : LevelKind::kTensorDict;
+    // Its depth, then its key.
+    absl::StatusOr<structure::Level*> made =
+        parent ? b.AddLevel(*parent, parts.back(), kind) : &b.Root(kind);
+    if (structure::RuleOf(made.status()) == Rule::kNestingDepth) {
+      TooDeep(parts, parent->depth() + 1, made.status());
+    }
+    if (parent) {
+      const std::vector<std::string> up(parts.begin(), parts.end() - 1);
+      Check(made.status(), "", parent, up, parts.back(), "a sub-TensorDict");
+    }
+    structure::Level& level = **made;
     if (!m.is_object()) Fail("level ", where, " is not an object");
     if (cls == nullptr) Need(m, "cls", where);
     if (level.kind() == LevelKind::kLazyStack) {
@@ -172,15 +182,13 @@ struct Parser {
     const bool named = std::any_of(names.begin(), names.end(), [](const auto& n) { return n; });
 
     // Every name of the level is one entry: a non-tensor, a leaf or a sub-level, in this order.
-    const Json& non_tensors = Need(m, "non_tensors", where);
-    for (const auto& [k, v] : non_tensors.items()) {
+    for (const auto& [k, v] : Need(m, "non_tensors", where).items()) {
       NonEmpty(k, "a non-tensor entry", where);
       const Json data = v.is_array() && !v.empty() ? v[0] : Json();  // checked once claimed
       Check(b.AddNonTensor(level, k, data).status(), "", &level, parts, k, "a non-tensor entry");
       CheckNonTensor(v, Repr(Sub(parts, k)));
     }
-    const Json& leaves = Need(m, "leaves", where);
-    for (const auto& [k, v] : leaves.items()) {
+    for (const auto& [k, v] : Need(m, "leaves", where).items()) {
       NonEmpty(k, "a leaf", where);
       Leaf(level, parts, k, v);
     }
@@ -190,19 +198,6 @@ struct Parser {
       Fill(v, Sub(parts, k), &level, named ? &names : nullptr);
     }
     return level;
-  }
-
-  // The level at `parts` in `parent` (the root when nullptr): its depth, then its key.
-  structure::Level& Make(structure::Level* parent, const std::vector<std::string>& parts,
-                         LevelKind kind) {
-    if (parent == nullptr) return b.Root(kind);
-    absl::StatusOr<structure::Level*> level = b.AddLevel(*parent, parts.back(), kind);
-    if (structure::RuleOf(level.status()) == Rule::kNestingDepth) {
-      TooDeep(parts, parent->depth() + 1, level.status());
-    }
-    const std::vector<std::string> up(parts.begin(), parts.end() - 1);
-    Check(level.status(), "", parent, up, parts.back(), "a sub-TensorDict");
-    return **level;
   }
 
   // The object `field` of the level `m` at `where`.
