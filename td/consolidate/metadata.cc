@@ -150,16 +150,8 @@ struct Parser {
     structure::Level& level = **made;
     if (!m.is_object()) Fail("level ", where, " is not an object");
     if (cls == nullptr) Need(m, "cls", where);
-    if (level.kind() == LevelKind::kLazyStack) {
+    if (level.kind() != LevelKind::kTensorDict) {
       Stack(m, parts, &level, level.depth(), parent_names);
-      return level;
-    }
-    if (level.kind() == LevelKind::kNonTensorStack) {
-      NtsNode root = Stack(m, parts, nullptr, level.depth(), nullptr);
-      // Dims only grow toward the outermost stack: its batch size bounds every member's.
-      Check(b.SetBatchSize(level, root.batch), "NonTensorStack " + where);
-      level.info.stack_dim = root.stack_dim;
-      level.info.data = Expand(root, where);
       return level;
     }
     if (name != "TensorDict") {
@@ -332,12 +324,14 @@ struct Parser {
 
   // A stack level as upstream writes it: cls_metadata {stack_dim, stack_dim_name, is_locked}, no
   // leaves, members "0", "1", ... of one batch size, stacked along stack_dim (in [0, their batch
-  // dims]). A LazyStackedTensorDict's (`lazy`: its level) are sub-levels (TensorDicts or lazy
-  // stacks) and its non_tensors are empty; a NonTensorStack's (`lazy` nullptr, `depth` levels
-  // down) are NonTensorData (in non_tensors, as [data, batch_size, device]) or NonTensorStacks.
-  NtsNode Stack(const Json& m, const std::vector<std::string>& parts, structure::Level* lazy,
+  // dims]), `depth` levels down. A LazyStackedTensorDict's are sub-levels (TensorDicts or lazy
+  // stacks) and its non_tensors are empty; a NonTensorStack's are NonTensorData (in non_tensors,
+  // as [data, batch_size, device]) or NonTensorStacks. `level`: the stack's (nullptr for a
+  // NonTensorStack's member, whose values its outermost stack lays out).
+  NtsNode Stack(const Json& m, const std::vector<std::string>& parts, structure::Level* level,
                 int depth, const Names* parent_names) {
     const std::string where = Repr(parts);
+    structure::Level* lazy = level && level->kind() == LevelKind::kLazyStack ? level : nullptr;
     const char* what = lazy ? "lazy stack" : "NonTensorStack";
     bool locked = false;
     const Json& meta = ClsMetadata(m, where, lazy ? &lazy->info.locked : &locked);
@@ -401,9 +395,14 @@ struct Parser {
     }
     node.batch.insert(node.batch.begin() + dim, static_cast<int64_t>(members.size()));
     node.stack_dim = dim;
-    if (lazy == nullptr) return node;  // its dims are bounded by the outermost stack's (Fill)
-    lazy->info.stack_dim = dim;
-    Check(b.SetBatchSize(*lazy, node.batch), c10::str(what, " ", where));
+    if (level == nullptr) return node;
+    level->info.stack_dim = dim;
+    // A NonTensorStack's dims only grow toward the outermost: its batch size bounds every member's.
+    Check(b.SetBatchSize(*level, node.batch), c10::str(what, " ", where));
+    if (lazy == nullptr) {
+      level->info.data = Expand(node, where);
+      return node;
+    }
     // Its names (the members', when they agree, with the stack dim's) under its parent's.
     const Names& first = lazy->entries()[0].level->info.names;
     const bool agree =
