@@ -11,8 +11,9 @@
 // - Plan(): leaves are grouped by dtype (groups in order of each dtype's first leaf, leaves of a
 //   group in leaf order); every leaf starts at a multiple of kAlign (64) bytes and the bytes
 //   between leaves are zero. When every leaf has one dtype, the whole buffer is therefore one
-//   array of that dtype, and the TensorDict members run element-wise ops, casts and copies as one kernel over it (NOTE [ One buffer, one kernel ] in
-//   td/core/leafwise.cc); the zero gaps are computed too and never read back.
+//   array of that dtype, and the TensorDict members run element-wise ops, casts and copies as
+//   one kernel over it (NOTE [ One buffer, one kernel ] in td/core/leafwise.cc); the zero gaps
+//   are computed too and never read back.
 // - Recognition: consolidate() registers the buffer's c10::Storage (whatever allocated it: the
 //   CPU or CUDA allocator, pinned memory, a shared-memory segment, a file mapping — so is_shared()
 //   and friends keep working) with its layout and the byte offset of the buffer in that storage,
