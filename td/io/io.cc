@@ -140,9 +140,8 @@ TensorDict& memmap_refresh_(TensorDict& td) {
     TD_FAIL(ValueError, "memmap_refresh_: the TensorDict is on the '", td.backend(),
             "' backend and has no memmap directory to refresh from");
   }
-  const bool locked = td.is_locked();
   TensorDict fresh = TensorDict::load_memmap(m->path(), LoadMemmapOptions().mode(m->mode()));
-  if (!locked) fresh.unlock_();
+  if (!td.is_locked()) fresh.unlock_();
   td = fresh;
   return td;
 }

@@ -236,8 +236,9 @@ struct Writer {
     SyncDir(dir);
   }
 
-  void WriteGroup(const TensorDict& td, const std::string& rel,
-                  const std::vector<std::string>& prefix) {
+  // The group `td` at the key `at` (nullptr: the root).
+  void WriteGroup(const TensorDict& td, const NestedKey* at) {
+    const std::string rel = at != nullptr ? at->join("/") : "";
     if (!rel.empty()) fs::create_directory(JoinPath(root, rel));
     Meta(rel, ".zgroup", json{{"zarr_format", 2}});
     // Upstream's _write_attrs_metadata: "names" only when the level has names (null for an
@@ -249,13 +250,11 @@ struct Writer {
     }
     Meta(rel, ".zattrs", json{{kMetadataAttr, std::move(meta)}});
     td.for_each_entry([&](const std::string& name, const Value& v) {
-      std::vector<std::string> parts = prefix;
-      parts.push_back(name);
-      const NestedKey key(parts);
+      const NestedKey key = at != nullptr ? *at + name : NestedKey(name);
       CheckName(name, key);
-      const std::string child = JoinPath(rel, name);
+      const std::string child = key.join("/");
       if (v.is_tensordict()) {
-        WriteGroup(v.tensordict(), child, parts);
+        WriteGroup(v.tensordict(), &key);
       } else if (v.is_tensor()) {
         const at::Tensor& t = v.tensor();
         if (NumpyDtype(t.scalar_type()).empty()) {
@@ -319,10 +318,15 @@ void to_zarr(const TensorDict& td, const std::string& path_in, const ToZarrOptio
       TD_FAIL(ZarrError, "to_zarr: cannot create ", tmp, ": ", ec.message());
     }
     Writer w{tmp, options.chunks(), /*consolidated=*/json::object()};
-    w.WriteGroup(td, "", {});
+    w.WriteGroup(td, /*at=*/nullptr);
     WriteFile(tmp + "/.zmetadata",
               json{{"metadata", w.consolidated}, {"zarr_consolidated_format", 1}}.dump(4));
     SyncDir(tmp);
+    // The new store replaces the old one in one step (Linux renameat2 RENAME_EXCHANGE); where
+    // the file system cannot, the old one is moved aside first.
+    const std::optional<std::string> previous = ValueOrThrow<ZarrError>(
+        internal::os::ReplaceDirAt(AT_FDCWD, tmp, path, tmp + ".old", path), "to_zarr");
+    if (previous) fs::remove_all(*previous, ec);
   } catch (const fs::filesystem_error& e) {
     fs::remove_all(tmp, ec);
     TD_FAIL(ZarrError, "to_zarr: writing ", path, ": ", e.what());
@@ -330,15 +334,6 @@ void to_zarr(const TensorDict& td, const std::string& path_in, const ToZarrOptio
     fs::remove_all(tmp, ec);
     throw;
   }
-  // The new store replaces the old one in one step (Linux renameat2 RENAME_EXCHANGE); where the
-  // file system cannot, the old one is moved aside first.
-  absl::StatusOr<std::optional<std::string>> previous =
-      internal::os::ReplaceDirAt(AT_FDCWD, tmp, path, tmp + ".old", path);
-  if (!previous.ok()) {
-    fs::remove_all(tmp, ec);
-    ThrowIfError<ZarrError>(previous.status(), "to_zarr");
-  }
-  if (*previous) fs::remove_all(**previous, ec);
   SyncDir(parent);
 }
 

@@ -246,7 +246,6 @@ std::string NumpyDtype(at::ScalarType dtype) {
 // ---- metadata of one node ------------------------------------------------------------------
 
 Node ParseNode(const NodeTexts& texts, const std::string& where) {
-  // Format 2's .zarray, else its .zgroup (either with .zattrs), else format 3's zarr.json.
   const bool v3 = !texts.zarray && !texts.zgroup;
   const char* file = texts.zarray ? ".zarray" : v3 ? "zarr.json" : ".zgroup";
   const std::optional<std::string>& text = texts.zarray ? texts.zarray
