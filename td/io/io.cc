@@ -39,15 +39,15 @@ const format::Driver& PathDriver(const format::Driver* chosen, const std::string
 // ignore_lock=True), locking it again afterwards, also when `fn` throws.
 template <class Fn>
 void IgnoringMemmapLock(TensorDict& td, Fn&& fn) {
-  const bool relock = td.is_locked() && MemmapOf(td) != nullptr;
-  if (relock) td.unlock_();
+  if (!td.is_locked() || MemmapOf(td) == nullptr) return fn();
+  td.unlock_();
   try {
     fn();
   } catch (...) {
-    if (relock) td.lock_();
+    td.lock_();
     throw;
   }
-  if (relock) td.lock_();
+  td.lock_();
 }
 
 void RequireMemmap(const TensorDict& td, const char* fn, const NestedKey& key) {

@@ -20,6 +20,7 @@
 #include <utility>
 #include <vector>
 
+#include "absl/strings/str_join.h"
 #include "td/core/dtype.h"
 #include "td/core/errors.h"
 #include "td/core/internal/structure_check.h"
@@ -37,17 +38,17 @@ namespace {
 // Metadata files larger than this are refused rather than parsed.
 constexpr int64_t kMaxJsonBytes = int64_t{64} << 20;
 
-// open(2) for reading, without waiting on a FIFO: StatRegular then refuses it (reads of regular
-// files ignore O_NONBLOCK). File symlinks are followed (stores kept by git-annex or DVC link
-// their files).
-int OpenForRead(const std::string& path) {
-  return ::open(path.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC);
-}
-
-// fstat(2) of the open `fd`; ZarrError naming `path` unless it is a regular file.
-struct stat StatRegular(int fd, const std::string& path) {
+// The file `path` open for reading, and its size; nullopt when there is none. Opened without
+// waiting on a FIFO (reads of regular files ignore O_NONBLOCK), following file symlinks (stores
+// kept by git-annex or DVC link their files); ZarrError naming `path` unless it is regular.
+std::optional<std::pair<os::UniqueFd, int64_t>> OpenRegular(const std::string& path) {
+  os::UniqueFd fd(::open(path.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC));
+  if (!fd.valid() && (errno == ENOENT || errno == ENOTDIR)) return std::nullopt;
+  if (!fd.valid()) ThrowIfError<ZarrError>(os::ErrnoError(errno, "cannot open", path));
   struct stat st {};
-  if (::fstat(fd, &st) != 0) ThrowIfError<ZarrError>(os::ErrnoError(errno, "cannot stat", path));
+  if (::fstat(fd.get(), &st) != 0) {
+    ThrowIfError<ZarrError>(os::ErrnoError(errno, "cannot stat", path));
+  }
   if (!S_ISREG(st.st_mode)) {
     TD_FAIL(ZarrError, path, " is not a regular file (",
             S_ISFIFO(st.st_mode)  ? "a FIFO"
@@ -56,24 +57,20 @@ struct stat StatRegular(int fd, const std::string& path) {
                                    : "a device",
             "); a Zarr store holds only files and directories");
   }
-  return st;
+  return std::make_pair(std::move(fd), static_cast<int64_t>(st.st_size));
 }
 
-// The bytes of the metadata file `path`, or nullopt when there is none; ZarrError for a file
-// that is not regular or larger than kMaxJsonBytes.
+// The bytes of the metadata file `path` (OpenRegular), at most kMaxJsonBytes.
 std::optional<std::string> ReadMetaFile(const std::string& path) {
-  const os::UniqueFd fd(OpenForRead(path));
-  if (!fd.valid()) {
-    if (errno == ENOENT || errno == ENOTDIR) return std::nullopt;
-    ThrowIfError<ZarrError>(os::ErrnoError(errno, "cannot open", path));
-  }
-  const struct stat st = StatRegular(fd.get(), path);
-  if (st.st_size > kMaxJsonBytes) {
-    TD_FAIL(ZarrError, path, " holds ", st.st_size, " bytes of metadata (at most ", kMaxJsonBytes,
+  const std::optional<std::pair<os::UniqueFd, int64_t>> file = OpenRegular(path);
+  if (!file) return std::nullopt;
+  const auto& [fd, size] = *file;
+  if (size > kMaxJsonBytes) {
+    TD_FAIL(ZarrError, path, " holds ", size, " bytes of metadata (at most ", kMaxJsonBytes,
             " read)");
   }
-  std::string text(static_cast<size_t>(st.st_size), '\0');
-  ReadExactly(fd.get(), text.data(), st.st_size, path);
+  std::string text(static_cast<size_t>(size), '\0');
+  ReadExactly(fd.get(), text.data(), size, path);
   return text;
 }
 
@@ -305,32 +302,26 @@ at::Tensor SwapBytes(const at::Tensor& bytes, const ElemType& t) {
   return bytes.reshape({-1, unit}).flip({1}).reshape(bytes.sizes());
 }
 
-// The chunk files of the array in `dir`, by grid coordinates, from one listing of the directory
-// (and, with the "/" separator, of its sub-directories, at most nd + 1 deep): the work follows
-// the files there, not the grid, which a few bytes of metadata can make 2^40 chunks large.
-// Entries whose name is a chunk key must be regular files (StatRegular, on reading).
-std::map<std::vector<int64_t>, std::string> ListChunks(const ArrayMeta& a, const std::string& dir,
-                                                       const std::vector<int64_t>& grid) {
-  std::map<std::vector<int64_t>, std::string> out;
-  const size_t max_depth = a.separator == "/" ? grid.size() + (a.v3_default_keys ? 1 : 0) : 1;
-  std::vector<std::pair<std::string, size_t>> pending{{"", 0}};  // (relative dir, depth)
-  while (!pending.empty()) {
-    const auto [rel, depth] = pending.back();
-    pending.pop_back();
-    const std::string path = rel.empty() ? dir : dir + "/" + rel;
-    const bool descend = a.separator == "/" && depth + 1 < max_depth;
-    for (const os::DirEntry& e : ListStoreDir(path, /*refuse_dir_links=*/descend)) {
-      const std::string key = rel.empty() ? e.name : rel + "/" + e.name;
-      if (e.type == os::EntryType::kFile) {
-        if (std::optional<std::vector<int64_t>> coords = ChunkCoords(a, key, grid)) {
-          out.emplace(std::move(*coords), path + "/" + e.name);
-        }
-      } else if (descend) {
-        pending.emplace_back(key, depth + 1);
+// The chunk files of the array in `dir` under its sub-directory `rel` (`depth` deep) into `out`,
+// by grid coordinates, from one listing of each directory (sub-directories only with the "/"
+// separator, at most nd + 1 deep): the work follows the files there, not the grid, which a few
+// bytes of metadata can make 2^40 chunks large. Entries whose name is a chunk key must be
+// regular files (OpenRegular, on reading).
+void ListChunks(const ArrayMeta& a, const std::string& dir, const std::string& rel, size_t depth,
+                const std::vector<int64_t>& grid,
+                std::map<std::vector<int64_t>, std::string>& out) {
+  const std::string path = rel.empty() ? dir : dir + "/" + rel;
+  const bool descend = a.separator == "/" && depth + 1 < grid.size() + (a.v3_default_keys ? 1 : 0);
+  for (const os::DirEntry& e : ListStoreDir(path, /*refuse_dir_links=*/descend)) {
+    const std::string key = rel.empty() ? e.name : rel + "/" + e.name;
+    if (e.type == os::EntryType::kFile) {
+      if (std::optional<std::vector<int64_t>> coords = ChunkCoords(a, key, grid)) {
+        out.emplace(std::move(*coords), path + "/" + e.name);
       }
+    } else if (descend) {
+      ListChunks(a, dir, key, depth + 1, grid, out);
     }
   }
-  return out;
 }
 
 // Bytes shaped `sizes`; a ZarrError naming `where` when they cannot be allocated.
@@ -423,11 +414,7 @@ at::Tensor FillBytes(const ArrayMeta& a, const std::string& where) {
 }
 
 std::string ChunkKey(const ArrayMeta& a, const std::vector<int64_t>& coords) {
-  std::string key;
-  for (size_t d = 0; d < coords.size(); ++d) {
-    if (d > 0) key += a.separator;
-    key += std::to_string(coords[d]);
-  }
+  const std::string key = absl::StrJoin(coords, a.separator);
   if (a.v3_default_keys) return coords.empty() ? "c" : "c" + a.separator + key;
   return coords.empty() ? "0" : key;
 }
@@ -471,7 +458,8 @@ at::Tensor ReadRaw(const ArrayMeta& a, const std::string& dir, const std::string
     grid[d] = (a.shape[d] + a.chunks[d] - 1) / a.chunks[d];
     total *= grid[d];
   }
-  const std::map<std::vector<int64_t>, std::string> files = ListChunks(a, dir, grid);
+  std::map<std::vector<int64_t>, std::string> files;
+  ListChunks(a, dir, /*rel=*/"", /*depth=*/0, grid, files);
   // Chunks never written hold the fill value: all of it first, when some are missing.
   at::Tensor fill;
   auto fill_region = [&](at::Tensor region) {
@@ -486,14 +474,13 @@ at::Tensor ReadRaw(const ArrayMeta& a, const std::string& dir, const std::string
       const int64_t start = coords[d] * a.chunks[d];
       region = region.narrow(d, start, std::min(a.chunks[d], a.shape[d] - start));
     }
-    const os::UniqueFd fd(OpenForRead(file));
-    if (!fd.valid()) {
-      if (errno != ENOENT) ThrowIfError<ZarrError>(os::ErrnoError(errno, "cannot open", file));
+    const std::optional<std::pair<os::UniqueFd, int64_t>> opened = OpenRegular(file);
+    if (!opened) {
       fill_region(region);  // removed since the listing
       continue;
     }
     if (!whole && !buffer.defined()) buffer = Allocate({chunk_bytes}, where);
-    ReadChunkFile(a.codec, fd.get(), StatRegular(fd.get(), file).st_size,
+    ReadChunkFile(a.codec, opened->first.get(), opened->second,
                   (whole ? raw : buffer).data_ptr<uint8_t>(), chunk_bytes, file, where);
     if (whole) continue;
     // The chunk's bytes in C order, or in Fortran order: its dims reversed.
