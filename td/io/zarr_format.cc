@@ -3,6 +3,7 @@
 #include <ATen/ops/empty.h>
 #include <ATen/ops/scalar_tensor.h>
 #include <ATen/ops/zeros.h>
+#include <c10/util/accumulate.h>
 #include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -358,12 +359,9 @@ at::Tensor FillBytes(const ArrayMeta& a, const std::string& where) {
   auto number = [&](const json& v) -> double {
     if (v.is_number()) return v.get<double>();
     if (v.is_boolean()) return v.get<bool>() ? 1.0 : 0.0;
-    if (v.is_string()) {
-      const std::string s = v.get<std::string>();
-      if (s == "NaN") return std::numeric_limits<double>::quiet_NaN();
-      if (s == "Infinity") return std::numeric_limits<double>::infinity();
-      if (s == "-Infinity") return -std::numeric_limits<double>::infinity();
-    }
+    if (v == "NaN") return std::numeric_limits<double>::quiet_NaN();
+    if (v == "Infinity") return std::numeric_limits<double>::infinity();
+    if (v == "-Infinity") return -std::numeric_limits<double>::infinity();
     TD_FAIL(ZarrError, where, ": fill_value ", f.dump(), " is not supported for this dtype");
   };
   const at::ScalarType dtype = a.type.dtype;
@@ -390,17 +388,14 @@ at::Tensor FillBytes(const ArrayMeta& a, const std::string& where) {
     } else {
       // Integers and bool: an integer in the dtype's range (or true / false), never a float (a
       // NaN or 1e300 cast to an integer is undefined).
-      int64_t v = 0;
-      if (f.is_boolean()) {
-        v = f.get<bool>() ? 1 : 0;
-      } else if (f.is_number_unsigned() &&
-                 f.get<uint64_t>() > static_cast<uint64_t>(std::numeric_limits<int64_t>::max())) {
-        does_not_fit("");
-      } else if (f.is_number_integer()) {
-        v = f.get<int64_t>();
-      } else {
+      if (!f.is_boolean() && !f.is_number_integer()) {
         does_not_fit(" (an integer dtype needs an integer)");
       }
+      if (f.is_number_unsigned() &&
+          f.get<uint64_t>() > static_cast<uint64_t>(std::numeric_limits<int64_t>::max())) {
+        does_not_fit("");
+      }
+      const int64_t v = f.is_boolean() ? int64_t{f.get<bool>()} : f.get<int64_t>();
       if (dtype == at::kBool && v != 0 && v != 1) does_not_fit(" (bool: 0, 1, true or false)");
       value = at::scalar_tensor(v, at::TensorOptions().dtype(dtype));
     }
@@ -452,12 +447,8 @@ at::Tensor ReadRaw(const ArrayMeta& a, const std::string& dir, const std::string
   if (*numel == 0) return raw;
   const int64_t chunk_bytes = *chunk_numel * a.type.itemsize;
   const bool whole = a.shape == a.chunks && (!a.fortran || nd <= 1);
-  std::vector<int64_t> grid(nd);
-  int64_t total = 1;  // chunks in the grid: at most numel
-  for (int64_t d = 0; d < nd; ++d) {
-    grid[d] = (a.shape[d] + a.chunks[d] - 1) / a.chunks[d];
-    total *= grid[d];
-  }
+  std::vector<int64_t> grid(nd);  // chunks per dim; all of them at most numel
+  for (int64_t d = 0; d < nd; ++d) grid[d] = (a.shape[d] + a.chunks[d] - 1) / a.chunks[d];
   std::map<std::vector<int64_t>, std::string> files;
   ListChunks(a, dir, /*rel=*/"", /*depth=*/0, grid, files);
   // Chunks never written hold the fill value: all of it first, when some are missing.
@@ -466,7 +457,7 @@ at::Tensor ReadRaw(const ArrayMeta& a, const std::string& dir, const std::string
     if (!fill.defined()) fill = FillBytes(a, where);
     region.copy_(fill);
   };
-  if (static_cast<int64_t>(files.size()) < total) fill_region(raw);
+  if (static_cast<int64_t>(files.size()) < c10::multiply_integers(grid)) fill_region(raw);
   at::Tensor buffer;
   for (const auto& [coords, file] : files) {
     at::Tensor region = raw;
