@@ -3,8 +3,7 @@
 //
 //   td::to_zarr(data, "/data/rollout.zarr");                    // zarr-python reads it
 //   td::TensorDict back = td::from_zarr("/data/rollout.zarr");  // everything in memory
-//   td::to_zarr(data, "/data/rows.zarr", td::ToZarrOptions().chunks({1024}));   // 1024 rows a
-//   chunk
+//   td::to_zarr(data, "/data/rows.zarr", td::ToZarrOptions().chunks({1024}));  // 1024 rows a chunk
 //
 // NOTE [ Zarr layout ]
 // The layout upstream's zarr backend gives a store (tensordict/persistent.py, _ZarrBackend):

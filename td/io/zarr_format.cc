@@ -495,8 +495,8 @@ json Strings(const ArrayMeta& a, const uint8_t* p, size_t dim) {
     const auto* c = reinterpret_cast<const char*>(p);
     return std::string(c, strnlen(c, static_cast<size_t>(a.type.itemsize)));
   }
-  int64_t stride = a.type.itemsize;
-  for (size_t d = dim + 1; d < a.shape.size(); ++d) stride *= a.shape[d];
+  const int64_t stride =
+      a.type.itemsize * c10::multiply_integers(a.shape.begin() + dim + 1, a.shape.end());
   json out = json::array();
   for (int64_t i = 0; i < a.shape[dim]; ++i) out.push_back(Strings(a, p + i * stride, dim + 1));
   return out;
