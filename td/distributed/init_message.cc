@@ -55,17 +55,14 @@ TensorDict InitStructure(const std::string& desc, int64_t data_bytes, uint64_t f
 std::string EncodeInitMessage(const TensorDict& td) {
   const PackedLayout layout(td);
   const std::string desc = StructureToJson(td).dump();
-  const Header header{kKindInit, layout.fingerprint(), static_cast<int64_t>(desc.size()),
-                      layout.nbytes(), /*per_leaf=*/false, /*agreed=*/false};
-  const std::array<int64_t, kHeaderWords> words = HeaderWords(header);
-  const at::Tensor data = layout.Pack().cpu();
-  const int64_t prefix = kHeaderBytes + AlignUp(header.desc_bytes);
-  std::string out(static_cast<size_t>(prefix + header.data_bytes), '\0');
+  const std::array<int64_t, kHeaderWords> words =
+      HeaderWords({kKindInit, layout.fingerprint(), static_cast<int64_t>(desc.size()),
+                   layout.nbytes(), /*per_leaf=*/false, /*agreed=*/false});
+  const int64_t prefix = kHeaderBytes + AlignUp(static_cast<int64_t>(desc.size()));
+  std::string out(static_cast<size_t>(prefix + layout.nbytes()), '\0');
   std::memcpy(out.data(), words.data(), kHeaderBytes);
   std::memcpy(out.data() + kHeaderBytes, desc.data(), desc.size());
-  if (header.data_bytes > 0) {
-    std::memcpy(out.data() + prefix, data.data_ptr<uint8_t>(), header.data_bytes);
-  }
+  at::from_blob(out.data() + prefix, {layout.nbytes()}, at::kByte).copy_(layout.Pack());
   return out;
 }
 

@@ -9,9 +9,11 @@
 #include <climits>
 #include <cstring>
 #include <functional>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <string>
+#include <tuple>
 #include <utility>
 #include <vector>
 
@@ -130,12 +132,12 @@ struct Agreement {
   int64_t nbytes = 0;
   int64_t inline_bytes = 0;  // what a kPacked send puts behind its header
   std::string signature;
-  std::vector<int64_t> packed_alone;    // the leaves a kPacked send sends alone: byte counts
-  std::vector<int64_t> per_leaf_alone;  // the same for kPerLeaf (every non-empty leaf)
-  std::string refusal;                  // Side::kBroken: the error of every later receive
+  // The byte counts of the leaves a send sends alone (PackedLayout::OwnMessages), in data order:
+  // [kPacked, kPerLeaf].
+  std::array<std::vector<int64_t>, 2> alone;
+  std::string refusal;  // Side::kBroken: the error of every later receive
 };
 
-// The byte counts of the leaves that travel alone (PackedLayout::OwnMessages), in data order.
 std::vector<int64_t> AloneBytes(const PackedLayout& layout, bool per_leaf) {
   std::vector<int64_t> out;
   for (size_t i : layout.OwnMessages(per_leaf)) {
@@ -156,44 +158,37 @@ class Agreements {
 
   std::shared_ptr<const Agreement> Find(const ProcessGroupPtr& pg, int peer, int tag, Side side) {
     std::lock_guard<std::mutex> lock(mu_);
-    for (const Entry& e : entries_) {
-      if (e.Is(pg, peer, tag, side)) return e.agreement;
-    }
-    return nullptr;
+    auto it = entries_.find(Key{pg.get(), peer, tag, side});
+    return it == entries_.end() ? nullptr : it->second.agreement;
   }
 
   void Record(const ProcessGroupPtr& pg, int peer, int tag, Side side, Agreement agreement) {
-    auto shared = std::make_shared<const Agreement>(std::move(agreement));
+    Entry e{c10::weak_intrusive_ptr<ProcessGroup>(pg),
+            std::make_shared<const Agreement>(std::move(agreement))};
     std::lock_guard<std::mutex> lock(mu_);
-    entries_.erase(std::remove_if(entries_.begin(), entries_.end(),
-                                  [&](const Entry& e) {
-                                    return e.group.expired() || e.Is(pg, peer, tag, side);
-                                  }),
-                   entries_.end());
-    entries_.push_back(Entry{c10::weak_intrusive_ptr<ProcessGroup>(pg), pg.get(), peer, tag, side,
-                             std::move(shared)});
+    for (auto it = entries_.begin(); it != entries_.end();) {
+      it = it->second.group.expired() ? entries_.erase(it) : std::next(it);
+    }
+    entries_.insert_or_assign(Key{pg.get(), peer, tag, side}, std::move(e));
   }
 
  private:
+  using Key = std::tuple<const ProcessGroup*, int, int, Side>;
   struct Entry {
-    // Keeps the group's memory (not the group) alive, so `raw` is never another group's address.
+    // Keeps the group's memory (not the group) alive, so a key's address is never another group's.
     c10::weak_intrusive_ptr<ProcessGroup> group;
-    const ProcessGroup* raw;
-    int peer;
-    int tag;
-    Side side;
     std::shared_ptr<const Agreement> agreement;
-    bool Is(const ProcessGroupPtr& pg, int p, int t, Side s) const {
-      return raw == pg.get() && peer == p && tag == t && side == s;
-    }
   };
   std::mutex mu_;
-  std::vector<Entry> entries_;
+  std::map<Key, Entry> entries_;
 };
 
 Agreement AgreementOf(const PackedLayout& layout) {
-  return {layout.fingerprint(), layout.nbytes(),           layout.inline_nbytes(),
-          layout.signature(),   AloneBytes(layout, false), AloneBytes(layout, true),
+  return {layout.fingerprint(),
+          layout.nbytes(),
+          layout.inline_nbytes(),
+          layout.signature(),
+          {AloneBytes(layout, false), AloneBytes(layout, true)},
           /*refusal=*/""};
 }
 
@@ -217,18 +212,6 @@ bool Matches(const Agreement* agreed, const PackedLayout& layout) {
 //  * the receives that follow a header (tag 2 * tag + 1) are posted with the sizes it announced:
 //    a stray message there, or a longer one on a header tag, still ends the process.
 constexpr int64_t kFirstBufferMinBytes = int64_t{64} << 10;
-
-// Writes `bytes` at the start of `buf` (a uint8 buffer on any device).
-void WriteFront(at::Tensor& buf, const void* bytes, size_t n) {
-  if (n == 0) return;
-  if (buf.is_cpu()) {
-    std::memcpy(buf.data_ptr<uint8_t>(), bytes, n);
-    return;
-  }
-  at::Tensor d = at::empty({static_cast<int64_t>(n)}, at::kByte);
-  std::memcpy(d.data_ptr<uint8_t>(), bytes, n);
-  buf.narrow(0, 0, d.numel()).copy_(d);
-}
 
 using Timeout = std::optional<std::chrono::milliseconds>;
 
@@ -264,69 +247,6 @@ void WaitAll(const std::vector<WorkPtr>& works, const Timeout& timeout, const st
       throw;
     }
   }
-}
-
-// Posts the messages of one send (NOTE [ Packed layout ]). `agreed`: the layout is the agreed
-// structure of this group, peer and tag (NOTE [ Agreed structures ]), so neither description nor
-// table travels. `snapshot`: the leaves that travel alone are copies taken now (isend returns
-// before Gloo reads them, once the receiver has posted its receives), else their own memory when
-// contiguous (send returns only once they are sent); the inline data always is a copy.
-std::shared_ptr<Outgoing> Post(const ProcessGroupPtr& pg, Kind kind, const PackedLayout& layout,
-                               const std::string& desc, WireFormat format, bool agreed,
-                               bool snapshot, int dst, int tag, const Timeout& timeout,
-                               const std::string& what) {
-  auto out = std::make_shared<Outgoing>();
-  const bool per_leaf = format == WireFormat::kPerLeaf;
-  const bool init = kind == kInit;  // everything inline, no table
-  const std::vector<size_t> alone = init ? std::vector<size_t>() : layout.OwnMessages(per_leaf);
-  std::vector<at::Tensor> leaves;  // contiguous 1-D bytes
-  for (size_t i : alone) {
-    at::Tensor t = layout.leaves()[i].tensor.detach();
-    t = snapshot ? t.clone(at::MemoryFormat::Contiguous) : t.contiguous();
-    leaves.push_back(t.reshape({-1}).view(at::kByte));
-  }
-  const int64_t inline_bytes = init ? layout.nbytes() : per_leaf ? 0 : layout.inline_nbytes();
-  const int64_t table_bytes =
-      init ? 0 : AlignUp(static_cast<int64_t>((1 + alone.size()) * sizeof(int64_t)));
-  const internal::Header header{kind,
-                                layout.fingerprint(),
-                                agreed ? 0 : static_cast<int64_t>(desc.size()),
-                                agreed ? inline_bytes : table_bytes + inline_bytes,
-                                per_leaf,
-                                agreed};
-  const std::array<int64_t, internal::kHeaderWords> h = internal::HeaderWords(header);
-  if (agreed && !per_leaf) {  // one message: header, padding (zeros), inline data
-    at::Tensor buf = layout.Pack(kInlinePrefix, /*inline_only=*/true);
-    std::array<uint8_t, kInlinePrefix> front{};
-    std::memcpy(front.data(), h.data(), kHeaderBytes);
-    WriteFront(buf, front.data(), front.size());
-    out->buffers.push_back({buf});
-  } else {
-    at::Tensor words = at::empty({internal::kHeaderWords}, at::kLong);
-    std::memcpy(words.data_ptr<int64_t>(), h.data(), kHeaderBytes);
-    out->buffers.push_back({words});
-    if (!agreed) {  // [description | padding | table | inline data]
-      const int64_t prefix = AlignUp(header.desc_bytes) + table_bytes;
-      at::Tensor payload = per_leaf ? internal::ScratchBytes(prefix, at::kCPU)
-                                    : layout.Pack(prefix, /*inline_only=*/!init);
-      std::vector<uint8_t> front(static_cast<size_t>(prefix), 0);
-      std::memcpy(front.data(), desc.data(), desc.size());
-      if (!init) {
-        std::vector<int64_t> table = {static_cast<int64_t>(alone.size())};
-        for (const at::Tensor& l : leaves) table.push_back(l.numel());
-        std::memcpy(front.data() + AlignUp(header.desc_bytes), table.data(),
-                    table.size() * sizeof(int64_t));
-      }
-      WriteFront(payload, front.data(), front.size());
-      if (payload.numel() > 0) out->buffers.push_back({payload});
-    }
-  }
-  for (at::Tensor& l : leaves) out->buffers.push_back({std::move(l)});
-  // buffers[0] on `tag`, the others on tag + 1.
-  out->works = PostEach(out->buffers.size(), timeout, what, [&](size_t i) {
-    return pg->send(out->buffers[i], dst, i == 0 ? tag : tag + 1);
-  });
-  return out;
 }
 
 struct Incoming {
@@ -431,12 +351,10 @@ Incoming Receive(const ProcessGroupPtr& pg, const FirstMessage& first, int src, 
               "another group or tag)");
     }
     in.desc = agreed->signature;
-    if (h.per_leaf) {
-      in.alone = agreed->per_leaf_alone;
-    } else {
+    in.alone = agreed->alone[h.per_leaf];
+    if (!h.per_leaf) {
       // The first buffer has room for all the data (PostFirst): the large leaves go behind the
       // inline data, so the data stays in one piece.
-      in.alone = agreed->packed_alone;
       in.data = first.buffer[0].narrow(0, kInlinePrefix, agreed->inline_bytes);
       in.large = first.buffer[0].narrow(0, kInlinePrefix + agreed->inline_bytes,
                                          agreed->nbytes - agreed->inline_bytes);
@@ -552,26 +470,34 @@ void Deliver(const ProcessGroupPtr& pg, const Incoming& in, TensorDict& td,
     Drain(pg, in, src, tag, timeout, what);
     throw;
   }
+  // The leaves that travel alone land: kPerLeaf, in place for contiguous CPU leaves that write
+  // through (LeavesWriteThrough), else in a temporary; kPacked, in staging laid out as the data's
+  // large groups, the leaves written once every byte is here.
   const std::vector<size_t> alone = layout.OwnMessages(in.per_leaf);
+  const bool dense = in.per_leaf && internal::LeavesWriteThrough(td);
+  auto direct = [&](const at::Tensor& t) { return dense && t.is_cpu() && t.is_contiguous(); };
+  at::Tensor large = in.large;
+  if (!in.per_leaf && !large.defined()) {
+    large = alone.empty()
+                ? at::empty({0}, at::kByte)
+                : internal::ScratchBytes(layout.nbytes() - layout.inline_nbytes(), at::kCPU);
+  }
+  std::vector<at::Tensor> targets;
+  for (size_t i : alone) {
+    const auto& leaf = layout.leaves()[i];
+    const auto n = static_cast<int64_t>(leaf.tensor.nbytes());
+    targets.push_back(!in.per_leaf ? large.narrow(0, leaf.offset - layout.inline_nbytes(), n)
+                      : direct(leaf.tensor) ? leaf.tensor.detach().reshape({-1}).view(at::kByte)
+                                            : at::empty({n}, at::kByte));
+  }
+  ReceiveLeaves(pg, targets, src, tag, timeout, what);
   if (in.per_leaf) {
-    // Contiguous CPU leaves that write through (LeavesWriteThrough) receive in place; the
-    // others through a temporary.
-    const bool dense = internal::LeavesWriteThrough(td);
-    std::vector<at::Tensor> targets;
-    std::vector<bool> direct;
-    for (size_t i : alone) {
-      const at::Tensor& t = layout.leaves()[i].tensor;
-      direct.push_back(dense && t.is_cpu() && t.is_contiguous());
-      targets.push_back(direct.back() ? t.detach().reshape({-1}).view(at::kByte)
-                                      : at::empty({t.numel() * t.element_size()}, at::kByte));
-    }
-    ReceiveLeaves(pg, targets, src, tag, timeout, what);
     at::NoGradGuard no_grad;  // as PackedLayout::Unpack
     TensorDict incoming;
     for (size_t k = 0; k < alone.size(); ++k) {
-      if (direct[k]) continue;
       const auto& leaf = layout.leaves()[alone[k]];
       const at::Tensor& t = leaf.tensor;
+      if (direct(t)) continue;
       at::Tensor value = targets[k].view(t.scalar_type()).view(t.sizes()).to(t.device());
       if (dense) {
         t.copy_(value);
@@ -580,24 +506,7 @@ void Deliver(const ProcessGroupPtr& pg, const Incoming& in, TensorDict& td,
       }
     }
     if (!dense && !alone.empty()) td.update_(incoming);
-    return;
-  }
-  // kPacked: the large leaves land in staging laid out as the data's large groups; the leaves are
-  // written once every byte is here.
-  at::Tensor large = in.large;
-  if (!large.defined()) {
-    large = alone.empty()
-                ? at::empty({0}, at::kByte)
-                : internal::ScratchBytes(layout.nbytes() - layout.inline_nbytes(), at::kCPU);
-  }
-  std::vector<at::Tensor> targets;
-  for (size_t i : alone) {
-    const auto& leaf = layout.leaves()[i];
-    targets.push_back(large.narrow(0, leaf.offset - layout.inline_nbytes(),
-                                   static_cast<int64_t>(leaf.tensor.nbytes())));
-  }
-  ReceiveLeaves(pg, targets, src, tag, timeout, what);
-  if (layout.nbytes() > 0) {
+  } else if (layout.nbytes() > 0) {
     at::Tensor data = in.data;
     if (!layout.leaves().empty() && layout.leaves()[0].tensor.device() != data.device()) {
       data = data.to(layout.leaves()[0].tensor.device());
@@ -638,14 +547,65 @@ Call Start(const ProcessGroupPtr& pg, int peer, const P2POptions& o, const char*
   return c;
 }
 
-// send (snapshot false: it waits before returning) and isend (true).
+// send (snapshot false: it waits before returning) and isend (true): posts the messages of one
+// send (NOTE [ Packed layout ]). When the layout is the agreed structure of this group, peer and
+// tag (NOTE [ Agreed structures ]), neither description nor table travels. `snapshot`: the leaves
+// that travel alone are copies taken now (isend returns before Gloo reads them, once the receiver
+// has posted its receives), else their own memory when contiguous (send returns only once they
+// are sent); the inline data always is a copy.
 Work StartSend(const ProcessGroupPtr& pg, const TensorDict& td, int dst, const P2POptions& options,
                bool snapshot) {
   auto [tag, what] = Start(pg, dst, options, "send", false);
   PackedLayout layout(td);
-  std::shared_ptr<const Agreement> agreed = Agreements::Get().Find(pg, dst, tag, Side::kSend);
-  auto out = Post(pg, kData, layout, layout.signature(), options.wire_format(),
-                  Matches(agreed.get(), layout), snapshot, dst, tag, options.timeout(), what);
+  const bool agreed = Matches(Agreements::Get().Find(pg, dst, tag, Side::kSend).get(), layout);
+  const bool per_leaf = options.wire_format() == WireFormat::kPerLeaf;
+  auto out = std::make_shared<Outgoing>();
+  std::vector<int64_t> table = {0};  // how many leaves travel alone, then the bytes of each
+  std::vector<at::Tensor> leaves;    // contiguous 1-D bytes
+  for (size_t i : layout.OwnMessages(per_leaf)) {
+    at::Tensor t = layout.leaves()[i].tensor.detach();
+    t = snapshot ? t.clone(at::MemoryFormat::Contiguous) : t.contiguous();
+    leaves.push_back(t.reshape({-1}).view(at::kByte));
+    table.push_back(leaves.back().numel());
+  }
+  table[0] = static_cast<int64_t>(leaves.size());
+  const int64_t inline_bytes = per_leaf ? 0 : layout.inline_nbytes();
+  const int64_t desc_bytes = AlignUp(static_cast<int64_t>(layout.signature().size()));
+  const int64_t table_bytes = AlignUp(static_cast<int64_t>(table.size() * sizeof(int64_t)));
+  const std::array<int64_t, internal::kHeaderWords> h = internal::HeaderWords(
+      {kData, layout.fingerprint(), agreed ? 0 : static_cast<int64_t>(layout.signature().size()),
+       agreed ? inline_bytes : table_bytes + inline_bytes, per_leaf, agreed});
+  // The bytes ahead of the inline data in its message: agreed, the header (kPacked: ONE message);
+  // else [description | padding | table], behind a header message of its own.
+  std::vector<uint8_t> front;
+  if (agreed && !per_leaf) {
+    front.resize(kInlinePrefix);
+    std::memcpy(front.data(), h.data(), kHeaderBytes);
+  } else {
+    out->buffers.push_back({at::empty({kHeaderBytes}, at::kByte)});
+    std::memcpy(out->buffers[0][0].data_ptr<uint8_t>(), h.data(), kHeaderBytes);
+    if (!agreed) {
+      front.resize(static_cast<size_t>(desc_bytes + table_bytes));
+      std::memcpy(front.data(), layout.signature().data(), layout.signature().size());
+      std::memcpy(front.data() + desc_bytes, table.data(), table.size() * sizeof(int64_t));
+    }
+  }
+  if (!front.empty()) {
+    const auto n = static_cast<int64_t>(front.size());
+    at::Tensor buf = per_leaf ? internal::ScratchBytes(n, at::kCPU)
+                              : layout.Pack(n, /*inline_only=*/true);
+    if (buf.is_cpu()) {
+      std::memcpy(buf.data_ptr<uint8_t>(), front.data(), front.size());
+    } else {
+      buf.narrow(0, 0, n).copy_(at::from_blob(front.data(), {n}, at::kByte));
+    }
+    out->buffers.push_back({buf});
+  }
+  for (at::Tensor& l : leaves) out->buffers.push_back({std::move(l)});
+  // buffers[0] on `tag`, the others on tag + 1.
+  out->works = PostEach(out->buffers.size(), options.timeout(), what, [&](size_t i) {
+    return pg->send(out->buffers[i], dst, i == 0 ? tag : tag + 1);
+  });
   auto impl = std::make_unique<Work::Impl>();
   impl->finish = [out, timeout = options.timeout(), what = std::move(what)] {
     WaitAll(out->works, timeout, what);
@@ -688,14 +648,20 @@ Work irecv(const ProcessGroupPtr& pg, TensorDict& td, int src, const P2POptions&
 void init_remote(const ProcessGroupPtr& pg, const TensorDict& td, int dst,
                  const P2POptions& options) {
   const auto [tag, what] = Start(pg, dst, options, "init_remote", false);
-  PackedLayout layout(td);
-  std::string desc = internal::StructureToJson(td).dump();
-  auto out = Post(pg, kInit, layout, desc, WireFormat::kPacked, /*agreed=*/false,
-                  /*snapshot=*/false, dst, tag, options.timeout(), what);
+  // EncodeInitMessage's bytes: the header alone on `tag`, [description | padding | data] on
+  // tag + 1.
+  std::string bytes = internal::EncodeInitMessage(td);
+  std::vector<std::vector<at::Tensor>> parts = {
+      {at::from_blob(bytes.data(), {kHeaderBytes}, at::kByte)},
+      {at::from_blob(bytes.data() + kHeaderBytes,
+                     {static_cast<int64_t>(bytes.size()) - kHeaderBytes}, at::kByte)}};
+  const std::vector<WorkPtr> works = PostEach(2, options.timeout(), what, [&](size_t i) {
+    return pg->send(parts[i], dst, tag + static_cast<int>(i));
+  });
   // From the next send on, the receiver posts room for this structure (NOTE [ Agreed
   // structures ]); recorded once posted, in message order.
-  Agreements::Get().Record(pg, dst, tag, Side::kSend, AgreementOf(layout));
-  WaitAll(out->works, options.timeout(), what);
+  Agreements::Get().Record(pg, dst, tag, Side::kSend, AgreementOf(PackedLayout(td)));
+  WaitAll(works, options.timeout(), what);
 }
 
 TensorDict from_remote_init(const ProcessGroupPtr& pg, int src, const P2POptions& options) {

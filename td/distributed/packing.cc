@@ -228,15 +228,11 @@ at::Tensor PackedLayout::Pack(int64_t prefix, bool inline_only) const {
     if (!(inline_only && groups_[piece.group].large)) PackPiece(data, piece);
   }
   // The padding behind each group is zeroed: a scratch buffer is reused (NOTE [ Scratch
-  // buffers ]), and no byte of an earlier message may travel in this one. groups_ is in data
-  // order (the constructor lays them out one after the other).
-  int64_t end = 0;  // where the previous group's bytes end
+  // buffers ]), and no byte of an earlier message may travel in this one.
   for (const Group& g : groups_) {
-    if (g.offset >= bytes) break;
-    if (g.offset > end) data.narrow(0, end, g.offset - end).zero_();
-    end = g.offset + g.numel * static_cast<int64_t>(c10::elementSize(g.dtype));
+    const int64_t end = g.offset + g.numel * static_cast<int64_t>(c10::elementSize(g.dtype));
+    if (end < bytes && AlignUp(end) > end) data.narrow(0, end, AlignUp(end) - end).zero_();
   }
-  if (bytes > end) data.narrow(0, end, bytes - end).zero_();
   return buffer;
 }
 
@@ -328,19 +324,16 @@ std::string DescribeMismatch(const std::string& a, const std::string& a_name, co
 }
 
 nlohmann::json StructureToJson(const TensorDict& td) {
-  nlohmann::json level;
-  level["batch_size"] = std::vector<int64_t>(td.batch_size().begin(), td.batch_size().end());
-  std::optional<at::Device> device = td.device();
-  level["device"] = device ? nlohmann::json(device->str()) : nlohmann::json(nullptr);
-  nlohmann::json entries = nlohmann::json::array();
+  const std::optional<at::Device> device = td.device();
+  nlohmann::json level = {{"batch_size", td.batch_size().vec()},
+                          {"device", device ? nlohmann::json(device->str()) : nlohmann::json()},
+                          {"entries", nlohmann::json::array()}};
   for (const auto& [key, value] : td.items()) {
-    nlohmann::json e;
-    e["key"] = key.front();
+    nlohmann::json e = {{"key", key.front()}};
     if (value.is_tensor()) {
-      const at::Tensor& t = value.tensor();
       e["kind"] = "tensor";
-      e["dtype"] = static_cast<int>(t.scalar_type());
-      e["shape"] = std::vector<int64_t>(t.sizes().begin(), t.sizes().end());
+      e["dtype"] = static_cast<int>(value.tensor().scalar_type());
+      e["shape"] = value.tensor().sizes().vec();
     } else if (value.is_tensordict()) {
       e["kind"] = "tensordict";
       e["value"] = StructureToJson(value.tensordict());
@@ -353,9 +346,8 @@ nlohmann::json StructureToJson(const TensorDict& td) {
         e["cls"] = value.non_tensor_data().is_stack() ? "NonTensorStack" : "MetaData";
       }
     }
-    entries.push_back(std::move(e));
+    level["entries"].push_back(std::move(e));
   }
-  level["entries"] = std::move(entries);
   return level;
 }
 
