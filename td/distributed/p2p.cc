@@ -29,11 +29,9 @@ namespace distributed {
 Work::Work(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 Work::Work(Work&&) noexcept = default;
 Work& Work::operator=(Work&& other) noexcept {
-  if (this != &other) {
-    { Work old(std::move(*this)); }  // waits for the work this one held
-    impl_ = std::move(other.impl_);
-  }
-  return *this;
+  Work old(std::move(other));
+  std::swap(impl_, old.impl_);
+  return *this;  // `old`, now holding the work this one held, waits for it
 }
 Work::~Work() {
   try {
@@ -250,9 +248,7 @@ void WaitAll(const std::vector<WorkPtr>& works, const Timeout& timeout, const st
 }
 
 struct Incoming {
-  Kind kind;
-  uint64_t fingerprint;
-  bool per_leaf;  // the leaves to come travel one message each
+  internal::Header h;  // per_leaf: the leaves to come travel one message each
   std::string desc;
   at::Tensor data;  // uint8: the inline data (kPerLeaf: none)
   // kPacked after an agreement: room for the large groups, behind the inline data in the first
@@ -293,15 +289,12 @@ FirstMessage PostFirst(const ProcessGroupPtr& pg, int src, int tag, const std::s
 // queued on the pair, and the next receive on this tag would take them for a header (or, larger
 // than its buffer, make Gloo abort the process), so the refusal is recorded (Side::kBroken): every
 // later receive from that rank on that tag throws the same ValueError before posting anything.
-// The structure of an init_remote message is then checked before anything is allocated for its
-// leaves (ValidateStructure in wire.h: shapes, dtypes, devices, depth, and no more leaf bytes than
-// the data that came with it).
-[[noreturn]] void Break(const ProcessGroupPtr& pg, int src, int tag, std::string refusal,
+// An init_remote structure is then checked (ValidateStructure in wire.h) before its leaves are
+// allocated.
+[[noreturn]] void Break(const ProcessGroupPtr& pg, int src, int tag, const std::string& refusal,
                         const std::string& what) {
-  Agreement broken;
-  broken.refusal = std::move(refusal);
-  Agreements::Get().Record(pg, src, tag, Side::kBroken, broken);
-  TD_FAIL(ValueError, what, ": ", broken.refusal);
+  Agreements::Get().Record(pg, src, tag, Side::kBroken, {0, 0, 0, "", {}, refusal});
+  TD_FAIL(ValueError, what, ": ", refusal);
 }
 
 [[noreturn]] void RefuseUnreceived(const ProcessGroupPtr& pg, int src, int tag, int64_t announced,
@@ -317,6 +310,17 @@ FirstMessage PostFirst(const ProcessGroupPtr& pg, int src, int tag, const std::s
         what);
 }
 
+// Receives the messages that follow a header (on tag + 1) into `targets`: all posted, then all
+// waited.
+void ReceiveAll(const ProcessGroupPtr& pg, const std::vector<at::Tensor>& targets, int src, int tag,
+                const Timeout& timeout, const std::string& what) {
+  std::vector<std::vector<at::Tensor>> bufs;
+  for (const at::Tensor& t : targets) bufs.push_back({t});
+  WaitAll(PostEach(bufs.size(), timeout, what,
+                   [&](size_t i) { return pg->recv(bufs[i], src, tag + 1); }),
+          timeout, what);
+}
+
 // Waits for the first message, then receives the payload it announces (per leaf: not the leaves
 // yet), allocating at most `limit` bytes for it (NOTE [ Bounded receives ]).
 Incoming Receive(const ProcessGroupPtr& pg, const FirstMessage& first, int src, int tag,
@@ -328,9 +332,7 @@ Incoming Receive(const ProcessGroupPtr& pg, const FirstMessage& first, int src, 
       internal::ParseHeader(words, what, c10::str("the message from rank ", src));
   const Agreement* agreed = first.agreed.get();
   Incoming in;
-  in.kind = static_cast<Kind>(h.kind);
-  in.fingerprint = h.fingerprint;
-  in.per_leaf = h.per_leaf;
+  in.h = h;
   if (h.agreed) {
     // Only the sizes of that init_remote were recorded when its structure was invalid here: the
     // byte counts of leaf messages that follow are unknown, so they cannot be drained.
@@ -357,7 +359,7 @@ Incoming Receive(const ProcessGroupPtr& pg, const FirstMessage& first, int src, 
       // inline data, so the data stays in one piece.
       in.data = first.buffer[0].narrow(0, kInlinePrefix, agreed->inline_bytes);
       in.large = first.buffer[0].narrow(0, kInlinePrefix + agreed->inline_bytes,
-                                         agreed->nbytes - agreed->inline_bytes);
+                                        agreed->nbytes - agreed->inline_bytes);
     }
     return in;
   }
@@ -365,16 +367,13 @@ Incoming Receive(const ProcessGroupPtr& pg, const FirstMessage& first, int src, 
   if (prefix + h.data_bytes > limit) {  // each <= 2^46: no overflow
     RefuseUnreceived(pg, src, tag, prefix + h.data_bytes, limit,
                      c10::str(h.desc_bytes, " of description, ", h.data_bytes,
-                              in.kind == kInit ? " of data" : " of table and data"),
+                              h.kind == kInit ? " of data" : " of table and data"),
                      what);
   }
   std::vector<at::Tensor> payload = {internal::ScratchBytes(prefix + h.data_bytes, at::kCPU)};
-  if (payload[0].numel() > 0) {
-    WorkPtr w = internal::Transport(what, [&] { return pg->recv(payload, src, tag + 1); });
-    internal::Wait(w, timeout, what);
-  }
+  if (payload[0].numel() > 0) ReceiveAll(pg, payload, src, tag, timeout, what);
   in.desc.assign(reinterpret_cast<const char*>(payload[0].data_ptr<uint8_t>()), h.desc_bytes);
-  if (in.kind == kInit) {  // no table: every leaf inline
+  if (h.kind == kInit) {  // no table: every leaf inline
     in.data = payload[0].narrow(0, prefix, h.data_bytes);
     return in;
   }
@@ -406,46 +405,34 @@ Incoming Receive(const ProcessGroupPtr& pg, const FirstMessage& first, int src, 
   return in;
 }
 
-// Receives the leaf messages of a per-leaf message into `targets` (all posted, then all waited).
-void ReceiveLeaves(const ProcessGroupPtr& pg, std::vector<at::Tensor>& targets, int src, int tag,
-                   const Timeout& timeout, const std::string& what) {
-  std::vector<std::vector<at::Tensor>> bufs;
-  for (at::Tensor& t : targets) bufs.push_back({t});
-  WaitAll(PostEach(bufs.size(), timeout, what,
-                   [&](size_t i) { return pg->recv(bufs[i], src, tag + 1); }),
-          timeout, what);
-}
-
 // Consumes the leaf messages of a refused per-leaf message, so the next recv starts clean.
 void Drain(const ProcessGroupPtr& pg, const Incoming& in, int src, int tag, const Timeout& timeout,
            const std::string& what) {
   std::vector<at::Tensor> scratch;
   for (int64_t b : in.alone) scratch.push_back(at::empty({b}, at::kByte));
-  ReceiveLeaves(pg, scratch, src, tag, timeout, what);
+  ReceiveAll(pg, scratch, src, tag, timeout, what);
 }
 
 // Takes the structure of an init_remote message (from_remote_init, or a recv that refuses it): the
 // sender recorded the agreement when it posted the message, so this side records it before
-// anything can fail (NOTE [ Agreed structures ]). Returns the TensorDict the message describes,
-// leaves uninitialised; ValueError when the structure is invalid (its sizes are recorded).
+// anything can fail (NOTE [ Agreed structures ]). Returns the TensorDict the message carries;
+// ValueError when the structure is invalid (its sizes are recorded).
 TensorDict AcceptInit(const ProcessGroupPtr& pg, const Incoming& in, int src, int tag,
                       const std::string& what) {
-  Agreement sizes;
-  sizes.fingerprint = in.fingerprint;
-  sizes.nbytes = in.data.numel();
-  sizes.inline_bytes = sizes.nbytes;
-  Agreements::Get().Record(pg, src, tag, Side::kRecv, sizes);
-  TensorDict td = internal::InitStructure(in.desc, in.data.numel(), in.fingerprint, what,
-                                          c10::str("rank ", src));
+  const int64_t n = in.data.numel();
+  Agreements::Get().Record(pg, src, tag, Side::kRecv, {in.h.fingerprint, n, n, "", {}, ""});
+  TensorDict td =
+      internal::InitStructure(in.desc, n, in.h.fingerprint, what, c10::str("rank ", src));
   PackedLayout layout(td);
   Agreements::Get().Record(pg, src, tag, Side::kRecv, AgreementOf(layout));
+  if (n > 0) layout.Unpack(in.data, td);
   return td;
 }
 
 void Deliver(const ProcessGroupPtr& pg, const Incoming& in, TensorDict& td,
              const PackedLayout& layout, int src, int tag, const Timeout& timeout,
              const std::string& what) {
-  if (in.kind != kData) {
+  if (in.h.kind != kData) {
     // Refused, but the agreement it carries stands on both sides.
     try {
       AcceptInit(pg, in, src, tag, what);
@@ -457,9 +444,9 @@ void Deliver(const ProcessGroupPtr& pg, const Incoming& in, TensorDict& td,
   }
   const int64_t inline_bytes = in.data.defined() ? in.data.numel() : 0;
   try {  // refused: the message is drained, then the error rethrown
-    if (in.fingerprint != layout.fingerprint() || in.desc != layout.signature() ||
-        in.alone != AloneBytes(layout, in.per_leaf) ||
-        inline_bytes != (in.per_leaf ? 0 : layout.inline_nbytes())) {
+    if (in.h.fingerprint != layout.fingerprint() || in.desc != layout.signature() ||
+        in.alone != AloneBytes(layout, in.h.per_leaf) ||
+        inline_bytes != (in.h.per_leaf ? 0 : layout.inline_nbytes())) {
       TD_FAIL(ValueError, what, ": the TensorDict sent by rank ", src,
               " differs from the receiving one: ",
               internal::DescribeMismatch(in.desc, "sender", layout.signature(), "receiver"),
@@ -473,11 +460,11 @@ void Deliver(const ProcessGroupPtr& pg, const Incoming& in, TensorDict& td,
   // The leaves that travel alone land: kPerLeaf, in place for contiguous CPU leaves that write
   // through (LeavesWriteThrough), else in a temporary; kPacked, in staging laid out as the data's
   // large groups, the leaves written once every byte is here.
-  const std::vector<size_t> alone = layout.OwnMessages(in.per_leaf);
-  const bool dense = in.per_leaf && internal::LeavesWriteThrough(td);
+  const std::vector<size_t> alone = layout.OwnMessages(in.h.per_leaf);
+  const bool dense = in.h.per_leaf && internal::LeavesWriteThrough(td);
   auto direct = [&](const at::Tensor& t) { return dense && t.is_cpu() && t.is_contiguous(); };
   at::Tensor large = in.large;
-  if (!in.per_leaf && !large.defined()) {
+  if (!in.h.per_leaf && !large.defined()) {
     large = alone.empty()
                 ? at::empty({0}, at::kByte)
                 : internal::ScratchBytes(layout.nbytes() - layout.inline_nbytes(), at::kCPU);
@@ -486,12 +473,12 @@ void Deliver(const ProcessGroupPtr& pg, const Incoming& in, TensorDict& td,
   for (size_t i : alone) {
     const auto& leaf = layout.leaves()[i];
     const auto n = static_cast<int64_t>(leaf.tensor.nbytes());
-    targets.push_back(!in.per_leaf ? large.narrow(0, leaf.offset - layout.inline_nbytes(), n)
+    targets.push_back(!in.h.per_leaf ? large.narrow(0, leaf.offset - layout.inline_nbytes(), n)
                       : direct(leaf.tensor) ? leaf.tensor.detach().reshape({-1}).view(at::kByte)
                                             : at::empty({n}, at::kByte));
   }
-  ReceiveLeaves(pg, targets, src, tag, timeout, what);
-  if (in.per_leaf) {
+  ReceiveAll(pg, targets, src, tag, timeout, what);
+  if (in.h.per_leaf) {
     at::NoGradGuard no_grad;  // as PackedLayout::Unpack
     TensorDict incoming;
     for (size_t k = 0; k < alone.size(); ++k) {
@@ -592,8 +579,8 @@ Work StartSend(const ProcessGroupPtr& pg, const TensorDict& td, int dst, const P
   }
   if (!front.empty()) {
     const auto n = static_cast<int64_t>(front.size());
-    at::Tensor buf = per_leaf ? internal::ScratchBytes(n, at::kCPU)
-                              : layout.Pack(n, /*inline_only=*/true);
+    at::Tensor buf =
+        per_leaf ? internal::ScratchBytes(n, at::kCPU) : layout.Pack(n, /*inline_only=*/true);
     if (buf.is_cpu()) {
       std::memcpy(buf.data_ptr<uint8_t>(), front.data(), front.size());
     } else {
@@ -602,7 +589,6 @@ Work StartSend(const ProcessGroupPtr& pg, const TensorDict& td, int dst, const P
     out->buffers.push_back({buf});
   }
   for (at::Tensor& l : leaves) out->buffers.push_back({std::move(l)});
-  // buffers[0] on `tag`, the others on tag + 1.
   out->works = PostEach(out->buffers.size(), options.timeout(), what, [&](size_t i) {
     return pg->send(out->buffers[i], dst, i == 0 ? tag : tag + 1);
   });
@@ -668,15 +654,12 @@ TensorDict from_remote_init(const ProcessGroupPtr& pg, int src, const P2POptions
   const auto [tag, what] = Start(pg, src, options, "from_remote_init", true);
   FirstMessage first = PostFirst(pg, src, tag, what);
   Incoming in = Receive(pg, first, src, tag, options.max_bytes(), options.timeout(), what);
-  if (in.kind != kInit) {
+  if (in.h.kind != kInit) {
     Drain(pg, in, src, tag, options.timeout(), what);
     TD_FAIL(ValueError, what, ": rank ", src,
             " sent a plain send(); from_remote_init expects init_remote");
   }
-  TensorDict td = AcceptInit(pg, in, src, tag, what);
-  PackedLayout layout(td);
-  if (layout.nbytes() > 0) layout.Unpack(in.data, td);
-  return td;
+  return AcceptInit(pg, in, src, tag, what);
 }
 
 }  // namespace distributed

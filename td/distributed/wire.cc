@@ -2,7 +2,6 @@
 
 #include <c10/core/ScalarType.h>
 
-#include <cstring>
 #include <optional>
 #include <string>
 #include <vector>
@@ -17,8 +16,8 @@ namespace distributed {
 namespace internal {
 
 Header ParseHeader(const int64_t* h, const std::string& what, const std::string& message) {
-  Header out{h[1], 0, h[3], h[4], (h[5] & kPerLeafFlag) != 0, (h[5] & kAgreedFlag) != 0};
-  std::memcpy(&out.fingerprint, &h[2], sizeof(out.fingerprint));
+  const Header out{h[1], static_cast<uint64_t>(h[2]), h[3],
+                   h[4], (h[5] & kPerLeafFlag) != 0,  (h[5] & kAgreedFlag) != 0};
   if (h[0] != kMagic || (h[1] != kKindData && h[1] != kKindInit) || h[3] < 0 ||
       h[3] > kMaxAnnouncedBytes || h[4] < 0 || h[4] > kMaxAnnouncedBytes ||
       (h[5] & ~(kPerLeafFlag | kAgreedFlag)) != 0 ||
@@ -33,17 +32,13 @@ Header ParseHeader(const int64_t* h, const std::string& what, const std::string&
 
 std::array<int64_t, kHeaderWords> HeaderWords(const Header& header) {
   const int64_t flags = (header.per_leaf ? kPerLeafFlag : 0) | (header.agreed ? kAgreedFlag : 0);
-  std::array<int64_t, kHeaderWords> h = {kMagic, header.kind, 0, header.desc_bytes,
-                                         header.data_bytes, flags};
-  std::memcpy(&h[2], &header.fingerprint, sizeof(header.fingerprint));
-  return h;
+  const auto fingerprint = static_cast<int64_t>(header.fingerprint);
+  return {kMagic, header.kind, fingerprint, header.desc_bytes, header.data_bytes, flags};
 }
 
 namespace {
 
-// The structure's fields mapped to a structure::Builder, which applies the rules every structure
-// reader shares (NOTE [ Structure codec ] in td/structure/structure.h); the wire adds its own
-// (devices, the bytes that came with the structure).
+// ValidateStructure's reader: the fields mapped to a structure::Builder (see wire.h).
 class Validator {
  public:
   Validator(int64_t max_leaf_bytes, const std::function<bool(const c10::Device&)>& device_ok,
@@ -75,8 +70,8 @@ class Validator {
       level.info.device = name;
     }
     const auto is_array = &nlohmann::json::is_array, is_string = &nlohmann::json::is_string;
-    for (const nlohmann::json& e : Field(s, "entries", "a level has no list of entries",
-                                         is_array)) {
+    for (const nlohmann::json& e :
+         Field(s, "entries", "a level has no list of entries", is_array)) {
       if (!e.is_object()) Fail("an entry is not a JSON object");
       path_.push_back(Field(e, "key", "an entry has no string key", is_string).get<std::string>());
       const auto k = Field(e, "kind", "the entry has no kind", is_string).get<std::string>();
