@@ -108,9 +108,8 @@ constexpr int64_t kInlinePrefix = AlignUp(kHeaderBytes);
 // init_remote(td, dst, tag) and the from_remote_init(src, tag) that receives it leave both ranks
 // with the same record: on this group, from this rank to that one, on this tag, TensorDicts have
 // this structure (signature, fingerprint, data bytes, leaf bytes). Afterwards:
-//  * a send whose TensorDict has the agreed structure is ONE message: the header with the packed
-//    data behind it (kPacked), or the header alone and then the leaves (kPerLeaf, without the
-//    message of byte counts);
+//  * a send whose TensorDict has the agreed structure sends neither description nor table (its
+//    messages: NOTE [ Packed layout ]);
 //  * every receive on that group, peer and tag posts its first buffer with room for the header and
 //    the agreed data, so that either kind of first message fits. A sender whose TensorDict
 //    differs from the agreement sends the header alone first, as without an agreement, and the
@@ -182,17 +181,9 @@ class Agreements {
 };
 
 Agreement AgreementOf(const PackedLayout& layout) {
-  return {layout.fingerprint(),
-          layout.nbytes(),
-          layout.inline_nbytes(),
-          layout.signature(),
-          {AloneBytes(layout, false), AloneBytes(layout, true)},
-          /*refusal=*/""};
-}
-
-bool Matches(const Agreement* agreed, const PackedLayout& layout) {
-  return agreed != nullptr && agreed->fingerprint == layout.fingerprint() &&
-         agreed->nbytes == layout.nbytes() && agreed->signature == layout.signature();
+  std::array<std::vector<int64_t>, 2> alone = {AloneBytes(layout, false), AloneBytes(layout, true)};
+  return {layout.fingerprint(), layout.nbytes(),  layout.inline_nbytes(),
+          layout.signature(),   std::move(alone), ""};
 }
 
 // NOTE [ Messages larger than the receive ]
@@ -405,7 +396,7 @@ Incoming Receive(const ProcessGroupPtr& pg, const FirstMessage& first, int src, 
   return in;
 }
 
-// Consumes the leaf messages of a refused per-leaf message, so the next recv starts clean.
+// Consumes the leaf messages of a refused message, so the next recv starts clean.
 void Drain(const ProcessGroupPtr& pg, const Incoming& in, int src, int tag, const Timeout& timeout,
            const std::string& what) {
   std::vector<at::Tensor> scratch;
@@ -544,7 +535,8 @@ Work StartSend(const ProcessGroupPtr& pg, const TensorDict& td, int dst, const P
                bool snapshot) {
   auto [tag, what] = Start(pg, dst, options, "send", false);
   PackedLayout layout(td);
-  const bool agreed = Matches(Agreements::Get().Find(pg, dst, tag, Side::kSend).get(), layout);
+  const auto agreement = Agreements::Get().Find(pg, dst, tag, Side::kSend);
+  const bool agreed = agreement && agreement->signature == layout.signature();  // same layout
   const bool per_leaf = options.wire_format() == WireFormat::kPerLeaf;
   auto out = std::make_shared<Outgoing>();
   std::vector<int64_t> table = {0};  // how many leaves travel alone, then the bytes of each
