@@ -413,10 +413,8 @@ TensorDict AcceptInit(const ProcessGroupPtr& pg, const Incoming& in, int src, in
   const int64_t n = in.data.numel();
   Agreements::Get().Record(pg, src, tag, Side::kRecv, {in.h.fingerprint, n, n, "", {}, ""});
   TensorDict td =
-      internal::InitStructure(in.desc, n, in.h.fingerprint, what, c10::str("rank ", src));
-  PackedLayout layout(td);
-  Agreements::Get().Record(pg, src, tag, Side::kRecv, AgreementOf(layout));
-  if (n > 0) layout.Unpack(in.data, td);
+      internal::InitStructure(in.desc, in.data, in.h.fingerprint, what, c10::str("rank ", src));
+  Agreements::Get().Record(pg, src, tag, Side::kRecv, AgreementOf(PackedLayout(td)));
   return td;
 }
 
@@ -505,24 +503,20 @@ int64_t OwnMessageBytes(const PackedLayout& layout) {
 
 // The checks every call starts with (a receive's also max_bytes): its tag on the wire and its
 // `what`, "td::distributed::recv (source rank 1)".
-struct Call {
-  int tag;
-  std::string what;
-};
-Call Start(const ProcessGroupPtr& pg, int peer, const P2POptions& o, const char* call,
-           bool receive) {
+std::pair<int, std::string> Start(const ProcessGroupPtr& pg, int peer, const P2POptions& o,
+                                  const char* call, bool receive) {
   const char* role = receive ? "source" : "destination";
   internal::CheckPeer(pg, peer, call, role, false);
   if (o.tag() < 0 || o.tag() > INT_MAX / 2 - 1) {
     TD_FAIL(ValueError, "td::distributed::", call, ": tag ", o.tag(), " is outside [0, ",
             INT_MAX / 2 - 1, "]");
   }
-  Call c{o.tag() * 2, c10::str("td::distributed::", call, " (", role, " rank ", peer, ")")};
-  internal::CheckTimeout(o.timeout(), c.what);
+  std::string what = c10::str("td::distributed::", call, " (", role, " rank ", peer, ")");
+  internal::CheckTimeout(o.timeout(), what);
   if (receive && o.max_bytes() < 0) {
-    TD_FAIL(ValueError, c.what, ": max_bytes ", o.max_bytes(), " is negative");
+    TD_FAIL(ValueError, what, ": max_bytes ", o.max_bytes(), " is negative");
   }
-  return c;
+  return {o.tag() * 2, std::move(what)};
 }
 
 // send (snapshot false: it waits before returning) and isend (true): posts the messages of one
@@ -610,11 +604,11 @@ void recv(const ProcessGroupPtr& pg, TensorDict&& td, int src, const P2POptions&
 }
 
 Work irecv(const ProcessGroupPtr& pg, TensorDict& td, int src, const P2POptions& options) {
-  Call c = Start(pg, src, options, "recv", true);
-  auto first = std::make_shared<FirstMessage>(PostFirst(pg, src, c.tag, c.what));
+  auto [tag, what] = Start(pg, src, options, "recv", true);
+  auto first = std::make_shared<FirstMessage>(PostFirst(pg, src, tag, what));
   auto impl = std::make_unique<Work::Impl>();
-  impl->finish = [pg, td, first, src, tag = c.tag, timeout = options.timeout(),
-                  max_bytes = options.max_bytes(), what = std::move(c.what)]() mutable {
+  impl->finish = [pg, td, first, src, tag = tag, timeout = options.timeout(),
+                  max_bytes = options.max_bytes(), what = std::move(what)]() mutable {
     PackedLayout layout(td);
     Incoming in =
         Receive(pg, *first, src, tag, std::max(max_bytes, OwnMessageBytes(layout)), timeout, what);
