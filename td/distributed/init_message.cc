@@ -41,15 +41,14 @@ TensorDict ReadStructure(const std::string& desc, int64_t max_leaf_bytes, const 
   }
 }
 
-TensorDict InitStructure(const std::string& desc, const at::Tensor& data, uint64_t fingerprint,
+TensorDict InitStructure(const std::string& desc, int64_t data_bytes, uint64_t fingerprint,
                          const std::string& what, const std::string& sender) {
-  TensorDict td = ReadStructure(desc, data.numel(), what, sender);
+  TensorDict td = ReadStructure(desc, data_bytes, what, sender);
   const PackedLayout layout(td);
-  if (layout.fingerprint() != fingerprint || layout.nbytes() != data.numel()) {
+  if (layout.fingerprint() != fingerprint || layout.nbytes() != data_bytes) {
     TD_FAIL(ValueError, what, ": the structure received does not describe the data received (",
-            layout.nbytes(), " bytes expected, ", data.numel(), " received)");
+            layout.nbytes(), " bytes expected, ", data_bytes, " received)");
   }
-  if (data.numel() > 0) layout.Unpack(data, td);
   return td;
 }
 
@@ -85,11 +84,13 @@ TensorDict DecodeInitMessage(const std::string& bytes) {
     TD_FAIL(ValueError, what, ": ", size, " bytes, but its header announces ", prefix,
             " of header and structure and ", h.data_bytes, " of data");
   }
-  // Unpack copies out of `bytes`, which outlive the view.
-  const at::Tensor data =
-      at::from_blob(const_cast<char*>(bytes.data()) + prefix, {h.data_bytes}, at::kByte);
-  return InitStructure(bytes.substr(kHeaderBytes, h.desc_bytes), data, h.fingerprint, what,
-                       "the message");
+  TensorDict td = InitStructure(bytes.substr(kHeaderBytes, h.desc_bytes), h.data_bytes,
+                                h.fingerprint, what, "the message");
+  if (h.data_bytes > 0) {  // Unpack copies out of `bytes`, which outlive the view
+    PackedLayout(td).Unpack(
+        at::from_blob(const_cast<char*>(bytes.data()) + prefix, {h.data_bytes}, at::kByte), td);
+  }
+  return td;
 }
 
 namespace {

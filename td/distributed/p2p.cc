@@ -406,15 +406,17 @@ void Drain(const ProcessGroupPtr& pg, const Incoming& in, int src, int tag, cons
 
 // Takes the structure of an init_remote message (from_remote_init, or a recv that refuses it): the
 // sender recorded the agreement when it posted the message, so this side records it before
-// anything can fail (NOTE [ Agreed structures ]). Returns the TensorDict the message carries;
-// ValueError when the structure is invalid (its sizes are recorded).
+// anything can fail (NOTE [ Agreed structures ]). Returns the message's TensorDict, its leaves
+// filled when `fill`; ValueError when the structure is invalid (its sizes are recorded).
 TensorDict AcceptInit(const ProcessGroupPtr& pg, const Incoming& in, int src, int tag,
-                      const std::string& what) {
+                      const std::string& what, bool fill) {
   const int64_t n = in.data.numel();
   Agreements::Get().Record(pg, src, tag, Side::kRecv, {in.h.fingerprint, n, n, "", {}, ""});
   TensorDict td =
-      internal::InitStructure(in.desc, in.data, in.h.fingerprint, what, c10::str("rank ", src));
-  Agreements::Get().Record(pg, src, tag, Side::kRecv, AgreementOf(PackedLayout(td)));
+      internal::InitStructure(in.desc, n, in.h.fingerprint, what, c10::str("rank ", src));
+  const PackedLayout layout(td);
+  Agreements::Get().Record(pg, src, tag, Side::kRecv, AgreementOf(layout));
+  if (fill && n > 0) layout.Unpack(in.data, td);
   return td;
 }
 
@@ -424,7 +426,7 @@ void Deliver(const ProcessGroupPtr& pg, const Incoming& in, TensorDict& td,
   if (in.h.kind != kData) {
     // Refused, but the agreement it carries stands on both sides.
     try {
-      AcceptInit(pg, in, src, tag, what);
+      AcceptInit(pg, in, src, tag, what, /*fill=*/false);
     } catch (const ValueError&) {
     }
     TD_FAIL(ValueError, what, ": rank ", src,
@@ -645,7 +647,7 @@ TensorDict from_remote_init(const ProcessGroupPtr& pg, int src, const P2POptions
     TD_FAIL(ValueError, what, ": rank ", src,
             " sent a plain send(); from_remote_init expects init_remote");
   }
-  return AcceptInit(pg, in, src, tag, what);
+  return AcceptInit(pg, in, src, tag, what, /*fill=*/true);
 }
 
 }  // namespace distributed

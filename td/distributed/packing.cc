@@ -268,16 +268,19 @@ void PackedLayout::Unpack(const at::Tensor& inline_data, const at::Tensor& large
     const at::Tensor& t = leaf.tensor;
     if (dense && t.numel() == 0) continue;
     const bool small = leaf.offset < inline_nbytes_;
-    const at::Tensor bytes = (small ? inline_data : large_data)
-                                 .narrow(0, small ? leaf.offset : leaf.offset - inline_nbytes_,
-                                         static_cast<int64_t>(t.nbytes()));
+    const at::Tensor& src = small ? inline_data : large_data;
+    const int64_t pos = small ? leaf.offset : leaf.offset - inline_nbytes_;
+    if (dense && src.is_cpu() && Memcpyable(t) && !t.requires_grad()) {
+      std::memcpy(t.data_ptr(), src.data_ptr<uint8_t>() + pos, t.nbytes());
+      continue;
+    }
+    const at::Tensor value =
+        src.narrow(0, pos, static_cast<int64_t>(t.nbytes())).view(t.scalar_type()).view(t.sizes());
     if (!dense) {
-      incoming.set(leaf.key, bytes.view(t.scalar_type()).view(t.sizes()));
-    } else if (bytes.is_cpu() && Memcpyable(t) && !t.requires_grad()) {
-      std::memcpy(t.data_ptr(), bytes.data_ptr(), t.nbytes());
+      incoming.set(leaf.key, value);
     } else {
       at::Tensor target = t;
-      target.copy_(bytes.view(t.scalar_type()).view(t.sizes()));
+      target.copy_(value);
     }
   }
   if (!dense) td.update_(incoming);
