@@ -55,17 +55,14 @@ TensorDict InitStructure(const std::string& desc, int64_t data_bytes, uint64_t f
 std::string EncodeInitMessage(const TensorDict& td) {
   const PackedLayout layout(td);
   const std::string desc = StructureToJson(td).dump();
-  const Header header{kKindInit, layout.fingerprint(), static_cast<int64_t>(desc.size()),
-                      layout.nbytes(), /*per_leaf=*/false, /*agreed=*/false};
-  const std::array<int64_t, kHeaderWords> words = HeaderWords(header);
-  const at::Tensor data = layout.Pack().cpu();
-  const int64_t prefix = kHeaderBytes + AlignUp(header.desc_bytes);
-  std::string out(static_cast<size_t>(prefix + header.data_bytes), '\0');
+  const std::array<int64_t, kHeaderWords> words =
+      HeaderWords({kKindInit, layout.fingerprint(), static_cast<int64_t>(desc.size()),
+                   layout.nbytes(), /*per_leaf=*/false, /*agreed=*/false});
+  const int64_t prefix = kHeaderBytes + AlignUp(static_cast<int64_t>(desc.size()));
+  std::string out(static_cast<size_t>(prefix + layout.nbytes()), '\0');
   std::memcpy(out.data(), words.data(), kHeaderBytes);
   std::memcpy(out.data() + kHeaderBytes, desc.data(), desc.size());
-  if (header.data_bytes > 0) {
-    std::memcpy(out.data() + prefix, data.data_ptr<uint8_t>(), header.data_bytes);
-  }
+  at::from_blob(out.data() + prefix, {layout.nbytes()}, at::kByte).copy_(layout.Pack());
   return out;
 }
 
@@ -90,9 +87,8 @@ TensorDict DecodeInitMessage(const std::string& bytes) {
   TensorDict td = InitStructure(bytes.substr(kHeaderBytes, h.desc_bytes), h.data_bytes,
                                 h.fingerprint, what, "the message");
   if (h.data_bytes > 0) {  // Unpack copies out of `bytes`, which outlive the view
-    const at::Tensor data = at::from_blob(const_cast<char*>(bytes.data()) + prefix,
-                                          {h.data_bytes}, at::kByte);
-    PackedLayout(td).Unpack(data, td);
+    PackedLayout(td).Unpack(
+        at::from_blob(const_cast<char*>(bytes.data()) + prefix, {h.data_bytes}, at::kByte), td);
   }
   return td;
 }
