@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <map>
 #include <string>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
@@ -53,17 +54,12 @@ class ZipWriter {
   absl::Status Finish();
 
  private:
-  struct Written {
-    std::string name;
-    uint32_t crc;
-    uint64_t size;
-  };
   absl::Status Write(const void* data, size_t n);
 
   int fd_;
   std::string path_;     // "the archive <path>", for messages
   uint64_t offset_ = 0;  // bytes written so far
-  std::map<uint64_t, Written> written_;  // by header offset: the order they were written
+  std::vector<ZipEntry> written_;  // in the order they were written
 };
 
 }  // namespace zip
