@@ -215,60 +215,60 @@ absl::StatusOr<std::map<std::string, ZipEntry>> ReadZipDirectory(const std::stri
   return out;
 }
 
-ZipWriter::ZipWriter(int fd, const std::string& path) : fd_(fd), path_("the archive " + path) {}
+absl::Status WriteZip(int fd, const std::string& path, const std::vector<ZipSource>& files) {
+  const std::string display = "the archive " + path;
+  uint64_t offset = 0;  // bytes written so far
+  auto write = [&](const void* data, size_t n) {
+    offset += n;
+    return os::WriteAll(fd, data, n, display);
+  };
+  std::vector<ZipEntry> written;
+  for (const ZipSource& f : files) {
+    const uint64_t header_offset = offset;
+    // Local extra: the padding block (when aligning), then zip64 sizes (as force_zip64 writes).
+    std::string extra;
+    if (f.align) {
+      const uint64_t start = header_offset + 30 + f.name.size() + 4 + 20;  // 20: the zip64 block
+      const uint64_t pad = (kAlignment - start % kAlignment) % kAlignment;
+      Put(&extra, kExtraHeader, {kPadExtraId, pad});
+      extra.append(pad, '\0');
+    }
+    Put(&extra, Layout<4>{2, 2, 8, 8}, {kZip64ExtraId, 16, f.size, f.size});
+    std::string h;  // with a zero CRC, patched below
+    Put(&h, kLocal,
+        {kLocalSig, kVersionNeeded, NameFlags(f.name), 0, 0, kDate1980, 0, kLimit32, kLimit32,
+         f.name.size(), extra.size()});
+    h += f.name;
+    h += extra;
+    if (absl::Status s = write(h.data(), h.size()); !s.ok()) return s;
 
-absl::Status ZipWriter::Write(const void* data, size_t n) {
-  offset_ += n;
-  return os::WriteAll(fd_, data, n, path_);
-}
-
-absl::Status ZipWriter::AddFile(const std::string& name, const std::string& source,
-                                uint64_t size, bool align) {
-  const uint64_t header_offset = offset_;
-  // Local extra: the padding block (when aligning), then zip64 sizes (as force_zip64 writes).
-  std::string extra;
-  if (align) {
-    const uint64_t start = header_offset + 30 + name.size() + 4 + 20;  // 20: the zip64 block
-    const uint64_t pad = (kAlignment - start % kAlignment) % kAlignment;
-    Put(&extra, kExtraHeader, {kPadExtraId, pad});
-    extra.append(pad, '\0');
+    const os::UniqueFd in(::open(f.source.c_str(), O_RDONLY | O_CLOEXEC));
+    if (!in.valid()) return os::ErrnoError(errno, "cannot open", f.source);
+    std::vector<char> chunk(std::min<uint64_t>(kChunk, std::max<uint64_t>(f.size, 1)));
+    uint32_t crc = 0;
+    uint64_t copied = 0;
+    while (true) {
+      const absl::StatusOr<size_t> n = os::ReadAll(in.get(), chunk.data(), chunk.size(), f.source);
+      if (!n.ok()) return n.status();
+      copied += *n;
+      if (*n == 0 || copied > f.size) break;
+      crc = codec::Crc32(crc, chunk.data(), *n);
+      if (absl::Status s = write(chunk.data(), *n); !s.ok()) return s;
+    }
+    if (copied != f.size) {
+      return Bad("cannot pack ", f.source, ": expected ", f.size, " bytes, read ",
+                 copied > f.size ? "more" : std::to_string(copied));
+    }
+    std::string crc_bytes;  // into the local header, which was written with a zero CRC
+    Put(&crc_bytes, Layout<1>{4}, {crc});
+    written.push_back(ZipEntry{f.name, 0, crc, f.size, f.size, header_offset});
+    const int64_t at = static_cast<int64_t>(header_offset + 14);
+    if (absl::Status s = os::WriteAll(fd, crc_bytes.data(), 4, display, at); !s.ok()) return s;
   }
-  Put(&extra, Layout<4>{2, 2, 8, 8}, {kZip64ExtraId, 16, size, size});
-  std::string h;  // with a zero CRC, patched below
-  Put(&h, kLocal,
-      {kLocalSig, kVersionNeeded, NameFlags(name), 0, 0, kDate1980, 0, kLimit32, kLimit32,
-       name.size(), extra.size()});
-  h += name;
-  h += extra;
-  if (absl::Status s = Write(h.data(), h.size()); !s.ok()) return s;
 
-  const os::UniqueFd in(::open(source.c_str(), O_RDONLY | O_CLOEXEC));
-  if (!in.valid()) return os::ErrnoError(errno, "cannot open", source);
-  std::vector<char> chunk(std::min<uint64_t>(kChunk, std::max<uint64_t>(size, 1)));
-  uint32_t crc = 0;
-  uint64_t copied = 0;
-  while (true) {
-    const absl::StatusOr<size_t> n = os::ReadAll(in.get(), chunk.data(), chunk.size(), source);
-    if (!n.ok()) return n.status();
-    copied += *n;
-    if (*n == 0 || copied > size) break;
-    crc = codec::Crc32(crc, chunk.data(), *n);
-    if (absl::Status s = Write(chunk.data(), *n); !s.ok()) return s;
-  }
-  if (copied != size) {
-    return Bad("cannot pack ", source, ": expected ", size, " bytes, read ",
-               copied > size ? "more" : std::to_string(copied));
-  }
-  std::string crc_bytes;  // into the local header, which was written with a zero CRC
-  Put(&crc_bytes, Layout<1>{4}, {crc});
-  written_.push_back(ZipEntry{name, 0, crc, size, size, header_offset});
-  return os::WriteAll(fd_, crc_bytes.data(), 4, path_, static_cast<int64_t>(header_offset + 14));
-}
-
-absl::Status ZipWriter::Finish() {
-  const uint64_t cd_offset = offset_;
+  const uint64_t cd_offset = offset;
   std::string cd;
-  for (const ZipEntry& w : written_) {
+  for (const ZipEntry& w : written) {
     const bool big_size = w.size >= kLimit32, big_offset = w.header_offset >= kLimit32;
     std::string extra;
     if (big_size || big_offset) {
@@ -285,7 +285,7 @@ absl::Status ZipWriter::Finish() {
     cd += w.name;
     cd += extra;
   }
-  const uint64_t count = written_.size(), cd_size = cd.size();
+  const uint64_t count = written.size(), cd_size = cd.size();
   if (count >= 0xFFFF || cd_size >= kLimit32 || cd_offset >= kLimit32) {
     Put(&cd, kEnd64,
         {kEnd64Sig, 44, kVersionMadeBy, kVersionNeeded, 0, 0, count, count, cd_size, cd_offset});
@@ -295,7 +295,7 @@ absl::Status ZipWriter::Finish() {
   Put(&cd, kEnd,
       {kEndSig, 0, 0, count16, count16, std::min(cd_size, kLimit32), std::min(cd_offset, kLimit32),
        0});
-  return Write(cd.data(), cd.size());
+  return write(cd.data(), cd.size());
 }
 
 }  // namespace zip

@@ -17,7 +17,6 @@
 #include <vector>
 
 #include "absl/cleanup/cleanup.h"
-#include "absl/strings/str_split.h"
 #include "td/backends/memmap/archive_hook.h"
 #include "td/backends/memmap/format.h"
 #include "td/backends/memmap/memmap_storage.h"
@@ -43,19 +42,6 @@ using zip::ZipEntry;
 const std::string kMeta(mm::kMetaFile);
 constexpr size_t kChunk = size_t{16} << 20;
 
-// Throws MemmapError naming `path` for a name that could leave the extraction directory.
-void CheckEntryName(const std::string& archive, const std::string& name) {
-  bool ok = !name.empty() && name.front() != '/' &&
-            name.find_first_of(std::string("\\\0", 2)) == std::string::npos;
-  for (const absl::string_view part : absl::StrSplit(name, '/')) {
-    ok = ok && !part.empty() && part != "." && part != "..";
-  }
-  if (!ok) {
-    TD_FAIL(MemmapError, archive, ": entry name '", name,
-            "' is not a relative path inside the archive (empty, absolute, '.', '..' or '\\')");
-  }
-}
-
 // The entries of `path` when it is a memmap archive (a regular file holding a readable zip with
 // a top-level meta.json), else why it is not.
 absl::StatusOr<std::map<std::string, ZipEntry>> ArchiveEntries(const std::string& path) {
@@ -80,21 +66,25 @@ struct Tree {
   static Tree Open(const std::string& path, const char* caller) {
     absl::StatusOr<std::map<std::string, ZipEntry>> entries = ArchiveEntries(path);
     if (!entries.ok()) {
-      TD_FAIL(Error, caller, ": ", path, " is not a memmap archive (a zip file with a top-level "
-              "meta.json entry): ", entries.status().message());
+      TD_FAIL(Error, caller, ": ", path,
+              " is not a memmap archive (a zip file with a top-level meta.json entry): ",
+              entries.status().message());
     }
     return Tree(path, *std::move(entries));
   }
   Tree(const std::string& p, std::map<std::string, ZipEntry> e) : path(p), entries(std::move(e)) {
     for (const auto& [name, e] : entries) {
-      CheckEntryName(path, name);
-      std::string child = name;
-      while (true) {
-        const size_t slash = child.rfind('/');
-        const std::string parent = slash == std::string::npos ? "" : child.substr(0, slash);
-        children[parent].insert(slash == std::string::npos ? child : child.substr(slash + 1));
-        if (slash == std::string::npos) break;
-        child = parent;
+      // Each part of the name, under its directory; none may leave the extraction directory.
+      bool ok = name.find_first_of(std::string("\\\0", 2)) == std::string::npos;
+      for (size_t start = 0, slash = 0; ok && slash != std::string::npos; start = slash + 1) {
+        slash = name.find('/', start);
+        const std::string part = name.substr(start, slash - start);
+        ok = !part.empty() && part != "." && part != "..";
+        children[start == 0 ? "" : name.substr(0, start - 1)].insert(part);
+      }
+      if (!ok) {
+        TD_FAIL(MemmapError, path, ": entry name '", name,
+                "' is not a relative path inside the archive (empty, absolute, '.', '..' or '\\')");
       }
     }
     for (const auto& [d, names] : children) {
@@ -170,50 +160,47 @@ uint32_t StreamEntry(int fd, const ZipEntry& e, const std::string& path, const s
 // skip: `kind` "" for the archive's file, "stage." for save_archive's staging directory.
 std::string TempBeside(const fs::path& target, const char* kind) {
   static std::atomic<uint64_t> counter{0};
-  return (target.parent_path() /
-          (std::string(mm::kTempPrefix) + kind + target.filename().string() + "." +
-           std::to_string(::getpid()) + "." + std::to_string(counter++)))
-      .string();
+  const std::string name =
+      c10::str(mm::kTempPrefix, kind, target.filename().string(), ".", ::getpid(), ".", counter++);
+  return (target.parent_path() / name).string();
 }
 
-// Adds the files of the directory `dir` (entry names under `rel`) in the archive's order.
-void PackDir(zip::ZipWriter* w, const fs::path& dir, const std::string& rel, int depth) {
+// Appends the files of the directory `dir` (entry names under `rel`) in the archive's order.
+void PackDir(const std::string& dir, const std::string& rel, int depth,
+             std::vector<zip::ZipSource>* files) {
   if (depth > kMaxNestingDepth) {
-    TD_FAIL(MemmapError, dir.string(), ": directories nested more than ", kMaxNestingDepth,
-            " deep");
+    TD_FAIL(MemmapError, dir, ": directories nested more than ", kMaxNestingDepth, " deep");
   }
-  std::vector<std::string> files, subdirs;
-  std::error_code ec;
-  for (fs::directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec)) {
-    const std::string name = it->path().filename().string();
+  const os::UniqueFd fd(::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+  if (!fd.valid()) ThrowIfError<MemmapError>(os::ErrnoError(errno, "cannot list", dir));
+  // By name, meta.json first.
+  std::vector<os::DirEntry> entries = ValueOrThrow<MemmapError>(os::ListDir(fd.get(), dir));
+  std::stable_partition(entries.begin(), entries.end(),
+                        [](const os::DirEntry& e) { return e.name == kMeta; });
+  std::vector<std::string> subdirs;
+  for (const auto& [name, type] : entries) {
+    const std::string path = JoinPath(dir, name);
     if (mm::IsTempName(name)) continue;
-    const fs::file_status st = it->symlink_status(ec);
-    if (ec) break;
-    if (fs::is_symlink(st)) {
-      TD_FAIL(MemmapError, "cannot pack ", it->path().string(),
-              ": it is a symlink (a memmap directory holds none)");
-    } else if (fs::is_regular_file(st)) {
-      files.push_back(name);
-    } else if (fs::is_directory(st)) {
+    if (type == os::EntryType::kDirectory) {
       subdirs.push_back(name);
-    } else {
-      TD_FAIL(MemmapError, "cannot pack ", it->path().string(), ": not a file or a directory");
+      continue;
     }
+    if (type == os::EntryType::kSymlink) {
+      TD_FAIL(MemmapError, "cannot pack ", path,
+              ": it is a symlink (a memmap directory holds none)");
+    }
+    if (type != os::EntryType::kFile) {
+      TD_FAIL(MemmapError, "cannot pack ", path, ": not a file or a directory");
+    }
+    std::error_code ec;
+    const uint64_t size = fs::file_size(path, ec);
+    if (ec) TD_FAIL(MemmapError, "cannot stat ", path, ": ", ec.message());
+    const bool align = fs::path(name).extension().string() == mm::kTensorSuffix;
+    files->push_back({JoinPath(rel, name), path, size, align});
   }
-  if (ec) TD_FAIL(MemmapError, "cannot list ", dir.string(), ": ", ec.message());
-  std::sort(files.begin(), files.end());
-  std::sort(subdirs.begin(), subdirs.end());
-  std::stable_partition(files.begin(), files.end(), [](const std::string& n) { return n == kMeta; });
-  for (const std::string& f : files) {
-    const fs::path p = dir / f;
-    const uint64_t size = fs::file_size(p, ec);
-    if (ec) TD_FAIL(MemmapError, "cannot stat ", p.string(), ": ", ec.message());
-    const bool align = f.size() > mm::kTensorSuffix.size() &&
-                       f.compare(f.size() - mm::kTensorSuffix.size(), mm::kTensorSuffix.size(),
-                                 mm::kTensorSuffix) == 0;
-    ThrowIfError<MemmapError>(w->AddFile(JoinPath(rel, f), p.string(), size, align));
+  for (const std::string& d : subdirs) {
+    PackDir(JoinPath(dir, d), JoinPath(rel, d), depth + 1, files);
   }
-  for (const std::string& d : subdirs) PackDir(w, dir / d, JoinPath(rel, d), depth + 1);
 }
 
 // The archive's entries as a memmap tree (NOTE [ Memmap byte stores ] in
@@ -222,12 +209,10 @@ void PackDir(zip::ZipWriter* w, const fs::path& dir, const std::string& rel, int
 class ZipStore final : public mm::Store {
  public:
   ZipStore(const Tree& tree, MemmapMode mode) : tree_(tree) {
-    struct stat st {};
-    if (::stat(tree.path.c_str(), &st) != 0) {
-      ThrowIfError<MemmapError>(os::ErrnoError(errno, "cannot stat", tree.path));
-    }
-    base_ = MemoryMappedTensor::from_filename(tree.path, at::kByte,
-                                              {static_cast<int64_t>(st.st_size)}, mode);
+    std::error_code ec;
+    const auto size = static_cast<int64_t>(fs::file_size(tree.path, ec));
+    if (ec) TD_FAIL(MemmapError, "cannot stat ", tree.path, ": ", ec.message());
+    base_ = MemoryMappedTensor::from_filename(tree.path, at::kByte, {size}, mode);
   }
 
   absl::StatusOr<std::vector<os::DirEntry>> List(const Dir& dir,
@@ -378,9 +363,9 @@ std::string pack_memmap(const std::string& prefix, const std::string& archive_pa
   const std::string tmp = TempBeside(archive_path, "");
   ThrowIfError<MemmapError>(
       os::ReplaceFileAt(AT_FDCWD, archive_path, tmp, archive_path, /*sync=*/false, [&](int fd) {
-        zip::ZipWriter w(fd, tmp);
-        PackDir(&w, fs::path(prefix), "", 0);
-        return w.Finish();
+        std::vector<zip::ZipSource> files;
+        PackDir(prefix, "", 0, &files);
+        return zip::WriteZip(fd, tmp, files);
       }));
   return archive_path;
 }
