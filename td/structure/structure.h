@@ -23,9 +23,8 @@
 // td/backends/memmap/memmap_loader.cc and td/backends/memmap/archive/archive.cc), the
 // consolidated metadata (td/consolidate/metadata.cc), shared-memory handles
 // (td/backends/shared_memory/handle.cc), td::distributed's structures (td/distributed/wire.cc),
-// tensorclass directories (td/tensorclass/memmap.cc), Zarr stores (td/io/zarr.cc,
-// td/io/zarr_format.cc) and HDF5 files (td/backends/h5/walk.cc, once the walk has chosen each
-// group's batch size).
+// Zarr stores (td/io/zarr.cc, td/io/zarr_format.cc) and HDF5 files (td/backends/h5/walk.cc,
+// once the walk has chosen each group's batch size).
 #pragma once
 
 #include <c10/core/ScalarType.h>
@@ -158,7 +157,6 @@ class Level {
   const std::string& key() const { return key_; }  // "" for the root
   int depth() const { return depth_; }             // 0 for the root
   const Level* parent() const { return parent_; }  // nullptr for the root
-  bool has_batch_size() const { return batch_set_; }
   const std::vector<int64_t>& batch_size() const { return batch_; }
   const std::vector<Entry>& entries() const { return entries_; }
   // The entry `key`, or nullptr.
@@ -228,6 +226,7 @@ class Builder {
   absl::Status CheckKey(const Level& level, std::string_view key) const;
   static Entry& NewEntry(Level& level, std::string_view key, EntryKind kind);
   std::unique_ptr<Level> root_;
+  int unset_ = 0;  // levels made without a batch size yet
 };
 
 // ---- Implementation ----------------------------------------------------------------------------
