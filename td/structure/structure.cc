@@ -1,5 +1,6 @@
 #include "td/structure/structure.h"
 
+#include <set>
 #include <utility>
 
 #include "absl/strings/cord.h"
@@ -16,18 +17,55 @@ absl::Status Precondition(std::string_view what) {
   return absl::FailedPreconditionError(absl::StrCat("structure::Builder: ", AV(what)));
 }
 
-}  // namespace
-
+// `status` tagged with `rule` (read back by RuleOf).
 absl::Status Tagged(absl::Status status, Rule rule) {
   status.SetPayload(kRuleUrl, absl::Cord(std::string(1, static_cast<char>(rule))));
   return status;
 }
+
+}  // namespace
 
 Rule RuleOf(const absl::Status& status) {
   const auto p = status.GetPayload(kRuleUrl);  // absl::optional (std:: in newer Abseil)
   if (!p || p->size() != 1) return Rule::kNone;
   return static_cast<Rule>(static_cast<unsigned char>(std::string(*p)[0]));
 }
+
+template <class Json>
+absl::StatusOr<Json> ParseJson(std::string_view text, bool unique_keys) {
+  if (absl::Status depth = internal::CheckJsonDepth(text); !depth.ok()) {
+    return Tagged(depth, Rule::kJsonDepth);
+  }
+  struct Repeated {
+    std::string key;
+  };
+  std::vector<std::set<std::string>> open;  // the keys seen in each enclosing object
+  auto callback = [&](int /*depth*/, typename Json::parse_event_t event, Json& parsed) {
+    if (!unique_keys) return true;
+    if (event == Json::parse_event_t::object_start) {
+      open.emplace_back();
+    } else if (event == Json::parse_event_t::object_end) {
+      if (!open.empty()) open.pop_back();
+    } else if (event == Json::parse_event_t::key && !open.empty()) {
+      const std::string& k = parsed.template get_ref<const std::string&>();
+      if (!open.back().insert(k).second) throw Repeated{k};
+    }
+    return true;
+  };
+  try {
+    return Json::parse(text.begin(), text.end(), callback);
+  } catch (const typename Json::exception& e) {
+    return Tagged(absl::InvalidArgumentError(e.what()), Rule::kJsonSyntax);
+  } catch (const Repeated& r) {
+    return Tagged(absl::InvalidArgumentError(
+                      absl::StrCat("names the key ", NestedKey(r.key).repr(),
+                                   " twice in one JSON object; every key must be unique")),
+                  Rule::kJsonKey);
+  }
+}
+template absl::StatusOr<nlohmann::json> ParseJson<nlohmann::json>(std::string_view, bool);
+template absl::StatusOr<nlohmann::ordered_json> ParseJson<nlohmann::ordered_json>(
+    std::string_view, bool);
 
 absl::StatusOr<std::vector<int64_t>> Sizes::Read() const {
   if (auto* j = std::get_if<const nlohmann::json*>(&v_)) return internal::ShapeFromJson(**j);
