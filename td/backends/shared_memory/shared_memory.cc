@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include <cstring>
+#include <filesystem>
 #include <random>
 
 #include "absl/strings/escaping.h"
@@ -72,10 +73,8 @@ std::shared_ptr<Segment> CreateSegment(size_t payload) {
   seg->region = MapSegment(seg->fd.get(), length,
                            absl::StrCat("a new shared-memory segment of ", length, " bytes"));
   std::random_device rd;
-  for (int i = 0; i < 4; ++i) {
-    const uint32_t r = rd();
-    seg->token.append(reinterpret_cast<const char*>(&r), 4);
-  }
+  const uint32_t random[4] = {rd(), rd(), rd(), rd()};
+  seg->token.assign(reinterpret_cast<const char*>(random), sizeof(random));
   char* h = static_cast<char*>(seg->addr());
   std::memcpy(h, kMagic, sizeof(kMagic));
   std::memcpy(h + 8, seg->token.data(), seg->token.size());
@@ -210,16 +209,14 @@ struct HandleWriter {
 
 std::shared_ptr<Segment> OpenSegment(const internal::shm::SegmentRef& ref) {
   const std::string where = absl::StrCat("/proc/", ref.pid, "/fd/", ref.fd);
-  char link[256];
-  const ssize_t n = ::readlink(where.c_str(), link, sizeof(link) - 1);
-  if (n < 0) {
+  std::error_code err;
+  const std::string link = std::filesystem::read_symlink(where, err);
+  if (err) {
     ThrowIfError<c10::Error>(os::ErrnoError(
-        errno, "AttachSharedMemory: cannot reach segment",
+        err.value(), "AttachSharedMemory: cannot reach segment",
         absl::StrCat(where, " (is process ", ref.pid, " still running and holding it?)")));
   }
-  link[n] = '\0';
-  const std::string expected = absl::StrCat("/memfd:", std::string(kMemfdName), " ");
-  if (std::strncmp(link, expected.c_str(), expected.size()) != 0) {
+  if (link.rfind(absl::StrCat("/memfd:", std::string(kMemfdName), " "), 0) != 0) {
     TD_FAIL(c10::Error, "AttachSharedMemory: ", where, " is ", link, ", not a tensordict segment");
   }
   auto seg = std::make_shared<Segment>();
@@ -359,9 +356,7 @@ void SharedMemoryStorage::set(std::string_view key, Value value) {
   } else if (value.is_tensordict() && value.tensordict().backend() != "shared_memory") {
     const TensorDict& src = value.tensordict();
     auto level = std::make_shared<SharedMemoryStorage>(src.batch_size().vec());
-    for (const std::string& k : src.storage().keys()) {
-      level->set(k, *src.storage().get(k));
-    }
+    for (const std::string& k : src.storage().keys()) level->set(k, *src.storage().get(k));
     level->set_locked(src.is_locked());
     value = Value(TensorDict(std::move(level)));
   }
