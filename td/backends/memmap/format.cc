@@ -2,10 +2,8 @@
 
 #include <algorithm>
 #include <cmath>
-#include <limits>
 
 #include "absl/strings/str_cat.h"
-#include "absl/strings/str_join.h"
 #include "td/core/dtype.h"
 #include "td/core/internal/structure_check.h"
 
@@ -20,22 +18,12 @@ using structure::LevelKind;
 absl::string_view AV(std::string_view s) { return absl::string_view(s.data(), s.size()); }
 
 bool NeedsEscape(unsigned char c) {
-  if (c < 0x20 || c == 0x7f) return true;
-  switch (c) {
-    case '/': case '<': case '>': case ':': case '"': case '|': case '?': case '*': case '\\':
-    case ' ': case '%':
-      return true;
-    default:
-      return false;
-  }
+  static constexpr std::string_view kEscaped = "/<>:\"|?*\\ %";
+  return c < 0x20 || c == 0x7f || kEscaped.find(static_cast<char>(c)) != std::string_view::npos;
 }
 
-int HexValue(char c) {
-  if (c >= '0' && c <= '9') return c - '0';
-  if (c >= 'A' && c <= 'F') return c - 'A' + 10;
-  if (c >= 'a' && c <= 'f') return c - 'a' + 10;
-  return -1;
-}
+// EscapeKey's hex digits: the only spelling UnescapeKey accepts.
+constexpr std::string_view kHex = "0123456789ABCDEF";
 
 // Quoted key for messages ('a' as Python prints it; control bytes shown escaped).
 std::string Quote(std::string_view key) {
@@ -56,14 +44,15 @@ bool IsReservedKey(std::string_view key) {
   return key == "shape" || key == "device" || key == "_type";
 }
 
-absl::Status Bad(std::string_view path, std::string_view what) {
-  return absl::DataLossError(absl::StrCat(AV(path), ": ", AV(what)));
+template <class... Parts>
+absl::Status Bad(std::string_view path, const Parts&... parts) {
+  return absl::DataLossError(absl::StrCat(AV(path), ": ", parts...));
 }
 
 absl::StatusOr<Json> ParseJson(std::string_view text, std::string_view path) {
   if (text.size() > kMaxMetaBytes) {
-    return Bad(path, absl::StrCat("file of ", text.size(), " bytes is larger than the ",
-                                  kMaxMetaBytes, " bytes a meta.json may have"));
+    return Bad(path, "file of ", text.size(), " bytes is larger than the ", kMaxMetaBytes,
+               " bytes a meta.json may have");
   }
   if (text.find_first_not_of(" \t\r\n") == std::string_view::npos) {
     return Bad(path, "empty file (an interrupted write?), expected a JSON object");
@@ -80,16 +69,16 @@ absl::Status CheckDevice(const Json& level, std::string_view path, std::string_v
   auto it = level.find("device");
   if (it == level.end() || it->is_null()) return absl::OkStatus();
   if (!it->is_string()) {
-    return Bad(path, absl::StrCat(AV(what), "\"device\" must be a string, got a ", it->type_name(),
-                                  " (", it->dump(), ")"));
+    return Bad(path, AV(what), "\"device\" must be a string, got a ", it->type_name(), " (",
+               it->dump(), ")");
   }
   const std::string& d = it->get_ref<const std::string&>();
   if (d == "cpu" || d == "None" || (d.rfind("cpu:", 0) == 0 && d.size() > 4 &&
                                     d.find_first_not_of("0123456789", 4) == std::string::npos)) {
     return absl::OkStatus();
   }
-  return Bad(path, absl::StrCat(AV(what), "device '", d,
-                                "' is not supported: memory-mapped tensors live on the CPU"));
+  return Bad(path, AV(what), "device '", d,
+             "' is not supported: memory-mapped tensors live on the CPU");
 }
 
 // True when nlohmann::json can write the string `j` (valid UTF-8).
@@ -99,50 +88,6 @@ bool Utf8Ok(const nlohmann::json& j) {
     return true;
   } catch (const nlohmann::json::exception&) {
     return false;
-  }
-}
-
-absl::Status CheckWritableJsonImpl(const nlohmann::json& j, int depth, std::string_view what) {
-  if (depth > kMaxJsonDepth) {
-    return absl::InvalidArgumentError(
-        absl::StrCat(AV(what), ": JSON nested deeper than ", kMaxJsonDepth, " levels"));
-  }
-  switch (j.type()) {
-    case nlohmann::json::value_t::number_float:
-      if (!std::isfinite(j.get<double>())) {
-        return absl::InvalidArgumentError(absl::StrCat(
-            AV(what), ": the number ", j.get<double>(),
-            " cannot be stored in JSON (it would be written as null)"));
-      }
-      return absl::OkStatus();
-    case nlohmann::json::value_t::string:
-      if (!Utf8Ok(j)) {
-        return absl::InvalidArgumentError(
-            absl::StrCat(AV(what), ": a string is not valid UTF-8, which JSON cannot hold"));
-      }
-      return absl::OkStatus();
-    case nlohmann::json::value_t::array:
-      for (const auto& e : j) {
-        absl::Status s = CheckWritableJsonImpl(e, depth + 1, what);
-        if (!s.ok()) return s;
-      }
-      return absl::OkStatus();
-    case nlohmann::json::value_t::object:
-      for (const auto& [k, e] : j.items()) {
-        if (!Utf8Ok(nlohmann::json(k))) {
-          return absl::InvalidArgumentError(absl::StrCat(
-              AV(what), ": an object key is not valid UTF-8, which JSON cannot hold"));
-        }
-        absl::Status s = CheckWritableJsonImpl(e, depth + 1, what);
-        if (!s.ok()) return s;
-      }
-      return absl::OkStatus();
-    case nlohmann::json::value_t::binary:
-    case nlohmann::json::value_t::discarded:
-      return absl::InvalidArgumentError(
-          absl::StrCat(AV(what), ": a ", j.type_name(), " JSON value cannot be written"));
-    default:
-      return absl::OkStatus();
   }
 }
 
@@ -178,8 +123,7 @@ absl::StatusOr<LevelMeta> ParseLevelJson(const Json& j, std::string_view path,
   absl::Status batch = SetBatchSize(b, level, *shape_it, path, "\"shape\" ");
   if (!batch.ok()) return batch;
   meta.batch_size = level.batch_size();
-  absl::Status dev = CheckDevice(j, path, "");
-  if (!dev.ok()) return dev;
+  if (absl::Status dev = CheckDevice(j, path, ""); !dev.ok()) return dev;
   const auto add = [&](EntryMeta e) {
     e.file_name = EntryFileName(e.key, e.kind);
     e.legacy_file_name = LegacyFileName(e.key, e.kind).value_or("");
@@ -196,9 +140,8 @@ absl::StatusOr<LevelMeta> ParseLevelJson(const Json& j, std::string_view path,
     auto t = entry.find("type");
     if (t != entry.end()) {
       if (!t->is_string() || t->get_ref<const std::string&>().empty()) {
-        return Bad(path, absl::StrCat(what, ": \"type\" must be a class name such as "
-                                            "\"TensorDict\", got ",
-                                      t->dump()));
+        return Bad(path, what, ": \"type\" must be a class name such as \"TensorDict\", got ",
+                   t->dump());
       }
       e.type_name = t->get_ref<const std::string&>();
       e.kind = IsNonTensorName(e.type_name) || e.type_name == "NonTensorStack"
@@ -209,33 +152,31 @@ absl::StatusOr<LevelMeta> ParseLevelJson(const Json& j, std::string_view path,
     }
     auto dt = entry.find("dtype");
     if (dt == entry.end()) {
-      return Bad(path, absl::StrCat(what, " has neither \"type\" nor \"dtype\": ", entry.dump()));
+      return Bad(path, what, " has neither \"type\" nor \"dtype\": ", entry.dump());
     }
     if (!dt->is_string()) {
-      return Bad(path, absl::StrCat(what, ": \"dtype\" must be a string such as "
-                                          "\"torch.float32\", got a ",
-                                    dt->type_name(), " (", dt->dump(), ")"));
+      return Bad(path, what, ": \"dtype\" must be a string such as \"torch.float32\", got a ",
+                 dt->type_name(), " (", dt->dump(), ")");
     }
     // The dtype and shape by the builder's readers, in the order this reader always read them.
     absl::StatusOr<c10::ScalarType> dtype =
         structure::Dtype::Name(dt->get_ref<const std::string&>()).Read();
     if (!dtype.ok()) {
-      return Bad(path, absl::StrCat(what, ": ", dtype.status().message(),
-                                    " (expected torch.float32, torch.int64, torch.bool, ...)"));
+      return Bad(path, what, ": ", dtype.status().message(),
+                 " (expected torch.float32, torch.int64, torch.bool, ...)");
     }
     e.dtype = *dtype;
     auto sh = entry.find("shape");
-    if (sh == entry.end()) return Bad(path, absl::StrCat(what, " has no \"shape\""));
+    if (sh == entry.end()) return Bad(path, what, " has no \"shape\"");
     absl::StatusOr<std::vector<int64_t>> shape = structure::Sizes(*sh).Read();
     if (!shape.ok()) {
-      return Bad(path, absl::StrCat(what, "'s \"shape\" ", shape.status().message()));
+      return Bad(path, what, "'s \"shape\" ", shape.status().message());
     }
     e.shape = *std::move(shape);
     auto nested = entry.find("is_nested");
     if (nested != entry.end() && !nested->is_null()) {
       if (!nested->is_boolean()) {
-        return Bad(path, absl::StrCat(what, ": \"is_nested\" must be true or false, got ",
-                                      nested->dump()));
+        return Bad(path, what, ": \"is_nested\" must be true or false, got ", nested->dump());
       }
       e.is_nested = nested->get<bool>();
     }
@@ -244,27 +185,23 @@ absl::StatusOr<LevelMeta> ParseLevelJson(const Json& j, std::string_view path,
     if (e.is_nested) {
       // The shape of the sizes: [number of components, dims of each].
       if (e.shape.size() != 2) {
-        return Bad(path, absl::StrCat(what, " is a nested tensor whose \"shape\" (the shape of "
-                                            "its sizes) is ",
-                                      SizeRepr(e.shape), "; expected [components, dims]"));
+        return Bad(path, what, " is a nested tensor whose \"shape\" (the shape of its sizes) is ",
+                   SizeRepr(e.shape), "; expected [components, dims]");
       }
-      if (!meta.batch_size.empty() && e.shape[0] != meta.batch_size[0]) {
-        return Bad(path, absl::StrCat(what, " is a nested tensor of ", e.shape[0],
-                                      " components, which does not match the batch size ",
-                                      SizeRepr(meta.batch_size)));
-      }
-      if (e.shape[1] + 1 < static_cast<int64_t>(meta.batch_size.size())) {
-        return Bad(path, absl::StrCat(what, " is a nested tensor of ", e.shape[1] + 1,
-                                      " dims, fewer than the batch size ",
-                                      SizeRepr(meta.batch_size)));
+      if ((!meta.batch_size.empty() && e.shape[0] != meta.batch_size[0]) ||
+          e.shape[1] + 1 < static_cast<int64_t>(meta.batch_size.size())) {
+        return Bad(path, what, " is a nested tensor of ", e.shape[0], " components of ",
+                   e.shape[1] + 1, " dims, which does not fit the batch size ",
+                   SizeRepr(meta.batch_size),
+                   " (expected its first size as the components, and at least its dims)");
       }
       absl::StatusOr<int64_t> nbytes = TensorBytes(e.shape, c10::kLong, what);
-      if (!nbytes.ok()) return Bad(path, std::string(nbytes.status().message()));
+      if (!nbytes.ok()) return Bad(path, nbytes.status().message());
       e.nbytes = *nbytes;
     } else {
       // The builder's leaf: its shape starts with the batch size, its bytes fit in int64.
       absl::StatusOr<const structure::Entry*> leaf = b.AddLeaf(level, key, e.dtype, e.shape);
-      if (!leaf.ok()) return Bad(path, absl::StrCat(what, ": ", leaf.status().message()));
+      if (!leaf.ok()) return Bad(path, what, ": ", leaf.status().message());
       e.nbytes = (*leaf)->nbytes;
     }
     add(std::move(e));
@@ -276,50 +213,43 @@ absl::Status ParseStackDim(const Json& j, std::string_view path, int64_t* dim) {
   auto it = j.find("stack_dim");
   if (it == j.end() || !it->is_number_integer() || it->get<int64_t>() < 0 ||
       it->get<int64_t>() > static_cast<int64_t>(kMaxDims)) {
-    return Bad(path, absl::StrCat("a stack needs \"stack_dim\": a dim from 0 to ", kMaxDims,
-                                  ", got ", it == j.end() ? std::string("nothing") : it->dump()));
+    return Bad(path, "a stack needs \"stack_dim\": a dim from 0 to ", kMaxDims, ", got ",
+               it == j.end() ? std::string("nothing") : it->dump());
   }
   *dim = it->get<int64_t>();
   return absl::OkStatus();
 }
 
-// ordered_json -> json (object keys sorted, like every NonTensorData in the core). The parser
-// accepted only valid UTF-8, so dump() cannot fail; the catch keeps that a status regardless.
-absl::Status ToJson(const Json& j, std::string_view path, nlohmann::json* out) {
-  try {
-    *out = nlohmann::json::parse(j.dump());
-    return absl::OkStatus();
-  } catch (const nlohmann::json::exception& e) {
-    return Bad(path, absl::StrCat("\"data\" cannot be read: ", e.what()));
-  }
-}
-
-// Makes `out`'s level, of kind `kind`, at `place` (the directory at `path`).
-absl::Status Place(const DirPlace& place, LevelKind kind, std::string_view path, DirMeta* out) {
+// Makes `out`'s level, of kind `kind` (none: non-tensor data), at `place` (the directory at
+// `path`).
+absl::Status Place(const DirPlace& place, std::optional<LevelKind> kind, std::string_view path,
+                   DirMeta* out) {
   if (place.fill != nullptr && kind != LevelKind::kTensorDict) {
     return Bad(path, "must hold a TensorDict level (the tensorclass's tensors)");
   }
+  if (!kind) return absl::OkStatus();
   out->node = place.fill;
   if (out->node != nullptr) return absl::OkStatus();
   if (place.parent == nullptr) {
-    out->node = &place.builder->Root(kind);
+    out->node = &place.builder->Root(*kind);
     return absl::OkStatus();
   }
-  absl::StatusOr<structure::Level*> level = place.builder->AddLevel(*place.parent, place.key, kind);
-  if (!level.ok()) return Bad(path, std::string(level.status().message()));
+  absl::StatusOr<structure::Level*> level =
+      place.builder->AddLevel(*place.parent, place.key, *kind);
+  if (!level.ok()) return Bad(path, level.status().message());
   out->node = *level;
   return absl::OkStatus();
 }
 
 absl::StatusOr<DirMeta> ParseDirJson(const Json& j, std::string_view path, const DirPlace& place) {
   if (!j.is_object()) {
-    return Bad(path, absl::StrCat("expected a JSON object, got a ", j.type_name()));
+    return Bad(path, "expected a JSON object, got a ", j.type_name());
   }
   DirMeta out;
   auto type_it = j.find("_type");
   if (type_it != j.end()) {
     if (!type_it->is_string()) {
-      return Bad(path, absl::StrCat("\"_type\" must be a string, got a ", type_it->type_name()));
+      return Bad(path, "\"_type\" must be a string, got a ", type_it->type_name());
     }
     out.type_name = type_it->get_ref<const std::string&>();
   }
@@ -327,9 +257,8 @@ absl::StatusOr<DirMeta> ParseDirJson(const Json& j, std::string_view path, const
   if (!out.type_name.empty()) {
     cls = SplitClass(out.type_name);
     if (!cls) {
-      return Bad(path, absl::StrCat("\"_type\" is ", out.type_name,
-                                    ", expected a Python class such as ",
-                                    AV(kTensorDictType)));
+      return Bad(path, "\"_type\" is ", out.type_name, ", expected a Python class such as ",
+                 AV(kTensorDictType));
     }
   }
   const bool ours = cls && (cls->first == "tensordict" || cls->first.rfind("tensordict.", 0) == 0);
@@ -344,36 +273,34 @@ absl::StatusOr<DirMeta> ParseDirJson(const Json& j, std::string_view path, const
   if (stack || (ours && IsNonTensorName(name))) {
     out.type = stack ? DirType::kNonTensorStack : DirType::kNonTensorData;
     out.metadata = !stack && name != "NonTensorData";
+    if (absl::Status ok = Place(place, std::nullopt, path, &out); !ok.ok()) return ok;
     auto d = j.find("data");
     if (stack) {
       if (absl::Status ok = ParseStackDim(j, path, &out.stack_dim); !ok.ok()) return ok;
       if (d == j.end() || d->is_null()) {
-        return Bad(path, "a NonTensorStack without \"data\" (expected the stacked values as a "
-                         "JSON list)");
+        return Bad(
+            path, "a NonTensorStack without \"data\" (expected the stacked values as a JSON list)");
       }
       if (d->is_string()) {
-        return Bad(path, absl::StrCat("the NonTensorStack's values were pickled into ",
-                                      d->get_ref<const std::string&>(),
-                                      ", which is never loaded (loading does not execute code)"));
+        return Bad(path, "the NonTensorStack's values were pickled into ",
+                   d->get_ref<const std::string&>(),
+                   ", which is never loaded (loading does not execute code)");
       }
       if (!d->is_array()) {
-        return Bad(path, absl::StrCat("a NonTensorStack's \"data\" must be a list, got a ",
-                                      d->type_name()));
+        return Bad(path, "a NonTensorStack's \"data\" must be a list, got a ", d->type_name());
       }
     } else if (d == j.end()) {
-      return Bad(path, "has no \"data\": the value was not stored as JSON (Python pickles such "
-                       "values into other.pickle, which is never loaded: loading does not "
-                       "execute code)");
+      return Bad(path,
+                 "has no \"data\": the value was not stored as JSON (Python pickles such values "
+                 "into other.pickle, which is never loaded: loading does not execute code)");
     }
-    if (absl::Status ok = ToJson(*d, path, &out.data); !ok.ok()) return ok;
+    out.data = nlohmann::json(*d);  // object keys sorted, like every NonTensorData in the core
     return out;
   }
   if (j.contains("custom_op")) {
-    return Bad(path, absl::StrCat("\"_type\" is ", out.type_name,
-                                  ", a lazy view (", j["custom_op"].dump(),
-                                  ") of the TensorDict in _source/, which is not supported: "
-                                  "load ",
-                                  AV(path.substr(0, path.rfind('/') + 1)), "_source instead"));
+    return Bad(path, "\"_type\" is ", out.type_name, ", a lazy view (", j["custom_op"].dump(),
+               ") of the TensorDict in _source/, which is not supported: load ",
+               AV(path.substr(0, path.rfind('/') + 1)), "_source instead");
   }
   if (j.contains("shape") || !cls || (ours && name == "TensorDict")) {
     // A TensorDict level (also subclasses, and older module paths such as
@@ -386,10 +313,9 @@ absl::StatusOr<DirMeta> ParseDirJson(const Json& j, std::string_view path, const
     return out;
   }
   if (ours) {
-    return Bad(path, absl::StrCat("\"_type\" is ", out.type_name,
-                                  ", which is not supported (TensorDict, LazyStackedTensorDict, "
-                                  "NonTensorData, NonTensorStack, MetaData and tensorclasses "
-                                  "are)"));
+    return Bad(path, "\"_type\" is ", out.type_name,
+               ", which is not supported (TensorDict, LazyStackedTensorDict, NonTensorData, "
+               "NonTensorStack, MetaData and tensorclasses are)");
   }
   // A tensorclass: its non-tensor fields are here, its tensors in _tensordict/ (which fills the
   // same level, DirPlace::fill).
@@ -397,8 +323,7 @@ absl::StatusOr<DirMeta> ParseDirJson(const Json& j, std::string_view path, const
   if (absl::Status ok = Place(place, LevelKind::kTensorClass, path, &out); !ok.ok()) return ok;
   for (const auto& [key, value] : j.items()) {
     if (key == "_type") continue;
-    out.fields.emplace_back(key, nlohmann::json());
-    if (absl::Status ok = ToJson(value, path, &out.fields.back().second); !ok.ok()) return ok;
+    out.fields.emplace_back(key, nlohmann::json(value));
   }
   return out;
 }
@@ -409,7 +334,6 @@ std::string EscapeKey(std::string_view key) {
   if (key.empty()) return "%";
   if (key == ".") return "%2E";
   if (key == "..") return "%2E%2E";
-  static constexpr char kHex[] = "0123456789ABCDEF";
   std::string out;
   out.reserve(key.size());
   for (unsigned char c : key) {
@@ -434,8 +358,8 @@ std::optional<std::string> UnescapeKey(std::string_view name) {
     }
     if (name.size() == 1) return std::string();  // "%" is the empty key
     if (i + 2 >= name.size()) return std::nullopt;
-    const int hi = HexValue(name[i + 1]), lo = HexValue(name[i + 2]);
-    if (hi < 0 || lo < 0) return std::nullopt;
+    const size_t hi = kHex.find(name[i + 1]), lo = kHex.find(name[i + 2]);
+    if (hi == std::string_view::npos || lo == std::string_view::npos) return std::nullopt;
     out.push_back(static_cast<char>(hi * 16 + lo));
     i += 2;
   }
@@ -463,10 +387,10 @@ absl::StatusOr<DirMeta> ParseDirMeta(std::string_view text, std::string_view pat
                                      const DirPlace& place) {
   absl::StatusOr<Json> parsed = ParseJson(text, path);
   if (!parsed.ok()) return parsed.status();
-  if (place.builder != nullptr) return ParseDirJson(*parsed, path, place);
-  structure::Builder own;  // a root of its own
-  absl::StatusOr<DirMeta> dir = ParseDirJson(*parsed, path, DirPlace{&own, nullptr, "", nullptr});
-  if (dir.ok()) dir->node = nullptr;
+  structure::Builder own;  // no builder: a root of its own
+  const DirPlace own_place{&own, nullptr, "", nullptr};
+  absl::StatusOr<DirMeta> dir = ParseDirJson(*parsed, path, place.builder ? place : own_place);
+  if (dir.ok() && !place.builder) dir->node = nullptr;
   return dir;
 }
 
@@ -476,26 +400,25 @@ absl::Status SetBatchSize(structure::Builder& b, structure::Level& level,
   absl::Status ok = b.SetBatchSize(level, batch);
   if (ok.ok()) return ok;
   if (structure::RuleOf(ok) != structure::Rule::kSubBatch) {
-    return Bad(meta_path, absl::StrCat(AV(what), ok.message()));
+    return Bad(meta_path, AV(what), ok.message());
   }
-  return Bad(meta_path, absl::StrCat("batch size ", SizeRepr(*batch.Read()),
-                                     " does not start with the parent's batch size ",
-                                     SizeRepr(level.parent()->batch_size())));
+  return Bad(meta_path, "batch size ", SizeRepr(*batch.Read()),
+             " does not start with the parent's batch size ",
+             SizeRepr(level.parent()->batch_size()));
 }
 
 absl::StatusOr<LevelMeta> ParseLevelMeta(std::string_view text, std::string_view path) {
   absl::StatusOr<DirMeta> dir = ParseDirMeta(text, path);
   if (!dir.ok()) return dir.status();
   if (dir->type != DirType::kTensorDict) {
-    return Bad(path, absl::StrCat("\"_type\" is ", dir->type_name,
-                                  ", expected a TensorDict level (", AV(kTensorDictType), ")"));
+    return Bad(path, "\"_type\" is ", dir->type_name, ", expected a TensorDict level (",
+               AV(kTensorDictType), ")");
   }
   return std::move(dir->level);
 }
 
 std::optional<std::string> LegacyFileName(std::string_view key, EntryKind kind) {
-  if (key.find('/') != std::string_view::npos || key.find('\\') != std::string_view::npos ||
-      key.find('\0') != std::string_view::npos) {
+  if (key.find_first_of(std::string_view("/\\\0", 3)) != std::string_view::npos) {
     return std::nullopt;
   }
   const auto alpha = [](char c) { return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z'); };
@@ -525,19 +448,17 @@ absl::Status ResolveEntryFiles(std::vector<EntryMeta>* entries,
     return e.kind != EntryKind::kTensor || e.is_nested || e.nbytes > 0;
   };
   // Written by a writer before 0.13 when some entry that needs a file has only its raw name.
+  const auto has_legacy = [&](const EntryMeta& e) {
+    return !e.legacy_file_name.empty() && present(e.legacy_file_name);
+  };
   const bool legacy = std::any_of(entries->begin(), entries->end(), [&](const EntryMeta& e) {
-    return needs_file(e) && !present(e.file_name) && !e.legacy_file_name.empty() &&
-           present(e.legacy_file_name);
+    return needs_file(e) && !present(e.file_name) && has_legacy(e);
   });
   for (EntryMeta& e : *entries) {
-    std::string chosen;
-    if (legacy && !e.legacy_file_name.empty() && present(e.legacy_file_name)) {
-      chosen = e.legacy_file_name;
-    } else if (present(e.file_name)) {
-      chosen = e.file_name;
-    } else if (!e.legacy_file_name.empty() && present(e.legacy_file_name)) {
-      chosen = e.legacy_file_name;
-    }
+    const bool escaped = present(e.file_name);
+    std::string chosen = has_legacy(e) && (legacy || !escaped) ? e.legacy_file_name
+                         : escaped                             ? e.file_name
+                                                               : "";
     if (chosen.empty() && needs_file(e)) {
       const char* what = e.kind == EntryKind::kTensor     ? "tensor file"
                          : e.kind == EntryKind::kTensorDict ? "TensorDict directory"
@@ -559,9 +480,8 @@ absl::StatusOr<nlohmann::json> ParseNonTensorMeta(std::string_view text, std::st
   absl::StatusOr<DirMeta> dir = ParseDirMeta(text, path);
   if (!dir.ok()) return dir.status();
   if (dir->type != DirType::kNonTensorData || dir->type_name.empty()) {
-    return Bad(path, absl::StrCat("expected \"_type\": \"", AV(kNonTensorType), "\", got ",
-                                  dir->type_name.empty() ? std::string("nothing")
-                                                         : dir->type_name));
+    return Bad(path, "expected \"_type\": \"", AV(kNonTensorType), "\", got ",
+               dir->type_name.empty() ? std::string("nothing") : dir->type_name);
   }
   return std::move(dir->data);
 }
@@ -606,8 +526,29 @@ std::string NonTensorStackMetaJson(const nlohmann::json& values) {
       .dump();
 }
 
-absl::Status CheckWritableJson(const nlohmann::json& data, std::string_view what) {
-  return CheckWritableJsonImpl(data, 0, what);
+absl::Status CheckWritableJson(const nlohmann::json& j, std::string_view what, int depth) {
+  const auto bad = [&](const auto&... parts) {
+    return absl::InvalidArgumentError(absl::StrCat(AV(what), ": ", parts...));
+  };
+  if (depth > kMaxJsonDepth) return bad("JSON nested deeper than ", kMaxJsonDepth, " levels");
+  if (j.is_number_float() && !std::isfinite(j.get<double>())) {
+    return bad("the number ", j.get<double>(),
+               " cannot be stored in JSON (it would be written as null)");
+  }
+  if (j.is_string() && !Utf8Ok(j)) {
+    return bad("a string is not valid UTF-8, which JSON cannot hold");
+  }
+  if (j.is_binary() || j.is_discarded()) {
+    return bad("a ", j.type_name(), " JSON value cannot be written");
+  }
+  if (!j.is_structured()) return absl::OkStatus();
+  for (const auto& it : j.items()) {
+    if (j.is_object() && !Utf8Ok(nlohmann::json(it.key()))) {
+      return bad("an object key is not valid UTF-8, which JSON cannot hold");
+    }
+    if (absl::Status s = CheckWritableJson(it.value(), what, depth + 1); !s.ok()) return s;
+  }
+  return absl::OkStatus();
 }
 
 absl::Status CheckWritableKey(std::string_view key, std::string_view what) {

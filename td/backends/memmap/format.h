@@ -26,24 +26,10 @@
 //     files present are exactly the ones meta.json names with exactly shape x itemsize bytes.
 //     Names starting with kTempPrefix are the writer's own temporaries and are ignored.
 //   * Nothing is ever executed: pickled non-tensor data (Python's other.pickle) is refused.
-// What older and newer Python writers put on disk, and what the reader accepts (ParseDirMeta,
-// ResolveEntryFiles; the table is in docs/memmap.md):
-//   * Writers before 0.13 did not escape: a key's file is its raw name. The reader takes the
-//     escaped name, else the raw one (LegacyFileName: only a raw key without / or \, without a
-//     "C:" drive prefix and, for directories, not "", "." or ".."). When a level needs the raw
-//     name for one entry, it was written by such a writer and every entry takes its raw name
-//     when that file exists (so "a b" -> "a b.memmap" and "a%20b" -> "a%20b.memmap" never mix).
-//   * A tensor with zero elements may have no file (torch.from_file creates none).
-//   * "_type" says what a directory holds (DirType): a TensorDict level; a lazy stack
-//     {"_type": "...LazyStackedTensorDict'>", "stack_dim": d} with members in "0", "1", ...; a
-//     NonTensorData / MetaData {"data": ...} (with `_tensordict/` before 0.5); a NonTensorStack
-//     {"stack_dim": d, "device": ..., "data": [nested lists]} (numbered sub-directories of empty
-//     levels before 0.5); a tensorclass {"_type": "<class 'module.Name'>", <non-tensor fields>}
-//     with its tensors in `_tensordict/`.
-//   * A nested (jagged) tensor, "is_nested": true (0.5+): "shape" is the shape [n, ndim] of its
-//     sizes; `<name>.shape.memmap` holds those sizes (int64, one row per component) and
-//     `<name>.memmap` the components' elements one after the other.
-//   * Fields a reader does not know are ignored.
+// What older and newer Python writers put on disk and what the reader accepts (ParseDirMeta,
+// ResolveEntryFiles) is the table "Compatibility with Python tensordict releases" in
+// docs/memmap.md: raw pre-0.13 file names, zero-element tensors without a file, lazy stacks,
+// NonTensorData / MetaData / NonTensorStack, tensorclasses, nested tensors, unknown fields.
 #pragma once
 
 #include <c10/core/ScalarType.h>
@@ -138,7 +124,8 @@ std::optional<std::string> LegacyFileName(std::string_view key, EntryKind kind);
 // The sizes file of a nested tensor stored in `file_name` ("x.memmap" -> "x.shape.memmap"; as
 // Python's Path.with_suffix, a name whose only dot leads gets the suffix appended).
 std::string NestedShapeFileName(std::string_view file_name);
-// Picks each entry's file among the names `present` in its directory (see the file comment):
+// Picks each entry's file among the names `present` in its directory (the escaped name, else the
+// raw one; a level that needs one raw name takes raw names wherever they exist):
 // sets file_name to the name to open, or to "" for a zero-element tensor without a file.
 // Errors name `dir`, the key and the names tried.
 absl::Status ResolveEntryFiles(std::vector<EntryMeta>* entries,
@@ -206,9 +193,9 @@ std::string NonTensorMetaJson(const nlohmann::json& data, bool metadata = false)
 // "data"} and no other file.
 std::string NonTensorStackMetaJson(const nlohmann::json& values);
 
-// OK when `data` can be written and read back unchanged: finite numbers, valid UTF-8, nesting
-// within kMaxJsonDepth. The error names `what`.
-absl::Status CheckWritableJson(const nlohmann::json& data, std::string_view what);
+// OK when `data` (`depth` levels into the value checked) can be written and read back unchanged:
+// finite numbers, valid UTF-8, nesting within kMaxJsonDepth. The error names `what`.
+absl::Status CheckWritableJson(const nlohmann::json& data, std::string_view what, int depth = 0);
 // OK when `key` is valid UTF-8 (meta.json is JSON text) and not reserved.
 absl::Status CheckWritableKey(std::string_view key, std::string_view what);
 

@@ -113,10 +113,7 @@ absl::StatusOr<std::shared_ptr<MemmapStorage>> LoadLevel(int dirfd, const std::s
                                                          MemmapMode mode, bool root,
                                                          const std::vector<int64_t>* parent_batch,
                                                          const parallel::ParallelOptions& threads);
-// Loads whatever the open directory `dirfd` (at `path`) holds as a TensorDict: a TensorDict
-// level, a lazy stack (as td::lazy_stack) or a tensorclass (its tensors and fields), validating
-// everything (memmap_loader.cc). The result is locked, as load_memmap's always is. `threads`: as
-// LoadLevel's.
+// LoadTree (store.h) of the open directory `dirfd` (at `path`) on disk (memmap_loader.cc).
 absl::StatusOr<TensorDict> LoadDir(int dirfd, const std::string& path, MemmapMode mode,
                                    const parallel::ParallelOptions& threads);
 // Opens the sub-TensorDict directory of `key` inside `dirfd` (at `dir_path`): its escaped name,

@@ -41,6 +41,12 @@ std::string Join(const std::string& dir, const std::string& name) {
   return JoinPath(dir, name);
 }
 
+// A DataLoss status: the message is `parts` concatenated.
+template <class... Parts>
+absl::Status Lost(const Parts&... parts) {
+  return absl::DataLossError(absl::StrCat(parts...));
+}
+
 const char* TypeText(EntryType t) {
   return t == EntryType::kSymlink     ? "a symlink (refused)"
          : t == EntryType::kDirectory ? "a directory"
@@ -49,9 +55,8 @@ const char* TypeText(EntryType t) {
 }
 
 absl::Status Unexpected(const std::string& dir, const DirEntry& e) {
-  return absl::DataLossError(absl::StrCat(
-      Join(dir, e.name), " is ", TypeText(e.type), " that ", Join(dir, kMeta),
-      " does not describe (remove it, or restore the meta.json that lists it)"));
+  return Lost(Join(dir, e.name), " is ", TypeText(e.type), " that ", Join(dir, kMeta),
+              " does not describe (remove it, or restore the meta.json that lists it)");
 }
 
 // "0", "1", ... without leading zeros.
@@ -76,13 +81,11 @@ struct NestedOffsets {
 // What a mapped leaf still needs once the whole tree is validated.
 struct MapJob {
   Store::Dir dir;
-  std::string name;
   std::string path;
-  std::string key;  // its repr, for errors
-  int64_t nbytes;
-  c10::ScalarType dtype;
-  std::vector<int64_t> shape;  // dense: the shape; nested: {elements}
-  at::Tensor nested_sizes;     // nested: [components, dims] int64
+  EntryMeta e;  // nested: the shape {elements} and their nbytes
+  // Nested: [components, dims] int64 sizes and C-order strides, the components' offsets.
+  at::Tensor nested_sizes, nested_strides;
+  NestedOffsets nested_offsets;
   MemmapStorage* level;
   size_t index;
   at::Tensor result;
@@ -98,7 +101,7 @@ struct Planned {
 };
 
 absl::Status FromTorch(const std::string& path, const c10::Error& e) {
-  return absl::DataLossError(absl::StrCat(path, ": ", e.what_without_backtrace()));
+  return Lost(path, ": ", e.what_without_backtrace());
 }
 
 class Loader {
@@ -122,12 +125,11 @@ class Loader {
     absl::StatusOr<Planned> top = Dir(dir, path, root, 0, place);
     if (!top.ok()) return top.status();
     if (!top->node) {
-      return absl::DataLossError(absl::StrCat(
-          path, " holds non-tensor data (a NonTensorData, NonTensorStack or MetaData), not a "
-                "TensorDict: load the directory that contains it"));
+      return Lost(path,
+                  " holds non-tensor data (a NonTensorData, NonTensorStack or MetaData), not a "
+                  "TensorDict: load the directory that contains it");
     }
-    absl::Status s = Finish(threads);
-    if (!s.ok()) return s;
+    if (absl::Status s = Finish(threads); !s.ok()) return s;
     return top;
   }
 
@@ -140,8 +142,8 @@ class Loader {
     absl::StatusOr<std::string> text = store_.Read(dir, kMeta, kMaxMetaBytes, meta_path);
     if (!text.ok()) {
       if (absl::IsNotFound(text.status())) {
-        return absl::DataLossError(absl::StrCat(path, " is not a memmap directory: it has no ",
-                                                "meta.json (", text.status().message(), ")"));
+        return Lost(path, " is not a memmap directory: it has no meta.json (",
+                    text.status().message(), ")");
       }
       return text.status();
     }
@@ -185,8 +187,7 @@ class Loader {
       for (MemmapStorage* level : levels_) level->set_locked(true);
     }
     for (auto& f : finishers_) {
-      absl::Status fs = f();
-      if (!fs.ok()) return fs;
+      if (absl::Status fs = f(); !fs.ok()) return fs;
     }
     return absl::OkStatus();
   }
@@ -215,32 +216,28 @@ class Loader {
     const auto claim = [&](const std::string& name, const EntryMeta& e,
                            EntryType want) -> absl::Status {
       if (!described.insert(name).second) {
-        return absl::DataLossError(absl::StrCat(meta_path, ": two entries use the file name '",
-                                                name, "' (the second is ",
-                                                NestedKey(e.key).repr(), ")"));
+        return Lost(meta_path, ": two entries use the file name '", name, "' (the second is ",
+                    NestedKey(e.key).repr(), ")");
       }
       auto it = present.find(name);
       if (it == present.end()) {
-        return absl::DataLossError(absl::StrCat(Join(path, name), " is missing: ", meta_path,
-                                                " describes key ", NestedKey(e.key).repr(),
-                                                " as a nested tensor, whose sizes it holds"));
+        return Lost(Join(path, name), " is missing: ", meta_path, " describes key ",
+                    NestedKey(e.key).repr(), " as a nested tensor, whose sizes it holds");
       }
       if (it->second != want) {
-        return absl::DataLossError(absl::StrCat(
-            Join(path, name), " is ", TypeText(it->second), ", but ", meta_path,
-            " describes key ", NestedKey(e.key).repr(), " as a ",
-            want == EntryType::kFile ? "tensor file" : "directory"));
+        return Lost(Join(path, name), " is ", TypeText(it->second), ", but ", meta_path,
+                    " describes key ", NestedKey(e.key).repr(), " as a ",
+                    want == EntryType::kFile ? "tensor file" : "directory");
       }
       return absl::OkStatus();
     };
     for (const EntryMeta& e : meta.entries) {
       if (e.file_name.empty()) continue;  // a zero-element tensor without a file
       const EntryType want = e.kind == EntryKind::kTensor ? EntryType::kFile : EntryType::kDirectory;
-      absl::Status s = claim(e.file_name, e, want);
-      if (!s.ok()) return s;
-      if (e.is_nested) {
-        s = claim(NestedShapeFileName(e.file_name), e, EntryType::kFile);
-        if (!s.ok()) return s;
+      if (absl::Status s = claim(e.file_name, e, want); !s.ok()) return s;
+      if (!e.is_nested) continue;
+      if (absl::Status s = claim(NestedShapeFileName(e.file_name), e, EntryType::kFile); !s.ok()) {
+        return s;
       }
     }
     for (const DirEntry& e : listing) {
@@ -262,12 +259,9 @@ class Loader {
           continue;
         }
         const size_t index = level->AddLoaded(e.key, Value(at::Tensor()));
-        MapJob job{dir,     e.file_name, entry_path,   NestedKey(e.key).repr(), e.nbytes,
-                   e.dtype, e.shape,     at::Tensor(), level,                   index,
-                   at::Tensor()};
+        MapJob job{dir, entry_path, e, {}, {}, {}, level, index, at::Tensor()};
         if (e.is_nested) {
-          absl::Status s = ReadNestedSizes(dir, path, e, meta.batch_size, &job);
-          if (!s.ok()) return s;
+          if (absl::Status s = ReadNestedSizes(path, meta.batch_size, &job); !s.ok()) return s;
         }
         jobs_.push_back(std::move(job));
         continue;
@@ -275,22 +269,19 @@ class Loader {
       // Its batch size starts with this level's (structure::Builder::SetBatchSize).
       absl::StatusOr<Planned> child = Child(dir, e.file_name, entry_path, depth, node, e.key);
       if (!child.ok()) return child.status();
-      if (child->value->has_value() && (*child->value)->is_non_tensor() &&
-          (*child->value)->non_tensor_data().is_stack()) {
-        absl::StatusOr<NonTensorData> stack = internal::StackFromFile(
-            (*child->value)->non_tensor_data().data, meta.batch_size);
+      std::optional<Value>& value = *child->value;
+      if (value && value->is_non_tensor() && value->non_tensor_data().is_stack()) {
+        absl::StatusOr<NonTensorData> stack =
+            internal::StackFromFile(value->non_tensor_data().data, meta.batch_size);
         if (!stack.ok()) {
-          return absl::DataLossError(
-              absl::StrCat(Join(entry_path, kMeta), ": ", stack.status().message()));
+          return Lost(Join(entry_path, kMeta), ": ", stack.status().message());
         }
-        **child->value = Value(*std::move(stack));
+        *value = Value(*std::move(stack));
       }
-      if (child->value->has_value()) {
-        level->AddLoaded(e.key, **child->value);
-      } else {
-        const size_t index = level->AddLoaded(e.key, Value(at::Tensor()));
-        std::shared_ptr<std::optional<Value>> slot = child->value;
-        finishers_.push_back([level, index, slot]() {
+      // A lazy stack is built once its members are loaded (Finish).
+      const size_t index = level->AddLoaded(e.key, value.value_or(Value(at::Tensor())));
+      if (!value) {
+        finishers_.push_back([level, index, slot = child->value]() {
           level->SetLoaded(index, **slot);
           return absl::OkStatus();
         });
@@ -300,23 +291,26 @@ class Loader {
     return out;
   }
 
-  // Reads a nested tensor's sizes file and checks them against the batch size.
-  absl::Status ReadNestedSizes(const Store::Dir& dir, const std::string& path, const EntryMeta& e,
-                               const std::vector<int64_t>& batch, MapJob* job) {
+  // Reads a nested tensor's sizes file, checks them against the batch size and lays the
+  // components' elements one after the other, each in C order.
+  absl::Status ReadNestedSizes(const std::string& path, const std::vector<int64_t>& batch,
+                               MapJob* job) {
+    EntryMeta& e = job->e;
     const std::string name = NestedShapeFileName(e.file_name);
     const std::string shape_path = Join(path, name);
     const std::string what = absl::StrCat("the nested tensor ", NestedKey(e.key).repr());
     absl::StatusOr<std::string> bytes =
-        store_.Read(dir, name, static_cast<size_t>(e.nbytes), shape_path);
+        store_.Read(job->dir, name, static_cast<size_t>(e.nbytes), shape_path);
     if (!bytes.ok()) return bytes.status();
     if (static_cast<int64_t>(bytes->size()) != e.nbytes) {
-      return absl::DataLossError(absl::StrCat(shape_path, " has ", bytes->size(), " bytes; ",
-                                              what, " of ", e.shape[0], " components of ",
-                                              e.shape[1], " dims needs ", e.nbytes));
+      return Lost(shape_path, " has ", bytes->size(), " bytes; ", what, " of ", e.shape[0],
+                  " components of ", e.shape[1], " dims needs ", e.nbytes);
     }
     at::Tensor sizes = at::empty(e.shape, at::TensorOptions().dtype(at::kLong));
     if (e.nbytes > 0) std::memcpy(sizes.data_ptr<int64_t>(), bytes->data(), bytes->size());
+    at::Tensor strides = at::empty_like(sizes);
     const int64_t* s = sizes.data_ptr<int64_t>();
+    int64_t* st = strides.data_ptr<int64_t>();
     const int64_t n = e.shape[0], dims = e.shape[1];
     int64_t total = 0;
     for (int64_t i = 0; i < n; ++i) {
@@ -325,32 +319,37 @@ class Loader {
       for (int64_t d = 0; d < dims; ++d) {
         const int64_t v = s[i * dims + d];
         if (v < 0) {
-          return absl::DataLossError(absl::StrCat(shape_path, ": component ", i, " of ", what,
-                                                  " has a negative size ", v));
+          return Lost(shape_path, ": component ", i, " of ", what, " has a negative size ", v);
         }
         if (d + 1 < static_cast<int64_t>(batch.size()) && v != batch[d + 1]) {
-          return absl::DataLossError(absl::StrCat(
-              shape_path, ": component ", i, " of ", what, " has size ", v, " at dim ", d + 1,
-              ", but the batch size is ", SizeRepr(batch)));
+          return Lost(shape_path, ": component ", i, " of ", what, " has size ", v, " at dim ",
+                      d + 1, ", but the batch size is ", SizeRepr(batch));
         }
         overflow = overflow || __builtin_mul_overflow(numel, v, &numel);
       }
       if (overflow || __builtin_add_overflow(total, numel, &total)) {
-        return absl::DataLossError(absl::StrCat(shape_path, ": the sizes of ", what,
-                                                " overflow int64"));
+        return Lost(shape_path, ": the sizes of ", what, " overflow int64");
+      }
+      job->nested_offsets.values.push_back(total - numel);
+      int64_t stride = 1;
+      for (int64_t d = dims - 1; d >= 0; --d) {
+        st[i * dims + d] = stride;
+        stride *= s[i * dims + d];
       }
     }
     absl::StatusOr<int64_t> data_bytes = TensorBytes({total}, e.dtype, what);
     if (!data_bytes.ok()) return absl::DataLossError(data_bytes.status().message());
-    job->shape = {total};
-    job->nbytes = *data_bytes;
+    e.shape = {total};
+    e.nbytes = *data_bytes;
     job->nested_sizes = std::move(sizes);
+    job->nested_strides = std::move(strides);
     return absl::OkStatus();
   }
 
   absl::Status Map(MapJob& job) {
-    absl::StatusOr<at::Tensor> t = store_.Map(job.dir, job.name, job.path, job.key, job.dtype,
-                                              job.shape, job.nbytes, mode_);
+    const std::string key = NestedKey(job.e.key).repr();
+    absl::StatusOr<at::Tensor> t = store_.Map(job.dir, job.e.file_name, job.path, key, job.e.dtype,
+                                              job.e.shape, job.e.nbytes, mode_);
     if (!t.ok()) return t.status();
     if (!job.nested_sizes.defined()) {
       job.result = *std::move(t);
@@ -360,33 +359,18 @@ class Loader {
       // A nested tensor's buffer must be its whole storage: one in an archive, a view into the
       // archive's mapping, is copied, and writes to the copy could not reach the file.
       if (mode_ == MemmapMode::kReadWrite) {
-        return absl::DataLossError(absl::StrCat(
-            job.path, ": the nested tensor ", job.key, " is copied out of the archive's "
-            "mapping, so writes could not reach the file: load it read-only"));
+        return Lost(job.path, ": the nested tensor ", key,
+                    " is copied out of the archive's mapping, so writes could not reach the file: "
+                    "load it read-only");
       }
       *t = t->clone();
     }
-    // The components' elements lie one after the other, each in C order.
-    const int64_t n = job.nested_sizes.size(0), dims = job.nested_sizes.size(1);
-    at::Tensor strides = at::empty_like(job.nested_sizes);
-    NestedOffsets offsets;
-    const int64_t* sz = job.nested_sizes.data_ptr<int64_t>();
-    int64_t* st = strides.data_ptr<int64_t>();
-    int64_t offset = 0;
-    for (int64_t i = 0; i < n; ++i) {
-      int64_t stride = 1;
-      for (int64_t d = dims - 1; d >= 0; --d) {
-        st[i * dims + d] = stride;
-        stride *= sz[i * dims + d];
-      }
-      offsets.values.push_back(offset);
-      offset += stride;
-    }
     try {
-      job.result = at::_nested_view_from_buffer(*t, job.nested_sizes, strides, offsets);
+      job.result = at::_nested_view_from_buffer(*t, job.nested_sizes, job.nested_strides,
+                                                job.nested_offsets);
     } catch (const c10::Error& e) {
-      return absl::DataLossError(absl::StrCat(job.path, ": LibTorch cannot represent this nested ",
-                                              "tensor: ", e.what_without_backtrace()));
+      return Lost(job.path,
+                  ": LibTorch cannot represent this nested tensor: ", e.what_without_backtrace());
     }
     return absl::OkStatus();
   }
@@ -404,40 +388,33 @@ class Loader {
       members = std::max(members, *i + 1);
     }
     if (members == 0) {
-      return absl::DataLossError(absl::StrCat(
-          path, ": a lazy stack without members (expected sub-directories 0, 1, ...)"));
-    }
-    for (int64_t i = 0; i < members; ++i) {
-      if (!seen.contains(i)) {
-        return absl::DataLossError(absl::StrCat(path, ": lazy stack member ", i, " is missing (",
-                                                Join(path, std::to_string(i)),
-                                                ") but member ", members - 1, " exists"));
-      }
+      return Lost(path, ": a lazy stack without members (expected sub-directories 0, 1, ...)");
     }
     std::vector<Planned> parts;
     for (int64_t i = 0; i < members; ++i) {
       const std::string name = std::to_string(i);
+      if (!seen.contains(i)) {
+        return Lost(path, ": lazy stack member ", i, " is missing (", Join(path, name),
+                    ") but member ", members - 1, " exists");
+      }
       absl::StatusOr<Planned> part = Child(dir, name, Join(path, name), depth, node, name);
       if (!part.ok()) return part.status();
       if (!part->node) {
-        return absl::DataLossError(absl::StrCat(Join(path, name),
-                                                " holds non-tensor data; a lazy stack's members "
-                                                "must be TensorDicts"));
+        return Lost(Join(path, name),
+                    " holds non-tensor data; a lazy stack's members must be TensorDicts");
       }
       const std::vector<int64_t>& batch = part->node->batch_size();
       if (!parts.empty() && batch != parts.front().node->batch_size()) {
-        return absl::DataLossError(
-            absl::StrCat(path, ": lazy stack members have different batch sizes: ", SizeRepr(batch),
-                         " in ", Join(path, name), " and ",
-                         SizeRepr(parts.front().node->batch_size()), " in ", Join(path, "0")));
+        return Lost(path, ": lazy stack members have different batch sizes: ", SizeRepr(batch),
+                    " in ", Join(path, name), " and ", SizeRepr(parts.front().node->batch_size()),
+                    " in ", Join(path, "0"));
       }
       parts.push_back(*std::move(part));
     }
     std::vector<int64_t> batch = parts.front().node->batch_size();
     if (stack_dim > static_cast<int64_t>(batch.size())) {
-      return absl::DataLossError(absl::StrCat(Join(path, kMeta), ": stack_dim ", stack_dim,
-                                              " is out of range for members of batch size ",
-                                              SizeRepr(batch)));
+      return Lost(Join(path, kMeta), ": stack_dim ", stack_dim,
+                  " is out of range for members of batch size ", SizeRepr(batch));
     }
     batch.insert(batch.begin() + stack_dim, members);
     Planned out;
@@ -472,30 +449,23 @@ class Loader {
         continue;
       }
       if (e.name == "other.pickle") {
-        return absl::DataLossError(absl::StrCat(
+        return Lost(
             Join(path, e.name), ": fields of the tensorclass ", meta.type_name,
-            " were pickled, and pickled data is never loaded (loading does not execute code)"));
+            " were pickled, and pickled data is never loaded (loading does not execute code)");
       }
       return Unexpected(path, e);
     }
     if (!has_inner) {
-      return absl::DataLossError(absl::StrCat(path, " holds the tensorclass ", meta.type_name,
-                                              " but has no _tensordict/ directory with its "
-                                              "tensors"));
+      return Lost(path, " holds the tensorclass ", meta.type_name,
+                  " but has no _tensordict/ directory with its tensors");
     }
     absl::StatusOr<Planned> tensors =
         Child(dir, inner, Join(path, inner), depth, *meta.node, inner, /*fill=*/true);
     if (!tensors.ok()) return tensors.status();
-    if (!tensors->storage) {
-      return absl::DataLossError(absl::StrCat(Join(path, inner),
-                                              " must hold a TensorDict level (the tensorclass's "
-                                              "tensors)"));
-    }
     for (const auto& [key, value] : meta.fields) {
       if (tensors->storage->contains(key)) {
-        return absl::DataLossError(absl::StrCat(
-            Join(path, kMeta), ": field ", NestedKey(key).repr(), " is also a key of ",
-            Join(path, inner), " (the tensorclass is stored twice)"));
+        return Lost(Join(path, kMeta), ": field ", NestedKey(key).repr(), " is also a key of ",
+                    Join(path, inner), " (the tensorclass is stored twice)");
       }
       tensors->storage->AddField(key, Value(NonTensorData(value)), Join(path, kMeta));
     }
@@ -519,9 +489,8 @@ class Loader {
         absl::StatusOr<LevelMeta> meta = ParseLevelMeta(*text, meta_path);
         if (!meta.ok()) return meta.status();
         if (!meta->entries.empty()) {
-          return absl::DataLossError(absl::StrCat(meta_path, ": the batch shape of non-tensor ",
-                                                  "data lists ", meta->entries.size(),
-                                                  " entries; expected none"));
+          return Lost(meta_path, ": the batch shape of non-tensor ", "data lists ",
+                      meta->entries.size(), " entries; expected none");
         }
         continue;
       }
@@ -537,8 +506,7 @@ class Loader {
       if (!inner || e.type != EntryType::kDirectory) return Unexpected(path, e);
       const std::string sub_path = Join(path, e.name);
       if (depth + 1 > kMaxNestingDepth) {
-        return absl::DataLossError(absl::StrCat(sub_path, ": directories nested more than ",
-                                                kMaxNestingDepth, " levels deep"));
+        return Lost(sub_path, ": directories nested more than ", kMaxNestingDepth, " levels deep");
       }
       absl::StatusOr<Store::Dir> sub = store_.Open(dir, e.name, sub_path);
       if (!sub.ok()) return sub.status();
@@ -646,15 +614,14 @@ absl::StatusOr<std::shared_ptr<MemmapStorage>> LoadLevel(int dirfd, const std::s
   absl::StatusOr<Planned> top = loader.Load(*dir, path, root, parent_batch, threads);
   if (!top.ok()) return top.status();
   if (!top->storage) {
-    return absl::DataLossError(absl::StrCat(path, " does not hold a TensorDict level"));
+    return Lost(path, " does not hold a TensorDict level");
   }
   return top->storage;
 }
 
 absl::StatusOr<UniqueFd> OpenSubTensorDict(int dirfd, const std::string& key,
                                            const std::string& dir_path, std::string* sub_path) {
-  const std::string escaped = EscapeKey(key);
-  std::string name = escaped;
+  std::string name = EscapeKey(key);
   absl::StatusOr<UniqueFd> sub = OpenDirShared(dirfd, name, JoinPath(dir_path, name));
   const auto has_meta = [](const absl::StatusOr<UniqueFd>& fd) {
     struct stat st;
@@ -662,7 +629,7 @@ absl::StatusOr<UniqueFd> OpenSubTensorDict(int dirfd, const std::string& key,
   };
   if (!has_meta(sub)) {
     std::optional<std::string> legacy = LegacyFileName(key, EntryKind::kTensorDict);
-    if (legacy && *legacy != escaped) {
+    if (legacy && *legacy != name) {
       absl::StatusOr<UniqueFd> raw = OpenDirShared(dirfd, *legacy, JoinPath(dir_path, *legacy));
       if (has_meta(raw)) {
         sub = std::move(raw);
