@@ -26,30 +26,25 @@ absl::string_view AV(std::string_view s) { return absl::string_view(s.data(), s.
 
 absl::Status ErrnoError(int err, std::string_view what, std::string_view path) {
   absl::Status s = internal::os::ErrnoError(err, what, path);
+  if (err == EEXIST) return absl::AlreadyExistsError(s.message());
   if (err != ELOOP) return s;
   return absl::Status(s.code(), absl::StrCat(s.message(),
                                              " (symlinks are refused inside memmap directories)"));
 }
 
-absl::StatusOr<UniqueFd> OpenDir(const std::string& path, bool follow_symlink) {
-  int flags = O_RDONLY | O_DIRECTORY | O_CLOEXEC;
-  if (!follow_symlink) flags |= O_NOFOLLOW;
-  int fd = ::open(path.c_str(), flags);
-  if (fd < 0) return ErrnoError(errno, "cannot open directory", path);
-  return UniqueFd(fd);
-}
-
-absl::StatusOr<UniqueFd> OpenDirAt(int dirfd, const std::string& name, const std::string& path) {
-  int fd = ::openat(dirfd, name.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+absl::StatusOr<UniqueFd> OpenDirAt(int dirfd, const std::string& name, const std::string& path,
+                                   bool follow_symlink) {
+  const int fd = ::openat(dirfd, name.c_str(),
+                          O_RDONLY | O_DIRECTORY | O_CLOEXEC | (follow_symlink ? 0 : O_NOFOLLOW));
   if (fd < 0) return ErrnoError(errno, "cannot open directory", path);
   return UniqueFd(fd);
 }
 
 absl::StatusOr<UniqueFd> OpenFileAt(int dirfd, const std::string& name, bool writable,
-                                    const std::string& path) {
-  int fd = ::openat(dirfd, name.c_str(),
-                    (writable ? O_RDWR : O_RDONLY) | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK);
-  if (fd < 0) return ErrnoError(errno, "cannot open", path);
+                                    const std::string& path, int create_flags) {
+  const int flags = (writable ? O_RDWR : O_RDONLY) | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK;
+  const int fd = ::openat(dirfd, name.c_str(), flags | create_flags, 0644);
+  if (fd < 0) return ErrnoError(errno, create_flags ? "cannot create" : "cannot open", path);
   UniqueFd owned(fd);
   struct stat st;
   if (::fstat(fd, &st) != 0) return ErrnoError(errno, "cannot stat", path);
@@ -61,56 +56,38 @@ absl::StatusOr<UniqueFd> OpenFileAt(int dirfd, const std::string& name, bool wri
   return owned;
 }
 
-absl::StatusOr<int64_t> FileSize(int fd, const std::string& path) {
-  struct stat st;
-  if (::fstat(fd, &st) != 0) return ErrnoError(errno, "cannot stat", path);
-  return static_cast<int64_t>(st.st_size);
-}
-
 absl::StatusOr<std::string> ReadFileAt(int dirfd, const std::string& name, size_t max_bytes,
                                        const std::string& path) {
   absl::StatusOr<UniqueFd> fd = OpenFileAt(dirfd, name, /*writable=*/false, path);
   if (!fd.ok()) return fd.status();
-  absl::StatusOr<int64_t> size = FileSize(fd->get(), path);
-  if (!size.ok()) return size.status();
-  if (static_cast<uint64_t>(*size) > max_bytes) {
-    return absl::DataLossError(absl::StrCat(path, " has ", *size, " bytes, more than the ",
+  struct stat st;
+  if (::fstat(fd->get(), &st) != 0) return ErrnoError(errno, "cannot stat", path);
+  if (static_cast<uint64_t>(st.st_size) > max_bytes) {
+    return absl::DataLossError(absl::StrCat(path, " has ", st.st_size, " bytes, more than the ",
                                             max_bytes, " allowed"));
   }
-  std::string out(static_cast<size_t>(*size), '\0');
+  std::string out(static_cast<size_t>(st.st_size), '\0');
   absl::StatusOr<size_t> n = internal::os::ReadAll(fd->get(), out.data(), out.size(), path);
   if (!n.ok()) return n.status();
   out.resize(*n);  // fewer bytes when the file shrank while being read
   return out;
 }
 
-absl::Status ReplaceFileAt(int dirfd, const std::string& name, std::string_view data, bool sync,
-                           const std::string& path) {
-  return internal::os::ReplaceFileAt(dirfd, name, TempName(name), path, sync, [&](int fd) {
-    return WriteAll(fd, data.data(), data.size(), path);
-  });
-}
-
-namespace {
-
-bool SameFile(const struct stat& a, const struct stat& b) {
-  return a.st_dev == b.st_dev && a.st_ino == b.st_ino;
-}
-
-// Opens with `open_fn`, locks shared, checks with `stat_fn` that the name still holds it.
-template <class Open, class Stat>
-absl::StatusOr<UniqueFd> OpenLocked(const Open& open_fn, const Stat& stat_fn,
-                                    const std::string& path) {
+absl::StatusOr<UniqueFd> OpenDirShared(int dirfd, const std::string& name, const std::string& path,
+                                       bool follow_symlink) {
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
   for (;;) {
-    absl::StatusOr<UniqueFd> fd = open_fn();
+    absl::StatusOr<UniqueFd> fd = OpenDirAt(dirfd, name, path, follow_symlink);
     if (!fd.ok()) return fd.status();
     if (const int err = internal::os::LockUntil(fd->get(), LOCK_SH, deadline)) {
       return ErrnoError(err, "cannot lock (it is being removed or replaced continuously)", path);
     }
     struct stat mine, named;
     if (::fstat(fd->get(), &mine) != 0) return ErrnoError(errno, "cannot stat", path);
-    if (stat_fn(&named) == 0 && SameFile(mine, named) && mine.st_nlink > 0) return fd;
+    if (::fstatat(dirfd, name.c_str(), &named, follow_symlink ? 0 : AT_SYMLINK_NOFOLLOW) == 0 &&
+        mine.st_dev == named.st_dev && mine.st_ino == named.st_ino && mine.st_nlink > 0) {
+      return fd;
+    }
     if (std::chrono::steady_clock::now() >= deadline) {
       return absl::UnavailableError(
           absl::StrCat(path, " is being replaced continuously; gave up after 10 s"));
@@ -119,27 +96,9 @@ absl::StatusOr<UniqueFd> OpenLocked(const Open& open_fn, const Stat& stat_fn,
   }
 }
 
-}  // namespace
-
-absl::StatusOr<UniqueFd> OpenDirShared(int dirfd, const std::string& name,
-                                       const std::string& path) {
-  return OpenLocked([&] { return OpenDirAt(dirfd, name, path); },
-                    [&](struct stat* st) {
-                      return ::fstatat(dirfd, name.c_str(), st, AT_SYMLINK_NOFOLLOW);
-                    },
-                    path);
-}
-
-absl::StatusOr<UniqueFd> OpenDirSharedPath(const std::string& path, bool follow_symlink) {
-  return OpenLocked([&] { return OpenDir(path, follow_symlink); },
-                    [&](struct stat* st) {
-                      return follow_symlink ? ::stat(path.c_str(), st) : ::lstat(path.c_str(), st);
-                    },
-                    path);
-}
-
 absl::Status RemoveTree(int dirfd, const std::string& name, const std::string& path) {
-  return RemoveAt(dirfd, name, path, std::chrono::steady_clock::now() + std::chrono::seconds(30));
+  return internal::os::RemoveAt(dirfd, name, path,
+                               std::chrono::steady_clock::now() + std::chrono::seconds(30));
 }
 
 std::string TempName(std::string_view base) {

@@ -12,7 +12,6 @@
 #include <cstdint>
 #include <string>
 #include <string_view>
-#include <utility>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -24,40 +23,27 @@ namespace td {
 namespace internal {
 namespace memmap {
 
-using internal::os::CreateFileAt;
 using internal::os::DirEntry;
 using internal::os::EntryType;
 using internal::os::JoinPath;
 using internal::os::ListDir;
-using internal::os::MakeDirAt;
-using internal::os::MakeDirs;
-using internal::os::RemoveAt;
-using internal::os::SyncDir;
 using internal::os::UniqueFd;
-using internal::os::WriteAll;
 
-// internal::os::ErrnoError ("<what> <path>: <strerror>", NotFound for ENOENT), plus a hint for ELOOP
-// (a symlink refused by O_NOFOLLOW).
+// internal::os::ErrnoError ("<what> <path>: <strerror>", NotFound for ENOENT), AlreadyExists for
+// EEXIST, plus a hint for ELOOP (a symlink refused by O_NOFOLLOW).
 absl::Status ErrnoError(int err, std::string_view what, std::string_view path);
 
-// Opens the directory `path` (a symlink at `path` itself is followed only when
-// `follow_symlink`).
-absl::StatusOr<UniqueFd> OpenDir(const std::string& path, bool follow_symlink);
-// Opens the directory `name` inside `dirfd`; a symlink is refused. `path` is for messages.
-absl::StatusOr<UniqueFd> OpenDirAt(int dirfd, const std::string& name, const std::string& path);
-// Opens the regular file `name` inside `dirfd` (O_RDONLY or O_RDWR); symlinks refused.
+// Opens the directory `name` inside `dirfd` (AT_FDCWD with a path); a symlink at `name` is
+// followed only when `follow_symlink`. `path` is for messages.
+absl::StatusOr<UniqueFd> OpenDirAt(int dirfd, const std::string& name, const std::string& path,
+                                   bool follow_symlink = false);
+// Opens the regular file `name` inside `dirfd` (O_RDONLY or O_RDWR, plus `create_flags`: O_CREAT
+// with O_EXCL or O_TRUNC makes it, mode 0644); symlinks refused.
 absl::StatusOr<UniqueFd> OpenFileAt(int dirfd, const std::string& name, bool writable,
-                                    const std::string& path);
-// Size in bytes of the open regular file `fd`.
-absl::StatusOr<int64_t> FileSize(int fd, const std::string& path);
+                                    const std::string& path, int create_flags = 0);
 // The whole regular file `name` inside `dirfd`, refused when larger than `max_bytes`.
 absl::StatusOr<std::string> ReadFileAt(int dirfd, const std::string& name, size_t max_bytes,
                                        const std::string& path);
-// Atomically replaces (or creates) `name` inside `dirfd` with `data`: writes a temporary
-// sibling (TempName(name)), then renames it over `name` (os::ReplaceFileAt). Readers see the old
-// or the new content, never a mix.
-absl::Status ReplaceFileAt(int dirfd, const std::string& name, std::string_view data, bool sync,
-                           const std::string& path);
 // NOTE [ Readers and removers of memmap directories ]
 // A directory version that a writer swapped out (memmap() over a prefix, a structural write
 // into a level) is removed while other threads or processes may still be loading it. Readers
@@ -69,14 +55,13 @@ absl::Status ReplaceFileAt(int dirfd, const std::string& name, std::string_view 
 // process exclude each other as processes do. Readers never wait for writers except while a
 // version they just opened is being removed (then they retry on the new one).
 
-// Opens the directory `name` inside `dirfd` (no symlink), takes a shared flock on it and makes
-// sure it is still the directory under `name` (retrying for up to 10 s while it is replaced).
-absl::StatusOr<UniqueFd> OpenDirShared(int dirfd, const std::string& name, const std::string& path);
-// The same for `path` (a symlink at `path` itself is followed only when `follow_symlink`).
-absl::StatusOr<UniqueFd> OpenDirSharedPath(const std::string& path, bool follow_symlink);
-// Removes the directory (or file) `name` inside `dirfd` like RemoveAt, after taking an exclusive
-// flock on each directory (waiting up to 30 s for its readers; past that the tree is left for a
-// later RemoveStaleTemps and Unavailable is returned).
+// OpenDirAt, then a shared flock on the directory, making sure it is still the one under `name`
+// (retrying for up to 10 s while it is replaced).
+absl::StatusOr<UniqueFd> OpenDirShared(int dirfd, const std::string& name, const std::string& path,
+                                       bool follow_symlink = false);
+// Removes `name` inside `dirfd` like os::RemoveAt, after taking an exclusive flock on each
+// directory (waiting up to 30 s for its readers; past that the tree is left for a later
+// RemoveStaleTemps and Unavailable is returned).
 absl::Status RemoveTree(int dirfd, const std::string& name, const std::string& path);
 
 // A fresh temporary name "<kTempPrefix><pid>-<counter>-<random>-<base>" (base truncated to keep
@@ -91,6 +76,9 @@ int64_t TempNamePid(std::string_view name, std::string_view base);
 // `fd` open.
 absl::StatusOr<at::Tensor> MapFile(int fd, const std::string& path, c10::ScalarType dtype,
                                    const std::vector<int64_t>& shape, MemmapMode mode);
+// InvalidArgument "<what>: a <nested (ragged) | layout> tensor; only strided (dense) tensors can
+// be memory-mapped" unless `t` is strided and not nested (see CheckMappable).
+absl::Status CheckStrided(const at::Tensor& t, std::string_view what);
 // Writes `tensor`'s values as C-order bytes to `fd` (chunk by chunk for non-contiguous or
 // non-CPU tensors, so memory use stays bounded).
 absl::Status WriteTensor(int fd, const at::Tensor& tensor, const std::string& path);

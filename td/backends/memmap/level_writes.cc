@@ -1,19 +1,20 @@
-// Structural writes into an open memmap TensorDict (MemmapStorage::set / erase /
-// set_batch_size), each committed atomically by swapping the level's directory. See NOTE [ Crash-safe level writes ] in memmap_internal.h.
+// The checks of every memmap write (ValidateTree, before anything touches the disk), and the
+// structural writes into an open memmap TensorDict (MemmapStorage::set / erase /
+// set_batch_size), each committed atomically by swapping the level's directory. See NOTE
+// [ Crash-safe level writes ] in memmap_internal.h.
 #include <ATen/ATen.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
 #include <stdlib.h>
-#include <sys/stat.h>
 #include <unistd.h>
 
-#include <algorithm>
-#include <functional>
 #include <utility>
 
+#include "absl/container/flat_hash_map.h"
 #include "absl/container/flat_hash_set.h"
 #include "absl/strings/str_cat.h"
+#include "td/backends/lazy_stack/lazy_stack.h"
 #include "td/backends/memmap/format.h"
 #include "td/backends/memmap/fs.h"
 #include "td/backends/memmap/memmap_internal.h"
@@ -44,31 +45,23 @@ absl::Status LinkAt(int from_fd, const std::string& from, int to_fd, const std::
 // Gives the directory `to_fd` the same tree as `from_fd`: sub-directories are recreated, files
 // (and anything else) hard-linked. Temporaries of dead writers are left behind (dropped).
 // `skip` (top level only): names not carried over. `dirs` collects every directory made.
-absl::Status Mirror(int from_fd, int to_fd, const std::string& path,
-                    const absl::flat_hash_set<std::string>* skip,
-                    std::vector<std::shared_ptr<UniqueFd>>* dirs) {
-  absl::StatusOr<std::vector<DirEntry>> entries = ListDir(from_fd, path);
-  if (!entries.ok()) return entries.status();
-  for (const DirEntry& e : *entries) {
+void Mirror(int from_fd, int to_fd, const std::string& path,
+            const absl::flat_hash_set<std::string>* skip,
+            std::vector<std::shared_ptr<UniqueFd>>* dirs) {
+  for (const DirEntry& e : ValueOrThrow<MemmapError>(ListDir(from_fd, path))) {
     if (IsTempName(e.name) || (skip != nullptr && skip->contains(e.name))) continue;
     const std::string entry_path = JoinPath(path, e.name);
-    if (e.type == EntryType::kDirectory) {
-      absl::Status s = MakeDirAt(to_fd, e.name, entry_path);
-      if (!s.ok()) return s;
-      absl::StatusOr<UniqueFd> from = OpenDirShared(from_fd, e.name, entry_path);
-      if (!from.ok()) return from.status();
-      absl::StatusOr<UniqueFd> to = OpenDirAt(to_fd, e.name, entry_path);
-      if (!to.ok()) return to.status();
-      auto to_shared = std::make_shared<UniqueFd>(*std::move(to));
-      s = Mirror(from->get(), to_shared->get(), entry_path, nullptr, dirs);
-      if (!s.ok()) return s;
-      dirs->push_back(std::move(to_shared));
-    } else {
-      absl::Status s = LinkAt(from_fd, e.name, to_fd, e.name, entry_path);
-      if (!s.ok()) return s;
+    if (e.type != EntryType::kDirectory) {
+      ThrowIfError<MemmapError>(LinkAt(from_fd, e.name, to_fd, e.name, entry_path));
+      continue;
     }
+    ThrowIfError<MemmapError>(os::MakeDirAt(to_fd, e.name, entry_path));
+    const UniqueFd from = ValueOrThrow<MemmapError>(OpenDirShared(from_fd, e.name, entry_path));
+    auto to = std::make_shared<UniqueFd>(
+        ValueOrThrow<MemmapError>(OpenDirAt(to_fd, e.name, entry_path)));
+    Mirror(from.get(), to->get(), entry_path, nullptr, dirs);
+    dirs->push_back(std::move(to));
   }
-  return absl::OkStatus();
 }
 
 // Where the level directory really is: its parent directory and its name there.
@@ -96,36 +89,106 @@ LevelPlace Locate(int dirfd, const std::string& dir) {
   return LevelPlace{slash == 0 ? "/" : real.substr(0, slash), real.substr(slash + 1)};
 }
 
+constexpr size_t kNameMax = 255;
+
+// Checks the entry `k` (full key `full`, file names of the level's other entries in `names`) of a
+// level at `depth` that is written into `dir`: throws ValueError / TypeError naming the key for
+// anything the write would fail on by construction. Returns its file name, now in `names`.
+std::string CheckEntry(const std::string& k, const Value& v, const std::string& dir,
+                       const WriteOptions& o, const NestedKey& full, int depth,
+                       absl::flat_hash_map<std::string, std::string>* names) {
+  const absl::Status key_ok = CheckWritableKey(k, "memmap");
+  if (!key_ok.ok()) {
+    TD_FAIL(ValueError, std::string(key_ok.message()), " (full key ", full.repr(), ")");
+  }
+  const std::string name = EntryFileName(k, KindOf(v));
+  if (name.size() > kNameMax) {
+    TD_FAIL(ValueError, "memmap: key ", full.repr(), " gives the file name '", name, "' of ",
+            name.size(), " bytes; file systems allow ", kNameMax);
+  }
+  if (name == kMetaFile || IsTempName(name)) {
+    TD_FAIL(ValueError, "memmap: key ", full.repr(), " cannot be memory-mapped: its file name '",
+            name, "' is reserved by the memmap format");
+  }
+  auto [it, fresh] = names->emplace(name, k);
+  if (!fresh) {
+    TD_FAIL(ValueError, "memmap: keys ", NestedKey(it->second).repr(), " and ", full.repr(),
+            " would both be stored as '", JoinPath(dir, name), "'");
+  }
+  if (v.is_tensor()) {
+    const at::Tensor& t = v.tensor();
+    CheckMappable(t, full, "memmap");
+    try {
+      DtypeName(t.scalar_type());
+    } catch (const c10::Error&) {
+      TD_FAIL(TypeError, "memmap: key ", full.repr(), " has dtype ", t.scalar_type(),
+              ", which the memmap format cannot name");
+    }
+    const std::optional<std::string> file = MemoryMappedTensor::filename_of(t);
+    if (!o.like && !o.copy_existing && file && *file != JoinPath(dir, name)) {
+      TD_FAIL(ValueError, "memmap: key ", full.repr(), " is already memory-mapped to ", *file,
+              "; pass MemmapOptions().copy_existing(true) to copy it to ", JoinPath(dir, name));
+    }
+  } else if (v.is_tensordict()) {
+    ValidateTree(v.tensordict(), JoinPath(dir, name), o, &full, depth + 1);
+  } else {
+    ThrowIfError(CheckWritableJson(v.non_tensor(),
+                                   absl::StrCat("memmap: non-tensor data of key ", full.repr())));
+  }
+  return name;
+}
+
 }  // namespace
+
+void ValidateTree(const TensorDict& td, const std::string& dir, const WriteOptions& o,
+                  const NestedKey* prefix, int depth) {
+  if (depth > kMaxNestingDepth) {
+    TD_FAIL(NestingError, "memmap: TensorDicts nested more than ", kMaxNestingDepth,
+            " levels deep cannot be written (td::kMaxNestingDepth)");
+  }
+  if (const auto stack = LazyStackedTensorDict::from(td)) {
+    // Python's layout: member i in the sub-directory "i" (NOTE [ Memmap directory format ]).
+    const std::vector<TensorDict>& members = stack->tensordicts();
+    for (size_t i = 0; i < members.size(); ++i) {
+      ValidateTree(members[i], JoinPath(dir, std::to_string(i)), o, prefix, depth + 1);
+    }
+    return;
+  }
+  absl::flat_hash_map<std::string, std::string> names;  // file name -> key
+  for (const std::string& k : td.storage().keys()) {
+    std::optional<Value> v = td.storage().get(k);
+    if (v) CheckEntry(k, *v, dir, o, prefix ? *prefix + NestedKey(k) : NestedKey(k), depth, &names);
+  }
+}
 
 void CommitLevel(const std::string& dir, bool follow_symlink, const LevelChange& change) {
   // Read under a shared lock: NOTE [ Readers and removers of memmap directories ] (fs.h).
-  UniqueFd old_dir = ValueOrThrow<MemmapError>(OpenDirSharedPath(dir, follow_symlink));
+  UniqueFd old_dir = ValueOrThrow<MemmapError>(OpenDirShared(AT_FDCWD, dir, dir, follow_symlink));
   const LevelPlace place = Locate(old_dir.get(), dir);
-  UniqueFd parent = ValueOrThrow<MemmapError>(OpenDir(place.parent, /*follow_symlink=*/true));
+  const UniqueFd parent = ValueOrThrow<MemmapError>(
+      OpenDirAt(AT_FDCWD, place.parent, place.parent, /*follow_symlink=*/true));
   RemoveStaleTemps(parent.get(), place.parent, place.base);
   const std::string tmp = TempName(place.base);
   const std::string tmp_path = JoinPath(place.parent, tmp);
-  ThrowIfError<MemmapError>(MakeDirAt(parent.get(), tmp, tmp_path));
+  ThrowIfError<MemmapError>(os::MakeDirAt(parent.get(), tmp, tmp_path));
   try {
     auto new_dir = std::make_shared<UniqueFd>(
         ValueOrThrow<MemmapError>(OpenDirAt(parent.get(), tmp, tmp_path)));
-    std::vector<std::shared_ptr<UniqueFd>> dirs;
+    std::vector<std::shared_ptr<UniqueFd>> dirs{new_dir};
     absl::flat_hash_set<std::string> skip(change.drop.begin(), change.drop.end());
-    skip.insert(std::string(internal::memmap::kMetaFile));
-    ThrowIfError<MemmapError>(Mirror(old_dir.get(), new_dir->get(), dir, &skip, &dirs));
+    skip.insert(std::string(kMetaFile));
+    Mirror(old_dir.get(), new_dir->get(), dir, &skip, &dirs);
     if (change.write) change.write(new_dir->get());
-    ThrowIfError<MemmapError>(CreateFileAt(new_dir->get(), std::string(internal::memmap::kMetaFile),
-                                           change.meta_json, change.sync,
-                                           JoinPath(dir, internal::memmap::kMetaFile)));
+    ThrowIfError<MemmapError>(os::CreateFileAt(new_dir->get(), std::string(kMetaFile),
+                                               change.meta_json, change.sync,
+                                               JoinPath(dir, kMetaFile)));
     if (change.sync) {
-      for (const auto& d : dirs) ThrowIfError<MemmapError>(SyncDir(d->get(), dir));
-      ThrowIfError<MemmapError>(SyncDir(new_dir->get(), dir));
+      for (const auto& d : dirs) ThrowIfError<MemmapError>(os::SyncDir(d->get(), dir));
     }
     old_dir = UniqueFd();  // our own lock would keep CommitDir from removing the old version
     ThrowIfError<MemmapError>(CommitDir(parent.get(), tmp, place.base, dir, change.sync));
   } catch (...) {
-    RemoveAt(parent.get(), tmp, tmp_path).IgnoreError();
+    os::RemoveAt(parent.get(), tmp, tmp_path).IgnoreError();
     throw;
   }
 }
@@ -136,9 +199,6 @@ void CommitLevel(const std::string& dir, bool follow_symlink, const LevelChange&
 // ---- MemmapStorage writes ------------------------------------------------------------------
 
 namespace mm = internal::memmap;
-using mm::EntryKind;
-using mm::EntryMetaOf;
-using mm::KindOf;
 
 std::string MemmapStorage::MetaJson(at::IntArrayRef batch_size,
                                     const std::string* skip_key, const std::string* add_key,
@@ -151,10 +211,10 @@ std::string MemmapStorage::MetaJson(at::IntArrayRef batch_size,
     if ((skip_key != nullptr && key == *skip_key) || IsField(key)) continue;
     // A replaced key keeps its place, as EntryList::set keeps it.
     const bool replaced = add_key != nullptr && key == *add_key;
-    meta.entries.push_back(EntryMetaOf(key, replaced ? *add_value : v));
+    meta.entries.push_back(mm::EntryMetaOf(key, replaced ? *add_value : v));
     added |= replaced;
   }
-  if (add_key != nullptr && !added) meta.entries.push_back(EntryMetaOf(*add_key, *add_value));
+  if (add_key != nullptr && !added) meta.entries.push_back(mm::EntryMetaOf(*add_key, *add_value));
   return mm::LevelMetaJson(meta);
 }
 
@@ -162,42 +222,22 @@ void MemmapStorage::set(std::string_view key_view, Value value) {
   RequireWritable("set", key_view);
   RequireNotField("set", key_view);
   const std::string key(key_view);
-  const NestedKey nk(key);
-  ThrowIfError<MemmapError>(mm::CheckWritableKey(key, "memmap set"));
-  const EntryKind kind = KindOf(value);
-  const std::string name = mm::EntryFileName(key, kind);
-  if (name == mm::kMetaFile || mm::IsTempName(name)) {
-    TD_FAIL(ValueError, "key ", nk.repr(), " cannot be memory-mapped: its file name '", name,
-                     "' is reserved by the memmap format");
-  }
+  absl::flat_hash_map<std::string, std::string> names;  // the other entries' files -> key
   for (const auto& [other, v] : entries().entries()) {
-    const std::vector<std::string> files = FilesOf(other, v);
-    if (other != key && std::find(files.begin(), files.end(), name) != files.end()) {
-      TD_FAIL(ValueError, "key ", nk.repr(), " cannot be memory-mapped next to key ",
-                       NestedKey(other).repr(), ": both use the file name '", name, "'");
-    }
+    if (other == key) continue;
+    for (std::string& f : FilesOf(other, v)) names.emplace(std::move(f), other);
   }
+  const mm::WriteOptions wo;
+  const std::string name = mm::CheckEntry(key, value, dir_, wo, NestedKey(key), 0, &names);
   const std::string path = mm::JoinPath(dir_, name);
-  mm::WriteOptions wo;
-  if (kind == EntryKind::kTensor) {
-    mm::CheckMappable(value.tensor(), nk, "memmap set");
-    DtypeName(value.tensor().scalar_type());  // TypeError for a dtype the format cannot name
-  } else if (kind == EntryKind::kNonTensor) {
-    ThrowIfError<MemmapError>(mm::CheckWritableJson(
-        value.non_tensor(), absl::StrCat("non-tensor data of key ", nk.repr())));
-  } else {
-    mm::ValidateTree(value.tensordict(), path, wo);
-  }
   mm::LevelChange change;
-  if (const Value* old = entries().find(key)) {
-    for (std::string& f : FilesOf(key, *old)) change.drop.push_back(std::move(f));
-  }
+  if (const Value* old = entries().find(key)) change.drop = FilesOf(key, *old);
   change.drop.push_back(name);
   change.meta_json = MetaJson(batch_size(), nullptr, &key, &value);
   const std::vector<int64_t> batch = batch_size().vec();
   Value stored = value;
   change.write = [&](int dirfd) {
-    if (kind == EntryKind::kTensor) {
+    if (value.is_tensor()) {
       const at::Tensor& t = value.tensor();
       const mm::UniqueFd fd =
           ValueOrThrow<MemmapError>(internal::os::OpenNewFileAt(dirfd, name, path));
@@ -207,7 +247,7 @@ void MemmapStorage::set(std::string_view key_view, Value value) {
       return;
     }
     mm::WriteEntryDir(value, batch, dirfd, name, path, wo);
-    if (kind == EntryKind::kTensorDict) {
+    if (value.is_tensordict()) {
       mm::UniqueFd sub = ValueOrThrow<MemmapError>(mm::OpenDirAt(dirfd, name, path));
       stored = TensorDict(ValueOrThrow<MemmapError>(mm::LoadLevel(
           sub.get(), path, mode_, false, &batch, parallel::ParallelOptions().parallel(false))));
@@ -241,10 +281,12 @@ bool MemmapStorage::erase(std::string_view key_view) {
 void MemmapStorage::set_batch_size(std::vector<int64_t> batch_size) {
   if (mode_ == MemmapMode::kReadWrite) {
     // Only meta.json changes: one atomic replacement of that file.
-    const mm::UniqueFd dir = ValueOrThrow<MemmapError>(mm::OpenDir(dir_, root_));
-    ThrowIfError<MemmapError>(mm::ReplaceFileAt(dir.get(), std::string(mm::kMetaFile),
-                                                MetaJson(batch_size, nullptr, nullptr, nullptr),
-                                                /*sync=*/false, mm::JoinPath(dir_, mm::kMetaFile)));
+    const mm::UniqueFd dir = ValueOrThrow<MemmapError>(mm::OpenDirAt(AT_FDCWD, dir_, dir_, root_));
+    const std::string meta = MetaJson(batch_size, nullptr, nullptr, nullptr);
+    const std::string path = mm::JoinPath(dir_, mm::kMetaFile);
+    ThrowIfError<MemmapError>(internal::os::ReplaceFileAt(
+        dir.get(), std::string(mm::kMetaFile), mm::TempName(mm::kMetaFile), path, /*sync=*/false,
+        [&](int fd) { return internal::os::WriteAll(fd, meta.data(), meta.size(), path); }));
   }
   Storage::set_batch_size(std::move(batch_size));
 }

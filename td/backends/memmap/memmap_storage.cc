@@ -2,27 +2,18 @@
 
 #include <ATen/ATen.h>
 #include <errno.h>
-#include <fcntl.h>
-#include <sys/stat.h>
-#include <unistd.h>
 
 #include <cstdlib>
-#include <exception>
-#include <functional>
 
-#include "absl/strings/str_cat.h"
 #include "td/backends/memmap/format.h"
 #include "td/backends/memmap/fs.h"
 #include "td/backends/memmap/memmap_internal.h"
-#include "td/core/dtype.h"
 #include "td/core/errors.h"
 #include "td/core/internal/storage_access.h"
 
 namespace td {
 
-using internal::memmap::JoinPath;
 using internal::memmap::KindOf;
-using internal::memmap::UniqueFd;
 
 // ---- MemmapStorage -------------------------------------------------------------------------
 

@@ -7,10 +7,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include <limits>
 #include <memory>
 
-#include "absl/container/flat_hash_map.h"
 #include "absl/strings/str_cat.h"
 #include "td/backends/lazy_stack/lazy_stack.h"
 #include "td/backends/memmap/archive_hook.h"
@@ -19,7 +17,6 @@
 #include "td/backends/memmap/memmap_internal.h"
 #include "td/backends/memmap/memmap_storage.h"
 #include "td/core/internal/backend_hooks.h"
-#include "td/core/dtype.h"
 #include "td/core/errors.h"
 #include "td/core/internal/storage_access.h"
 #include "td/core/storage.h"
@@ -28,75 +25,6 @@
 namespace td {
 namespace internal {
 namespace memmap {
-
-constexpr size_t kNameMax = 255;
-
-void ValidateTree(const TensorDict& td, const std::string& dir, const WriteOptions& o,
-                  const NestedKey* prefix, int depth) {
-  if (depth > kMaxNestingDepth) {
-    TD_FAIL(NestingError, "memmap: TensorDicts nested more than ", kMaxNestingDepth,
-                       " levels deep cannot be written (td::kMaxNestingDepth)");
-  }
-  if (const auto stack = LazyStackedTensorDict::from(td)) {
-    // Python's layout: member i in the sub-directory "i" (NOTE [ Memmap directory format ]).
-    const std::vector<TensorDict>& members = stack->tensordicts();
-    for (size_t i = 0; i < members.size(); ++i) {
-      ValidateTree(members[i], JoinPath(dir, std::to_string(i)), o, prefix, depth + 1);
-    }
-    return;
-  }
-  const Storage& s = td.storage();
-  absl::flat_hash_map<std::string, std::string> names;  // file name -> key
-  for (const std::string& k : s.keys()) {
-    std::optional<Value> v = s.get(k);
-    if (!v) continue;
-    const NestedKey full = prefix ? *prefix + NestedKey(k) : NestedKey(k);
-    const absl::Status key_ok = CheckWritableKey(k, "memmap");
-    if (!key_ok.ok()) {
-      TD_FAIL(ValueError, std::string(key_ok.message()), " (full key ", full.repr(), ")");
-    }
-    const EntryKind kind = KindOf(*v);
-    const std::string name = EntryFileName(k, kind);
-    if (name.size() > kNameMax) {
-      TD_FAIL(ValueError, "memmap: key ", full.repr(), " gives the file name '", name, "' of ",
-                       name.size(), " bytes; file systems allow ", kNameMax);
-    }
-    if (name == kMetaFile || IsTempName(name)) {
-      TD_FAIL(ValueError, "memmap: key ", full.repr(), " cannot be memory-mapped: its file name '",
-                       name, "' is reserved by the memmap format");
-    }
-    auto [it, fresh] = names.emplace(name, k);
-    if (!fresh) {
-      TD_FAIL(ValueError, "memmap: keys ", NestedKey(it->second).repr(), " and ", full.repr(),
-                       " would both be stored as '", JoinPath(dir, name), "'");
-    }
-    if (v->is_tensor()) {
-      const at::Tensor& t = v->tensor();
-      CheckMappable(t, full, "memmap");
-      try {
-        DtypeName(t.scalar_type());
-      } catch (const c10::Error&) {
-        TD_FAIL(TypeError, "memmap: key ", full.repr(), " has dtype ", t.scalar_type(),
-                        ", which the memmap format cannot name");
-      }
-      if (!o.like && !o.copy_existing) {
-        std::optional<std::string> file = MemoryMappedTensor::filename_of(t);
-        const std::string dest = JoinPath(dir, name);
-        if (file && *file != dest) {
-          TD_FAIL(ValueError, "memmap: key ", full.repr(), " is already memory-mapped to ", *file,
-                           "; pass MemmapOptions().copy_existing(true) to copy it to ", dest);
-        }
-      }
-    } else if (v->is_tensordict()) {
-      ValidateTree(v->tensordict(), JoinPath(dir, name), o, &full, depth + 1);
-    } else {
-      const absl::Status ok = CheckWritableJson(
-          v->non_tensor(), absl::StrCat("memmap: non-tensor data of key ", full.repr()));
-      if (!ok.ok()) TD_FAIL(ValueError, std::string(ok.message()));
-    }
-  }
-}
-
 namespace {
 
 struct LeafJob {
@@ -107,78 +35,61 @@ struct LeafJob {
   NestedKey key;
 };
 
-// The new directory `name` inside `parent_fd`, made first when `make`.
-std::shared_ptr<UniqueFd> OpenNew(int parent_fd, const std::string& name, const std::string& path,
-                                  bool make = true) {
-  if (make) ThrowIfError<MemmapError>(MakeDirAt(parent_fd, name, path));
-  return std::make_shared<UniqueFd>(ValueOrThrow<MemmapError>(OpenDirAt(parent_fd, name, path)));
-}
+// What a tree being written leaves to do once its directories are made: the leaves to write, and
+// (with WriteOptions::sync) the directories to fsync.
+struct Pending {
+  const WriteOptions& o;
+  std::vector<LeafJob> jobs;
+  std::vector<std::shared_ptr<UniqueFd>> dirs;
+};
 
-// A non-tensor entry's directory, as Python tensordict 0.5-0.14 writes it: a NonTensorStack is
-// its meta.json alone; NonTensorData and MetaData also hold `_tensordict/` with the batch size.
-void WriteNonTensor(const NonTensorData& data, const std::vector<int64_t>& batch, int dirfd,
-                    const std::string& path, const WriteOptions& o,
-                    std::vector<std::shared_ptr<UniqueFd>>* dirs) {
-  ThrowIfError<MemmapError>(CreateFileAt(
-      dirfd, std::string(kMetaFile),
-      data.is_stack() ? NonTensorStackMetaJson(data.data)
-                      : NonTensorMetaJson(data.data, data.kind == NonTensorData::Kind::kMetaData),
-      o.sync, JoinPath(path, kMetaFile)));
-  if (data.is_stack()) return;
-  const std::string inner(kNonTensorInner);
-  const std::string inner_path = JoinPath(path, inner);
-  auto inner_fd = OpenNew(dirfd, inner, inner_path);
-  LevelMeta meta;
-  meta.batch_size = batch;
-  ThrowIfError<MemmapError>(CreateFileAt(inner_fd->get(), std::string(kMetaFile),
-                                         LevelMetaJson(meta), o.sync,
-                                         JoinPath(inner_path, kMetaFile)));
-  if (o.sync) dirs->push_back(std::move(inner_fd));
-}
-
-// Writes the level `td` into the (new, empty) directory `dir`; leaves become jobs.
-void BuildLevel(const TensorDict& td, const std::shared_ptr<UniqueFd>& dir, const std::string& path,
-                const WriteOptions& o, const NestedKey* prefix, std::vector<LeafJob>* jobs,
-                std::vector<std::shared_ptr<UniqueFd>>* dirs) {
-  if (const auto stack = LazyStackedTensorDict::from(td)) {
+// Writes `v` as the new directory `name` inside `parent_fd` (`path`; `key`: its key in the tree,
+// nullptr at the top): a TensorDict level, whose tensors become jobs; a lazy stack, member i in
+// the sub-directory "i" (NOTE [ Memmap directory format ]); or non-tensor data of a level of batch
+// size `batch`, as Python tensordict 0.5-0.14 writes it: a NonTensorStack is its meta.json alone,
+// NonTensorData and MetaData also hold `_tensordict/` with the batch size.
+void BuildDir(const Value& v, const std::vector<int64_t>& batch, int parent_fd,
+              const std::string& name, const std::string& path, const NestedKey* key,
+              Pending* w) {
+  ThrowIfError<MemmapError>(os::MakeDirAt(parent_fd, name, path));
+  auto dir =
+      std::make_shared<UniqueFd>(ValueOrThrow<MemmapError>(OpenDirAt(parent_fd, name, path)));
+  if (w->o.sync) w->dirs.push_back(dir);
+  std::string meta_json;
+  const auto stack = v.is_tensordict() ? LazyStackedTensorDict::from(v.tensordict()) : std::nullopt;
+  if (stack) {
     const std::vector<TensorDict>& members = stack->tensordicts();
     for (size_t i = 0; i < members.size(); ++i) {
-      const std::string name = std::to_string(i);
-      const std::string member_path = JoinPath(path, name);
-      BuildLevel(members[i], OpenNew(dir->get(), name, member_path), member_path, o, prefix, jobs,
-                 dirs);
+      const std::string member = std::to_string(i);
+      BuildDir(members[i], {}, dir->get(), member, JoinPath(path, member), key, w);
     }
-    ThrowIfError<MemmapError>(CreateFileAt(dir->get(), std::string(kMetaFile),
-                                           LazyStackMetaJson(stack->stack_dim()), o.sync,
-                                           JoinPath(path, kMetaFile)));
-    if (o.sync) dirs->push_back(dir);
-    return;
-  }
-  const Storage& s = td.storage();
-  LevelMeta meta;
-  meta.batch_size = td.batch_size().vec();
-  for (const std::string& k : s.keys()) {
-    std::optional<Value> v = s.get(k);
-    if (!v) continue;
-    const NestedKey full = prefix ? *prefix + NestedKey(k) : NestedKey(k);
-    EntryMeta e = EntryMetaOf(k, *v);
-    const std::string name = EntryFileName(k, e.kind);
-    const std::string entry_path = JoinPath(path, name);
-    if (v->is_tensor()) {
-      jobs->push_back(LeafJob{dir, name, entry_path, v->tensor(), full});
-    } else if (v->is_tensordict()) {
-      BuildLevel(v->tensordict(), OpenNew(dir->get(), name, entry_path), entry_path, o, &full, jobs,
-                 dirs);
-    } else {
-      auto sub = OpenNew(dir->get(), name, entry_path);
-      WriteNonTensor(v->non_tensor_data(), meta.batch_size, sub->get(), entry_path, o, dirs);
-      if (o.sync) dirs->push_back(std::move(sub));
+    meta_json = LazyStackMetaJson(stack->stack_dim());
+  } else if (v.is_tensordict()) {
+    const Storage& s = v.tensordict().storage();
+    LevelMeta meta;
+    meta.batch_size = v.tensordict().batch_size().vec();
+    for (const std::string& k : s.keys()) {
+      std::optional<Value> e = s.get(k);
+      if (!e) continue;
+      const NestedKey full = key ? *key + NestedKey(k) : NestedKey(k);
+      meta.entries.push_back(EntryMetaOf(k, *e));
+      const std::string entry = EntryFileName(k, meta.entries.back().kind);
+      if (e->is_tensor()) {
+        w->jobs.push_back(LeafJob{dir, entry, JoinPath(path, entry), e->tensor(), full});
+      } else {
+        BuildDir(*e, meta.batch_size, dir->get(), entry, JoinPath(path, entry), &full, w);
+      }
     }
-    meta.entries.push_back(std::move(e));
+    meta_json = LevelMetaJson(meta);
+  } else if (const NonTensorData& data = v.non_tensor_data(); data.is_stack()) {
+    meta_json = NonTensorStackMetaJson(data.data);
+  } else {
+    meta_json = NonTensorMetaJson(data.data, data.kind == NonTensorData::Kind::kMetaData);
+    BuildDir(TensorDict({}, batch), {}, dir->get(), std::string(kNonTensorInner),
+             JoinPath(path, kNonTensorInner), key, w);
   }
-  ThrowIfError<MemmapError>(CreateFileAt(dir->get(), std::string(kMetaFile), LevelMetaJson(meta),
-                                         o.sync, JoinPath(path, kMetaFile)));
-  if (o.sync) dirs->push_back(dir);
+  ThrowIfError<MemmapError>(os::CreateFileAt(dir->get(), std::string(kMetaFile), meta_json,
+                                             w->o.sync, JoinPath(path, kMetaFile)));
 }
 
 absl::Status WriteLeaf(const LeafJob& job, const WriteOptions& o) {
@@ -208,33 +119,6 @@ absl::Status WriteLeaf(const LeafJob& job, const WriteOptions& o) {
   if (s.ok() && o.sync && ::fsync(fd.get()) != 0) s = ErrnoError(errno, "cannot fsync", job.path);
   if (s.ok()) return s;
   return absl::Status(s.code(), absl::StrCat(s.message(), " (writing key ", job.key.repr(), ")"));
-}
-
-void RunJobs(const std::vector<LeafJob>& jobs, const std::vector<std::shared_ptr<UniqueFd>>& dirs,
-             const WriteOptions& o) {
-  int64_t bytes = 0;
-  if (!o.like) {
-    for (const LeafJob& job : jobs) bytes += job.tensor.numel() * job.tensor.element_size();
-  }
-  const int threads = WriteThreads(o.threads, bytes, jobs.size());
-  ThrowIfError<MemmapError>(
-      RunParallel(jobs.size(), threads, [&](size_t i) { return WriteLeaf(jobs[i], o); }));
-  if (o.sync) {
-    for (const auto& d : dirs) {
-      ThrowIfError<MemmapError>(SyncDir(d->get(), "a directory being written"));
-    }
-  }
-}
-
-// Writes `td` into the new, empty directory `name` inside `parent_fd` (`path`: its final path,
-// for messages). Throws; the caller removes `name` on failure.
-void WriteTree(const TensorDict& td, int parent_fd, const std::string& name,
-               const std::string& path, const WriteOptions& options) {
-  auto dir = OpenNew(parent_fd, name, path, /*make=*/false);
-  std::vector<LeafJob> jobs;
-  std::vector<std::shared_ptr<UniqueFd>> dirs;
-  BuildLevel(td, dir, path, options, nullptr, &jobs, &dirs);
-  RunJobs(jobs, dirs, options);
 }
 
 struct Target {
@@ -296,23 +180,23 @@ TensorDict WriteAndLoad(const TensorDict& td, const std::string& prefix,
   parallel::check_num_threads(options.num_threads(), "MemmapOptions::num_threads");
   wo.threads = options.parallel_options();
   ValidateTree(td, t.path, wo);
-  ThrowIfError<MemmapError>(MakeDirs(t.parent));
-  UniqueFd parent = ValueOrThrow<MemmapError>(OpenDir(t.parent, /*follow_symlink=*/true));
+  ThrowIfError<MemmapError>(os::MakeDirs(t.parent));
+  const UniqueFd parent =
+      ValueOrThrow<MemmapError>(OpenDirAt(AT_FDCWD, t.parent, t.parent, /*follow_symlink=*/true));
   CheckTarget(parent.get(), t, options.exists_ok());
   RemoveStaleTemps(parent.get(), t.parent, t.base);
   const std::string tmp = TempName(t.base);
-  ThrowIfError<MemmapError>(MakeDirAt(parent.get(), tmp, JoinPath(t.parent, tmp)));
   // Our own version stays locked (shared) until it is loaded: a concurrent memmap() to the same
   // prefix that swaps it out right after our commit waits for the load before removing it
   // (NOTE [ Readers and removers of memmap directories ] in fs.h).
   UniqueFd dir;
   try {
-    WriteTree(td, parent.get(), tmp, t.path, wo);
+    WriteEntryDir(td, {}, parent.get(), tmp, t.path, wo);
     dir = ValueOrThrow<MemmapError>(OpenDirShared(parent.get(), tmp, JoinPath(t.parent, tmp)));
     ThrowIfError<MemmapError>(CommitDir(parent.get(), tmp, t.base, t.path, wo.sync));
   } catch (...) {
     dir = UniqueFd();
-    RemoveAt(parent.get(), tmp, JoinPath(t.parent, tmp)).IgnoreError();
+    os::RemoveAt(parent.get(), tmp, JoinPath(t.parent, tmp)).IgnoreError();
     throw;
   }
   // Loaded as load_memmap loads (every level locked as it is read, lazy stacks built over their
@@ -349,15 +233,7 @@ void ReplaceLeaves(const TensorDict& td, const TensorDict& mapped) {
 }  // namespace
 
 void CheckMappable(const at::Tensor& t, const NestedKey& key, std::string_view op) {
-  // A nested (ragged) tensor reports the strided layout: is_nested() is what tells it apart.
-  if (t.is_nested()) {
-    TD_FAIL(ValueError, op, ": key ", key.repr(), " holds a nested (ragged) tensor; only strided ",
-            "(dense) tensors can be memory-mapped (TensorDict::to_padded_tensor pads it into one)");
-  }
-  if (t.layout() != at::kStrided) {
-    TD_FAIL(ValueError, op, ": key ", key.repr(), " holds a ", c10::str(t.layout()),
-            " tensor; only strided (dense) tensors can be memory-mapped");
-  }
+  ThrowIfError(CheckStrided(t, c10::str(op, ": key ", key.repr())));
 }
 
 EntryKind KindOf(const Value& v) {
@@ -423,18 +299,16 @@ absl::Status RunParallel(size_t n, int num_threads,
 
 void WriteEntryDir(const Value& value, const std::vector<int64_t>& parent_batch, int parent_fd,
                    const std::string& name, const std::string& path, const WriteOptions& options) {
-  if (value.is_tensordict()) {
-    ThrowIfError<MemmapError>(MakeDirAt(parent_fd, name, path));
-    WriteTree(value.tensordict(), parent_fd, name, path, options);
-    return;
+  Pending w{options, {}, {}};
+  BuildDir(value, parent_batch, parent_fd, name, path, nullptr, &w);
+  int64_t bytes = 0;
+  if (!options.like) {
+    for (const LeafJob& job : w.jobs) bytes += job.tensor.numel() * job.tensor.element_size();
   }
-  auto dir = OpenNew(parent_fd, name, path);
-  std::vector<std::shared_ptr<UniqueFd>> dirs;
-  WriteNonTensor(value.non_tensor_data(), parent_batch, dir->get(), path, options, &dirs);
-  if (options.sync) {
-    for (const auto& d : dirs) ThrowIfError<MemmapError>(SyncDir(d->get(), path));
-    ThrowIfError<MemmapError>(SyncDir(dir->get(), path));
-  }
+  const int threads = WriteThreads(options.threads, bytes, w.jobs.size());
+  ThrowIfError<MemmapError>(RunParallel(w.jobs.size(), threads,
+                                        [&](size_t i) { return WriteLeaf(w.jobs[i], options); }));
+  for (const auto& d : w.dirs) ThrowIfError<MemmapError>(os::SyncDir(d->get(), path));
 }
 
 absl::Status CommitDir(int parent_fd, const std::string& tmp, const std::string& name,
@@ -444,7 +318,7 @@ absl::Status CommitDir(int parent_fd, const std::string& tmp, const std::string&
       internal::os::ReplaceDirAt(parent_fd, tmp, name, TempName(name), path);
   if (!previous.ok()) return previous.status();
   if (*previous) RemoveTree(parent_fd, **previous, path + " (previous content)").IgnoreError();
-  if (sync) return SyncDir(parent_fd, path + "/..");
+  if (sync) return os::SyncDir(parent_fd, path + "/..");
   return absl::OkStatus();
 }
 
@@ -504,7 +378,7 @@ TensorDict LoadMemmap(const std::string& prefix, const LoadMemmapOptions& option
   }
   // Every directory on the way stays locked (shared) while loading: NOTE [ Readers and removers
   // of memmap directories ] in fs.h.
-  UniqueFd dir = ValueOrThrow<MemmapError>(OpenDirSharedPath(path, /*follow_symlink=*/true),
+  UniqueFd dir = ValueOrThrow<MemmapError>(OpenDirShared(AT_FDCWD, path, path, true),
                                            "load_memmap: no memmap directory at " + path);
   std::vector<UniqueFd> ancestors;
   if (options.sub_path()) {

@@ -7,11 +7,11 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <filesystem>
+#include <system_error>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
-#include "absl/strings/str_join.h"
-#include "absl/strings/str_split.h"
 #include "td/os/fd.h"
 #include "td/backends/memmap/format.h"
 #include "td/backends/memmap/fs.h"
@@ -39,36 +39,30 @@ const Region* RegionOf(const at::Tensor& t) {
   return static_cast<const Region*>(dp.get_context());
 }
 
+const Region& MappedRegionOf(const at::Tensor& t) {
+  const Region* r = RegionOf(t);
+  TORCH_CHECK(r != nullptr, "this MemoryMappedTensor holds no file mapping");
+  return *r;
+}
+
 }  // namespace
 
 std::string AbsolutePath(const std::string& path) {
-  std::string full = path;
-  if (path.empty() || path[0] != '/') {
-    std::vector<char> buf(4096);
-    while (::getcwd(buf.data(), buf.size()) == nullptr && errno == ERANGE) buf.resize(buf.size() * 2);
-    full = JoinPath(buf.data(), path);
-  }
-  std::vector<std::string> parts;
-  for (absl::string_view p : absl::StrSplit(full, '/')) {
-    if (p.empty() || p == ".") continue;
-    if (p == "..") {
-      if (!parts.empty()) parts.pop_back();
-      continue;
-    }
-    parts.emplace_back(p);
-  }
-  return "/" + absl::StrJoin(parts, "/");
+  std::error_code ec;
+  std::string out = (std::filesystem::current_path(ec) / path).lexically_normal().string();
+  if (out.size() > 1 && out.back() == '/') out.pop_back();  // "/a/b/" from "/a/b/c/.."
+  return out;
 }
 
 absl::StatusOr<at::Tensor> MapFile(int fd, const std::string& path, c10::ScalarType dtype,
                                    const std::vector<int64_t>& shape, MemmapMode mode) {
   absl::StatusOr<int64_t> nbytes = internal::memmap::TensorBytes(shape, dtype, path);
   if (!nbytes.ok()) return nbytes.status();
-  absl::StatusOr<int64_t> size = FileSize(fd, path);
-  if (!size.ok()) return size.status();
-  if (*size != *nbytes) {
+  struct stat st;
+  if (::fstat(fd, &st) != 0) return ErrnoError(errno, "cannot stat", path);
+  if (st.st_size != *nbytes) {
     return absl::DataLossError(absl::StrCat(
-        path, " has ", *size, " bytes, but a tensor of shape ", SizeRepr(shape), " and dtype ",
+        path, " has ", st.st_size, " bytes, but a tensor of shape ", SizeRepr(shape), " and dtype ",
         DtypeName(dtype), " needs ", *nbytes, " (a truncated or foreign file?)"));
   }
   const int flags = mode == MemmapMode::kReadOnly ? (MAP_PRIVATE | MAP_NORESERVE) : MAP_SHARED;
@@ -84,12 +78,17 @@ absl::StatusOr<at::Tensor> MapFile(int fd, const std::string& path, c10::ScalarT
       .make_tensor();
 }
 
+absl::Status CheckStrided(const at::Tensor& t, std::string_view what) {
+  // A nested (ragged) tensor reports the strided layout: is_nested() is what tells it apart.
+  if (!t.is_nested() && t.layout() == at::kStrided) return absl::OkStatus();
+  return absl::InvalidArgumentError(
+      c10::str(what, ": a ", t.is_nested() ? "nested (ragged)" : c10::str(t.layout()),
+               " tensor; only strided (dense) tensors can be memory-mapped",
+               t.is_nested() ? " (to_padded_tensor pads it into one)" : ""));
+}
+
 absl::Status WriteTensor(int fd, const at::Tensor& tensor, const std::string& path) {
-  if (tensor.is_nested() || tensor.layout() != at::kStrided) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "cannot write a ", tensor.is_nested() ? "nested (ragged)" : c10::str(tensor.layout()),
-        " tensor to ", path, ": only strided (dense) tensors have a memmap layout"));
-  }
+  if (absl::Status s = CheckStrided(tensor, "cannot write " + path); !s.ok()) return s;
   at::Tensor t = tensor.resolve_conj().resolve_neg();
   const int64_t total = t.numel() * static_cast<int64_t>(t.element_size());
   if (total == 0) return absl::OkStatus();
@@ -104,7 +103,7 @@ absl::Status WriteTensor(int fd, const at::Tensor& tensor, const std::string& pa
     return ErrnoError(errno, absl::StrCat("cannot allocate ", total, " bytes for"), path);
   }
   if (t.device().is_cpu() && t.is_contiguous()) {
-    return WriteAll(fd, t.data_ptr(), static_cast<size_t>(total), path);
+    return os::WriteAll(fd, t.data_ptr(), static_cast<size_t>(total), path);
   }
   // Copy at most ~64 MiB at a time, so an expanded or strided view never materialises whole.
   if (t.dim() == 0) t = t.reshape({1});
@@ -113,8 +112,8 @@ absl::Status WriteTensor(int fd, const at::Tensor& tensor, const std::string& pa
   const int64_t chunk = std::max<int64_t>(1, (int64_t{64} << 20) / std::max<int64_t>(row_bytes, 1));
   for (int64_t r = 0; r < rows; r += chunk) {
     at::Tensor c = t.narrow(0, r, std::min(chunk, rows - r)).to(at::kCPU).contiguous();
-    absl::Status s = WriteAll(fd, c.data_ptr(), static_cast<size_t>(c.numel() * c.element_size()),
-                              path);
+    absl::Status s =
+        os::WriteAll(fd, c.data_ptr(), static_cast<size_t>(c.numel() * c.element_size()), path);
     if (!s.ok()) return s;
   }
   return absl::OkStatus();
@@ -133,20 +132,13 @@ MemoryMappedTensor Create(at::IntArrayRef shape, at::ScalarType dtype, const std
                           bool exists_ok, const at::Tensor* data) {
   const std::string path = mm::AbsolutePath(filename);
   const int64_t nbytes = ValueOrThrow<MemmapError>(mm::TensorBytes(shape.vec(), dtype, path));
-  int flags = O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK;
-  flags |= exists_ok ? O_TRUNC : O_EXCL;
-  int raw = ::open(path.c_str(), flags, 0644);
-  if (raw < 0 && errno == EEXIST) {
+  absl::StatusOr<UniqueFd> created = mm::OpenFileAt(AT_FDCWD, path, /*writable=*/true, path,
+                                                    O_CREAT | (exists_ok ? O_TRUNC : O_EXCL));
+  if (absl::IsAlreadyExists(created.status())) {
     TD_FAIL(ValueError, "MemoryMappedTensor: file ", path,
                      " already exists (pass exists_ok = true to replace it)");
   }
-  if (raw < 0) ThrowIfError<MemmapError>(mm::ErrnoError(errno, "cannot create", path));
-  UniqueFd fd(raw);
-  struct stat st;
-  if (::fstat(fd.get(), &st) != 0 || !S_ISREG(st.st_mode)) {
-    TD_FAIL(MemmapError, "MemoryMappedTensor: ", path, " is not a regular file");
-  }
-  ::fcntl(fd.get(), F_SETFL, ::fcntl(fd.get(), F_GETFL) & ~O_NONBLOCK);
+  const UniqueFd fd = ValueOrThrow<MemmapError>(std::move(created));
   if (data != nullptr) {
     ThrowIfError<MemmapError>(mm::WriteTensor(fd.get(), *data, path));
   } else if (::ftruncate(fd.get(), static_cast<off_t>(nbytes)) != 0) {
@@ -160,11 +152,7 @@ MemoryMappedTensor Create(at::IntArrayRef shape, at::ScalarType dtype, const std
 MemoryMappedTensor MemoryMappedTensor::from_tensor(const at::Tensor& tensor,
                                                    const std::string& filename, bool exists_ok) {
   TORCH_CHECK_VALUE(tensor.defined(), "MemoryMappedTensor::from_tensor: undefined tensor");
-  if (tensor.is_nested() || tensor.layout() != at::kStrided) {
-    TD_FAIL(ValueError, "MemoryMappedTensor::from_tensor: a ",
-            tensor.is_nested() ? std::string("nested (ragged)") : c10::str(tensor.layout()),
-            " tensor cannot be memory-mapped; only strided (dense) tensors can");
-  }
+  ThrowIfError(mm::CheckStrided(tensor, "MemoryMappedTensor::from_tensor"));
   return Create(tensor.sizes(), tensor.scalar_type(), filename, exists_ok, &tensor);
 }
 
@@ -207,16 +195,8 @@ std::optional<std::string> MemoryMappedTensor::filename_of(const at::Tensor& ten
   return r->path;
 }
 
-std::string MemoryMappedTensor::filename() const {
-  const mm::Region* r = mm::RegionOf(*this);
-  TORCH_CHECK(r != nullptr, "this MemoryMappedTensor holds no file mapping");
-  return r->path;
-}
+std::string MemoryMappedTensor::filename() const { return mm::MappedRegionOf(*this).path; }
 
-MemmapMode MemoryMappedTensor::mode() const {
-  const mm::Region* r = mm::RegionOf(*this);
-  TORCH_CHECK(r != nullptr, "this MemoryMappedTensor holds no file mapping");
-  return r->mode;
-}
+MemmapMode MemoryMappedTensor::mode() const { return mm::MappedRegionOf(*this).mode; }
 
 }  // namespace td
