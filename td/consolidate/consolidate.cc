@@ -21,8 +21,8 @@ using internal::BufferLayout;
 
 namespace {
 
-// The buffer's memory, per the options: a file mapping, shared memory, pinned memory or an
-// ordinary allocation on `device`.
+// The buffer's memory, per the options: shared memory, pinned memory or an ordinary allocation
+// on `device`.
 at::Tensor AllocateOwner(int64_t nbytes, at::Device device, const ConsolidateOptions& options) {
   at::TensorOptions opts = at::TensorOptions().dtype(at::kByte).device(device);
   if (device.is_cpu() && options.pin_memory() && at::globalContext().hasCUDA()) {
@@ -41,39 +41,34 @@ at::Tensor AllocateOwner(int64_t nbytes, at::Device device, const ConsolidateOpt
 }
 
 // Copies leaf i into view i; zeroes the bytes no leaf covers (`layout` is a Plan()).
-void FillBuffer(const std::vector<at::Tensor>& leaves, const std::vector<at::Tensor>& views,
+void FillBuffer(const internal::LeafTree& tree, const std::vector<at::Tensor>& views,
                 const at::Tensor& owner, const BufferLayout& layout,
-                const parallel::ParallelOptions& threads, const internal::LeafTree& tree) {
+                const parallel::ParallelOptions& threads) {
   const bool cpu = owner.device().is_cpu();
   auto* base = static_cast<uint8_t*>(owner.data_ptr());
   int64_t total = 0;
   for (const auto& s : layout.slots) total += s.nbytes;
   parallel::check_num_threads(threads.num_threads(), "ConsolidateOptions::num_threads");
-  parallel::parallel_for(
-      static_cast<int64_t>(leaves.size()), total, threads, [&](int64_t i) {
-        const at::Tensor& src = leaves[i];
-        const auto& slot = layout.slots[i];
-        if (slot.nbytes == 0) return;
-        try {
-          if (cpu && src.device().is_cpu() && src.is_contiguous() && !src.is_conj() &&
-              !src.is_neg()) {
-            std::memcpy(base + slot.offset, src.data_ptr(), static_cast<size_t>(slot.nbytes));
-          } else {
-            views[i].copy_(src);
-          }
-        } catch (...) {
-          internal::RethrowWithKey(tree.key(static_cast<size_t>(i)), "consolidating");
-        }
-      });
+  parallel::parallel_for(static_cast<int64_t>(views.size()), total, threads, [&](int64_t i) {
+    const at::Tensor& src = tree.leaves()[i];
+    const auto& slot = layout.slots[i];
+    if (slot.nbytes == 0) return;
+    try {
+      if (cpu && src.device().is_cpu() && src.is_contiguous() && !src.is_conj() && !src.is_neg()) {
+        std::memcpy(base + slot.offset, src.data_ptr(), static_cast<size_t>(slot.nbytes));
+      } else {
+        views[i].copy_(src);
+      }
+    } catch (...) {
+      internal::RethrowWithKey(tree.key(static_cast<size_t>(i)), "consolidating");
+    }
+  });
   // The gaps: Plan() places each leaf at the aligned end of the one before it.
   for (const auto& s : layout.slots) {
     const int64_t end = s.offset + s.nbytes;
     const int64_t gap = internal::AlignUp(end) - end;
-    if (gap > 0 && cpu) {
-      std::memset(base + end, 0, static_cast<size_t>(gap));
-    } else if (gap > 0) {
-      owner.narrow(0, end, gap).zero_();
-    }
+    if (gap > 0 && cpu) std::memset(base + end, 0, static_cast<size_t>(gap));
+    if (gap > 0 && !cpu) owner.narrow(0, end, gap).zero_();
   }
 }
 
@@ -86,7 +81,7 @@ bool is_consolidated(const TensorDict& td) {
 std::optional<at::Tensor> consolidated_buffer(const TensorDict& td) {
   std::optional<internal::Buffer> buffer = internal::BufferOfTensorDict(td);
   if (!buffer) return std::nullopt;
-  return internal::WholeBuffer(*buffer, at::kByte);
+  return internal::WholeBuffer(*buffer);
 }
 
 TensorDict consolidate(const TensorDict& td, const ConsolidateOptions& options) {
@@ -123,7 +118,7 @@ TensorDict consolidate(const TensorDict& td, const ConsolidateOptions& options) 
   std::optional<internal::Buffer> buffer = internal::Adopt(owner, layout);
   TORCH_INTERNAL_ASSERT(buffer.has_value(), "consolidate: a fresh buffer was already registered");
   std::vector<at::Tensor> views = internal::SlotViews(*buffer);
-  FillBuffer(leaves, views, owner, *layout, options.parallel_options(), tree);
+  FillBuffer(tree, views, owner, *layout, options.parallel_options());
   if (file) file->Commit();
 
   std::optional<at::Device> result_device = td.device();
@@ -140,7 +135,7 @@ void save_consolidated(const TensorDict& td, const std::string& filename) {
     return;
   }
   const std::string tail = internal::MetadataTail(td, buffer->layout(), filename);
-  at::Tensor bytes = internal::WholeBuffer(*buffer, at::kByte);
+  at::Tensor bytes = internal::WholeBuffer(*buffer);
   internal::WriteFile(filename, tail, bytes.device().is_cpu() ? bytes : bytes.cpu());
 }
 

@@ -12,12 +12,8 @@
 //   td::is_consolidated(c);                        // true
 //   td::TensorDict d = c.to(at::kDouble);          // one kernel; d is one new buffer
 //
-// A consolidated TensorDict is an ordinary dense TensorDict: every member works on it. Unlike
-// Python, it is not locked: adding a key, removing one or replacing a leaf by a tensor that is
-// not the same-shaped view ends the consolidation (is_consolidated() turns false; members still
-// run one kernel where the leaves still span one buffer); in-place writes keep it. The results of
-// members are one buffer each but not consolidated (is_consolidated() is false for them):
-// consolidate() them again for consolidated_buffer() or save_consolidated's single write.
+// A consolidated TensorDict is an ordinary dense TensorDict, not locked (unlike Python's): what
+// keeps it consolidated and what ends it is NOTE [ Consolidated buffer layout ], "Recognition".
 #pragma once
 
 #include <torch/arg.h>

@@ -19,7 +19,6 @@
 #include "td/consolidate/metadata.h"
 #include "td/core/dtype.h"
 #include "td/core/errors.h"
-#include "td/core/internal/leaves.h"
 #include "td/core/internal/non_tensor_stack.h"
 #include "td/core/mapped_copy.h"
 #include "td/executor/executor.h"
@@ -36,13 +35,8 @@ namespace {
 
 constexpr auto Bad = internal::BadConsolidatedFile;
 
-static_assert(sizeof(int64_t) == 8, "the metadata length is an int64");
-
-// The temporary beside `filename` that becomes it: "<filename>.tmp.<pid>.<tag><n>".
-std::string PendingFileName(const std::string& filename, const char* tag) {
-  static std::atomic<int64_t> counter{0};
-  return c10::str(filename, ".tmp.", ::getpid(), ".", tag, counter++);
-}
+// Numbers the temporaries "<filename>.tmp.<pid>.<n>" of internal::PendingFile.
+std::atomic<int64_t> temporaries{0};
 
 // A level object of class `cls` whose non_tensors and leaves are empty so far.
 Json NewLevel(const char* cls) {
@@ -72,8 +66,10 @@ Json StackJson(const Json& values, at::IntArrayRef batch,
   return level;
 }
 
-// The level objects of `t` with a null placeholder per leaf (filled from the layout).
-Json LevelJson(const TensorDict& t, const std::vector<std::string>& prefix) {
+// The level objects of `t`, its leaves at the byte ranges of `layout`'s slots from `*slot` on
+// (depth first, the layout's order).
+Json LevelJson(const TensorDict& t, const std::vector<std::string>& prefix,
+               const BufferLayout& layout, size_t* slot) {
   Json level = NewLevel("TensorDict");
   Json subs = Json::object();
   const std::vector<int64_t> batch = t.batch_size().vec();
@@ -86,7 +82,19 @@ Json LevelJson(const TensorDict& t, const std::vector<std::string>& prefix) {
         TD_FAIL(ValueError, "consolidated file: the leaf ", NestedKey(parts).repr(),
                          " starts with \"<NJT\", which the format reserves for nested tensors");
       }
-      level["leaves"][k] = nullptr;
+      TORCH_INTERNAL_ASSERT(*slot < layout.slots.size(), "MetadataTail: more leaves than slots");
+      const BufferLayout::Slot& s = layout.slots[(*slot)++];
+      if (const compat::NewerDtypeInfo* d = compat::FindNewerDtype(s.dtype); d && d->is_float8) {
+        // NOTE [ Dtypes by LibTorch version ] in td/compat/dtypes.h: Python tensordict 0.14's
+        // consolidate(filename=) and from_consolidated look dtypes up in a table without float8.
+        TD_FAIL(
+            TypeError, "consolidated file: key ", NestedKey(parts).repr(), " has dtype ", d->name,
+            ", which Python tensordict 0.14 can neither write to nor read from a "
+            "consolidated file (its dtype table has no float8); store it in a memmap directory");
+      }
+      level["leaves"][k] =
+          Json::array({DtypeName(s.dtype), std::vector<int64_t>(s.shape.begin(), s.shape.end()),
+                       s.offset, s.offset + s.nbytes, 0});
       continue;
     }
     const bool stack = !value.is_tensordict() && value.non_tensor_data().is_stack();
@@ -97,7 +105,7 @@ Json LevelJson(const TensorDict& t, const std::vector<std::string>& prefix) {
               "non_tensors, leaves, cls_metadata, size)");
     }
     if (value.is_tensordict()) {
-      subs[k] = LevelJson(value.tensordict(), parts);
+      subs[k] = LevelJson(value.tensordict(), parts, layout, slot);
     } else if (stack) {
       const DimNames names = t.names();
       subs[k] = StackJson(Json::parse(value.non_tensor().dump()), t.batch_size(), names);
@@ -124,14 +132,18 @@ struct Builder {
   std::string file;
   c10::Storage storage;
   const uint8_t* data;
-  mutable bool made_lazy_stack = false;  // by Level()
+  // The leaves' slots in the mapping, depth first; `views` false once a leaf is not a view
+  // into it, or is stacked by a lazy stack.
+  mutable std::vector<BufferLayout::Slot> slots = {};
+  mutable bool views = true;
 
   at::Tensor Leaf(const structure::Entry& m) const {
     const int64_t start = m.location.start;
     if (start % static_cast<int64_t>(c10::elementSize(m.dtype)) == 0) {
+      slots.push_back({m.dtype, {m.shape.begin(), m.shape.end()}, start, m.nbytes});
       return internal::ViewInto(storage, m.dtype, m.shape, start);
     }
-    // Not aligned for its dtype (never written by Python or by us): a copy.
+    views = false;  // not aligned for its dtype (never written by Python or by us): a copy
     at::Tensor out = at::empty(m.shape, at::TensorOptions().dtype(m.dtype));
     void* dst = out.data_ptr();
     const auto n = static_cast<size_t>(m.nbytes);
@@ -146,7 +158,7 @@ struct Builder {
   // of another device would be made dense).
   TensorDict Level(const structure::Level& m, bool cpu = false) const {
     if (m.kind() == structure::LevelKind::kLazyStack) {
-      made_lazy_stack = true;
+      views = false;
       std::vector<TensorDict> members;
       members.reserve(m.entries().size());
       for (const auto& e : m.entries()) members.push_back(Level(*e.level, cpu));
@@ -207,26 +219,10 @@ namespace internal {
 
 std::string MetadataTail(const TensorDict& td, const BufferLayout& layout,
                          const std::string& filename) {
-  Json root = LevelJson(td, {});
-  internal::LeafTree tree(td);
-  TORCH_INTERNAL_ASSERT(tree.num_leaves() == layout.slots.size(), "MetadataTail: ",
-                        tree.num_leaves(), " leaves for ", layout.slots.size(), " slots");
-  for (size_t i = 0; i < tree.num_leaves(); ++i) {
-    NestedKey key = tree.key(i);
-    Json* level = &root;
-    for (size_t p = 0; p + 1 < key.size(); ++p) level = &(*level)[key[p]];
-    const BufferLayout::Slot& s = layout.slots[i];
-    if (const compat::NewerDtypeInfo* d = compat::FindNewerDtype(s.dtype); d && d->is_float8) {
-      // NOTE [ Dtypes by LibTorch version ] in td/compat/dtypes.h: Python tensordict 0.14's
-      // consolidate(filename=) and from_consolidated look dtypes up in a table without float8.
-      TD_FAIL(TypeError, "consolidated file: key ", key.repr(), " has dtype ", d->name,
-              ", which Python tensordict 0.14 can neither write to nor read from a consolidated "
-              "file (its dtype table has no float8); store it in a memmap directory");
-    }
-    (*level)["leaves"][key.back()] =
-        Json::array({DtypeName(s.dtype), std::vector<int64_t>(s.shape.begin(), s.shape.end()),
-                     s.offset, s.offset + s.nbytes, 0});
-  }
+  size_t slot = 0;
+  Json root = LevelJson(td, {}, layout, &slot);
+  TORCH_INTERNAL_ASSERT(slot == layout.slots.size(), "MetadataTail: ", slot, " leaves for ",
+                        layout.slots.size(), " slots");
   try {
     std::string tail = root.dump();
     const int64_t meta_bytes = static_cast<int64_t>(tail.size());
@@ -238,10 +234,12 @@ std::string MetadataTail(const TensorDict& td, const BufferLayout& layout,
   }
 }
 
-PendingFile::PendingFile(std::string filename, int64_t data_bytes, const std::string& tail)
+PendingFile::PendingFile(std::string filename, int64_t data_bytes, const std::string& tail,
+                         bool map)
     : filename_(std::move(filename)),
       file_(ValueOrThrow<MemmapError>(
-          os::FileReplacement::Begin(AT_FDCWD, filename_, PendingFileName(filename_, ""),
+          os::FileReplacement::Begin(AT_FDCWD, filename_,
+                                     c10::str(filename_, ".tmp.", ::getpid(), ".", temporaries++),
                                      filename_),
           "consolidated file " + filename_)) {
   const int64_t total = data_bytes + static_cast<int64_t>(tail.size());
@@ -251,6 +249,10 @@ PendingFile::PendingFile(std::string filename, int64_t data_bytes, const std::st
         os::ErrnoError(err, "cannot size", c10::str(file_.temp(), " to ", total, " bytes")),
         "consolidated file " + filename_);
   }
+  ThrowIfError<MemmapError>(
+      os::WriteAll(file_.fd(), tail.data(), tail.size(), file_.temp(), data_bytes),
+      "consolidated file " + filename_);
+  if (!map) return;
   try {
     mapping_ =
         at::from_file(file_.temp(), /*shared=*/true, total, at::TensorOptions().dtype(at::kByte));
@@ -258,7 +260,6 @@ PendingFile::PendingFile(std::string filename, int64_t data_bytes, const std::st
     TD_FAIL(MemmapError, "consolidated file ", filename_, ": cannot map ", file_.temp(), ": ",
                       e.what_without_backtrace());
   }
-  std::memcpy(static_cast<uint8_t*>(mapping_.data_ptr()) + data_bytes, tail.data(), tail.size());
 }
 
 void PendingFile::Commit() {
@@ -269,31 +270,22 @@ void WriteFile(const std::string& filename, const std::string& tail, const at::T
   // The bytes are in memory already: pwrite(2) them (writing through a fresh shared mapping would
   // fault in every page of the file first) in 1 MiB pieces (why 1 MiB: td/os/fd.cc) spread over
   // td::parallel's threads (NOTE [ Thread policy ] in td/executor/executor.h: a writer that the
-  // kernel is throttling holds up the rest when it is the only one), into a temporary renamed
-  // into place.
+  // kernel is throttling holds up the rest when it is the only one).
   constexpr int64_t kWriteChunk = int64_t{1} << 20;
   const int64_t data_bytes = bytes.numel();
   const auto* data = static_cast<const char*>(bytes.data_ptr());
   const int64_t chunks = (data_bytes + kWriteChunk - 1) / kWriteChunk;
-  const std::string tmp = PendingFileName(filename, "s");
-  auto write_all = [&](int fd) {
-    std::vector<absl::Status> written(static_cast<size_t>(chunks + 1));
-    parallel::parallel_for(
-        chunks + 1, parallel::plan_threads(chunks + 1, data_bytes, parallel::ParallelOptions()),
-        [&](int64_t c) {
-          const int64_t b = c * kWriteChunk;
-          written[c] = c == chunks  // the tail: the metadata and its length
-                           ? os::WriteAll(fd, tail.data(), tail.size(), tmp, data_bytes)
-                           : os::WriteAll(fd, data + b, std::min(kWriteChunk, data_bytes - b),
-                                          tmp, b);
-        });
-    absl::Status first;
-    for (const absl::Status& s : written) first.Update(s);
-    return first;
-  };
-  ThrowIfError<MemmapError>(
-      os::ReplaceFileAt(AT_FDCWD, filename, tmp, filename, /*sync=*/false, write_all),
-      "consolidated file " + filename);
+  PendingFile file(filename, data_bytes, tail, /*map=*/false);
+  std::vector<absl::Status> written(static_cast<size_t>(chunks));
+  parallel::parallel_for(chunks, data_bytes, parallel::ParallelOptions(), [&](int64_t c) {
+    const int64_t b = c * kWriteChunk;
+    written[c] = os::WriteAll(file.file().fd(), data + b, std::min(kWriteChunk, data_bytes - b),
+                              file.file().temp(), b);
+  });
+  absl::Status first;
+  for (const absl::Status& s : written) first.Update(s);
+  ThrowIfError<MemmapError>(first, "consolidated file " + filename);
+  file.Commit();
 }
 
 }  // namespace internal
@@ -335,25 +327,18 @@ TensorDict load_consolidated(const std::string& filename) {
   // The layout of what was loaded (NOTE [ Consolidated buffer layout ]): only when every leaf is
   // a view into the mapping and no two overlap; otherwise the TensorDict is not consolidated. A
   // lazy stack never is (its leaves are stacked when read, and may be ragged).
-  if (builder.made_lazy_stack) return out;
-  internal::LeafTree tree(out);
-  // Plan() gives each slot its leaf's dtype, shape and size; the offset is the file's.
-  auto layout = std::make_shared<BufferLayout>(BufferLayout::Plan(tree.leaves()));
+  if (!builder.views || builder.slots.empty()) return out;
   std::vector<std::pair<int64_t, int64_t>> ranges;
-  for (size_t i = 0; i < tree.num_leaves(); ++i) {
-    const at::Tensor& t = tree.leaves()[i];
-    if (t.storage().unsafeGetStorageImpl() != builder.storage.unsafeGetStorageImpl()) return out;
-    BufferLayout::Slot& s = layout->slots[i];
-    s.offset = t.storage_offset() * static_cast<int64_t>(t.element_size());
+  for (const BufferLayout::Slot& s : builder.slots) {
     if (s.nbytes > 0) ranges.emplace_back(s.offset, s.offset + s.nbytes);
   }
   std::sort(ranges.begin(), ranges.end());
   for (size_t i = 1; i < ranges.size(); ++i) {
     if (ranges[i].first < ranges[i - 1].second) return out;
   }
-  if (layout->slots.empty()) return out;
+  auto layout = std::make_shared<BufferLayout>();
+  layout->slots = std::move(builder.slots);
   layout->nbytes = data_bytes;
-  layout->ComputeUniform();
   internal::Adopt(mapping.narrow(0, 0, data_bytes), layout);
   return out;
 }

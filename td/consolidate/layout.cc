@@ -43,29 +43,7 @@ BufferLayout BufferLayout::Plan(const std::vector<at::Tensor>& leaves) {
     }
   }
   layout.nbytes = offset;
-  layout.ComputeUniform();
   return layout;
-}
-
-void BufferLayout::ComputeUniform() {
-  uniform_dtype.reset();
-  if (slots.empty()) return;
-  const at::ScalarType d = slots[0].dtype;
-  const int64_t es = static_cast<int64_t>(c10::elementSize(d));
-  if (nbytes % es != 0) return;
-  for (const Slot& s : slots) {
-    if (s.dtype != d || s.offset % es != 0) return;
-  }
-  uniform_dtype = d;
-}
-
-bool BufferLayout::SameAs(const BufferLayout& other) const {
-  return this == &other || (nbytes == other.nbytes &&
-                            std::equal(slots.begin(), slots.end(), other.slots.begin(),
-                                       other.slots.end(), [](const Slot& a, const Slot& b) {
-                                         return a.dtype == b.dtype && a.offset == b.offset &&
-                                                a.nbytes == b.nbytes && a.shape == b.shape;
-                                       }));
 }
 
 at::Tensor AllocateHost(int64_t numel, at::ScalarType dtype) {
@@ -88,7 +66,8 @@ namespace {
 struct Registry {
   struct Entry {
     c10::weak_intrusive_ptr<c10::StorageImpl> weak;
-    std::shared_ptr<const BufferContext> ctx;
+    std::shared_ptr<const BufferLayout> layout;
+    int64_t base;
   };
   // std::mutex, not absl::Mutex: Abseil 20220623 locks it only through a pointer, which 20260526
   // deprecates. Both members below are guarded by it.
@@ -102,81 +81,21 @@ Registry& GetRegistry() {
   return *r;
 }
 
-}  // namespace
-
-std::optional<Buffer> Adopt(const at::Tensor& owner, std::shared_ptr<const BufferLayout> layout) {
-  TORCH_INTERNAL_ASSERT(owner.is_contiguous() &&
-                        owner.numel() * static_cast<int64_t>(owner.element_size()) >=
-                            layout->nbytes);
-  auto ctx = std::make_shared<BufferContext>();
-  ctx->base = owner.storage_offset() * static_cast<int64_t>(owner.element_size());
-  ctx->layout = std::move(layout);
-  const c10::Storage& storage = owner.storage();
-  Registry& r = GetRegistry();
-  std::lock_guard<std::mutex> lock(r.mu);
+// The buffer `storage` holds, if registered in `r` (locked); an expired entry is dropped.
+std::optional<Buffer> Find(Registry& r, const c10::Storage& storage) {
   auto it = r.entries.find(storage.unsafeGetStorageImpl());
-  if (it != r.entries.end() && !it->second.weak.expired()) {
-    const BufferContext& old = *it->second.ctx;
-    if (old.base == ctx->base && old.layout->SameAs(*ctx->layout)) {
-      return Buffer{storage, it->second.ctx};
-    }
-    return std::nullopt;
-  }
-  if (r.entries.size() >= r.sweep_at) {
-    absl::erase_if(r.entries, [](const auto& e) { return e.second.weak.expired(); });
-    r.sweep_at = std::max<size_t>(64, 2 * r.entries.size());
-  }
-  r.entries.insert_or_assign(storage.unsafeGetStorageImpl(),
-                            Registry::Entry{storage.getWeakStorageImpl(), ctx});
-  return Buffer{storage, std::move(ctx)};
-}
-
-at::Tensor ViewInto(const c10::Storage& storage, at::ScalarType dtype, at::IntArrayRef shape,
-                    int64_t offset) {
-  const at::Device device = storage.device();
-  const c10::DispatchKey key = c10::computeDispatchKey(dtype, at::kStrided, device);
-  auto impl = c10::make_intrusive<c10::TensorImpl>(c10::Storage(storage), c10::DispatchKeySet(key),
-                                                   caffe2::TypeMeta::fromScalarType(dtype));
-  impl->set_sizes_contiguous(shape);
-  impl->set_storage_offset(offset / static_cast<int64_t>(c10::elementSize(dtype)));
-  return at::Tensor(std::move(impl));
-}
-
-at::Tensor WholeBuffer(const Buffer& buffer, at::ScalarType dtype) {
-  const int64_t n = buffer.layout().nbytes / static_cast<int64_t>(c10::elementSize(dtype));
-  return ViewInto(buffer.storage, dtype, {n}, buffer.ctx->base);
-}
-
-std::vector<at::Tensor> SlotViews(const Buffer& b) {
-  std::vector<at::Tensor> out;
-  out.reserve(b.layout().slots.size());
-  for (const BufferLayout::Slot& s : b.layout().slots) {
-    out.push_back(ViewInto(b.storage, s.dtype, s.shape, b.ctx->base + s.offset));
-  }
-  return out;
-}
-
-namespace {
-
-// The buffer `storage` holds, if registered.
-std::shared_ptr<const BufferContext> ContextOf(const c10::Storage& storage) {
-  Registry& r = GetRegistry();
-  std::lock_guard<std::mutex> lock(r.mu);
-  auto it = r.entries.find(storage.unsafeGetStorageImpl());
-  if (it == r.entries.end()) return nullptr;
-  if (it->second.weak.expired()) {
-    r.entries.erase(it);
-    return nullptr;
-  }
-  return it->second.ctx;
+  if (it == r.entries.end()) return std::nullopt;
+  if (!it->second.weak.expired()) return Buffer{storage, it->second.layout, it->second.base};
+  r.entries.erase(it);
+  return std::nullopt;
 }
 
 // The registered buffer `t`'s storage holds, if any.
 std::optional<Buffer> BufferHolding(const at::Tensor& t) {
   if (!t.defined() || t.layout() != at::kStrided || !t.has_storage()) return std::nullopt;
-  std::shared_ptr<const BufferContext> ctx = ContextOf(t.storage());
-  if (ctx == nullptr) return std::nullopt;
-  return Buffer{t.storage(), std::move(ctx)};
+  Registry& r = GetRegistry();
+  std::lock_guard<std::mutex> lock(r.mu);
+  return Find(r, t.storage());
 }
 
 // True when `t` is the contiguous view of slot `i` of `buffer`. Reads the tensor's fields without
@@ -193,7 +112,7 @@ bool LeafMatches(const at::Tensor& t, const Buffer& buffer, size_t i) {
   }
   return ti->sizes().equals(slot.shape) &&
          ti->storage_offset() * static_cast<int64_t>(c10::elementSize(slot.dtype)) ==
-             buffer.ctx->base + slot.offset;
+             buffer.base + slot.offset;
 }
 
 // Matches the leaves of `td`, depth first from slot `*next`, against `*buffer` (set from the
@@ -213,6 +132,54 @@ bool HeldLeavesMatch(const TensorDict& td, std::optional<Buffer>* buffer, size_t
 }
 
 }  // namespace
+
+std::optional<Buffer> Adopt(const at::Tensor& owner, std::shared_ptr<const BufferLayout> layout) {
+  TORCH_INTERNAL_ASSERT(owner.is_contiguous() &&
+                        owner.numel() * static_cast<int64_t>(owner.element_size()) >=
+                            layout->nbytes);
+  const int64_t base = owner.storage_offset() * static_cast<int64_t>(owner.element_size());
+  const c10::Storage& storage = owner.storage();
+  Registry& r = GetRegistry();
+  std::lock_guard<std::mutex> lock(r.mu);
+  if (std::optional<Buffer> old = Find(r, storage)) {
+    if (old->base != base || old->layout().nbytes != layout->nbytes ||
+        old->layout().slots != layout->slots) {
+      return std::nullopt;
+    }
+    return old;
+  }
+  if (r.entries.size() >= r.sweep_at) {
+    absl::erase_if(r.entries, [](const auto& e) { return e.second.weak.expired(); });
+    r.sweep_at = std::max<size_t>(64, 2 * r.entries.size());
+  }
+  r.entries.insert_or_assign(storage.unsafeGetStorageImpl(),
+                             Registry::Entry{storage.getWeakStorageImpl(), layout, base});
+  return Buffer{storage, std::move(layout), base};
+}
+
+at::Tensor ViewInto(const c10::Storage& storage, at::ScalarType dtype, at::IntArrayRef shape,
+                    int64_t offset) {
+  const at::Device device = storage.device();
+  const c10::DispatchKey key = c10::computeDispatchKey(dtype, at::kStrided, device);
+  auto impl = c10::make_intrusive<c10::TensorImpl>(c10::Storage(storage), c10::DispatchKeySet(key),
+                                                   caffe2::TypeMeta::fromScalarType(dtype));
+  impl->set_sizes_contiguous(shape);
+  impl->set_storage_offset(offset / static_cast<int64_t>(c10::elementSize(dtype)));
+  return at::Tensor(std::move(impl));
+}
+
+at::Tensor WholeBuffer(const Buffer& buffer) {
+  return ViewInto(buffer.storage, at::kByte, {buffer.layout().nbytes}, buffer.base);
+}
+
+std::vector<at::Tensor> SlotViews(const Buffer& b) {
+  std::vector<at::Tensor> out;
+  out.reserve(b.layout().slots.size());
+  for (const BufferLayout::Slot& s : b.layout().slots) {
+    out.push_back(ViewInto(b.storage, s.dtype, s.shape, b.base + s.offset));
+  }
+  return out;
+}
 
 std::optional<Buffer> BufferOfTensorDict(const TensorDict& td) {
   std::optional<Buffer> b;

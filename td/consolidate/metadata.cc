@@ -134,22 +134,24 @@ struct Parser {
       Fail("the root is a NonTensorStack: non-tensor data, not a TensorDict (load it as the entry "
            "of a TensorDict)");
     }
-    structure::Level& level = Make(parent, parts,
-                                   name == "LazyStackedTensorDict" ? LevelKind::kLazyStack
-                                   : name == "NonTensorStack"      ? LevelKind::kNonTensorStack
-                                                                   : LevelKind::kTensorDict);
+    const LevelKind kind = name == "LazyStackedTensorDict" ? LevelKind::kLazyStack
+                           : name == "NonTensorStack"      ? LevelKind::kNonTensorStack
+                                                           : LevelKind::kTensorDict;
+    // Its depth, then its key.
+    absl::StatusOr<structure::Level*> made =
+        parent ? b.AddLevel(*parent, parts.back(), kind) : &b.Root(kind);
+    if (structure::RuleOf(made.status()) == Rule::kNestingDepth) {
+      TooDeep(parts, parent->depth() + 1, made.status());
+    }
+    if (parent) {
+      const std::vector<std::string> up(parts.begin(), parts.end() - 1);
+      Check(made.status(), "", parent, up, parts.back(), "a sub-TensorDict");
+    }
+    structure::Level& level = **made;
     if (!m.is_object()) Fail("level ", where, " is not an object");
     if (cls == nullptr) Need(m, "cls", where);
-    if (level.kind() == LevelKind::kLazyStack) {
-      LazyStack(m, parts, level, parent_names);
-      return level;
-    }
-    if (level.kind() == LevelKind::kNonTensorStack) {
-      NtsNode root = NonTensorStack(m, parts, level.depth());
-      // Dims only grow toward the outermost stack: its batch size bounds every member's.
-      Check(b.SetBatchSize(level, root.batch), "NonTensorStack " + where);
-      level.info.stack_dim = root.stack_dim;
-      level.info.data = Expand(root, where);
+    if (level.kind() != LevelKind::kTensorDict) {
+      Stack(m, parts, &level, level.depth(), parent_names);
       return level;
     }
     if (name != "TensorDict") {
@@ -172,15 +174,13 @@ struct Parser {
     const bool named = std::any_of(names.begin(), names.end(), [](const auto& n) { return n; });
 
     // Every name of the level is one entry: a non-tensor, a leaf or a sub-level, in this order.
-    const Json& non_tensors = Need(m, "non_tensors", where);
-    for (const auto& [k, v] : non_tensors.items()) {
+    for (const auto& [k, v] : Need(m, "non_tensors", where).items()) {
       NonEmpty(k, "a non-tensor entry", where);
       const Json data = v.is_array() && !v.empty() ? v[0] : Json();  // checked once claimed
       Check(b.AddNonTensor(level, k, data).status(), "", &level, parts, k, "a non-tensor entry");
       CheckNonTensor(v, Repr(Sub(parts, k)));
     }
-    const Json& leaves = Need(m, "leaves", where);
-    for (const auto& [k, v] : leaves.items()) {
+    for (const auto& [k, v] : Need(m, "leaves", where).items()) {
       NonEmpty(k, "a leaf", where);
       Leaf(level, parts, k, v);
     }
@@ -190,19 +190,6 @@ struct Parser {
       Fill(v, Sub(parts, k), &level, named ? &names : nullptr);
     }
     return level;
-  }
-
-  // The level at `parts` in `parent` (the root when nullptr): its depth, then its key.
-  structure::Level& Make(structure::Level* parent, const std::vector<std::string>& parts,
-                         LevelKind kind) {
-    if (parent == nullptr) return b.Root(kind);
-    absl::StatusOr<structure::Level*> level = b.AddLevel(*parent, parts.back(), kind);
-    if (structure::RuleOf(level.status()) == Rule::kNestingDepth) {
-      TooDeep(parts, parent->depth() + 1, level.status());
-    }
-    const std::vector<std::string> up(parts.begin(), parts.end() - 1);
-    Check(level.status(), "", parent, up, parts.back(), "a sub-TensorDict");
-    return **level;
   }
 
   // The object `field` of the level `m` at `where`.
@@ -325,75 +312,6 @@ struct Parser {
     return out;
   }
 
-  // The batch size of `n` members of batch size `batch` stacked along the stack_dim of a stack
-  // level's cls_metadata (in [0, batch dims]), which `*dim` is set to.
-  std::vector<int64_t> Stacked(const Json& meta, const std::string& where, const char* what,
-                               std::vector<int64_t> batch, size_t n, int64_t* dim) const {
-    auto it = meta.find("stack_dim");
-    if (it == meta.end()) Fail(what, " ", where, ": cls_metadata has no stack_dim");
-    const int64_t d = GetInt(*it, file, c10::str(what, " ", where, ": stack_dim"));
-    if (d < 0 || d > static_cast<int64_t>(batch.size())) {
-      Fail(what, " ", where, ": stack_dim ", d, " is out of range for members of ", batch.size(),
-           " batch dims");
-    }
-    batch.insert(batch.begin() + d, static_cast<int64_t>(n));
-    *dim = d;
-    return batch;
-  }
-
-  void CheckSameBatch(const std::vector<int64_t>& batch, const std::vector<int64_t>& first,
-                      const std::string& where, const char* what, size_t i) const {
-    if (batch != first) {
-      Fail(what, " ", where, ": member ", i, " has batch size ", SizeRepr(batch), ", member 0 ",
-           SizeRepr(first), "; members share one batch size");
-    }
-  }
-
-  // A LazyStackedTensorDict level, as upstream writes it: cls_metadata {stack_dim,
-  // stack_dim_name, is_locked}, no leaves or non-tensors, and its members as sub-levels "0",
-  // "1", ... (TensorDicts or lazy stacks).
-  void LazyStack(const Json& m, const std::vector<std::string>& parts, structure::Level& level,
-                 const Names* parent_names) {
-    const std::string where = Repr(parts);
-    const char* what = "lazy stack";
-    const Json& meta = ClsMetadata(m, where, &level.info.locked);
-    auto sn = meta.find("stack_dim_name");
-    if (sn != meta.end() && !sn->is_null()) {
-      if (!sn->is_string()) {
-        Fail(what, " ", where, ": stack_dim_name ", Short(*sn), " is not a string or null");
-      }
-      if (*sn == "...") Fail(what, " ", where, ": \"...\" is not a dim name");
-      level.info.stack_dim_name = sn->get<std::string>();
-    }
-    for (const char* field : {"non_tensors", "leaves"}) NeedEmpty(m, field, where, what);
-    auto members = Members(m, nullptr, where, what);
-    std::vector<const structure::Level*> subs;
-    for (size_t i = 0; i < members.size(); ++i) {
-      subs.push_back(&Fill(*members[i].first, Sub(parts, std::to_string(i)), &level, nullptr));
-      if (subs.back()->kind() == LevelKind::kNonTensorStack) {
-        Fail(what, " ", where, ": member ", i,
-             " is a NonTensorStack; a lazy stack's members are TensorDicts");
-      }
-      CheckSameBatch(subs.back()->batch_size(), subs[0]->batch_size(), where, what, i);
-    }
-    const std::vector<int64_t> batch =
-        Stacked(meta, where, what, subs[0]->batch_size(), members.size(), &level.info.stack_dim);
-    const int64_t dim = level.info.stack_dim;
-    Check(b.SetBatchSize(level, batch), c10::str(what, " ", where));
-    // Its names (the members', when they agree, with the stack dim's) under its parent's.
-    Names names(batch.size());
-    const bool agree = std::all_of(subs.begin(), subs.end(), [&](const structure::Level* s) {
-      return s->info.names == subs[0]->info.names;
-    });
-    if (agree && !subs[0]->info.names.empty()) {
-      names = subs[0]->info.names;
-      names.insert(names.begin() + dim, std::nullopt);
-    }
-    names[static_cast<size_t>(dim)] = level.info.stack_dim_name;
-    CheckUnique(names, where, "names");
-    Effective(names, names.size(), parent_names, where);
-  }
-
   // The values of a NonTensorStack, before they are laid out: a member NonTensorData (`value`,
   // covering every element of `batch`) or a stack of members along `stack_dim`.
   struct NtsNode {
@@ -404,23 +322,43 @@ struct Parser {
     std::vector<NtsNode> members;
   };
 
-  // A NonTensorStack level, as upstream writes it: cls_metadata {stack_dim, stack_dim_name,
-  // is_locked}, no leaves, members "0", "1", ... that are NonTensorData (in non_tensors, as
-  // [data, batch_size, device]) or NonTensorStacks (sub-levels).
-  NtsNode NonTensorStack(const Json& m, const std::vector<std::string>& parts, int depth) const {
+  // A stack level as upstream writes it: cls_metadata {stack_dim, stack_dim_name, is_locked}, no
+  // leaves, members "0", "1", ... of one batch size, stacked along stack_dim (in [0, their batch
+  // dims]), `depth` levels down. A LazyStackedTensorDict's are sub-levels (TensorDicts or lazy
+  // stacks) and its non_tensors are empty; a NonTensorStack's are NonTensorData (in non_tensors,
+  // as [data, batch_size, device]) or NonTensorStacks. `level`: the stack's (nullptr for a
+  // NonTensorStack's member, whose values its outermost stack lays out).
+  NtsNode Stack(const Json& m, const std::vector<std::string>& parts, structure::Level* level,
+                int depth, const Names* parent_names) {
     const std::string where = Repr(parts);
-    const char* what = "NonTensorStack";
+    structure::Level* lazy = level && level->kind() == LevelKind::kLazyStack ? level : nullptr;
+    const char* what = lazy ? "lazy stack" : "NonTensorStack";
     bool locked = false;
-    const Json& meta = ClsMetadata(m, where, &locked);
+    const Json& meta = ClsMetadata(m, where, lazy ? &lazy->info.locked : &locked);
+    auto sn = meta.find("stack_dim_name");
+    if (lazy && sn != meta.end() && !sn->is_null()) {
+      if (!sn->is_string()) {
+        Fail(what, " ", where, ": stack_dim_name ", Short(*sn), " is not a string or null");
+      }
+      if (*sn == "...") Fail(what, " ", where, ": \"...\" is not a dim name");
+      lazy->info.stack_dim_name = sn->get<std::string>();
+    }
+    if (lazy) NeedEmpty(m, "non_tensors", where, what);
     NeedEmpty(m, "leaves", where, what);
-    const Json& non_tensors = Need(m, "non_tensors", where);
-    auto members = Members(m, &non_tensors, where, what);
+    auto members = Members(m, lazy ? nullptr : &Need(m, "non_tensors", where), where, what);
     NtsNode node;
     for (size_t i = 0; i < members.size(); ++i) {
       const std::vector<std::string> sp = Sub(parts, std::to_string(i));
       const Json& v = *members[i].first;
       NtsNode member;
-      if (members[i].second) {
+      if (lazy) {
+        const structure::Level& sub = Fill(v, sp, lazy, nullptr);
+        if (sub.kind() == LevelKind::kNonTensorStack) {
+          Fail(what, " ", where, ": member ", i,
+               " is a NonTensorStack; a lazy stack's members are TensorDicts");
+        }
+        member.batch = sub.batch_size();
+      } else if (members[i].second) {
         CheckNonTensor(v, Repr(sp));
         absl::StatusOr<std::vector<int64_t>> batch = internal::ShapeFromJson(v[1]);
         if (!batch.ok()) {
@@ -439,16 +377,42 @@ struct Parser {
                cls ? Short(*cls) : std::string("level without \"cls\""),
                "; its members are NonTensorData or NonTensorStacks");
         }
-        member = NonTensorStack(v, sp, depth + 1);
+        member = Stack(v, sp, nullptr, depth + 1, nullptr);
       }
-      if (!node.members.empty()) {
-        CheckSameBatch(member.batch, node.members[0].batch, where, what, i);
+      if (i > 0 && member.batch != node.members[0].batch) {
+        Fail(what, " ", where, ": member ", i, " has batch size ", SizeRepr(member.batch),
+             ", member 0 ", SizeRepr(node.members[0].batch), "; members share one batch size");
       }
       node.members.push_back(std::move(member));
     }
-    node.batch =
-        Stacked(meta, where, what, node.members[0].batch, node.members.size(), &node.stack_dim);
-    return node;  // its dims are bounded by the outermost stack's batch size (Fill)
+    auto it = meta.find("stack_dim");
+    if (it == meta.end()) Fail(what, " ", where, ": cls_metadata has no stack_dim");
+    const int64_t dim = GetInt(*it, file, c10::str(what, " ", where, ": stack_dim"));
+    node.batch = node.members[0].batch;
+    if (dim < 0 || dim > static_cast<int64_t>(node.batch.size())) {
+      Fail(what, " ", where, ": stack_dim ", dim, " is out of range for members of ",
+           node.batch.size(), " batch dims");
+    }
+    node.batch.insert(node.batch.begin() + dim, static_cast<int64_t>(members.size()));
+    node.stack_dim = dim;
+    if (level == nullptr) return node;
+    level->info.stack_dim = dim;
+    // A NonTensorStack's dims only grow toward the outermost: its batch size bounds every member's.
+    Check(b.SetBatchSize(*level, node.batch), c10::str(what, " ", where));
+    if (lazy == nullptr) {
+      level->info.data = Expand(node, where);
+      return node;
+    }
+    // Its names (the members', when they agree, with the stack dim's) under its parent's.
+    const Names& first = lazy->entries()[0].level->info.names;
+    const bool agree =
+        std::all_of(lazy->entries().begin(), lazy->entries().end(),
+                    [&](const structure::Entry& e) { return e.level->info.names == first; });
+    Names names = agree && !first.empty() ? first : Names(node.batch.size() - 1);
+    names.insert(names.begin() + dim, lazy->info.stack_dim_name);
+    CheckUnique(names, where, "names");
+    Effective(names, names.size(), parent_names, where);
+    return node;
   }
 
   // The values of `root` as nested lists of its batch size (upstream's tolist()), within the

@@ -22,17 +22,18 @@ std::string MetadataTail(const TensorDict& td, const BufferLayout& layout,
                          const std::string& filename);
 
 // Writes the consolidated file `filename`: `bytes` (1-D uint8 on the CPU: the data), then
-// `tail` (MetadataTail), with pwrite(2) into a temporary renamed into place.
+// `tail` (MetadataTail), with pwrite(2) into a PendingFile.
 void WriteFile(const std::string& filename, const std::string& tail, const at::Tensor& bytes);
 
-// A file being written: created under a temporary name next to `filename`, mapped shared.
-// `tail` (MetadataTail) is written after `data_bytes` bytes by the constructor; the caller
-// fills the first `data_bytes` bytes of `mapping` and calls Commit() to rename it into place.
-// Destroyed without Commit(), the temporary file is removed (os::FileReplacement).
+// A file being written: created under a temporary name next to `filename` with `tail`
+// (MetadataTail) after `data_bytes` bytes and, with `map`, mapped shared: the caller fills the
+// first `data_bytes` bytes of `mapping` and calls Commit() to rename it into place. Destroyed
+// without Commit(), the temporary file is removed (os::FileReplacement).
 class PendingFile {
  public:
-  PendingFile(std::string filename, int64_t data_bytes, const std::string& tail);
+  PendingFile(std::string filename, int64_t data_bytes, const std::string& tail, bool map = true);
   const at::Tensor& mapping() const { return mapping_; }
+  const os::FileReplacement& file() const { return file_; }
   void Commit();
 
  private:

@@ -11,9 +11,9 @@
 // - Plan(): leaves are grouped by dtype (groups in order of each dtype's first leaf, leaves of a
 //   group in leaf order); every leaf starts at a multiple of kAlign (64) bytes and the bytes
 //   between leaves are zero. When every leaf has one dtype, the whole buffer is therefore one
-//   array of that dtype (`BufferLayout::uniform_dtype`), and the TensorDict members run
-//   element-wise ops, casts and copies as one kernel over it (NOTE [ One buffer, one kernel ] in
-//   td/core/leafwise.cc); the zero gaps are computed too and never read back.
+//   array of that dtype, and the TensorDict members run element-wise ops, casts and copies as
+//   one kernel over it (NOTE [ One buffer, one kernel ] in td/core/leafwise.cc); the zero gaps
+//   are computed too and never read back.
 // - Recognition: consolidate() registers the buffer's c10::Storage (whatever allocated it: the
 //   CPU or CUDA allocator, pinned memory, a shared-memory segment, a file mapping — so is_shared()
 //   and friends keep working) with its layout and the byte offset of the buffer in that storage,
@@ -62,19 +62,15 @@ struct BufferLayout {
     int64_t offset = 0;  // bytes from the start of the buffer
     int64_t nbytes = 0;
     int64_t numel() const { return nbytes / static_cast<int64_t>(c10::elementSize(dtype)); }
+    bool operator==(const Slot& o) const {
+      return dtype == o.dtype && offset == o.offset && nbytes == o.nbytes && shape == o.shape;
+    }
   };
   std::vector<Slot> slots;
   int64_t nbytes = 0;  // the whole buffer
-  // The dtype of every slot when they share one and the whole buffer can be viewed as an array
-  // of it (every offset and the size divisible by its element size); nullopt otherwise.
-  std::optional<at::ScalarType> uniform_dtype;
 
   // The placement of Plan() for these leaves (their dtypes and shapes only).
   static BufferLayout Plan(const std::vector<at::Tensor>& leaves);
-  // Fills uniform_dtype from the slots.
-  void ComputeUniform();
-  // True when both describe the same slots at the same offsets.
-  bool SameAs(const BufferLayout& other) const;
 };
 
 // An uninitialised contiguous CPU tensor of `numel` elements of `dtype` for a buffer. Large
@@ -83,17 +79,12 @@ struct BufferLayout {
 // from mmap every time, where the many smaller tensors of a by-hand loop reuse its heap).
 at::Tensor AllocateHost(int64_t numel, at::ScalarType dtype);
 
-// What the registry knows about a buffer (NOTE [ Consolidated buffer layout ]).
-struct BufferContext {
-  std::shared_ptr<const BufferLayout> layout;
-  int64_t base = 0;  // byte offset of the buffer's start in its storage
-};
-
-// A registered buffer: its storage and context.
+// A registered buffer (NOTE [ Consolidated buffer layout ]): its storage and layout.
 struct Buffer {
   c10::Storage storage;
-  std::shared_ptr<const BufferContext> ctx;
-  const BufferLayout& layout() const { return *ctx->layout; }
+  std::shared_ptr<const BufferLayout> plan;
+  int64_t base = 0;  // byte offset of the buffer's start in its storage
+  const BufferLayout& layout() const { return *plan; }
 };
 
 // Registers `owner`'s memory (a contiguous tensor of any dtype, starting where the buffer starts
@@ -104,8 +95,8 @@ std::optional<Buffer> Adopt(const at::Tensor& owner, std::shared_ptr<const Buffe
 // relative to a buffer; no dispatcher call).
 at::Tensor ViewInto(const c10::Storage& storage, at::ScalarType dtype, at::IntArrayRef shape,
                     int64_t offset);
-// The whole buffer as a 1-D tensor of `dtype` (layout().nbytes divisible by its element size).
-at::Tensor WholeBuffer(const Buffer& buffer, at::ScalarType dtype);
+// The whole buffer as a 1-D uint8 tensor.
+at::Tensor WholeBuffer(const Buffer& buffer);
 // One view per slot of the buffer's layout.
 std::vector<at::Tensor> SlotViews(const Buffer& b);
 
