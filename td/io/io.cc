@@ -19,41 +19,18 @@ const MemmapStorage* MemmapOf(const TensorDict& td) {
   return dynamic_cast<const MemmapStorage*>(&td.storage());
 }
 
-// The driver save() writes with: SaveOptions::format, else archive(true) "tdz", else the path's
-// suffix, else a memmap directory (NOTE [ Format drivers ] in td/format/format.h).
-const format::Driver& SaveDriver(const std::string& prefix, const SaveOptions& options) {
-  if (options.format() && options.archive() &&
-      *options.archive() != (*options.format() == "tdz")) {
-    TD_FAIL(ValueError, "save: SaveOptions::format \"", *options.format(), "\" and archive(",
-            *options.archive() ? "true" : "false", ") disagree; give one of them");
-  }
-  const format::Driver* d = nullptr;
-  if (options.format()) {
-    d = &format::GetDriver(*options.format());
-  } else if (options.archive()) {
-    d = &format::GetDriver(*options.archive() ? "tdz" : "memmap");
-  } else {
-    d = format::DriverForSuffix(prefix);
-    if (d == nullptr) d = &format::GetDriver("memmap");
-  }
-  if (!d->is_path_format()) {
-    TD_FAIL(ValueError, "save: format \"", d->id, "\" is ", d->summary,
-            ", not written to a path (its driver encodes bytes)");
-  }
-  return *d;
-}
-
-// The driver load() reads with: LoadOptions::format, else the format recognised at the path
-// (what is there decides: a memmap directory named "x.tdz" is read as one), else the path's
-// suffix, else a memmap directory (whose loader names the path's problem).
-const format::Driver& LoadDriver(const std::string& prefix, const LoadOptions& options) {
-  const format::Driver* d = options.format() ? &format::GetDriver(*options.format())
-                                             : format::DetectDriver(prefix);
-  if (d == nullptr) d = format::DriverForSuffix(prefix);
+// The path format save() (`save`) or load() uses (NOTE [ Format drivers ] in td/format/format.h):
+// `chosen` (by the options, or for load() by what is at the path: a memmap directory named
+// "x.tdz" is read as one), else the one of the path's suffix, else a memmap directory (whose
+// loader names the path's problem).
+const format::Driver& PathDriver(const format::Driver* chosen, const std::string& prefix,
+                                 bool save) {
+  const format::Driver* d = chosen != nullptr ? chosen : format::DriverForSuffix(prefix);
   if (d == nullptr) d = &format::GetDriver("memmap");
   if (!d->is_path_format()) {
-    TD_FAIL(ValueError, "load: format \"", d->id, "\" is ", d->summary,
-            ", not read from a path (its driver decodes bytes)");
+    TD_FAIL(ValueError, save ? "save" : "load", ": format \"", d->id, "\" is ", d->summary,
+            save ? ", not written to a path (its driver encodes bytes)"
+                 : ", not read from a path (its driver decodes bytes)");
   }
   return *d;
 }
@@ -62,15 +39,15 @@ const format::Driver& LoadDriver(const std::string& prefix, const LoadOptions& o
 // ignore_lock=True), locking it again afterwards, also when `fn` throws.
 template <class Fn>
 void IgnoringMemmapLock(TensorDict& td, Fn&& fn) {
-  const bool relock = td.is_locked() && MemmapOf(td) != nullptr;
-  if (relock) td.unlock_();
+  if (!td.is_locked() || MemmapOf(td) == nullptr) return fn();
+  td.unlock_();
   try {
     fn();
   } catch (...) {
-    if (relock) td.lock_();
+    td.lock_();
     throw;
   }
-  if (relock) td.lock_();
+  td.lock_();
 }
 
 void RequireMemmap(const TensorDict& td, const char* fn, const NestedKey& key) {
@@ -91,7 +68,15 @@ TensorDict save(const TensorDict& td, const std::string& prefix, const SaveOptio
   if (!options.exists_ok() && fs::exists(fs::symlink_status(prefix, ec))) {
     TD_FAIL(ValueError, "save: ", prefix, " already exists (SaveOptions::exists_ok is false)");
   }
-  const format::Driver& driver = SaveDriver(prefix, options);
+  if (options.format() && options.archive() && *options.archive() != (*options.format() == "tdz")) {
+    TD_FAIL(ValueError, "save: SaveOptions::format \"", *options.format(), "\" and archive(",
+            *options.archive() ? "true" : "false", ") disagree; give one of them");
+  }
+  const format::Driver& driver =
+      PathDriver(options.format()    ? &format::GetDriver(*options.format())
+                 : options.archive() ? &format::GetDriver(*options.archive() ? "tdz" : "memmap")
+                                     : nullptr,
+                 prefix, /*save=*/true);
   const MemmapOptions memmap_options = MemmapOptions()
                                            .parallel_options(options.parallel_options())
                                            .copy_existing(options.copy_existing())
@@ -107,7 +92,9 @@ TensorDict dumps(const TensorDict& td, const std::string& prefix, const SaveOpti
 }
 
 TensorDict load(const std::string& prefix, const LoadOptions& options) {
-  const format::Driver& driver = LoadDriver(prefix, options);
+  const format::Driver& driver = PathDriver(
+      options.format() ? &format::GetDriver(*options.format()) : format::DetectDriver(prefix),
+      prefix, /*save=*/false);
   if (driver.id == "tdz" || (driver.id == "memmap" && is_memmap_archive(prefix))) {
     // TensorDict::load_memmap of a file reads an archive too (NOTE [ load_memmap of an archive ]).
     return load_archive(prefix, ArchiveLoadOptions()
@@ -153,9 +140,8 @@ TensorDict& memmap_refresh_(TensorDict& td) {
     TD_FAIL(ValueError, "memmap_refresh_: the TensorDict is on the '", td.backend(),
             "' backend and has no memmap directory to refresh from");
   }
-  const bool locked = td.is_locked();
   TensorDict fresh = TensorDict::load_memmap(m->path(), LoadMemmapOptions().mode(m->mode()));
-  if (!locked) fresh.unlock_();
+  if (!td.is_locked()) fresh.unlock_();
   td = fresh;
   return td;
 }

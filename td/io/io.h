@@ -1,12 +1,8 @@
 // Saving and loading TensorDicts, upstream's module-level `save` / `load` and the members around
 // them (`dumps`, `load_`, `load_memmap_`, `memmap_refresh_`, `saved_path`, `make_memmap*`), as
 // free functions. save / load go through the format drivers (NOTE [ Format drivers ] in
-// td/format/format.h): a path ending in ".tdz" (or SaveOptions::archive) is a memmap archive, one
-// zip file (NOTE [ Memmap archive format ] in td/backends/memmap/archive/archive.h); ".zarr" a
-// Zarr store and ".h5" an HDF5 file where their libraries are linked (//td/io:zarr,
-// //td/backends/h5); any other path a memmap directory (docs/memmap.md); SaveOptions::format /
-// LoadOptions::format name one. load goes first by what is at the path. All are Python
-// tensordict 0.14's formats.
+// td/format/format.h), all Python tensordict 0.14's formats; SaveOptions::format and
+// LoadOptions::format say which one a path gets.
 //
 //   td::save(data, "/ckpt/step100");              // a memmap directory, as data.memmap(...)
 //   td::save(data, "/ckpt/step100.tdz");          // one file; Python's TensorDict.load reads it

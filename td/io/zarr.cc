@@ -44,13 +44,8 @@ constexpr const char* kNonTensorAttr = "__tensordict_non_tensor__";
 
 // Says each node to a structure::Builder before reading it (NOTE [ Structure codec ]).
 struct Reader {
-  std::string store;
   std::optional<at::Device> device;
   structure::Builder b;
-
-  std::string Where(const std::string& rel) const {
-    return rel.empty() ? store : store + "/" + rel;
-  }
 
   // The builder's finding `s` about the node at `where`, in the rule's words.
   static void Check(const absl::Status& s, const std::string& where) {
@@ -91,23 +86,28 @@ struct Reader {
                                            : raw.view(a.type.dtype).reshape(a.shape));
   }
 
-  // The root's dim names from its `__tensordict__` attribute (upstream's from_zarr reads them
-  // there only, with the batch size, and names the nested levels through it): nullopt when
-  // absent, null or empty; ZarrError naming the store for entries that are not strings / null.
-  static std::optional<DimNames> StoredNames(const Node& n, const std::string& where) {
+  // Names `out` by the root's `__tensordict__` attribute (upstream's from_zarr reads them there
+  // only, with the batch size, and names the nested levels through it), unless absent, null or
+  // empty; ZarrError naming the store for entries that are not strings / null, or that set_names
+  // refuses.
+  static void SetStoredNames(TensorDict& out, const Node& n, const std::string& where) {
     const json meta = n.attrs.value(kMetadataAttr, json());
-    if (!meta.is_object()) return std::nullopt;
+    if (!meta.is_object()) return;
     const json names = meta.value("names", json());
-    if (names.is_null() || (names.is_array() && names.empty())) return std::nullopt;
-    DimNames out;
+    if (names.is_null() || (names.is_array() && names.empty())) return;
+    DimNames dim_names;
     for (const json& v : names.is_array() ? names : json::array({names})) {
       if (!names.is_array() || !(v.is_string() || v.is_null())) {
         TD_FAIL(ZarrError, where, " (attribute __tensordict__): names ", names.dump(),
                 " must be a list of strings or nulls");
       }
-      out.push_back(v.is_string() ? std::make_optional(v.get<std::string>()) : std::nullopt);
+      dim_names.push_back(v.is_string() ? std::make_optional(v.get<std::string>()) : std::nullopt);
     }
-    return out;
+    try {
+      out.set_names(dim_names);
+    } catch (const ValueError& e) {
+      TD_FAIL(ZarrError, where, " (attribute __tensordict__): ", e.what_without_backtrace());
+    }
   }
 
   // `level`'s batch size: the one in the `__tensordict__` attribute of `n` (at `where`), else
@@ -122,12 +122,12 @@ struct Reader {
     return !stored.is_null();
   }
 
-  // The group at `rel`, which the builder knows as `level` (its batch size set).
-  TensorDict ReadGroup(structure::Level& level, const std::string& rel) {
+  // The group in directory `dir`, which the builder knows as `level` (its batch size set).
+  TensorDict ReadGroup(structure::Level& level, const std::string& dir) {
     std::vector<TensorDict::Item> items;
-    for (const internal::os::DirEntry& e : ListStoreDir(Where(rel), /*refuse_dir_links=*/true)) {
+    for (const internal::os::DirEntry& e : ListStoreDir(dir, /*refuse_dir_links=*/true)) {
       if (e.type != internal::os::EntryType::kDirectory) continue;  // metadata and chunks
-      const std::string child_rel = JoinPath(rel, e.name), where = Where(child_rel);
+      const std::string where = dir + "/" + e.name;
       const Node child = ReadNode(where, where);
       if (child.kind == Node::kArray) {
         items.emplace_back(e.name, ReadArray(level, e.name, child, where));
@@ -137,7 +137,7 @@ struct Reader {
             b.AddLevel(level, e.name, structure::LevelKind::kTensorDict);
         Check(sub.status(), where);
         SetBatchSize(**sub, child, where, level.batch_size());
-        items.emplace_back(e.name, ReadGroup(**sub, child_rel));
+        items.emplace_back(e.name, ReadGroup(**sub, where));
       }
       // A directory that is neither (no metadata) is not a Zarr node: zarr skips it too.
     }
@@ -236,8 +236,9 @@ struct Writer {
     SyncDir(dir);
   }
 
-  void WriteGroup(const TensorDict& td, const std::string& rel,
-                  const std::vector<std::string>& prefix) {
+  // The group `td` at the key `at` (nullptr: the root).
+  void WriteGroup(const TensorDict& td, const NestedKey* at) {
+    const std::string rel = at != nullptr ? at->join("/") : "";
     if (!rel.empty()) fs::create_directory(JoinPath(root, rel));
     Meta(rel, ".zgroup", json{{"zarr_format", 2}});
     // Upstream's _write_attrs_metadata: "names" only when the level has names (null for an
@@ -249,13 +250,11 @@ struct Writer {
     }
     Meta(rel, ".zattrs", json{{kMetadataAttr, std::move(meta)}});
     td.for_each_entry([&](const std::string& name, const Value& v) {
-      std::vector<std::string> parts = prefix;
-      parts.push_back(name);
-      const NestedKey key(parts);
+      const NestedKey key = at != nullptr ? *at + name : NestedKey(name);
       CheckName(name, key);
-      const std::string child = JoinPath(rel, name);
+      const std::string child = key.join("/");
       if (v.is_tensordict()) {
-        WriteGroup(v.tensordict(), child, parts);
+        WriteGroup(v.tensordict(), &key);
       } else if (v.is_tensor()) {
         const at::Tensor& t = v.tensor();
         if (NumpyDtype(t.scalar_type()).empty()) {
@@ -319,10 +318,15 @@ void to_zarr(const TensorDict& td, const std::string& path_in, const ToZarrOptio
       TD_FAIL(ZarrError, "to_zarr: cannot create ", tmp, ": ", ec.message());
     }
     Writer w{tmp, options.chunks(), /*consolidated=*/json::object()};
-    w.WriteGroup(td, "", {});
+    w.WriteGroup(td, /*at=*/nullptr);
     WriteFile(tmp + "/.zmetadata",
               json{{"metadata", w.consolidated}, {"zarr_consolidated_format", 1}}.dump(4));
     SyncDir(tmp);
+    // The new store replaces the old one in one step (Linux renameat2 RENAME_EXCHANGE); where
+    // the file system cannot, the old one is moved aside first.
+    const std::optional<std::string> previous = ValueOrThrow<ZarrError>(
+        internal::os::ReplaceDirAt(AT_FDCWD, tmp, path, tmp + ".old", path), "to_zarr");
+    if (previous) fs::remove_all(*previous, ec);
   } catch (const fs::filesystem_error& e) {
     fs::remove_all(tmp, ec);
     TD_FAIL(ZarrError, "to_zarr: writing ", path, ": ", e.what());
@@ -330,15 +334,6 @@ void to_zarr(const TensorDict& td, const std::string& path_in, const ToZarrOptio
     fs::remove_all(tmp, ec);
     throw;
   }
-  // The new store replaces the old one in one step (Linux renameat2 RENAME_EXCHANGE); where the
-  // file system cannot, the old one is moved aside first.
-  absl::StatusOr<std::optional<std::string>> previous =
-      internal::os::ReplaceDirAt(AT_FDCWD, tmp, path, tmp + ".old", path);
-  if (!previous.ok()) {
-    fs::remove_all(tmp, ec);
-    ThrowIfError<ZarrError>(previous.status(), "to_zarr");
-  }
-  if (*previous) fs::remove_all(**previous, ec);
   SyncDir(parent);
 }
 
@@ -357,7 +352,7 @@ TensorDict from_zarr(const std::string& path_in, const FromZarrOptions& options)
   if (!fs::is_directory(path, ec)) {
     TD_FAIL(ZarrError, "from_zarr: ", path, " is not a directory store");
   }
-  Reader r{path, options.device(), /*b=*/{}};
+  Reader r{options.device(), /*b=*/{}};
   const Node root = ReadNode(path, path);
   if (root.kind != Node::kGroup) {
     TD_FAIL(ZarrError, "from_zarr: ", path,
@@ -371,18 +366,11 @@ TensorDict from_zarr(const std::string& path_in, const FromZarrOptions& options)
   if (absl::Status s = given ? r.b.SetBatchSize(level, *given) : absl::OkStatus(); !s.ok()) {
     TD_FAIL(ValueError, "from_zarr: the batch_size ", s.message());
   }
-  TensorDict out = r.ReadGroup(level, "");
+  TensorDict out = r.ReadGroup(level, path);
   if (infer || options.auto_batch_size() || options.batch_dims()) {
     out.auto_batch_size_(options.batch_dims());
   } else if (!given) {
-    // With the stored batch size, its names (as upstream's from_zarr).
-    if (std::optional<DimNames> names = Reader::StoredNames(root, path)) {
-      try {
-        out.set_names(*names);
-      } catch (const ValueError& e) {
-        TD_FAIL(ZarrError, path, " (attribute __tensordict__): ", e.what_without_backtrace());
-      }
-    }
+    Reader::SetStoredNames(out, root, path);  // with the stored batch size, as upstream
   }
   return out;
 }

@@ -3,7 +3,7 @@
 //
 //   td::to_zarr(data, "/data/rollout.zarr");                    // zarr-python reads it
 //   td::TensorDict back = td::from_zarr("/data/rollout.zarr");  // everything in memory
-//   td::to_zarr(data, "/data/rows.zarr", td::ToZarrOptions().chunks({1024}));   // 1024 rows a chunk
+//   td::to_zarr(data, "/data/rows.zarr", td::ToZarrOptions().chunks({1024}));  // 1024 rows a chunk
 //
 // NOTE [ Zarr layout ]
 // The layout upstream's zarr backend gives a store (tensordict/persistent.py, _ZarrBackend):
@@ -29,16 +29,13 @@
 // zarr-python 2 and 3, and so upstream's from_zarr, read it. We read format 2 (both dimension
 // separators, C and F order, little- and big-endian, missing chunks as the fill value) and
 // format 3 (zarr.json; the "bytes" codec, regular chunk grid, both chunk key encodings), which
-// is what upstream writes with zarr-python 3. Compressed chunks are read: format 2's blosc
-// (zarr-python 2's default), zstd, gzip and zlib compressors, format 3's zstd (zarr-python 3's
-// default), gzip and blosc after "bytes" (NOTE [ Zarr codecs ] in td/io/zarr_codec.cc); we write
-// uncompressed only. Filters and other codecs are a ZarrError naming the array and the codec.
+// is what upstream writes with zarr-python 3, and their compressed chunks (NOTE [ Zarr codecs ]
+// in td/io/zarr_codec.cc); we write uncompressed only.
 // Dtypes: bool, int8/16/32/64, uint8/16/32/64, float16/32/64, complex64/128 (uint16/32/64 where
 // LibTorch has them, 2.3 and later: on 1.13 a store holding one is refused naming the array and
 // the dtype; numpy has no bfloat16 or float8: refused, naming the key).
-// Reading says each group, array and non-tensor entry to a structure::Builder, which applies
-// the structure rules (NOTE [ Structure codec ] in td/structure/structure.h): groups nest at most
-// td::kMaxNestingDepth deep, shapes and batch sizes have at most 64 dims.
+// Reading says each group, array and non-tensor entry to a structure::Builder
+// (NOTE [ Structure codec ] in td/structure/structure.h).
 // Bazel: //td/io:zarr. See docs/io.md.
 #pragma once
 

@@ -27,7 +27,7 @@ namespace {
 
 using json = nlohmann::json;
 
-// The compressor `name` (numcodecs' zarr 3 name "numcodecs.zstd" too) reads, or nullopt.
+// The compressor `name` (or numcodecs' zarr 3 name "numcodecs.zstd") reads, or nullopt.
 std::optional<codec::Format> FormatNamed(std::string name) {
   if (name.rfind("numcodecs.", 0) == 0) name.erase(0, 10);
   for (codec::Format f :
@@ -48,16 +48,14 @@ void ReadExactly(int fd, void* data, int64_t n, const std::string& path) {
 }
 
 ChunkCodec ParseV2Compressor(const json& compressor, const std::string& where) {
-  ChunkCodec c;
-  if (compressor.is_null()) return c;
+  if (compressor.is_null()) return {};
   const std::string id =
       compressor.is_object() ? compressor.value("id", std::string()) : std::string();
-  c.format = id.rfind("numcodecs.", 0) == 0 ? std::nullopt : FormatNamed(id);
+  const ChunkCodec c{id.rfind("numcodecs.", 0) == 0 ? std::nullopt : FormatNamed(id), id};
   if (!c.format) {
     TD_FAIL(ZarrError, where, ": compressor ", compressor.dump(),
             " is not supported (blosc, zstd, gzip and zlib are read, or none)");
   }
-  c.name = id;
   return c;
 }
 
@@ -74,13 +72,11 @@ ChunkCodec ParseV3Codecs(const json& codecs, const std::string& where, bool* big
   const std::string endian =
       codecs[0].value("configuration", json::object()).value("endian", std::string("little"));
   *big_endian = endian == "big";
-  ChunkCodec c;
-  if (codecs.size() == 2) {
-    if (!codecs[1].is_object()) refuse();
-    c.name = codecs[1].value("name", std::string());
-    c.format = FormatNamed(c.name);
-    if (!c.format) refuse();
-  }
+  if (codecs.size() == 1) return {};
+  const std::string name =
+      codecs[1].is_object() ? codecs[1].value("name", std::string()) : std::string();
+  const ChunkCodec c{FormatNamed(name), name};
+  if (!c.format) refuse();
   return c;
 }
 

@@ -22,13 +22,12 @@ struct ChunkCodec {
   std::string name;
 };
 
-// The compressor of a format 2 array (.zarray's "compressor": null, or an object whose "id" is
-// blosc, zstd, gzip or zlib); ZarrError naming `where` and the compressor for another one.
+// The compressor of a format 2 array (.zarray's "compressor"); ZarrError naming `where` and the
+// compressor for one not read here (NOTE [ Zarr codecs ]).
 ChunkCodec ParseV2Compressor(const nlohmann::json& compressor, const std::string& where);
 
-// The codecs of a format 3 array (zarr.json's "codecs"): "bytes", then at most one of zstd,
-// gzip, blosc. Sets `*big_endian` from bytes' "endian". ZarrError naming `where` and the codecs
-// for any other chain (transpose, sharding, crc32c, two compressors).
+// The codecs of a format 3 array (zarr.json's "codecs"), setting `*big_endian` from bytes'
+// "endian"; ZarrError naming `where` and the codecs for a chain not read here.
 ChunkCodec ParseV3Codecs(const nlohmann::json& codecs, const std::string& where,
                          bool* big_endian);
 
@@ -36,9 +35,8 @@ ChunkCodec ParseV3Codecs(const nlohmann::json& codecs, const std::string& where,
 void ReadExactly(int fd, void* data, int64_t n, const std::string& path);
 
 // Reads the chunk file `file` (open as `fd`, `file_size` bytes) into exactly `chunk_bytes` bytes
-// at `out`, decompressing it with `c` (NOTE [ Bounded decompression ] in td/bytes/codec.h).
-// ZarrError naming `where` (the array), the file and the codec when the file is too large for
-// the chunk, corrupt or decompresses to another size.
+// at `out`, decompressing it with `c`; a ZarrError naming `where` (the array), the file and the
+// codec otherwise (NOTE [ Zarr codecs ]).
 void ReadChunkFile(const ChunkCodec& c, int fd, int64_t file_size, uint8_t* out,
                    int64_t chunk_bytes, const std::string& file, const std::string& where);
 

@@ -8,10 +8,6 @@
 namespace td {
 namespace {
 
-bool IsZarrStore(const std::string& path) {
-  return format::DirectoryHolds(path, ".zgroup") || format::DirectoryHolds(path, "zarr.json");
-}
-
 format::Driver ZarrDriver() {
   format::Driver d;
   d.id = "zarr";
@@ -24,7 +20,9 @@ format::Driver ZarrDriver() {
   d.traits.non_tensor_stack = false;
   d.traits.names = true;
   d.traits.keeps_key_order = false;
-  d.detect = IsZarrStore;
+  d.detect = [](const std::string& path) {
+    return format::DirectoryHolds(path, ".zgroup") || format::DirectoryHolds(path, "zarr.json");
+  };
   d.save = [](const TensorDict& td, const std::string& path) { to_zarr(td, path); };
   d.load = [](const std::string& path) { return from_zarr(path); };
   return d;

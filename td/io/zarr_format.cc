@@ -1,11 +1,9 @@
-// Zarr's files and metadata (internal to //td/io:zarr): a store's files and directories, numpy
-// dtype strings, the metadata of a node in format 2 or 3, and an array's chunks assembled into
-// one buffer. NOTE [ Zarr layout ] in td/io/zarr.h says what a store holds.
 #include "td/io/zarr_format.h"
 
 #include <ATen/ops/empty.h>
 #include <ATen/ops/scalar_tensor.h>
 #include <ATen/ops/zeros.h>
+#include <c10/util/accumulate.h>
 #include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -23,6 +21,7 @@
 #include <utility>
 #include <vector>
 
+#include "absl/strings/str_join.h"
 #include "td/core/dtype.h"
 #include "td/core/errors.h"
 #include "td/core/internal/structure_check.h"
@@ -40,17 +39,17 @@ namespace {
 // Metadata files larger than this are refused rather than parsed.
 constexpr int64_t kMaxJsonBytes = int64_t{64} << 20;
 
-// open(2) for reading, without waiting on a FIFO: StatRegular then refuses it (reads of regular
-// files ignore O_NONBLOCK). File symlinks are followed (stores kept by git-annex or DVC link
-// their files).
-int OpenForRead(const std::string& path) {
-  return ::open(path.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC);
-}
-
-// fstat(2) of the open `fd`; ZarrError naming `path` unless it is a regular file.
-struct stat StatRegular(int fd, const std::string& path) {
+// The file `path` open for reading, and its size; nullopt when there is none. Opened without
+// waiting on a FIFO (reads of regular files ignore O_NONBLOCK), following file symlinks (stores
+// kept by git-annex or DVC link their files); ZarrError naming `path` unless it is regular.
+std::optional<std::pair<os::UniqueFd, int64_t>> OpenRegular(const std::string& path) {
+  os::UniqueFd fd(::open(path.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC));
+  if (!fd.valid() && (errno == ENOENT || errno == ENOTDIR)) return std::nullopt;
+  if (!fd.valid()) ThrowIfError<ZarrError>(os::ErrnoError(errno, "cannot open", path));
   struct stat st {};
-  if (::fstat(fd, &st) != 0) ThrowIfError<ZarrError>(os::ErrnoError(errno, "cannot stat", path));
+  if (::fstat(fd.get(), &st) != 0) {
+    ThrowIfError<ZarrError>(os::ErrnoError(errno, "cannot stat", path));
+  }
   if (!S_ISREG(st.st_mode)) {
     TD_FAIL(ZarrError, path, " is not a regular file (",
             S_ISFIFO(st.st_mode)  ? "a FIFO"
@@ -59,24 +58,20 @@ struct stat StatRegular(int fd, const std::string& path) {
                                    : "a device",
             "); a Zarr store holds only files and directories");
   }
-  return st;
+  return std::make_pair(std::move(fd), static_cast<int64_t>(st.st_size));
 }
 
-// The bytes of the metadata file `path`, or nullopt when there is none; ZarrError for a file
-// that is not regular or larger than kMaxJsonBytes.
+// The bytes of the metadata file `path` (OpenRegular), at most kMaxJsonBytes.
 std::optional<std::string> ReadMetaFile(const std::string& path) {
-  const os::UniqueFd fd(OpenForRead(path));
-  if (!fd.valid()) {
-    if (errno == ENOENT || errno == ENOTDIR) return std::nullopt;
-    ThrowIfError<ZarrError>(os::ErrnoError(errno, "cannot open", path));
-  }
-  const struct stat st = StatRegular(fd.get(), path);
-  if (st.st_size > kMaxJsonBytes) {
-    TD_FAIL(ZarrError, path, " holds ", st.st_size, " bytes of metadata (at most ", kMaxJsonBytes,
+  const std::optional<std::pair<os::UniqueFd, int64_t>> file = OpenRegular(path);
+  if (!file) return std::nullopt;
+  const auto& [fd, size] = *file;
+  if (size > kMaxJsonBytes) {
+    TD_FAIL(ZarrError, path, " holds ", size, " bytes of metadata (at most ", kMaxJsonBytes,
             " read)");
   }
-  std::string text(static_cast<size_t>(st.st_size), '\0');
-  ReadExactly(fd.get(), text.data(), st.st_size, path);
+  std::string text(static_cast<size_t>(size), '\0');
+  ReadExactly(fd.get(), text.data(), size, path);
   return text;
 }
 
@@ -116,7 +111,7 @@ namespace {
 
 // numpy's dtypes with a LibTorch counterpart, "torch." + name: numpy's kind letter, element size
 // and format 3's name. uint16/32/64 only where this LibTorch has them (NOTE [ Dtypes by LibTorch
-// version ] in td/compat/dtypes.h; RowDtype refuses them elsewhere). numpy has no float8: Python
+// version ] in td/compat/dtypes.h; RowType refuses them elsewhere). numpy has no float8: Python
 // tensordict 0.14's to_zarr cannot write one (its numpy() conversion raises), so they have no row.
 struct DtypeRow {
   const char* name;
@@ -130,32 +125,20 @@ constexpr DtypeRow kDtypes[] = {
     {"uint32", 'u', 4},  {"uint64", 'u', 8},
 };
 
-// The dtype of `r`: an error in the words of the structure's dtype rule (structure::Dtype)
-// where this LibTorch lacks it.
-absl::StatusOr<at::ScalarType> RowDtype(const DtypeRow& r) {
-  return structure::Dtype::Name(std::string("torch.") + r.name).Read();
-}
-
-// RowDtype, or a ZarrError naming `where` and the metadata's spelling `name`.
-at::ScalarType RowDtypeOr(const DtypeRow& r, const std::string& where, const std::string& name) {
-  absl::StatusOr<at::ScalarType> t = RowDtype(r);
-  if (!t.ok()) TD_FAIL(ZarrError, where, ": dtype '", name, "': ", t.status().message());
-  return *t;
-}
-
-}  // namespace
-
-std::string NumpyDtype(at::ScalarType dtype) {
-  const std::string name = DtypeRepr(dtype);  // "torch.float32"
-  for (const DtypeRow& r : kDtypes) {
-    if (name == std::string("torch.") + r.name) {
-      return std::string(r.size == 1 ? "|" : "<") + r.kind + std::to_string(r.size);
-    }
+// The element type of the first row `pred` accepts, or nullopt when none does; a ZarrError in
+// the words of the structure's dtype rule (structure::Dtype) naming `where` and the metadata's
+// spelling `name` (else the row's) where this LibTorch lacks its dtype.
+template <class Pred>
+std::optional<ElemType> RowType(Pred pred, const std::string& where, const std::string& name) {
+  const DtypeRow* r = std::find_if(std::begin(kDtypes), std::end(kDtypes), pred);
+  if (r == std::end(kDtypes)) return std::nullopt;
+  absl::StatusOr<at::ScalarType> t = structure::Dtype::Name(std::string("torch.") + r->name).Read();
+  if (!t.ok()) {
+    TD_FAIL(ZarrError, where, ": dtype '", name.empty() ? r->name : name,
+            "': ", t.status().message());
   }
-  return "";
+  return ElemType{ElemType::kTensor, *t, r->size};
 }
-
-namespace {
 
 ElemType ParseV2Dtype(const json& j, const std::string& where) {
   if (!j.is_string()) {
@@ -163,7 +146,6 @@ ElemType ParseV2Dtype(const json& j, const std::string& where) {
             " is not supported (structured dtypes have no TensorDict counterpart)");
   }
   const std::string s = j.get<std::string>();
-  ElemType t;
   if (s.size() < 3 || (s[0] != '<' && s[0] != '>' && s[0] != '|')) {
     TD_FAIL(ZarrError, where, ": dtype '", s, "' is not a numpy dtype string such as \"<f4\"");
   }
@@ -173,29 +155,19 @@ ElemType ParseV2Dtype(const json& j, const std::string& where) {
     TD_FAIL(ZarrError, where, ": dtype '", s, "' is not supported");
   }
   const auto size = static_cast<int64_t>(digits);
-  t.big_endian = s[0] == '>';
+  const bool big_endian = s[0] == '>';
   const char kind = s[1];
   if ((kind == 'S' || kind == 'U') && size > 0) {
-    t.kind = kind == 'S' ? ElemType::kBytes : ElemType::kUnicode;
-    t.itemsize = kind == 'S' ? size : size * 4;
-    return t;
+    return {kind == 'S' ? ElemType::kBytes : ElemType::kUnicode, at::kByte,
+            kind == 'S' ? size : size * 4, big_endian};
   }
-  for (const DtypeRow& r : kDtypes) {
-    if (r.kind != kind || r.size != size) continue;
-    t.dtype = RowDtypeOr(r, where, s);
-    t.itemsize = size;
-    if (size == 1 || s[0] != '|') return t;
-  }
+  const std::optional<ElemType> row =
+      RowType([&](const DtypeRow& r) { return r.kind == kind && r.size == size; }, where, s);
+  if (row && (size == 1 || s[0] != '|')) return {row->kind, row->dtype, size, big_endian};
   TD_FAIL(ZarrError, where, ": dtype '", s,
           "' is not supported (bool, int8/16/32/64, uint8/16/32/64, float16/32/64, "
           "complex64/128 and fixed-size strings are)");
 }
-
-}  // namespace
-
-// ---- metadata of one node ------------------------------------------------------------------
-
-namespace {
 
 // An array's metadata: format 2's .zarray, or format 3's zarr.json (`v3`), which says the same in
 // other fields. The shape is read as every structure reader reads one (structure::Sizes: at most
@@ -222,20 +194,18 @@ void ParseArray(const json& z, bool v3, const std::string& where, ArrayMeta& a) 
             c10::IntArrayRef(a.shape), " have different lengths");
   }
   a.fill = z.value("fill_value", json());
+  // Format 3's storage transformers, format 2's filters: none (format 2 also says so with null).
+  const char* extras = v3 ? "storage_transformers" : "filters";
+  const json ex = z.value(extras, json::array());
+  if (!(ex.is_array() && ex.empty()) && !(ex.is_null() && !v3)) {
+    TD_FAIL(ZarrError, where, ": ", extras, " ", ex.dump(), " are not supported");
+  }
   if (v3) {
-    const json transformers = z.value("storage_transformers", json::array());
-    if (!transformers.is_array() || !transformers.empty()) {
-      TD_FAIL(ZarrError, where, ": storage_transformers ", transformers.dump(),
-              " are not supported");
-    }
     const json dt = z.value("data_type", json());
-    const DtypeRow* row = std::find_if(std::begin(kDtypes), std::end(kDtypes),
-                                       [&](const DtypeRow& r) { return dt == r.name; });
-    if (row == std::end(kDtypes)) {
-      TD_FAIL(ZarrError, where, ": data_type ", dt.dump(), " is not supported");
-    }
-    a.type.dtype = RowDtypeOr(*row, where, row->name);
-    a.type.itemsize = row->size;
+    const std::optional<ElemType> type =
+        RowType([&](const DtypeRow& r) { return dt == r.name; }, where, "");
+    if (!type) TD_FAIL(ZarrError, where, ": data_type ", dt.dump(), " is not supported");
+    a.type = *type;
     a.codec = ParseV3Codecs(z.value("codecs", json()), where, &a.type.big_endian);
     const json keys = z.value("chunk_key_encoding", json::object());
     const std::string enc = keys.value("name", std::string("default"));
@@ -248,10 +218,6 @@ void ParseArray(const json& z, bool v3, const std::string& where, ArrayMeta& a) 
   } else {
     a.type = ParseV2Dtype(z.value("dtype", json()), where);
     a.codec = ParseV2Compressor(z.value("compressor", json()), where);
-    const json filters = z.value("filters", json());
-    if (!filters.is_null() && !(filters.is_array() && filters.empty())) {
-      TD_FAIL(ZarrError, where, ": filters ", filters.dump(), " are not supported");
-    }
     const std::string order = z.value("order", std::string("C"));
     if (order != "C" && order != "F") TD_FAIL(ZarrError, where, ": order '", order, "' is unknown");
     a.fortran = order == "F";
@@ -265,8 +231,19 @@ void ParseArray(const json& z, bool v3, const std::string& where, ArrayMeta& a) 
 
 }  // namespace
 
+std::string NumpyDtype(at::ScalarType dtype) {
+  const std::string name = DtypeRepr(dtype);  // "torch.float32"
+  for (const DtypeRow& r : kDtypes) {
+    if (name == std::string("torch.") + r.name) {
+      return std::string(r.size == 1 ? "|" : "<") + r.kind + std::to_string(r.size);
+    }
+  }
+  return "";
+}
+
+// ---- metadata of one node ------------------------------------------------------------------
+
 Node ParseNode(const NodeTexts& texts, const std::string& where) {
-  // Format 2's .zarray, else its .zgroup (either with .zattrs), else format 3's zarr.json.
   const bool v3 = !texts.zarray && !texts.zgroup;
   const char* file = texts.zarray ? ".zarray" : v3 ? "zarr.json" : ".zgroup";
   const std::optional<std::string>& text = texts.zarray ? texts.zarray
@@ -326,21 +303,65 @@ at::Tensor SwapBytes(const at::Tensor& bytes, const ElemType& t) {
   return bytes.reshape({-1, unit}).flip({1}).reshape(bytes.sizes());
 }
 
+// The chunk files of the array in `dir` under its sub-directory `rel` (`depth` deep) into `out`,
+// by grid coordinates, from one listing of each directory (sub-directories only with the "/"
+// separator, at most nd + 1 deep): the work follows the files there, not the grid, which a few
+// bytes of metadata can make 2^40 chunks large. Entries whose name is a chunk key must be
+// regular files (OpenRegular, on reading).
+void ListChunks(const ArrayMeta& a, const std::string& dir, const std::string& rel, size_t depth,
+                const std::vector<int64_t>& grid,
+                std::map<std::vector<int64_t>, std::string>& out) {
+  const std::string path = rel.empty() ? dir : dir + "/" + rel;
+  const bool descend = a.separator == "/" && depth + 1 < grid.size() + (a.v3_default_keys ? 1 : 0);
+  for (const os::DirEntry& e : ListStoreDir(path, /*refuse_dir_links=*/descend)) {
+    const std::string key = rel.empty() ? e.name : rel + "/" + e.name;
+    if (e.type == os::EntryType::kFile) {
+      if (std::optional<std::vector<int64_t>> coords = ChunkCoords(a, key, grid)) {
+        out.emplace(std::move(*coords), path + "/" + e.name);
+      }
+    } else if (descend) {
+      ListChunks(a, dir, key, depth + 1, grid, out);
+    }
+  }
+}
+
+// Bytes shaped `sizes`; a ZarrError naming `where` when they cannot be allocated.
+at::Tensor Allocate(c10::IntArrayRef sizes, const std::string& where) {
+  try {
+    return at::empty(sizes, at::kByte);
+  } catch (const c10::Error& e) {
+    TD_FAIL(ZarrError, where, ": ", e.what_without_backtrace());
+  }
+}
+
+std::string Utf8(const uint8_t* p, int64_t n_chars) {
+  std::string out;
+  for (int64_t i = 0; i < n_chars; ++i) {
+    uint32_t c = uint32_t{p[4 * i]} | uint32_t{p[4 * i + 1]} << 8 | uint32_t{p[4 * i + 2]} << 16 |
+                 uint32_t{p[4 * i + 3]} << 24;
+    if (c == 0) break;
+    if (c > 0x10FFFF || (c >= 0xD800 && c <= 0xDFFF)) c = 0xFFFD;
+    const int n = c < 0x80 ? 1 : c < 0x800 ? 2 : c < 0x10000 ? 3 : 4;  // UTF-8 bytes
+    constexpr uint8_t kLead[] = {0, 0x00, 0xC0, 0xE0, 0xF0};
+    out += static_cast<char>(kLead[n] | (c >> (6 * (n - 1))));
+    for (int k = n - 2; k >= 0; --k) out += static_cast<char>(0x80 | ((c >> (6 * k)) & 0x3F));
+  }
+  return out;
+}
+
 }  // namespace
 
 at::Tensor FillBytes(const ArrayMeta& a, const std::string& where) {
   const json& f = a.fill;
-  at::Tensor zero = at::zeros({a.type.itemsize}, at::kByte);
-  if (f.is_null() || a.type.kind != ElemType::kTensor) return zero;
+  if (f.is_null() || a.type.kind != ElemType::kTensor) {
+    return at::zeros({a.type.itemsize}, at::kByte);
+  }
   auto number = [&](const json& v) -> double {
     if (v.is_number()) return v.get<double>();
     if (v.is_boolean()) return v.get<bool>() ? 1.0 : 0.0;
-    if (v.is_string()) {
-      const std::string s = v.get<std::string>();
-      if (s == "NaN") return std::numeric_limits<double>::quiet_NaN();
-      if (s == "Infinity") return std::numeric_limits<double>::infinity();
-      if (s == "-Infinity") return -std::numeric_limits<double>::infinity();
-    }
+    if (v == "NaN") return std::numeric_limits<double>::quiet_NaN();
+    if (v == "Infinity") return std::numeric_limits<double>::infinity();
+    if (v == "-Infinity") return -std::numeric_limits<double>::infinity();
     TD_FAIL(ZarrError, where, ": fill_value ", f.dump(), " is not supported for this dtype");
   };
   const at::ScalarType dtype = a.type.dtype;
@@ -367,17 +388,14 @@ at::Tensor FillBytes(const ArrayMeta& a, const std::string& where) {
     } else {
       // Integers and bool: an integer in the dtype's range (or true / false), never a float (a
       // NaN or 1e300 cast to an integer is undefined).
-      int64_t v = 0;
-      if (f.is_boolean()) {
-        v = f.get<bool>() ? 1 : 0;
-      } else if (f.is_number_unsigned() &&
-                 f.get<uint64_t>() > static_cast<uint64_t>(std::numeric_limits<int64_t>::max())) {
-        does_not_fit("");
-      } else if (f.is_number_integer()) {
-        v = f.get<int64_t>();
-      } else {
+      if (!f.is_boolean() && !f.is_number_integer()) {
         does_not_fit(" (an integer dtype needs an integer)");
       }
+      if (f.is_number_unsigned() &&
+          f.get<uint64_t>() > static_cast<uint64_t>(std::numeric_limits<int64_t>::max())) {
+        does_not_fit("");
+      }
+      const int64_t v = f.is_boolean() ? int64_t{f.get<bool>()} : f.get<int64_t>();
       if (dtype == at::kBool && v != 0 && v != 1) does_not_fit(" (bool: 0, 1, true or false)");
       value = at::scalar_tensor(v, at::TensorOptions().dtype(dtype));
     }
@@ -391,11 +409,7 @@ at::Tensor FillBytes(const ArrayMeta& a, const std::string& where) {
 }
 
 std::string ChunkKey(const ArrayMeta& a, const std::vector<int64_t>& coords) {
-  std::string key;
-  for (size_t d = 0; d < coords.size(); ++d) {
-    if (d > 0) key += a.separator;
-    key += std::to_string(coords[d]);
-  }
+  const std::string key = absl::StrJoin(coords, a.separator);
   if (a.v3_default_keys) return coords.empty() ? "c" : "c" + a.separator + key;
   return coords.empty() ? "0" : key;
 }
@@ -417,47 +431,6 @@ std::optional<std::vector<int64_t>> ChunkCoords(const ArrayMeta& a, const std::s
   return coords;
 }
 
-namespace {
-
-// The chunk files of the array in `dir`, by grid coordinates, from one listing of the directory
-// (and, with the "/" separator, of its sub-directories, at most nd + 1 deep): the work follows
-// the files there, not the grid, which a few bytes of metadata can make 2^40 chunks large.
-// Entries whose name is a chunk key must be regular files (StatRegular, on reading).
-std::map<std::vector<int64_t>, std::string> ListChunks(const ArrayMeta& a, const std::string& dir,
-                                                       const std::vector<int64_t>& grid) {
-  std::map<std::vector<int64_t>, std::string> out;
-  const size_t max_depth = a.separator == "/" ? grid.size() + (a.v3_default_keys ? 1 : 0) : 1;
-  std::vector<std::pair<std::string, size_t>> pending{{"", 0}};  // (relative dir, depth)
-  while (!pending.empty()) {
-    const auto [rel, depth] = pending.back();
-    pending.pop_back();
-    const std::string path = rel.empty() ? dir : dir + "/" + rel;
-    const bool descend = a.separator == "/" && depth + 1 < max_depth;
-    for (const os::DirEntry& e : ListStoreDir(path, /*refuse_dir_links=*/descend)) {
-      const std::string key = rel.empty() ? e.name : rel + "/" + e.name;
-      if (e.type == os::EntryType::kFile) {
-        if (std::optional<std::vector<int64_t>> coords = ChunkCoords(a, key, grid)) {
-          out.emplace(std::move(*coords), path + "/" + e.name);
-        }
-      } else if (descend) {
-        pending.emplace_back(key, depth + 1);
-      }
-    }
-  }
-  return out;
-}
-
-// Bytes shaped `sizes`; a ZarrError naming `where` when they cannot be allocated.
-at::Tensor Allocate(c10::IntArrayRef sizes, const std::string& where) {
-  try {
-    return at::empty(sizes, at::kByte);
-  } catch (const c10::Error& e) {
-    TD_FAIL(ZarrError, where, ": ", e.what_without_backtrace());
-  }
-}
-
-}  // namespace
-
 at::Tensor ReadRaw(const ArrayMeta& a, const std::string& dir, const std::string& where) {
   const int64_t nd = static_cast<int64_t>(a.shape.size());
   // Elements of the array and of a chunk; their bytes at most 2^62 (the grid's arithmetic).
@@ -474,20 +447,17 @@ at::Tensor ReadRaw(const ArrayMeta& a, const std::string& dir, const std::string
   if (*numel == 0) return raw;
   const int64_t chunk_bytes = *chunk_numel * a.type.itemsize;
   const bool whole = a.shape == a.chunks && (!a.fortran || nd <= 1);
-  std::vector<int64_t> grid(nd);
-  int64_t total = 1;  // chunks in the grid: at most numel
-  for (int64_t d = 0; d < nd; ++d) {
-    grid[d] = (a.shape[d] + a.chunks[d] - 1) / a.chunks[d];
-    total *= grid[d];
-  }
-  const std::map<std::vector<int64_t>, std::string> files = ListChunks(a, dir, grid);
+  std::vector<int64_t> grid(nd);  // chunks per dim; all of them at most numel
+  for (int64_t d = 0; d < nd; ++d) grid[d] = (a.shape[d] + a.chunks[d] - 1) / a.chunks[d];
+  std::map<std::vector<int64_t>, std::string> files;
+  ListChunks(a, dir, /*rel=*/"", /*depth=*/0, grid, files);
   // Chunks never written hold the fill value: all of it first, when some are missing.
   at::Tensor fill;
   auto fill_region = [&](at::Tensor region) {
     if (!fill.defined()) fill = FillBytes(a, where);
     region.copy_(fill);
   };
-  if (static_cast<int64_t>(files.size()) < total) fill_region(raw);
+  if (static_cast<int64_t>(files.size()) < c10::multiply_integers(grid)) fill_region(raw);
   at::Tensor buffer;
   for (const auto& [coords, file] : files) {
     at::Tensor region = raw;
@@ -495,14 +465,13 @@ at::Tensor ReadRaw(const ArrayMeta& a, const std::string& dir, const std::string
       const int64_t start = coords[d] * a.chunks[d];
       region = region.narrow(d, start, std::min(a.chunks[d], a.shape[d] - start));
     }
-    const os::UniqueFd fd(OpenForRead(file));
-    if (!fd.valid()) {
-      if (errno != ENOENT) ThrowIfError<ZarrError>(os::ErrnoError(errno, "cannot open", file));
+    const std::optional<std::pair<os::UniqueFd, int64_t>> opened = OpenRegular(file);
+    if (!opened) {
       fill_region(region);  // removed since the listing
       continue;
     }
     if (!whole && !buffer.defined()) buffer = Allocate({chunk_bytes}, where);
-    ReadChunkFile(a.codec, fd.get(), StatRegular(fd.get(), file).st_size,
+    ReadChunkFile(a.codec, opened->first.get(), opened->second,
                   (whole ? raw : buffer).data_ptr<uint8_t>(), chunk_bytes, file, where);
     if (whole) continue;
     // The chunk's bytes in C order, or in Fortran order: its dims reversed.
@@ -520,34 +489,14 @@ at::Tensor ReadRaw(const ArrayMeta& a, const std::string& dir, const std::string
   return SwapBytes(raw, a.type);
 }
 
-namespace {
-
-std::string Utf8(const uint8_t* p, int64_t n_chars) {
-  std::string out;
-  for (int64_t i = 0; i < n_chars; ++i) {
-    uint32_t c = uint32_t{p[4 * i]} | uint32_t{p[4 * i + 1]} << 8 | uint32_t{p[4 * i + 2]} << 16 |
-                 uint32_t{p[4 * i + 3]} << 24;
-    if (c == 0) break;
-    if (c > 0x10FFFF || (c >= 0xD800 && c <= 0xDFFF)) c = 0xFFFD;
-    const int n = c < 0x80 ? 1 : c < 0x800 ? 2 : c < 0x10000 ? 3 : 4;  // UTF-8 bytes
-    constexpr uint8_t kLead[] = {0, 0x00, 0xC0, 0xE0, 0xF0};
-    out += static_cast<char>(kLead[n] | (c >> (6 * (n - 1))));
-    for (int k = n - 2; k >= 0; --k) out += static_cast<char>(0x80 | ((c >> (6 * k)) & 0x3F));
-  }
-  return out;
-}
-
-}  // namespace
-
-// Fixed-size strings as JSON: a string, or arrays nested by shape.
 json Strings(const ArrayMeta& a, const uint8_t* p, size_t dim) {
   if (dim == a.shape.size()) {
     if (a.type.kind == ElemType::kUnicode) return Utf8(p, a.type.itemsize / 4);
     const auto* c = reinterpret_cast<const char*>(p);
     return std::string(c, strnlen(c, static_cast<size_t>(a.type.itemsize)));
   }
-  int64_t stride = a.type.itemsize;
-  for (size_t d = dim + 1; d < a.shape.size(); ++d) stride *= a.shape[d];
+  const int64_t stride =
+      a.type.itemsize * c10::multiply_integers(a.shape.begin() + dim + 1, a.shape.end());
   json out = json::array();
   for (int64_t i = 0; i < a.shape[dim]; ++i) out.push_back(Strings(a, p + i * stride, dim + 1));
   return out;

@@ -27,13 +27,11 @@ using json = nlohmann::json;
 
 // ---- files ---------------------------------------------------------------------------------
 
-// The entries of the store's directory `path` (os::ListDir: sorted by name), each kDirectory or
-// kFile (anything else: a chunk file, or what StatRegular refuses when it is read). A symlink to
-// a directory is never followed: a ZarrError with `refuse_dir_links`, else a kDirectory.
-// ZarrError naming `path` when it cannot be listed.
+// The entries of the store's directory `path` (os::ListDir), each kDirectory or kFile (anything
+// else: refused when read as a file). A symlink to a directory is never followed: a ZarrError
+// with `refuse_dir_links`, else a kDirectory. ZarrError naming `path` when it cannot be listed.
 std::vector<os::DirEntry> ListStoreDir(const std::string& path, bool refuse_dir_links);
-// `text` as JSON, through structure::ParseJson (NOTE [ Untrusted JSON ] in
-// td/core/internal/structure_check.h); ZarrError naming `path` for text that is not valid JSON.
+// structure::ParseJson of `text`; ZarrError naming `path` for text that is not valid JSON.
 json ParseJson(std::string_view text, const std::string& path);
 
 // ---- dtypes and metadata -------------------------------------------------------------------
@@ -51,7 +49,7 @@ std::string NumpyDtype(at::ScalarType dtype);
 
 // An array's metadata, from either format.
 struct ArrayMeta {
-  std::vector<int64_t> shape, chunks;  // shape: read as structure::Sizes reads one
+  std::vector<int64_t> shape, chunks;
   ElemType type;
   bool fortran = false;
   json fill;  // null: zeros
@@ -71,13 +69,11 @@ struct Node {
 struct NodeTexts {
   std::optional<std::string> zarray, zgroup, zattrs, zarr_json;
 };
-// The node `texts` describe (`where` names its directory in messages): format 2 (.zarray or
-// .zgroup, and .zattrs) or format 3 (zarr.json). ZarrError for malformed metadata or metadata
-// this reader does not support. No file system access: the fuzz target zarr_meta_fuzzer.cc
-// calls it on its input.
+// The node `texts` describe (`where` names its directory in messages): format 2's .zarray, else
+// its .zgroup (either with .zattrs), else format 3's zarr.json. ZarrError for metadata malformed
+// or not supported. No file system access (the fuzz target zarr_meta_fuzzer.cc calls it).
 Node ParseNode(const NodeTexts& texts, const std::string& where);
-// ParseNode of the files in directory `dir`: .zarray, else .zgroup (either: and .zattrs), else
-// zarr.json.
+// ParseNode of the files in directory `dir`.
 Node ReadNode(const std::string& dir, const std::string& where);
 
 // ---- array data ----------------------------------------------------------------------------
@@ -87,14 +83,13 @@ Node ReadNode(const std::string& dir, const std::string& where);
 at::Tensor FillBytes(const ArrayMeta& a, const std::string& where);
 // The name of the chunk at grid coordinates `coords` ("0.1", "c/0/1", "0" for a 0-d array).
 std::string ChunkKey(const ArrayMeta& a, const std::vector<int64_t>& coords);
-// The grid coordinates the chunk key `key` names (ChunkKey's inverse, for the grid `grid` of
-// chunks per dim), or nullopt for a name that is no chunk of `a` (zarr-python skips those files).
+// ChunkKey's inverse for the grid `grid` of chunks per dim; nullopt for a name that is no chunk
+// of `a` (zarr-python skips those files).
 std::optional<std::vector<int64_t>> ChunkCoords(const ArrayMeta& a, const std::string& key,
                                                 const std::vector<int64_t>& grid);
-// The array's elements as raw bytes in LibTorch's byte order: a uint8 tensor of shape
-// [*shape, itemsize], read from the chunk files in `dir` (missing ones hold the fill value;
-// compressed ones are decompressed: ReadChunkFile). ZarrError naming the chunk file when one has
-// the wrong size or does not decompress to it.
+// The array's elements as raw bytes in LibTorch's byte order, a uint8 tensor of shape
+// [*shape, itemsize], read from the chunk files in `dir` (ReadChunkFile; missing ones hold the
+// fill value).
 at::Tensor ReadRaw(const ArrayMeta& a, const std::string& dir, const std::string& where);
 // Fixed-size strings (raw bytes of a kBytes / kUnicode array from `dim` on) as JSON: a string, or
 // arrays nested by shape.
