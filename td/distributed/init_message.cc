@@ -41,31 +41,29 @@ TensorDict ReadStructure(const std::string& desc, int64_t max_leaf_bytes, const 
   }
 }
 
-TensorDict InitStructure(const std::string& desc, int64_t data_bytes, uint64_t fingerprint,
+TensorDict InitStructure(const std::string& desc, const at::Tensor& data, uint64_t fingerprint,
                          const std::string& what, const std::string& sender) {
-  TensorDict td = ReadStructure(desc, data_bytes, what, sender);
+  TensorDict td = ReadStructure(desc, data.numel(), what, sender);
   const PackedLayout layout(td);
-  if (layout.fingerprint() != fingerprint || layout.nbytes() != data_bytes) {
+  if (layout.fingerprint() != fingerprint || layout.nbytes() != data.numel()) {
     TD_FAIL(ValueError, what, ": the structure received does not describe the data received (",
-            layout.nbytes(), " bytes expected, ", data_bytes, " received)");
+            layout.nbytes(), " bytes expected, ", data.numel(), " received)");
   }
+  if (data.numel() > 0) layout.Unpack(data, td);
   return td;
 }
 
 std::string EncodeInitMessage(const TensorDict& td) {
   const PackedLayout layout(td);
   const std::string desc = StructureToJson(td).dump();
-  const Header header{kKindInit, layout.fingerprint(), static_cast<int64_t>(desc.size()),
-                      layout.nbytes(), /*per_leaf=*/false, /*agreed=*/false};
-  const std::array<int64_t, kHeaderWords> words = HeaderWords(header);
-  const at::Tensor data = layout.Pack().cpu();
-  const int64_t prefix = kHeaderBytes + AlignUp(header.desc_bytes);
-  std::string out(static_cast<size_t>(prefix + header.data_bytes), '\0');
+  const std::array<int64_t, kHeaderWords> words =
+      HeaderWords({kKindInit, layout.fingerprint(), static_cast<int64_t>(desc.size()),
+                   layout.nbytes(), /*per_leaf=*/false, /*agreed=*/false});
+  const int64_t prefix = kHeaderBytes + AlignUp(static_cast<int64_t>(desc.size()));
+  std::string out(static_cast<size_t>(prefix + layout.nbytes()), '\0');
   std::memcpy(out.data(), words.data(), kHeaderBytes);
   std::memcpy(out.data() + kHeaderBytes, desc.data(), desc.size());
-  if (header.data_bytes > 0) {
-    std::memcpy(out.data() + prefix, data.data_ptr<uint8_t>(), header.data_bytes);
-  }
+  at::from_blob(out.data() + prefix, {layout.nbytes()}, at::kByte).copy_(layout.Pack());
   return out;
 }
 
@@ -87,14 +85,11 @@ TensorDict DecodeInitMessage(const std::string& bytes) {
     TD_FAIL(ValueError, what, ": ", size, " bytes, but its header announces ", prefix,
             " of header and structure and ", h.data_bytes, " of data");
   }
-  TensorDict td = InitStructure(bytes.substr(kHeaderBytes, h.desc_bytes), h.data_bytes,
-                                h.fingerprint, what, "the message");
-  if (h.data_bytes > 0) {  // Unpack copies out of `bytes`, which outlive the view
-    const at::Tensor data = at::from_blob(const_cast<char*>(bytes.data()) + prefix,
-                                          {h.data_bytes}, at::kByte);
-    PackedLayout(td).Unpack(data, td);
-  }
-  return td;
+  // Unpack copies out of `bytes`, which outlive the view.
+  const at::Tensor data =
+      at::from_blob(const_cast<char*>(bytes.data()) + prefix, {h.data_bytes}, at::kByte);
+  return InitStructure(bytes.substr(kHeaderBytes, h.desc_bytes), data, h.fingerprint, what,
+                       "the message");
 }
 
 namespace {

@@ -9,9 +9,11 @@
 #include <climits>
 #include <cstring>
 #include <functional>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <string>
+#include <tuple>
 #include <utility>
 #include <vector>
 
@@ -27,11 +29,9 @@ namespace distributed {
 Work::Work(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 Work::Work(Work&&) noexcept = default;
 Work& Work::operator=(Work&& other) noexcept {
-  if (this != &other) {
-    { Work old(std::move(*this)); }  // waits for the work this one held
-    impl_ = std::move(other.impl_);
-  }
-  return *this;
+  Work old(std::move(other));
+  std::swap(impl_, old.impl_);
+  return *this;  // `old`, now holding the work this one held, waits for it
 }
 Work::~Work() {
   try {
@@ -108,9 +108,8 @@ constexpr int64_t kInlinePrefix = AlignUp(kHeaderBytes);
 // init_remote(td, dst, tag) and the from_remote_init(src, tag) that receives it leave both ranks
 // with the same record: on this group, from this rank to that one, on this tag, TensorDicts have
 // this structure (signature, fingerprint, data bytes, leaf bytes). Afterwards:
-//  * a send whose TensorDict has the agreed structure is ONE message: the header with the packed
-//    data behind it (kPacked), or the header alone and then the leaves (kPerLeaf, without the
-//    message of byte counts);
+//  * a send whose TensorDict has the agreed structure sends neither description nor table (its
+//    messages: NOTE [ Packed layout ]);
 //  * every receive on that group, peer and tag posts its first buffer with room for the header and
 //    the agreed data, so that either kind of first message fits. A sender whose TensorDict
 //    differs from the agreement sends the header alone first, as without an agreement, and the
@@ -130,12 +129,12 @@ struct Agreement {
   int64_t nbytes = 0;
   int64_t inline_bytes = 0;  // what a kPacked send puts behind its header
   std::string signature;
-  std::vector<int64_t> packed_alone;    // the leaves a kPacked send sends alone: byte counts
-  std::vector<int64_t> per_leaf_alone;  // the same for kPerLeaf (every non-empty leaf)
-  std::string refusal;                  // Side::kBroken: the error of every later receive
+  // The byte counts of the leaves a send sends alone (PackedLayout::OwnMessages), in data order:
+  // [kPacked, kPerLeaf].
+  std::array<std::vector<int64_t>, 2> alone;
+  std::string refusal;  // Side::kBroken: the error of every later receive
 };
 
-// The byte counts of the leaves that travel alone (PackedLayout::OwnMessages), in data order.
 std::vector<int64_t> AloneBytes(const PackedLayout& layout, bool per_leaf) {
   std::vector<int64_t> out;
   for (size_t i : layout.OwnMessages(per_leaf)) {
@@ -156,50 +155,35 @@ class Agreements {
 
   std::shared_ptr<const Agreement> Find(const ProcessGroupPtr& pg, int peer, int tag, Side side) {
     std::lock_guard<std::mutex> lock(mu_);
-    for (const Entry& e : entries_) {
-      if (e.Is(pg, peer, tag, side)) return e.agreement;
-    }
-    return nullptr;
+    auto it = entries_.find(Key{pg.get(), peer, tag, side});
+    return it == entries_.end() ? nullptr : it->second.agreement;
   }
 
   void Record(const ProcessGroupPtr& pg, int peer, int tag, Side side, Agreement agreement) {
-    auto shared = std::make_shared<const Agreement>(std::move(agreement));
+    Entry e{c10::weak_intrusive_ptr<ProcessGroup>(pg),
+            std::make_shared<const Agreement>(std::move(agreement))};
     std::lock_guard<std::mutex> lock(mu_);
-    entries_.erase(std::remove_if(entries_.begin(), entries_.end(),
-                                  [&](const Entry& e) {
-                                    return e.group.expired() || e.Is(pg, peer, tag, side);
-                                  }),
-                   entries_.end());
-    entries_.push_back(Entry{c10::weak_intrusive_ptr<ProcessGroup>(pg), pg.get(), peer, tag, side,
-                             std::move(shared)});
+    for (auto it = entries_.begin(); it != entries_.end();) {
+      it = it->second.group.expired() ? entries_.erase(it) : std::next(it);
+    }
+    entries_.insert_or_assign(Key{pg.get(), peer, tag, side}, std::move(e));
   }
 
  private:
+  using Key = std::tuple<const ProcessGroup*, int, int, Side>;
   struct Entry {
-    // Keeps the group's memory (not the group) alive, so `raw` is never another group's address.
+    // Keeps the group's memory (not the group) alive, so a key's address is never another group's.
     c10::weak_intrusive_ptr<ProcessGroup> group;
-    const ProcessGroup* raw;
-    int peer;
-    int tag;
-    Side side;
     std::shared_ptr<const Agreement> agreement;
-    bool Is(const ProcessGroupPtr& pg, int p, int t, Side s) const {
-      return raw == pg.get() && peer == p && tag == t && side == s;
-    }
   };
   std::mutex mu_;
-  std::vector<Entry> entries_;
+  std::map<Key, Entry> entries_;
 };
 
 Agreement AgreementOf(const PackedLayout& layout) {
-  return {layout.fingerprint(), layout.nbytes(),           layout.inline_nbytes(),
-          layout.signature(),   AloneBytes(layout, false), AloneBytes(layout, true),
-          /*refusal=*/""};
-}
-
-bool Matches(const Agreement* agreed, const PackedLayout& layout) {
-  return agreed != nullptr && agreed->fingerprint == layout.fingerprint() &&
-         agreed->nbytes == layout.nbytes() && agreed->signature == layout.signature();
+  std::array<std::vector<int64_t>, 2> alone = {AloneBytes(layout, false), AloneBytes(layout, true)};
+  return {layout.fingerprint(), layout.nbytes(),  layout.inline_nbytes(),
+          layout.signature(),   std::move(alone), ""};
 }
 
 // NOTE [ Messages larger than the receive ]
@@ -217,18 +201,6 @@ bool Matches(const Agreement* agreed, const PackedLayout& layout) {
 //  * the receives that follow a header (tag 2 * tag + 1) are posted with the sizes it announced:
 //    a stray message there, or a longer one on a header tag, still ends the process.
 constexpr int64_t kFirstBufferMinBytes = int64_t{64} << 10;
-
-// Writes `bytes` at the start of `buf` (a uint8 buffer on any device).
-void WriteFront(at::Tensor& buf, const void* bytes, size_t n) {
-  if (n == 0) return;
-  if (buf.is_cpu()) {
-    std::memcpy(buf.data_ptr<uint8_t>(), bytes, n);
-    return;
-  }
-  at::Tensor d = at::empty({static_cast<int64_t>(n)}, at::kByte);
-  std::memcpy(d.data_ptr<uint8_t>(), bytes, n);
-  buf.narrow(0, 0, d.numel()).copy_(d);
-}
 
 using Timeout = std::optional<std::chrono::milliseconds>;
 
@@ -266,73 +238,8 @@ void WaitAll(const std::vector<WorkPtr>& works, const Timeout& timeout, const st
   }
 }
 
-// Posts the messages of one send (NOTE [ Packed layout ]). `agreed`: the layout is the agreed
-// structure of this group, peer and tag (NOTE [ Agreed structures ]), so neither description nor
-// table travels. `snapshot`: the leaves that travel alone are copies taken now (isend returns
-// before Gloo reads them, once the receiver has posted its receives), else their own memory when
-// contiguous (send returns only once they are sent); the inline data always is a copy.
-std::shared_ptr<Outgoing> Post(const ProcessGroupPtr& pg, Kind kind, const PackedLayout& layout,
-                               const std::string& desc, WireFormat format, bool agreed,
-                               bool snapshot, int dst, int tag, const Timeout& timeout,
-                               const std::string& what) {
-  auto out = std::make_shared<Outgoing>();
-  const bool per_leaf = format == WireFormat::kPerLeaf;
-  const bool init = kind == kInit;  // everything inline, no table
-  const std::vector<size_t> alone = init ? std::vector<size_t>() : layout.OwnMessages(per_leaf);
-  std::vector<at::Tensor> leaves;  // contiguous 1-D bytes
-  for (size_t i : alone) {
-    at::Tensor t = layout.leaves()[i].tensor.detach();
-    t = snapshot ? t.clone(at::MemoryFormat::Contiguous) : t.contiguous();
-    leaves.push_back(t.reshape({-1}).view(at::kByte));
-  }
-  const int64_t inline_bytes = init ? layout.nbytes() : per_leaf ? 0 : layout.inline_nbytes();
-  const int64_t table_bytes =
-      init ? 0 : AlignUp(static_cast<int64_t>((1 + alone.size()) * sizeof(int64_t)));
-  const internal::Header header{kind,
-                                layout.fingerprint(),
-                                agreed ? 0 : static_cast<int64_t>(desc.size()),
-                                agreed ? inline_bytes : table_bytes + inline_bytes,
-                                per_leaf,
-                                agreed};
-  const std::array<int64_t, internal::kHeaderWords> h = internal::HeaderWords(header);
-  if (agreed && !per_leaf) {  // one message: header, padding (zeros), inline data
-    at::Tensor buf = layout.Pack(kInlinePrefix, /*inline_only=*/true);
-    std::array<uint8_t, kInlinePrefix> front{};
-    std::memcpy(front.data(), h.data(), kHeaderBytes);
-    WriteFront(buf, front.data(), front.size());
-    out->buffers.push_back({buf});
-  } else {
-    at::Tensor words = at::empty({internal::kHeaderWords}, at::kLong);
-    std::memcpy(words.data_ptr<int64_t>(), h.data(), kHeaderBytes);
-    out->buffers.push_back({words});
-    if (!agreed) {  // [description | padding | table | inline data]
-      const int64_t prefix = AlignUp(header.desc_bytes) + table_bytes;
-      at::Tensor payload = per_leaf ? internal::ScratchBytes(prefix, at::kCPU)
-                                    : layout.Pack(prefix, /*inline_only=*/!init);
-      std::vector<uint8_t> front(static_cast<size_t>(prefix), 0);
-      std::memcpy(front.data(), desc.data(), desc.size());
-      if (!init) {
-        std::vector<int64_t> table = {static_cast<int64_t>(alone.size())};
-        for (const at::Tensor& l : leaves) table.push_back(l.numel());
-        std::memcpy(front.data() + AlignUp(header.desc_bytes), table.data(),
-                    table.size() * sizeof(int64_t));
-      }
-      WriteFront(payload, front.data(), front.size());
-      if (payload.numel() > 0) out->buffers.push_back({payload});
-    }
-  }
-  for (at::Tensor& l : leaves) out->buffers.push_back({std::move(l)});
-  // buffers[0] on `tag`, the others on tag + 1.
-  out->works = PostEach(out->buffers.size(), timeout, what, [&](size_t i) {
-    return pg->send(out->buffers[i], dst, i == 0 ? tag : tag + 1);
-  });
-  return out;
-}
-
 struct Incoming {
-  Kind kind;
-  uint64_t fingerprint;
-  bool per_leaf;  // the leaves to come travel one message each
+  internal::Header h;  // per_leaf: the leaves to come travel one message each
   std::string desc;
   at::Tensor data;  // uint8: the inline data (kPerLeaf: none)
   // kPacked after an agreement: room for the large groups, behind the inline data in the first
@@ -373,15 +280,12 @@ FirstMessage PostFirst(const ProcessGroupPtr& pg, int src, int tag, const std::s
 // queued on the pair, and the next receive on this tag would take them for a header (or, larger
 // than its buffer, make Gloo abort the process), so the refusal is recorded (Side::kBroken): every
 // later receive from that rank on that tag throws the same ValueError before posting anything.
-// The structure of an init_remote message is then checked before anything is allocated for its
-// leaves (ValidateStructure in wire.h: shapes, dtypes, devices, depth, and no more leaf bytes than
-// the data that came with it).
-[[noreturn]] void Break(const ProcessGroupPtr& pg, int src, int tag, std::string refusal,
+// An init_remote structure is then checked (ValidateStructure in wire.h) before its leaves are
+// allocated.
+[[noreturn]] void Break(const ProcessGroupPtr& pg, int src, int tag, const std::string& refusal,
                         const std::string& what) {
-  Agreement broken;
-  broken.refusal = std::move(refusal);
-  Agreements::Get().Record(pg, src, tag, Side::kBroken, broken);
-  TD_FAIL(ValueError, what, ": ", broken.refusal);
+  Agreements::Get().Record(pg, src, tag, Side::kBroken, {0, 0, 0, "", {}, refusal});
+  TD_FAIL(ValueError, what, ": ", refusal);
 }
 
 [[noreturn]] void RefuseUnreceived(const ProcessGroupPtr& pg, int src, int tag, int64_t announced,
@@ -397,6 +301,17 @@ FirstMessage PostFirst(const ProcessGroupPtr& pg, int src, int tag, const std::s
         what);
 }
 
+// Receives the messages that follow a header (on tag + 1) into `targets`: all posted, then all
+// waited.
+void ReceiveAll(const ProcessGroupPtr& pg, const std::vector<at::Tensor>& targets, int src, int tag,
+                const Timeout& timeout, const std::string& what) {
+  std::vector<std::vector<at::Tensor>> bufs;
+  for (const at::Tensor& t : targets) bufs.push_back({t});
+  WaitAll(PostEach(bufs.size(), timeout, what,
+                   [&](size_t i) { return pg->recv(bufs[i], src, tag + 1); }),
+          timeout, what);
+}
+
 // Waits for the first message, then receives the payload it announces (per leaf: not the leaves
 // yet), allocating at most `limit` bytes for it (NOTE [ Bounded receives ]).
 Incoming Receive(const ProcessGroupPtr& pg, const FirstMessage& first, int src, int tag,
@@ -408,9 +323,7 @@ Incoming Receive(const ProcessGroupPtr& pg, const FirstMessage& first, int src, 
       internal::ParseHeader(words, what, c10::str("the message from rank ", src));
   const Agreement* agreed = first.agreed.get();
   Incoming in;
-  in.kind = static_cast<Kind>(h.kind);
-  in.fingerprint = h.fingerprint;
-  in.per_leaf = h.per_leaf;
+  in.h = h;
   if (h.agreed) {
     // Only the sizes of that init_remote were recorded when its structure was invalid here: the
     // byte counts of leaf messages that follow are unknown, so they cannot be drained.
@@ -431,15 +344,13 @@ Incoming Receive(const ProcessGroupPtr& pg, const FirstMessage& first, int src, 
               "another group or tag)");
     }
     in.desc = agreed->signature;
-    if (h.per_leaf) {
-      in.alone = agreed->per_leaf_alone;
-    } else {
+    in.alone = agreed->alone[h.per_leaf];
+    if (!h.per_leaf) {
       // The first buffer has room for all the data (PostFirst): the large leaves go behind the
       // inline data, so the data stays in one piece.
-      in.alone = agreed->packed_alone;
       in.data = first.buffer[0].narrow(0, kInlinePrefix, agreed->inline_bytes);
       in.large = first.buffer[0].narrow(0, kInlinePrefix + agreed->inline_bytes,
-                                         agreed->nbytes - agreed->inline_bytes);
+                                        agreed->nbytes - agreed->inline_bytes);
     }
     return in;
   }
@@ -447,16 +358,13 @@ Incoming Receive(const ProcessGroupPtr& pg, const FirstMessage& first, int src, 
   if (prefix + h.data_bytes > limit) {  // each <= 2^46: no overflow
     RefuseUnreceived(pg, src, tag, prefix + h.data_bytes, limit,
                      c10::str(h.desc_bytes, " of description, ", h.data_bytes,
-                              in.kind == kInit ? " of data" : " of table and data"),
+                              h.kind == kInit ? " of data" : " of table and data"),
                      what);
   }
   std::vector<at::Tensor> payload = {internal::ScratchBytes(prefix + h.data_bytes, at::kCPU)};
-  if (payload[0].numel() > 0) {
-    WorkPtr w = internal::Transport(what, [&] { return pg->recv(payload, src, tag + 1); });
-    internal::Wait(w, timeout, what);
-  }
+  if (payload[0].numel() > 0) ReceiveAll(pg, payload, src, tag, timeout, what);
   in.desc.assign(reinterpret_cast<const char*>(payload[0].data_ptr<uint8_t>()), h.desc_bytes);
-  if (in.kind == kInit) {  // no table: every leaf inline
+  if (h.kind == kInit) {  // no table: every leaf inline
     in.data = payload[0].narrow(0, prefix, h.data_bytes);
     return in;
   }
@@ -488,46 +396,32 @@ Incoming Receive(const ProcessGroupPtr& pg, const FirstMessage& first, int src, 
   return in;
 }
 
-// Receives the leaf messages of a per-leaf message into `targets` (all posted, then all waited).
-void ReceiveLeaves(const ProcessGroupPtr& pg, std::vector<at::Tensor>& targets, int src, int tag,
-                   const Timeout& timeout, const std::string& what) {
-  std::vector<std::vector<at::Tensor>> bufs;
-  for (at::Tensor& t : targets) bufs.push_back({t});
-  WaitAll(PostEach(bufs.size(), timeout, what,
-                   [&](size_t i) { return pg->recv(bufs[i], src, tag + 1); }),
-          timeout, what);
-}
-
-// Consumes the leaf messages of a refused per-leaf message, so the next recv starts clean.
+// Consumes the leaf messages of a refused message, so the next recv starts clean.
 void Drain(const ProcessGroupPtr& pg, const Incoming& in, int src, int tag, const Timeout& timeout,
            const std::string& what) {
   std::vector<at::Tensor> scratch;
   for (int64_t b : in.alone) scratch.push_back(at::empty({b}, at::kByte));
-  ReceiveLeaves(pg, scratch, src, tag, timeout, what);
+  ReceiveAll(pg, scratch, src, tag, timeout, what);
 }
 
 // Takes the structure of an init_remote message (from_remote_init, or a recv that refuses it): the
 // sender recorded the agreement when it posted the message, so this side records it before
-// anything can fail (NOTE [ Agreed structures ]). Returns the TensorDict the message describes,
-// leaves uninitialised; ValueError when the structure is invalid (its sizes are recorded).
+// anything can fail (NOTE [ Agreed structures ]). Returns the TensorDict the message carries;
+// ValueError when the structure is invalid (its sizes are recorded).
 TensorDict AcceptInit(const ProcessGroupPtr& pg, const Incoming& in, int src, int tag,
                       const std::string& what) {
-  Agreement sizes;
-  sizes.fingerprint = in.fingerprint;
-  sizes.nbytes = in.data.numel();
-  sizes.inline_bytes = sizes.nbytes;
-  Agreements::Get().Record(pg, src, tag, Side::kRecv, sizes);
-  TensorDict td = internal::InitStructure(in.desc, in.data.numel(), in.fingerprint, what,
-                                          c10::str("rank ", src));
-  PackedLayout layout(td);
-  Agreements::Get().Record(pg, src, tag, Side::kRecv, AgreementOf(layout));
+  const int64_t n = in.data.numel();
+  Agreements::Get().Record(pg, src, tag, Side::kRecv, {in.h.fingerprint, n, n, "", {}, ""});
+  TensorDict td =
+      internal::InitStructure(in.desc, in.data, in.h.fingerprint, what, c10::str("rank ", src));
+  Agreements::Get().Record(pg, src, tag, Side::kRecv, AgreementOf(PackedLayout(td)));
   return td;
 }
 
 void Deliver(const ProcessGroupPtr& pg, const Incoming& in, TensorDict& td,
              const PackedLayout& layout, int src, int tag, const Timeout& timeout,
              const std::string& what) {
-  if (in.kind != kData) {
+  if (in.h.kind != kData) {
     // Refused, but the agreement it carries stands on both sides.
     try {
       AcceptInit(pg, in, src, tag, what);
@@ -539,9 +433,9 @@ void Deliver(const ProcessGroupPtr& pg, const Incoming& in, TensorDict& td,
   }
   const int64_t inline_bytes = in.data.defined() ? in.data.numel() : 0;
   try {  // refused: the message is drained, then the error rethrown
-    if (in.fingerprint != layout.fingerprint() || in.desc != layout.signature() ||
-        in.alone != AloneBytes(layout, in.per_leaf) ||
-        inline_bytes != (in.per_leaf ? 0 : layout.inline_nbytes())) {
+    if (in.h.fingerprint != layout.fingerprint() || in.desc != layout.signature() ||
+        in.alone != AloneBytes(layout, in.h.per_leaf) ||
+        inline_bytes != (in.h.per_leaf ? 0 : layout.inline_nbytes())) {
       TD_FAIL(ValueError, what, ": the TensorDict sent by rank ", src,
               " differs from the receiving one: ",
               internal::DescribeMismatch(in.desc, "sender", layout.signature(), "receiver"),
@@ -552,26 +446,34 @@ void Deliver(const ProcessGroupPtr& pg, const Incoming& in, TensorDict& td,
     Drain(pg, in, src, tag, timeout, what);
     throw;
   }
-  const std::vector<size_t> alone = layout.OwnMessages(in.per_leaf);
-  if (in.per_leaf) {
-    // Contiguous CPU leaves that write through (LeavesWriteThrough) receive in place; the
-    // others through a temporary.
-    const bool dense = internal::LeavesWriteThrough(td);
-    std::vector<at::Tensor> targets;
-    std::vector<bool> direct;
-    for (size_t i : alone) {
-      const at::Tensor& t = layout.leaves()[i].tensor;
-      direct.push_back(dense && t.is_cpu() && t.is_contiguous());
-      targets.push_back(direct.back() ? t.detach().reshape({-1}).view(at::kByte)
-                                      : at::empty({t.numel() * t.element_size()}, at::kByte));
-    }
-    ReceiveLeaves(pg, targets, src, tag, timeout, what);
+  // The leaves that travel alone land: kPerLeaf, in place for contiguous CPU leaves that write
+  // through (LeavesWriteThrough), else in a temporary; kPacked, in staging laid out as the data's
+  // large groups, the leaves written once every byte is here.
+  const std::vector<size_t> alone = layout.OwnMessages(in.h.per_leaf);
+  const bool dense = in.h.per_leaf && internal::LeavesWriteThrough(td);
+  auto direct = [&](const at::Tensor& t) { return dense && t.is_cpu() && t.is_contiguous(); };
+  at::Tensor large = in.large;
+  if (!in.h.per_leaf && !large.defined()) {
+    large = alone.empty()
+                ? at::empty({0}, at::kByte)
+                : internal::ScratchBytes(layout.nbytes() - layout.inline_nbytes(), at::kCPU);
+  }
+  std::vector<at::Tensor> targets;
+  for (size_t i : alone) {
+    const auto& leaf = layout.leaves()[i];
+    const auto n = static_cast<int64_t>(leaf.tensor.nbytes());
+    targets.push_back(!in.h.per_leaf ? large.narrow(0, leaf.offset - layout.inline_nbytes(), n)
+                      : direct(leaf.tensor) ? leaf.tensor.detach().reshape({-1}).view(at::kByte)
+                                            : at::empty({n}, at::kByte));
+  }
+  ReceiveAll(pg, targets, src, tag, timeout, what);
+  if (in.h.per_leaf) {
     at::NoGradGuard no_grad;  // as PackedLayout::Unpack
     TensorDict incoming;
     for (size_t k = 0; k < alone.size(); ++k) {
-      if (direct[k]) continue;
       const auto& leaf = layout.leaves()[alone[k]];
       const at::Tensor& t = leaf.tensor;
+      if (direct(t)) continue;
       at::Tensor value = targets[k].view(t.scalar_type()).view(t.sizes()).to(t.device());
       if (dense) {
         t.copy_(value);
@@ -580,24 +482,7 @@ void Deliver(const ProcessGroupPtr& pg, const Incoming& in, TensorDict& td,
       }
     }
     if (!dense && !alone.empty()) td.update_(incoming);
-    return;
-  }
-  // kPacked: the large leaves land in staging laid out as the data's large groups; the leaves are
-  // written once every byte is here.
-  at::Tensor large = in.large;
-  if (!large.defined()) {
-    large = alone.empty()
-                ? at::empty({0}, at::kByte)
-                : internal::ScratchBytes(layout.nbytes() - layout.inline_nbytes(), at::kCPU);
-  }
-  std::vector<at::Tensor> targets;
-  for (size_t i : alone) {
-    const auto& leaf = layout.leaves()[i];
-    targets.push_back(large.narrow(0, leaf.offset - layout.inline_nbytes(),
-                                   static_cast<int64_t>(leaf.tensor.nbytes())));
-  }
-  ReceiveLeaves(pg, targets, src, tag, timeout, what);
-  if (layout.nbytes() > 0) {
+  } else if (layout.nbytes() > 0) {
     at::Tensor data = in.data;
     if (!layout.leaves().empty() && layout.leaves()[0].tensor.device() != data.device()) {
       data = data.to(layout.leaves()[0].tensor.device());
@@ -618,34 +503,81 @@ int64_t OwnMessageBytes(const PackedLayout& layout) {
 
 // The checks every call starts with (a receive's also max_bytes): its tag on the wire and its
 // `what`, "td::distributed::recv (source rank 1)".
-struct Call {
-  int tag;
-  std::string what;
-};
-Call Start(const ProcessGroupPtr& pg, int peer, const P2POptions& o, const char* call,
-           bool receive) {
+std::pair<int, std::string> Start(const ProcessGroupPtr& pg, int peer, const P2POptions& o,
+                                  const char* call, bool receive) {
   const char* role = receive ? "source" : "destination";
   internal::CheckPeer(pg, peer, call, role, false);
   if (o.tag() < 0 || o.tag() > INT_MAX / 2 - 1) {
     TD_FAIL(ValueError, "td::distributed::", call, ": tag ", o.tag(), " is outside [0, ",
             INT_MAX / 2 - 1, "]");
   }
-  Call c{o.tag() * 2, c10::str("td::distributed::", call, " (", role, " rank ", peer, ")")};
-  internal::CheckTimeout(o.timeout(), c.what);
+  std::string what = c10::str("td::distributed::", call, " (", role, " rank ", peer, ")");
+  internal::CheckTimeout(o.timeout(), what);
   if (receive && o.max_bytes() < 0) {
-    TD_FAIL(ValueError, c.what, ": max_bytes ", o.max_bytes(), " is negative");
+    TD_FAIL(ValueError, what, ": max_bytes ", o.max_bytes(), " is negative");
   }
-  return c;
+  return {o.tag() * 2, std::move(what)};
 }
 
-// send (snapshot false: it waits before returning) and isend (true).
+// send (snapshot false: it waits before returning) and isend (true): posts the messages of one
+// send (NOTE [ Packed layout ]). When the layout is the agreed structure of this group, peer and
+// tag (NOTE [ Agreed structures ]), neither description nor table travels. `snapshot`: the leaves
+// that travel alone are copies taken now (isend returns before Gloo reads them, once the receiver
+// has posted its receives), else their own memory when contiguous (send returns only once they
+// are sent); the inline data always is a copy.
 Work StartSend(const ProcessGroupPtr& pg, const TensorDict& td, int dst, const P2POptions& options,
                bool snapshot) {
   auto [tag, what] = Start(pg, dst, options, "send", false);
   PackedLayout layout(td);
-  std::shared_ptr<const Agreement> agreed = Agreements::Get().Find(pg, dst, tag, Side::kSend);
-  auto out = Post(pg, kData, layout, layout.signature(), options.wire_format(),
-                  Matches(agreed.get(), layout), snapshot, dst, tag, options.timeout(), what);
+  const auto agreement = Agreements::Get().Find(pg, dst, tag, Side::kSend);
+  const bool agreed = agreement && agreement->signature == layout.signature();  // same layout
+  const bool per_leaf = options.wire_format() == WireFormat::kPerLeaf;
+  auto out = std::make_shared<Outgoing>();
+  std::vector<int64_t> table = {0};  // how many leaves travel alone, then the bytes of each
+  std::vector<at::Tensor> leaves;    // contiguous 1-D bytes
+  for (size_t i : layout.OwnMessages(per_leaf)) {
+    at::Tensor t = layout.leaves()[i].tensor.detach();
+    t = snapshot ? t.clone(at::MemoryFormat::Contiguous) : t.contiguous();
+    leaves.push_back(t.reshape({-1}).view(at::kByte));
+    table.push_back(leaves.back().numel());
+  }
+  table[0] = static_cast<int64_t>(leaves.size());
+  const int64_t inline_bytes = per_leaf ? 0 : layout.inline_nbytes();
+  const int64_t desc_bytes = AlignUp(static_cast<int64_t>(layout.signature().size()));
+  const int64_t table_bytes = AlignUp(static_cast<int64_t>(table.size() * sizeof(int64_t)));
+  const std::array<int64_t, internal::kHeaderWords> h = internal::HeaderWords(
+      {kData, layout.fingerprint(), agreed ? 0 : static_cast<int64_t>(layout.signature().size()),
+       agreed ? inline_bytes : table_bytes + inline_bytes, per_leaf, agreed});
+  // The bytes ahead of the inline data in its message: agreed, the header (kPacked: ONE message);
+  // else [description | padding | table], behind a header message of its own.
+  std::vector<uint8_t> front;
+  if (agreed && !per_leaf) {
+    front.resize(kInlinePrefix);
+    std::memcpy(front.data(), h.data(), kHeaderBytes);
+  } else {
+    out->buffers.push_back({at::empty({kHeaderBytes}, at::kByte)});
+    std::memcpy(out->buffers[0][0].data_ptr<uint8_t>(), h.data(), kHeaderBytes);
+    if (!agreed) {
+      front.resize(static_cast<size_t>(desc_bytes + table_bytes));
+      std::memcpy(front.data(), layout.signature().data(), layout.signature().size());
+      std::memcpy(front.data() + desc_bytes, table.data(), table.size() * sizeof(int64_t));
+    }
+  }
+  if (!front.empty()) {
+    const auto n = static_cast<int64_t>(front.size());
+    at::Tensor buf =
+        per_leaf ? internal::ScratchBytes(n, at::kCPU) : layout.Pack(n, /*inline_only=*/true);
+    if (buf.is_cpu()) {
+      std::memcpy(buf.data_ptr<uint8_t>(), front.data(), front.size());
+    } else {
+      buf.narrow(0, 0, n).copy_(at::from_blob(front.data(), {n}, at::kByte));
+    }
+    out->buffers.push_back({buf});
+  }
+  for (at::Tensor& l : leaves) out->buffers.push_back({std::move(l)});
+  out->works = PostEach(out->buffers.size(), options.timeout(), what, [&](size_t i) {
+    return pg->send(out->buffers[i], dst, i == 0 ? tag : tag + 1);
+  });
   auto impl = std::make_unique<Work::Impl>();
   impl->finish = [out, timeout = options.timeout(), what = std::move(what)] {
     WaitAll(out->works, timeout, what);
@@ -672,11 +604,11 @@ void recv(const ProcessGroupPtr& pg, TensorDict&& td, int src, const P2POptions&
 }
 
 Work irecv(const ProcessGroupPtr& pg, TensorDict& td, int src, const P2POptions& options) {
-  Call c = Start(pg, src, options, "recv", true);
-  auto first = std::make_shared<FirstMessage>(PostFirst(pg, src, c.tag, c.what));
+  auto [tag, what] = Start(pg, src, options, "recv", true);
+  auto first = std::make_shared<FirstMessage>(PostFirst(pg, src, tag, what));
   auto impl = std::make_unique<Work::Impl>();
-  impl->finish = [pg, td, first, src, tag = c.tag, timeout = options.timeout(),
-                  max_bytes = options.max_bytes(), what = std::move(c.what)]() mutable {
+  impl->finish = [pg, td, first, src, tag = tag, timeout = options.timeout(),
+                  max_bytes = options.max_bytes(), what = std::move(what)]() mutable {
     PackedLayout layout(td);
     Incoming in =
         Receive(pg, *first, src, tag, std::max(max_bytes, OwnMessageBytes(layout)), timeout, what);
@@ -688,29 +620,32 @@ Work irecv(const ProcessGroupPtr& pg, TensorDict& td, int src, const P2POptions&
 void init_remote(const ProcessGroupPtr& pg, const TensorDict& td, int dst,
                  const P2POptions& options) {
   const auto [tag, what] = Start(pg, dst, options, "init_remote", false);
-  PackedLayout layout(td);
-  std::string desc = internal::StructureToJson(td).dump();
-  auto out = Post(pg, kInit, layout, desc, WireFormat::kPacked, /*agreed=*/false,
-                  /*snapshot=*/false, dst, tag, options.timeout(), what);
+  // EncodeInitMessage's bytes: the header alone on `tag`, [description | padding | data] on
+  // tag + 1.
+  std::string bytes = internal::EncodeInitMessage(td);
+  std::vector<std::vector<at::Tensor>> parts = {
+      {at::from_blob(bytes.data(), {kHeaderBytes}, at::kByte)},
+      {at::from_blob(bytes.data() + kHeaderBytes,
+                     {static_cast<int64_t>(bytes.size()) - kHeaderBytes}, at::kByte)}};
+  const std::vector<WorkPtr> works = PostEach(2, options.timeout(), what, [&](size_t i) {
+    return pg->send(parts[i], dst, tag + static_cast<int>(i));
+  });
   // From the next send on, the receiver posts room for this structure (NOTE [ Agreed
   // structures ]); recorded once posted, in message order.
-  Agreements::Get().Record(pg, dst, tag, Side::kSend, AgreementOf(layout));
-  WaitAll(out->works, options.timeout(), what);
+  Agreements::Get().Record(pg, dst, tag, Side::kSend, AgreementOf(PackedLayout(td)));
+  WaitAll(works, options.timeout(), what);
 }
 
 TensorDict from_remote_init(const ProcessGroupPtr& pg, int src, const P2POptions& options) {
   const auto [tag, what] = Start(pg, src, options, "from_remote_init", true);
   FirstMessage first = PostFirst(pg, src, tag, what);
   Incoming in = Receive(pg, first, src, tag, options.max_bytes(), options.timeout(), what);
-  if (in.kind != kInit) {
+  if (in.h.kind != kInit) {
     Drain(pg, in, src, tag, options.timeout(), what);
     TD_FAIL(ValueError, what, ": rank ", src,
             " sent a plain send(); from_remote_init expects init_remote");
   }
-  TensorDict td = AcceptInit(pg, in, src, tag, what);
-  PackedLayout layout(td);
-  if (layout.nbytes() > 0) layout.Unpack(in.data, td);
-  return td;
+  return AcceptInit(pg, in, src, tag, what);
 }
 
 }  // namespace distributed

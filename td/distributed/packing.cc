@@ -6,6 +6,7 @@
 #include <c10/core/InferenceMode.h>
 
 #include <algorithm>
+#include <array>
 #include <cstring>
 #include <limits>
 #include <mutex>
@@ -46,12 +47,9 @@ bool Memcpyable(const at::Tensor& t) {
   return t.is_cpu() && t.is_contiguous() && t.nbytes() <= static_cast<size_t>(kMemcpyMaxBytes);
 }
 
-struct SigLine {
-  std::string key, dtype, shape;
-};
-
-std::vector<SigLine> ParseSignature(const std::string& s) {
-  std::vector<SigLine> out;
+// The lines of a signature: {key (repr), dtype, shape}.
+std::vector<std::array<std::string, 3>> ParseSignature(const std::string& s) {
+  std::vector<std::array<std::string, 3>> out;
   for (absl::string_view line : absl::StrSplit(s, '\n')) {
     std::vector<std::string> fields = absl::StrSplit(line, absl::MaxSplits('\t', 2));
     if (fields.size() < 3) continue;
@@ -78,7 +76,7 @@ bool LeavesWriteThrough(const TensorDict& td) {
 
 PackedLayout::PackedLayout(const TensorDict& td) {
   for (auto& [key, value] : td.items(KeysOptions().include_nested(true).leaves_only(true))) {
-    if (value.is_tensor()) leaves_.push_back({key, value.tensor(), 0});
+    if (value.is_tensor()) leaves_.push_back({key, value.tensor()});
   }
   std::sort(leaves_.begin(), leaves_.end(),
             [](const Leaf& a, const Leaf& b) { return a.key < b.key; });
@@ -86,13 +84,12 @@ PackedLayout::PackedLayout(const TensorDict& td) {
   for (const bool large : {false, true}) {
     const auto first = static_cast<std::ptrdiff_t>(groups_.size());
     for (size_t i = 0; i < leaves_.size(); ++i) {
-      Leaf& leaf = leaves_[i];
+      const Leaf& leaf = leaves_[i];
       if ((static_cast<int64_t>(leaf.tensor.nbytes()) >= kAloneMinBytes) != large) continue;
       const at::ScalarType dtype = leaf.tensor.scalar_type();
       auto g = std::find_if(groups_.begin() + first, groups_.end(),
                             [&](const Group& group) { return group.dtype == dtype; });
       if (g == groups_.end()) g = groups_.insert(g, Group{dtype, large, 0, 0, {}});
-      leaf.group = static_cast<size_t>(g - groups_.begin());
       g->leaves.push_back(i);
       g->numel += leaf.tensor.numel();
     }
@@ -228,15 +225,11 @@ at::Tensor PackedLayout::Pack(int64_t prefix, bool inline_only) const {
     if (!(inline_only && groups_[piece.group].large)) PackPiece(data, piece);
   }
   // The padding behind each group is zeroed: a scratch buffer is reused (NOTE [ Scratch
-  // buffers ]), and no byte of an earlier message may travel in this one. groups_ is in data
-  // order (the constructor lays them out one after the other).
-  int64_t end = 0;  // where the previous group's bytes end
+  // buffers ]), and no byte of an earlier message may travel in this one.
   for (const Group& g : groups_) {
-    if (g.offset >= bytes) break;
-    if (g.offset > end) data.narrow(0, end, g.offset - end).zero_();
-    end = g.offset + g.numel * static_cast<int64_t>(c10::elementSize(g.dtype));
+    const int64_t end = g.offset + g.numel * static_cast<int64_t>(c10::elementSize(g.dtype));
+    if (end < bytes && AlignUp(end) > end) data.narrow(0, end, AlignUp(end) - end).zero_();
   }
-  if (bytes > end) data.narrow(0, end, bytes - end).zero_();
   return buffer;
 }
 
@@ -267,42 +260,32 @@ void PackedLayout::Unpack(const at::Tensor& data, TensorDict& td) const {
 void PackedLayout::Unpack(const at::Tensor& inline_data, const at::Tensor& large_data,
                           TensorDict& td) const {
   at::NoGradGuard no_grad;  // as load_state_dict: parameters are written as plain data
-  // Where leaf i's bytes are: its piece of the data, and their address when on the CPU.
-  auto source = [&](size_t i) -> std::pair<const at::Tensor*, int64_t> {
-    const int64_t pos = leaves_[i].offset;
-    return pos < inline_nbytes_ ? std::make_pair(&inline_data, pos)
-                                : std::make_pair(&large_data, pos - inline_nbytes_);
-  };
-  auto piece = [&](size_t i) {
-    const at::Tensor& t = leaves_[i].tensor;
-    auto [data, pos] = source(i);
-    return data->narrow(0, pos, static_cast<int64_t>(t.nbytes()))
-        .view(t.scalar_type())
-        .view(t.sizes());
-  };
-  if (LeavesWriteThrough(td)) {
-    // The storages hand out their own tensors: writing them is writing the TensorDict.
-    for (size_t i = 0; i < leaves_.size(); ++i) {
-      const at::Tensor& t = leaves_[i].tensor;
-      if (t.numel() == 0) continue;
-      auto [data, pos] = source(i);
-      if (data->is_cpu() && Memcpyable(t) && !t.requires_grad()) {
-        std::memcpy(t.data_ptr(), data->data_ptr<uint8_t>() + pos, t.nbytes());
-      } else {
-        at::Tensor target = t;
-        target.copy_(piece(i));
-      }
-    }
-    return;
-  }
+  // The storages hand out their own tensors when they write through: writing them is writing the
+  // TensorDict.
+  const bool dense = LeavesWriteThrough(td);
   TensorDict incoming;
-  for (size_t i = 0; i < leaves_.size(); ++i) incoming.set(leaves_[i].key, piece(i));
-  td.update_(incoming);
+  for (const Leaf& leaf : leaves_) {
+    const at::Tensor& t = leaf.tensor;
+    if (dense && t.numel() == 0) continue;
+    const bool small = leaf.offset < inline_nbytes_;
+    const at::Tensor bytes = (small ? inline_data : large_data)
+                                 .narrow(0, small ? leaf.offset : leaf.offset - inline_nbytes_,
+                                         static_cast<int64_t>(t.nbytes()));
+    if (!dense) {
+      incoming.set(leaf.key, bytes.view(t.scalar_type()).view(t.sizes()));
+    } else if (bytes.is_cpu() && Memcpyable(t) && !t.requires_grad()) {
+      std::memcpy(t.data_ptr(), bytes.data_ptr(), t.nbytes());
+    } else {
+      at::Tensor target = t;
+      target.copy_(bytes.view(t.scalar_type()).view(t.sizes()));
+    }
+  }
+  if (!dense) td.update_(incoming);
 }
 
 std::string DescribeMismatch(const std::string& a, const std::string& a_name, const std::string& b,
                              const std::string& b_name) {
-  const std::vector<SigLine> la = ParseSignature(a), lb = ParseSignature(b);
+  const std::vector<std::array<std::string, 3>> la = ParseSignature(a), lb = ParseSignature(b);
   auto missing = [&](const std::string& key, bool on_a) {
     return c10::str("key ", key, " is present on the ", on_a ? a_name : b_name,
                     " side but not on the ", on_a ? b_name : a_name, " side");
@@ -310,37 +293,31 @@ std::string DescribeMismatch(const std::string& a, const std::string& a_name, co
   const size_t n = std::min(la.size(), lb.size());
   for (size_t i = 0; i < n; ++i) {
     // Sorted keys: the smaller one is the key the other side lacks.
-    if (la[i].key != lb[i].key) {
-      return missing(std::min(la[i].key, lb[i].key), la[i].key < lb[i].key);
-    }
-    for (const auto& [field, name] :
-         {std::make_pair(&SigLine::dtype, "dtype"), std::make_pair(&SigLine::shape, "shape")}) {
-      if (la[i].*field != lb[i].*field) {
-        return c10::str("key ", la[i].key, ": ", name, " ", la[i].*field, " (", a_name, ") vs ",
-                        lb[i].*field, " (", b_name, ")");
+    if (la[i][0] != lb[i][0]) return missing(std::min(la[i][0], lb[i][0]), la[i][0] < lb[i][0]);
+    for (size_t f : {1, 2}) {
+      if (la[i][f] != lb[i][f]) {
+        return c10::str("key ", la[i][0], ": ", f == 1 ? "dtype " : "shape ", la[i][f], " (",
+                        a_name, ") vs ", lb[i][f], " (", b_name, ")");
       }
     }
   }
   if (la.size() != lb.size()) {
-    return missing(la.size() > lb.size() ? la[n].key : lb[n].key, la.size() > lb.size());
+    return missing(la.size() > lb.size() ? la[n][0] : lb[n][0], la.size() > lb.size());
   }
   return "the structures are equal";
 }
 
 nlohmann::json StructureToJson(const TensorDict& td) {
-  nlohmann::json level;
-  level["batch_size"] = std::vector<int64_t>(td.batch_size().begin(), td.batch_size().end());
-  std::optional<at::Device> device = td.device();
-  level["device"] = device ? nlohmann::json(device->str()) : nlohmann::json(nullptr);
-  nlohmann::json entries = nlohmann::json::array();
+  const std::optional<at::Device> device = td.device();
+  nlohmann::json level = {{"batch_size", td.batch_size().vec()},
+                          {"device", device ? nlohmann::json(device->str()) : nlohmann::json()},
+                          {"entries", nlohmann::json::array()}};
   for (const auto& [key, value] : td.items()) {
-    nlohmann::json e;
-    e["key"] = key.front();
+    nlohmann::json e = {{"key", key.front()}};
     if (value.is_tensor()) {
-      const at::Tensor& t = value.tensor();
       e["kind"] = "tensor";
-      e["dtype"] = static_cast<int>(t.scalar_type());
-      e["shape"] = std::vector<int64_t>(t.sizes().begin(), t.sizes().end());
+      e["dtype"] = static_cast<int>(value.tensor().scalar_type());
+      e["shape"] = value.tensor().sizes().vec();
     } else if (value.is_tensordict()) {
       e["kind"] = "tensordict";
       e["value"] = StructureToJson(value.tensordict());
@@ -353,9 +330,8 @@ nlohmann::json StructureToJson(const TensorDict& td) {
         e["cls"] = value.non_tensor_data().is_stack() ? "NonTensorStack" : "MetaData";
       }
     }
-    entries.push_back(std::move(e));
+    level["entries"].push_back(std::move(e));
   }
-  level["entries"] = std::move(entries);
   return level;
 }
 

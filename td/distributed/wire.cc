@@ -2,7 +2,6 @@
 
 #include <c10/core/ScalarType.h>
 
-#include <cstring>
 #include <optional>
 #include <string>
 #include <vector>
@@ -17,8 +16,8 @@ namespace distributed {
 namespace internal {
 
 Header ParseHeader(const int64_t* h, const std::string& what, const std::string& message) {
-  Header out{h[1], 0, h[3], h[4], (h[5] & kPerLeafFlag) != 0, (h[5] & kAgreedFlag) != 0};
-  std::memcpy(&out.fingerprint, &h[2], sizeof(out.fingerprint));
+  const Header out{h[1], static_cast<uint64_t>(h[2]), h[3],
+                   h[4], (h[5] & kPerLeafFlag) != 0,  (h[5] & kAgreedFlag) != 0};
   if (h[0] != kMagic || (h[1] != kKindData && h[1] != kKindInit) || h[3] < 0 ||
       h[3] > kMaxAnnouncedBytes || h[4] < 0 || h[4] > kMaxAnnouncedBytes ||
       (h[5] & ~(kPerLeafFlag | kAgreedFlag)) != 0 ||
@@ -33,17 +32,13 @@ Header ParseHeader(const int64_t* h, const std::string& what, const std::string&
 
 std::array<int64_t, kHeaderWords> HeaderWords(const Header& header) {
   const int64_t flags = (header.per_leaf ? kPerLeafFlag : 0) | (header.agreed ? kAgreedFlag : 0);
-  std::array<int64_t, kHeaderWords> h = {kMagic, header.kind, 0, header.desc_bytes,
-                                         header.data_bytes, flags};
-  std::memcpy(&h[2], &header.fingerprint, sizeof(header.fingerprint));
-  return h;
+  const auto fingerprint = static_cast<int64_t>(header.fingerprint);
+  return {kMagic, header.kind, fingerprint, header.desc_bytes, header.data_bytes, flags};
 }
 
 namespace {
 
-// The structure's fields mapped to a structure::Builder, which applies the rules every structure
-// reader shares (NOTE [ Structure codec ] in td/structure/structure.h); the wire adds its own
-// (devices, the bytes that came with the structure).
+// ValidateStructure's reader: the fields mapped to a structure::Builder (see wire.h).
 class Validator {
  public:
   Validator(int64_t max_leaf_bytes, const std::function<bool(const c10::Device&)>& device_ok,
@@ -60,14 +55,11 @@ class Validator {
  private:
   void Level(const nlohmann::json& s, structure::Level& level) {
     if (!s.is_object()) Fail("a level is not a JSON object");
-    auto batch = s.find("batch_size");
-    if (batch == s.end()) Fail("the batch size is missing");
-    Check(b_.SetBatchSize(level, *batch));
-    auto device = s.find("device");
-    if (device == s.end()) Fail("a level has no device");
-    if (!device->is_null()) {
-      if (!device->is_string()) Fail("the device is not a string");
-      const std::string name = device->get<std::string>();
+    Check(b_.SetBatchSize(level, Field(s, "batch_size", "the batch size is missing")));
+    const nlohmann::json& device = Field(s, "device", "a level has no device");
+    if (!device.is_null()) {
+      if (!device.is_string()) Fail("the device is not a string");
+      const std::string name = device.get<std::string>();
       bool ok = false;
       try {
         ok = device_ok_(c10::Device(name));
@@ -77,16 +69,12 @@ class Validator {
       if (!ok) Fail(c10::str("device '", name, "' is not available on this rank"));
       level.info.device = name;
     }
-    auto entries = s.find("entries");
-    if (entries == s.end() || !entries->is_array()) Fail("a level has no list of entries");
-    for (const nlohmann::json& e : *entries) {
+    const auto is_array = &nlohmann::json::is_array, is_string = &nlohmann::json::is_string;
+    for (const nlohmann::json& e :
+         Field(s, "entries", "a level has no list of entries", is_array)) {
       if (!e.is_object()) Fail("an entry is not a JSON object");
-      auto key = e.find("key");
-      if (key == e.end() || !key->is_string()) Fail("an entry has no string key");
-      path_.push_back(key->get<std::string>());
-      auto kind = e.find("kind");
-      if (kind == e.end() || !kind->is_string()) Fail("the entry has no kind");
-      const std::string k = kind->get<std::string>();
+      path_.push_back(Field(e, "key", "an entry has no string key", is_string).get<std::string>());
+      const auto k = Field(e, "kind", "the entry has no kind", is_string).get<std::string>();
       if (k == "tensor") {
         Tensor(e, level);
       } else if (k == "tensordict") {
@@ -95,17 +83,14 @@ class Validator {
         absl::StatusOr<structure::Level*> sub =
             b_.AddLevel(level, path_.back(), structure::LevelKind::kTensorDict);
         Check(sub.status());
-        auto value = e.find("value");
-        if (value == e.end()) Fail("the nested entry has no value");
-        Level(*value, **sub);
+        Level(Field(e, "value", "the nested entry has no value"), **sub);
       } else if (k == "non_tensor") {
-        auto value = e.find("value");
-        if (value == e.end()) Fail("the non-tensor entry has no value");
+        const nlohmann::json& value = Field(e, "value", "the non-tensor entry has no value");
         auto c = e.find("cls");
         absl::StatusOr<structure::NonTensorKind> cls =
             structure::NonTensorKindOf(c == e.end() ? nullptr : &*c);
         if (!cls.ok()) Fail(std::string(cls.status().message()));
-        Check(b_.AddNonTensor(level, path_.back(), *value, *cls).status());
+        Check(b_.AddNonTensor(level, path_.back(), value, *cls).status());
       } else {
         Fail(c10::str("entry kind '", k, "' is unknown"));
       }
@@ -114,15 +99,13 @@ class Validator {
   }
 
   void Tensor(const nlohmann::json& e, structure::Level& level) {
-    auto dtype = e.find("dtype");
-    if (dtype == e.end()) Fail("the tensor entry has no dtype");
-    auto shape = e.find("shape");
-    if (shape == e.end()) Fail("the shape is missing");
-    const std::optional<int64_t> code = ::td::internal::SizeFromJson(*dtype);
-    absl::StatusOr<const structure::Entry*> leaf = b_.AddLeaf(
-        level, path_.back(), structure::Dtype::Code(code.value_or(-1)), *shape);
+    const nlohmann::json& dtype = Field(e, "dtype", "the tensor entry has no dtype");
+    const nlohmann::json& shape = Field(e, "shape", "the shape is missing");
+    const std::optional<int64_t> code = ::td::internal::SizeFromJson(dtype);
+    absl::StatusOr<const structure::Entry*> leaf =
+        b_.AddLeaf(level, path_.back(), structure::Dtype::Code(code.value_or(-1)), shape);
     if (structure::RuleOf(leaf.status()) == structure::Rule::kDtype) {
-      Fail(c10::str(leaf.status().message(), " (", dtype->dump(),
+      Fail(c10::str(leaf.status().message(), " (", dtype.dump(),
                     "): not a dtype td::distributed sends"));
     }
     Check(leaf.status());
@@ -130,6 +113,14 @@ class Validator {
       Fail(c10::str("shape ", SizeRepr((*leaf)->shape), ": the leaves described so far take more ",
                     "than the ", max_, " bytes of data that came with the structure"));
     }
+  }
+
+  // o[name], which must be there (and pass `is`), else Fail(problem).
+  const nlohmann::json& Field(const nlohmann::json& o, const char* name, const char* problem,
+                              bool (nlohmann::json::*is)() const noexcept = nullptr) const {
+    auto it = o.find(name);
+    if (it == o.end() || (is != nullptr && !((*it).*is)())) Fail(problem);
+    return *it;
   }
 
   // The builder's finding `s`, in this format's words.

@@ -19,9 +19,10 @@ namespace internal {
 // wrong.
 TensorDict ReadStructure(const std::string& desc, int64_t max_leaf_bytes, const std::string& what,
                          const std::string& sender);
-// ReadStructure of an init_remote message's structure, whose leaves must take exactly the
-// `data_bytes` that came with it, in a packed layout of the header's `fingerprint`.
-TensorDict InitStructure(const std::string& desc, int64_t data_bytes, uint64_t fingerprint,
+// ReadStructure of an init_remote message's structure, whose leaves must take exactly the bytes
+// of `data` (uint8) that came with it, in a packed layout of the header's `fingerprint`; the
+// leaves are then filled from `data`.
+TensorDict InitStructure(const std::string& desc, const at::Tensor& data, uint64_t fingerprint,
                          const std::string& what, const std::string& sender);
 
 // The bytes init_remote(pg, td, dst) sends: its header's kHeaderWords words, then its payload,

@@ -1,7 +1,6 @@
 // The packed layout of a TensorDict's tensor leaves: every leaf in one contiguous byte buffer,
 // grouped by dtype, plus the compact structure signature that is checked before any data is
-// used. The one place that defines how leaves map to bytes (send/recv, init_remote and the
-// collectives all use it; a future consolidate() uses the same layout).
+// used. The one place that defines how td::distributed maps leaves to bytes.
 //
 // NOTE [ Packed layout ]
 // - Leaves: every tensor leaf, nested ones included, sorted by full key (so two TensorDicts with
@@ -77,7 +76,6 @@ class PackedLayout {
   struct Leaf {
     NestedKey key;
     at::Tensor tensor;
-    size_t group;
     int64_t offset = 0;  // bytes from the start of the data
   };
   struct Group {
