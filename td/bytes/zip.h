@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <map>
 #include <string>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
@@ -35,36 +36,20 @@ struct ZipEntry {
 // Payloads are only located, not read or checked.
 absl::StatusOr<std::map<std::string, ZipEntry>> ReadZipDirectory(const std::string& path);
 
-// Writes a zip file entry by entry, STORED, in the layout of NOTE [ Memmap archive format ].
-class ZipWriter {
- public:
-  // Writes to `fd`, a new empty file that stays the caller's (who closes it and renames it into
-  // place: os::FileReplacement); `path` names it in messages.
-  ZipWriter(int fd, const std::string& path);
-  ZipWriter(const ZipWriter&) = delete;
-  ZipWriter& operator=(const ZipWriter&) = delete;
-
-  // Adds the entry `name` with the content of the file `source` (`size` bytes), its payload
-  // aligned to 64 bytes when `align`. An error naming `source` when it does not hold exactly
-  // `size` bytes or cannot be read, or on a write failure.
-  absl::Status AddFile(const std::string& name, const std::string& source, uint64_t size,
-                       bool align);
-  // Writes the central directory.
-  absl::Status Finish();
-
- private:
-  struct Written {
-    std::string name;
-    uint32_t crc;
-    uint64_t size;
-  };
-  absl::Status Write(const void* data, size_t n);
-
-  int fd_;
-  std::string path_;     // "the archive <path>", for messages
-  uint64_t offset_ = 0;  // bytes written so far
-  std::map<uint64_t, Written> written_;  // by header offset: the order they were written
+// A file for WriteZip: the entry `name` with the content of the file `source` (`size` bytes), its
+// payload aligned to 64 bytes when `align`.
+struct ZipSource {
+  std::string name;
+  std::string source;
+  uint64_t size = 0;
+  bool align = false;
 };
+
+// Writes the zip file of `files`, in this order, STORED, in the layout of NOTE [ Memmap archive
+// format ], to `fd`: a new empty file that stays the caller's (who closes it and renames it into
+// place: os::FileReplacement); `path` names it in messages. An error naming the source that does
+// not hold exactly its `size` bytes or cannot be read, or on a write failure.
+absl::Status WriteZip(int fd, const std::string& path, const std::vector<ZipSource>& files);
 
 }  // namespace zip
 }  // namespace internal

@@ -32,9 +32,7 @@ UniqueFd::~UniqueFd() {
 }
 
 absl::Status UniqueFd::Close(std::string_view path) {
-  if (fd_ < 0) return absl::OkStatus();
-  if (::close(std::exchange(fd_, -1)) != 0) return ErrnoError(errno, "cannot close", path);
-  return absl::OkStatus();
+  return ErrnoUnless(fd_ < 0 || ::close(std::exchange(fd_, -1)) == 0, "cannot close", path);
 }
 
 absl::Status ErrnoError(int err, std::string_view what, std::string_view path) {
@@ -43,6 +41,10 @@ absl::Status ErrnoError(int err, std::string_view what, std::string_view path) {
   msg.append(": ").append(std::strerror(err));
   if (err == ENOENT) return absl::NotFoundError(msg);
   return absl::DataLossError(msg);
+}
+
+absl::Status ErrnoUnless(bool ok, std::string_view what, std::string_view path) {
+  return ok ? absl::OkStatus() : ErrnoError(errno, what, path);
 }
 
 absl::StatusOr<MappedRegion> MappedRegion::Map(int fd, size_t length, int prot, int flags,

@@ -45,6 +45,9 @@ class UniqueFd {
 // NotFound for ENOENT, DataLoss otherwise.
 //   return os::ErrnoError(errno, "cannot stat", path);
 absl::Status ErrnoError(int err, std::string_view what, std::string_view path);
+// OkStatus when `ok` (a system call succeeded), else ErrnoError(errno, what, path).
+//   return os::ErrnoUnless(::fsync(fd) == 0, "cannot fsync", path);
+absl::Status ErrnoUnless(bool ok, std::string_view what, std::string_view path);
 
 // An owned mmap(2) region, unmapped on destruction. A zero length maps nothing (addr() null).
 //   absl::StatusOr<os::MappedRegion> r = os::MappedRegion::Map(fd, n, PROT_READ, MAP_SHARED, path);

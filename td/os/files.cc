@@ -54,10 +54,7 @@ absl::StatusOr<std::vector<DirEntry>> ListDir(int dirfd, std::string_view path) 
 }
 
 absl::Status MakeDirAt(int dirfd, const std::string& name, std::string_view path) {
-  if (::mkdirat(dirfd, name.c_str(), 0755) != 0) {
-    return ErrnoError(errno, "cannot create directory", path);
-  }
-  return absl::OkStatus();
+  return ErrnoUnless(::mkdirat(dirfd, name.c_str(), 0755) == 0, "cannot create directory", path);
 }
 
 absl::Status MakeDirs(const std::string& path) {
@@ -72,15 +69,12 @@ absl::Status MakeDirs(const std::string& path) {
     absl::Status s = MakeDirs(path.substr(0, slash));
     if (!s.ok()) return s;
   }
-  if (::mkdir(path.c_str(), 0755) != 0 && errno != EEXIST) {
-    return ErrnoError(errno, "cannot create directory", path);
-  }
-  return absl::OkStatus();
+  return ErrnoUnless(::mkdir(path.c_str(), 0755) == 0 || errno == EEXIST,
+                     "cannot create directory", path);
 }
 
 absl::Status SyncDir(int fd, std::string_view path) {
-  if (::fsync(fd) != 0) return ErrnoError(errno, "cannot fsync directory", path);
-  return absl::OkStatus();
+  return ErrnoUnless(::fsync(fd) == 0, "cannot fsync directory", path);
 }
 
 absl::Status SyncDirPath(const std::string& path) {
@@ -118,10 +112,8 @@ absl::Status RemoveAt(int dirfd, const std::string& name, const std::string& pat
     absl::Status s = RemoveAt(sub.get(), e.name, JoinPath(path, e.name), lock_until);
     if (!s.ok()) return s;
   }
-  if (::unlinkat(dirfd, name.c_str(), AT_REMOVEDIR) != 0 && errno != ENOENT) {
-    return ErrnoError(errno, "cannot remove directory", path);
-  }
-  return absl::OkStatus();
+  return ErrnoUnless(::unlinkat(dirfd, name.c_str(), AT_REMOVEDIR) == 0 || errno == ENOENT,
+                     "cannot remove directory", path);
 }
 
 absl::StatusOr<UniqueFd> OpenNewFileAt(int dirfd, const std::string& name, std::string_view path) {
@@ -136,7 +128,7 @@ absl::Status CreateFileAt(int dirfd, const std::string& name, std::string_view d
   absl::StatusOr<UniqueFd> fd = OpenNewFileAt(dirfd, name, path);
   if (!fd.ok()) return fd.status();
   absl::Status s = WriteAll(fd->get(), data.data(), data.size(), path);
-  if (s.ok() && sync && ::fsync(fd->get()) != 0) s = ErrnoError(errno, "cannot fsync", path);
+  if (s.ok() && sync) s = ErrnoUnless(::fsync(fd->get()) == 0, "cannot fsync", path);
   return s;
 }
 

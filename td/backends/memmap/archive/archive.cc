@@ -16,6 +16,7 @@
 #include <utility>
 #include <vector>
 
+#include "absl/cleanup/cleanup.h"
 #include "td/backends/memmap/archive_hook.h"
 #include "td/backends/memmap/format.h"
 #include "td/backends/memmap/memmap_storage.h"
@@ -40,52 +41,59 @@ using zip::ZipEntry;
 
 const std::string kMeta(mm::kMetaFile);
 constexpr size_t kChunk = size_t{16} << 20;
-// A tree deeper than this is refused (as the directory loader's limit, kMaxNestingDepth).
-constexpr int kMaxLevels = kMaxNestingDepth;
 
-// Throws MemmapError naming `path` for a name that could leave the extraction directory.
-void CheckEntryName(const std::string& archive, const std::string& name) {
-  bool ok = !name.empty() && name.front() != '/' && name.find('\\') == std::string::npos &&
-            name.find('\0') == std::string::npos;
-  size_t start = 0;
-  while (ok && start <= name.size()) {
-    const size_t end = std::min(name.find('/', start), name.size());
-    const std::string part = name.substr(start, end - start);
-    ok = !part.empty() && part != "." && part != "..";
-    start = end + 1;
+// The entries of `path` when it is a memmap archive (a regular file holding a readable zip with
+// a top-level meta.json), else why it is not.
+absl::StatusOr<std::map<std::string, ZipEntry>> ArchiveEntries(const std::string& path) {
+  struct stat st {};
+  if (::stat(path.c_str(), &st) != 0) return absl::NotFoundError(std::strerror(errno));
+  if (!S_ISREG(st.st_mode)) return absl::InvalidArgumentError("not a regular file");
+  auto entries = zip::ReadZipDirectory(path);
+  if (entries.ok() && entries->count(kMeta) == 0) {
+    return absl::InvalidArgumentError("no top-level meta.json");
   }
-  if (!ok) {
-    TD_FAIL(MemmapError, archive, ": entry name '", name,
-            "' is not a relative path inside the archive (empty, absolute, '.', '..' or '\\')");
-  }
+  return entries;
 }
 
-// The archive's entries and the directories they imply.
+// A memmap archive's entries and the directories they imply.
 struct Tree {
   std::string path;
   std::map<std::string, ZipEntry> entries;
   std::map<std::string, std::set<std::string>> children;  // dir ("" = root) -> names
-  std::set<std::string> dirs;
 
-  explicit Tree(const std::string& p)
-      : path(p), entries(ValueOrThrow<MemmapError>(zip::ReadZipDirectory(p))) {
-    dirs.insert("");
+  // The archive `path`; `Error` naming `caller` when it is not one (ArchiveEntries).
+  template <class Error>
+  static Tree Open(const std::string& path, const char* caller) {
+    absl::StatusOr<std::map<std::string, ZipEntry>> entries = ArchiveEntries(path);
+    if (!entries.ok()) {
+      TD_FAIL(Error, caller, ": ", path,
+              " is not a memmap archive (a zip file with a top-level meta.json entry): ",
+              entries.status().message());
+    }
+    return Tree(path, *std::move(entries));
+  }
+  Tree(const std::string& p, std::map<std::string, ZipEntry> e) : path(p), entries(std::move(e)) {
     for (const auto& [name, e] : entries) {
-      CheckEntryName(path, name);
-      std::string child = name;
-      while (true) {
-        const size_t slash = child.rfind('/');
-        const std::string parent = slash == std::string::npos ? "" : child.substr(0, slash);
-        children[parent].insert(slash == std::string::npos ? child : child.substr(slash + 1));
-        if (slash == std::string::npos) break;
-        dirs.insert(parent);
-        child = parent;
+      // Each part of the name, under its directory; none may leave the extraction directory.
+      bool ok = name.find_first_of(std::string("\\\0", 2)) == std::string::npos;
+      for (size_t start = 0, slash = 0; ok && slash != std::string::npos; start = slash + 1) {
+        slash = name.find('/', start);
+        const std::string part = name.substr(start, slash - start);
+        ok = !part.empty() && part != "." && part != "..";
+        children[start == 0 ? "" : name.substr(0, start - 1)].insert(part);
+      }
+      if (!ok) {
+        TD_FAIL(MemmapError, path, ": entry name '", name,
+                "' is not a relative path inside the archive (empty, absolute, '.', '..' or '\\')");
       }
     }
-    for (const std::string& d : dirs) {
-      if (entries.count(d)) TD_FAIL(MemmapError, path, ": '", d, "' is both a file and a directory");
+    for (const auto& [d, names] : children) {
+      if (entries.count(d)) {
+        TD_FAIL(MemmapError, path, ": '", d, "' is both a file and a directory");
+      }
     }
   }
+  bool IsDir(const std::string& name) const { return children.count(name) != 0; }
   std::string Display(const std::string& name) const { return path + "::" + name; }
   // The entry `name`: stored (method 0) or deflated (8, upstream's compression="deflate");
   // MemmapError naming it for another method (bzip2, lzma).
@@ -103,17 +111,6 @@ struct Tree {
   }
 };
 
-// Why `path` is not a memmap archive (not a regular file, not a readable zip, no top-level
-// meta.json), or "" when it is one.
-std::string NotArchiveReason(const std::string& path) {
-  struct stat st {};
-  if (::stat(path.c_str(), &st) != 0) return std::strerror(errno);
-  if (!S_ISREG(st.st_mode)) return "not a regular file";
-  const auto entries = zip::ReadZipDirectory(path);
-  if (!entries.ok()) return std::string(entries.status().message());
-  return entries->count(kMeta) == 0 ? "no top-level meta.json" : "";
-}
-
 // `n` bytes of the archive `fd` at `offset`; MemmapError "<failed>: ..." when they cannot be
 // read (an error, or the file ends first: it changed since its directory was read).
 void ReadPayload(int fd, void* out, size_t n, uint64_t offset, const std::string& path,
@@ -124,70 +121,86 @@ void ReadPayload(int fd, void* out, size_t n, uint64_t offset, const std::string
   }
 }
 
-// Inflates the deflated entry `e` (`compressed`, its compressed_size bytes) into exactly its
-// declared e.size bytes at `out`, checking its CRC-32 (NOTE [ Bounded decompression ] in
-// td/bytes/codec.h: the caller allocated e.size, checked against what it needs, not more).
-void InflateEntry(const ZipEntry& e, const uint8_t* compressed, uint8_t* out,
-                  const std::string& display) {
-  const absl::Status s = codec::Decompress(
-      codec::Format::kRawDeflate, compressed, static_cast<size_t>(e.compressed_size),
-      out, static_cast<size_t>(e.size));
-  if (!s.ok()) {
-    TD_FAIL(MemmapError, display, " (deflated, ", e.compressed_size, " bytes declaring ", e.size,
-            "): ", s.message());
+// Streams the payload of the entry `e` of the archive `fd` to `sink` in chunks of at most kChunk
+// bytes, inflated when it is deflated (exactly e.size bytes out: NOTE [ Bounded decompression ]
+// in td/bytes/codec.h); returns the CRC-32 of what `sink` took. Errors are MemmapErrors
+// "<failed>: ...".
+uint32_t StreamEntry(int fd, const ZipEntry& e, const std::string& path, const std::string& failed,
+                     const codec::Sink& sink) {
+  uint32_t crc = 0;
+  uint64_t done = 0;
+  const uint64_t stored = e.method == 0 ? e.size : e.compressed_size;
+  std::vector<uint8_t> buf(std::min<uint64_t>(kChunk, std::max<uint64_t>(stored, 1)));
+  const codec::Source source = [&](uint8_t* to, size_t cap) -> absl::StatusOr<size_t> {
+    const size_t n = static_cast<size_t>(std::min<uint64_t>({cap, buf.size(), stored - done}));
+    ReadPayload(fd, to, n, e.payload_offset + done, path, failed);
+    done += n;
+    return n;
+  };
+  const codec::Sink crc_sink = [&](const uint8_t* data, size_t n) {
+    crc = codec::Crc32(crc, data, n);
+    return sink(data, n);
+  };
+  if (e.method != 0) {
+    const absl::Status s =
+        codec::InflateStream(codec::Format::kRawDeflate, source, crc_sink, e.size);
+    if (!s.ok()) {
+      TD_FAIL(MemmapError, failed, " (deflated, ", e.compressed_size, " bytes declaring ", e.size,
+              "): ", s.message());
+    }
   }
-  if (codec::Crc32(0, out, static_cast<size_t>(e.size)) != e.crc) {
-    TD_FAIL(MemmapError, display, ": CRC-32 mismatch after inflating (the entry is corrupt)");
+  while (e.method == 0 && done < e.size) {
+    const size_t n = *source(buf.data(), buf.size());
+    ThrowIfError<MemmapError>(crc_sink(buf.data(), n), failed);
   }
+  return crc;
 }
 
 // A temporary name beside `target` (same file system) that the memmap loader and pack_memmap
 // skip: `kind` "" for the archive's file, "stage." for save_archive's staging directory.
 std::string TempBeside(const fs::path& target, const char* kind) {
   static std::atomic<uint64_t> counter{0};
-  return (target.parent_path() /
-          (std::string(mm::kTempPrefix) + kind + target.filename().string() + "." +
-           std::to_string(::getpid()) + "." + std::to_string(counter++)))
-      .string();
+  const std::string name =
+      c10::str(mm::kTempPrefix, kind, target.filename().string(), ".", ::getpid(), ".", counter++);
+  return (target.parent_path() / name).string();
 }
 
-// Adds the files of the directory `dir` (entry names under `rel`) in the archive's order.
-void PackDir(zip::ZipWriter* w, const fs::path& dir, const std::string& rel, int depth) {
-  if (depth > kMaxLevels) {
-    TD_FAIL(MemmapError, dir.string(), ": directories nested more than ", kMaxLevels, " deep");
+// Appends the files of the directory `dir` (entry names under `rel`) in the archive's order.
+void PackDir(const std::string& dir, const std::string& rel, int depth,
+             std::vector<zip::ZipSource>* files) {
+  if (depth > kMaxNestingDepth) {
+    TD_FAIL(MemmapError, dir, ": directories nested more than ", kMaxNestingDepth, " deep");
   }
-  std::vector<std::string> files, subdirs;
-  std::error_code ec;
-  for (fs::directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec)) {
-    const std::string name = it->path().filename().string();
+  const os::UniqueFd fd(::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+  if (!fd.valid()) ThrowIfError<MemmapError>(os::ErrnoError(errno, "cannot list", dir));
+  // By name, meta.json first.
+  std::vector<os::DirEntry> entries = ValueOrThrow<MemmapError>(os::ListDir(fd.get(), dir));
+  std::stable_partition(entries.begin(), entries.end(),
+                        [](const os::DirEntry& e) { return e.name == kMeta; });
+  std::vector<std::string> subdirs;
+  for (const auto& [name, type] : entries) {
+    const std::string path = JoinPath(dir, name);
     if (mm::IsTempName(name)) continue;
-    const fs::file_status st = it->symlink_status(ec);
-    if (ec) break;
-    if (fs::is_symlink(st)) {
-      TD_FAIL(MemmapError, "cannot pack ", it->path().string(),
-              ": it is a symlink (a memmap directory holds none)");
-    } else if (fs::is_regular_file(st)) {
-      files.push_back(name);
-    } else if (fs::is_directory(st)) {
+    if (type == os::EntryType::kDirectory) {
       subdirs.push_back(name);
-    } else {
-      TD_FAIL(MemmapError, "cannot pack ", it->path().string(), ": not a file or a directory");
+      continue;
     }
+    if (type == os::EntryType::kSymlink) {
+      TD_FAIL(MemmapError, "cannot pack ", path,
+              ": it is a symlink (a memmap directory holds none)");
+    }
+    if (type != os::EntryType::kFile) {
+      TD_FAIL(MemmapError, "cannot pack ", path, ": not a file or a directory");
+    }
+    std::error_code ec;
+    const uint64_t size = fs::file_size(path, ec);
+    if (ec) TD_FAIL(MemmapError, "cannot stat ", path, ": ", ec.message());
+    const bool align = fs::path(name).extension().string() == mm::kTensorSuffix;
+    files->push_back({JoinPath(rel, name), path, size, align});
   }
-  if (ec) TD_FAIL(MemmapError, "cannot list ", dir.string(), ": ", ec.message());
-  std::sort(files.begin(), files.end());
-  std::sort(subdirs.begin(), subdirs.end());
-  std::stable_partition(files.begin(), files.end(), [](const std::string& n) { return n == kMeta; });
-  for (const std::string& f : files) {
-    const fs::path p = dir / f;
-    const uint64_t size = fs::file_size(p, ec);
-    if (ec) TD_FAIL(MemmapError, "cannot stat ", p.string(), ": ", ec.message());
-    const bool align = f.size() > mm::kTensorSuffix.size() &&
-                       f.compare(f.size() - mm::kTensorSuffix.size(), mm::kTensorSuffix.size(),
-                                 mm::kTensorSuffix) == 0;
-    ThrowIfError<MemmapError>(w->AddFile(JoinPath(rel, f), p.string(), size, align));
+  for (const std::string& d : subdirs) {
+    PackDir(JoinPath(dir, d), JoinPath(rel, d), depth + 1, files);
   }
-  for (const std::string& d : subdirs) PackDir(w, dir / d, JoinPath(rel, d), depth + 1);
 }
 
 // The archive's entries as a memmap tree (NOTE [ Memmap byte stores ] in
@@ -196,12 +209,10 @@ void PackDir(zip::ZipWriter* w, const fs::path& dir, const std::string& rel, int
 class ZipStore final : public mm::Store {
  public:
   ZipStore(const Tree& tree, MemmapMode mode) : tree_(tree) {
-    struct stat st {};
-    if (::stat(tree.path.c_str(), &st) != 0) {
-      ThrowIfError<MemmapError>(os::ErrnoError(errno, "cannot stat", tree.path));
-    }
-    base_ = MemoryMappedTensor::from_filename(tree.path, at::kByte,
-                                              {static_cast<int64_t>(st.st_size)}, mode);
+    std::error_code ec;
+    const auto size = static_cast<int64_t>(fs::file_size(tree.path, ec));
+    if (ec) TD_FAIL(MemmapError, "cannot stat ", tree.path, ": ", ec.message());
+    base_ = MemoryMappedTensor::from_filename(tree.path, at::kByte, {size}, mode);
   }
 
   absl::StatusOr<std::vector<os::DirEntry>> List(const Dir& dir,
@@ -210,9 +221,8 @@ class ZipStore final : public mm::Store {
     auto it = tree_.children.find(dir.prefix);
     if (it == tree_.children.end()) return out;
     for (const std::string& name : it->second) {
-      out.push_back({name, tree_.dirs.count(JoinPath(dir.prefix, name))
-                               ? os::EntryType::kDirectory
-                               : os::EntryType::kFile});
+      out.push_back({name, tree_.IsDir(JoinPath(dir.prefix, name)) ? os::EntryType::kDirectory
+                                                                   : os::EntryType::kFile});
     }
     return out;
   }
@@ -220,7 +230,7 @@ class ZipStore final : public mm::Store {
   absl::StatusOr<Dir> Open(const Dir& dir, const std::string& name,
                            const std::string& /*path*/) const override {
     const std::string full = JoinPath(dir.prefix, name);
-    if (!tree_.dirs.count(full)) {
+    if (!tree_.IsDir(full)) {
       return absl::NotFoundError(absl::StrCat(tree_.Display(full), " is not a directory"));
     }
     return Dir{nullptr, full};
@@ -237,13 +247,8 @@ class ZipStore final : public mm::Store {
       if (e.size > max_bytes) {
         TD_FAIL(MemmapError, tree_.Display(full), " is larger than ", max_bytes, " bytes");
       }
-      CheckMapped(full, e);
       std::string text(static_cast<size_t>(e.size), '\0');
-      if (e.method == 0) {
-        std::memcpy(text.data(), Payload(e), text.size());
-      } else {
-        InflateEntry(e, Payload(e), reinterpret_cast<uint8_t*>(text.data()), tree_.Display(full));
-      }
+      Extract(full, e, reinterpret_cast<uint8_t*>(text.data()));
       return text;
     });
   }
@@ -255,7 +260,6 @@ class ZipStore final : public mm::Store {
     const std::string full = JoinPath(dir.prefix, name);
     return Guarded([&] {
       const ZipEntry& e = tree_.Readable(full);
-      CheckMapped(full, e);
       if (static_cast<int64_t>(e.size) != nbytes) {
         TD_FAIL(MemmapError, tree_.Display(full), ": key ", key, " of shape ",
                 c10::IntArrayRef(shape), " and dtype ", dtype, " needs ", nbytes,
@@ -270,9 +274,10 @@ class ZipStore final : public mm::Store {
                   "reach the file: load it read-only, or save the archive without compression");
         }
         at::Tensor owned = at::empty({nbytes}, at::kByte);
-        InflateEntry(e, Payload(e), owned.data_ptr<uint8_t>(), tree_.Display(full));
+        Extract(full, e, owned.data_ptr<uint8_t>());
         return owned.view(dtype).view(shape);
       }
+      CheckMapped(full, e);
       at::Tensor flat = base_.narrow(0, static_cast<int64_t>(e.payload_offset), nbytes);
       if (e.payload_offset % c10::elementSize(dtype) != 0) {
         if (mode == MemmapMode::kReadWrite) {
@@ -312,9 +317,27 @@ class ZipStore final : public mm::Store {
     }
   }
 
-  // The (compressed) payload of `e` in the mapping (CheckMapped first).
-  const uint8_t* Payload(const ZipEntry& e) const {
-    return static_cast<const uint8_t*>(base_.data_ptr()) + e.payload_offset;
+  // The e.size bytes of the entry `name` into `out`: copied, or inflated and checked against
+  // its CRC-32 (NOTE [ Bounded decompression ] in td/bytes/codec.h: the caller allocated e.size,
+  // checked against what it needs, not more).
+  void Extract(const std::string& name, const ZipEntry& e, uint8_t* out) const {
+    CheckMapped(name, e);
+    const uint8_t* payload = static_cast<const uint8_t*>(base_.data_ptr()) + e.payload_offset;
+    const size_t n = static_cast<size_t>(e.size);
+    if (e.method == 0) {
+      std::memcpy(out, payload, n);
+      return;
+    }
+    const absl::Status s = codec::Decompress(codec::Format::kRawDeflate, payload,
+                                             static_cast<size_t>(e.compressed_size), out, n);
+    if (!s.ok()) {
+      TD_FAIL(MemmapError, tree_.Display(name), " (deflated, ", e.compressed_size,
+              " bytes declaring ", e.size, "): ", s.message());
+    }
+    if (codec::Crc32(0, out, n) != e.crc) {
+      TD_FAIL(MemmapError, tree_.Display(name),
+              ": CRC-32 mismatch after inflating (the entry is corrupt)");
+    }
   }
 
   const Tree& tree_;
@@ -323,7 +346,7 @@ class ZipStore final : public mm::Store {
 
 }  // namespace
 
-bool is_memmap_archive(const std::string& path) { return NotArchiveReason(path).empty(); }
+bool is_memmap_archive(const std::string& path) { return ArchiveEntries(path).ok(); }
 
 std::string pack_memmap(const std::string& prefix, const std::string& archive_path) {
   std::error_code ec;
@@ -340,25 +363,21 @@ std::string pack_memmap(const std::string& prefix, const std::string& archive_pa
   const std::string tmp = TempBeside(archive_path, "");
   ThrowIfError<MemmapError>(
       os::ReplaceFileAt(AT_FDCWD, archive_path, tmp, archive_path, /*sync=*/false, [&](int fd) {
-        zip::ZipWriter w(fd, tmp);
-        PackDir(&w, fs::path(prefix), "", 0);
-        return w.Finish();
+        std::vector<zip::ZipSource> files;
+        PackDir(prefix, "", 0, &files);
+        return zip::WriteZip(fd, tmp, files);
       }));
   return archive_path;
 }
 
 std::string unpack_memmap(const std::string& archive_path, const std::string& prefix) {
-  if (const std::string why = NotArchiveReason(archive_path); !why.empty()) {
-    TD_FAIL(ValueError, "unpack_memmap: ", archive_path, " is not a memmap archive: ", why);
-  }
-  Tree tree(archive_path);
+  const Tree tree = Tree::Open<ValueError>(archive_path, "unpack_memmap");
   const os::UniqueFd in(::open(archive_path.c_str(), O_RDONLY | O_CLOEXEC));
   if (!in.valid()) ThrowIfError<MemmapError>(os::ErrnoError(errno, "cannot open", archive_path));
-  std::vector<uint8_t> buf;
   std::error_code ec;
   fs::create_directories(prefix, ec);
   if (ec) TD_FAIL(MemmapError, "cannot create ", prefix, ": ", ec.message());
-  for (const std::string& d : tree.dirs) {
+  for (const auto& [d, names] : tree.children) {
     if (d.empty()) continue;
     const fs::path p = fs::path(prefix) / d;
     const fs::file_status st = fs::symlink_status(p, ec);
@@ -377,34 +396,9 @@ std::string unpack_memmap(const std::string& archive_path, const std::string& pr
                             O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0644));
     if (!out.valid()) ThrowIfError<MemmapError>(os::ErrnoError(errno, "cannot create", out_path));
     const std::string failed = c10::str("cannot extract ", tree.Display(name), " to ", out_path);
-    // The payload in chunks of at most kChunk bytes; every byte written is in the CRC.
-    uint32_t crc = 0;
-    uint64_t done = 0;
-    const uint64_t stored = e.method == 0 ? e.size : e.compressed_size;
-    buf.resize(std::min<uint64_t>(kChunk, std::max<uint64_t>(stored, 1)));
-    const codec::Source source = [&](uint8_t* to, size_t cap) -> absl::StatusOr<size_t> {
-      const size_t n = static_cast<size_t>(std::min<uint64_t>({cap, buf.size(), stored - done}));
-      ReadPayload(in.get(), to, n, e.payload_offset + done, archive_path, failed);
-      done += n;
-      return n;
-    };
-    const codec::Sink sink = [&](const uint8_t* data, size_t n) {
-      crc = codec::Crc32(crc, data, n);
-      return os::WriteAll(out.get(), data, n, out_path);
-    };
-    if (e.method != 0) {
-      // Deflated: streamed through inflate, e.size bytes out exactly (NOTE [ Bounded
-      // decompression ] in td/bytes/codec.h).
-      const absl::Status s = codec::InflateStream(codec::Format::kRawDeflate, source, sink, e.size);
-      if (!s.ok()) {
-        TD_FAIL(MemmapError, failed, " (deflated, ", e.compressed_size, " bytes declaring ",
-                e.size, "): ", s.message());
-      }
-    }
-    while (e.method == 0 && done < e.size) {
-      const size_t n = *source(buf.data(), buf.size());
-      ThrowIfError<MemmapError>(sink(buf.data(), n), failed);
-    }
+    const uint32_t crc = StreamEntry(
+        in.get(), e, archive_path, failed,
+        [&](const uint8_t* data, size_t n) { return os::WriteAll(out.get(), data, n, out_path); });
     ThrowIfError<MemmapError>(out.Close(out_path), failed);
     if (crc != e.crc) {
       TD_FAIL(MemmapError, tree.Display(name), ": CRC-32 mismatch (the data was changed in place; "
@@ -415,24 +409,14 @@ std::string unpack_memmap(const std::string& archive_path, const std::string& pr
 }
 
 std::string refresh_archive_checksums(const std::string& archive_path) {
-  if (const std::string why = NotArchiveReason(archive_path); !why.empty()) {
-    TD_FAIL(ValueError, "refresh_archive_checksums: ", archive_path, " is not a memmap archive: ", why);
-  }
-  Tree tree(archive_path);
+  const Tree tree = Tree::Open<ValueError>(archive_path, "refresh_archive_checksums");
   os::UniqueFd fd(::open(archive_path.c_str(), O_RDWR | O_CLOEXEC));
   if (!fd.valid()) ThrowIfError<MemmapError>(os::ErrnoError(errno, "cannot open", archive_path));
-  std::vector<char> buf;
   for (const auto& [name, e] : tree.entries) {
     if (e.method != 0) continue;  // compressed payloads cannot have been written in place
     const std::string failed = "cannot refresh the checksum of " + tree.Display(name);
-    uint32_t crc = 0;
-    buf.resize(std::min<uint64_t>(kChunk, std::max<uint64_t>(e.size, 1)));
-    for (uint64_t done = 0; done < e.size;) {
-      const size_t n = static_cast<size_t>(std::min<uint64_t>(buf.size(), e.size - done));
-      ReadPayload(fd.get(), buf.data(), n, e.payload_offset + done, archive_path, failed);
-      crc = codec::Crc32(crc, buf.data(), n);
-      done += n;
-    }
+    const uint32_t crc = StreamEntry(fd.get(), e, archive_path, failed,
+                                     [](const uint8_t*, size_t) { return absl::OkStatus(); });
     unsigned char le[4];
     for (int i = 0; i < 4; ++i) le[i] = static_cast<unsigned char>(crc >> (8 * i));
     uint64_t local = e.header_offset + 14;
@@ -454,19 +438,20 @@ std::string refresh_archive_checksums(const std::string& archive_path) {
 
 namespace {
 
-// load_archive, naming `caller` in its errors; a missing sub_path is a `MissingSub` error.
-template <class MissingSub>
+// load_archive, naming `caller` in its errors: `Error` when `archive_path` is not an archive,
+// `MissingSub` for a missing sub_path.
+template <class Error, class MissingSub>
 TensorDict LoadArchive(const std::string& archive_path, MemmapMode mode,
                        const std::optional<NestedKey>& sub_path, const char* caller) {
-  Tree tree(archive_path);
+  const Tree tree = Tree::Open<Error>(archive_path, caller);
   std::string root;
   if (sub_path) {
     for (const std::string& part : *sub_path) {
       const std::string escaped = JoinPath(root, mm::EscapeKey(part));
       const std::string raw = JoinPath(root, part);
-      if (tree.dirs.count(escaped)) {
+      if (tree.IsDir(escaped)) {
         root = escaped;
-      } else if (tree.dirs.count(raw)) {
+      } else if (tree.IsDir(raw)) {
         root = raw;
       } else {
         TD_FAIL(MissingSub, caller, ": sub_path ", sub_path->repr(), " is not in ", archive_path,
@@ -485,11 +470,8 @@ TensorDict LoadArchive(const std::string& archive_path, MemmapMode mode,
 // load_archive / load with kReadWrite write through); a missing sub_path is a MemmapError, as
 // for a directory.
 TensorDict LoadMemmapArchive(const std::string& path, const LoadMemmapOptions& options) {
-  if (const std::string why = NotArchiveReason(path); !why.empty()) {
-    TD_FAIL(ValueError, "load_memmap: ", path, " is a file but not a memmap archive (expected a "
-            "zip file with a top-level meta.json entry): ", why);
-  }
-  return LoadArchive<MemmapError>(path, MemmapMode::kReadOnly, options.sub_path(), "load_memmap");
+  return LoadArchive<ValueError, MemmapError>(path, MemmapMode::kReadOnly, options.sub_path(),
+                                              "load_memmap");
 }
 
 // Fills the slot from this alwayslink library (//td/backends/memmap/archive).
@@ -499,11 +481,8 @@ const bool kLoadMemmapArchiveRegistered =
 }  // namespace
 
 TensorDict load_archive(const std::string& archive_path, const ArchiveLoadOptions& options) {
-  if (const std::string why = NotArchiveReason(archive_path); !why.empty()) {
-    TD_FAIL(MemmapError, "load_archive: ", archive_path,
-            " is not a memmap archive (a zip file with a top-level meta.json): ", why);
-  }
-  return LoadArchive<KeyError>(archive_path, options.mode(), options.sub_path(), "load_archive");
+  return LoadArchive<MemmapError, KeyError>(archive_path, options.mode(), options.sub_path(),
+                                            "load_archive");
 }
 
 TensorDict save_archive(const TensorDict& td, const std::string& archive_path,
@@ -522,14 +501,9 @@ TensorDict save_archive(const TensorDict& td, const std::string& archive_path,
   // (_write_archive_from_td in tensordict/_archive.py) stages with memmap_like and streams
   // every leaf into the zip, so it never refuses one either.
   const std::string staging = TempBeside(fs::absolute(archive_path), "stage.");
-  try {
-    td.memmap(staging, MemmapOptions(options).copy_existing(true));
-    pack_memmap(staging, archive_path);
-  } catch (...) {
-    fs::remove_all(staging, ec);
-    throw;
-  }
-  fs::remove_all(staging, ec);
+  const absl::Cleanup remove_staging = [&] { fs::remove_all(staging, ec); };
+  td.memmap(staging, MemmapOptions(options).copy_existing(true));
+  pack_memmap(staging, archive_path);
   return load_archive(archive_path);
 }
 
