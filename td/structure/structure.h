@@ -23,9 +23,8 @@
 // td/backends/memmap/memmap_loader.cc and td/backends/memmap/archive/archive.cc), the
 // consolidated metadata (td/consolidate/metadata.cc), shared-memory handles
 // (td/backends/shared_memory/handle.cc), td::distributed's structures (td/distributed/wire.cc),
-// tensorclass directories (td/tensorclass/memmap.cc), Zarr stores (td/io/zarr.cc,
-// td/io/zarr_format.cc) and HDF5 files (td/backends/h5/walk.cc, once the walk has chosen each
-// group's batch size).
+// Zarr stores (td/io/zarr.cc, td/io/zarr_format.cc) and HDF5 files (td/backends/h5/walk.cc,
+// once the walk has chosen each group's batch size).
 #pragma once
 
 #include <c10/core/ScalarType.h>
@@ -33,7 +32,6 @@
 #include <cstdint>
 #include <memory>
 #include <optional>
-#include <set>
 #include <string>
 #include <string_view>
 #include <variant>
@@ -82,9 +80,9 @@ enum class Rule {
 };
 Rule RuleOf(const absl::Status& status);
 
-// `text` parsed as untrusted JSON (NOTE [ Untrusted JSON ] in td/core/internal/structure_check.h):
-// its nesting checked first, then its syntax; with `unique_keys`, an object that names a key
-// twice is refused (nlohmann/json would keep the last value and drop the other silently).
+// `text` parsed as untrusted JSON (NOTE [ Untrusted JSON ] in td/core/internal/structure_check.h)
+// into an nlohmann::json or ordered_json: its nesting checked first, then its syntax; with
+// `unique_keys`, an object naming a key twice is refused (nlohmann/json would keep the last).
 //   absl::StatusOr<nlohmann::ordered_json> j = ParseJson<nlohmann::ordered_json>(text, true);
 template <class Json>
 absl::StatusOr<Json> ParseJson(std::string_view text, bool unique_keys = false);
@@ -158,7 +156,6 @@ class Level {
   const std::string& key() const { return key_; }  // "" for the root
   int depth() const { return depth_; }             // 0 for the root
   const Level* parent() const { return parent_; }  // nullptr for the root
-  bool has_batch_size() const { return batch_set_; }
   const std::vector<int64_t>& batch_size() const { return batch_; }
   const std::vector<Entry>& entries() const { return entries_; }
   // The entry `key`, or nullptr.
@@ -202,7 +199,6 @@ class Description {
 //   absl::StatusOr<structure::Description> d = std::move(b).Finish();
 class Builder {
  public:
-  Builder() = default;
   // The root level (made once).
   Level& Root(LevelKind kind);
   // The sub-level `key` of `parent`: its depth is checked before it is made, then its key.
@@ -228,45 +224,8 @@ class Builder {
   absl::Status CheckKey(const Level& level, std::string_view key) const;
   static Entry& NewEntry(Level& level, std::string_view key, EntryKind kind);
   std::unique_ptr<Level> root_;
+  int unset_ = 0;  // levels made without a batch size yet
 };
-
-// ---- Implementation ----------------------------------------------------------------------------
-
-// `status` tagged with `rule` (read back by RuleOf).
-absl::Status Tagged(absl::Status status, Rule rule);
-
-template <class Json>
-absl::StatusOr<Json> ParseJson(std::string_view text, bool unique_keys) {
-  if (absl::Status depth = internal::CheckJsonDepth(text); !depth.ok()) {
-    return Tagged(depth, Rule::kJsonDepth);
-  }
-  struct Repeated {
-    std::string key;
-  };
-  std::vector<std::set<std::string>> open;  // the keys seen in each enclosing object
-  auto callback = [&](int /*depth*/, typename Json::parse_event_t event, Json& parsed) {
-    if (!unique_keys) return true;
-    if (event == Json::parse_event_t::object_start) {
-      open.emplace_back();
-    } else if (event == Json::parse_event_t::object_end) {
-      if (!open.empty()) open.pop_back();
-    } else if (event == Json::parse_event_t::key && !open.empty()) {
-      const std::string& k = parsed.template get_ref<const std::string&>();
-      if (!open.back().insert(k).second) throw Repeated{k};
-    }
-    return true;
-  };
-  try {
-    return Json::parse(text.begin(), text.end(), callback);
-  } catch (const typename Json::exception& e) {
-    return Tagged(absl::InvalidArgumentError(e.what()), Rule::kJsonSyntax);
-  } catch (const Repeated& r) {
-    return Tagged(absl::InvalidArgumentError(
-                      absl::StrCat("names the key ", NestedKey(r.key).repr(),
-                                   " twice in one JSON object; every key must be unique")),
-                  Rule::kJsonKey);
-  }
-}
 
 }  // namespace structure
 }  // namespace td

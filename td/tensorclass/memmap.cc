@@ -20,8 +20,8 @@
 
 #include "absl/strings/str_cat.h"
 #include "td/core/errors.h"
+#include "td/core/internal/structure_check.h"
 #include "td/os/files.h"
-#include "td/structure/structure.h"
 
 namespace td {
 namespace internal::tensorclass {
@@ -59,14 +59,9 @@ std::optional<nlohmann::json> ReadMeta(const std::string& prefix, bool required)
   if (!in) ThrowIfError<MemmapError>(os::ErrnoError(errno, "cannot open", path));
   std::stringstream buf;
   buf << in.rdbuf();
-  // Untrusted JSON (NOTE [ Untrusted JSON ] in td/core/internal/structure_check.h).
-  absl::StatusOr<nlohmann::json> parsed = structure::ParseJson<nlohmann::json>(buf.str());
-  if (!parsed.ok()) {
-    TD_FAIL(MemmapError, path, ": ",
-            structure::RuleOf(parsed.status()) == structure::Rule::kJsonSyntax ? "malformed JSON: "
-                                                                               : "",
-            parsed.status().message());
-  }
+  // NOTE [ Untrusted JSON ] in td/core/internal/structure_check.h.
+  absl::StatusOr<nlohmann::json> parsed = ParseUntrustedJson<nlohmann::json>(buf.str());
+  if (!parsed.ok()) TD_FAIL(MemmapError, path, ": ", parsed.status().message());
   nlohmann::json& j = *parsed;
   if (!j.is_object() || !j.contains("_type") || !j["_type"].is_string()) {
     TD_FAIL(MemmapError, path, ": expected a JSON object with a string \"_type\"");
@@ -99,15 +94,12 @@ TensorDict LoadFields(const std::string& prefix, const nlohmann::json& meta,
   }
   const std::string inner = JoinPath(prefix, kInner);
   const mode_t mode = ModeOf(inner);
-  if (mode == 0) {
-    TD_FAIL(MemmapError, inner, ": ", errno == ENOENT ? "missing" : std::strerror(errno),
-            " (a tensorclass directory keeps its fields in the directory _tensordict)");
-  }
   if (!S_ISDIR(mode)) {
-    const char* what = S_ISLNK(mode)   ? "a symlink (refused, as everywhere in memmap "
-                                         "directories)"
-                       : S_ISREG(mode) ? "a regular file"
-                                       : "a special file";
+    const char* what = mode == 0         ? (errno == ENOENT ? "missing" : std::strerror(errno))
+                       : S_ISLNK(mode)   ? "a symlink (refused, as everywhere in memmap "
+                                           "directories)"
+                       : S_ISREG(mode)   ? "a regular file"
+                                         : "a special file";
     TD_FAIL(MemmapError, inner, " is ", what,
             ", but a tensorclass directory keeps its fields in the directory _tensordict");
   }

@@ -57,14 +57,12 @@ int64_t GetCount(const Json& obj, const char* name, const std::string& where) {
 // batch size.
 void Check(const absl::Status& s, const std::string& where, const char* field = "") {
   if (s.ok()) return;
-  switch (structure::RuleOf(s)) {
-    case structure::Rule::kNestingDepth: Bad(s.message());
-    case structure::Rule::kShape:
-    case structure::Rule::kBatchSize: Bad(where, ": ", field, " ", s.message());
-    case structure::Rule::kSubBatch: Bad(where, ": ", s.message(), " of its parent");
-    case structure::Rule::kBytes: Bad(where, ": ", s.message(), " (more than 2^63-1)");
-    default: Bad(where, ": ", s.message());
-  }
+  using R = structure::Rule;
+  const R rule = structure::RuleOf(s);
+  if (rule == R::kNestingDepth) Bad(s.message());
+  const bool sizes = rule == R::kShape || rule == R::kBatchSize;
+  Bad(where, ": ", sizes ? field : "", sizes ? " " : "", s.message(),
+      rule == R::kSubBatch ? " of its parent" : rule == R::kBytes ? " (more than 2^63-1)" : "");
 }
 
 // Checks NOTE [ Shared-memory handles ]'s bounds rule for the leaf `t` (its element count and
@@ -78,18 +76,14 @@ void CheckBounds(const structure::Entry& t, uint64_t size, const std::string& wh
         " to the segment's ", size, " bytes and a multiple of the element size ", item);
   }
   if (t.nbytes == 0) return;
-  // Elements from the first to the last one the view reaches.
-  int64_t extent = 1;
-  for (size_t d = 0; d < t.shape.size(); ++d) {
+  int64_t extent = 1, end = 0;  // elements from the first to the last one the view reaches
+  bool overflow = false;
+  for (size_t d = 0; d < t.shape.size() && !overflow; ++d) {
     int64_t span = 0;
-    if (__builtin_mul_overflow(t.shape[d] - 1, strides[d], &span) ||
-        __builtin_add_overflow(extent, span, &extent)) {
-      Bad(where, " lies outside its segment: shape ", Json(t.shape).dump(), " with strides ",
-          Json(strides).dump(), " reaches more than 2^63-1 elements");
-    }
+    overflow = __builtin_mul_overflow(t.shape[d] - 1, strides[d], &span) ||
+               __builtin_add_overflow(extent, span, &extent);
   }
-  int64_t end = 0;
-  if (__builtin_mul_overflow(extent, item, &end) ||
+  if (overflow || __builtin_mul_overflow(extent, item, &end) ||
       __builtin_add_overflow(end, static_cast<int64_t>(offset), &end) ||
       static_cast<uint64_t>(end) > size) {
     Bad(where, " lies outside its segment: shape ", Json(t.shape).dump(), " with strides ",

@@ -1,10 +1,7 @@
-// The shared-memory handle format (internal to the shared_memory backend): writing the JSON that
-// SharedMemoryHandle returns and parsing it back as untrusted input. A handle comes from another
-// process, so ParseHandle treats it as hostile: every field's JSON type is checked, nesting is
-// bounded, and every tensor's size, stride and offset arithmetic is checked for overflow and
-// against its segment's size before AttachSharedMemory makes any tensor (NOTE [ Shared-memory
-// handles ]). Pure functions over strings; also built alone by the fuzzer
-// (handle_fuzzer.cc, tests/fuzz/run.sh).
+// The shared-memory handle format (internal to the shared_memory backend): ParseHandle reads the
+// JSON SharedMemoryHandle writes as untrusted input, from another process (NOTE [ Shared-memory
+// handles ]). Pure functions over strings; also built alone by the fuzzer (handle_fuzzer.cc,
+// tests/fuzz/run.sh).
 //
 // NOTE [ Shared-memory handles ]
 // {"format": "tensordict-shm", "version": 1,
@@ -14,7 +11,8 @@
 // ENTRY = {"key": string, "kind": "tensor", "segment": index, "offset": bytes from the mapping's
 //          start, "dtype": "torch.float32", "shape": [ints >= 0], "strides": [ints >= 0]}
 //       | {"key": string, "kind": "tensordict", "value": LEVEL}
-//       | {"key": string, "kind": "non_tensor", "data": any JSON}
+//       | {"key": string, "kind": "non_tensor", "data": any JSON, "cls": absent (NonTensorData),
+//          "MetaData" or "NonTensorStack"}
 // Accepted only when: every tensor's shape starts with its level's batch size and each nested
 // batch size with its parent's; numel (product of sizes) fits in int64; for a non-empty tensor,
 // offset + (sum of (size-1)*stride + 1) * element size fits in int64 and is at most the segment's

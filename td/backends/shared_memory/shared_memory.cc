@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include <cstring>
+#include <filesystem>
 #include <random>
 
 #include "absl/strings/escaping.h"
@@ -64,22 +65,16 @@ const Segment* SegmentOf(const at::Tensor& t) {
 std::shared_ptr<Segment> CreateSegment(size_t payload) {
   auto seg = std::make_shared<Segment>();
   seg->fd = os::UniqueFd(::memfd_create(std::string(kMemfdName).c_str(), MFD_CLOEXEC));
-  if (!seg->fd.valid()) {
-    ThrowIfError<c10::Error>(os::ErrnoError(errno, "share_memory: memfd_create failed", ""));
-  }
   const size_t length = kHeaderBytes + payload;
-  if (::ftruncate(seg->fd.get(), static_cast<off_t>(length)) != 0) {
-    const int err = errno;
+  if (!seg->fd.valid() || ::ftruncate(seg->fd.get(), static_cast<off_t>(length)) != 0) {
     ThrowIfError<c10::Error>(os::ErrnoError(
-        err, absl::StrCat("share_memory: cannot size a segment of ", length, " bytes"), ""));
+        errno, absl::StrCat("share_memory: cannot create a segment of ", length, " bytes"), ""));
   }
   seg->region = MapSegment(seg->fd.get(), length,
                            absl::StrCat("a new shared-memory segment of ", length, " bytes"));
   std::random_device rd;
-  for (int i = 0; i < 4; ++i) {
-    const uint32_t r = rd();
-    seg->token.append(reinterpret_cast<const char*>(&r), 4);
-  }
+  const uint32_t random[4] = {rd(), rd(), rd(), rd()};
+  seg->token.assign(reinterpret_cast<const char*>(random), sizeof(random));
   char* h = static_cast<char*>(seg->addr());
   std::memcpy(h, kMagic, sizeof(kMagic));
   std::memcpy(h + 8, seg->token.data(), seg->token.size());
@@ -113,10 +108,11 @@ size_t SlotBytes(const at::Tensor& t) {
   return (n + kAlign - 1) / kAlign * kAlign;
 }
 
-void CheckShareable(const at::Tensor& t, const NestedKey& key) {
+// ValueError naming `what` (whose tensor `t` is) unless `t` is strided.
+void CheckShareable(const at::Tensor& t, const std::string& what) {
   if (t.layout() != at::kStrided) {
-    TD_FAIL(ValueError, "share_memory_: key ", key.repr(), " holds a ", t.layout(),
-                     " tensor; only strided (dense) tensors can be shared");
+    TD_FAIL(ValueError, what, " holds a ", t.layout(),
+            " tensor; only strided (dense) tensors can be shared");
   }
 }
 
@@ -129,31 +125,30 @@ struct Leaf {
   size_t offset;  // in the payload
 };
 
-// The leaves of `td` not yet in shared memory, with their offsets in a payload of `*total` bytes.
-void CollectLeaves(const TensorDict& td, const NestedKey* prefix, std::vector<Leaf>* out,
-                   size_t* total) {
-  Storage& s = internal::MutableStorage(td);
-  for (const std::string& k : s.keys()) {
-    std::optional<Value> v = s.get(k);
-    if (!v) continue;
-    const NestedKey full = prefix ? *prefix + NestedKey(k) : NestedKey(k);
-    if (v->is_tensor()) {
-      if (IsSharedMemoryTensor(v->tensor())) continue;
-      CheckShareable(v->tensor(), full);
-      out->push_back({&s, k, v->tensor(), *total});
-      *total += SlotBytes(v->tensor());
-    } else if (v->is_tensordict()) {
-      CollectLeaves(v->tensordict(), &full, out, total);
+// The levels of `td`, and its leaves not yet in shared memory with their offsets in a payload of
+// `total` bytes.
+struct Collected {
+  std::vector<Storage*> levels;
+  std::vector<Leaf> leaves;
+  size_t total = 0;
+
+  void Walk(const TensorDict& td, const NestedKey* prefix) {
+    Storage& s = internal::MutableStorage(td);
+    levels.push_back(&s);
+    for (const std::string& k : s.keys()) {
+      std::optional<Value> v = s.get(k);
+      if (!v) continue;
+      const NestedKey full = prefix ? *prefix + NestedKey(k) : NestedKey(k);
+      if (v->is_tensor() && !IsSharedMemoryTensor(v->tensor())) {
+        CheckShareable(v->tensor(), "share_memory_: key " + full.repr());
+        leaves.push_back({&s, k, v->tensor(), total});
+        total += SlotBytes(v->tensor());
+      } else if (v->is_tensordict()) {
+        Walk(v->tensordict(), &full);
+      }
     }
   }
-}
-
-void SetCpu(const TensorDict& td) {
-  internal::MutableStorage(td).set_device(at::Device(at::kCPU));
-  for (const Value& v : td.values()) {
-    if (v.is_tensordict()) SetCpu(v.tensordict());
-  }
-}
+};
 
 // ---- handles -------------------------------------------------------------------------------
 
@@ -162,17 +157,6 @@ using Json = nlohmann::json;
 struct HandleWriter {
   Json segments = Json::array();
   absl::flat_hash_map<const Segment*, size_t> index;
-
-  size_t SegmentIndex(const Segment* seg) {
-    auto [it, fresh] = index.emplace(seg, segments.size());
-    if (fresh) {
-      segments.push_back(Json{{"pid", static_cast<int64_t>(::getpid())},
-                              {"fd", seg->fd.get()},
-                              {"size", static_cast<uint64_t>(seg->region.length())},
-                              {"token", absl::BytesToHexString(seg->token)}});
-    }
-    return it->second;
-  }
 
   Json Level(const TensorDict& td, const NestedKey* prefix) {
     Json entries = Json::array();
@@ -188,6 +172,13 @@ struct HandleWriter {
           TD_FAIL(ValueError, "SharedMemoryHandle: key ", full.repr(),
                            " is not in shared memory (call share_memory_() first)");
         }
+        auto [index_of, fresh] = index.emplace(seg, segments.size());
+        if (fresh) {
+          segments.push_back(Json{{"pid", static_cast<int64_t>(::getpid())},
+                                  {"fd", seg->fd.get()},
+                                  {"size", static_cast<uint64_t>(seg->region.length())},
+                                  {"token", absl::BytesToHexString(seg->token)}});
+        }
         // An empty tensor has no data pointer (LibTorch gives nullptr): the segment's first data
         // byte, where no bytes are read.
         const size_t offset =
@@ -196,7 +187,7 @@ struct HandleWriter {
                                                  static_cast<const char*>(seg->addr()));
         entries.push_back(Json{{"key", k},
                                {"kind", "tensor"},
-                               {"segment", SegmentIndex(seg)},
+                               {"segment", index_of->second},
                                {"offset", static_cast<uint64_t>(offset)},
                                {"dtype", DtypeName(t.scalar_type())},
                                {"shape", t.sizes().vec()},
@@ -207,10 +198,8 @@ struct HandleWriter {
       } else {
         Json e{{"key", k}, {"kind", "non_tensor"}, {"data", v->non_tensor()}};
         // The class, unless NonTensorData (NOTE [ Non-tensor stacks ] in
-        // td/core/internal/non_tensor_stack.h).
-        if (v->non_tensor_data().kind != NonTensorData::Kind::kData) {
-          e["cls"] = v->non_tensor_data().is_stack() ? "NonTensorStack" : "MetaData";
-        }
+        // td/core/internal/non_tensor_stack.h): "MetaData" or "NonTensorStack".
+        if (v->kind() != "NonTensorData") e["cls"] = std::string(v->kind());
         entries.push_back(std::move(e));
       }
     }
@@ -220,27 +209,21 @@ struct HandleWriter {
 
 std::shared_ptr<Segment> OpenSegment(const internal::shm::SegmentRef& ref) {
   const std::string where = absl::StrCat("/proc/", ref.pid, "/fd/", ref.fd);
-  char link[256];
-  const ssize_t n = ::readlink(where.c_str(), link, sizeof(link) - 1);
-  if (n < 0) {
-    const int err = errno;
+  std::error_code err;
+  const std::string link = std::filesystem::read_symlink(where, err);
+  if (err) {
     ThrowIfError<c10::Error>(os::ErrnoError(
-        err, "AttachSharedMemory: cannot reach segment",
+        err.value(), "AttachSharedMemory: cannot reach segment",
         absl::StrCat(where, " (is process ", ref.pid, " still running and holding it?)")));
   }
-  link[n] = '\0';
-  const std::string expected = absl::StrCat("/memfd:", std::string(kMemfdName), " ");
-  if (std::strncmp(link, expected.c_str(), expected.size()) != 0) {
+  if (link.rfind(absl::StrCat("/memfd:", std::string(kMemfdName), " "), 0) != 0) {
     TD_FAIL(c10::Error, "AttachSharedMemory: ", where, " is ", link, ", not a tensordict segment");
   }
   auto seg = std::make_shared<Segment>();
   seg->fd = os::UniqueFd(::open(where.c_str(), O_RDWR | O_CLOEXEC));
-  if (!seg->fd.valid()) {
-    ThrowIfError<c10::Error>(os::ErrnoError(errno, "AttachSharedMemory: cannot open", where));
-  }
   struct stat st;
-  if (::fstat(seg->fd.get(), &st) != 0) {
-    ThrowIfError<c10::Error>(os::ErrnoError(errno, "AttachSharedMemory: stat", where));
+  if (!seg->fd.valid() || ::fstat(seg->fd.get(), &st) != 0) {
+    ThrowIfError<c10::Error>(os::ErrnoError(errno, "AttachSharedMemory: cannot open", where));
   }
   if (static_cast<uint64_t>(st.st_size) != ref.size) {
     TD_FAIL(c10::Error, "AttachSharedMemory: segment ", where, " has ", st.st_size,
@@ -264,27 +247,21 @@ TensorDict AttachLevel(const structure::Level& level,
                        const std::vector<std::shared_ptr<Segment>>& segments) {
   auto storage = std::make_shared<SharedMemoryStorage>(level.batch_size());
   for (const structure::Entry& e : level.entries()) {
-    switch (e.kind) {
-      case structure::EntryKind::kLeaf: {
-        const structure::Location& at = e.location;
-        storage->set_unchecked(e.key, ViewOf(segments[static_cast<size_t>(at.index)],
-                                             static_cast<size_t>(at.start), e.dtype, e.shape,
-                                             at.strides));
-        break;
-      }
-      case structure::EntryKind::kLevel:
-        storage->set_unchecked(e.key, AttachLevel(*e.level, segments));
-        break;
-      case structure::EntryKind::kNonTensor:
-        storage->set_unchecked(
-            e.key, e.non_tensor == structure::NonTensorKind::kStack
-                       ? ValueOrThrow<c10::Error>(
-                             internal::StackFromFile(e.data, level.batch_size()),
-                             "shared-memory handle: NonTensorStack '" + e.key + "'")
-                       : NonTensorData(e.data, e.non_tensor == structure::NonTensorKind::kMetaData
-                                                   ? NonTensorData::Kind::kMetaData
-                                                   : NonTensorData::Kind::kData));
-        break;
+    const structure::Location& at = e.location;
+    if (e.kind == structure::EntryKind::kLeaf) {
+      storage->set_unchecked(e.key, ViewOf(segments[static_cast<size_t>(at.index)],
+                                           static_cast<size_t>(at.start), e.dtype, e.shape,
+                                           at.strides));
+    } else if (e.kind == structure::EntryKind::kLevel) {
+      storage->set_unchecked(e.key, AttachLevel(*e.level, segments));
+    } else if (e.non_tensor == structure::NonTensorKind::kStack) {
+      storage->set_unchecked(e.key, ValueOrThrow<c10::Error>(
+                                        internal::StackFromFile(e.data, level.batch_size()),
+                                        "shared-memory handle: NonTensorStack '" + e.key + "'"));
+    } else {
+      storage->set_unchecked(e.key, e.non_tensor == structure::NonTensorKind::kMetaData
+                                        ? NonTensorData::meta(e.data)
+                                        : NonTensorData(e.data));
     }
   }
   return TensorDict(storage);
@@ -298,10 +275,7 @@ bool IsSharedMemoryTensor(const at::Tensor& tensor) { return SegmentOf(tensor) !
 
 at::Tensor ToSharedMemory(const at::Tensor& tensor) {
   TORCH_CHECK_VALUE(tensor.defined(), "ToSharedMemory: undefined tensor");
-  if (tensor.layout() != at::kStrided) {
-    TD_FAIL(ValueError, "ToSharedMemory: a ", tensor.layout(),
-                     " tensor cannot be shared; only strided (dense) tensors can");
-  }
+  CheckShareable(tensor, "ToSharedMemory: its argument");
   return CopyInto(CreateSegment(SlotBytes(tensor)), kHeaderBytes, tensor);
 }
 
@@ -331,16 +305,15 @@ TensorDict& ShareMemory(TensorDict& td) {
     TD_FAIL(ValueError, "share_memory_: this TensorDict is memory-mapped to files; memmap and "
                      "shared memory are mutually exclusive");
   }
-  std::vector<Leaf> leaves;
-  size_t total = 0;
-  CollectLeaves(td, nullptr, &leaves, &total);
-  if (!leaves.empty()) {
-    std::shared_ptr<Segment> seg = CreateSegment(total);
+  Collected c;
+  c.Walk(td, nullptr);
+  if (!c.leaves.empty()) {
+    std::shared_ptr<Segment> seg = CreateSegment(c.total);
     // Copy everything before replacing anything.
-    for (Leaf& l : leaves) l.tensor = CopyInto(seg, kHeaderBytes + l.offset, l.tensor);
-    for (const Leaf& l : leaves) l.level->set(l.key, l.tensor);
+    for (Leaf& l : c.leaves) l.tensor = CopyInto(seg, kHeaderBytes + l.offset, l.tensor);
+    for (const Leaf& l : c.leaves) l.level->set(l.key, l.tensor);
   }
-  SetCpu(td);
+  for (Storage* level : c.levels) level->set_device(at::Device(at::kCPU));
   td.lock_();
   return td;
 }
@@ -377,15 +350,13 @@ void SharedMemoryStorage::set(std::string_view key, Value value) {
   if (value.is_tensor()) {
     const at::Tensor& t = value.tensor();
     if (!IsSharedMemoryTensor(t)) {
-      CheckShareable(t, NestedKey(key));
+      CheckShareable(t, "share_memory_: key " + NestedKey(key).repr());
       value = Value(ToSharedMemory(t));
     }
   } else if (value.is_tensordict() && value.tensordict().backend() != "shared_memory") {
     const TensorDict& src = value.tensordict();
     auto level = std::make_shared<SharedMemoryStorage>(src.batch_size().vec());
-    for (const std::string& k : src.storage().keys()) {
-      level->set(k, *src.storage().get(k));
-    }
+    for (const std::string& k : src.storage().keys()) level->set(k, *src.storage().get(k));
     level->set_locked(src.is_locked());
     value = Value(TensorDict(std::move(level)));
   }

@@ -7,12 +7,10 @@
 // mapping and descriptor are gone, so nothing is left behind even when processes are killed.
 //   * A child created by fork() inherits the mappings: it reads and writes the same memory.
 //   * Any other process of the same user attaches with AttachSharedMemory(handle), where the
-//     handle (SharedMemoryHandle) is a JSON string naming, for each segment, the creating
-//     process and descriptor (opened through /proc/<pid>/fd/<fd>), its size and a random
-//     128-bit token stored in the segment's header; attaching checks the descriptor is one of
-//     our memfds, the size, the token, and that every tensor lies inside its segment. The
-//     creating process must still hold the segment when another process attaches (it does as
-//     long as any of its tensors uses it); processes that already attached keep it alive.
+//     handle (SharedMemoryHandle; NOTE [ Shared-memory handles ] in handle.h) names each
+//     segment's creating process and descriptor (opened through /proc/<pid>/fd/<fd>), its size
+//     and a random 128-bit token stored in its header. The creating process must still hold the
+//     segment then (it does while any of its tensors uses it); attached processes keep it alive.
 //   * Only the memory is shared, not the structure: keys added later in one process are not seen
 //     by the others (share_memory_ locks the TensorDict, as in Python).
 // share_memory_() copies all leaves of a TensorDict into one segment (64-byte aligned slots);

@@ -2,43 +2,28 @@
 // Header-only, so the fuzz targets (tests/fuzz/run.sh) need no library beyond dtype.cc.
 //
 // NOTE [ Structure validation ]
-// Every codec that reads a TensorDict's structure from untrusted text or bytes (memmap's
-// meta.json files, shared-memory handles, consolidated files' metadata, td::distributed's
-// structure messages, tensorclass directories, Zarr stores, HDF5 files) keeps its own layout
-// (fixed by Python tensordict, or by the wire protocol); whether the structure it describes is
-// valid is decided by the functions below, with one set of limits.
-// td/structure's Builder applies them by construction (NOTE [ Structure codec ] in
-// td/structure/structure.h): a reader that maps its fields to the Builder cannot skip one.
-// Every such reader is on it, Zarr stores and HDF5 files included (the list is in NOTE
-// [ Structure codec ]).
-//  * JSON nesting: at most kMaxStructureJsonDepth levels of [ and {, checked on the text before it
-//    is parsed (CheckJsonDepth; nlohmann/json's parser and destructor recurse once per level).
-//    Every format spends at most three JSON levels per TensorDict level, so every TensorDict that
-//    can be built (kMaxNestingDepth levels) fits, with room for its non-tensor data.
-//  * TensorDict nesting: at most kMaxNestingDepth levels below the root (CheckNestingDepth),
-//    checked before descending into a level, so any depth of input is safe.
-//  * Keys: distinct within a level (structure::Builder checks it as entries are added).
-//  * Shapes and batch sizes: lists of integers in [0, 2^63-1] with at most kMaxStructureDims dims
-//    (ShapeFromJson); a leaf's shape and a sub-level's batch size start with their level's batch
-//    size (CheckStartsWith).
-//  * Dtypes: a name as Python writes it ("torch.float32": DtypeFromName), or a ScalarType code
-//    that LibTorch 1.13 and 2.x agree on (DtypeFromCode); uint16/32/64 and float8 where this
-//    LibTorch has them, refused in the same words everywhere where it does not.
-//  * Sizes: numel x element size fits in int64 (TensorBytes).
+// Every codec that reads a TensorDict's structure from untrusted text or bytes keeps its own
+// layout (fixed by Python tensordict, or by the wire protocol); whether the structure it describes
+// is valid is decided by the functions below, with one set of limits. td/structure's Builder
+// applies them by construction, so a reader that maps its fields to it cannot skip one (the rules
+// and the readers: NOTE [ Structure codec ] in td/structure/structure.h). JSON nesting is checked
+// on the text before it is parsed (nlohmann/json's parser and destructor recurse once per level):
+// every format spends at most three JSON levels per TensorDict level, so every TensorDict that can
+// be built (kMaxNestingDepth levels) fits, with room for its non-tensor data. TensorDict nesting
+// is checked before descending into a level, so any depth of input is safe.
 // Each function returns an InvalidArgument status stating the problem; the codec prefixes where
 // it is (file, key, level) and raises its own error (NOTE [ Status to exception ] in
 // td/core/errors.h).
 //
 // NOTE [ Untrusted JSON ]
-// Every JSON text that comes from a file or another process is parsed by ParseUntrustedJson
-// below, the one parse that checks the nesting first (CheckJsonDepth) and reports malformed text
-// (bad syntax, invalid UTF-8) as a status rather than an exception. This holds for the structure
-// codecs above and for every other reader of such text: HDF5's `__tensordict__` attribute and
-// JSON datasets (td/backends/h5), Zarr's metadata and non-tensor payloads (td/io/zarr_format.cc,
-// td/io/zarr.cc), JSON tables (td/io/tabular.cc), tensorclass directories' meta.json
-// (td/tensorclass/memmap.cc, through structure::ParseJson). The depth limit is kMaxStructureJsonDepth for
-// all of them: the text a TensorDict's non-tensor data is written as in one format is read back
-// in another.
+// Every JSON text that comes from a file or another process is parsed by ParseUntrustedJson below
+// or structure::ParseJson (td/structure/structure.h), the parses that check the nesting first
+// (CheckJsonDepth) and report malformed text (bad syntax, invalid UTF-8) as a status rather than
+// an exception: the structure codecs above, HDF5's `__tensordict__` attribute and JSON datasets
+// (td/backends/h5), Zarr's metadata and non-tensor payloads (td/io/zarr_format.cc, td/io/zarr.cc),
+// JSON tables (td/io/tabular.cc), tensorclass directories' meta.json (td/tensorclass/memmap.cc).
+// The depth limit is kMaxStructureJsonDepth for all of them: the text a TensorDict's non-tensor
+// data is written as in one format is read back in another.
 #pragma once
 
 #include <c10/core/ScalarType.h>
@@ -168,17 +153,10 @@ inline absl::StatusOr<c10::ScalarType> DtypeFromCode(int64_t code) {
     return absl::InvalidArgumentError(
         absl::StrCat("dtype code ", code, ": ", compat::NoSuchDtypeMessage(*d)));
   }
-  if (code >= 0 && code < static_cast<int64_t>(c10::ScalarType::NumOptions)) {
-    switch (static_cast<c10::ScalarType>(code)) {
-      case c10::ScalarType::Bool: case c10::ScalarType::Byte: case c10::ScalarType::Char:
-      case c10::ScalarType::Short: case c10::ScalarType::Int: case c10::ScalarType::Long:
-      case c10::ScalarType::Half: case c10::ScalarType::Float: case c10::ScalarType::Double:
-      case c10::ScalarType::BFloat16: case c10::ScalarType::ComplexHalf:
-      case c10::ScalarType::ComplexFloat: case c10::ScalarType::ComplexDouble:
-        return static_cast<c10::ScalarType>(code);
-      default:
-        break;
-    }
+  // Byte (0) to Bool (11), then BFloat16 (15): the quantized types between are not stored.
+  if ((code >= static_cast<int64_t>(c10::kByte) && code <= static_cast<int64_t>(c10::kBool)) ||
+      code == static_cast<int64_t>(c10::kBFloat16)) {
+    return static_cast<c10::ScalarType>(code);
   }
   return absl::InvalidArgumentError(absl::StrCat("unknown dtype code ", code));
 }
