@@ -10,17 +10,24 @@
 #include "td/stacking/stacking.h"
 
 namespace td {
+
+void internal::CheckBatchOptions(const char* fn,
+                                 const std::optional<std::vector<int64_t>>& batch_size,
+                                 bool auto_batch_size, std::optional<int64_t> batch_dims) {
+  if (batch_size && (auto_batch_size || batch_dims)) {
+    TD_FAIL(ValueError, fn, ": batch_size ", c10::IntArrayRef(*batch_size),
+            " cannot be combined with ", batch_dims ? "batch_dims" : "auto_batch_size");
+  }
+  if (batch_dims && *batch_dims < 0) {
+    TD_FAIL(ValueError, fn, ": batch_dims must be >= 0, got ", *batch_dims);
+  }
+}
+
 namespace {
 
 // The batch size to build with, and whether to infer one afterwards.
 std::pair<std::vector<int64_t>, bool> Plan(const FromDictOptions& o, const char* fn) {
-  if (o.batch_size() && (o.auto_batch_size() || o.batch_dims())) {
-    TD_FAIL(ValueError, fn, ": batch_size ", c10::IntArrayRef(*o.batch_size()),
-            " cannot be combined with ", o.batch_dims() ? "batch_dims" : "auto_batch_size");
-  }
-  if (o.batch_dims() && *o.batch_dims() < 0) {
-    TD_FAIL(ValueError, fn, ": batch_dims must be >= 0, got ", *o.batch_dims());
-  }
+  internal::CheckBatchOptions(fn, o.batch_size(), o.auto_batch_size(), o.batch_dims());
   return {o.batch_size().value_or(std::vector<int64_t>{}), o.auto_batch_size() || o.batch_dims()};
 }
 

@@ -44,6 +44,14 @@ TensorDict from_dict(const std::vector<TensorDict::Item>& items, const FromDictO
 // From a (nested) c10::Dict<std::string, IValue> of tensors, dicts and JSON-like values (the
 // inverse of to_dict). Throws TypeError naming a key whose value is none of these.
 TensorDict from_dict(const c10::IValue& dict, const FromDictOptions& options = {});
+
+namespace internal {
+// ValueError from `fn` when batch_size is given with auto_batch_size or batch_dims, or batch_dims
+// is negative (the options of from_dict and from_zarr).
+void CheckBatchOptions(const char* fn, const std::optional<std::vector<int64_t>>& batch_size,
+                       bool auto_batch_size, std::optional<int64_t> batch_dims);
+}  // namespace internal
+
 // Upstream's functional spelling of from_dict over keyword arguments: the same call.
 TensorDict make_tensordict(std::initializer_list<TensorDict::Item> items,
                            const FromDictOptions& options = {});

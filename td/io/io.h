@@ -2,7 +2,8 @@
 // them (`dumps`, `load_`, `load_memmap_`, `memmap_refresh_`, `saved_path`, `make_memmap*`), as
 // free functions. save / load go through the format drivers (NOTE [ Format drivers ] in
 // td/format/format.h), all Python tensordict 0.14's formats; SaveOptions::format and
-// LoadOptions::format say which one a path gets.
+// LoadOptions::format say which one a path gets. By default load goes first by what is at the
+// path, then both go by its suffix (".tdz", ".zarr", ".h5"), else a memmap directory.
 //
 //   td::save(data, "/ckpt/step100");              // a memmap directory, as data.memmap(...)
 //   td::save(data, "/ckpt/step100.tdz");          // one file; Python's TensorDict.load reads it

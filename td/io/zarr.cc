@@ -17,6 +17,8 @@
 
 #include "td/core/dtype.h"
 #include "td/core/errors.h"
+#include "td/format/format.h"
+#include "td/io/dict.h"
 #include "td/io/zarr_format.h"
 #include "td/os/files.h"
 #include "td/structure/structure.h"
@@ -290,6 +292,29 @@ bool IsZarrStore(const std::string& path) {
 
 std::atomic<uint64_t> temp_counter{0};
 
+// The "zarr" format driver (NOTE [ Format drivers ] in td/format/format.h).
+format::Driver ZarrDriver() {
+  format::Driver d;
+  d.id = "zarr";
+  d.summary = "a Zarr group store, format 2 written, 2 and 3 read (Python tensordict's to_zarr / "
+              "from_zarr, zarr-python)";
+  d.suffixes = {".zarr"};
+  // numpy has neither bfloat16 nor float8 (upstream's to_zarr refuses them too).
+  d.traits.dtypes = format::DtypesExcept({c10::kBFloat16}, /*float8=*/false);
+  d.traits.meta_data = false;
+  d.traits.non_tensor_stack = false;
+  d.traits.names = true;
+  d.traits.keeps_key_order = false;
+  d.detect = [](const std::string& path) {
+    return format::DirectoryHolds(path, ".zgroup") || format::DirectoryHolds(path, "zarr.json");
+  };
+  d.save = [](const TensorDict& td, const std::string& path) { to_zarr(td, path); };
+  d.load = [](const std::string& path) { return from_zarr(path); };
+  return d;
+}
+
+TD_REGISTER_FORMAT_DRIVER(ZarrDriver());
+
 }  // namespace
 
 void to_zarr(const TensorDict& td, const std::string& path_in, const ToZarrOptions& options) {
@@ -338,13 +363,8 @@ void to_zarr(const TensorDict& td, const std::string& path_in, const ToZarrOptio
 }
 
 TensorDict from_zarr(const std::string& path_in, const FromZarrOptions& options) {
-  if (options.batch_size() && (options.auto_batch_size() || options.batch_dims())) {
-    TD_FAIL(ValueError, "from_zarr: batch_size ", c10::IntArrayRef(*options.batch_size()),
-            " cannot be combined with ", options.batch_dims() ? "batch_dims" : "auto_batch_size");
-  }
-  if (options.batch_dims() && *options.batch_dims() < 0) {
-    TD_FAIL(ValueError, "from_zarr: batch_dims must be >= 0, got ", *options.batch_dims());
-  }
+  internal::CheckBatchOptions("from_zarr", options.batch_size(), options.auto_batch_size(),
+                              options.batch_dims());
   std::string path = path_in;
   while (path.size() > 1 && path.back() == '/') path.pop_back();
   std::error_code ec;

@@ -12,20 +12,17 @@
 // A chunk file is read whole, at most codec::MaxCompressedSize of the chunk's raw size, and
 // decompressed into the chunk's raw size exactly (NOTE [ Bounded decompression ] in
 // td/bytes/codec.h); anything else is a ZarrError naming the array, the file and the codec.
-#include "td/io/zarr_codec.h"
+#include "td/io/zarr_format.h"
 
 #include <vector>
 
 #include "td/core/errors.h"
-#include "td/io/zarr_error.h"
 #include "td/os/fd.h"
 
 namespace td {
 namespace internal {
 namespace zarr {
 namespace {
-
-using json = nlohmann::json;
 
 // The compressor `name` (or numcodecs' zarr 3 name "numcodecs.zstd") reads, or nullopt.
 std::optional<codec::Format> FormatNamed(std::string name) {

@@ -39,12 +39,13 @@ namespace {
 // Metadata files larger than this are refused rather than parsed.
 constexpr int64_t kMaxJsonBytes = int64_t{64} << 20;
 
-// The file `path` open for reading, and its size; nullopt when there is none. Opened without
-// waiting on a FIFO (reads of regular files ignore O_NONBLOCK), following file symlinks (stores
-// kept by git-annex or DVC link their files); ZarrError naming `path` unless it is regular.
-std::optional<std::pair<os::UniqueFd, int64_t>> OpenRegular(const std::string& path) {
+// The file `path` open for reading, and its size; nullopt when there is none (ENOENT, or ENOTDIR
+// too when `notdir`). Opened without waiting on a FIFO (reads of regular files ignore O_NONBLOCK),
+// following file symlinks (stores kept by git-annex or DVC link their files); ZarrError naming
+// `path` unless it is regular.
+std::optional<std::pair<os::UniqueFd, int64_t>> OpenRegular(const std::string& path, bool notdir) {
   os::UniqueFd fd(::open(path.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC));
-  if (!fd.valid() && (errno == ENOENT || errno == ENOTDIR)) return std::nullopt;
+  if (!fd.valid() && (errno == ENOENT || (notdir && errno == ENOTDIR))) return std::nullopt;
   if (!fd.valid()) ThrowIfError<ZarrError>(os::ErrnoError(errno, "cannot open", path));
   struct stat st {};
   if (::fstat(fd.get(), &st) != 0) {
@@ -63,7 +64,7 @@ std::optional<std::pair<os::UniqueFd, int64_t>> OpenRegular(const std::string& p
 
 // The bytes of the metadata file `path` (OpenRegular), at most kMaxJsonBytes.
 std::optional<std::string> ReadMetaFile(const std::string& path) {
-  const std::optional<std::pair<os::UniqueFd, int64_t>> file = OpenRegular(path);
+  const std::optional<std::pair<os::UniqueFd, int64_t>> file = OpenRegular(path, true);
   if (!file) return std::nullopt;
   const auto& [fd, size] = *file;
   if (size > kMaxJsonBytes) {
@@ -465,7 +466,7 @@ at::Tensor ReadRaw(const ArrayMeta& a, const std::string& dir, const std::string
       const int64_t start = coords[d] * a.chunks[d];
       region = region.narrow(d, start, std::min(a.chunks[d], a.shape[d] - start));
     }
-    const std::optional<std::pair<os::UniqueFd, int64_t>> opened = OpenRegular(file);
+    const std::optional<std::pair<os::UniqueFd, int64_t>> opened = OpenRegular(file, false);
     if (!opened) {
       fill_region(region);  // removed since the listing
       continue;

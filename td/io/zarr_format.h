@@ -1,7 +1,7 @@
 // Zarr's files and metadata, internal to //td/io:zarr (zarr.cc reads and writes stores with
-// these): a store's directories listed, numpy dtype strings, a node's metadata in format 2 or 3,
-// and an array's chunks assembled into one buffer. NOTE [ Zarr layout ] in td/io/zarr.h says
-// what a store holds. Not API.
+// these): a store's directories listed, chunk codecs (zarr_codec.cc), numpy dtype strings, a
+// node's metadata in format 2 or 3, and an array's chunks assembled into one buffer.
+// NOTE [ Zarr layout ] in td/io/zarr.h says what a store holds. Not API.
 #pragma once
 
 #include <ATen/core/Tensor.h>
@@ -15,7 +15,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "td/io/zarr_codec.h"
+#include "td/bytes/codec.h"
 #include "td/io/zarr_error.h"
 #include "td/os/files.h"
 
@@ -33,6 +33,28 @@ using json = nlohmann::json;
 std::vector<os::DirEntry> ListStoreDir(const std::string& path, bool refuse_dir_links);
 // structure::ParseJson of `text`; ZarrError naming `path` for text that is not valid JSON.
 json ParseJson(std::string_view text, const std::string& path);
+
+// ---- chunk codecs (NOTE [ Zarr codecs ] in td/io/zarr_codec.cc) ---------------------------
+
+// How an array's chunk files hold its bytes: raw, or compressed in one format.
+struct ChunkCodec {
+  std::optional<codec::Format> format;  // nullopt: raw
+  // The codec as named in the metadata ("blosc", "zstd", "numcodecs.zlib"), for messages.
+  std::string name;
+};
+// The compressor of a format 2 array (.zarray's "compressor"); ZarrError naming `where` and the
+// compressor for one not read here.
+ChunkCodec ParseV2Compressor(const json& compressor, const std::string& where);
+// The codecs of a format 3 array (zarr.json's "codecs"), setting `*big_endian` from bytes'
+// "endian"; ZarrError naming `where` and the codecs for a chain not read here.
+ChunkCodec ParseV3Codecs(const json& codecs, const std::string& where, bool* big_endian);
+// read(2) until `n` bytes are read; ZarrError naming `path` on an error or an early end.
+void ReadExactly(int fd, void* data, int64_t n, const std::string& path);
+// Reads the chunk file `file` (open as `fd`, `file_size` bytes) into exactly `chunk_bytes` bytes
+// at `out`, decompressing it with `c`; a ZarrError naming `where` (the array), the file and the
+// codec otherwise.
+void ReadChunkFile(const ChunkCodec& c, int fd, int64_t file_size, uint8_t* out,
+                   int64_t chunk_bytes, const std::string& file, const std::string& where);
 
 // ---- dtypes and metadata -------------------------------------------------------------------
 
