@@ -50,8 +50,7 @@ bool Exists(const std::string& path) {
   return std::filesystem::exists(path, ec);
 }
 
-// A new file at `path` (replacing one), named `display` in messages (the path it will be renamed
-// to), its root group of batch size `batch`, as a storage.
+// A new file at `path` (replacing one), named `display` in messages, as a storage.
 absl::StatusOr<std::shared_ptr<H5Storage>> Create(const std::string& path,
                                                   const std::vector<int64_t>& batch,
                                                   const internal::CreateLayout& layout,

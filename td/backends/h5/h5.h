@@ -9,45 +9,35 @@
 //   td::TensorDict dense = td::h5::from_h5("out.h5");           // everything in memory
 //
 // NOTE [ HDF5 layout ]
-// The layout is Python tensordict's (tensordict/persistent.py), so files go both ways with h5py:
-//  * a nested TensorDict is a group, a tensor a dataset of the tensor's full shape (batch dims
-//    first) and dtype (bool as h5py's enum {FALSE, TRUE} of int8, float16 as h5py's 16-bit IEEE
-//    float); nested keys are group paths ("next/obs"). A key that cannot be one HDF5 name ('/'
-//    inside, which h5py would turn into a nested group, ".", "") is a ValueError naming it.
-//  * non-tensor data: a string is a scalar variable-length UTF-8 string dataset (upstream's
-//    str); bools, numbers and rectangular arrays of one kind of them or of strings are h5py's
-//    tagged opaque data holding numpy's bytes, as upstream v0.14 writes them (the int 5 as
-//    "NUMPY:<i8", which upstream reads back as 5: NOTE [ HDF5 opaque data ] in npy_opaque.h);
-//    any other JSON value (null, objects, ragged or mixed arrays, which upstream cannot store in
-//    HDF5) is a scalar string dataset holding its JSON text, with the attribute
-//    `tensordict_json` = 1 (upstream reads that text). On reading, a scalar string dataset is a
-//    JSON string, an array of strings (fixed or variable length, h5py's `S` / `str`) a JSON array
-//    of strings, and opaque data the JSON value of its numpy data, or its description
-//    {"hdf5_opaque": {...}} where it has none (complex, datetime, untagged bytes).
+// Python tensordict's layout (tensordict/persistent.py), so files go both ways with h5py:
+//  * a nested TensorDict is a group, a tensor a dataset of its full shape (batch dims first) and
+//    dtype (bool as h5py's enum {FALSE, TRUE} of int8, float16 as h5py's IEEE half); nested keys
+//    are group paths ("next/obs"). A key that cannot be one HDF5 name ('/' inside, ".", "") is a
+//    ValueError naming it.
+//  * non-tensor data: a string is a scalar variable-length UTF-8 string dataset; bools, numbers
+//    and rectangular arrays of one kind of them or of strings are h5py's tagged opaque data, as
+//    upstream v0.14 writes them (NOTE [ HDF5 opaque data ] in npy_opaque.h); any other JSON value
+//    is a scalar string dataset of its JSON text with the attribute `tensordict_json` = 1. On
+//    reading, a scalar string dataset is a JSON string, an array of strings (h5py's `S` / `str`)
+//    a JSON array of strings, opaque data its JSON value or, without one, its description.
 //  * batch sizes: every group we write carries the attribute `__tensordict__`, the JSON text
-//    {"batch_size": [...], "version": 1} (the metadata upstream's zarr backend writes; h5py and
-//    upstream's from_h5 ignore it). Opening a file, a group's batch size is, in order: the one
-//    given (OpenOptions::batch_size, for the opened group; its sub-groups then take it, or their
-//    stored one where that starts with it), the attribute, or upstream's inference: the longest
-//    prefix shared by the shapes of the group's datasets and the batch sizes of its sub-groups
-//    (inferred first), non-tensor data left out. (Upstream v0.14's from_h5 leaves out strings but
-//    counts opaque non-tensor data, whose numpy dtype its metadata takes for an array's: a scalar
-//    such as the int 5 makes it infer []. Its own _check_batch_size leaves them out, as we do.)
+//    {"batch_size": [...], "version": 1} (as upstream's zarr backend; h5py and upstream's from_h5
+//    ignore it). On opening, a group's batch size is the one given (OpenOptions::batch_size;
+//    sub-groups take it, or their stored one where that extends it), else the attribute, else
+//    the inference of upstream's _check_batch_size: the longest prefix of its datasets' shapes
+//    and sub-groups' batch sizes, non-tensor data left out (v0.14's from_h5 counts opaque data).
 //  * links iterate in creation order where the group tracks it (every group we create does), in
-//    name order otherwise (h5py's default, and what h5py shows).
-//  * attributes are not entries: H5TensorDict::attrs() reads them as JSON (robomimic keeps its
-//    env_args and num_samples there), leaving out the layout's own two above, which set_attr
-//    refuses. An empty attribute (h5py.Empty) is null; bools read as NOTE [ HDF5 bools ] in
-//    h5_io.h says.
-// Reads are lazy: get() reads one dataset, through the TensorDict's selection of rows; index()
-// with integers, slices (step > 0), Ellipsis and at most one 1-D index or mask tensor returns an
-// H5TensorDict with that selection composed into its own (nothing read); other indices (None,
-// several index tensors, masks over several dims) read the keys and index in memory (a dense
-// result). Writes go to the file: set_(), index_put_() and in-place math write the selected
-// hyperslab; set() of a new key creates a dataset (of the full size of the file's batch dims when
-// written through a selection, as lazy preallocation does elsewhere); set() replacing a key with
-// another shape or dtype, del_(), rename_key_() and set_batch_size() change the file (on the
-// opened TensorDict, not on an index of it). Errors: NOTE [ HDF5 errors ] in h5_io.h.
+//    name order otherwise (h5py's default).
+//  * attributes are not entries: H5TensorDict::attrs() reads them as JSON (robomimic keeps
+//    env_args there), leaving out the layout's own two, which set_attr refuses. h5py.Empty reads
+//    as null; bools as NOTE [ HDF5 bools ] in h5_io.h says.
+// Reads are lazy: get() reads one dataset through the selection; index() with integers, slices
+// (step > 0), Ellipsis and at most one 1-D index or mask tensor composes into the selection
+// (nothing read); other indices read the keys and index in memory. Writes go to the file:
+// set_(), index_put_() and in-place math write the selected hyperslab; set() of a new key
+// creates a dataset (of the file's full batch dims when written through a selection); set()
+// replacing a key with another shape or dtype, del_(), rename_key_() and set_batch_size() change
+// the file (on the opened TensorDict only). Errors: NOTE [ HDF5 errors ] in h5_io.h.
 //
 // Capabilities: in_place_write | new_keys | replace_entries | batch_resize | lazy | persistent |
 // cpu_only opened read-write; an index of it lacks replace_entries and batch_resize; read-only,
@@ -70,8 +60,7 @@
 namespace td::h5 {
 
 // An HDF5 file that cannot be opened, read or written, or whose content does not fit a
-// TensorDict (a dataset whose leading dims disagree with the batch size, an unsupported dtype, a
-// link that leaves the file): the message names the file, the key and the shapes.
+// TensorDict (NOTE [ HDF5 errors ] in h5_io.h); the message names the file and the key.
 class H5Error : public c10::Error {
  public:
   using c10::Error::Error;
@@ -79,8 +68,7 @@ class H5Error : public c10::Error {
 
 enum class Mode { kReadOnly, kReadWrite };
 
-// How new datasets are laid out (to_h5, and set() of new keys on a TensorDict opened read-write):
-// the counterpart of the `**kwargs` upstream passes to h5py's create_dataset.
+// How new datasets are laid out (to_h5, set() of new keys): upstream's create_dataset `**kwargs`.
 struct DatasetOptions {
   // "" (contiguous, uncompressed) or "gzip" (deflate, chunked).
   TORCH_ARG(std::string, compression) = "";
@@ -107,8 +95,7 @@ struct ToH5Options {
   TORCH_ARG(DatasetOptions, datasets) = {};
 };
 
-// A TensorDict on the "h5" backend, with the HDF5-specific queries. A TensorDict handle: copies
-// share the file.
+// A TensorDict on the "h5" backend, with the HDF5-specific queries; copies share the file.
 class H5TensorDict : public TensorDict {
  public:
   // `td` as an H5TensorDict, or nullopt when it is on another backend.
@@ -122,14 +109,13 @@ class H5TensorDict : public TensorDict {
   Mode mode() const;
   // True when this TensorDict is an index of an opened one (it reads a selection of the rows).
   bool is_selection() const;
-  // The attributes of this level's group (key "") or of the dataset / group `key` below it,
-  // as a JSON object: numbers, strings, bools, arrays of them (nested by shape). Throws KeyError
-  // for a missing key, H5Error naming the attribute for a type JSON cannot hold.
+  // The attributes of this level's group (key "") or of `key` below it as a JSON object. Throws
+  // KeyError for a missing key, H5Error naming the attribute for a type JSON cannot hold.
   //   int64_t n = demo.attrs()["num_samples"];
   nlohmann::json attrs(const NestedKey& key = "") const;
-  // Sets (or replaces) attribute `name` of this level's group (key "") or of `key` below it:
-  // a number, bool or string, or an array of one of them (null: an empty attribute). ValueError
-  // when read-only, or for the layout's own names `__tensordict__` and `tensordict_json`.
+  // Sets (or replaces) attribute `name` of this level's group (key "") or of `key` below it: a
+  // number, bool or string, or an array of one of them (null: an empty attribute). ValueError
+  // when read-only, or for the layout's own names.
   void set_attr(const std::string& name, const nlohmann::json& value,
                 const NestedKey& key = "");
   // Writes HDF5's buffers to the file (H5Fflush); also done when the last handle closes it.
@@ -140,9 +126,8 @@ class H5TensorDict : public TensorDict {
 };
 
 // Opens `path` (a file h5py, upstream's to_h5 or ours wrote) as a TensorDict. Throws H5Error
-// naming the file and the problem (missing, truncated, not HDF5, a group that does not exist,
-// a dataset that does not fit the batch size, an unsupported dtype, an external or dangling
-// link), ValueError for bad options.
+// naming the file and the problem (NOTE [ HDF5 errors ] in h5_io.h, or a missing group),
+// ValueError for bad options.
 //   auto demo = td::h5::open(path, td::h5::OpenOptions().group("/data/demo_0"));
 H5TensorDict open(const std::string& path, const OpenOptions& options = {});
 

@@ -20,7 +20,6 @@ absl::Status Io(const std::string& path, const std::string& what) {
   return absl::DataLossError(absl::StrCat(what, " '", path, "': ", ErrorText()));
 }
 
-// A scalar dataspace for [], else a simple one of `shape`.
 Hid SpaceOf(const std::vector<int64_t>& shape) {
   const std::vector<hsize_t> dims(shape.begin(), shape.end());
   return Hid(dims.empty() ? H5Screate(H5S_SCALAR)
@@ -34,8 +33,8 @@ std::vector<hsize_t> DimsOf(hid_t space) {
   return dims;
 }
 
-// OK when `dims` elements of `item` bytes fit in the machine's memory, so that a file's shape
-// (NOTE [ HDF5 errors ]; HDF5's own count wraps past 2^64) is refused before a read allocates.
+// OK when `dims` elements of `item` bytes fit in memory: a file's shape is refused before a read
+// allocates (HDF5's own count wraps past 2^64).
 absl::Status FitsMemory(const std::vector<hsize_t>& dims, size_t item) {
   if (std::find(dims.begin(), dims.end(), 0) != dims.end()) return absl::OkStatus();
   uint64_t bytes = item;
@@ -47,8 +46,7 @@ absl::Status FitsMemory(const std::vector<hsize_t>& dims, size_t item) {
       "reading [", absl::StrJoin(dims, ", "), "] x ", item, " bytes needs more than the memory"));
 }
 
-// One block list per dim: (start, stride, count, block) hyperslab pieces whose union, crossed
-// over the dims, is the selection. List dims are sorted and deduplicated first.
+// One block list per dim, crossed over the dims, is the selection (lists sorted and deduplicated).
 using Piece = std::array<hsize_t, 4>;  // start, stride, count, block
 
 std::vector<int64_t> SortedUnique(const std::vector<int64_t>& list) {
@@ -138,9 +136,8 @@ at::Tensor Reorder(at::Tensor t, const Selection& sel, bool to_block) {
   return t;
 }
 
-// Reads (`write`: writes) `buf`, `numel` elements of `dtype` (a read of bools: their stored
-// bytes, NOTE [ HDF5 bools ]), through `sel` of the dataset at `path` of `shape` (`ds`, when
-// open, is used instead). Takes Lock().
+// Reads (`write`: writes) `buf`, `numel` elements of `dtype` (bools: their stored bytes), through
+// `sel` of the dataset at `path` of `shape` (`ds`, when open, is used instead).
 absl::Status Transfer(hid_t file, const std::string& path, hid_t ds, at::ScalarType dtype,
                       const Selection& sel, const std::vector<int64_t>& shape, int64_t numel,
                       void* buf, bool write) {
@@ -291,8 +288,7 @@ absl::Status WriteTensor(hid_t file, const std::string& path, at::ScalarType dty
                          const std::vector<int64_t>& shape, const Selection& sel,
                          const at::Tensor& value) {
   at::Tensor v = value.to(at::kCPU).to(dtype);
-  // Back to the block HDF5 walks: int dims as 1, lists sorted and deduplicated (the last write of
-  // a repeated position wins, as in index_put_).
+  // Back to the block HDF5 walks (BlockShape, Reorder).
   for (size_t d = 0; d < sel.size(); ++d) {
     if (sel[d].kind == DimSel::Kind::kInt) v = v.unsqueeze(static_cast<int64_t>(d));
   }

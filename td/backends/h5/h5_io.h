@@ -1,30 +1,25 @@
-// Internal to //td/backends/h5: every HDF5 call of the backend, behind one lock. The walk of a
-// file's groups into a Node tree (also built alone by the fuzzer, walk_fuzzer.cc), hyperslab reads
-// and writes of datasets, strings, attributes.
+// Internal to //td/backends/h5: every HDF5 call of the backend, behind one lock: the walk of a
+// file's groups into a Node tree (walk.cc, also fuzzed), dataset reads and writes, attributes.
 //
 // NOTE [ One HDF5 lock ]
-// Debian's libhdf5 is the serial build, configured without --enable-threadsafe: two threads
-// inside the library at once corrupt its global state (the ID table, the metadata cache, the error
-// stack), even on different files. Every HDF5 call of this backend therefore runs under one
-// process-wide recursive mutex, Lock() (recursive because a write may walk and read). Reads of
-// several threads are serialised in the library and parallel outside it (the index_select of a
-// list selection, the tensor copies of the core). A program that calls HDF5 itself, in other
-// threads, must take td::h5::internal::Lock() too. The Node trees are guarded by the same lock.
+// Debian's libhdf5 is the serial build (no --enable-threadsafe): two threads inside the library
+// at once corrupt its global state, even on different files. Every HDF5 call of this backend
+// runs under one process-wide recursive mutex, Lock() (a write may walk and read), which also
+// guards the Node trees. Reads of several threads are serialised in the library and parallel
+// outside it (reordering rows, the core's copies). A program calling HDF5 itself from other
+// threads must take td::h5::internal::Lock() too.
 //
 // NOTE [ HDF5 errors ]
-// HDF5 reports a failure as a negative return and an error stack; its automatic printing is off,
-// and ErrorText() turns the stack into the message of our error. Every problem with a file is a
-// td::h5::H5Error naming the file and the key (as MemmapError is memmap's): a file that is
-// missing, truncated or not HDF5 (HDF5's reason, e.g. "truncated file: eof = ..."), a dtype with
-// no tensor counterpart (variable-length sequences, compounds, references, unsigned 16-64 bit
-// integers: the HDF5 class named; opaque data is non-tensor data, NOTE [ HDF5 opaque data ] in
-// npy_opaque.h), an external link (its target file named), a dangling soft link, a link cycle,
-// groups nested past kMaxNestingDepth, and what a structure::Builder refuses once the walked tree
-// is said to it (NOTE [ Structure codec ] in td/structure/structure.h: a dataset whose leading
-// dims are not the batch size, both shapes named, or whose bytes pass int64). All of it is checked
-// when the file is opened; later reads meet only I/O errors, reads past the machine's memory
-// (FitsMemory) and opaque data too large for a value (npy_opaque.h). Bad arguments stay
-// ValueError / KeyError / TypeError, as on every backend.
+// HDF5's automatic error printing is off; ErrorText() turns its error stack into our message.
+// Every problem with a file is a td::h5::H5Error naming the file and the key: a file that is
+// missing, truncated or not HDF5 (HDF5's reason), a dtype with no tensor counterpart (vlen
+// sequences, compounds, references, unsigned 16-64 bit where LibTorch lacks them: the class
+// named; opaque data is non-tensor data), an external link (its target named), a dangling soft
+// link, a link cycle, groups nested past kMaxNestingDepth, and what a structure::Builder refuses
+// (NOTE [ Structure codec ] in td/structure/structure.h: leading dims that are not the batch
+// size, both shapes named, or bytes past int64). All of it is checked on opening; later reads
+// meet only I/O errors, sizes past the machine's memory and opaque data too large for a value
+// (kMaxOpaqueBytes). Bad arguments stay ValueError / KeyError / TypeError, as on every backend.
 #pragma once
 
 #include <ATen/core/Tensor.h>
@@ -99,8 +94,7 @@ struct Node {
   std::vector<int64_t> shape;         // kTensor, kStrings, kOpaque: the dataset's shape
   std::vector<int64_t> batch;         // kGroup: the level's batch size in the file
   std::vector<std::pair<std::string, std::unique_ptr<Node>>> children;  // kGroup, in order
-  // kTensor: the dataset, opened on its first read and kept open while the node lives (closed
-  // under Lock(), as every node is destroyed or replaced).
+  // kTensor: the dataset, opened on its first read and kept open while the node lives.
   Hid dataset;
 
   Node* child(std::string_view name) const;
@@ -108,12 +102,10 @@ struct Node {
 };
 
 // NOTE [ HDF5 bools ]
-// h5py stores a bool as an enum of int8 {FALSE = 0, TRUE = 1}, but nothing stops another writer
-// from storing other bytes (5, 0xff) in it, and HDF5's enum conversion does not check them. A
-// LibTorch bool holding a byte other than 0 or 1 is undefined behaviour (UBSan aborts on it), so
-// bool datasets and attributes are read as their stored bytes (the file's own type as the memory
-// type: no conversion) and then compared with 0: any nonzero byte reads as true, as numpy reads
-// such a bool.
+// h5py stores a bool as an enum of int8 {FALSE = 0, TRUE = 1}, but another writer may store other
+// bytes (5, 0xff), which HDF5's enum conversion does not check, and a LibTorch bool holding a
+// byte other than 0 or 1 is undefined behaviour. So bools are read as their stored bytes (the
+// file's type as the memory type) and compared with 0: nonzero reads as true, as in numpy.
 
 // The tensor dtype of an HDF5 datatype (NOTE [ HDF5 layout ] in h5.h), or kInvalidArgument
 // naming the HDF5 class of a type without one.
@@ -131,9 +123,9 @@ inline constexpr const char* kMetaAttr = "__tensordict__";
 // The attribute of a string dataset holding JSON text.
 inline constexpr const char* kJsonAttr = "tensordict_json";
 
-// Walks the group `group` of the open file `file` (named `filename` in errors) into a tree,
-// checking everything NOTE [ HDF5 errors ] lists. `batch`: the group's batch size when given.
-// Status codes: kDataLoss for a file that does not fit (H5Error), kNotFound for a missing group.
+// Walks the group `group` of `file` (named `filename` in errors) into a tree, checking what
+// NOTE [ HDF5 errors ] lists; `batch`: the group's batch size when given. kDataLoss for a file
+// that does not fit (H5Error), kNotFound for a missing group.
 absl::StatusOr<std::unique_ptr<Node>> Walk(hid_t file, const std::string& filename,
                                            const std::string& group,
                                            const std::optional<std::vector<int64_t>>& batch);
@@ -160,9 +152,8 @@ using Selection = std::vector<DimSel>;
 // The shape a selection gives a file shape: kept dims' sizes, then the dims after the selection.
 std::vector<int64_t> SelectedShape(const Selection& sel, const std::vector<int64_t>& shape);
 
-// Reads the dataset at `path` (absolute in the file; `dataset`, when open, is used instead)
-// through `sel` into a new tensor of `dtype` (the dtype the walk gave it), of
-// SelectedShape(sel, shape).
+// Reads the dataset at `path` (absolute; `dataset`, when open, is used instead) through `sel`
+// into a new tensor of `dtype` and SelectedShape(sel, shape).
 absl::StatusOr<at::Tensor> ReadTensor(hid_t file, const std::string& path, at::ScalarType dtype,
                                       const std::vector<int64_t>& shape, const Selection& sel,
                                       hid_t dataset = -1);
@@ -182,23 +173,18 @@ absl::Status CreateDataset(hid_t file, const std::string& path, at::ScalarType d
                            const std::vector<int64_t>& shape, const CreateLayout& layout);
 // Creates a group that tracks link creation order, with the batch-size attribute.
 absl::Status CreateGroup(hid_t file, const std::string& path, const std::vector<int64_t>& batch);
-// Rewrites a group's batch-size attribute.
 absl::Status WriteBatchAttr(hid_t file, const std::string& path, const std::vector<int64_t>& batch);
 
 // A non-tensor entry (Kind kString, kStrings, kJson, kOpaque) as JSON.
 absl::StatusOr<nlohmann::json> ReadNonTensor(hid_t file, const std::string& path, Node::Kind kind);
-// Writes `value` as upstream does (NOTE [ HDF5 layout ] in h5.h): a string as a scalar string
-// dataset, a value with a numpy form as tagged opaque data (NOTE [ HDF5 opaque data ]), other JSON
-// as its text in a scalar string dataset with kJsonAttr. Returns the Kind written (kString,
-// kOpaque, kJson); kInvalidArgument for a malformed {"hdf5_opaque": ...} description.
+// Writes `value` as NOTE [ HDF5 layout ] in h5.h says; returns the Kind written (kString,
+// kOpaque, kJson), kInvalidArgument for a malformed {"hdf5_opaque": ...} description.
 absl::StatusOr<Node::Kind> WriteNonTensor(hid_t file, const std::string& path,
                                           const nlohmann::json& value);
 
-// Every attribute of the object at `path` as a JSON object; an empty one (a null dataspace,
-// h5py.Empty) is null.
+// Every attribute of the object at `path` as a JSON object (h5py.Empty: null).
 absl::StatusOr<nlohmann::json> ReadAttrs(hid_t file, const std::string& path);
-// Writes attribute `name` (a number, bool or string, a flat array of one kind of them, or null:
-// an empty attribute), replacing one of that name.
+// Writes attribute `name` (what H5TensorDict::set_attr takes), replacing one of that name.
 absl::Status WriteAttr(hid_t file, const std::string& path, const std::string& name,
                        const nlohmann::json& value);
 

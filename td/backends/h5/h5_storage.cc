@@ -67,9 +67,8 @@ const char* KindText(Node::Kind kind) {
                                        : "non-tensor data";
 }
 
-// ValueError naming `key` when it cannot be one HDF5 link name: "a/y" would be the path of "y"
-// in a group "a" (h5py creates that group; it reads back as the key ('a', 'y')), "." names the
-// group itself and "" nothing. Refused rather than changed, so no structure changes silently.
+// ValueError naming `key` when it cannot be one HDF5 link name ("a/y" would be "y" in a group
+// "a", "." the group itself): refused rather than changed, so no structure changes silently.
 void CheckLinkName(const std::string& filename, const std::vector<std::string>& level,
                    std::string_view key) {
   if (!key.empty() && key != "." && key.find('/') == std::string_view::npos) return;
@@ -159,10 +158,8 @@ std::optional<Value> H5Storage::get(std::string_view key) const {
     shape = c->shape;
     dataset = c->dataset.get();
   }
-  // Outside the lock but for the HDF5 calls: the rows' reordering runs in parallel with other
-  // readers (a concurrent write of the same level needs the caller's synchronisation, as on
-  // every backend).
-  // The error's context is built only on failure: get() is every leaf's read.
+  // Outside the lock but for the HDF5 calls, so reordering rows runs in parallel with other
+  // readers. The error's context is built only on failure: get() is every leaf's read.
   absl::StatusOr<at::Tensor> t = ReadTensor(file_->fid.get(), path, dtype, shape, sel_, dataset);
   if (!t.ok()) ThrowIfError<H5Error>(t.status(), Context(*file_, level_, key));
   return Value(*std::move(t));
@@ -211,14 +208,11 @@ void H5Storage::Put(const std::vector<std::string>& level, Node* lvl, std::strin
   };
   if (value.is_non_tensor()) {
     if (value.non_tensor_data().is_stack()) {
-      // Upstream's HDF5 layout has no per-element non-tensor data: written as one value, it
-      // would read back as that value on every element.
       TD_FAIL(TypeError, context, ": a NonTensorStack cannot be stored in HDF5 (upstream's "
               "PersistentTensorDict has no form for one value per batch element); store the "
               "values as a tensor, or save this TensorDict with memmap() or save_consolidated()");
     }
-    // A malformed {"hdf5_opaque": ...} description (npy_opaque.h) is a ValueError before the old
-    // entry goes.
+    // A malformed {"hdf5_opaque": ...} description fails before the old entry goes.
     ThrowIfError<H5Error>(EncodeOpaque(value.non_tensor()).status(), context);
     remove_existing();
     add(ValueOrThrow<H5Error>(WriteNonTensor(fid, path, value.non_tensor()), context));
@@ -371,8 +365,7 @@ std::optional<Selection> H5Storage::Compose(at::ArrayRef<TensorIndex> indices) c
           DimSel{DimSel::Kind::kRange, old.start + start * old.step, old.step * step, count, {}};
       continue;
     }
-    // ExpandBatchIndex has checked a mask's size. An index tensor is read as is: Positions would
-    // build the whole dim's positions to pick from.
+    // An index tensor is read as is: Positions would build the whole dim's positions.
     bool single = false;
     std::vector<int64_t> pos;
     if (idx.is_tensor() && !::td::internal::IsMask(idx.tensor())) {

@@ -13,9 +13,8 @@
 
 namespace td::h5::internal {
 
-// One open file: its identifier, the tree the walk found (kept in step with every structural
-// write) and how new datasets are laid out. Shared by every storage of the file; guarded by
-// Lock(). Closed (and flushed) with the last of them.
+// One open file and the tree the walk found (kept in step with every structural write), shared
+// by every storage of the file; guarded by Lock(). Closed (and flushed) with the last of them.
 struct H5File {
   ~H5File();
   std::string filename;
@@ -33,8 +32,7 @@ struct H5File {
 
 class H5Storage final : public LazyStorage {
  public:
-  // The group `level` of `file` through `sel` (empty: every row), whose batch size that gives
-  // is `batch`.
+  // The group `level` of `file` through `sel` (empty: every row), of batch size `batch`.
   H5Storage(std::shared_ptr<H5File> file, std::vector<std::string> level, Selection sel,
             std::vector<int64_t> batch);
 
@@ -67,9 +65,7 @@ class H5Storage final : public LazyStorage {
   // Writes `value` under `key` of the group `lvl` (at `level`) through this storage's selection.
   void Put(const std::vector<std::string>& level, Node* lvl, std::string_view key,
            const Value& value) const;
-  // `indices` composed into the selection (over every batch dim of the level), or nullopt for an
-  // index the selection cannot express (None, bool scalars, several index tensors, masks over
-  // several dims).
+  // `indices` composed into the selection, or nullopt for an index it cannot express (h5.h).
   std::optional<Selection> Compose(at::ArrayRef<at::indexing::TensorIndex> indices) const;
 
   std::shared_ptr<H5File> file_;

@@ -24,8 +24,7 @@ constexpr const char* kPrefix = "NUMPY:";
 constexpr size_t kPrefixSize = 6;
 constexpr const char* kDescription = "hdf5_opaque";
 
-// A numpy dtype str ("<i8", "|b1", "<U2"): byte order, kind, and numpy's count (bytes; code
-// points for "U").
+// A numpy dtype str ("<i8", "|b1", "<U2"): byte order, kind, count (bytes; code points for "U").
 struct Dtype {
   char order = '<';
   char kind = 'i';

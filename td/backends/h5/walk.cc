@@ -103,7 +103,6 @@ absl::StatusOr<at::ScalarType> TensorDtypeOf(hid_t type) {
                                                    named ? t.status().message() : ""));
   }
   if (cls == H5T_ENUM && size == 1 && H5Tget_nmembers(type) == 2) {
-    // h5py's bool: an enum of int8 with FALSE = 0 and TRUE = 1.
     int8_t f = -1, t = -1;
     const bool names = H5Tenum_valueof(type, "FALSE", &f) >= 0 && H5Tenum_valueof(type, "TRUE", &t) >= 0;
     H5Eclear2(H5E_DEFAULT);
@@ -124,8 +123,6 @@ absl::StatusOr<at::ScalarType> TensorDtypeOf(hid_t type) {
 absl::StatusOr<Hid> MemType(at::ScalarType dtype) {
   if (const compat::NewerDtypeInfo* d = compat::FindNewerDtype(dtype)) {
     if (d->is_float8) {
-      // numpy has no float8, and Python tensordict's to_h5 goes through numpy: it cannot write
-      // one, nor would h5py read one back as a tensor.
       return absl::InvalidArgumentError(absl::StrCat(
           "dtype ", std::string(d->name), " cannot be stored in an HDF5 file (numpy, hence "
           "h5py and Python tensordict's to_h5, has no float8)"));
@@ -190,7 +187,6 @@ struct Walker {
     return absl::DataLossError(absl::StrCat("HDF5 file '", filename, "', key '", key, "': ", what));
   }
 
-  // The links of `group` in creation order when tracked, in name order otherwise.
   absl::StatusOr<std::vector<std::string>> LinkNames(hid_t group, const std::string& key) {
     Hid gcpl(H5Gget_create_plist(group));
     unsigned flags = 0;
@@ -261,8 +257,7 @@ struct Walker {
     return node;
   }
 
-  // The batch size stored in a group's kMetaAttr, or nullopt: structure::ParseJson and
-  // structure::Sizes (NOTE [ Structure codec ] in td/structure/structure.h) read it.
+  // The batch size stored in a group's kMetaAttr, or nullopt.
   absl::StatusOr<std::optional<std::vector<int64_t>>> StoredBatch(hid_t group,
                                                                  const std::string& key) {
     if (H5Aexists(group, kMetaAttr) <= 0) {
@@ -298,8 +293,7 @@ struct Walker {
     auto node = std::make_unique<Node>();  // a kGroup
     absl::StatusOr<std::optional<std::vector<int64_t>>> stored = StoredBatch(group, key);
     if (!stored.ok()) return stored.status();
-    // Given; under a given one (upstream: it holds for the sub-groups), the stored one when it
-    // extends the parent's, else the parent's; stored; or inferred once the children are known.
+    // In the order of NOTE [ HDF5 layout ] in h5.h; inferred once the children are known.
     std::optional<std::vector<int64_t>> batch = given ? given : *stored;
     if (!given && parent &&
         !(*stored && ::td::internal::CheckStartsWith(**stored, *parent, "batch size").ok())) {
@@ -331,8 +325,7 @@ struct Walker {
     return node;
   }
 
-  // Upstream's inference: the longest prefix shared by every tensor's shape and every sub-group's
-  // batch size (non-tensor data left out); [] for a level without any.
+  // Upstream's inference (NOTE [ HDF5 layout ] in h5.h); [] for a level without any.
   static std::vector<int64_t> InferBatch(const Node& node) {
     std::optional<std::vector<int64_t>> common;
     for (const auto& [name, child] : node.children) {
@@ -346,9 +339,8 @@ struct Walker {
     return common.value_or(std::vector<int64_t>{});
   }
 
-  // Says the walked group `node` at `key` (its level made in `b`) to `b`, which applies the
-  // structure rules (NOTE [ Structure codec ] in td/structure/structure.h): its batch size, its
-  // sub-groups with what they hold, then its datasets (a deeper fault is named first).
+  // Says the walked group `node` at `key` to `b` (NOTE [ Structure codec ] in
+  // td/structure/structure.h), sub-groups first so that a deeper fault is named first.
   absl::Status Describe(structure::Builder& b, structure::Level& level, const Node& node,
                         const std::string& key) {
     if (absl::Status s = b.SetBatchSize(level, node.batch); !s.ok()) return Said(s, key);
