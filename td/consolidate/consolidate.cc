@@ -21,8 +21,7 @@ using internal::BufferLayout;
 
 namespace {
 
-// The buffer's memory, per the options: shared memory, pinned memory or an ordinary allocation
-// on `device`.
+// The buffer's memory per the options: shared, pinned or an ordinary allocation on `device`.
 at::Tensor AllocateOwner(int64_t nbytes, at::Device device, const ConsolidateOptions& options) {
   at::TensorOptions opts = at::TensorOptions().dtype(at::kByte).device(device);
   if (device.is_cpu() && options.pin_memory() && at::globalContext().hasCUDA()) {

@@ -1,9 +1,8 @@
 // consolidate(): every tensor leaf of a TensorDict (nested ones included) copied into ONE buffer,
-// each leaf a view into it, so that cloning, casting, moving or running an element-wise op over
-// the whole TensorDict with its own members (td.clone(), td.to(at::kHalf), td * 2, td.add_(other),
-// td.zero_(), ...) is one copy or one kernel instead of one per leaf (NOTE [ One buffer, one
-// kernel ] in td/core/leafwise.cc), and saving it is one write. The counterpart of Python
-// tensordict's `TensorDict.consolidate()` / `is_consolidated()`. Layout and recognition:
+// each leaf a view into it, so that cloning, casting or an element-wise op over the whole
+// TensorDict (td.clone(), td.to(at::kHalf), td * 2, td.add_(other), ...) is one copy or kernel
+// (NOTE [ One buffer, one kernel ] in td/core/leafwise.cc), and saving it is one write. Python
+// tensordict's `consolidate()` / `is_consolidated()`. Layout and recognition:
 // NOTE [ Consolidated buffer layout ] (td/consolidate/internal/layout.h); the file format:
 // td/consolidate/file.h.
 //
@@ -30,35 +29,28 @@ namespace td {
 
 // Options of consolidate().
 //   td::consolidate(td, td::ConsolidateOptions().pin_memory(true).num_threads(4));
-// parallel / num_threads / min_cost (td::parallel::WithParallelOptions; NOTE [ num_threads ] in
-// td/executor/executor.h): the threads copying leaves into the buffer. The cost is the bytes to
-// copy: by default up to td::parallel::num_threads() threads from
-// td::parallel::kDefaultMinParallelCost bytes on, else the calling thread.
+// parallel / num_threads / min_cost (NOTE [ num_threads ] in td/executor/executor.h): the threads
+// copying leaves into the buffer; the cost is the bytes to copy.
 struct ConsolidateOptions : parallel::WithParallelOptions<ConsolidateOptions> {
   // Puts the buffer in a memory-mapped file at this path, in the consolidated file format
-  // (td/consolidate/file.h: data, JSON metadata, metadata length), readable by
-  // load_consolidated() and by Python's `TensorDict.from_consolidated`. The result's leaves map
-  // the file (shared mapping: writes reach the file). Exclusive with `device` (CPU only).
+  // (td/consolidate/file.h), readable by load_consolidated() and Python's from_consolidated. The
+  // result's leaves map the file (shared: writes reach it). Exclusive with `device` (CPU only).
   TORCH_ARG(std::optional<std::string>, filename) = std::nullopt;
-  // Puts the buffer in one anonymous shared-memory segment (the shared-memory backend's, through
-  // TensorDict::share_memory_(); link //td/backends/shared_memory or it throws naming the
-  // target). Ignored for accelerator devices.
+  // Puts the buffer in one shared-memory segment (through TensorDict::share_memory_(): link
+  // //td/backends/shared_memory or it throws). Ignored for accelerator devices.
   TORCH_ARG(bool, share_memory) = false;
-  // Puts the buffer in pinned (page-locked) host memory. On a build or machine without CUDA there
-  // is no pinned memory: the option is then ignored (ordinary host memory, no error).
+  // Puts the buffer in pinned (page-locked) host memory; ignored without CUDA (no error).
   TORCH_ARG(bool, pin_memory) = false;
-  // The buffer's device (default: the TensorDict's device, else the first leaf's). The result's
-  // device() is set to it when given.
+  // The buffer's device (default: the TensorDict's, else the first leaf's); the result's device().
   TORCH_ARG(std::optional<at::Device>, device) = std::nullopt;
 };
 
 // A new dense TensorDict with the same structure, batch sizes, non-tensor data and values, whose
 // tensor leaves are views into one buffer (NOTE [ Consolidated buffer layout ]). A TensorDict
-// that is already consolidated is returned as is (the same handle; options are ignored, as in
-// Python). Works on every backend (lazy entries are computed once). Leaves are copied as values:
-// the result does not track gradients. Throws ValueError for a leaf that is not a strided tensor,
-// for `filename` together with a non-CPU device, or (with a filename) for a key the file format
-// cannot hold (see file.h); MemmapError when the file cannot be created.
+// that is already consolidated is returned as is (options ignored, as in Python). Works on every
+// backend. The result does not track gradients. Throws ValueError for a leaf that is not a
+// strided tensor, for `filename` with a non-CPU device, or for a key the file format cannot hold
+// (see save_consolidated() in file.h for the file's errors).
 //   td::TensorDict c = td::consolidate(td, td::ConsolidateOptions().num_threads(4));
 TensorDict consolidate(const TensorDict& td, const ConsolidateOptions& options = {});
 

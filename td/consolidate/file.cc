@@ -9,6 +9,7 @@
 #include <atomic>
 #include <cerrno>
 #include <cstring>
+#include <optional>
 #include <string_view>
 #include <utility>
 #include <vector>
@@ -38,15 +39,12 @@ constexpr auto Bad = internal::BadConsolidatedFile;
 // Numbers the temporaries "<filename>.tmp.<pid>.<n>" of internal::PendingFile.
 std::atomic<int64_t> temporaries{0};
 
-// A level object of class `cls` whose non_tensors and leaves are empty so far.
 Json NewLevel(const char* cls) {
   return {{"cls", cls}, {"non_tensors", Json::object()}, {"leaves", Json::object()}};
 }
 
-// A NonTensorStack level as upstream writes one (stack_dim 0; NOTE [ Consolidated file format ]
-// in file.h): members along the first of `batch`, NonTensorData in "non_tensors" when it is
-// the last dim, NonTensorStacks over the rest otherwise. `names`: the holding level's dim names
-// from this stack's first dim on (upstream names a stack dim as its parent names that dim).
+// A NonTensorStack level over `batch` as upstream writes one (NOTE [ Consolidated file format ]);
+// `names`: the holding level's dim names from this stack's first dim on, as upstream names them.
 Json StackJson(const Json& values, at::IntArrayRef batch,
                at::ArrayRef<std::optional<std::string>> names) {
   Json level = NewLevel("NonTensorStack");
@@ -67,9 +65,11 @@ Json StackJson(const Json& values, at::IntArrayRef batch,
 }
 
 // The level objects of `t`, its leaves at the byte ranges of `layout`'s slots from `*slot` on
-// (depth first, the layout's order).
+// (depth first, the layout's order). `*float8`: the first float8 leaf's key and dtype name, for
+// MetadataTail to refuse after this walk's ValueErrors.
 Json LevelJson(const TensorDict& t, const std::vector<std::string>& prefix,
-               const BufferLayout& layout, size_t* slot) {
+               const BufferLayout& layout, size_t* slot,
+               std::optional<std::pair<std::string, std::string>>* float8) {
   Json level = NewLevel("TensorDict");
   Json subs = Json::object();
   const std::vector<int64_t> batch = t.batch_size().vec();
@@ -84,13 +84,9 @@ Json LevelJson(const TensorDict& t, const std::vector<std::string>& prefix,
       }
       TORCH_INTERNAL_ASSERT(*slot < layout.slots.size(), "MetadataTail: more leaves than slots");
       const BufferLayout::Slot& s = layout.slots[(*slot)++];
-      if (const compat::NewerDtypeInfo* d = compat::FindNewerDtype(s.dtype); d && d->is_float8) {
-        // NOTE [ Dtypes by LibTorch version ] in td/compat/dtypes.h: Python tensordict 0.14's
-        // consolidate(filename=) and from_consolidated look dtypes up in a table without float8.
-        TD_FAIL(
-            TypeError, "consolidated file: key ", NestedKey(parts).repr(), " has dtype ", d->name,
-            ", which Python tensordict 0.14 can neither write to nor read from a "
-            "consolidated file (its dtype table has no float8); store it in a memmap directory");
+      if (const compat::NewerDtypeInfo* d = compat::FindNewerDtype(s.dtype);
+          d && d->is_float8 && !*float8) {
+        float8->emplace(NestedKey(parts).repr(), std::string(d->name));
       }
       level["leaves"][k] =
           Json::array({DtypeName(s.dtype), std::vector<int64_t>(s.shape.begin(), s.shape.end()),
@@ -105,7 +101,7 @@ Json LevelJson(const TensorDict& t, const std::vector<std::string>& prefix,
               "non_tensors, leaves, cls_metadata, size)");
     }
     if (value.is_tensordict()) {
-      subs[k] = LevelJson(value.tensordict(), parts, layout, slot);
+      subs[k] = LevelJson(value.tensordict(), parts, layout, slot, float8);
     } else if (stack) {
       const DimNames names = t.names();
       subs[k] = StackJson(Json::parse(value.non_tensor().dump()), t.batch_size(), names);
@@ -126,8 +122,7 @@ Json LevelJson(const TensorDict& t, const std::vector<std::string>& prefix,
 }
 
 // The TensorDict of a level that ParseFileMetadata validated: leaves are views into `storage`
-// (copies when not aligned for their dtype). Recurses once per level, at most
-// td::kMaxNestingDepth deep.
+// (copies when not aligned for their dtype). Recurses at most td::kMaxNestingDepth deep.
 struct Builder {
   std::string file;
   c10::Storage storage;
@@ -220,9 +215,17 @@ namespace internal {
 std::string MetadataTail(const TensorDict& td, const BufferLayout& layout,
                          const std::string& filename) {
   size_t slot = 0;
-  Json root = LevelJson(td, {}, layout, &slot);
+  std::optional<std::pair<std::string, std::string>> float8;
+  Json root = LevelJson(td, {}, layout, &slot, &float8);
   TORCH_INTERNAL_ASSERT(slot == layout.slots.size(), "MetadataTail: ", slot, " leaves for ",
                         layout.slots.size(), " slots");
+  if (float8) {
+    // NOTE [ Dtypes by LibTorch version ] in td/compat/dtypes.h: Python tensordict 0.14's
+    // consolidate(filename=) and from_consolidated look dtypes up in a table without float8.
+    TD_FAIL(TypeError, "consolidated file: key ", float8->first, " has dtype ", float8->second,
+            ", which Python tensordict 0.14 can neither write to nor read from a "
+            "consolidated file (its dtype table has no float8); store it in a memmap directory");
+  }
   try {
     std::string tail = root.dump();
     const int64_t meta_bytes = static_cast<int64_t>(tail.size());
@@ -267,10 +270,8 @@ void PendingFile::Commit() {
 }
 
 void WriteFile(const std::string& filename, const std::string& tail, const at::Tensor& bytes) {
-  // The bytes are in memory already: pwrite(2) them (writing through a fresh shared mapping would
-  // fault in every page of the file first) in 1 MiB pieces (why 1 MiB: td/os/fd.cc) spread over
-  // td::parallel's threads (NOTE [ Thread policy ] in td/executor/executor.h: a writer that the
-  // kernel is throttling holds up the rest when it is the only one).
+  // pwrite(2), not a fresh shared mapping (which would fault in every page first), in 1 MiB pieces
+  // (td/os/fd.cc) over td::parallel's threads (NOTE [ Thread policy ] in td/executor/executor.h).
   constexpr int64_t kWriteChunk = int64_t{1} << 20;
   const int64_t data_bytes = bytes.numel();
   const auto* data = static_cast<const char*>(bytes.data_ptr());
@@ -324,9 +325,8 @@ TensorDict load_consolidated(const std::string& filename) {
     Bad(filename, e.what_without_backtrace());
   }
 
-  // The layout of what was loaded (NOTE [ Consolidated buffer layout ]): only when every leaf is
-  // a view into the mapping and no two overlap; otherwise the TensorDict is not consolidated. A
-  // lazy stack never is (its leaves are stacked when read, and may be ragged).
+  // Registered as consolidated (NOTE [ Consolidated buffer layout ]) only when every leaf is a
+  // view into the mapping (no lazy stack) and no two overlap.
   if (!builder.views || builder.slots.empty()) return out;
   std::vector<std::pair<int64_t, int64_t>> ranges;
   for (const BufferLayout::Slot& s : builder.slots) {

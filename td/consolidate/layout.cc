@@ -98,9 +98,8 @@ std::optional<Buffer> BufferHolding(const at::Tensor& t) {
   return Find(r, t.storage());
 }
 
-// True when `t` is the contiguous view of slot `i` of `buffer`. Reads the tensor's fields without
-// reference-count traffic (no Storage or Tensor copies): this runs for every leaf of every
-// is_consolidated() test.
+// True when `t` is the contiguous view of slot `i` of `buffer`. No Storage or Tensor copies: this
+// runs for every leaf of every is_consolidated() test.
 bool LeafMatches(const at::Tensor& t, const Buffer& buffer, size_t i) {
   const std::vector<BufferLayout::Slot>& slots = buffer.layout().slots;
   if (i >= slots.size() || !t.defined()) return false;

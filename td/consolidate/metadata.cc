@@ -25,7 +25,6 @@ using structure::Rule;
 
 constexpr auto Bad = BadConsolidatedFile;
 
-// At most this many characters of a JSON value in a message.
 std::string Short(const Json& v) {
   std::string s = v.dump();
   if (s.size() > 200) s = s.substr(0, 200) + "...";
@@ -43,9 +42,8 @@ int64_t GetInt(const Json& v, const std::string& file, const std::string& what) 
   return v.get<int64_t>();
 }
 
-// Maps the metadata's fields to a structure::Builder, which applies the structure rules (NOTE
-// [ Structure codec ] in td/structure/structure.h); what this format adds (byte ranges in the
-// data, dim names, stacks as upstream writes them) is checked here.
+// Maps the metadata to a structure::Builder (NOTE [ Structure codec ] in td/structure/structure.h);
+// this format's own rules (byte ranges, dim names, stacks as upstream writes them) are here.
 struct Parser {
   using Names = std::vector<std::optional<std::string>>;
   const std::string& file;
@@ -61,7 +59,6 @@ struct Parser {
     return parts.empty() ? std::string("(root)") : NestedKey(parts).repr();
   }
 
-  // `parts` and then `key`.
   static std::vector<std::string> Sub(std::vector<std::string> parts, std::string key) {
     parts.push_back(std::move(key));
     return parts;
@@ -230,9 +227,8 @@ struct Parser {
     }
   }
 
-  // cls_metadata's "names" (a level's dim names, as upstream's _reduce_get_metadata writes
-  // them): absent, or one string or null per batch dim, unique (NOTE [ Dim names ] in
-  // td/core/names.cc). Empty when absent or all null.
+  // cls_metadata's "names": absent, or one string or null per batch dim, unique
+  // (NOTE [ Dim names ] in td/core/names.cc). Empty when absent or all null.
   Names ParseNames(const Json& meta, const std::string& where, size_t batch_dims) const {
     auto it = meta.find("names");
     if (it == meta.end()) return {};
@@ -322,12 +318,9 @@ struct Parser {
     std::vector<NtsNode> members;
   };
 
-  // A stack level as upstream writes it: cls_metadata {stack_dim, stack_dim_name, is_locked}, no
-  // leaves, members "0", "1", ... of one batch size, stacked along stack_dim (in [0, their batch
-  // dims]), `depth` levels down. A LazyStackedTensorDict's are sub-levels (TensorDicts or lazy
-  // stacks) and its non_tensors are empty; a NonTensorStack's are NonTensorData (in non_tensors,
-  // as [data, batch_size, device]) or NonTensorStacks. `level`: the stack's (nullptr for a
-  // NonTensorStack's member, whose values its outermost stack lays out).
+  // A stack level as upstream writes it (NOTE [ Consolidated file format ] in file.h), `depth`
+  // levels down: members "0", "1", ... of one batch size, stacked along stack_dim. `level`: the
+  // stack's (nullptr for a NonTensorStack's member, whose values its outermost stack lays out).
   NtsNode Stack(const Json& m, const std::vector<std::string>& parts, structure::Level* level,
                 int depth, const Names* parent_names) {
     const std::string where = Repr(parts);

@@ -16,8 +16,8 @@ namespace td {
 namespace internal {
 
 // What a file of `td` laid out as `layout` (which describes td's leaves) holds after its data:
-// the metadata text, then its length (8 bytes). Throws ValueError for keys the format cannot
-// hold, naming `filename` for text that is not UTF-8.
+// the metadata text, then its length (8 bytes). Throws as save_consolidated() (file.h), naming
+// `filename` for text that is not UTF-8.
 std::string MetadataTail(const TensorDict& td, const BufferLayout& layout,
                          const std::string& filename);
 
@@ -25,10 +25,9 @@ std::string MetadataTail(const TensorDict& td, const BufferLayout& layout,
 // `tail` (MetadataTail), with pwrite(2) into a PendingFile.
 void WriteFile(const std::string& filename, const std::string& tail, const at::Tensor& bytes);
 
-// A file being written: created under a temporary name next to `filename` with `tail`
-// (MetadataTail) after `data_bytes` bytes and, with `map`, mapped shared: the caller fills the
-// first `data_bytes` bytes of `mapping` and calls Commit() to rename it into place. Destroyed
-// without Commit(), the temporary file is removed (os::FileReplacement).
+// A file being written under a temporary name next to `filename`, `tail` after `data_bytes`
+// bytes; with `map`, mapped shared for the caller to fill. Commit() renames it into place;
+// destroyed without it, the temporary file is removed (os::FileReplacement).
 class PendingFile {
  public:
   PendingFile(std::string filename, int64_t data_bytes, const std::string& tail, bool map = true);

@@ -1,39 +1,27 @@
 // Where the leaves of a consolidated TensorDict live inside its one buffer, and how a TensorDict
-// is recognised as consolidated. Shared by consolidate() and the
-// consolidated file format (td/consolidate/file.h).
+// is recognised as consolidated. Shared by consolidate() and td/consolidate/file.h.
 //
 // NOTE [ Consolidated buffer layout ]
 // - A consolidated TensorDict's tensor leaves (nested ones included) are contiguous views into one
-//   byte buffer. Slot i describes leaf i in depth-first insertion order (the order of
-//   td::internal::LeafTree and of keys(include_nested, leaves_only)): dtype, shape, byte offset,
-//   byte size. Keys are not part of the layout: they are read from the TensorDict when needed
-//   (saving), so renaming a key keeps the TensorDict consolidated.
-// - Plan(): leaves are grouped by dtype (groups in order of each dtype's first leaf, leaves of a
-//   group in leaf order); every leaf starts at a multiple of kAlign (64) bytes and the bytes
-//   between leaves are zero. When every leaf has one dtype, the whole buffer is therefore one
-//   array of that dtype, and the TensorDict members run element-wise ops, casts and copies as
-//   one kernel over it (NOTE [ One buffer, one kernel ] in td/core/leafwise.cc); the zero gaps
-//   are computed too and never read back.
-// - Recognition: consolidate() registers the buffer's c10::Storage (whatever allocated it: the
-//   CPU or CUDA allocator, pinned memory, a shared-memory segment, a file mapping — so is_shared()
-//   and friends keep working) with its layout and the byte offset of the buffer in that storage,
-//   in a process-wide registry holding a weak reference to the storage (the entry goes away with
-//   the storage, and a weak reference keeps its address from being reused meanwhile). A
-//   TensorDict is consolidated exactly when it has at least one tensor leaf and leaf i is, for
-//   every i, a contiguous tensor of slot i's dtype and shape in one registered storage at slot
-//   i's offset, with as many leaves as slots. Anything else (a new key, a removed key, a leaf
-//   replaced by a tensor of another shape or by memory outside the buffer, an index view) makes
-//   the test fail: the TensorDict stays correct, and its operations still run one kernel over
-//   whatever part of it stays one buffer (td/core/leafwise.cc decides from the leaves alone).
-//   In-place writes into leaves (set_, apply_, math_) keep it consolidated. The results of
-//   operations are one new buffer each but not registered: consolidate() them again for
-//   consolidated_buffer() or a file. A storage holds at most one layout.
-// - Files written from a layout (td/consolidate/file.h) list each leaf's [start, stop) byte range,
-//   so a reader does not depend on Plan()'s placement; files written by Python tensordict (each
-//   leaf padded to 8 bytes, in insertion order) load with their own offsets.
+//   byte buffer. Slot i describes leaf i in depth-first insertion order (td::internal::LeafTree's
+//   order): dtype, shape, byte offset, byte size. Keys are not part of the layout, so renaming a
+//   key keeps the TensorDict consolidated.
+// - Plan(): leaves are grouped by dtype (in order of each dtype's first leaf); every leaf starts
+//   at a multiple of kAlign (64) bytes and the gaps are zero. With one dtype the whole buffer is
+//   one array of it, and element-wise ops, casts and copies run as one kernel over it (NOTE
+//   [ One buffer, one kernel ] in td/core/leafwise.cc).
+// - Recognition: consolidate() registers the buffer's c10::Storage (whatever allocated it, so
+//   is_shared() and friends keep working) with its layout and byte offset, in a process-wide
+//   registry holding a weak reference (the entry dies with the storage, whose address is not
+//   reused meanwhile). A TensorDict is consolidated exactly when it has at least one tensor leaf
+//   and, as many leaves as slots, leaf i is a contiguous tensor of slot i's dtype and shape in one
+//   registered storage at slot i's offset. Any other change (a new or removed key, a replaced
+//   leaf, an index view) ends it; in-place writes (set_, apply_, math_) keep it. Results of
+//   operations are one new buffer each but not registered. A storage holds at most one layout.
+// - Files (td/consolidate/file.h) list each leaf's [start, stop) byte range, so a reader does not
+//   depend on Plan()'s placement; Python's files (leaves padded to 8 bytes) load at their offsets.
 // - td/distributed's PackedLayout (NOTE [ Packed layout ]) packs leaves sorted by key, grouped by
-//   dtype, without per-leaf alignment. Plan() over the key-sorted leaf list gives the same
-//   grouping with aligned leaves, so the packing can move onto this struct (see
+//   dtype, unaligned; Plan() over the key-sorted leaves gives the same grouping, aligned (see
 //   docs/consolidate.md, "Distributed").
 #pragma once
 
@@ -73,10 +61,9 @@ struct BufferLayout {
   static BufferLayout Plan(const std::vector<at::Tensor>& leaves);
 };
 
-// An uninitialised contiguous CPU tensor of `numel` elements of `dtype` for a buffer. Large
-// buffers (4 MiB and more) are 2 MiB aligned and advised as transparent huge pages, so that
-// filling a fresh buffer does not take one page fault per 4 KiB (glibc hands such sizes straight
-// from mmap every time, where the many smaller tensors of a by-hand loop reuse its heap).
+// An uninitialised contiguous CPU tensor of `numel` elements of `dtype` for a buffer. Buffers of
+// 4 MiB and more are 2 MiB aligned and advised as transparent huge pages: filling a fresh one
+// then does not fault per 4 KiB (glibc mmaps such sizes afresh every time).
 at::Tensor AllocateHost(int64_t numel, at::ScalarType dtype);
 
 // A registered buffer (NOTE [ Consolidated buffer layout ]): its storage and layout.
@@ -103,9 +90,8 @@ std::vector<at::Tensor> SlotViews(const Buffer& b);
 // The buffer of a consolidated set of leaves (depth-first order), or nullopt when they are not
 // (NOTE [ Consolidated buffer layout ], "Recognition").
 std::optional<Buffer> BufferOf(const std::vector<at::Tensor>& leaves);
-// BufferOf(the leaves of `td` in depth-first insertion order), matched straight from the
-// levels' entries (no leaf list, no key or tensor copies); nullopt when some level does not hold
-// its entries (lazy backends: never consolidated).
+// BufferOf(the leaves of `td`), matched straight from the levels' entries (no copies); nullopt
+// when some level does not hold its entries (lazy backends: never consolidated).
 std::optional<Buffer> BufferOfTensorDict(const TensorDict& td);
 
 }  // namespace internal
