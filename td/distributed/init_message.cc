@@ -30,7 +30,6 @@ TensorDict ReadStructure(const std::string& desc, int64_t max_leaf_bytes, const 
     TD_FAIL(ValueError, what, ": the TensorDict structure received from ", sender,
             " is not JSON; nothing was allocated");
   }
-  // Before anything is allocated (NOTE [ Bounded receives ] in p2p.cc).
   const structure::Description d =
       ValidateStructure(*structure, max_leaf_bytes, DeviceAvailable, what);
   try {

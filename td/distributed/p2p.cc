@@ -105,32 +105,25 @@ enum Kind : int64_t { kData = internal::kKindData, kInit = internal::kKindInit }
 constexpr int64_t kInlinePrefix = AlignUp(kHeaderBytes);
 
 // NOTE [ Agreed structures ]
-// init_remote(td, dst, tag) and the from_remote_init(src, tag) that receives it leave both ranks
-// with the same record: on this group, from this rank to that one, on this tag, TensorDicts have
-// this structure (signature, fingerprint, data bytes, leaf bytes). Afterwards:
-//  * a send whose TensorDict has the agreed structure sends neither description nor table (its
-//    messages: NOTE [ Packed layout ]);
-//  * every receive on that group, peer and tag posts its first buffer with room for the header and
-//    the agreed data, so that either kind of first message fits. A sender whose TensorDict
-//    differs from the agreement sends the header alone first, as without an agreement, and the
-//    receiver then takes the messages it announces.
-// The receiving side records the agreement whenever it takes an init_remote message: in
-// from_remote_init, and in a recv that refuses the message (AcceptInit), since the sender has
-// recorded it either way. A receive posted before the init_remote message is taken (a pending
-// irecv) has posted room for the agreement of its posting time.
-// A receiver whose TensorDict differs from the agreed structure gets the usual ValueError naming
-// the first difference (the agreed signature stands for the sender's) and nothing is written; the
-// message was consumed whole. Gloo refuses a message larger than the buffer posted for it (and
-// does not recover), which is why both sides decide from the same record, never from a guess. A
-// later init_remote on the same group, peers and tag replaces the record on both sides; a record
-// ends with its group (it keeps a weak reference, so a new group never finds an old record).
+// init_remote(td, dst, tag) and the from_remote_init(src, tag) that takes it leave both ranks with
+// one record: on this group, from this rank to that one, on this tag, TensorDicts have this
+// structure (signature, fingerprint, data and leaf bytes). Afterwards a send of that structure
+// sends neither description nor table (NOTE [ Packed layout ]), and every receive on that group,
+// peer and tag posts a first buffer with room for the header and the agreed data, so that either
+// kind of first message fits: a sender whose TensorDict differs sends the header alone first.
+// The receiver records the agreement whenever it takes an init_remote message, also in a recv
+// that refuses it (AcceptInit), since the sender recorded it either way; an irecv posted earlier
+// has room for the agreement of its posting time. A receiver whose TensorDict differs gets the
+// usual ValueError (the agreed signature stands for the sender's), nothing written, the message
+// consumed. Gloo aborts on a message larger than its posted buffer, hence both sides decide from
+// the same record, never a guess. A later init_remote on the same group, peers and tag replaces
+// the record; a record ends with its group (a weak reference: a new group never finds it).
 struct Agreement {
   uint64_t fingerprint = 0;
   int64_t nbytes = 0;
   int64_t inline_bytes = 0;  // what a kPacked send puts behind its header
   std::string signature;
-  // The byte counts of the leaves a send sends alone (PackedLayout::OwnMessages), in data order:
-  // [kPacked, kPerLeaf].
+  // Bytes of each leaf a send sends alone (OwnMessages), in data order: [kPacked, kPerLeaf].
   std::array<std::vector<int64_t>, 2> alone;
   std::string refusal;  // Side::kBroken: the error of every later receive
 };
@@ -187,19 +180,17 @@ Agreement AgreementOf(const PackedLayout& layout) {
 }
 
 // NOTE [ Messages larger than the receive ]
-// Gloo hands a message to the oldest receive posted for its peer and tag and learns the message's
-// size only from its preamble, on its I/O thread. A message longer than that receive's buffer
-// fails GLOO_ENFORCE_LE(op.preamble.length, op.nbytes) (gloo/transport/tcp/pair.cc) on that
-// thread, outside any call of ours, and the process ends in std::terminate (SIGABRT). Gloo has
-// no probe (no way to learn a message's size before posting its buffer) and no way to skip a
-// message, so no receive can be made safe against every size. What this library does:
-//  * its own messages always fit: both sides derive sizes from the same header or agreement
-//    (NOTE [ Agreed structures ]);
-//  * the first buffer of every receive has room for at least kFirstBufferMinBytes, so a stray
-//    message of up to that size on a header tag (a plain c10d send on a td::distributed tag) is
-//    read as a header, refused by name ("not a td::distributed message") and consumed;
-//  * the receives that follow a header (tag 2 * tag + 1) are posted with the sizes it announced:
-//    a stray message there, or a longer one on a header tag, still ends the process.
+// Gloo hands a message to the oldest receive posted for its peer and tag and learns its size only
+// from its preamble, on its I/O thread: one longer than that receive's buffer fails
+// GLOO_ENFORCE_LE(op.preamble.length, op.nbytes) (gloo/transport/tcp/pair.cc) there, outside any
+// call of ours, and the process ends in std::terminate. Gloo can neither probe a message's size
+// nor skip a message, so no receive is safe against every size. Hence:
+//  * our own messages always fit: both sides size from the same header or agreement;
+//  * every receive's first buffer holds at least kFirstBufferMinBytes, so a stray message up to
+//    that size on a header tag (a plain c10d send) is read as a header, refused by name ("not a
+//    td::distributed message") and consumed;
+//  * receives after a header (tag 2 * tag + 1) take the sizes it announced: a stray message there,
+//    or a longer one on a header tag, still ends the process.
 constexpr int64_t kFirstBufferMinBytes = int64_t{64} << 10;
 
 using Timeout = std::optional<std::chrono::milliseconds>;
@@ -210,8 +201,7 @@ struct Outgoing {
   std::vector<WorkPtr> works;
 };
 
-// Posts `post(0)` .. `post(n - 1)`, one c10d call each, in order; on a failure the ones already
-// posted are waited for before the error is rethrown.
+// Posts `post(0)` .. `post(n - 1)` in order; on a failure, waits for those posted, then rethrows.
 template <class F>
 std::vector<WorkPtr> PostEach(size_t n, const Timeout& timeout, const std::string& what, F post) {
   std::vector<WorkPtr> works;
@@ -226,7 +216,7 @@ std::vector<WorkPtr> PostEach(size_t n, const Timeout& timeout, const std::strin
   return works;
 }
 
-// Waits for every work of `out` (the ones after a failure quietly, then rethrows).
+// Waits for every work (after a failure, the rest quietly, then rethrows).
 void WaitAll(const std::vector<WorkPtr>& works, const Timeout& timeout, const std::string& what) {
   for (size_t i = 0; i < works.size(); ++i) {
     try {
@@ -242,14 +232,11 @@ struct Incoming {
   internal::Header h;  // per_leaf: the leaves to come travel one message each
   std::string desc;
   at::Tensor data;  // uint8: the inline data (kPerLeaf: none)
-  // kPacked after an agreement: room for the large groups, behind the inline data in the first
-  // buffer (else undefined: allocated once the structure is checked).
-  at::Tensor large;
+  at::Tensor large;  // agreed kPacked: the large groups' room in the first buffer; else undefined
   std::vector<int64_t> alone;  // the byte count of each leaf message to come
 };
 
-// The first message of a receive, posted at once: a buffer with room for the header, or for the
-// header and the agreed data, and never less than kFirstBufferMinBytes.
+// A receive's first buffer, posted at once: the header (and agreed data), >= kFirstBufferMinBytes.
 struct FirstMessage {
   std::vector<at::Tensor> buffer;
   WorkPtr work;
@@ -270,18 +257,16 @@ FirstMessage PostFirst(const ProcessGroupPtr& pg, int src, int tag, const std::s
 }
 
 // NOTE [ Bounded receives ]
-// A header announces how many bytes follow, and Gloo needs a buffer that large posted before the
-// bytes can be taken: a header from a broken or hostile peer could make a receive allocate
-// anything (2^46 bytes, 12 GiB) before a single check. So a receive allocates at most its limit:
-// recv / irecv the size of the receiving TensorDict's own message (a matching message always
-// fits) or P2POptions::max_bytes, whichever is larger, so that a differing message up to that
-// size is still drained and its first difference named; from_remote_init P2POptions::max_bytes.
+// Gloo needs a buffer as large as a header announces posted before the bytes can be taken, so a
+// broken or hostile header could make a receive allocate anything (up to 2^46 bytes) unchecked.
+// A receive allocates at most its limit: recv / irecv the larger of its TensorDict's own message
+// size (a matching message always fits) and P2POptions::max_bytes (so a differing message that
+// size is still drained and its first difference named); from_remote_init P2POptions::max_bytes.
 // A larger announcement is refused WITHOUT receiving what follows the header. Those bytes stay
-// queued on the pair, and the next receive on this tag would take them for a header (or, larger
-// than its buffer, make Gloo abort the process), so the refusal is recorded (Side::kBroken): every
-// later receive from that rank on that tag throws the same ValueError before posting anything.
-// An init_remote structure is then checked (ValidateStructure in wire.h) before its leaves are
-// allocated.
+// queued on the pair, where the next receive would take them for a header (or, larger than its
+// buffer, make Gloo abort), so the refusal is recorded (Side::kBroken): every later receive from
+// that rank on that tag throws the same ValueError before posting anything. An init_remote
+// structure is then checked (ValidateStructure in wire.h) before its leaves are allocated.
 [[noreturn]] void Break(const ProcessGroupPtr& pg, int src, int tag, const std::string& refusal,
                         const std::string& what) {
   Agreements::Get().Record(pg, src, tag, Side::kBroken, {0, 0, 0, "", {}, refusal});
@@ -301,8 +286,7 @@ FirstMessage PostFirst(const ProcessGroupPtr& pg, int src, int tag, const std::s
         what);
 }
 
-// Receives the messages that follow a header (on tag + 1) into `targets`: all posted, then all
-// waited.
+// Receives the messages after a header (tag + 1) into `targets`: all posted, then all waited.
 void ReceiveAll(const ProcessGroupPtr& pg, const std::vector<at::Tensor>& targets, int src, int tag,
                 const Timeout& timeout, const std::string& what) {
   std::vector<std::vector<at::Tensor>> bufs;
@@ -346,8 +330,7 @@ Incoming Receive(const ProcessGroupPtr& pg, const FirstMessage& first, int src, 
     in.desc = agreed->signature;
     in.alone = agreed->alone[h.per_leaf];
     if (!h.per_leaf) {
-      // The first buffer has room for all the data (PostFirst): the large leaves go behind the
-      // inline data, so the data stays in one piece.
+      // PostFirst made room for all the data: the large groups follow the inline data.
       in.data = first.buffer[0].narrow(0, kInlinePrefix, agreed->inline_bytes);
       in.large = first.buffer[0].narrow(0, kInlinePrefix + agreed->inline_bytes,
                                         agreed->nbytes - agreed->inline_bytes);
@@ -404,10 +387,9 @@ void Drain(const ProcessGroupPtr& pg, const Incoming& in, int src, int tag, cons
   ReceiveAll(pg, scratch, src, tag, timeout, what);
 }
 
-// Takes the structure of an init_remote message (from_remote_init, or a recv that refuses it): the
-// sender recorded the agreement when it posted the message, so this side records it before
-// anything can fail (NOTE [ Agreed structures ]). Returns the message's TensorDict, its leaves
-// filled when `fill`; ValueError when the structure is invalid (its sizes are recorded).
+// Takes an init_remote message's structure (from_remote_init, or a recv refusing it), recording
+// the agreement before anything can fail, as the sender did (NOTE [ Agreed structures ]). Returns
+// its TensorDict, leaves filled when `fill`; ValueError for an invalid structure (sizes recorded).
 TensorDict AcceptInit(const ProcessGroupPtr& pg, const Incoming& in, int src, int tag,
                       const std::string& what, bool fill) {
   const int64_t n = in.data.numel();
@@ -448,9 +430,8 @@ void Deliver(const ProcessGroupPtr& pg, const Incoming& in, TensorDict& td,
     Drain(pg, in, src, tag, timeout, what);
     throw;
   }
-  // The leaves that travel alone land: kPerLeaf, in place for contiguous CPU leaves that write
-  // through (LeavesWriteThrough), else in a temporary; kPacked, in staging laid out as the data's
-  // large groups, the leaves written once every byte is here.
+  // Lone leaves land: kPerLeaf, in place for contiguous CPU leaves that write through, else in a
+  // temporary; kPacked, in staging laid out as the large groups, written once every byte is here.
   const std::vector<size_t> alone = layout.OwnMessages(in.h.per_leaf);
   const bool dense = in.h.per_leaf && internal::LeavesWriteThrough(td);
   auto direct = [&](const at::Tensor& t) { return dense && t.is_cpu() && t.is_contiguous(); };
@@ -494,9 +475,8 @@ void Deliver(const ProcessGroupPtr& pg, const Incoming& in, TensorDict& td,
   }
 }
 
-// A bound on what a send of `layout`'s structure puts after its header, in either wire format:
-// its payload, and its leaf messages together (a matching message always fits the receive's
-// limit).
+// A bound on what a send of `layout`'s structure puts after its header in either wire format
+// (payload and leaf messages), so that a matching message always fits the receive's limit.
 int64_t OwnMessageBytes(const PackedLayout& layout) {
   const int64_t table =
       AlignUp(static_cast<int64_t>((1 + layout.leaves().size()) * sizeof(int64_t)));
@@ -521,12 +501,10 @@ std::pair<int, std::string> Start(const ProcessGroupPtr& pg, int peer, const P2P
   return {o.tag() * 2, std::move(what)};
 }
 
-// send (snapshot false: it waits before returning) and isend (true): posts the messages of one
-// send (NOTE [ Packed layout ]). When the layout is the agreed structure of this group, peer and
-// tag (NOTE [ Agreed structures ]), neither description nor table travels. `snapshot`: the leaves
-// that travel alone are copies taken now (isend returns before Gloo reads them, once the receiver
-// has posted its receives), else their own memory when contiguous (send returns only once they
-// are sent); the inline data always is a copy.
+// send (snapshot false: waits before returning) and isend (true): posts one send's messages
+// (NOTE [ Packed layout ], NOTE [ Agreed structures ]). `snapshot`: the lone leaves are copies
+// taken now (isend returns before Gloo reads them), else their own memory when contiguous (send
+// returns only once they are sent); the inline data always is a copy.
 Work StartSend(const ProcessGroupPtr& pg, const TensorDict& td, int dst, const P2POptions& options,
                bool snapshot) {
   auto [tag, what] = Start(pg, dst, options, "send", false);
@@ -622,8 +600,7 @@ Work irecv(const ProcessGroupPtr& pg, TensorDict& td, int src, const P2POptions&
 void init_remote(const ProcessGroupPtr& pg, const TensorDict& td, int dst,
                  const P2POptions& options) {
   const auto [tag, what] = Start(pg, dst, options, "init_remote", false);
-  // EncodeInitMessage's bytes: the header alone on `tag`, [description | padding | data] on
-  // tag + 1.
+  // EncodeInitMessage's bytes: the header alone on `tag`, the rest on tag + 1.
   std::string bytes = internal::EncodeInitMessage(td);
   std::vector<std::vector<at::Tensor>> parts = {
       {at::from_blob(bytes.data(), {kHeaderBytes}, at::kByte)},
@@ -632,8 +609,7 @@ void init_remote(const ProcessGroupPtr& pg, const TensorDict& td, int dst,
   const std::vector<WorkPtr> works = PostEach(2, options.timeout(), what, [&](size_t i) {
     return pg->send(parts[i], dst, tag + static_cast<int>(i));
   });
-  // From the next send on, the receiver posts room for this structure (NOTE [ Agreed
-  // structures ]); recorded once posted, in message order.
+  // Recorded once posted, in message order (NOTE [ Agreed structures ]).
   Agreements::Get().Record(pg, dst, tag, Side::kSend, AgreementOf(PackedLayout(td)));
   WaitAll(works, options.timeout(), what);
 }

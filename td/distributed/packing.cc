@@ -38,9 +38,8 @@ ScratchPool& Pool() {
 // Free when the pool's tensor is the only holder of the storage (views handed out share it).
 bool IsFree(const at::Tensor& t) { return t.use_count() == 1 && t.storage().use_count() == 1; }
 
-// Small CPU leaves move with memcpy: an ATen copy_ or cat costs microseconds of dispatch per
-// call, more than copying a few KiB, and a TensorDict of many small leaves pays it per leaf.
-// Larger ones keep ATen's copy, which runs on several threads.
+// Small CPU leaves move with memcpy: ATen's copy_ or cat costs microseconds of dispatch per leaf,
+// more than copying a few KiB. Larger ones keep ATen's copy, which runs on several threads.
 constexpr int64_t kMemcpyMaxBytes = int64_t{256} << 10;
 
 bool Memcpyable(const at::Tensor& t) {
@@ -224,8 +223,7 @@ at::Tensor PackedLayout::Pack(int64_t prefix, bool inline_only) const {
   for (const Piece& piece : Pieces()) {
     if (!(inline_only && groups_[piece.group].large)) PackPiece(data, piece);
   }
-  // The padding behind each group is zeroed: a scratch buffer is reused (NOTE [ Scratch
-  // buffers ]), and no byte of an earlier message may travel in this one.
+  // Zero the padding: no byte of an earlier message in a reused scratch buffer may travel.
   for (const Group& g : groups_) {
     const int64_t end = g.offset + g.numel * static_cast<int64_t>(c10::elementSize(g.dtype));
     if (end < bytes && AlignUp(end) > end) data.narrow(0, end, AlignUp(end) - end).zero_();
@@ -260,8 +258,7 @@ void PackedLayout::Unpack(const at::Tensor& data, TensorDict& td) const {
 void PackedLayout::Unpack(const at::Tensor& inline_data, const at::Tensor& large_data,
                           TensorDict& td) const {
   at::NoGradGuard no_grad;  // as load_state_dict: parameters are written as plain data
-  // The storages hand out their own tensors when they write through: writing them is writing the
-  // TensorDict.
+  // Write-through storages hand out their own tensors: writing them writes the TensorDict.
   const bool dense = LeavesWriteThrough(td);
   TensorDict incoming;
   for (const Leaf& leaf : leaves_) {

@@ -78,8 +78,7 @@ class Validator {
       if (k == "tensor") {
         Tensor(e, level);
       } else if (k == "tensordict") {
-        // Depth first (AddLevel): descending is what an adversarial depth would exhaust the
-        // stack with.
+        // Depth first (AddLevel): descending is what would exhaust the stack on deep input.
         absl::StatusOr<structure::Level*> sub =
             b_.AddLevel(level, path_.back(), structure::LevelKind::kTensorDict);
         Check(sub.status());
@@ -135,7 +134,7 @@ class Validator {
     }
   }
 
-  // ('a', 'b') / 'a' / the root.
+  // key ('a', 'b') / key 'a' / the top level.
   std::string Where() const {
     if (path_.empty()) return "the top level";
     // The first parts only, for keys nested thousands of levels deep.

@@ -1,6 +1,5 @@
-// An init_remote message (NOTE [ Packed layout ] in packing.h) as one string of bytes: the "wire"
-// format driver (NOTE [ Format drivers ] in td/format/format.h), and the one reader of the
-// structures other processes send (from_remote_init in p2p.cc, scatter in collectives.cc).
+// init_remote messages as bytes (NOTE [ Packed layout ] in packing.h), the "wire" format driver
+// (NOTE [ Format drivers ] in td/format/format.h) and the one reader of received structures.
 #pragma once
 
 #include <cstdint>
@@ -12,11 +11,10 @@ namespace td {
 namespace distributed {
 namespace internal {
 
-// The TensorDict that a structure received from another process (`desc`: StructureToJson's
-// text, from init_remote or scatter) describes, with uninitialised leaves. Checked before
-// anything is allocated for it: its JSON depth, then ValidateStructure (wire.h) with
-// `max_leaf_bytes`. Throws ValueError "<what>: ..." naming `sender` ("rank 1") and what is
-// wrong.
+// The TensorDict, leaves uninitialised, that a structure from another process describes (`desc`:
+// StructureToJson's text, from init_remote or scatter). Checked before anything is allocated:
+// its JSON depth, then ValidateStructure (wire.h) with `max_leaf_bytes`. Throws ValueError
+// "<what>: ..." naming `sender` ("rank 1") and what is wrong.
 TensorDict ReadStructure(const std::string& desc, int64_t max_leaf_bytes, const std::string& what,
                          const std::string& sender);
 // ReadStructure of an init_remote message's structure, whose leaves must take exactly the

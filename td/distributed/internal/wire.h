@@ -1,7 +1,6 @@
-// Reading what arrives from another process before anything is allocated for it: the header of a
-// point-to-point message and the structure an init_remote message carries (NOTE [ Packed layout ]
-// in packing.h). Both are untrusted input: a peer that is not a td::distributed sender, or a
-// hostile or broken one, must get a named td::ValueError, never an allocation of the size it
+// Reading what another process sends before anything is allocated for it: a point-to-point
+// header and an init_remote structure (NOTE [ Packed layout ] in packing.h). Both are untrusted: a
+// foreign, hostile or broken peer gets a named td::ValueError, never an allocation of the size it
 // announces, a raw ATen error or a crash. Needs only c10, nlohmann-json and td/structure, so that
 // td/distributed/header_fuzzer.cc builds with plain clang++.
 #pragma once
@@ -48,13 +47,11 @@ Header ParseHeader(const int64_t* words, const std::string& what, const std::str
 // The words of `header`, as ParseHeader reads them.
 std::array<int64_t, kHeaderWords> HeaderWords(const Header& header);
 
-// Reads an init_remote structure (see StructureToJson in packing.h) before anything is allocated
-// for it, through structure::Builder (NOTE [ Structure codec ] in td/structure/structure.h, whose
-// depth check comes before descending, so any depth of input is safe). The wire adds: every level
-// has a device that parses and for which `device_ok` is true; dtypes are codes the packed layout
-// carries; the leaves' bytes, summed without overflow, do not exceed `max_leaf_bytes` (the data
-// that came with the structure). Throws ValueError naming the key and the problem, prefixed by
-// `what`.
+// Reads an init_remote structure (StructureToJson in packing.h) before anything is allocated for
+// it, through structure::Builder (NOTE [ Structure codec ] in td/structure/structure.h: any depth
+// is safe). The wire adds: each level's device parses and passes `device_ok`; dtypes are codes
+// the packed layout carries; the leaves' bytes, summed without overflow, are at most
+// `max_leaf_bytes` (the data that came with the structure). ValueError "<what>: ..." names the key.
 structure::Description ValidateStructure(const nlohmann::json& structure, int64_t max_leaf_bytes,
                                          const std::function<bool(const c10::Device&)>& device_ok,
                                          const std::string& what);
