@@ -190,8 +190,7 @@ absl::StatusOr<std::map<std::string, ZipEntry>> ReadZipDirectory(const std::stri
     pos += 46 + name_len + extra_len + comment_len;
     if (!e.name.empty() && e.name.back() == '/') continue;  // a directory entry
     if (flags & 1) return Bad(path, ": entry '", e.name, "' is encrypted");
-    // A stored entry's bytes are its data: every reader takes `size` bytes from the payload, so
-    // the two sizes must agree (and the payload lie in the file, checked below).
+    // Every reader takes `size` bytes from a stored payload: the two sizes must agree.
     if (e.method == 0 && e.size != e.compressed_size) {
       return Bad(path, ": entry '", e.name, "' is stored (uncompressed) but declares ", e.size,
                  " bytes of data and ", e.compressed_size, " stored bytes; the two must be equal");

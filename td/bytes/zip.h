@@ -1,7 +1,6 @@
 // The zip reading and writing behind memmap archives (NOTE [ Memmap archive format ] in
-// td/backends/memmap/archive/archive.h): only what the format needs, STORED entries, zip64,
-// payload alignment. Not API. Failures are absl::Status messages naming the file (kDataLoss for
-// a malformed zip, os::ErrnoError's codes for I/O); the archive turns them into MemmapErrors.
+// td/backends/memmap/archive/archive.h). Not API. Failures are Status messages naming the file
+// (kDataLoss for a malformed zip, os::ErrnoError's codes for I/O).
 #pragma once
 
 #include <cstdint>
@@ -29,11 +28,9 @@ struct ZipEntry {
   bool descriptor = false;       // flag bit 3: the CRC also follows the payload
 };
 
-// The entries of the zip file `path`, by name (directory entries, names ending in "/", left
-// out). An error naming the file and the problem when it is not a readable zip (no end record,
-// a record outside the file, a bad signature, an encrypted entry, a name repeated, a stored
-// entry whose declared size differs from its stored size).
-// Payloads are only located, not read or checked.
+// The entries of the zip file `path` by name, directory entries left out; payloads are located,
+// not read. An error naming the file and the problem when it is not a readable zip (a record
+// outside the file, a bad signature, an encrypted entry, a repeated name, ...).
 absl::StatusOr<std::map<std::string, ZipEntry>> ReadZipDirectory(const std::string& path);
 
 // A file for WriteZip: the entry `name` with the content of the file `source` (`size` bytes), its
@@ -45,10 +42,9 @@ struct ZipSource {
   bool align = false;
 };
 
-// Writes the zip file of `files`, in this order, STORED, in the layout of NOTE [ Memmap archive
-// format ], to `fd`: a new empty file that stays the caller's (who closes it and renames it into
-// place: os::FileReplacement); `path` names it in messages. An error naming the source that does
-// not hold exactly its `size` bytes or cannot be read, or on a write failure.
+// Writes the zip of `files`, in this order, in the layout of NOTE [ Memmap archive format ], to
+// the new empty file `fd` (the caller's to close and rename); `path` names it in messages. An
+// error naming a source that cannot be read or does not hold exactly `size` bytes.
 absl::Status WriteZip(int fd, const std::string& path, const std::vector<ZipSource>& files);
 
 }  // namespace zip

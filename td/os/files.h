@@ -1,9 +1,7 @@
-// Names in directories, for the file formats (internal to the library, below td/core; fd.h has
-// the descriptors and the reads and writes): creating a file, replacing a file or a directory
-// atomically, listing, removing (optionally under flock(2) locks), mkdir -p and fsync of a
-// directory. Functions ending in "At" take a directory descriptor and a name in it (AT_FDCWD
-// with a path: relative to the working directory) and never follow a symlink at that name;
-// `path` names the file in messages. Every failure is a Status (fd.h's ErrnoError).
+// Names in directories, for the file formats (internal, below td/core; fd.h: descriptors, I/O).
+// Functions ending in "At" take a directory descriptor and a name in it (AT_FDCWD: relative to
+// the working directory) and never follow a symlink at that name; `path` names the file in
+// messages. Every failure is a Status (fd.h's ErrnoError).
 #pragma once
 
 #include <chrono>
@@ -35,8 +33,7 @@ struct DirEntry {
 absl::StatusOr<std::vector<DirEntry>> ListDir(int dirfd, std::string_view path);
 // mkdir(2) of `name` inside `dirfd` (mode 0755 less the umask; it must not exist).
 absl::Status MakeDirAt(int dirfd, const std::string& name, std::string_view path);
-// mkdir -p (mode 0755 less the umask); InvalidArgument when `path` or a parent exists and is
-// not a directory.
+// mkdir -p (mode 0755 less the umask); InvalidArgument when a part exists as a non-directory.
 absl::Status MakeDirs(const std::string& path);
 // fsync(2) of the open directory `fd` (makes new names and renames inside it durable).
 absl::Status SyncDir(int fd, std::string_view path);
@@ -49,17 +46,15 @@ using Deadline = std::chrono::steady_clock::time_point;
 // flock(fd, op) with op LOCK_SH or LOCK_EX, polled (without blocking) until `deadline` while
 // another holder keeps it: 0 once it is held, else the errno (EWOULDBLOCK at the deadline).
 int LockUntil(int fd, int op, Deadline deadline);
-// Removes `name` inside `dirfd`: a file or symlink is unlinked (a symlink's target is never
-// touched), a directory is emptied recursively, then removed. Missing is not an error. With
-// `lock_until`, each directory is locked exclusively (LockUntil) before it is emptied, and
-// Unavailable ("readers still hold it") is returned for one still held at the deadline.
+// Removes `name` inside `dirfd`: a file or symlink is unlinked (never its target), a directory
+// emptied recursively, then removed; missing is not an error. With `lock_until`, each directory
+// is locked exclusively (LockUntil) before it is emptied: Unavailable if still held then.
 absl::Status RemoveAt(int dirfd, const std::string& name, const std::string& path,
                       std::optional<Deadline> lock_until = std::nullopt);
 
 // ---- creating and replacing ----------------------------------------------------------------
 
-// Creates `name` inside `dirfd` (it must not exist: O_EXCL; mode 0644 less the umask), open for
-// reading and writing.
+// Creates `name` inside `dirfd` (O_EXCL, mode 0644 less the umask), open for reading and writing.
 absl::StatusOr<UniqueFd> OpenNewFileAt(int dirfd, const std::string& name, std::string_view path);
 // OpenNewFileAt holding `data`, fsynced when `sync`.
 absl::Status CreateFileAt(int dirfd, const std::string& name, std::string_view data, bool sync,
@@ -79,8 +74,8 @@ class FileReplacement {
 
   int fd() const { return fd_.get(); }
   const std::string& temp() const { return temp_; }
-  // fsync(2) of the temporary when `sync`, close(2), then rename(2) over `name`. On failure the
-  // temporary is removed and the previous file is left as it was.
+  // fsync(2) of the temporary when `sync`, close(2), rename(2) over `name`; a failure removes
+  // the temporary and leaves the previous file.
   absl::Status Commit(bool sync);
 
  private:
@@ -91,16 +86,14 @@ class FileReplacement {
   UniqueFd fd_;  // open until Commit: the temporary is ours to remove while it is
 };
 
-// FileReplacement::Begin, `write(fd)`, then Commit(sync); the previous file is untouched when
-// any step fails or `write` throws.
+// FileReplacement::Begin, `write(fd)`, then Commit(sync).
 absl::Status ReplaceFileAt(int dirfd, std::string name, std::string temp, std::string path,
                            bool sync, absl::FunctionRef<absl::Status(int fd)> write);
 
-// Moves the directory `temp` inside `dirfd` to `name` in one step: renameat2(RENAME_NOREPLACE)
-// while `name` does not exist, renameat2(RENAME_EXCHANGE) when it does. Where the file system
-// has neither, the previous `name` is renamed to `aside` first (and put back when the second
-// rename fails). Returns the name that now holds the previous content (`temp` after an exchange,
-// or `aside`) for the caller to remove, or nullopt when there was none.
+// Moves the directory `temp` inside `dirfd` to `name` in one step: renameat2 RENAME_NOREPLACE,
+// or RENAME_EXCHANGE when `name` exists; without either, the previous `name` goes to `aside`
+// first (put back if the second rename fails). Returns the name now holding the previous
+// content (`temp` or `aside`) for the caller to remove, or nullopt when there was none.
 absl::StatusOr<std::optional<std::string>> ReplaceDirAt(int dirfd, const std::string& temp,
                                                         const std::string& name,
                                                         const std::string& aside,

@@ -42,8 +42,7 @@ using zip::ZipEntry;
 const std::string kMeta(mm::kMetaFile);
 constexpr size_t kChunk = size_t{16} << 20;
 
-// The entries of `path` when it is a memmap archive (a regular file holding a readable zip with
-// a top-level meta.json), else why it is not.
+// The entries of `path` when it is a memmap archive, else why it is not.
 absl::StatusOr<std::map<std::string, ZipEntry>> ArchiveEntries(const std::string& path) {
   struct stat st {};
   if (::stat(path.c_str(), &st) != 0) return absl::NotFoundError(std::strerror(errno));
@@ -95,8 +94,7 @@ struct Tree {
   }
   bool IsDir(const std::string& name) const { return children.count(name) != 0; }
   std::string Display(const std::string& name) const { return path + "::" + name; }
-  // The entry `name`: stored (method 0) or deflated (8, upstream's compression="deflate");
-  // MemmapError naming it for another method (bzip2, lzma).
+  // The entry `name`; MemmapError naming it unless stored (0) or deflated (8).
   const ZipEntry& Readable(const std::string& name) const {
     const ZipEntry& e = entries.at(name);
     if (e.method != 0 && e.method != 8) {
@@ -111,8 +109,7 @@ struct Tree {
   }
 };
 
-// `n` bytes of the archive `fd` at `offset`; MemmapError "<failed>: ..." when they cannot be
-// read (an error, or the file ends first: it changed since its directory was read).
+// `n` bytes of the archive `fd` at `offset`; MemmapError "<failed>: ..." on an error or short read.
 void ReadPayload(int fd, void* out, size_t n, uint64_t offset, const std::string& path,
                  const std::string& failed) {
   absl::StatusOr<size_t> got = os::ReadAll(fd, out, n, path, static_cast<int64_t>(offset));
@@ -121,10 +118,8 @@ void ReadPayload(int fd, void* out, size_t n, uint64_t offset, const std::string
   }
 }
 
-// Streams the payload of the entry `e` of the archive `fd` to `sink` in chunks of at most kChunk
-// bytes, inflated when it is deflated (exactly e.size bytes out: NOTE [ Bounded decompression ]
-// in td/bytes/codec.h); returns the CRC-32 of what `sink` took. Errors are MemmapErrors
-// "<failed>: ...".
+// Streams the payload of `e` to `sink` in kChunk pieces, inflated when deflated (NOTE [ Bounded
+// decompression ] in td/bytes/codec.h); returns its CRC-32. Errors: MemmapError "<failed>: ...".
 uint32_t StreamEntry(int fd, const ZipEntry& e, const std::string& path, const std::string& failed,
                      const codec::Sink& sink) {
   uint32_t crc = 0;
@@ -204,8 +199,7 @@ void PackDir(const std::string& dir, const std::string& rel, int depth,
 }
 
 // The archive's entries as a memmap tree (NOTE [ Memmap byte stores ] in
-// td/backends/memmap/store.h): the file mapped once, copy-on-write unless `mode` is kReadWrite;
-// stored leaves are views into the mapping, deflated ones inflated, unaligned ones copied.
+// td/backends/memmap/store.h) over one mapping of the file (NOTE [ Memmap archive format ]).
 class ZipStore final : public mm::Store {
  public:
   ZipStore(const Tree& tree, MemmapMode mode) : tree_(tree) {
@@ -266,8 +260,7 @@ class ZipStore final : public mm::Store {
                 " bytes, the entry holds ", e.size);
       }
       if (e.method != 0) {
-        // Deflated (NOTE [ Memmap archive format ] in archive.h): inflated into memory of its
-        // own, which no write can carry back to the file.
+        // Deflated (NOTE [ Memmap archive format ]): no write could reach the file.
         if (mode == MemmapMode::kReadWrite) {
           TD_FAIL(MemmapError, tree_.Display(full), ": the data of key ", key,
                   " is compressed (deflate), so it is inflated into memory and writes could not "
@@ -305,8 +298,8 @@ class ZipStore final : public mm::Store {
     }
   }
 
-  // MemmapError naming the entry unless its `size` bytes lie inside the mapping (ReadZipDirectory
-  // checked them against the file, which may have shrunk since).
+  // MemmapError naming the entry unless its bytes lie inside the mapping (the file may have
+  // shrunk since ReadZipDirectory checked them).
   void CheckMapped(const std::string& name, const ZipEntry& e) const {
     const uint64_t mapped = static_cast<uint64_t>(base_.numel());
     const uint64_t n = e.method == 0 ? e.size : e.compressed_size;
@@ -317,9 +310,8 @@ class ZipStore final : public mm::Store {
     }
   }
 
-  // The e.size bytes of the entry `name` into `out`: copied, or inflated and checked against
-  // its CRC-32 (NOTE [ Bounded decompression ] in td/bytes/codec.h: the caller allocated e.size,
-  // checked against what it needs, not more).
+  // The e.size bytes of the entry `name` into `out` (allocated by the caller): copied, or
+  // inflated and CRC-checked (NOTE [ Bounded decompression ] in td/bytes/codec.h).
   void Extract(const std::string& name, const ZipEntry& e, uint8_t* out) const {
     CheckMapped(name, e);
     const uint8_t* payload = static_cast<const uint8_t*>(base_.data_ptr()) + e.payload_offset;
@@ -358,8 +350,6 @@ std::string pack_memmap(const std::string& prefix, const std::string& archive_pa
     TD_FAIL(ValueError, "pack_memmap: cannot write an archive at ", archive_path,
             ": it is an existing directory");
   }
-  // Written beside it and renamed into place: `archive_path` is the previous file or the complete
-  // new one.
   const std::string tmp = TempBeside(archive_path, "");
   ThrowIfError<MemmapError>(
       os::ReplaceFileAt(AT_FDCWD, archive_path, tmp, archive_path, /*sync=*/false, [&](int fd) {
@@ -465,10 +455,8 @@ TensorDict LoadArchive(const std::string& archive_path, MemmapMode mode,
 }
 
 // TensorDict::load_memmap of a file (NOTE [ load_memmap of an archive ] in
-// td/backends/memmap/archive_hook.h): copy-on-write whatever options.mode() says, as upstream's
-// default mode "r" (LoadMemmapOptions cannot tell its default kReadWrite from an explicit one;
-// load_archive / load with kReadWrite write through); a missing sub_path is a MemmapError, as
-// for a directory.
+// td/backends/memmap/archive_hook.h): always copy-on-write, as upstream's "r" (options.mode()'s
+// default kReadWrite cannot be told from an explicit one); a missing sub_path is a MemmapError.
 TensorDict LoadMemmapArchive(const std::string& path, const LoadMemmapOptions& options) {
   return LoadArchive<ValueError, MemmapError>(path, MemmapMode::kReadOnly, options.sub_path(),
                                               "load_memmap");
@@ -495,11 +483,8 @@ TensorDict save_archive(const TensorDict& td, const std::string& archive_path,
     pack_memmap(m->path(), archive_path);
     return load_archive(archive_path);
   }
-  // The staging directory is a private copy that only feeds the archive, so leaves that are
-  // already memory-mapped (a lazy stack or a level loaded by load_memmap, an archive's views)
-  // are copied into it whatever copy_existing says: upstream 0.14's archive writer
-  // (_write_archive_from_td in tensordict/_archive.py) stages with memmap_like and streams
-  // every leaf into the zip, so it never refuses one either.
+  // The staging only feeds the archive: mapped leaves are copied whatever copy_existing says,
+  // as upstream 0.14's _write_archive_from_td does (it never refuses one either).
   const std::string staging = TempBeside(fs::absolute(archive_path), "stage.");
   const absl::Cleanup remove_staging = [&] { fs::remove_all(staging, ec); };
   td.memmap(staging, MemmapOptions(options).copy_existing(true));
