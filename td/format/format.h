@@ -1,18 +1,14 @@
 // Format drivers: every file and wire format of TensorDicts under one id, with what it holds.
 //
 // NOTE [ Format drivers ]
-// A driver is one format's way to write a TensorDict and read it back: a memmap directory
-// ("memmap"), a memmap archive ("tdz"), a consolidated file ("consolidated"), a Zarr store
-// ("zarr"), an HDF5 file ("h5") — formats of a path — and a shared-memory handle ("shm_handle")
-// or td::distributed's init_remote message ("wire") — formats of bytes. Each format's package
-// registers its driver from a static initialiser (an alwayslink library, as storage backends
-// register: TD_REGISTER_STORAGE_BACKEND in td/core/storage.h); a program holds the drivers it
-// links. td::save / td::load (td/io/io.h) pick one by SaveOptions::format / LoadOptions::format,
-// else by the path's suffix (Driver::suffixes), else, for load, by what is at the path
-// (Driver::detect); a memmap directory otherwise.
-// Traits says what a driver holds; the format conformance suite (//tests/format_conformance)
-// checks every registered driver against its traits: what it claims to hold round-trips
-// exactly, what it does not is refused by a named error, never stored differently.
+// A driver is one format's way to write a TensorDict and read it back: formats of a path
+// ("memmap" directory, "tdz" archive, "consolidated" file, "zarr" store, "h5" file) and of bytes
+// ("shm_handle", td::distributed's init_remote message "wire"). Each format's alwayslink package
+// registers its driver statically (TD_REGISTER_FORMAT_DRIVER); a program holds those it links.
+// td::save / td::load (td/io/io.h) pick one by the options' format, else by the path's suffix,
+// else, for load, by Driver::detect; a memmap directory otherwise.
+// //tests/format_conformance checks every registered driver against its Traits: what it claims to
+// hold round-trips exactly, what it does not is refused by a named error, never stored differently.
 // Where each format's bytes are described:
 //   memmap         NOTE [ Memmap directory format ] in td/backends/memmap/format.h
 //   tdz            NOTE [ Memmap archive format ] in td/backends/memmap/archive/archive.h
@@ -98,8 +94,7 @@ std::optional<std::string> FileBytes(const std::string& path, int64_t offset, si
 bool RegisterDriver(Driver driver);
 // Ids of every registered driver, sorted.
 std::vector<std::string> RegisteredDrivers();
-// The driver `id`. Throws KeyError naming the registered ids (and that a driver is registered by
-// linking its format's library).
+// The driver `id`; throws KeyError naming the registered ids otherwise.
 const Driver& GetDriver(std::string_view id);
 // The path format whose suffix ends `path`, or nullptr.
 const Driver* DriverForSuffix(std::string_view path);

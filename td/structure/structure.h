@@ -1,6 +1,5 @@
-// The one in-memory description of a TensorDict's structure read from bytes another program
-// wrote, and the one way to make it (structure::Builder). Needs no TensorDict and no tensor, only
-// c10's dtypes, JSON and absl, so every fuzz target links it (tests/fuzz/run.sh).
+// A TensorDict's structure read from another program's bytes, and structure::Builder, the one way
+// to make it. Needs only c10's dtypes, JSON and absl, so every fuzz target links it.
 //
 // NOTE [ Structure codec ]
 // A format reader walks its own layout (JSON fields, HDF5 groups, wire bytes) and says what it
@@ -14,17 +13,9 @@
 //    stacked, not nested: theirs need not), a leaf's shape with its level's;
 //  * a leaf's dtype is a name Python writes or a ScalarType code both LibTorch lines agree on, and
 //    its bytes (numel x element size) fit in int64.
-// A rule that fails is an InvalidArgument status in the rule's own words (the ones structure_check
-// has always given), tagged with the Rule (RuleOf); the reader words where it is (file, key,
-// level) and raises its own error. What the format adds (byte ranges inside a file, dim names,
-// which classes a level may be) stays in the reader, next to the fields it maps.
-// Every reader of another program's structure is on the Builder: memmap directories
-// (td/backends/memmap/format.cc; one Builder for the whole tree in
-// td/backends/memmap/memmap_loader.cc and td/backends/memmap/archive/archive.cc), the
-// consolidated metadata (td/consolidate/metadata.cc), shared-memory handles
-// (td/backends/shared_memory/handle.cc), td::distributed's structures (td/distributed/wire.cc),
-// Zarr stores (td/io/zarr.cc, td/io/zarr_format.cc) and HDF5 files (td/backends/h5/walk.cc,
-// once the walk has chosen each group's batch size).
+// A failed rule is an InvalidArgument tagged with its Rule (RuleOf); the reader adds where it is
+// and raises its own error. What the format adds (byte ranges, dim names, which classes a level
+// may be) stays in the reader, next to the fields it maps. Every format reader uses a Builder.
 #pragma once
 
 #include <c10/core/ScalarType.h>
@@ -51,16 +42,13 @@ namespace structure {
 // What a level is: a TensorDict, a LazyStackedTensorDict (its sub-levels are its members, in
 // stack order), a NonTensorStack (its values are in LevelInfo::data) or a tensorclass.
 enum class LevelKind { kTensorDict, kLazyStack, kNonTensorStack, kTensorClass };
-// What an entry of a level is.
 enum class EntryKind { kLeaf, kLevel, kNonTensor };
 // What non-tensor data is (td::NonTensorData::Kind): one value for the level (NonTensorData,
-// MetaData) or a NonTensorStack, one value per batch element as lists nested as the level's batch
-// size (checked where the entry becomes a td::NonTensorData: internal::StackFromFile).
+// MetaData) or one per batch element, nested as the batch size (internal::StackFromFile checks).
 enum class NonTensorKind { kData, kMetaData, kStack };
 
 // The kind a non-tensor entry's "cls" field names, as Python spells its classes: none (nullptr)
-// is kData, "MetaData" kMetaData, "NonTensorStack" kStack; any other value is InvalidArgument,
-// named (td/backends/shared_memory/handle.cc, td/distributed/wire.cc).
+// is kData, "MetaData" kMetaData, "NonTensorStack" kStack; any other is InvalidArgument, named.
 absl::StatusOr<NonTensorKind> NonTensorKindOf(const nlohmann::json* cls);
 
 // The rule a status of this file reports (RuleOf); kNone for an OK status or another one.
@@ -80,15 +68,13 @@ enum class Rule {
 };
 Rule RuleOf(const absl::Status& status);
 
-// `text` parsed as untrusted JSON (NOTE [ Untrusted JSON ] in td/core/internal/structure_check.h)
-// into an nlohmann::json or ordered_json: its nesting checked first, then its syntax; with
-// `unique_keys`, an object naming a key twice is refused (nlohmann/json would keep the last).
+// `text` parsed as untrusted JSON (NOTE [ Untrusted JSON ] in td/core/internal/structure_check.h);
+// with `unique_keys`, an object naming a key twice is refused (nlohmann/json would keep the last).
 //   absl::StatusOr<nlohmann::ordered_json> j = ParseJson<nlohmann::ordered_json>(text, true);
 template <class Json>
 absl::StatusOr<Json> ParseJson(std::string_view text, bool unique_keys = false);
 
-// A shape or batch size as a format holds it: a JSON list, or sizes it read itself; either is
-// checked by the same bounds, in the same words (internal::ShapeFromJson).
+// A shape or batch size as a format holds it (a JSON list or sizes it read), checked alike.
 class Sizes {
  public:
   Sizes(const nlohmann::json& j) : v_(&j) {}          // NOLINT(runtime/explicit)
@@ -203,15 +189,12 @@ class Builder {
   Level& Root(LevelKind kind);
   // The sub-level `key` of `parent`: its depth is checked before it is made, then its key.
   absl::StatusOr<Level*> AddLevel(Level& parent, std::string_view key, LevelKind kind);
-  // `level`'s batch size (once): its sizes, and under a TensorDict or tensorclass parent, that it
-  // starts with the parent's.
+  // `level`'s batch size (once), checked by the batch-size rules of NOTE [ Structure codec ].
   absl::Status SetBatchSize(Level& level, const Sizes& batch);
-  // The leaf `key` of `level`: key, dtype, shape, that the shape starts with the level's batch
-  // size, that its bytes fit in int64.
+  // The leaf `key` of `level`, checked by the key and leaf rules of NOTE [ Structure codec ].
   absl::StatusOr<const Entry*> AddLeaf(Level& level, std::string_view key, const Dtype& dtype,
                                        const Sizes& shape, Location location = {});
-  // Where the leaf `leaf` (made by this builder) lies, for a format that reads it after the
-  // leaf's rules are met.
+  // Where `leaf` (made by this builder) lies, for a format that reads it after the leaf's rules.
   void SetLocation(const Entry& leaf, Location location);
   // The non-tensor data `key` of `level`.
   absl::StatusOr<const Entry*> AddNonTensor(Level& level, std::string_view key,

@@ -53,8 +53,7 @@ int64_t GetCount(const Json& obj, const char* name, const std::string& where) {
   return *v;
 }
 
-// structure::Builder's finding `s` about `where`; `field` names the JSON field of a shape or
-// batch size.
+// The Builder's finding `s` about `where`; `field` names a shape's or batch size's JSON field.
 void Check(const absl::Status& s, const std::string& where, const char* field = "") {
   if (s.ok()) return;
   using R = structure::Rule;
@@ -65,8 +64,7 @@ void Check(const absl::Status& s, const std::string& where, const char* field = 
       rule == R::kSubBatch ? " of its parent" : rule == R::kBytes ? " (more than 2^63-1)" : "");
 }
 
-// Checks NOTE [ Shared-memory handles ]'s bounds rule for the leaf `t` (its element count and
-// bytes fit in int64: structure::Builder) in a segment of `size` bytes.
+// NOTE [ Shared-memory handles ]'s bounds rule for the leaf `t` in a segment of `size` bytes.
 void CheckBounds(const structure::Entry& t, uint64_t size, const std::string& where) {
   const int64_t item = static_cast<int64_t>(c10::elementSize(t.dtype));
   const uint64_t offset = static_cast<uint64_t>(t.location.start);
@@ -120,8 +118,7 @@ SegmentRef ParseSegment(const Json& j, size_t index) {
   return s;
 }
 
-// The levels of a handle onto a structure::Builder, which applies the structure rules (NOTE
-// [ Structure codec ] in td/structure/structure.h).
+// The levels of a handle onto a structure::Builder (NOTE [ Structure codec ]).
 struct Parser {
   std::vector<SegmentRef> segments;
   std::vector<std::string> path;  // the key of the level being parsed

@@ -1,7 +1,6 @@
-// The shared-memory handle format (internal to the shared_memory backend): ParseHandle reads the
-// JSON SharedMemoryHandle writes as untrusted input, from another process (NOTE [ Shared-memory
-// handles ]). Pure functions over strings; also built alone by the fuzzer (handle_fuzzer.cc,
-// tests/fuzz/run.sh).
+// The shared-memory handle format (internal to the shared_memory backend), read as untrusted
+// input from another process. Pure functions over strings; the fuzzer builds it alone
+// (handle_fuzzer.cc, tests/fuzz/run.sh).
 //
 // NOTE [ Shared-memory handles ]
 // {"format": "tensordict-shm", "version": 1,
@@ -13,15 +12,12 @@
 //       | {"key": string, "kind": "tensordict", "value": LEVEL}
 //       | {"key": string, "kind": "non_tensor", "data": any JSON, "cls": absent (NonTensorData),
 //          "MetaData" or "NonTensorStack"}
-// Accepted only when: every tensor's shape starts with its level's batch size and each nested
-// batch size with its parent's; numel (product of sizes) fits in int64; for a non-empty tensor,
-// offset + (sum of (size-1)*stride + 1) * element size fits in int64 and is at most the segment's
-// size; offset is at least the 64-byte segment header and a multiple of the element size; keys
-// are unique per level; at most kMaxHandleBytes of text; levels, dims and JSON nesting within
-// the limits of every structure reader (NOTE [ Structure validation ] in
-// td/core/internal/structure_check.h). AttachSharedMemory then checks each
-// segment's real size equals "size" before mapping, so a tensor accepted here lies inside memory
-// that is mapped.
+// Accepted only when it obeys the rules of every structure reader (NOTE [ Structure codec ] in
+// td/structure/structure.h), is at most kMaxHandleBytes, and each non-empty tensor's
+// offset + (sum of (size-1)*stride + 1) * element size fits in int64 and is at most its segment's
+// size, its offset at least the 64-byte header and a multiple of the element size.
+// AttachSharedMemory then checks each segment's real size equals "size" before mapping, so a
+// tensor accepted here lies inside mapped memory.
 #pragma once
 
 #include <cstddef>
@@ -48,8 +44,7 @@ struct SegmentRef {
   std::string token;   // 16 raw bytes
 };
 
-// The segments a handle names, and its TensorDict: a structure::Description (NOTE [ Structure
-// codec ] in td/structure/structure.h) whose levels are TensorDicts and whose leaves lie at
+// The segments a handle names, and its TensorDict: levels are TensorDicts, leaves lie at
 // Location{index: the segment, start: the offset from the mapping's start, strides}.
 struct Handle {
   std::vector<SegmentRef> segments;

@@ -1,11 +1,9 @@
 // libFuzzer target for the shared-memory handle parser (NOTE [ Shared-memory handles ] in
-// handle.h): any bytes given as a handle must give a status or a handle, never a crash, a hang
-// or an uncaught exception (the parser promises never to throw); and an accepted handle must keep
-// the promise AttachSharedMemory relies on before it makes any tensor: every non-empty tensor,
-// with its shape, strides, dtype and offset, lies inside its segment, its element count fits in
-// int64, and shapes start with their level's batch size. Built with clang by tests/fuzz/run.sh
-// (`-fsanitize=fuzzer,address,undefined`), and replayed over the seed corpus by
-// //tests/fuzz:shm_handle_replay_test in every normal test run.
+// handle.h): any bytes give a status or a handle, never a crash, hang or exception; an accepted
+// handle keeps AttachSharedMemory's premise: every non-empty tensor lies inside its segment, its
+// element count fits in int64, and shapes start with their level's batch size. Built with clang
+// by tests/fuzz/run.sh (-fsanitize=fuzzer,address,undefined); //tests/fuzz:shm_handle_replay_test
+// replays the seed corpus in every normal test run.
 #include <c10/core/ScalarType.h>
 
 #include <cstdint>

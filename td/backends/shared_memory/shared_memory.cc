@@ -50,8 +50,7 @@ os::MappedRegion MapSegment(int fd, size_t length, const std::string& what) {
       os::MappedRegion::Map(fd, length, PROT_READ | PROT_WRITE, MAP_SHARED, what));
 }
 
-// The DataPtr context of every shared tensor, a new std::shared_ptr<Segment>: keeps its segment
-// mapped.
+// The DataPtr context of every shared tensor, a new std::shared_ptr<Segment>, keeps it mapped.
 void DeleteSegmentRef(void* ctx) { delete static_cast<std::shared_ptr<Segment>*>(ctx); }
 
 // The segment of `t`, or nullptr.
@@ -179,8 +178,7 @@ struct HandleWriter {
                                   {"size", static_cast<uint64_t>(seg->region.length())},
                                   {"token", absl::BytesToHexString(seg->token)}});
         }
-        // An empty tensor has no data pointer (LibTorch gives nullptr): the segment's first data
-        // byte, where no bytes are read.
+        // An empty tensor's data pointer is null: the first data byte, where nothing is read.
         const size_t offset =
             t.numel() == 0 ? kHeaderBytes
                            : static_cast<size_t>(static_cast<const char*>(t.data_ptr()) -
@@ -197,8 +195,6 @@ struct HandleWriter {
                                {"value", Level(v->tensordict(), &full)}});
       } else {
         Json e{{"key", k}, {"kind", "non_tensor"}, {"data", v->non_tensor()}};
-        // The class, unless NonTensorData (NOTE [ Non-tensor stacks ] in
-        // td/core/internal/non_tensor_stack.h): "MetaData" or "NonTensorStack".
         if (v->kind() != "NonTensorData") e["cls"] = std::string(v->kind());
         entries.push_back(std::move(e));
       }
@@ -288,7 +284,6 @@ std::string SharedMemoryHandle(const TensorDict& td) {
 }
 
 TensorDict AttachSharedMemory(const std::string& handle) {
-  // ParseHandle's errors are InvalidArgument: a ValueError naming the field.
   internal::shm::Handle parsed = ValueOrThrow(internal::shm::ParseHandle(handle), "AttachSharedMemory");
   std::vector<std::shared_ptr<Segment>> segments;
   for (const internal::shm::SegmentRef& s : parsed.segments) segments.push_back(OpenSegment(s));

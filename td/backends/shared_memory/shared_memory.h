@@ -39,25 +39,21 @@ bool IsSharedMemoryTensor(const at::Tensor& tensor);
 // Throws ValueError for a non-strided tensor, c10::Error when the segment cannot be created.
 at::Tensor ToSharedMemory(const at::Tensor& tensor);
 
-// The handle another process passes to AttachSharedMemory to see `td`'s tensors (see
-// NOTE [ Shared-memory segments ]). Throws ValueError naming the first leaf that is not in
-// shared memory.
+// The handle another process passes to AttachSharedMemory to see `td`'s tensors (see the NOTE
+// above); throws ValueError naming the first leaf that is not in shared memory.
 //   td.share_memory_();
 //   std::string handle = td::SharedMemoryHandle(td);   // send it to the other process
 std::string SharedMemoryHandle(const TensorDict& td);
 
-// A TensorDict (on the "shared_memory" backend, locked) whose tensors are the memory `handle`
-// describes: writes are seen by every process using it. Throws ValueError for a malformed
-// handle, c10::Error naming the process and descriptor when a segment cannot be attached
-// (process gone, not our segment, token mismatch).
+// A locked "shared_memory" TensorDict whose tensors are the memory `handle` describes, shared
+// with every process using it. Throws ValueError for a malformed handle, c10::Error naming the
+// process and descriptor when a segment cannot be attached (gone, not ours, token mismatch).
 //   td::TensorDict shared = td::AttachSharedMemory(handle);
 //   shared.get("x").add_(1);   // the creating process sees it
 TensorDict AttachSharedMemory(const std::string& handle);
 
 // The "shared_memory" storage backend: entries in memory, every tensor in shared memory (a
-// tensor set here is copied into a new segment unless it already is in one).
-// Capabilities: in_place_write | new_keys | replace_entries | batch_resize | cross_process. Its
-// device is always the CPU.
+// tensor set here is copied into a new segment unless it already is in one), always on the CPU.
 class SharedMemoryStorage final : public EntryStorage {
  public:
   explicit SharedMemoryStorage(std::vector<int64_t> batch_size);

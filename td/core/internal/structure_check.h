@@ -4,26 +4,20 @@
 // NOTE [ Structure validation ]
 // Every codec that reads a TensorDict's structure from untrusted text or bytes keeps its own
 // layout (fixed by Python tensordict, or by the wire protocol); whether the structure it describes
-// is valid is decided by the functions below, with one set of limits. td/structure's Builder
-// applies them by construction, so a reader that maps its fields to it cannot skip one (the rules
-// and the readers: NOTE [ Structure codec ] in td/structure/structure.h). JSON nesting is checked
-// on the text before it is parsed (nlohmann/json's parser and destructor recurse once per level):
-// every format spends at most three JSON levels per TensorDict level, so every TensorDict that can
-// be built (kMaxNestingDepth levels) fits, with room for its non-tensor data. TensorDict nesting
-// is checked before descending into a level, so any depth of input is safe.
-// Each function returns an InvalidArgument status stating the problem; the codec prefixes where
-// it is (file, key, level) and raises its own error (NOTE [ Status to exception ] in
-// td/core/errors.h).
+// is valid is decided by the functions below, with one set of limits, which td/structure's
+// Builder applies by construction (NOTE [ Structure codec ] in td/structure/structure.h). JSON
+// nesting is checked on the text before parsing (nlohmann/json's parser and destructor recurse
+// once per level): a format spends at most three JSON levels per TensorDict level, so every
+// buildable TensorDict fits, with room for non-tensor data. TensorDict nesting is checked before
+// descending into a level, so any depth of input is safe.
+// Each function returns InvalidArgument stating the problem; the codec prefixes where it is
+// (file, key, level) and raises its own error (NOTE [ Status to exception ] in td/core/errors.h).
 //
 // NOTE [ Untrusted JSON ]
-// Every JSON text that comes from a file or another process is parsed by ParseUntrustedJson below
-// or structure::ParseJson (td/structure/structure.h), the parses that check the nesting first
-// (CheckJsonDepth) and report malformed text (bad syntax, invalid UTF-8) as a status rather than
-// an exception: the structure codecs above, HDF5's `__tensordict__` attribute and JSON datasets
-// (td/backends/h5), Zarr's metadata and non-tensor payloads (td/io/zarr_format.cc, td/io/zarr.cc),
-// JSON tables (td/io/tabular.cc), tensorclass directories' meta.json (td/tensorclass/memmap.cc).
-// The depth limit is kMaxStructureJsonDepth for all of them: the text a TensorDict's non-tensor
-// data is written as in one format is read back in another.
+// Every JSON text from a file or another process is parsed by ParseUntrustedJson below or
+// structure::ParseJson (td/structure/structure.h): both check the nesting first (CheckJsonDepth)
+// and report malformed text (bad syntax, invalid UTF-8) as a status, not an exception. The limit
+// is kMaxStructureJsonDepth for all: non-tensor data one format writes, another reads back.
 #pragma once
 
 #include <c10/core/ScalarType.h>
@@ -58,9 +52,8 @@ inline absl::Status CheckJsonDepth(std::string_view text) {
                                                  kMaxStructureJsonDepth, " levels"));
 }
 
-// `text` parsed as a `Json` (nlohmann::json, nlohmann::ordered_json) when it nests at most
-// kMaxStructureJsonDepth levels and is well-formed JSON; otherwise InvalidArgument stating the
-// problem, which the caller prefixes with the file or key (NOTE [ Untrusted JSON ]).
+// `text` parsed as a `Json` (nlohmann::json or ordered_json) per NOTE [ Untrusted JSON ], or
+// InvalidArgument stating the problem, which the caller prefixes with the file or key.
 //   absl::StatusOr<nlohmann::json> j = ParseUntrustedJson<nlohmann::json>(text);
 template <class Json>
 absl::StatusOr<Json> ParseUntrustedJson(std::string_view text) {
@@ -132,9 +125,8 @@ inline absl::Status CheckStartsWith(const std::vector<int64_t>& shape,
       " does not start with the batch size ", SizeRepr(batch)));
 }
 
-// The dtype a name as Python writes it names ("torch.float32"; ParseDtypeName's aliases).
-// A dtype this LibTorch lacks (torch.uint16 on 1.13) is refused with
-// compat::NoSuchDtypeMessage (NOTE [ Dtypes by LibTorch version ] in td/compat/dtypes.h).
+// The dtype a name as Python writes it names ("torch.float32"); one this LibTorch lacks is refused
+// with compat::NoSuchDtypeMessage (NOTE [ Dtypes by LibTorch version ] in td/compat/dtypes.h).
 inline absl::StatusOr<c10::ScalarType> DtypeFromName(std::string_view name) {
   if (std::optional<c10::ScalarType> d = ParseDtypeName(name)) return *d;
   if (const compat::NewerDtypeInfo* d = compat::FindNewerDtype(name)) {
@@ -144,9 +136,8 @@ inline absl::StatusOr<c10::ScalarType> DtypeFromName(std::string_view name) {
       absl::StrCat("unknown dtype \"", absl::string_view(name.data(), name.size()), "\""));
 }
 
-// The dtype of a ScalarType code that LibTorch 1.13 and 2.x agree on (td::distributed's wire),
-// or of a dtype of td/compat/dtypes.h this LibTorch has (their codes are the same in every
-// LibTorch that has them); those it lacks are refused with compat::NoSuchDtypeMessage.
+// The dtype of a ScalarType code LibTorch 1.13 and 2.x agree on (td::distributed's wire) or of a
+// td/compat/dtypes.h dtype (same code in every LibTorch); one it lacks: compat::NoSuchDtypeMessage.
 inline absl::StatusOr<c10::ScalarType> DtypeFromCode(int64_t code) {
   if (const compat::NewerDtypeInfo* d = compat::FindNewerDtypeCode(code)) {
     if (d->type) return *d->type;
