@@ -94,12 +94,15 @@ TensorDict LoadFields(const std::string& prefix, const nlohmann::json& meta,
   }
   const std::string inner = JoinPath(prefix, kInner);
   const mode_t mode = ModeOf(inner);
+  const int err = errno;
   if (!S_ISDIR(mode)) {
-    const char* what = mode == 0         ? (errno == ENOENT ? "missing" : std::strerror(errno))
-                       : S_ISLNK(mode)   ? "a symlink (refused, as everywhere in memmap "
-                                           "directories)"
-                       : S_ISREG(mode)   ? "a regular file"
-                                         : "a special file";
+    const std::string what =
+        mode == 0       ? (err == ENOENT ? "missing"
+                                         : absl::StrCat("unreadable (", std::strerror(err), ")"))
+        : S_ISLNK(mode) ? "a symlink (refused, as everywhere in memmap "
+                          "directories)"
+        : S_ISREG(mode) ? "a regular file"
+                        : "a special file";
     TD_FAIL(MemmapError, inner, " is ", what,
             ", but a tensorclass directory keeps its fields in the directory _tensordict");
   }

@@ -66,8 +66,9 @@ std::shared_ptr<Segment> CreateSegment(size_t payload) {
   seg->fd = os::UniqueFd(::memfd_create(std::string(kMemfdName).c_str(), MFD_CLOEXEC));
   const size_t length = kHeaderBytes + payload;
   if (!seg->fd.valid() || ::ftruncate(seg->fd.get(), static_cast<off_t>(length)) != 0) {
+    const int err = errno;
     ThrowIfError<c10::Error>(os::ErrnoError(
-        errno, absl::StrCat("share_memory: cannot create a segment of ", length, " bytes"), ""));
+        err, absl::StrCat("share_memory: cannot create a segment of ", length, " bytes"), ""));
   }
   seg->region = MapSegment(seg->fd.get(), length,
                            absl::StrCat("a new shared-memory segment of ", length, " bytes"));
@@ -108,9 +109,9 @@ size_t SlotBytes(const at::Tensor& t) {
 }
 
 // ValueError naming `what` (whose tensor `t` is) unless `t` is strided.
-void CheckShareable(const at::Tensor& t, const std::string& what) {
+void CheckShareable(const at::Tensor& t, const char* what, const NestedKey* key = nullptr) {
   if (t.layout() != at::kStrided) {
-    TD_FAIL(ValueError, what, " holds a ", t.layout(),
+    TD_FAIL(ValueError, what, key ? " " + key->repr() : "", " holds a ", t.layout(),
             " tensor; only strided (dense) tensors can be shared");
   }
 }
@@ -118,7 +119,7 @@ void CheckShareable(const at::Tensor& t, const std::string& what) {
 // ---- share_memory_ -------------------------------------------------------------------------
 
 struct Leaf {
-  Storage* level;
+  std::shared_ptr<Storage> level;  // an owner: a computed level (a lazy stack's) has no other
   std::string key;
   at::Tensor tensor;
   size_t offset;  // in the payload
@@ -127,20 +128,20 @@ struct Leaf {
 // The levels of `td`, and its leaves not yet in shared memory with their offsets in a payload of
 // `total` bytes.
 struct Collected {
-  std::vector<Storage*> levels;
+  std::vector<std::shared_ptr<Storage>> levels;
   std::vector<Leaf> leaves;
   size_t total = 0;
 
   void Walk(const TensorDict& td, const NestedKey* prefix) {
-    Storage& s = internal::MutableStorage(td);
-    levels.push_back(&s);
-    for (const std::string& k : s.keys()) {
-      std::optional<Value> v = s.get(k);
+    std::shared_ptr<Storage> s = internal::MutableStoragePtr(td);
+    levels.push_back(s);
+    for (const std::string& k : s->keys()) {
+      std::optional<Value> v = s->get(k);
       if (!v) continue;
       const NestedKey full = prefix ? *prefix + NestedKey(k) : NestedKey(k);
       if (v->is_tensor() && !IsSharedMemoryTensor(v->tensor())) {
-        CheckShareable(v->tensor(), "share_memory_: key " + full.repr());
-        leaves.push_back({&s, k, v->tensor(), total});
+        CheckShareable(v->tensor(), "share_memory_: key", &full);
+        leaves.push_back({s, k, v->tensor(), total});
         total += SlotBytes(v->tensor());
       } else if (v->is_tensordict()) {
         Walk(v->tensordict(), &full);
@@ -308,7 +309,7 @@ TensorDict& ShareMemory(TensorDict& td) {
     for (Leaf& l : c.leaves) l.tensor = CopyInto(seg, kHeaderBytes + l.offset, l.tensor);
     for (const Leaf& l : c.leaves) l.level->set(l.key, l.tensor);
   }
-  for (Storage* level : c.levels) level->set_device(at::Device(at::kCPU));
+  for (const std::shared_ptr<Storage>& level : c.levels) level->set_device(at::Device(at::kCPU));
   td.lock_();
   return td;
 }
@@ -345,7 +346,8 @@ void SharedMemoryStorage::set(std::string_view key, Value value) {
   if (value.is_tensor()) {
     const at::Tensor& t = value.tensor();
     if (!IsSharedMemoryTensor(t)) {
-      CheckShareable(t, "share_memory_: key " + NestedKey(key).repr());
+      const NestedKey k(key);
+      CheckShareable(t, "share_memory_: key", &k);
       value = Value(ToSharedMemory(t));
     }
   } else if (value.is_tensordict() && value.tensordict().backend() != "shared_memory") {
