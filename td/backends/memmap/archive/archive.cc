@@ -72,7 +72,7 @@ struct Tree {
     return Tree(path, *std::move(entries));
   }
   Tree(const std::string& p, std::map<std::string, ZipEntry> e) : path(p), entries(std::move(e)) {
-    for (const auto& [name, e] : entries) {
+    for (const auto& [name, entry] : entries) {
       // Each part of the name, under its directory; none may leave the extraction directory.
       bool ok = name.find_first_of(std::string("\\\0", 2)) == std::string::npos;
       for (size_t start = 0, slash = 0; ok && slash != std::string::npos; start = slash + 1) {
@@ -174,12 +174,12 @@ void PackDir(const std::string& dir, const std::string& rel, int depth,
                         [](const os::DirEntry& e) { return e.name == kMeta; });
   std::vector<std::string> subdirs;
   for (const auto& [name, type] : entries) {
-    const std::string path = JoinPath(dir, name);
     if (mm::IsTempName(name)) continue;
     if (type == os::EntryType::kDirectory) {
       subdirs.push_back(name);
       continue;
     }
+    const std::string path = JoinPath(dir, name);
     if (type == os::EntryType::kSymlink) {
       TD_FAIL(MemmapError, "cannot pack ", path,
               ": it is a symlink (a memmap directory holds none)");
@@ -190,7 +190,9 @@ void PackDir(const std::string& dir, const std::string& rel, int depth,
     std::error_code ec;
     const uint64_t size = fs::file_size(path, ec);
     if (ec) TD_FAIL(MemmapError, "cannot stat ", path, ": ", ec.message());
-    const bool align = fs::path(name).extension().string() == mm::kTensorSuffix;
+    const bool align = name.size() > mm::kTensorSuffix.size() &&
+                       name.compare(name.size() - mm::kTensorSuffix.size(),
+                                    mm::kTensorSuffix.size(), mm::kTensorSuffix) == 0;
     files->push_back({JoinPath(rel, name), path, size, align});
   }
   for (const std::string& d : subdirs) {
@@ -486,9 +488,11 @@ TensorDict save_archive(const TensorDict& td, const std::string& archive_path,
   // The staging only feeds the archive: mapped leaves are copied whatever copy_existing says,
   // as upstream 0.14's _write_archive_from_td does (it never refuses one either).
   const std::string staging = TempBeside(fs::absolute(archive_path), "stage.");
-  const absl::Cleanup remove_staging = [&] { fs::remove_all(staging, ec); };
-  td.memmap(staging, MemmapOptions(options).copy_existing(true));
-  pack_memmap(staging, archive_path);
+  {
+    const absl::Cleanup remove_staging = [&] { fs::remove_all(staging, ec); };
+    td.memmap(staging, MemmapOptions(options).copy_existing(true));
+    pack_memmap(staging, archive_path);
+  }
   return load_archive(archive_path);
 }
 
