@@ -13,6 +13,7 @@
 #include <functional>
 
 #include "nlohmann/json.hpp"
+#include "td/backends/lazy_stack/lazy_stack.h"
 #include "td/backends/memmap/test_util.h"
 #include "td/core/storage.h"
 #include "td/core/testing.h"
@@ -90,6 +91,23 @@ TEST(SharedMemoryTest, ShareMemoryMovesEveryLeafInPlace) {
   EXPECT_EQ(td.get("x").data_ptr(), data);
   EXPECT_FALSE(Sample().is_shared());
   EXPECT_FALSE(TensorDict().is_shared());
+}
+
+// A lazy stack's sub-TensorDicts are storages its get() makes on the fly: every one of them
+// stays alive while share_memory_ moves the members' leaves and marks the levels.
+TEST(SharedMemoryTest, ShareMemoryOnALazyStackReachesEveryMember) {
+  auto member = [](int64_t v) {
+    return TensorDict({{"x", at::full({4, 3}, v)}, {"n", {{"y", at::full({4}, v, at::kLong)}}}},
+                      {4});
+  };
+  TensorDict a = member(1), b = member(2);
+  TensorDict s = lazy_stack({a, b}, 0);
+  s.share_memory_();
+  for (const TensorDict& m : {a, b}) {
+    EXPECT_TRUE(IsSharedMemoryTensor(m.get("x")));
+    EXPECT_TRUE(IsSharedMemoryTensor(m.get({"n", "y"})));
+  }
+  assert_allclose(s, lazy_stack({member(1), member(2)}, 0));
 }
 
 TEST(SharedMemoryTest, ForkedChildSeesAndWritesTheSameMemory) {
