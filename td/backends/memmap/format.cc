@@ -505,8 +505,15 @@ std::string LevelMetaJson(const LevelMeta& meta) {
   return j.dump();
 }
 
-std::string LazyStackMetaJson(int64_t stack_dim) {
-  return Json{{"_type", std::string(kLazyStackType)}, {"stack_dim", stack_dim}}.dump();
+std::string StackMetaJson(int64_t stack_dim, const nlohmann::json* values) {
+  if (values == nullptr) {
+    return Json{{"_type", std::string(kLazyStackType)}, {"stack_dim", stack_dim}}.dump();
+  }
+  return Json{{"_type", std::string(kNonTensorStackType)},
+              {"stack_dim", stack_dim},
+              {"device", nullptr},
+              {"data", Json::parse(values->dump())}}
+      .dump();
 }
 
 std::string NonTensorMetaJson(const nlohmann::json& data, bool metadata) {
@@ -514,15 +521,6 @@ std::string NonTensorMetaJson(const nlohmann::json& data, bool metadata) {
               {"data", Json::parse(data.dump())},
               {"_metadata", nullptr},
               {"_is_non_tensor", true}}
-      .dump();
-}
-
-std::string NonTensorStackMetaJson(const nlohmann::json& values) {
-  // stack_dim 0: values nest in batch order, whichever dim the stack was built along.
-  return Json{{"_type", std::string(kNonTensorStackType)},
-              {"stack_dim", 0},
-              {"device", nullptr},
-              {"data", Json::parse(values.dump())}}
       .dump();
 }
 
