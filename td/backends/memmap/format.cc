@@ -460,12 +460,11 @@ absl::Status ResolveEntryFiles(std::vector<EntryMeta>* entries,
                          : escaped                             ? e.file_name
                                                                : "";
     if (chosen.empty() && needs_file(e)) {
-      const char* what = e.kind == EntryKind::kTensor     ? "tensor file"
-                         : e.kind == EntryKind::kTensorDict ? "TensorDict directory"
-                                                            : "NonTensorData directory";
+      static constexpr const char* kWhat[] = {  // by EntryKind
+          "tensor file", "TensorDict directory", "NonTensorData directory"};
       return absl::DataLossError(absl::StrCat(
           AV(dir), "/", e.file_name, " is missing: ", AV(dir), "/meta.json describes key ",
-          Quote(e.key), " as a ", what,
+          Quote(e.key), " as a ", kWhat[static_cast<int>(e.kind)],
           e.legacy_file_name.empty()
               ? std::string()
               : absl::StrCat(" (nor is there ", AV(dir), "/", e.legacy_file_name,
