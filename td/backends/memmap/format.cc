@@ -460,12 +460,11 @@ absl::Status ResolveEntryFiles(std::vector<EntryMeta>* entries,
                          : escaped                             ? e.file_name
                                                                : "";
     if (chosen.empty() && needs_file(e)) {
-      const char* what = e.kind == EntryKind::kTensor     ? "tensor file"
-                         : e.kind == EntryKind::kTensorDict ? "TensorDict directory"
-                                                            : "NonTensorData directory";
+      static constexpr const char* kWhat[] = {  // by EntryKind
+          "tensor file", "TensorDict directory", "NonTensorData directory"};
       return absl::DataLossError(absl::StrCat(
           AV(dir), "/", e.file_name, " is missing: ", AV(dir), "/meta.json describes key ",
-          Quote(e.key), " as a ", what,
+          Quote(e.key), " as a ", kWhat[static_cast<int>(e.kind)],
           e.legacy_file_name.empty()
               ? std::string()
               : absl::StrCat(" (nor is there ", AV(dir), "/", e.legacy_file_name,
@@ -505,8 +504,15 @@ std::string LevelMetaJson(const LevelMeta& meta) {
   return j.dump();
 }
 
-std::string LazyStackMetaJson(int64_t stack_dim) {
-  return Json{{"_type", std::string(kLazyStackType)}, {"stack_dim", stack_dim}}.dump();
+std::string StackMetaJson(int64_t stack_dim, const nlohmann::json* values) {
+  if (values == nullptr) {
+    return Json{{"_type", std::string(kLazyStackType)}, {"stack_dim", stack_dim}}.dump();
+  }
+  return Json{{"_type", std::string(kNonTensorStackType)},
+              {"stack_dim", stack_dim},
+              {"device", nullptr},
+              {"data", Json::parse(values->dump())}}
+      .dump();
 }
 
 std::string NonTensorMetaJson(const nlohmann::json& data, bool metadata) {
@@ -514,15 +520,6 @@ std::string NonTensorMetaJson(const nlohmann::json& data, bool metadata) {
               {"data", Json::parse(data.dump())},
               {"_metadata", nullptr},
               {"_is_non_tensor", true}}
-      .dump();
-}
-
-std::string NonTensorStackMetaJson(const nlohmann::json& values) {
-  // stack_dim 0: values nest in batch order, whichever dim the stack was built along.
-  return Json{{"_type", std::string(kNonTensorStackType)},
-              {"stack_dim", 0},
-              {"device", nullptr},
-              {"data", Json::parse(values.dump())}}
       .dump();
 }
 

@@ -182,16 +182,14 @@ absl::Status SetBatchSize(structure::Builder& b, structure::Level& level,
 // meta.json text for a level (entries in order, then shape, device "cpu" and _type). A
 // sub-directory entry's "type" is its type_name, or "TensorDict" / "NonTensorData" by kind.
 std::string LevelMetaJson(const LevelMeta& meta);
-// meta.json text of a lazy stack's directory (LazyStackedTensorDict._memmap_ in Python
-// tensordict 0.4-0.14: only "_type" and "stack_dim"; member i lives in the sub-directory "i").
-std::string LazyStackMetaJson(int64_t stack_dim);
+// meta.json text of a stack's directory, as LazyStackedTensorDict._memmap_ (`values` nullptr:
+// only "_type" and "stack_dim"; member i lives in the sub-directory "i") or
+// NonTensorStack._memmap_ (holding `values` nested as its batch size, and no other file) write it
+// in Python tensordict 0.5-0.14.
+std::string StackMetaJson(int64_t stack_dim, const nlohmann::json* values = nullptr);
 // meta.json text of a non-tensor entry holding `data` (a NonTensorData, or with `metadata` a
 // MetaData: NonTensorDataBase._memmap_ in Python tensordict 0.9-0.14 writes both alike).
 std::string NonTensorMetaJson(const nlohmann::json& data, bool metadata = false);
-// meta.json text of a NonTensorStack directory holding `values` (nested as its batch size):
-// NonTensorStack._memmap_ in Python tensordict 0.5-0.14, {"_type", "stack_dim", "device",
-// "data"} and no other file.
-std::string NonTensorStackMetaJson(const nlohmann::json& values);
 
 // OK when `data` (`depth` levels into the value checked) can be written and read back unchanged:
 // finite numbers, valid UTF-8, nesting within kMaxJsonDepth. The error names `what`.

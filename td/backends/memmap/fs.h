@@ -77,7 +77,7 @@ int64_t TempNamePid(std::string_view name, std::string_view base);
 absl::StatusOr<at::Tensor> MapFile(int fd, const std::string& path, c10::ScalarType dtype,
                                    const std::vector<int64_t>& shape, MemmapMode mode);
 // InvalidArgument "<what>: a <nested (ragged) | layout> tensor; only strided (dense) tensors can
-// be memory-mapped" unless `t` is strided and not nested (see CheckMappable).
+// be memory-mapped" unless `t` is strided and not nested.
 absl::Status CheckStrided(const at::Tensor& t, std::string_view what);
 // Writes `tensor`'s values as C-order bytes to `fd` (chunk by chunk for non-contiguous or
 // non-CPU tensors, so memory use stays bounded).

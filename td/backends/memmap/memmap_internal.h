@@ -56,11 +56,7 @@ struct WriteOptions {
 internal::memmap::EntryKind KindOf(const Value& v);
 internal::memmap::EntryMeta EntryMetaOf(const std::string& key, const Value& v);
 
-// Throws ValueError naming `op` and `key` unless `t` can be written as a memmap file: a strided
-// tensor that is not a nested (ragged) one. memmap() writes no sizes file for a nested tensor,
-// so none is written at all (docs/memmap.md, "written here").
-void CheckMappable(const at::Tensor& t, const NestedKey& key, std::string_view op);
-// Throws ValueError / TypeError naming the key for anything WriteTree would fail on by
+// Throws ValueError / TypeError naming the key for anything WriteEntryDir would fail on by
 // construction; `dir` is the final directory of `td` (for copy_existing), `prefix` the key of
 // `td` in the tree being written and `depth` its depth there.
 void ValidateTree(const TensorDict& td, const std::string& dir, const WriteOptions& options,

@@ -621,24 +621,16 @@ absl::StatusOr<std::shared_ptr<MemmapStorage>> LoadLevel(int dirfd, const std::s
 
 absl::StatusOr<UniqueFd> OpenSubTensorDict(int dirfd, const std::string& key,
                                            const std::string& dir_path, std::string* sub_path) {
-  std::string name = EscapeKey(key);
-  absl::StatusOr<UniqueFd> sub = OpenDirShared(dirfd, name, JoinPath(dir_path, name));
-  const auto has_meta = [](const absl::StatusOr<UniqueFd>& fd) {
+  const auto has_meta = [&](const std::string& name) {
+    absl::StatusOr<UniqueFd> fd = OpenDirAt(dirfd, name, name);
     struct stat st;
-    return fd.ok() && ::fstatat(fd->get(), "meta.json", &st, AT_SYMLINK_NOFOLLOW) == 0;
+    return fd.ok() && ::fstatat(fd->get(), kMeta.c_str(), &st, AT_SYMLINK_NOFOLLOW) == 0;
   };
-  if (!has_meta(sub)) {
-    std::optional<std::string> legacy = LegacyFileName(key, EntryKind::kTensorDict);
-    if (legacy && *legacy != name) {
-      absl::StatusOr<UniqueFd> raw = OpenDirShared(dirfd, *legacy, JoinPath(dir_path, *legacy));
-      if (has_meta(raw)) {
-        sub = std::move(raw);
-        name = *legacy;
-      }
-    }
-  }
-  if (sub.ok()) *sub_path = JoinPath(dir_path, name);
-  return sub;
+  std::string name = EscapeKey(key);
+  const std::optional<std::string> legacy = LegacyFileName(key, EntryKind::kTensorDict);
+  if (!has_meta(name) && legacy && has_meta(*legacy)) name = *legacy;
+  *sub_path = JoinPath(dir_path, name);
+  return OpenDirShared(dirfd, name, *sub_path);
 }
 
 }  // namespace memmap

@@ -7,15 +7,14 @@
 //
 // Capabilities: in_place_write | new_keys | replace_entries | batch_resize | cross_process when
 // opened read-write; batch_resize alone when read-only (every write throws then; the batch size
-// changes in memory only). Its device is always the CPU. Opened by id ("memmap") with StorageSpec::path, it creates an
-// empty memmap directory there (refusing an existing one); without a path, in a new directory
-// under $TMPDIR that the caller owns.
+// changes in memory only). Its device is always the CPU. Opened by id ("memmap") with
+// StorageSpec::path, it creates an empty memmap directory there (refusing an existing one);
+// without a path, in a new directory under $TMPDIR that the caller owns.
 // Writes to existing tensors (set_, index_put_, in-place ops) go straight to the files. A new,
-// replaced or deleted key builds the level's next directory beside it (every other file
-// hard-linked, the new file written, a new meta.json) and swaps it in with one rename, so a kill
-// at any moment leaves the level as it was before or after the write (NOTE [ Crash-safe level
-// writes ] in memmap_internal.h); a tensor a caller still holds keeps the old file's data.
-// set_batch_size replaces meta.json atomically.
+// replaced or deleted key swaps in the level's next directory, so a kill at any moment leaves the
+// level as before or after the write (NOTE [ Crash-safe level writes ] in memmap_internal.h); a
+// tensor a caller still holds keeps the old file's data. set_batch_size replaces meta.json
+// atomically.
 // Indexing reads the files where they are: a basic index (a slice, an integer, Ellipsis, None)
 // of a memory-mapped TensorDict gives a dense TensorDict whose tensors are views of the mapped
 // files (writes into them write the files); an advanced index (a tensor of rows, a mask) and

@@ -63,7 +63,7 @@ void BuildDir(const Value& v, const std::vector<int64_t>& batch, int parent_fd,
       const std::string member = std::to_string(i);
       BuildDir(members[i], {}, dir->get(), member, JoinPath(path, member), key, w);
     }
-    meta_json = LazyStackMetaJson(stack->stack_dim());
+    meta_json = StackMetaJson(stack->stack_dim());
   } else if (v.is_tensordict()) {
     const Storage& s = v.tensordict().storage();
     LevelMeta meta;
@@ -82,7 +82,8 @@ void BuildDir(const Value& v, const std::vector<int64_t>& batch, int parent_fd,
     }
     meta_json = LevelMetaJson(meta);
   } else if (const NonTensorData& data = v.non_tensor_data(); data.is_stack()) {
-    meta_json = NonTensorStackMetaJson(data.data);
+    // stack_dim 0: values nest in batch order, whichever dim the stack was built along.
+    meta_json = StackMetaJson(0, &data.data);
   } else {
     meta_json = NonTensorMetaJson(data.data, data.kind == NonTensorData::Kind::kMetaData);
     BuildDir(TensorDict({}, batch), {}, dir->get(), std::string(kNonTensorInner),
@@ -172,13 +173,9 @@ void CheckTarget(int parent_fd, const Target& t, bool exists_ok) {
 TensorDict WriteAndLoad(const TensorDict& td, const std::string& prefix,
                         const MemmapOptions& options, bool like, bool reserve = false) {
   const Target t = ParseTarget(prefix);
-  WriteOptions wo;
-  wo.like = like;
-  wo.reserve = reserve;
-  wo.copy_existing = options.copy_existing();
-  wo.sync = options.fsync();
   parallel::check_num_threads(options.num_threads(), "MemmapOptions::num_threads");
-  wo.threads = options.parallel_options();
+  const WriteOptions wo{like, reserve, options.copy_existing(), options.fsync(),
+                        options.parallel_options()};
   ValidateTree(td, t.path, wo);
   ThrowIfError<MemmapError>(os::MakeDirs(t.parent));
   const UniqueFd parent =
@@ -231,10 +228,6 @@ void ReplaceLeaves(const TensorDict& td, const TensorDict& mapped) {
 }
 
 }  // namespace
-
-void CheckMappable(const at::Tensor& t, const NestedKey& key, std::string_view op) {
-  ThrowIfError(CheckStrided(t, c10::str(op, ": key ", key.repr())));
-}
 
 EntryKind KindOf(const Value& v) {
   if (v.is_tensor()) return EntryKind::kTensor;
