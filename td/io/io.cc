@@ -19,10 +19,8 @@ const MemmapStorage* MemmapOf(const TensorDict& td) {
   return dynamic_cast<const MemmapStorage*>(&td.storage());
 }
 
-// The path format save() (`save`) or load() uses (NOTE [ Format drivers ] in td/format/format.h):
-// `chosen` (by the options, or for load() by what is at the path: a memmap directory named
-// "x.tdz" is read as one), else the one of the path's suffix, else a memmap directory (whose
-// loader names the path's problem).
+// The path format save() (`save`) or load() uses: `chosen` (a memmap directory named "x.tdz" is
+// read as one), else the one of the path's suffix, else "memmap" (whose loader names the problem).
 const format::Driver& PathDriver(const format::Driver* chosen, const std::string& prefix,
                                  bool save) {
   const format::Driver* d = chosen != nullptr ? chosen : format::DriverForSuffix(prefix);

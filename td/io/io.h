@@ -1,9 +1,7 @@
 // Saving and loading TensorDicts, upstream's module-level `save` / `load` and the members around
 // them (`dumps`, `load_`, `load_memmap_`, `memmap_refresh_`, `saved_path`, `make_memmap*`), as
-// free functions. save / load go through the format drivers (NOTE [ Format drivers ] in
-// td/format/format.h), all Python tensordict 0.14's formats; SaveOptions::format and
-// LoadOptions::format say which one a path gets. By default load goes first by what is at the
-// path, then both go by its suffix (".tdz", ".zarr", ".h5"), else a memmap directory.
+// free functions, through the format drivers (NOTE [ Format drivers ] in td/format/format.h):
+// all Python tensordict 0.14's formats, chosen as SaveOptions::format / LoadOptions::format say.
 //
 //   td::save(data, "/ckpt/step100");              // a memmap directory, as data.memmap(...)
 //   td::save(data, "/ckpt/step100.tdz");          // one file; Python's TensorDict.load reads it
@@ -25,9 +23,8 @@
 
 namespace td {
 
-// Options of save / dumps. parallel / num_threads / min_cost (td::parallel::WithParallelOptions):
-// the threads writing leaves, as MemmapOptions' (a directory; an archive is written by one thread
-// after them).
+// Options of save / dumps. The parallel options: the threads writing leaves, as MemmapOptions'
+// (an archive is then written by one thread).
 struct SaveOptions : parallel::WithParallelOptions<SaveOptions> {
   SaveOptions() : parallel::WithParallelOptions<SaveOptions>(MemmapOptions().parallel_options()) {}
   // true: write a memmap archive (one zip file); false: a memmap directory; nullopt (upstream's
@@ -37,24 +34,22 @@ struct SaveOptions : parallel::WithParallelOptions<SaveOptions> {
   TORCH_ARG(bool, copy_existing) = false;
   // false: ValueError when a memmap directory or a file is already at the path.
   TORCH_ARG(bool, exists_ok) = true;
-  // The format driver to write with (NOTE [ Format drivers ] in td/format/format.h: "memmap",
-  // "tdz", "consolidated", "zarr", "h5", those linked); nullopt: "tdz" for archive(true), else
-  // the one whose suffix ends the path (".tdz", ".zarr", ".h5"), else a memmap directory.
-  // parallel / num_threads / min_cost and copy_existing apply to "memmap" and "tdz".
+  // The format driver to write with ("memmap", "tdz", "consolidated", "zarr", "h5", those
+  // linked); nullopt: "tdz" for archive(true), else the one of the path's suffix (".tdz", ".zarr",
+  // ".h5"), else "memmap". The parallel options and copy_existing apply to "memmap" and "tdz".
   TORCH_ARG(std::optional<std::string>, format) = std::nullopt;
 };
 
-// Writes `td` to `prefix` (a memmap directory, or an archive: SaveOptions::archive) and returns
-// it loaded from there (the memmap() result for a directory; load_archive's, read-only, for an
-// archive). A TensorDict already on the memmap backend is packed from its directory. Throws as
-// TensorDict::memmap and pack_memmap do, ValueError for an existing path without exists_ok.
+// Writes `td` to `prefix` (in the format SaveOptions chooses) and returns it loaded from there
+// (an archive read-only). A TensorDict on the memmap backend is packed from its directory.
+// Throws as TensorDict::memmap and pack_memmap do, ValueError for an existing path without
+// exists_ok.
 //   td::save(params, "/ckpt/params.tdz");
 TensorDict save(const TensorDict& td, const std::string& prefix, const SaveOptions& options = {});
 // Upstream's alias of save.
 TensorDict dumps(const TensorDict& td, const std::string& prefix, const SaveOptions& options = {});
 
-// Options of load / load_. parallel / num_threads / min_cost (td::parallel::WithParallelOptions):
-// the threads mapping a directory's files, as LoadMemmapOptions'.
+// Options of load / load_. The parallel options: the threads mapping a directory's files.
 struct LoadOptions : parallel::WithParallelOptions<LoadOptions> {
   LoadOptions()
       : parallel::WithParallelOptions<LoadOptions>(LoadMemmapOptions().parallel_options()) {}
@@ -63,15 +58,13 @@ struct LoadOptions : parallel::WithParallelOptions<LoadOptions> {
   TORCH_ARG(std::optional<MemmapMode>, mode) = std::nullopt;
   // Load the sub-TensorDict at this key only.
   TORCH_ARG(std::optional<NestedKey>, sub_path) = std::nullopt;
-  // The format driver to read with; nullopt: the one that recognises what is at the path
-  // (Driver::detect), else the one whose suffix ends the path, else a memmap directory. mode and
-  // parallel apply to "memmap" and "tdz".
+  // The format driver to read with; nullopt: the one that recognises the path (Driver::detect),
+  // else as SaveOptions::format. mode and parallel apply to "memmap" and "tdz".
   TORCH_ARG(std::optional<std::string>, format) = std::nullopt;
 };
 
-// Loads what save() wrote (or Python's save / memmap / pack_memmap): an archive through
-// load_archive, a directory through TensorDict::load_memmap. Throws MemmapError naming the path
-// and the problem.
+// Loads what save() (or Python's save / memmap / pack_memmap) wrote, as LoadOptions::format
+// says. Throws MemmapError naming the path and the problem.
 TensorDict load(const std::string& prefix, const LoadOptions& options = {});
 
 // Loads `prefix` and writes its entries into `td` (upstream's load_ / load_memmap_): update()
@@ -79,7 +72,6 @@ TensorDict load(const std::string& prefix, const LoadOptions& options = {});
 // TensorDict on the memmap backend is unlocked for the update and locked again (its files then
 // hold the loaded values); another locked TensorDict throws LockedError for a key it lacks.
 // Throws as load() and update() do (BatchSizeError naming a key that does not fit `td`).
-// Returns `td`.
 TensorDict& load_(TensorDict& td, const std::string& prefix, const LoadOptions& options = {});
 TensorDict& load_memmap_(TensorDict& td, const std::string& prefix,
                          const LoadOptions& options = {});
@@ -90,15 +82,13 @@ std::string saved_path(const TensorDict& td);
 
 // Re-reads the memmap directory `td` was loaded from (saved_path) and makes `td` that fresh
 // TensorDict, with the keys another process added or removed since (upstream's
-// memmap_refresh_). Tensor data needs no refresh: the files are mapped shared. Only this handle
-// is rebound: other copies of the handle keep the old view. Throws ValueError when `td` is not
-// on the memmap backend. Returns `td`.
+// memmap_refresh_); tensor data needs no refresh (mapped shared). Other copies of the handle keep
+// the old view. Throws ValueError when `td` is not on the memmap backend.
 TensorDict& memmap_refresh_(TensorDict& td);
 
-// A new zero-filled tensor of `shape` and `dtype` stored as a new file under `key` of `td`, which
-// must be on the memmap backend (upstream's make_memmap); missing intermediate levels are
-// created. The lock is ignored, as upstream's. Returns the memory-mapped tensor. Throws
-// ValueError when `td` is not memory-mapped or `key` exists (naming both), and as set() does.
+// A new zero-filled memory-mapped tensor as a new file under `key` of `td`, which must be on the
+// memmap backend (upstream's make_memmap); missing levels are created, the lock is ignored.
+// Throws ValueError when `td` is not memory-mapped or `key` exists, and as set() does.
 //   at::Tensor frames = td::make_memmap(ds, {"obs", "pixels"}, {n, 84, 84}, at::kByte);
 at::Tensor make_memmap(TensorDict& td, const NestedKey& key, at::IntArrayRef shape,
                        at::ScalarType dtype = at::kFloat);
@@ -106,9 +96,8 @@ at::Tensor make_memmap(TensorDict& td, const NestedKey& key, at::IntArrayRef sha
 // !copy_data). Throws as make_memmap.
 at::Tensor make_memmap_from_tensor(TensorDict& td, const NestedKey& key, const at::Tensor& tensor,
                                    bool copy_data = true);
-// A new file under `key` holding the first numel(shape) elements of `storage` viewed as `dtype`
-// (copied into the file: the storage stays where it is). Throws ValueError naming the key when
-// the storage holds fewer bytes than `shape` x `dtype` needs, and as make_memmap.
+// A new file under `key` holding a copy of the first numel(shape) elements of `storage` viewed as
+// `dtype`. Throws ValueError naming the key when the storage is too small, and as make_memmap.
 at::Tensor make_memmap_from_storage(TensorDict& td, const NestedKey& key, const c10::Storage& storage,
                                     at::IntArrayRef shape, at::ScalarType dtype = at::kFloat);
 

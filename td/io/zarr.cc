@@ -88,10 +88,8 @@ struct Reader {
                                            : raw.view(a.type.dtype).reshape(a.shape));
   }
 
-  // Names `out` by the root's `__tensordict__` attribute (upstream's from_zarr reads them there
-  // only, with the batch size, and names the nested levels through it), unless absent, null or
-  // empty; ZarrError naming the store for entries that are not strings / null, or that set_names
-  // refuses.
+  // Names `out` by the root's `__tensordict__` attribute (as upstream: nested levels get them
+  // through set_names), unless absent, null or empty.
   static void SetStoredNames(TensorDict& out, const Node& n, const std::string& where) {
     const json meta = n.attrs.value(kMetadataAttr, json());
     if (!meta.is_object()) return;
@@ -149,7 +147,6 @@ struct Reader {
 
 // ---- writing -------------------------------------------------------------------------------
 
-// Creates `path` (it must not exist) holding `bytes`, fsynced.
 void WriteFile(const std::string& path, std::string_view bytes) {
   ThrowIfError<ZarrError>(internal::os::CreateFileAt(AT_FDCWD, path, bytes, /*sync=*/true, path));
 }
@@ -216,7 +213,6 @@ struct Writer {
     const int64_t nd = static_cast<int64_t>(shape.size());
     std::vector<int64_t> grid(nd), coords(nd, 0);
     for (int64_t d = 0; d < nd; ++d) grid[d] = (shape[d] + cs[d] - 1) / cs[d];
-    // One chunk is `t` itself.
     const at::Tensor buffer = cs == shape ? t : at::zeros(cs, t.options());
     while (true) {
       at::Tensor src = t, dst = buffer;
@@ -243,8 +239,7 @@ struct Writer {
     const std::string rel = at != nullptr ? at->join("/") : "";
     if (!rel.empty()) fs::create_directory(JoinPath(root, rel));
     Meta(rel, ".zgroup", json{{"zarr_format", 2}});
-    // Upstream's _write_attrs_metadata: "names" only when the level has names (null for an
-    // unnamed dim).
+    // Upstream's _write_attrs_metadata: "names" only for a named level (NOTE [ Zarr layout ]).
     json meta = {{"batch_size", td.batch_size().vec()}, {"version", 1}};
     if (td.has_names()) {
       json& names = meta["names"] = json::array();

@@ -8,34 +8,27 @@
 // NOTE [ Zarr layout ]
 // The layout upstream's zarr backend gives a store (tensordict/persistent.py, _ZarrBackend):
 //  * a TensorDict level is a group; a nested key is a group path ("next/obs"); a tensor is an
-//    array of its full shape (batch dims first), uncompressed, C order, one chunk per array
-//    unless ToZarrOptions::chunks constrains the leading dims (trailing dims stay whole, as
-//    upstream's `chunks=`); edge chunks are full-size files, as zarr writes them.
+//    array of its full shape (batch dims first), uncompressed, C order, chunked as
+//    ToZarrOptions::chunks says; edge chunks are full-size files, as zarr writes them.
 //  * every group carries the attribute `__tensordict__` = {"batch_size": [...], "version": 1},
 //    plus "names": [...] (a string or null per batch dim) when the level has dim names;
-//    from_zarr takes each level's batch size from it (a level without one takes its parent's),
-//    and, as upstream, the root's names when it uses the stored batch size (nested levels get
-//    them through set_names; their own "names" are not read).
-//    A store without it at the root (written by another tool) gets upstream's inference: the
-//    longest run of leading dims shared by the arrays, nested levels first.
+//    from_zarr takes each level's batch size from it (else its parent's) and, as upstream, only
+//    the root's names. A store without it at the root (another tool's) gets upstream's
+//    inference: the longest run of leading dims shared by the arrays, nested levels first.
 //  * non-tensor data is a 1-D uint8 array holding the value's JSON text, with the attribute
 //    `__tensordict_non_tensor__` = {"encoding": "json"}. Upstream pickles values JSON cannot
 //    hold ("pickle"): from_zarr refuses those, naming the key. An array of fixed-size strings
 //    (numpy `S` / `U`, from other tools) reads as a JSON string, or a JSON array nested by shape
 //    (zarr-python 3 writes strings variable-length, through filters, which are refused).
 //  * keys read back in name order (zarr lists a group's members sorted), not insertion order.
-// We write Zarr format 2 (.zgroup / .zattrs / .zarray JSON files, chunk files "i.j.k", dtype
-// strings such as "<f4", plus consolidated metadata in .zmetadata, which upstream also writes);
-// zarr-python 2 and 3, and so upstream's from_zarr, read it. We read format 2 (both dimension
-// separators, C and F order, little- and big-endian, missing chunks as the fill value) and
-// format 3 (zarr.json; the "bytes" codec, regular chunk grid, both chunk key encodings), which
-// is what upstream writes with zarr-python 3, and their compressed chunks (NOTE [ Zarr codecs ]
-// in td/io/zarr_codec.cc); we write uncompressed only.
-// Dtypes: bool, int8/16/32/64, uint8/16/32/64, float16/32/64, complex64/128 (uint16/32/64 where
-// LibTorch has them, 2.3 and later: on 1.13 a store holding one is refused naming the array and
-// the dtype; numpy has no bfloat16 or float8: refused, naming the key).
-// Reading says each group, array and non-tensor entry to a structure::Builder
-// (NOTE [ Structure codec ] in td/structure/structure.h).
+// We write Zarr format 2 (.zgroup / .zattrs / .zarray, chunk files "i.j.k", consolidated
+// .zmetadata as upstream), which zarr-python 2 and 3 read. We read format 2 (both separators,
+// C and F order, either endianness, missing chunks as the fill value) and format 3 (zarr.json,
+// regular grid, both chunk key encodings), compressed or not (NOTE [ Zarr codecs ] in
+// td/io/zarr_codec.cc). Dtypes: bool, (u)int8/16/32/64, float16/32/64, complex64/128 (uint16
+// and up from LibTorch 2.3; numpy has no bfloat16 or float8: refused, naming the key).
+// Reading says each node to a structure::Builder (NOTE [ Structure codec ] in
+// td/structure/structure.h).
 // Bazel: //td/io:zarr. See docs/io.md.
 #pragma once
 
@@ -55,8 +48,7 @@ namespace td {
 
 struct ToZarrOptions {
   // The chunk shape of the leading dims of every array (upstream's `chunks=`: a leaf of fewer
-  // dims takes the first ones; the trailing dims stay whole). Empty: one chunk per array.
-  // Values < 1 are read as 1, as upstream does.
+  // dims takes the first ones; trailing dims stay whole; values < 1 are 1). Empty: one chunk.
   TORCH_ARG(std::vector<int64_t>, chunks) = {};
   // Replace a store already at the path (upstream opens it with mode "w"); false: ValueError.
   // Only a Zarr store (or an empty directory) is ever replaced.
@@ -67,9 +59,9 @@ struct ToZarrOptions {
 // store is written beside `path` under a temporary name, then renamed into place (exchanged with
 // a previous store atomically, where the file system allows it): a failure part-way leaves the
 // previous store, or nothing, at `path`. Throws TypeError naming a key whose dtype Zarr cannot
-// hold here, ValueError naming a key that cannot be a Zarr name (empty, ".", "..", "/" inside,
-// ".zarray", ".zgroup", ".zattrs", ".zmetadata", "zarr.json", not UTF-8), a path that exists
-// without `overwrite` or is not a Zarr store, ZarrError naming the file on I/O errors.
+// hold, ValueError naming a key that cannot be a Zarr name (empty, ".", "..", "/" inside, a
+// metadata file name, not UTF-8) or a path that exists without `overwrite` or is not a Zarr
+// store, ZarrError naming the file on I/O errors.
 void to_zarr(const TensorDict& td, const std::string& path, const ToZarrOptions& options = {});
 
 // Options of from_zarr (upstream's keyword arguments).
@@ -84,13 +76,9 @@ struct FromZarrOptions {
 };
 
 // Reads the Zarr group store at `path` (ours, upstream's, zarr-python's) into a dense
-// TensorDict. Symlinked files are read; symlinked directories are not followed, and a FIFO,
-// socket or device where a file belongs is refused without being opened for long. Each array
-// costs one listing of its directory plus its chunk files, however many chunks its grid has.
-// Throws ZarrError naming the store and the node (missing store, not a group, malformed or
-// too deeply nested metadata or groups, unsupported codec or dtype, a fill value the dtype cannot
-// hold, chunk of the wrong size, array whose leading dims are not the batch size, a shape past
-// memory, a directory symlink, a file that is not regular), ValueError when batch_size is
+// TensorDict. Symlinked files are read; symlinked directories and non-regular files are refused.
+// Each array costs one listing of its directory plus its chunk files, however large its grid.
+// Throws ZarrError naming the store and the node (see ZarrError), ValueError when batch_size is
 // combined with auto_batch_size or batch_dims, or is not a list of sizes.
 TensorDict from_zarr(const std::string& path, const FromZarrOptions& options = {});
 

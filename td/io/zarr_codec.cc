@@ -1,17 +1,13 @@
 // NOTE [ Zarr codecs ]
 // What zarr-python writes by default, read here (writing stays uncompressed, compressor null):
-//  * format 2 (.zarray "compressor"): {"id": "blosc", "cname": ..., "clevel": ..., "shuffle":
-//    ..., "blocksize": ...}, zarr-python 2's default (lz4, byte shuffle); {"id": "zstd"},
-//    {"id": "gzip"}, {"id": "zlib"} (numcodecs' Zstd, GZip, Zlib). Only "id" selects the
-//    decoder: levels and blosc's cname / shuffle / blocksize are recorded in each blosc buffer's
-//    header (libblosc undoes the shuffle) or do not matter to the decoder.
-//  * format 3 (zarr.json "codecs"): "bytes" (its "endian"), then at most one bytes-to-bytes codec:
-//    "zstd" (zarr-python 3's default, level 0, no checksum), "gzip" or "blosc", or numcodecs'
-//    zarr 3 names of the same ("numcodecs.zstd", ...). "transpose", "sharding_indexed",
-//    "crc32c" and longer chains are refused; so are format 2's "filters" (td/io/zarr_format.cc).
-// A chunk file is read whole, at most codec::MaxCompressedSize of the chunk's raw size, and
-// decompressed into the chunk's raw size exactly (NOTE [ Bounded decompression ] in
-// td/bytes/codec.h); anything else is a ZarrError naming the array, the file and the codec.
+//  * format 2 (.zarray "compressor"): "blosc" (zarr-python 2's default), "zstd", "gzip", "zlib".
+//    Only "id" selects the decoder: blosc's other fields are in each buffer's header (libblosc
+//    undoes the shuffle), levels do not matter to decoding.
+//  * format 3 (zarr.json "codecs"): "bytes" (its "endian"), then at most one of "zstd"
+//    (zarr-python 3's default), "gzip", "blosc", or numcodecs' names ("numcodecs.zstd", ...).
+//    Other codecs, longer chains and format 2's "filters" are refused.
+// A chunk file (at most codec::MaxCompressedSize of its raw size) decompresses into exactly its
+// raw size (NOTE [ Bounded decompression ] in td/bytes/codec.h), else a ZarrError.
 #include "td/io/zarr_format.h"
 
 #include <vector>

@@ -6,10 +6,9 @@
 
 namespace td {
 
-// A Zarr store that cannot be read or written, or whose content does not fit a TensorDict (an
-// array whose leading dims disagree with the batch size, a truncated chunk, a compressor, a FIFO
-// or a directory symlink, a fill value the dtype cannot hold, malformed metadata): the message
-// names the store path, the array or group and the problem.
+// A Zarr store that cannot be read or written, or whose content does not fit a TensorDict
+// (malformed or unsupported metadata, a bad chunk, leading dims that are not the batch size, a
+// directory symlink or non-regular file); the message names the store, the node and the problem.
 class ZarrError : public c10::Error {
  public:
   using c10::Error::Error;

@@ -39,10 +39,9 @@ namespace {
 // Metadata files larger than this are refused rather than parsed.
 constexpr int64_t kMaxJsonBytes = int64_t{64} << 20;
 
-// The file `path` open for reading, and its size; nullopt when there is none (ENOENT, or ENOTDIR
-// too when `notdir`). Opened without waiting on a FIFO (reads of regular files ignore O_NONBLOCK),
-// following file symlinks (stores kept by git-annex or DVC link their files); ZarrError naming
-// `path` unless it is regular.
+// The file `path` open for reading, and its size; nullopt for ENOENT (or ENOTDIR with `notdir`).
+// O_NONBLOCK: never waits on a FIFO. Follows file symlinks (git-annex and DVC stores use them);
+// ZarrError naming `path` unless it is regular.
 std::optional<std::pair<os::UniqueFd, int64_t>> OpenRegular(const std::string& path, bool notdir) {
   os::UniqueFd fd(::open(path.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC));
   if (!fd.valid() && (errno == ENOENT || (notdir && errno == ENOTDIR))) return std::nullopt;
@@ -110,10 +109,9 @@ json ParseJson(std::string_view text, const std::string& path) {
 
 namespace {
 
-// numpy's dtypes with a LibTorch counterpart, "torch." + name: numpy's kind letter, element size
-// and format 3's name. uint16/32/64 only where this LibTorch has them (NOTE [ Dtypes by LibTorch
-// version ] in td/compat/dtypes.h; RowType refuses them elsewhere). numpy has no float8: Python
-// tensordict 0.14's to_zarr cannot write one (its numpy() conversion raises), so they have no row.
+// numpy's dtypes with a LibTorch counterpart ("torch." + name, also format 3's name), numpy's
+// kind letter and element size. RowType refuses uint16/32/64 where LibTorch lacks them
+// (NOTE [ Dtypes by LibTorch version ] in td/compat/dtypes.h). No float8: upstream cannot write it.
 struct DtypeRow {
   const char* name;
   char kind;
@@ -126,9 +124,8 @@ constexpr DtypeRow kDtypes[] = {
     {"uint32", 'u', 4},  {"uint64", 'u', 8},
 };
 
-// The element type of the first row `pred` accepts, or nullopt when none does; a ZarrError in
-// the words of the structure's dtype rule (structure::Dtype) naming `where` and the metadata's
-// spelling `name` (else the row's) where this LibTorch lacks its dtype.
+// The element type of the first row `pred` accepts, or nullopt; a ZarrError (structure::Dtype's
+// words) naming `where` and `name` (else the row's) where this LibTorch lacks its dtype.
 template <class Pred>
 std::optional<ElemType> RowType(Pred pred, const std::string& where, const std::string& name) {
   const DtypeRow* r = std::find_if(std::begin(kDtypes), std::end(kDtypes), pred);
@@ -170,9 +167,8 @@ ElemType ParseV2Dtype(const json& j, const std::string& where) {
           "complex64/128 and fixed-size strings are)");
 }
 
-// An array's metadata: format 2's .zarray, or format 3's zarr.json (`v3`), which says the same in
-// other fields. The shape is read as every structure reader reads one (structure::Sizes: at most
-// 64 sizes in [0, 2^63-1]); the chunks are Zarr's own (a positive size per dim of the shape).
+// An array's metadata: format 2's .zarray, or format 3's zarr.json (`v3`). The shape is read by
+// structure::Sizes, as every reader's; the chunks are Zarr's own (a positive size per dim).
 void ParseArray(const json& z, bool v3, const std::string& where, ArrayMeta& a) {
   const json grid = z.value("chunk_grid", json());
   if (v3 && (!grid.is_object() || grid.value("name", std::string()) != "regular")) {
@@ -307,8 +303,7 @@ at::Tensor SwapBytes(const at::Tensor& bytes, const ElemType& t) {
 // The chunk files of the array in `dir` under its sub-directory `rel` (`depth` deep) into `out`,
 // by grid coordinates, from one listing of each directory (sub-directories only with the "/"
 // separator, at most nd + 1 deep): the work follows the files there, not the grid, which a few
-// bytes of metadata can make 2^40 chunks large. Entries whose name is a chunk key must be
-// regular files (OpenRegular, on reading).
+// bytes of metadata can make 2^40 chunks large.
 void ListChunks(const ArrayMeta& a, const std::string& dir, const std::string& rel, size_t depth,
                 const std::vector<int64_t>& grid,
                 std::map<std::vector<int64_t>, std::string>& out) {

@@ -1,7 +1,5 @@
-// Zarr's files and metadata, internal to //td/io:zarr (zarr.cc reads and writes stores with
-// these): a store's directories listed, chunk codecs (zarr_codec.cc), numpy dtype strings, a
-// node's metadata in format 2 or 3, and an array's chunks assembled into one buffer.
-// NOTE [ Zarr layout ] in td/io/zarr.h says what a store holds. Not API.
+// Zarr's files, codecs, dtypes and metadata, internal to //td/io:zarr (NOTE [ Zarr layout ] in
+// td/io/zarr.h). Not API.
 #pragma once
 
 #include <ATen/core/Tensor.h>
@@ -39,8 +37,7 @@ json ParseJson(std::string_view text, const std::string& path);
 // How an array's chunk files hold its bytes: raw, or compressed in one format.
 struct ChunkCodec {
   std::optional<codec::Format> format;  // nullopt: raw
-  // The codec as named in the metadata ("blosc", "zstd", "numcodecs.zlib"), for messages.
-  std::string name;
+  std::string name;  // as named in the metadata ("blosc", "numcodecs.zlib"), for messages
 };
 // The compressor of a format 2 array (.zarray's "compressor"); ZarrError naming `where` and the
 // compressor for one not read here.
@@ -51,8 +48,7 @@ ChunkCodec ParseV3Codecs(const json& codecs, const std::string& where, bool* big
 // read(2) until `n` bytes are read; ZarrError naming `path` on an error or an early end.
 void ReadExactly(int fd, void* data, int64_t n, const std::string& path);
 // Reads the chunk file `file` (open as `fd`, `file_size` bytes) into exactly `chunk_bytes` bytes
-// at `out`, decompressing it with `c`; a ZarrError naming `where` (the array), the file and the
-// codec otherwise.
+// at `out`, decompressing with `c`; else a ZarrError naming `where`, the file and the codec.
 void ReadChunkFile(const ChunkCodec& c, int fd, int64_t file_size, uint8_t* out,
                    int64_t chunk_bytes, const std::string& file, const std::string& where);
 
@@ -77,7 +73,7 @@ struct ArrayMeta {
   json fill;  // null: zeros
   bool v3_default_keys = false;  // "c/0/0" (v3's default) rather than "0.0"
   std::string separator = ".";
-  ChunkCodec codec;  // how the chunk files hold the bytes (NOTE [ Zarr codecs ], zarr_codec.cc)
+  ChunkCodec codec;
 };
 
 // A node: a group, an array, or nothing (a directory without Zarr metadata).
@@ -109,9 +105,8 @@ std::string ChunkKey(const ArrayMeta& a, const std::vector<int64_t>& coords);
 // of `a` (zarr-python skips those files).
 std::optional<std::vector<int64_t>> ChunkCoords(const ArrayMeta& a, const std::string& key,
                                                 const std::vector<int64_t>& grid);
-// The array's elements as raw bytes in LibTorch's byte order, a uint8 tensor of shape
-// [*shape, itemsize], read from the chunk files in `dir` (ReadChunkFile; missing ones hold the
-// fill value).
+// The array's elements in LibTorch's byte order, uint8 of shape [*shape, itemsize], read from the
+// chunk files in `dir` (missing ones hold the fill value).
 at::Tensor ReadRaw(const ArrayMeta& a, const std::string& dir, const std::string& where);
 // Fixed-size strings (raw bytes of a kBytes / kUnicode array from `dim` on) as JSON: a string, or
 // arrays nested by shape.
