@@ -188,12 +188,13 @@ absl::StatusOr<LevelMeta> ParseLevelJson(const Json& j, std::string_view path,
         return Bad(path, what, " is a nested tensor whose \"shape\" (the shape of its sizes) is ",
                    SizeRepr(e.shape), "; expected [components, dims]");
       }
-      if ((!meta.batch_size.empty() && e.shape[0] != meta.batch_size[0]) ||
-          e.shape[1] + 1 < static_cast<int64_t>(meta.batch_size.size())) {
-        return Bad(path, what, " is a nested tensor of ", e.shape[0], " components of ",
-                   e.shape[1] + 1, " dims, which does not fit the batch size ",
-                   SizeRepr(meta.batch_size),
-                   " (expected its first size as the components, and at least its dims)");
+      if (!meta.batch_size.empty() && e.shape[0] != meta.batch_size[0]) {
+        return Bad(path, what, " is a nested tensor of ", e.shape[0],
+                   " components, which does not match the batch size ", SizeRepr(meta.batch_size));
+      }
+      if (e.shape[1] + 1 < static_cast<int64_t>(meta.batch_size.size())) {
+        return Bad(path, what, " is a nested tensor of ", e.shape[1] + 1,
+                   " dims, fewer than the batch size ", SizeRepr(meta.batch_size));
       }
       absl::StatusOr<int64_t> nbytes = TensorBytes(e.shape, c10::kLong, what);
       if (!nbytes.ok()) return Bad(path, nbytes.status().message());
@@ -523,7 +524,10 @@ std::string NonTensorMetaJson(const nlohmann::json& data, bool metadata) {
       .dump();
 }
 
-absl::Status CheckWritableJson(const nlohmann::json& j, std::string_view what, int depth) {
+namespace {
+
+// CheckWritableJson of `j`, `depth` levels into the value checked.
+absl::Status CheckJsonAt(const nlohmann::json& j, std::string_view what, int depth) {
   const auto bad = [&](const auto&... parts) {
     return absl::InvalidArgumentError(absl::StrCat(AV(what), ": ", parts...));
   };
@@ -543,9 +547,15 @@ absl::Status CheckWritableJson(const nlohmann::json& j, std::string_view what, i
     if (j.is_object() && !Utf8Ok(nlohmann::json(it.key()))) {
       return bad("an object key is not valid UTF-8, which JSON cannot hold");
     }
-    if (absl::Status s = CheckWritableJson(it.value(), what, depth + 1); !s.ok()) return s;
+    if (absl::Status s = CheckJsonAt(it.value(), what, depth + 1); !s.ok()) return s;
   }
   return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::Status CheckWritableJson(const nlohmann::json& data, std::string_view what) {
+  return CheckJsonAt(data, what, 0);
 }
 
 absl::Status CheckWritableKey(std::string_view key, std::string_view what) {

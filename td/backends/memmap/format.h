@@ -191,9 +191,9 @@ std::string StackMetaJson(int64_t stack_dim, const nlohmann::json* values = null
 // MetaData: NonTensorDataBase._memmap_ in Python tensordict 0.9-0.14 writes both alike).
 std::string NonTensorMetaJson(const nlohmann::json& data, bool metadata = false);
 
-// OK when `data` (`depth` levels into the value checked) can be written and read back unchanged:
-// finite numbers, valid UTF-8, nesting within kMaxJsonDepth. The error names `what`.
-absl::Status CheckWritableJson(const nlohmann::json& data, std::string_view what, int depth = 0);
+// OK when `data` can be written and read back unchanged: finite numbers, valid UTF-8, nesting
+// within kMaxJsonDepth. The error names `what`.
+absl::Status CheckWritableJson(const nlohmann::json& data, std::string_view what);
 // OK when `key` is valid UTF-8 (meta.json is JSON text) and not reserved.
 absl::Status CheckWritableKey(std::string_view key, std::string_view what);
 

@@ -118,15 +118,18 @@ std::string CheckEntry(const std::string& k, const Value& v, const std::string& 
   if (v.is_tensor()) {
     const at::Tensor& t = v.tensor();
     // memmap() writes no sizes file for a nested tensor (docs/memmap.md, "written here").
-    ThrowIfError(CheckStrided(t, c10::str("memmap: key ", full.repr())));
+    if (t.is_nested() || t.layout() != at::kStrided) {
+      ThrowIfError(CheckStrided(t, c10::str("memmap: key ", full.repr())));
+    }
     try {
       DtypeName(t.scalar_type());
     } catch (const c10::Error&) {
       TD_FAIL(TypeError, "memmap: key ", full.repr(), " has dtype ", t.scalar_type(),
               ", which the memmap format cannot name");
     }
+    if (o.like || o.copy_existing) return name;
     const std::optional<std::string> file = MemoryMappedTensor::filename_of(t);
-    if (!o.like && !o.copy_existing && file && *file != JoinPath(dir, name)) {
+    if (file && *file != JoinPath(dir, name)) {
       TD_FAIL(ValueError, "memmap: key ", full.repr(), " is already memory-mapped to ", *file,
               "; pass MemmapOptions().copy_existing(true) to copy it to ", JoinPath(dir, name));
     }
@@ -229,7 +232,8 @@ void MemmapStorage::set(std::string_view key_view, Value value) {
     for (std::string& f : FilesOf(other, v)) names.emplace(std::move(f), other);
   }
   const mm::WriteOptions wo;
-  const std::string name = mm::CheckEntry(key, value, dir_, wo, NestedKey(key), 0, &names);
+  // Depth -1: a TensorDict set here is checked as a top level, as memmap() checks its root.
+  const std::string name = mm::CheckEntry(key, value, dir_, wo, NestedKey(key), -1, &names);
   const std::string path = mm::JoinPath(dir_, name);
   mm::LevelChange change;
   if (const Value* old = entries().find(key)) change.drop = FilesOf(key, *old);

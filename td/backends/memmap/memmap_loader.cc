@@ -259,8 +259,8 @@ class Loader {
           continue;
         }
         const size_t index = level->AddLoaded(e.key, Value(at::Tensor()));
-        MapJob job{dir, entry_path, e, {}, {}, {}, level, index, at::Tensor()};
-        if (e.is_nested) {
+        MapJob job{dir, entry_path, std::move(e), {}, {}, {}, level, index, at::Tensor()};
+        if (job.e.is_nested) {
           if (absl::Status s = ReadNestedSizes(path, meta.batch_size, &job); !s.ok()) return s;
         }
         jobs_.push_back(std::move(job));
@@ -390,13 +390,15 @@ class Loader {
     if (members == 0) {
       return Lost(path, ": a lazy stack without members (expected sub-directories 0, 1, ...)");
     }
+    for (int64_t i = 0; i < members; ++i) {
+      if (!seen.contains(i)) {
+        return Lost(path, ": lazy stack member ", i, " is missing (",
+                    Join(path, std::to_string(i)), ") but member ", members - 1, " exists");
+      }
+    }
     std::vector<Planned> parts;
     for (int64_t i = 0; i < members; ++i) {
       const std::string name = std::to_string(i);
-      if (!seen.contains(i)) {
-        return Lost(path, ": lazy stack member ", i, " is missing (", Join(path, name),
-                    ") but member ", members - 1, " exists");
-      }
       absl::StatusOr<Planned> part = Child(dir, name, Join(path, name), depth, node, name);
       if (!part.ok()) return part.status();
       if (!part->node) {
@@ -462,6 +464,7 @@ class Loader {
     absl::StatusOr<Planned> tensors =
         Child(dir, inner, Join(path, inner), depth, *meta.node, inner, /*fill=*/true);
     if (!tensors.ok()) return tensors.status();
+    // Place() (format.cc) refused non-tensor data as _tensordict/, so `tensors` has a storage.
     for (const auto& [key, value] : meta.fields) {
       if (tensors->storage->contains(key)) {
         return Lost(Join(path, kMeta), ": field ", NestedKey(key).repr(), " is also a key of ",

@@ -48,8 +48,13 @@ const Region& MappedRegionOf(const at::Tensor& t) {
 }  // namespace
 
 std::string AbsolutePath(const std::string& path) {
-  std::error_code ec;
-  std::string out = (std::filesystem::current_path(ec) / path).lexically_normal().string();
+  std::filesystem::path p(path);
+  if (p.is_relative()) {
+    std::error_code ec;
+    p = std::filesystem::current_path(ec) / p;
+    if (ec) TD_FAIL(MemmapError, "cannot make ", path, " absolute: ", ec.message());
+  }
+  std::string out = p.lexically_normal().string();
   if (out.size() > 1 && out.back() == '/') out.pop_back();  // "/a/b/" from "/a/b/c/.."
   return out;
 }
@@ -82,13 +87,13 @@ absl::Status CheckStrided(const at::Tensor& t, std::string_view what) {
   // A nested (ragged) tensor reports the strided layout: is_nested() is what tells it apart.
   if (!t.is_nested() && t.layout() == at::kStrided) return absl::OkStatus();
   return absl::InvalidArgumentError(
-      c10::str(what, ": a ", t.is_nested() ? "nested (ragged)" : c10::str(t.layout()),
+      c10::str(what, " holds a ", t.is_nested() ? "nested (ragged)" : c10::str(t.layout()),
                " tensor; only strided (dense) tensors can be memory-mapped",
-               t.is_nested() ? " (to_padded_tensor pads it into one)" : ""));
+               t.is_nested() ? " (TensorDict::to_padded_tensor pads it into one)" : ""));
 }
 
 absl::Status WriteTensor(int fd, const at::Tensor& tensor, const std::string& path) {
-  if (absl::Status s = CheckStrided(tensor, "cannot write " + path); !s.ok()) return s;
+  if (absl::Status s = CheckStrided(tensor, path); !s.ok()) return s;
   at::Tensor t = tensor.resolve_conj().resolve_neg();
   const int64_t total = t.numel() * static_cast<int64_t>(t.element_size());
   if (total == 0) return absl::OkStatus();
@@ -152,7 +157,7 @@ MemoryMappedTensor Create(at::IntArrayRef shape, at::ScalarType dtype, const std
 MemoryMappedTensor MemoryMappedTensor::from_tensor(const at::Tensor& tensor,
                                                    const std::string& filename, bool exists_ok) {
   TORCH_CHECK_VALUE(tensor.defined(), "MemoryMappedTensor::from_tensor: undefined tensor");
-  ThrowIfError(mm::CheckStrided(tensor, "MemoryMappedTensor::from_tensor"));
+  ThrowIfError(mm::CheckStrided(tensor, "MemoryMappedTensor::from_tensor: the tensor"));
   return Create(tensor.sizes(), tensor.scalar_type(), filename, exists_ok, &tensor);
 }
 
